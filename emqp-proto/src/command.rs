@@ -1,0 +1,522 @@
+//! The commands of eMQP/1.0 and their body frames (everything after
+//! `'' | eMQP/1.0 | COMMAND | MSGID`).
+//!
+//! Decoding is lenient about trailing frames (0.3.13 ignores them too) and
+//! strict about everything it reads.
+
+use crate::error::{excerpt, utf8, DecodeError};
+use crate::headers::Headers;
+use crate::queues::QueueSpec;
+
+/// What a peer announces itself as in INFORM (0.3.13's TYPE frame).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PeerType {
+    Worker,
+    Scheduler,
+}
+
+impl PeerType {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            PeerType::Worker => "worker",
+            PeerType::Scheduler => "scheduler",
+        }
+    }
+}
+
+/// INFORM: a worker or scheduler registers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inform {
+    /// The queues served; empty means "the router's default queues".
+    pub queues: QueueSpec,
+    /// `None` for the seed form, which has no TYPE frame (a worker).
+    pub peer_type: Option<PeerType>,
+    /// emq extension, a third body frame: comma-separated features the peer
+    /// supports. `job-ack` means the worker sends a REPLY for every job, so
+    /// the router can track completion per job (docs/PROTOCOL.md).
+    pub features: Vec<String>,
+}
+
+/// The INFORM feature by which a worker promises a REPLY for every job.
+pub const FEATURE_JOB_ACK: &str = "job-ack";
+
+impl Inform {
+    pub fn has_feature(&self, name: &str) -> bool {
+        self.features.iter().any(|f| f == name)
+    }
+}
+
+/// REQUEST: a client submits a job; the router forwards it unchanged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub queue: String,
+    pub headers: Headers,
+    /// The job payload (JSON text in 0.3.13). Never decoded by the router.
+    pub message: Vec<u8>,
+}
+
+/// How a job ended, in a worker REPLY (emq extension frame) or a RESULT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultStatus {
+    Ok,
+    Failed,
+}
+
+impl ResultStatus {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ResultStatus::Ok => "ok",
+            ResultStatus::Failed => "failed",
+        }
+    }
+
+    fn parse(frame: Vec<u8>) -> Result<ResultStatus, DecodeError> {
+        match frame.as_slice() {
+            b"ok" => Ok(ResultStatus::Ok),
+            b"failed" => Ok(ResultStatus::Failed),
+            other => Err(DecodeError::BadValue {
+                field: "result status",
+                value: excerpt(other),
+            }),
+        }
+    }
+}
+
+/// REPLY, in all its forms.
+///
+/// - one frame: the router's acknowledgement to a client (the frame is the
+///   acknowledged REQUEST msgid), a seed-form worker result, or an admin
+///   answer (JSON);
+/// - two frames: a 0.3.13 worker result `[payload, orig_msgid]`;
+/// - three frames: an emq worker result `[payload, orig_msgid, status]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    pub payload: Vec<u8>,
+    pub orig_msgid: Option<String>,
+    pub status: Option<ResultStatus>,
+}
+
+impl Reply {
+    /// The router's acknowledgement of an accepted REQUEST.
+    pub fn ack_of(msgid: &str) -> Reply {
+        Reply {
+            payload: msgid.as_bytes().to_vec(),
+            orig_msgid: None,
+            status: None,
+        }
+    }
+
+    /// A worker's result for the REQUEST `orig_msgid`.
+    pub fn result(payload: Vec<u8>, orig_msgid: String, status: ResultStatus) -> Reply {
+        Reply {
+            payload,
+            orig_msgid: Some(orig_msgid),
+            status: Some(status),
+        }
+    }
+}
+
+/// SCHEDULE and UNSCHEDULE body (0.3.13: five frames).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Schedule {
+    pub queue: String,
+    pub headers: Headers,
+    /// Seconds between runs, or -1 when `cron` is used.
+    pub interval_secs: i64,
+    pub message: Vec<u8>,
+    /// A cron expression, or empty when `interval_secs` is used.
+    pub cron: String,
+}
+
+/// RESULT (emq extension, router → client): the job's outcome, sent to the
+/// client that submitted it, distinct from the REPLY acknowledgement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobResult {
+    pub orig_msgid: String,
+    pub status: ResultStatus,
+    /// The worker's REPLY payload (JSON: `{"value": ...}` or `{"error": ...}`).
+    pub payload: Vec<u8>,
+}
+
+/// Why the router refused a REQUEST.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RejectReason {
+    /// The queue's buffer is at its high-water mark.
+    QueueFull,
+    /// The REQUEST could not be decoded.
+    Malformed,
+    /// The router is shutting down and takes no new work.
+    ShuttingDown,
+    /// The job failed for good (retries or deliveries exhausted).
+    DeadLettered,
+    Other(String),
+}
+
+impl RejectReason {
+    pub fn as_str(&self) -> &str {
+        match self {
+            RejectReason::QueueFull => "queue-full",
+            RejectReason::Malformed => "malformed",
+            RejectReason::ShuttingDown => "shutting-down",
+            RejectReason::DeadLettered => "dead-lettered",
+            RejectReason::Other(s) => s,
+        }
+    }
+
+    fn parse(s: String) -> RejectReason {
+        match s.as_str() {
+            "queue-full" => RejectReason::QueueFull,
+            "malformed" => RejectReason::Malformed,
+            "shutting-down" => RejectReason::ShuttingDown,
+            "dead-lettered" => RejectReason::DeadLettered,
+            _ => RejectReason::Other(s),
+        }
+    }
+}
+
+/// REJECT (emq extension, router → client): a REQUEST was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reject {
+    pub orig_msgid: String,
+    pub reason: RejectReason,
+    pub text: String,
+}
+
+/// Every command of eMQP/1.0, 0.3.13's additions, and emq's extensions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    Inform(Inform),
+    Ack {
+        acked_msgid: String,
+    },
+    Ready,
+    Request(Request),
+    Reply(Reply),
+    /// `timestamp` is 0.3.13's `str(time.time())`; the seed has none.
+    Heartbeat {
+        timestamp: Option<String>,
+    },
+    Disconnect,
+    /// "I am leaving". KBAI (the later spec page's name) decodes to this too.
+    Kbye,
+    Schedule(Schedule),
+    Unschedule(Schedule),
+    Publish {
+        topic: String,
+        message: Vec<u8>,
+    },
+    Status,
+    RouterShowWorkers,
+    RouterShowSchedulers,
+    Result(JobResult),
+    Reject(Reject),
+}
+
+impl Command {
+    /// The command frame text.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Inform(_) => "INFORM",
+            Command::Ack { .. } => "ACK",
+            Command::Ready => "READY",
+            Command::Request(_) => "REQUEST",
+            Command::Reply(_) => "REPLY",
+            Command::Heartbeat { .. } => "HEARTBEAT",
+            Command::Disconnect => "DISCONNECT",
+            Command::Kbye => "KBYE",
+            Command::Schedule(_) => "SCHEDULE",
+            Command::Unschedule(_) => "UNSCHEDULE",
+            Command::Publish { .. } => "PUBLISH",
+            Command::Status => "STATUS",
+            Command::RouterShowWorkers => "ROUTER_SHOW_WORKERS",
+            Command::RouterShowSchedulers => "ROUTER_SHOW_SCHEDULERS",
+            Command::Result(_) => "RESULT",
+            Command::Reject(_) => "REJECT",
+        }
+    }
+
+    /// Decode the body frames of command `name` (the command frame itself).
+    pub fn decode(name: &[u8], body: Vec<Vec<u8>>) -> Result<Command, DecodeError> {
+        let canonical = canonical_name(name)?;
+        let mut frames = Body {
+            command: canonical,
+            frames: body.into_iter(),
+            offset: 0,
+        };
+        let cmd = match canonical {
+            "INFORM" => {
+                let queues = QueueSpec::from_inform_frame(&frames.next(1)?)?;
+                let peer_type = match frames.optional() {
+                    None => None,
+                    Some(t) => Some(match t.as_slice() {
+                        b"worker" | b"" => PeerType::Worker,
+                        b"scheduler" => PeerType::Scheduler,
+                        other => {
+                            return Err(DecodeError::BadValue {
+                                field: "peer type",
+                                value: excerpt(other),
+                            })
+                        }
+                    }),
+                };
+                let features = match frames.optional() {
+                    None => Vec::new(),
+                    Some(f) => utf8(f, "features")?
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty())
+                        .map(String::from)
+                        .collect(),
+                };
+                Command::Inform(Inform {
+                    queues,
+                    peer_type,
+                    features,
+                })
+            }
+            "ACK" => Command::Ack {
+                acked_msgid: utf8(frames.next(1)?, "acked msgid")?,
+            },
+            "READY" => Command::Ready,
+            "REQUEST" => Command::Request(Request {
+                queue: utf8(frames.next(3)?, "queue")?,
+                headers: Headers::parse(&frames.next(3)?)?,
+                message: frames.next(3)?,
+            }),
+            "REPLY" => {
+                let payload = frames.next(1)?;
+                let orig_msgid = frames
+                    .optional()
+                    .map(|f| utf8(f, "original msgid"))
+                    .transpose()?;
+                let status = frames.optional().map(ResultStatus::parse).transpose()?;
+                Command::Reply(Reply {
+                    payload,
+                    orig_msgid,
+                    status,
+                })
+            }
+            "HEARTBEAT" => Command::Heartbeat {
+                timestamp: frames
+                    .optional()
+                    .map(|f| utf8(f, "heartbeat timestamp"))
+                    .transpose()?,
+            },
+            "DISCONNECT" => Command::Disconnect,
+            "KBYE" => Command::Kbye,
+            "SCHEDULE" | "UNSCHEDULE" => {
+                let s = decode_schedule(&mut frames)?;
+                if canonical == "SCHEDULE" {
+                    Command::Schedule(s)
+                } else {
+                    Command::Unschedule(s)
+                }
+            }
+            "PUBLISH" => Command::Publish {
+                topic: utf8(frames.next(2)?, "topic")?,
+                message: frames.next(2)?,
+            },
+            "STATUS" => Command::Status,
+            "ROUTER_SHOW_WORKERS" => Command::RouterShowWorkers,
+            "ROUTER_SHOW_SCHEDULERS" => Command::RouterShowSchedulers,
+            "RESULT" => Command::Result(JobResult {
+                orig_msgid: utf8(frames.next(3)?, "original msgid")?,
+                status: ResultStatus::parse(frames.next(3)?)?,
+                payload: frames.next(3)?,
+            }),
+            "REJECT" => Command::Reject(Reject {
+                orig_msgid: utf8(frames.next(3)?, "original msgid")?,
+                reason: RejectReason::parse(utf8(frames.next(3)?, "reject reason")?),
+                text: utf8(frames.next(3)?, "reject text")?,
+            }),
+            _ => unreachable!("canonical_name returns only known names"),
+        };
+        Ok(cmd)
+    }
+
+    /// Append the body frames to `out`.
+    pub fn encode_body(self, out: &mut Vec<Vec<u8>>) {
+        match self {
+            Command::Inform(i) => {
+                out.push(if i.queues.is_empty() {
+                    Vec::new()
+                } else {
+                    i.queues.to_inform_json().into_bytes()
+                });
+                let t = i.peer_type.unwrap_or(PeerType::Worker);
+                out.push(t.as_str().as_bytes().to_vec());
+                if !i.features.is_empty() {
+                    out.push(i.features.join(",").into_bytes());
+                }
+            }
+            Command::Ack { acked_msgid } => out.push(acked_msgid.into_bytes()),
+            Command::Ready
+            | Command::Disconnect
+            | Command::Kbye
+            | Command::Status
+            | Command::RouterShowWorkers
+            | Command::RouterShowSchedulers => {}
+            Command::Request(r) => {
+                out.push(r.queue.into_bytes());
+                out.push(r.headers.encode().into_bytes());
+                out.push(r.message);
+            }
+            Command::Reply(r) => {
+                out.push(r.payload);
+                if let Some(m) = r.orig_msgid {
+                    out.push(m.into_bytes());
+                    if let Some(s) = r.status {
+                        out.push(s.as_str().as_bytes().to_vec());
+                    }
+                }
+            }
+            Command::Heartbeat { timestamp } => {
+                if let Some(ts) = timestamp {
+                    out.push(ts.into_bytes());
+                }
+            }
+            Command::Schedule(s) | Command::Unschedule(s) => {
+                out.push(s.queue.into_bytes());
+                out.push(s.headers.encode().into_bytes());
+                out.push(s.interval_secs.to_string().into_bytes());
+                out.push(s.message);
+                out.push(s.cron.into_bytes());
+            }
+            Command::Publish { topic, message } => {
+                out.push(topic.into_bytes());
+                out.push(message);
+            }
+            Command::Result(r) => {
+                out.push(r.orig_msgid.into_bytes());
+                out.push(r.status.as_str().as_bytes().to_vec());
+                out.push(r.payload);
+            }
+            Command::Reject(r) => {
+                out.push(r.orig_msgid.into_bytes());
+                out.push(r.reason.as_str().as_bytes().to_vec());
+                out.push(r.text.into_bytes());
+            }
+        }
+    }
+}
+
+/// Schedules: the 0.3.13 five-frame form, or the three-frame form of
+/// protocol.rst (`QUEUE, HEADERS, MSG`, no interval and no cron).
+fn decode_schedule(frames: &mut Body) -> Result<Schedule, DecodeError> {
+    let queue = utf8(frames.next(3)?, "queue")?;
+    let headers = Headers::parse(&frames.next(3)?)?;
+    let third = frames.next(3)?;
+    match frames.optional() {
+        None => Ok(Schedule {
+            queue,
+            headers,
+            interval_secs: -1,
+            message: third,
+            cron: String::new(),
+        }),
+        Some(message) => {
+            let text = utf8(third, "interval")?;
+            let interval_secs = parse_interval(&text)?;
+            let cron = frames
+                .optional()
+                .map(|f| utf8(f, "cron"))
+                .transpose()?
+                .unwrap_or_default();
+            Ok(Schedule {
+                queue,
+                headers,
+                interval_secs,
+                message,
+                cron,
+            })
+        }
+    }
+}
+
+/// Python may send the interval as `60` or `60.0`; whole seconds only.
+fn parse_interval(text: &str) -> Result<i64, DecodeError> {
+    let t = text.trim();
+    let bad = || DecodeError::BadNumber {
+        field: "interval",
+        value: text.to_string(),
+    };
+    if let Ok(n) = t.parse::<i64>() {
+        return Ok(n);
+    }
+    let f: f64 = t.parse().map_err(|_| bad())?;
+    if f.is_finite() && f.fract() == 0.0 && f.abs() < 9.0e15 {
+        Ok(f as i64)
+    } else {
+        Err(bad())
+    }
+}
+
+const NAMES: [&str; 16] = [
+    "INFORM",
+    "ACK",
+    "READY",
+    "REQUEST",
+    "REPLY",
+    "HEARTBEAT",
+    "DISCONNECT",
+    "KBYE",
+    "SCHEDULE",
+    "UNSCHEDULE",
+    "PUBLISH",
+    "STATUS",
+    "ROUTER_SHOW_WORKERS",
+    "ROUTER_SHOW_SCHEDULERS",
+    "RESULT",
+    "REJECT",
+];
+
+/// Map the command frame to its canonical name. Upper case is what every
+/// peer sends; lower case is accepted because 0.3.13 dispatches worker
+/// commands case-insensitively.
+fn canonical_name(name: &[u8]) -> Result<&'static str, DecodeError> {
+    if let Some(n) = NAMES.iter().find(|n| n.as_bytes() == name) {
+        return Ok(n);
+    }
+    if name.eq_ignore_ascii_case(b"KBAI") {
+        return Ok("KBYE");
+    }
+    NAMES
+        .iter()
+        .find(|n| n.as_bytes().eq_ignore_ascii_case(name))
+        .copied()
+        .ok_or_else(|| DecodeError::UnknownCommand(excerpt(name)))
+}
+
+/// The body frames of one command, consumed in order.
+struct Body {
+    command: &'static str,
+    frames: std::vec::IntoIter<Vec<u8>>,
+    offset: usize,
+}
+
+impl Body {
+    /// The next frame, which must exist; `needed` is the body's minimum
+    /// length, for the error.
+    fn next(&mut self, needed: usize) -> Result<Vec<u8>, DecodeError> {
+        match self.frames.next() {
+            Some(f) => {
+                self.offset += 1;
+                Ok(f)
+            }
+            None => Err(DecodeError::TooFewFrames {
+                command: Some(self.command),
+                // header frames (delimiter, protocol, command, msgid) + body
+                expected: 4 + needed,
+                got: 4 + self.offset,
+            }),
+        }
+    }
+
+    fn optional(&mut self) -> Option<Vec<u8>> {
+        let f = self.frames.next();
+        if f.is_some() {
+            self.offset += 1;
+        }
+        f
+    }
+}

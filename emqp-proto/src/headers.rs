@@ -1,0 +1,206 @@
+//! The HEADERS frame: a comma-separated list such as
+//! `reply-requested,guarantee,retry-count:3,timeout:10`.
+//!
+//! Order is preserved, and unknown headers are kept verbatim, so that a
+//! router that parses headers forwards exactly the bytes it received.
+
+use crate::error::{utf8_ref, DecodeError};
+
+/// One header of the HEADERS frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Header {
+    /// `reply-requested`: send the job's result back.
+    ReplyRequested,
+    /// `guarantee`: make sure the job runs even across failures.
+    Guarantee,
+    /// `retry-count:N`: retry a failed job N times.
+    RetryCount(u32),
+    /// `timeout:N`: kill the job after N seconds (0 = never).
+    Timeout(u64),
+    /// `nohaste` (SCHEDULE): first run after one interval.
+    NoHaste,
+    /// Any other header, kept as sent.
+    Other(String),
+}
+
+impl Header {
+    fn parse(item: &str) -> Result<Header, DecodeError> {
+        Ok(match item {
+            "reply-requested" => Header::ReplyRequested,
+            "guarantee" => Header::Guarantee,
+            "nohaste" => Header::NoHaste,
+            _ => {
+                if let Some(n) = item.strip_prefix("retry-count:") {
+                    Header::RetryCount(n.trim().parse().map_err(|_| DecodeError::BadNumber {
+                        field: "retry-count header",
+                        value: n.to_string(),
+                    })?)
+                } else if let Some(n) = item.strip_prefix("timeout:") {
+                    Header::Timeout(n.trim().parse().map_err(|_| DecodeError::BadNumber {
+                        field: "timeout header",
+                        value: n.to_string(),
+                    })?)
+                } else {
+                    Header::Other(item.to_string())
+                }
+            }
+        })
+    }
+
+    fn write(&self, out: &mut String) {
+        match self {
+            Header::ReplyRequested => out.push_str("reply-requested"),
+            Header::Guarantee => out.push_str("guarantee"),
+            Header::NoHaste => out.push_str("nohaste"),
+            Header::RetryCount(n) => {
+                out.push_str("retry-count:");
+                out.push_str(&n.to_string());
+            }
+            Header::Timeout(n) => {
+                out.push_str("timeout:");
+                out.push_str(&n.to_string());
+            }
+            Header::Other(s) => out.push_str(s),
+        }
+    }
+}
+
+/// The parsed HEADERS frame.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Headers(pub Vec<Header>);
+
+impl Headers {
+    /// No headers (encodes as the empty frame).
+    pub fn new() -> Headers {
+        Headers(Vec::new())
+    }
+
+    /// Parse a HEADERS frame. Empty items (`a,,b`, a trailing comma) are skipped.
+    pub fn parse(frame: &[u8]) -> Result<Headers, DecodeError> {
+        let text = utf8_ref(frame, "headers")?;
+        let mut out = Vec::new();
+        for item in text.split(',') {
+            let item = item.trim();
+            if !item.is_empty() {
+                out.push(Header::parse(item)?);
+            }
+        }
+        Ok(Headers(out))
+    }
+
+    /// The frame text, in the order the headers were given.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        for (i, h) in self.0.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            h.write(&mut out);
+        }
+        out
+    }
+
+    pub fn push(&mut self, h: Header) -> &mut Self {
+        self.0.push(h);
+        self
+    }
+
+    pub fn reply_requested(&self) -> bool {
+        self.0.contains(&Header::ReplyRequested)
+    }
+
+    pub fn guarantee(&self) -> bool {
+        self.0.contains(&Header::Guarantee)
+    }
+
+    pub fn nohaste(&self) -> bool {
+        self.0.contains(&Header::NoHaste)
+    }
+
+    /// `retry-count:N`, the last one if given twice.
+    pub fn retry_count(&self) -> Option<u32> {
+        self.0.iter().rev().find_map(|h| match h {
+            Header::RetryCount(n) => Some(*n),
+            _ => None,
+        })
+    }
+
+    /// `timeout:N` in seconds; `timeout:0` means no timeout and yields `None`.
+    pub fn timeout_secs(&self) -> Option<u64> {
+        self.0
+            .iter()
+            .rev()
+            .find_map(|h| match h {
+                Header::Timeout(n) => Some(*n),
+                _ => None,
+            })
+            .filter(|n| *n > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_0_3_13_header_order_and_round_trips() {
+        let raw = b"reply-requested,guarantee,retry-count:3,timeout:10";
+        let h = Headers::parse(raw).unwrap();
+        assert_eq!(
+            h.0,
+            vec![
+                Header::ReplyRequested,
+                Header::Guarantee,
+                Header::RetryCount(3),
+                Header::Timeout(10)
+            ]
+        );
+        assert!(h.reply_requested() && h.guarantee() && !h.nohaste());
+        assert_eq!(h.retry_count(), Some(3));
+        assert_eq!(h.timeout_secs(), Some(10));
+        assert_eq!(h.encode().as_bytes(), raw);
+    }
+
+    #[test]
+    fn empty_frame_means_no_headers() {
+        let h = Headers::parse(b"").unwrap();
+        assert!(h.0.is_empty());
+        assert_eq!(h.encode(), "");
+        assert!(!h.reply_requested());
+        assert_eq!(h.retry_count(), None);
+    }
+
+    #[test]
+    fn unknown_headers_are_preserved() {
+        let h = Headers::parse(b"nohaste,x-trace:abc").unwrap();
+        assert_eq!(
+            h.0,
+            vec![Header::NoHaste, Header::Other("x-trace:abc".into())]
+        );
+        assert_eq!(h.encode(), "nohaste,x-trace:abc");
+    }
+
+    #[test]
+    fn bad_numbers_are_typed_errors() {
+        assert_eq!(
+            Headers::parse(b"retry-count:x").unwrap_err(),
+            DecodeError::BadNumber {
+                field: "retry-count header",
+                value: "x".into()
+            }
+        );
+        assert!(matches!(
+            Headers::parse(b"timeout:-1"),
+            Err(DecodeError::BadNumber { .. })
+        ));
+        assert_eq!(
+            Headers::parse(&[0xff]).unwrap_err(),
+            DecodeError::NotUtf8 { field: "headers" }
+        );
+    }
+
+    #[test]
+    fn timeout_zero_is_no_timeout() {
+        assert_eq!(Headers::parse(b"timeout:0").unwrap().timeout_secs(), None);
+    }
+}

@@ -1,0 +1,305 @@
+//! The job payload (MSG frame of a REQUEST) and the result a worker sends
+//! back. The router never looks inside either; the job manager and the
+//! sender share these types.
+//!
+//! Job kinds, as `[kind, {fields}]` JSON:
+//! - `["run", {"path", "callable", "args", "kwargs", "class_args", "class_kwargs"}]`
+//!   an EventMQ 0.3.13 Python job, unchanged;
+//! - `["shell", {"argv": [...], "stdin": "...", "env": {...}, "cwd": "..."}]`;
+//! - `["call", {"handler": "echo", "args": <any JSON>}]` a handler registered
+//!   in a Rust job manager (`echo` and `noop` are built in).
+//!
+//! Results: `{"value": <any>}` on success (0.3.13's shape); on failure
+//! `{"error": {"kind": ..., "message": ..., ...}}` (see [`JobError`]).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::error::DecodeError;
+
+/// An EventMQ Python job: import `path`, call `callable`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunJob {
+    pub callable: String,
+    /// `pkg.module`, or `pkg.module:Class` to instantiate Class first.
+    pub path: String,
+    #[serde(default)]
+    pub args: Vec<Value>,
+    #[serde(default)]
+    pub kwargs: Map<String, Value>,
+    #[serde(default)]
+    pub class_args: Vec<Value>,
+    #[serde(default)]
+    pub class_kwargs: Map<String, Value>,
+}
+
+/// A shell command; its result carries exit status, stdout and stderr.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShellJob {
+    pub argv: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdin: Option<String>,
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub env: Map<String, Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+}
+
+/// A call of a handler registered by name in a Rust job manager.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallJob {
+    pub handler: String,
+    #[serde(default)]
+    pub args: Value,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Job {
+    Run(RunJob),
+    Shell(ShellJob),
+    Call(CallJob),
+}
+
+impl Job {
+    /// Parse a REQUEST's MSG frame.
+    pub fn parse(message: &[u8]) -> Result<Job, DecodeError> {
+        let bad = |reason: String| DecodeError::BadJson {
+            field: "job",
+            reason,
+        };
+        let value: Value = serde_json::from_slice(message).map_err(|e| bad(e.to_string()))?;
+        let Value::Array(mut items) = value else {
+            return Err(bad("expected [kind, {fields}]".into()));
+        };
+        if items.len() < 2 {
+            return Err(bad("expected [kind, {fields}]".into()));
+        }
+        let fields = items.swap_remove(1);
+        let kind = items[0].as_str().unwrap_or("").to_string();
+        let fields_err = |e: serde_json::Error| bad(format!("{kind} job: {e}"));
+        match kind.as_str() {
+            "run" => Ok(Job::Run(
+                serde_json::from_value(fields).map_err(fields_err)?,
+            )),
+            "shell" => {
+                let job: ShellJob = serde_json::from_value(fields).map_err(fields_err)?;
+                if job.argv.is_empty() {
+                    return Err(bad("shell job: argv is empty".into()));
+                }
+                Ok(Job::Shell(job))
+            }
+            "call" => Ok(Job::Call(
+                serde_json::from_value(fields).map_err(fields_err)?,
+            )),
+            _ => Err(DecodeError::BadValue {
+                field: "job kind",
+                value: kind,
+            }),
+        }
+    }
+
+    /// The MSG frame. `run` jobs use 0.3.13's key order (compact JSON).
+    pub fn to_message(&self) -> Vec<u8> {
+        let (kind, fields) = match self {
+            Job::Run(j) => ("run", serde_json::to_value(j)),
+            Job::Shell(j) => ("shell", serde_json::to_value(j)),
+            Job::Call(j) => ("call", serde_json::to_value(j)),
+        };
+        let fields = fields.expect("job types always serialize");
+        serde_json::to_vec(&Value::Array(vec![Value::String(kind.into()), fields]))
+            .expect("JSON values always serialize")
+    }
+}
+
+/// What kind of failure a job had.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorKind {
+    /// The Python callable or Rust handler raised / returned an error.
+    Exception,
+    /// A shell command exited non-zero or was killed by a signal.
+    Exit,
+    /// The job ran past its `timeout:N` and was killed.
+    Timeout,
+    /// The process running the job died.
+    Crash,
+    /// The job payload was not a valid job.
+    BadJob,
+    /// No handler of that name is registered.
+    UnknownHandler,
+    /// The job could not be delivered to completion (emq router).
+    DeadLettered,
+}
+
+/// The failure object of a result: `{"error": JobError}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobError {
+    pub kind: ErrorKind,
+    pub message: String,
+    /// Python traceback text, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceback: Option<String>,
+    /// Shell jobs: exit status (`None` when killed by a signal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_status: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdout: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<String>,
+    /// How many times the job was tried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
+}
+
+impl JobError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> JobError {
+        JobError {
+            kind,
+            message: message.into(),
+            traceback: None,
+            exit_status: None,
+            stdout: None,
+            stderr: None,
+            attempts: None,
+        }
+    }
+}
+
+/// A job's outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobOutcome {
+    Value(Value),
+    Error(JobError),
+}
+
+impl JobOutcome {
+    pub fn is_ok(&self) -> bool {
+        matches!(self, JobOutcome::Value(_))
+    }
+
+    /// The REPLY payload: `{"value": ...}` or `{"error": {...}}`.
+    pub fn to_payload(&self) -> Vec<u8> {
+        let v = match self {
+            JobOutcome::Value(v) => serde_json::json!({ "value": v }),
+            JobOutcome::Error(e) => serde_json::json!({ "error": e }),
+        };
+        serde_json::to_vec(&v).expect("JSON values always serialize")
+    }
+
+    /// Parse a REPLY payload. A 0.3.13 failure (`{"value": "<exception
+    /// text>"}`) cannot be told from a success and parses as a value.
+    pub fn from_payload(payload: &[u8]) -> Result<JobOutcome, DecodeError> {
+        let bad = |reason: String| DecodeError::BadJson {
+            field: "result",
+            reason,
+        };
+        let mut v: Value = serde_json::from_slice(payload).map_err(|e| bad(e.to_string()))?;
+        let Some(obj) = v.as_object_mut() else {
+            return Err(bad("expected an object".into()));
+        };
+        if let Some(e) = obj.remove("error") {
+            return Ok(JobOutcome::Error(
+                serde_json::from_value(e).map_err(|e| bad(e.to_string()))?,
+            ));
+        }
+        match obj.remove("value") {
+            Some(value) => Ok(JobOutcome::Value(value)),
+            None => Err(bad("expected \"value\" or \"error\"".into())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_0_3_13_run_payload() {
+        let raw = br#"["run", {"callable": "mark", "path": "pyemq_jobs", "args": ["x"], "kwargs": {"k": 1}, "class_args": [], "class_kwargs": {}}]"#;
+        let Job::Run(j) = Job::parse(raw).unwrap() else {
+            panic!("not a run job")
+        };
+        assert_eq!(j.path, "pyemq_jobs");
+        assert_eq!(j.callable, "mark");
+        assert_eq!(j.args, vec![Value::from("x")]);
+        assert_eq!(j.kwargs["k"], Value::from(1));
+    }
+
+    #[test]
+    fn run_payload_without_optional_keys() {
+        let raw = br#"["run", {"path": "pyemq_jobs", "callable": "ret1"}]"#;
+        let Job::Run(j) = Job::parse(raw).unwrap() else {
+            panic!()
+        };
+        assert!(j.args.is_empty() && j.kwargs.is_empty());
+    }
+
+    #[test]
+    fn every_kind_round_trips() {
+        let jobs = [
+            Job::Run(RunJob {
+                path: "m:C".into(),
+                callable: "f".into(),
+                args: vec![1.into()],
+                kwargs: Map::new(),
+                class_args: vec![],
+                class_kwargs: Map::new(),
+            }),
+            Job::Shell(ShellJob {
+                argv: vec!["echo".into(), "hi".into()],
+                stdin: Some("in".into()),
+                env: Map::new(),
+                cwd: None,
+            }),
+            Job::Call(CallJob {
+                handler: "echo".into(),
+                args: serde_json::json!({"a": [1, 2]}),
+            }),
+        ];
+        for j in jobs {
+            assert_eq!(Job::parse(&j.to_message()).unwrap(), j);
+        }
+    }
+
+    #[test]
+    fn bad_jobs_are_typed_errors() {
+        assert!(matches!(
+            Job::parse(b"nope"),
+            Err(DecodeError::BadJson { .. })
+        ));
+        assert!(matches!(
+            Job::parse(b"[\"run\"]"),
+            Err(DecodeError::BadJson { .. })
+        ));
+        assert!(matches!(
+            Job::parse(b"[\"fly\", {}]"),
+            Err(DecodeError::BadValue { .. })
+        ));
+        assert!(matches!(
+            Job::parse(br#"["shell", {"argv": []}]"#),
+            Err(DecodeError::BadJson { .. })
+        ));
+        assert!(matches!(
+            Job::parse(br#"["run", {"path": 1}]"#),
+            Err(DecodeError::BadJson { .. })
+        ));
+    }
+
+    #[test]
+    fn outcomes_round_trip_and_0_3_13_values_parse() {
+        let ok = JobOutcome::Value(serde_json::json!([1, "a"]));
+        assert_eq!(JobOutcome::from_payload(&ok.to_payload()).unwrap(), ok);
+        let mut e = JobError::new(ErrorKind::Exit, "exit status 3");
+        e.exit_status = Some(3);
+        let err = JobOutcome::Error(e);
+        assert_eq!(JobOutcome::from_payload(&err.to_payload()).unwrap(), err);
+        assert!(String::from_utf8(err.to_payload())
+            .unwrap()
+            .contains("\"kind\":\"exit\""));
+        assert_eq!(
+            JobOutcome::from_payload(br#"{"value": 1}"#).unwrap(),
+            JobOutcome::Value(1.into())
+        );
+        assert!(JobOutcome::from_payload(b"{}").is_err());
+    }
+}

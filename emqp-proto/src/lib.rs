@@ -1,0 +1,32 @@
+//! eMQP/1.0, the wire protocol of EventMQ, as plain data.
+//!
+//! Everything here is sans-IO: a [`Message`] is decoded from and encoded to
+//! ZeroMQ multipart frames (`Vec<Vec<u8>>`), with or without the identity
+//! frame a ROUTER socket prepends. Decoding never panics; every malformed
+//! input yields a typed [`DecodeError`].
+//!
+//! Both the seed protocol (late 2015) and what EventMQ 0.3.13 actually sends
+//! are accepted; see `docs/PROTOCOL.md` for the frame tables, including this
+//! project's extensions (`RESULT`, `REJECT`, the INFORM feature frame).
+
+pub mod command;
+pub mod error;
+pub mod headers;
+pub mod job;
+pub mod message;
+pub mod msgid;
+pub mod queues;
+pub mod settings;
+
+pub use command::{
+    Command, Inform, JobResult, PeerType, Reject, RejectReason, Reply, Request, ResultStatus,
+    Schedule,
+};
+pub use error::DecodeError;
+pub use headers::{Header, Headers};
+pub use message::Message;
+pub use msgid::new_msgid;
+pub use queues::{QueueSpec, DEFAULT_QUEUE, DEFAULT_WEIGHT};
+
+/// The protocol frame every message carries after the empty delimiter.
+pub const PROTOCOL_VERSION: &str = "eMQP/1.0";
