@@ -451,7 +451,8 @@ fn parse_interval(text: &str) -> Result<i64, DecodeError> {
     }
 }
 
-const NAMES: [&str; 16] = [
+/// Every command name this crate knows.
+pub const NAMES: [&str; 16] = [
     "INFORM",
     "ACK",
     "READY",

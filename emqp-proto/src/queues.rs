@@ -30,7 +30,7 @@ impl QueueSpec {
         if text.is_empty() {
             return Ok(QueueSpec(Vec::new()));
         }
-        if text.starts_with('[') {
+        if text.starts_with('[') || text.starts_with('{') {
             return Self::from_json(text);
         }
         // Seed form: csv of names, every weight the default.
@@ -89,7 +89,7 @@ impl QueueSpec {
     /// `10:default,15:email`, or the JSON form. Whitespace is ignored.
     pub fn parse_cli(text: &str) -> Result<QueueSpec, DecodeError> {
         let text = text.trim();
-        if text.starts_with('[') {
+        if text.starts_with('[') || text.starts_with('{') {
             return Self::from_json(text);
         }
         let mut out = Vec::new();
@@ -136,7 +136,7 @@ impl QueueSpec {
     /// Queue names, highest weight first; ties keep the given order.
     pub fn by_priority(&self) -> Vec<(u32, String)> {
         let mut v = self.0.clone();
-        v.sort_by(|a, b| b.0.cmp(&a.0));
+        v.sort_by_key(|e| std::cmp::Reverse(e.0));
         v
     }
 

@@ -1,0 +1,285 @@
+//! Round trip of every command, the typed errors of malformed input, and the
+//! alternative forms where the seed and 0.3.13 differ.
+
+use emqp_proto::command::{FEATURE_JOB_ACK, NAMES};
+use emqp_proto::*;
+
+fn f(parts: &[&str]) -> Vec<Vec<u8>> {
+    parts.iter().map(|p| p.as_bytes().to_vec()).collect()
+}
+
+fn every_command() -> Vec<Command> {
+    let sched = Schedule {
+        queue: "default".into(),
+        headers: Headers(vec![Header::Guarantee, Header::NoHaste]),
+        interval_secs: 60,
+        message: br#"["run", {"path": "m", "callable": "f"}]"#.to_vec(),
+        cron: String::new(),
+    };
+    vec![
+        Command::Inform(Inform {
+            queues: QueueSpec(vec![(10, "default".into()), (15, "email".into())]),
+            peer_type: Some(PeerType::Worker),
+            features: vec![],
+        }),
+        Command::Inform(Inform {
+            queues: QueueSpec(vec![(10, "default".into())]),
+            peer_type: Some(PeerType::Worker),
+            features: vec![FEATURE_JOB_ACK.into()],
+        }),
+        Command::Inform(Inform {
+            queues: QueueSpec(vec![]),
+            peer_type: Some(PeerType::Scheduler),
+            features: vec![],
+        }),
+        Command::Ack {
+            acked_msgid: new_msgid(),
+        },
+        Command::Ready,
+        Command::Request(Request {
+            queue: "email".into(),
+            headers: Headers(vec![Header::ReplyRequested, Header::Timeout(5)]),
+            message: b"[\"call\", {\"handler\": \"echo\"}]".to_vec(),
+        }),
+        Command::Reply(Reply::ack_of("abc")),
+        Command::Reply(Reply {
+            payload: b"{\"value\": 1}".to_vec(),
+            orig_msgid: Some("abc".into()),
+            status: None,
+        }),
+        Command::Reply(Reply::result(
+            b"{\"value\": 1}".to_vec(),
+            "abc".into(),
+            ResultStatus::Failed,
+        )),
+        Command::Heartbeat { timestamp: None },
+        Command::Heartbeat {
+            timestamp: Some("1796216977.4512658".into()),
+        },
+        Command::Disconnect,
+        Command::Kbye,
+        Command::Schedule(sched.clone()),
+        Command::Unschedule(Schedule {
+            interval_secs: -1,
+            cron: "*/5 * * * *".into(),
+            ..sched
+        }),
+        Command::Publish {
+            topic: "news".into(),
+            message: b"{}".to_vec(),
+        },
+        Command::Status,
+        Command::RouterShowWorkers,
+        Command::RouterShowSchedulers,
+        Command::Result(JobResult {
+            orig_msgid: "abc".into(),
+            status: ResultStatus::Ok,
+            payload: b"{\"value\": null}".to_vec(),
+        }),
+        Command::Reject(Reject {
+            orig_msgid: "abc".into(),
+            reason: RejectReason::QueueFull,
+            text: "queue default is full (10000 jobs)".into(),
+        }),
+        Command::Reject(Reject {
+            orig_msgid: "abc".into(),
+            reason: RejectReason::Other("custom".into()),
+            text: String::new(),
+        }),
+    ]
+}
+
+#[test]
+fn every_command_round_trips_with_and_without_identity() {
+    let cmds = every_command();
+    let names: std::collections::HashSet<_> = cmds.iter().map(|c| c.name()).collect();
+    assert_eq!(
+        names.len(),
+        NAMES.len(),
+        "a round trip for every command name"
+    );
+    for cmd in cmds {
+        let msg = Message::new(cmd);
+        let frames = msg.clone().encode();
+        assert_eq!(frames[0], b"");
+        assert_eq!(frames[1], PROTOCOL_VERSION.as_bytes());
+        assert_eq!(Message::decode(frames).unwrap(), msg);
+        let routed = msg.clone().encode_routed(b"peer-7".to_vec());
+        let (id, back) = Message::decode_routed(routed).unwrap();
+        assert_eq!(id, b"peer-7");
+        assert_eq!(back, msg);
+    }
+}
+
+#[test]
+fn seed_inform_is_csv_without_type() {
+    let m = Message::decode(f(&["", "eMQP/1.0", "INFORM", "m1", "default,email"])).unwrap();
+    let Command::Inform(i) = m.command else {
+        panic!()
+    };
+    assert_eq!(
+        i.queues.0,
+        vec![(10, "default".into()), (10, "email".into())]
+    );
+    assert_eq!(i.peer_type, None);
+}
+
+#[test]
+fn seed_reply_and_heartbeat_forms() {
+    let m = Message::decode(f(&["", "eMQP/1.0", "REPLY", "m1", "{\"value\": 2}"])).unwrap();
+    let Command::Reply(r) = m.command else {
+        panic!()
+    };
+    assert_eq!(r.orig_msgid, None);
+    let m = Message::decode(f(&["", "eMQP/1.0", "HEARTBEAT", "m2"])).unwrap();
+    assert_eq!(m.command, Command::Heartbeat { timestamp: None });
+}
+
+#[test]
+fn three_frame_schedule_of_protocol_rst() {
+    let m = Message::decode(f(&["", "eMQP/1.0", "SCHEDULE", "m", "q", "", "[]"])).unwrap();
+    let Command::Schedule(s) = m.command else {
+        panic!()
+    };
+    assert_eq!(
+        (s.interval_secs, s.message, s.cron),
+        (-1, b"[]".to_vec(), String::new())
+    );
+    let m = Message::decode(f(&[
+        "", "eMQP/1.0", "SCHEDULE", "m", "q", "", "60.0", "[]", "",
+    ]))
+    .unwrap();
+    let Command::Schedule(s) = m.command else {
+        panic!()
+    };
+    assert_eq!(s.interval_secs, 60);
+}
+
+#[test]
+fn kbai_and_lower_case_commands_are_accepted() {
+    let m = Message::decode(f(&["", "eMQP/1.0", "KBAI", "m"])).unwrap();
+    assert_eq!(m.command, Command::Kbye);
+    let m = Message::decode(f(&["", "eMQP/1.0", "ready", "m"])).unwrap();
+    assert_eq!(m.command, Command::Ready);
+}
+
+#[test]
+fn malformed_inputs_give_typed_errors() {
+    use DecodeError::*;
+    let cases: Vec<(Vec<Vec<u8>>, DecodeError)> = vec![
+        (
+            f(&["", "eMQP/1.0", "READY"]),
+            TooFewFrames {
+                command: None,
+                expected: 4,
+                got: 3,
+            },
+        ),
+        (
+            f(&["", "eMQP/1.0", "REQUEST", "m", "q"]),
+            TooFewFrames {
+                command: Some("REQUEST"),
+                expected: 7,
+                got: 5,
+            },
+        ),
+        (
+            f(&["", "eMQP/1.0", "ACK", "m"]),
+            TooFewFrames {
+                command: Some("ACK"),
+                expected: 5,
+                got: 4,
+            },
+        ),
+        (f(&["x", "eMQP/1.0", "READY", "m"]), MissingDelimiter),
+        (
+            f(&["", "eMQP/9.9", "READY", "m"]),
+            BadProtocolVersion("eMQP/9.9".into()),
+        ),
+        (
+            f(&["", "eMQP/1.0", "FLY", "m"]),
+            UnknownCommand("FLY".into()),
+        ),
+        (
+            f(&["", "eMQP/1.0", "SCHEDULE", "m", "q", "", "often", "[]", ""]),
+            BadNumber {
+                field: "interval",
+                value: "often".into(),
+            },
+        ),
+        (
+            f(&["", "eMQP/1.0", "REQUEST", "m", "q", "timeout:soon", "[]"]),
+            BadNumber {
+                field: "timeout header",
+                value: "soon".into(),
+            },
+        ),
+        (
+            f(&["", "eMQP/1.0", "REPLY", "m", "{}", "orig", "maybe"]),
+            BadValue {
+                field: "result status",
+                value: "maybe".into(),
+            },
+        ),
+        (
+            f(&["", "eMQP/1.0", "INFORM", "m", "", "robot"]),
+            BadValue {
+                field: "peer type",
+                value: "robot".into(),
+            },
+        ),
+    ];
+    for (frames, want) in cases {
+        assert_eq!(
+            Message::decode(frames.clone()).unwrap_err(),
+            want,
+            "{frames:?}"
+        );
+    }
+    let mut bad_json = f(&["", "eMQP/1.0", "INFORM", "m", "[[10, \"a\"", "worker"]);
+    assert!(matches!(
+        Message::decode(bad_json.clone()),
+        Err(BadJson {
+            field: "queues",
+            ..
+        })
+    ));
+    bad_json[3] = vec![0xff, 0xfe];
+    assert_eq!(
+        Message::decode(bad_json).unwrap_err(),
+        NotUtf8 { field: "msgid" }
+    );
+    let bad_queue = vec![
+        b"".to_vec(),
+        b"eMQP/1.0".to_vec(),
+        b"REQUEST".to_vec(),
+        b"m".to_vec(),
+        vec![0xc3],
+        b"".to_vec(),
+        b"[]".to_vec(),
+    ];
+    assert_eq!(
+        Message::decode(bad_queue).unwrap_err(),
+        NotUtf8 { field: "queue" }
+    );
+    assert!(matches!(
+        Message::decode_routed(vec![]),
+        Err(TooFewFrames { .. })
+    ));
+    // Errors print as plain sentences for logs.
+    assert_eq!(
+        Message::decode(f(&["", "eMQP/1.0", "FLY", "m"]))
+            .unwrap_err()
+            .to_string(),
+        "unknown command \"FLY\""
+    );
+}
+
+#[test]
+fn request_payload_is_kept_as_raw_bytes() {
+    // The router never decodes job payloads: any bytes pass through.
+    let mut frames = f(&["", "eMQP/1.0", "REQUEST", "m", "q", ""]);
+    frames.push(vec![0, 159, 146, 150]);
+    let m = Message::decode(frames.clone()).unwrap();
+    assert_eq!(m.encode(), frames);
+}
