@@ -1,0 +1,142 @@
+//! Micro-benchmark of the journal: the life cycle of a job (Accepted, then
+//! Completed) with batches of 1, 100, 1000 and 10000 jobs, directly and
+//! through the background `JournalWriter`.
+//!
+//! `cargo run --release -p emq-journal --example journal_bench [DIR] [JOBS]`
+//! (DIR defaults to the system temp dir; JOBS per run to 100000; batch size
+//! 1 uses JOBS/10).
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use emq_journal::{Journal, JournalOp, JournalOptions, JournalWriter, JournaledJob, SyncMode};
+
+fn job(i: u64) -> JournaledJob {
+    JournaledJob {
+        msgid: format!(
+            "{i:08x}-6f1c-4b7e-9a3d-{:012x}",
+            i.wrapping_mul(0x9e37_79b9)
+        ),
+        client: b"3c7e1f0a-client-identity".to_vec(),
+        queue: "default".into(),
+        route: String::new(),
+        headers: "reply-requested,guarantee".into(),
+        message: br#"["call",{"handler":"echo","args":[1,2,3]}]"#.to_vec(),
+        attempts: 0,
+        accepted_at_unix_ms: 1_700_000_000_000 + i as i64,
+    }
+}
+
+/// Each iteration appends one batch: `batch` new jobs accepted, and the
+/// jobs of the previous batch completed (as a router under steady load).
+fn run(journal: &mut Journal, batch: u64, jobs: u64) -> f64 {
+    let mut next = 0u64;
+    let mut prev: Vec<String> = Vec::new();
+    let t = Instant::now();
+    while next < jobs {
+        let mut ops: Vec<JournalOp> = Vec::with_capacity(2 * batch as usize);
+        let mut this = Vec::with_capacity(batch as usize);
+        for _ in 0..batch {
+            let j = job(next);
+            next += 1;
+            this.push(j.msgid.clone());
+            ops.push(JournalOp::Accepted(j));
+        }
+        ops.extend(prev.drain(..).map(|msgid| JournalOp::Completed { msgid }));
+        journal.append(&ops).expect("append");
+        prev = this;
+    }
+    let ops: Vec<JournalOp> = prev
+        .drain(..)
+        .map(|msgid| JournalOp::Completed { msgid })
+        .collect();
+    journal.append(&ops).expect("append");
+    t.elapsed().as_secs_f64()
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let dir = args.next().map(PathBuf::from).unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("emq-journal-bench-{}", std::process::id()))
+    });
+    let jobs: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(100_000);
+    std::fs::create_dir_all(&dir).expect("create bench dir");
+    println!("journal bench in {} ({jobs} jobs per run)", dir.display());
+    for sync in [SyncMode::Normal, SyncMode::Full] {
+        for batch in [1u64, 100, 1000, 10_000] {
+            let path = dir.join(format!("bench-{sync:?}-{batch}.sqlite"));
+            let _ = std::fs::remove_file(&path);
+            let options = JournalOptions {
+                sync,
+                integrity_check: true,
+            };
+            let mut j = Journal::open_with(&path, &options).expect("open");
+            let n = if batch == 1 { jobs / 10 } else { jobs };
+            let n = if sync == SyncMode::Full && batch == 1 {
+                n / 10
+            } else {
+                n
+            };
+            let secs = run(&mut j, batch, n);
+            println!(
+                "sync={sync:?} batch={batch:>5}: {n:>7} jobs (2 ops each) in {secs:>7.3}s = {:>9.0} jobs/s, {:>9.0} ops/s, {:>8.1} us/batch",
+                n as f64 / secs,
+                2.0 * n as f64 / secs,
+                secs * 1e6 / (n as f64 / batch as f64)
+            );
+            drop(j);
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+    // Startup with a backlog: open (header check + quick_check) and load.
+    let path = dir.join("bench-backlog.sqlite");
+    let _ = std::fs::remove_file(&path);
+    {
+        let mut j = Journal::open(&path).expect("open");
+        let ops: Vec<JournalOp> = (0..jobs).map(|n| JournalOp::Accepted(job(n))).collect();
+        for chunk in ops.chunks(10_000) {
+            j.append(chunk).expect("append");
+        }
+    }
+    let t = Instant::now();
+    let j = Journal::open(&path).expect("open");
+    let opened = t.elapsed();
+    let loaded = j.load_unfinished().expect("load");
+    println!(
+        "startup with {} unfinished jobs: open+quick_check {:?}, load_unfinished {:?}, file {} bytes",
+        loaded.len(),
+        opened,
+        t.elapsed() - opened,
+        j.stats().expect("stats").file_bytes
+    );
+    drop(j);
+    let _ = std::fs::remove_file(&path);
+
+    // Through the writer thread: many small submits merged into group commits.
+    let path = dir.join("bench-writer.sqlite");
+    let _ = std::fs::remove_file(&path);
+    let writer = JournalWriter::spawn(Journal::open(&path).expect("open")).expect("spawn");
+    let t = Instant::now();
+    let batch = 10u64;
+    let mut i = 0u64;
+    while i < jobs {
+        let ops: Vec<JournalOp> = (i..i + batch)
+            .flat_map(|n| {
+                let j = job(n);
+                let msgid = j.msgid.clone();
+                [JournalOp::Accepted(j), JournalOp::Completed { msgid }]
+            })
+            .collect();
+        writer.submit(ops, |r| r.expect("append")).expect("submit");
+        i += batch;
+    }
+    let j = writer.shutdown().expect("shutdown");
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "writer thread, submits of {batch} jobs: {jobs} jobs in {secs:.3}s = {:.0} jobs/s ({} commits)",
+        jobs as f64 / secs,
+        j.stats().expect("stats").batches_appended
+    );
+    drop(j);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,665 @@
+//! The journal proper: one SQLite connection, one transaction per batch.
+
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rusqlite::{params, CachedStatement, Connection, OpenFlags, OptionalExtension};
+
+use crate::error::JournalError;
+
+/// Result alias of this crate.
+pub type Result<T, E = JournalError> = std::result::Result<T, E>;
+
+/// The schema version this crate writes (`PRAGMA user_version`).
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// The first 16 bytes of every SQLite database file.
+const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
+
+/// One accepted job, as the router needs it to queue the job again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournaledJob {
+    /// The REQUEST msgid (the job's identity everywhere).
+    pub msgid: String,
+    /// The submitting client's ROUTER identity (raw bytes).
+    pub client: Vec<u8>,
+    /// The QUEUE frame as the client sent it.
+    pub queue: String,
+    /// The queue the router routes the job through when that differs from
+    /// `queue` (e.g. `default` for a queue no worker serves); empty means
+    /// "same as `queue`" / let the router decide again.
+    pub route: String,
+    /// The HEADERS frame exactly as received.
+    pub headers: String,
+    /// The job payload (MSG frame) exactly as received.
+    pub message: Vec<u8>,
+    /// Dispatch attempts so far.
+    pub attempts: u32,
+    pub accepted_at_unix_ms: i64,
+}
+
+/// One change to the journal. The router core emits these; the binary hands
+/// each poll iteration's ops to [`Journal::append`] in one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JournalOp {
+    /// A job was accepted. Must be durable before the client is acked.
+    /// A second `Accepted` with the same msgid replaces the job's fields and
+    /// keeps its place in the acceptance order.
+    Accepted(JournaledJob),
+    /// The job finished (ok or failed-and-reported): its row is deleted.
+    /// Unknown msgids are ignored.
+    Completed { msgid: String },
+    /// The job failed for good: it moves to the dead-letter table.
+    /// Unknown msgids are ignored.
+    DeadLettered { msgid: String, error: String },
+    /// The job's attempt counter changed (it was dispatched again).
+    Attempt { msgid: String, attempts: u32 },
+    /// A schedule was created or replaced (emq schedules, opaque blob).
+    PutSchedule { id: String, blob: Vec<u8> },
+    /// A schedule was removed. Unknown ids are ignored.
+    DeleteSchedule { id: String },
+}
+
+/// A job that failed for good.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetter {
+    pub job: JournaledJob,
+    pub error: String,
+    pub dead_at_unix_ms: i64,
+}
+
+/// When a commit is durable; see the crate documentation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SyncMode {
+    /// `synchronous=NORMAL`: a commit is in the WAL file (in the OS page
+    /// cache) when `append` returns: it survives a crash or SIGKILL of the
+    /// process, not necessarily a power loss or kernel crash (the journal
+    /// then stays consistent but may lose the last commits).
+    #[default]
+    Normal,
+    /// `synchronous=FULL`: every commit fsyncs the WAL; survives power loss.
+    /// Costs one fsync per batch.
+    Full,
+}
+
+/// How to open a journal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalOptions {
+    pub sync: SyncMode,
+    /// Run `PRAGMA quick_check` on open (O(size of the journal); on by
+    /// default, so corruption is found at startup rather than mid-run).
+    pub integrity_check: bool,
+}
+
+impl Default for JournalOptions {
+    fn default() -> Self {
+        JournalOptions {
+            sync: SyncMode::Normal,
+            integrity_check: true,
+        }
+    }
+}
+
+/// Counts and sizes, for logs and the admin STATUS command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct JournalStats {
+    /// Accepted, not yet completed or dead-lettered jobs.
+    pub unfinished: u64,
+    pub dead_letters: u64,
+    pub schedules: u64,
+    /// Size of the database file and of its WAL file, in bytes.
+    pub file_bytes: u64,
+    pub wal_bytes: u64,
+    /// Batches (transactions) and ops appended since open.
+    pub batches_appended: u64,
+    pub ops_appended: u64,
+}
+
+/// The durable job journal. Not `Sync`: one owner (the router binary's
+/// poll loop, or a [`JournalWriter`](crate::JournalWriter) thread).
+pub struct Journal {
+    conn: Connection,
+    path: PathBuf,
+    batches: u64,
+    ops: u64,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Journal")
+            .field("path", &self.path)
+            .field("batches", &self.batches)
+            .field("ops", &self.ops)
+            .finish()
+    }
+}
+
+const SCHEMA: &str = "
+CREATE TABLE jobs (
+    seq         INTEGER PRIMARY KEY,
+    msgid       TEXT    NOT NULL UNIQUE,
+    client      BLOB    NOT NULL,
+    queue       TEXT    NOT NULL,
+    route       TEXT    NOT NULL,
+    headers     TEXT    NOT NULL,
+    message     BLOB    NOT NULL,
+    attempts    INTEGER NOT NULL,
+    accepted_at INTEGER NOT NULL
+);
+CREATE TABLE dead_letters (
+    seq         INTEGER PRIMARY KEY,
+    msgid       TEXT    NOT NULL,
+    client      BLOB    NOT NULL,
+    queue       TEXT    NOT NULL,
+    route       TEXT    NOT NULL,
+    headers     TEXT    NOT NULL,
+    message     BLOB    NOT NULL,
+    attempts    INTEGER NOT NULL,
+    accepted_at INTEGER NOT NULL,
+    error       TEXT    NOT NULL,
+    dead_at     INTEGER NOT NULL
+);
+CREATE TABLE schedules (
+    id   TEXT PRIMARY KEY,
+    blob BLOB NOT NULL
+) WITHOUT ROWID;
+";
+
+const INSERT_JOB: &str =
+    "INSERT INTO jobs (msgid, client, queue, route, headers, message, attempts, accepted_at)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+     ON CONFLICT (msgid) DO UPDATE SET client = excluded.client, queue = excluded.queue,
+         route = excluded.route, headers = excluded.headers, message = excluded.message,
+         attempts = excluded.attempts, accepted_at = excluded.accepted_at";
+const DELETE_JOB: &str = "DELETE FROM jobs WHERE msgid = ?1";
+const UPDATE_ATTEMPTS: &str = "UPDATE jobs SET attempts = ?2 WHERE msgid = ?1";
+const MOVE_TO_DEAD: &str = "INSERT INTO dead_letters
+        (msgid, client, queue, route, headers, message, attempts, accepted_at, error, dead_at)
+     SELECT msgid, client, queue, route, headers, message, attempts, accepted_at, ?2, ?3
+     FROM jobs WHERE msgid = ?1";
+const PUT_SCHEDULE: &str = "INSERT OR REPLACE INTO schedules (id, blob) VALUES (?1, ?2)";
+const DELETE_SCHEDULE: &str = "DELETE FROM schedules WHERE id = ?1";
+
+fn now_unix_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Look at the first bytes before SQLite does, to tell "not a database"
+/// from "a database with a torn header" in plain words.
+fn check_header(path: &Path) -> Result<()> {
+    let mut file = match fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(JournalError::io(path, e)),
+    };
+    let mut head = Vec::with_capacity(100);
+    file.by_ref()
+        .take(100)
+        .read_to_end(&mut head)
+        .map_err(|e| JournalError::io(path, e))?;
+    if head.is_empty() {
+        // SQLite treats an empty file as a new database.
+        return Ok(());
+    }
+    let n = head.len().min(SQLITE_MAGIC.len());
+    if head[..n] != SQLITE_MAGIC[..n] {
+        return Err(JournalError::NotADatabase {
+            path: path.to_path_buf(),
+            detail: "the file does not start with the SQLite header".into(),
+        });
+    }
+    if head.len() < 100 {
+        return Err(JournalError::Corrupt {
+            path: path.to_path_buf(),
+            detail: format!(
+                "the file is {} bytes long, shorter than the 100-byte SQLite header",
+                head.len()
+            ),
+        });
+    }
+    Ok(())
+}
+
+impl Journal {
+    /// Open (creating it and its directories if needed) the journal at
+    /// `path` with the default options: `synchronous=NORMAL`, integrity
+    /// check on open.
+    pub fn open(path: impl AsRef<Path>) -> Result<Journal> {
+        Journal::open_with(path, &JournalOptions::default())
+    }
+
+    /// Open with explicit options.
+    pub fn open_with(path: impl AsRef<Path>, options: &JournalOptions) -> Result<Journal> {
+        let path = path.as_ref().to_path_buf();
+        if let Some(dir) = path.parent() {
+            if !dir.as_os_str().is_empty() {
+                fs::create_dir_all(dir).map_err(|e| JournalError::io(dir, e))?;
+            }
+        }
+        check_header(&path)?;
+        let conn = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| JournalError::sqlite(&path, "open", e))?;
+        let journal = Journal {
+            conn,
+            path,
+            batches: 0,
+            ops: 0,
+        };
+        journal.configure(options, true)?;
+        Ok(journal)
+    }
+
+    /// A journal that lives in memory only (for tests of code that takes a
+    /// `Journal`). Nothing survives the process.
+    pub fn open_in_memory() -> Result<Journal> {
+        let path = PathBuf::from(":memory:");
+        let conn =
+            Connection::open_in_memory().map_err(|e| JournalError::sqlite(&path, "open", e))?;
+        let journal = Journal {
+            conn,
+            path,
+            batches: 0,
+            ops: 0,
+        };
+        journal.configure(&JournalOptions::default(), false)?;
+        Ok(journal)
+    }
+
+    fn err(&self, context: &'static str) -> impl Fn(rusqlite::Error) -> JournalError + '_ {
+        move |e| JournalError::sqlite(&self.path, context, e)
+    }
+
+    fn configure(&self, options: &JournalOptions, on_disk: bool) -> Result<()> {
+        let c = &self.conn;
+        c.busy_timeout(Duration::from_millis(200))
+            .map_err(self.err("open"))?;
+        if on_disk {
+            // One process owns the journal: a second router on the same file
+            // gets a clear `Locked` error instead of interleaving writes.
+            // Exclusive mode also means WAL needs no shared-memory file.
+            let _: String = c
+                .query_row("PRAGMA locking_mode = EXCLUSIVE", [], |r| r.get(0))
+                .map_err(self.err("open"))?;
+        }
+        // Only takes effect on a new, empty database; lets compact() give
+        // freed pages back to the file system.
+        c.execute_batch("PRAGMA auto_vacuum = INCREMENTAL")
+            .map_err(self.err("open"))?;
+        if on_disk {
+            let mode: String = c
+                .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+                .map_err(self.err("open"))?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                return Err(JournalError::Sqlite {
+                    path: self.path.clone(),
+                    context: "open",
+                    detail: format!("could not switch to WAL mode (journal_mode is {mode})"),
+                });
+            }
+        }
+        let sync = match options.sync {
+            SyncMode::Normal => "NORMAL",
+            SyncMode::Full => "FULL",
+        };
+        c.execute_batch(&format!(
+            "PRAGMA synchronous = {sync};
+             PRAGMA journal_size_limit = 67108864;
+             PRAGMA cache_size = -16384;
+             PRAGMA temp_store = MEMORY;"
+        ))
+        .map_err(self.err("open"))?;
+        c.set_prepared_statement_cache_capacity(32);
+        if options.integrity_check {
+            self.quick_check()?;
+        }
+        self.init_schema()
+    }
+
+    /// `PRAGMA quick_check`: structure of every b-tree page. Anything but a
+    /// single "ok" row is corruption.
+    fn quick_check(&self) -> Result<()> {
+        let mut stmt = self
+            .conn
+            .prepare("PRAGMA quick_check(5)")
+            .map_err(self.err("integrity check"))?;
+        let rows: Vec<String> = stmt
+            .query_map([], |r| r.get::<_, String>(0))
+            .and_then(|rows| rows.collect())
+            .map_err(self.err("integrity check"))?;
+        if rows.len() == 1 && rows[0] == "ok" {
+            return Ok(());
+        }
+        Err(JournalError::Corrupt {
+            path: self.path.clone(),
+            detail: format!(
+                "integrity check failed: {}",
+                rows.join("; ").replace('\n', " ")
+            ),
+        })
+    }
+
+    fn init_schema(&self) -> Result<()> {
+        let c = &self.conn;
+        // IMMEDIATE takes the write lock now, so a second opener fails here.
+        c.execute_batch("BEGIN IMMEDIATE")
+            .map_err(self.err("open"))?;
+        let outcome = (|| -> Result<()> {
+            let version: i64 = c
+                .query_row("PRAGMA user_version", [], |r| r.get(0))
+                .map_err(self.err("read schema version"))?;
+            match version {
+                0 => {
+                    let tables: i64 = c
+                        .query_row(
+                            "SELECT count(*) FROM sqlite_master WHERE type = 'table'",
+                            [],
+                            |r| r.get(0),
+                        )
+                        .map_err(self.err("read schema"))?;
+                    if tables != 0 {
+                        return Err(JournalError::NotADatabase {
+                            path: self.path.clone(),
+                            detail: format!(
+                                "an SQLite database with {tables} table(s) but no emq \
+                                 schema version; not an emq journal"
+                            ),
+                        });
+                    }
+                    c.execute_batch(SCHEMA).map_err(self.err("create schema"))?;
+                    c.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
+                        .map_err(self.err("create schema"))?;
+                    Ok(())
+                }
+                SCHEMA_VERSION => Ok(()),
+                found => Err(JournalError::UnsupportedVersion {
+                    path: self.path.clone(),
+                    found,
+                    supported: SCHEMA_VERSION,
+                }),
+            }
+        })();
+        match outcome {
+            Ok(()) => c.execute_batch("COMMIT").map_err(self.err("create schema")),
+            Err(e) => {
+                let _ = c.execute_batch("ROLLBACK");
+                Err(e)
+            }
+        }
+    }
+
+    /// The file this journal lives in (`:memory:` for an in-memory one).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Apply `ops` in order, in ONE transaction (group commit): when this
+    /// returns `Ok`, all of them are durable (see [`SyncMode`]); on `Err`
+    /// none of them is, and the journal is still usable.
+    ///
+    /// Call it once per poll iteration with every op of the iteration, and
+    /// only then send the acks of the accepted jobs.
+    pub fn append(&mut self, ops: &[JournalOp]) -> Result<()> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let path = &self.path;
+        let err = |e| JournalError::sqlite(path, "append", e);
+        let tx = self.conn.transaction().map_err(err)?;
+        {
+            let mut insert: Option<CachedStatement<'_>> = None;
+            let mut delete: Option<CachedStatement<'_>> = None;
+            let mut attempt: Option<CachedStatement<'_>> = None;
+            let mut dead: Option<CachedStatement<'_>> = None;
+            let mut put_schedule: Option<CachedStatement<'_>> = None;
+            let mut delete_schedule: Option<CachedStatement<'_>> = None;
+            let mut dead_at = None;
+            for op in ops {
+                match op {
+                    JournalOp::Accepted(job) => {
+                        if insert.is_none() {
+                            insert = Some(tx.prepare_cached(INSERT_JOB).map_err(err)?);
+                        }
+                        if let Some(s) = insert.as_mut() {
+                            s.execute(params![
+                                job.msgid,
+                                job.client,
+                                job.queue,
+                                job.route,
+                                job.headers,
+                                job.message,
+                                job.attempts,
+                                job.accepted_at_unix_ms
+                            ])
+                            .map_err(err)?;
+                        }
+                    }
+                    JournalOp::Completed { msgid } => {
+                        if delete.is_none() {
+                            delete = Some(tx.prepare_cached(DELETE_JOB).map_err(err)?);
+                        }
+                        if let Some(s) = delete.as_mut() {
+                            s.execute(params![msgid]).map_err(err)?;
+                        }
+                    }
+                    JournalOp::Attempt { msgid, attempts } => {
+                        if attempt.is_none() {
+                            attempt = Some(tx.prepare_cached(UPDATE_ATTEMPTS).map_err(err)?);
+                        }
+                        if let Some(s) = attempt.as_mut() {
+                            s.execute(params![msgid, attempts]).map_err(err)?;
+                        }
+                    }
+                    JournalOp::DeadLettered { msgid, error } => {
+                        if dead.is_none() {
+                            dead = Some(tx.prepare_cached(MOVE_TO_DEAD).map_err(err)?);
+                        }
+                        if delete.is_none() {
+                            delete = Some(tx.prepare_cached(DELETE_JOB).map_err(err)?);
+                        }
+                        let at = *dead_at.get_or_insert_with(now_unix_ms);
+                        if let (Some(d), Some(del)) = (dead.as_mut(), delete.as_mut()) {
+                            let moved = d.execute(params![msgid, error, at]).map_err(err)?;
+                            if moved == 0 {
+                                log::debug!("journal: dead letter for unknown job {msgid}");
+                            }
+                            del.execute(params![msgid]).map_err(err)?;
+                        }
+                    }
+                    JournalOp::PutSchedule { id, blob } => {
+                        if put_schedule.is_none() {
+                            put_schedule = Some(tx.prepare_cached(PUT_SCHEDULE).map_err(err)?);
+                        }
+                        if let Some(s) = put_schedule.as_mut() {
+                            s.execute(params![id, blob]).map_err(err)?;
+                        }
+                    }
+                    JournalOp::DeleteSchedule { id } => {
+                        if delete_schedule.is_none() {
+                            delete_schedule =
+                                Some(tx.prepare_cached(DELETE_SCHEDULE).map_err(err)?);
+                        }
+                        if let Some(s) = delete_schedule.as_mut() {
+                            s.execute(params![id]).map_err(err)?;
+                        }
+                    }
+                }
+            }
+        }
+        tx.commit().map_err(err)?;
+        self.batches += 1;
+        self.ops += ops.len() as u64;
+        Ok(())
+    }
+
+    /// Every accepted job not yet completed or dead-lettered, in acceptance
+    /// order. Called once at startup to queue them again.
+    pub fn load_unfinished(&self) -> Result<Vec<JournaledJob>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT msgid, client, queue, route, headers, message, attempts, accepted_at
+                 FROM jobs ORDER BY seq",
+            )
+            .map_err(self.err("load unfinished jobs"))?;
+        let jobs = stmt
+            .query_map([], job_from_row)
+            .and_then(|rows| rows.collect())
+            .map_err(self.err("load unfinished jobs"))?;
+        Ok(jobs)
+    }
+
+    /// Dead-lettered jobs, oldest first.
+    pub fn dead_letters(&self) -> Result<Vec<DeadLetter>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT msgid, client, queue, route, headers, message, attempts, accepted_at,
+                        error, dead_at
+                 FROM dead_letters ORDER BY seq",
+            )
+            .map_err(self.err("load dead letters"))?;
+        let letters = stmt
+            .query_map([], |r| {
+                Ok(DeadLetter {
+                    job: job_from_row(r)?,
+                    error: r.get(8)?,
+                    dead_at_unix_ms: r.get(9)?,
+                })
+            })
+            .and_then(|rows| rows.collect())
+            .map_err(self.err("load dead letters"))?;
+        Ok(letters)
+    }
+
+    /// Keep only the newest `keep` dead letters; returns how many were
+    /// deleted. Dead letters are the only rows that are never deleted by
+    /// the job life cycle, so call this (with a generous limit) to keep
+    /// the file bounded.
+    pub fn trim_dead_letters(&mut self, keep: usize) -> Result<usize> {
+        let keep = i64::try_from(keep).unwrap_or(i64::MAX);
+        self.conn
+            .execute(
+                "DELETE FROM dead_letters WHERE seq NOT IN
+                 (SELECT seq FROM dead_letters ORDER BY seq DESC LIMIT ?1)",
+                params![keep],
+            )
+            .map_err(self.err("trim dead letters"))
+    }
+
+    /// Create or replace a schedule (its own transaction; inside a batch use
+    /// [`JournalOp::PutSchedule`]).
+    pub fn put_schedule(&mut self, id: &str, blob: &[u8]) -> Result<()> {
+        self.append(&[JournalOp::PutSchedule {
+            id: id.to_string(),
+            blob: blob.to_vec(),
+        }])
+    }
+
+    /// Remove a schedule; `Ok(false)` if there was none with that id.
+    pub fn delete_schedule(&mut self, id: &str) -> Result<bool> {
+        let n = self
+            .conn
+            .execute(DELETE_SCHEDULE, params![id])
+            .map_err(self.err("delete schedule"))?;
+        Ok(n > 0)
+    }
+
+    /// Every schedule, ordered by id.
+    pub fn schedules(&self) -> Result<Vec<(String, Vec<u8>)>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT id, blob FROM schedules ORDER BY id")
+            .map_err(self.err("load schedules"))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .and_then(|rows| rows.collect())
+            .map_err(self.err("load schedules"))?;
+        Ok(rows)
+    }
+
+    /// One schedule by id.
+    pub fn schedule(&self, id: &str) -> Result<Option<Vec<u8>>> {
+        self.conn
+            .query_row("SELECT blob FROM schedules WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .optional()
+            .map_err(self.err("load schedule"))
+    }
+
+    /// Completed jobs are deleted when their `Completed` op is appended, so
+    /// the database holds only unfinished jobs, dead letters and schedules.
+    /// `compact` additionally copies the WAL into the database and truncates
+    /// it, and returns free pages to the file system. Cheap enough to call
+    /// every few minutes or when the router is idle.
+    pub fn compact(&mut self) -> Result<()> {
+        // The pragma frees one page per step: run it to the end.
+        {
+            let mut stmt = self
+                .conn
+                .prepare("PRAGMA incremental_vacuum")
+                .map_err(self.err("compact"))?;
+            let mut rows = stmt.query([]).map_err(self.err("compact"))?;
+            while rows.next().map_err(self.err("compact"))?.is_some() {}
+        }
+        if self.path != Path::new(":memory:") {
+            // Returns (busy, wal pages, checkpointed pages).
+            let busy: i64 = self
+                .conn
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))
+                .map_err(self.err("compact"))?;
+            if busy != 0 {
+                log::warn!(
+                    "journal {}: WAL checkpoint could not complete",
+                    self.path.display()
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts and file sizes.
+    pub fn stats(&self) -> Result<JournalStats> {
+        let count = |sql: &str| -> Result<u64> {
+            self.conn
+                .query_row(sql, [], |r| r.get::<_, i64>(0))
+                .map(|n| n.max(0) as u64)
+                .map_err(self.err("stats"))
+        };
+        let size = |p: &Path| fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+        let mut wal = self.path.clone().into_os_string();
+        wal.push("-wal");
+        Ok(JournalStats {
+            unfinished: count("SELECT count(*) FROM jobs")?,
+            dead_letters: count("SELECT count(*) FROM dead_letters")?,
+            schedules: count("SELECT count(*) FROM schedules")?,
+            file_bytes: size(&self.path),
+            wal_bytes: size(Path::new(&wal)),
+            batches_appended: self.batches,
+            ops_appended: self.ops,
+        })
+    }
+}
+
+fn job_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JournaledJob> {
+    Ok(JournaledJob {
+        msgid: r.get(0)?,
+        client: r.get(1)?,
+        queue: r.get(2)?,
+        route: r.get(3)?,
+        headers: r.get(4)?,
+        message: r.get(5)?,
+        attempts: r.get(6)?,
+        accepted_at_unix_ms: r.get(7)?,
+    })
+}

@@ -1,0 +1,507 @@
+//! Journal behaviour on a real file: round trips, ordering, dead letters,
+//! schedules, damaged files, locking, the background writer.
+
+mod common;
+
+use std::fs::OpenOptions;
+use std::io::{Seek, SeekFrom, Write};
+use std::time::Instant;
+
+use common::{accepted, completed, job, msgids, TempDir};
+use emq_journal::{
+    Journal, JournalError, JournalOp, JournalOptions, JournalWriter, JournaledJob, SyncMode,
+    SCHEMA_VERSION,
+};
+
+#[test]
+fn append_reopen_load_round_trips_every_field() {
+    let dir = TempDir::new("roundtrip");
+    let path = dir.journal();
+    let odd = JournaledJob {
+        msgid: "6f1c-odd".into(),
+        client: vec![0, 0xff, 0x80, 7],
+        queue: "email".into(),
+        route: "default".into(),
+        headers: "retry-count:3,timeout:10,x-custom".into(),
+        message: vec![0xde, 0xad, 0, 0xbe, 0xef],
+        attempts: 2,
+        accepted_at_unix_ms: -5,
+    };
+    {
+        let mut j = Journal::open(&path).unwrap();
+        j.append(&[accepted("a"), JournalOp::Accepted(odd.clone())])
+            .unwrap();
+        j.append(&[accepted("c")]).unwrap();
+    }
+    let j = Journal::open(&path).unwrap();
+    let jobs = j.load_unfinished().unwrap();
+    assert_eq!(jobs, vec![job("a"), odd, job("c")]);
+}
+
+#[test]
+fn completed_jobs_are_not_returned() {
+    let dir = TempDir::new("completed");
+    let path = dir.journal();
+    {
+        let mut j = Journal::open(&path).unwrap();
+        j.append(&[accepted("a"), accepted("b"), accepted("c")])
+            .unwrap();
+        j.append(&[completed("b"), completed("never-accepted")])
+            .unwrap();
+        // Accepted and completed in the same batch.
+        j.append(&[accepted("d"), completed("d"), completed("a")])
+            .unwrap();
+    }
+    let j = Journal::open(&path).unwrap();
+    assert_eq!(msgids(&j.load_unfinished().unwrap()), vec!["c"]);
+    assert_eq!(j.stats().unwrap().unfinished, 1);
+}
+
+#[test]
+fn dead_letters_are_listed_and_not_unfinished() {
+    let dir = TempDir::new("dead");
+    let path = dir.journal();
+    {
+        let mut j = Journal::open(&path).unwrap();
+        j.append(&[accepted("a"), accepted("b")]).unwrap();
+        j.append(&[
+            JournalOp::Attempt {
+                msgid: "a".into(),
+                attempts: 5,
+            },
+            JournalOp::DeadLettered {
+                msgid: "a".into(),
+                error: "max attempts (5) reached".into(),
+            },
+            JournalOp::DeadLettered {
+                msgid: "unknown".into(),
+                error: "ignored".into(),
+            },
+        ])
+        .unwrap();
+    }
+    let j = Journal::open(&path).unwrap();
+    assert_eq!(msgids(&j.load_unfinished().unwrap()), vec!["b"]);
+    let dead = j.dead_letters().unwrap();
+    assert_eq!(dead.len(), 1);
+    let mut expected = job("a");
+    expected.attempts = 5;
+    assert_eq!(dead[0].job, expected);
+    assert_eq!(dead[0].error, "max attempts (5) reached");
+    assert!(dead[0].dead_at_unix_ms > 1_600_000_000_000);
+}
+
+#[test]
+fn trim_dead_letters_keeps_the_newest() {
+    let mut j = Journal::open_in_memory().unwrap();
+    let mut ops = Vec::new();
+    for i in 0..10 {
+        ops.push(accepted(&format!("d{i}")));
+        ops.push(JournalOp::DeadLettered {
+            msgid: format!("d{i}"),
+            error: "boom".into(),
+        });
+    }
+    j.append(&ops).unwrap();
+    assert_eq!(j.trim_dead_letters(3).unwrap(), 7);
+    let left: Vec<String> = j
+        .dead_letters()
+        .unwrap()
+        .into_iter()
+        .map(|d| d.job.msgid)
+        .collect();
+    assert_eq!(left, vec!["d7", "d8", "d9"]);
+}
+
+#[test]
+fn acceptance_order_is_preserved_and_reaccept_keeps_place() {
+    let dir = TempDir::new("order");
+    let path = dir.journal();
+    let names: Vec<String> = (0..500).map(|i| format!("{:08x}-z", 500 - i)).collect();
+    {
+        let mut j = Journal::open(&path).unwrap();
+        for chunk in names.chunks(37) {
+            let ops: Vec<JournalOp> = chunk.iter().map(|m| accepted(m)).collect();
+            j.append(&ops).unwrap();
+        }
+        // Complete the last one, then accept a fresh one: it goes last.
+        j.append(&[completed(&names[499]), accepted("fresh")])
+            .unwrap();
+        // Re-accepting an existing msgid replaces its fields, not its place.
+        let mut again = job(&names[3]);
+        again.queue = "other".into();
+        j.append(&[JournalOp::Accepted(again)]).unwrap();
+        j.append(&[JournalOp::Attempt {
+            msgid: names[4].clone(),
+            attempts: 3,
+        }])
+        .unwrap();
+    }
+    let j = Journal::open(&path).unwrap();
+    let jobs = j.load_unfinished().unwrap();
+    let mut expected: Vec<String> = names[..499].to_vec();
+    expected.push("fresh".into());
+    assert_eq!(msgids(&jobs), expected);
+    assert_eq!(jobs[3].queue, "other");
+    assert_eq!(jobs[4].attempts, 3);
+    assert_eq!(jobs[5].attempts, 0);
+}
+
+#[test]
+fn empty_batch_is_a_no_op() {
+    let mut j = Journal::open_in_memory().unwrap();
+    j.append(&[]).unwrap();
+    assert_eq!(j.stats().unwrap().batches_appended, 0);
+}
+
+#[test]
+fn schedules_put_replace_delete_list_and_persist() {
+    let dir = TempDir::new("sched");
+    let path = dir.journal();
+    {
+        let mut j = Journal::open(&path).unwrap();
+        j.put_schedule("b", b"blob-b").unwrap();
+        j.put_schedule("a", b"blob-a").unwrap();
+        j.put_schedule("b", b"blob-b2").unwrap();
+        j.put_schedule("gone", b"x").unwrap();
+        assert!(j.delete_schedule("gone").unwrap());
+        assert!(!j.delete_schedule("gone").unwrap());
+        // Schedule ops also ride in a job batch.
+        j.append(&[
+            accepted("job"),
+            JournalOp::PutSchedule {
+                id: "c".into(),
+                blob: vec![0, 1, 2],
+            },
+            JournalOp::DeleteSchedule { id: "a".into() },
+        ])
+        .unwrap();
+    }
+    let j = Journal::open(&path).unwrap();
+    assert_eq!(
+        j.schedules().unwrap(),
+        vec![
+            ("b".to_string(), b"blob-b2".to_vec()),
+            ("c".to_string(), vec![0, 1, 2]),
+        ]
+    );
+    assert_eq!(j.schedule("b").unwrap(), Some(b"blob-b2".to_vec()));
+    assert_eq!(j.schedule("a").unwrap(), None);
+    assert_eq!(j.stats().unwrap().schedules, 2);
+}
+
+#[test]
+fn batch_of_10000_appends_timing() {
+    let dir = TempDir::new("batch10k");
+    let mut j = Journal::open(dir.journal()).unwrap();
+    let ops: Vec<JournalOp> = (0..10_000)
+        .map(|i| accepted(&format!("{i:08}-0000-4000-8000-000000000000")))
+        .collect();
+    let t = Instant::now();
+    j.append(&ops).unwrap();
+    let accept = t.elapsed();
+    let done: Vec<JournalOp> = (0..10_000)
+        .map(|i| completed(&format!("{i:08}-0000-4000-8000-000000000000")))
+        .collect();
+    let t = Instant::now();
+    j.append(&done).unwrap();
+    let complete = t.elapsed();
+    println!(
+        "10,000 Accepted in one batch: {:?} ({:.0} ops/s); 10,000 Completed: {:?} ({:.0} ops/s)",
+        accept,
+        10_000.0 / accept.as_secs_f64(),
+        complete,
+        10_000.0 / complete.as_secs_f64()
+    );
+    assert_eq!(j.stats().unwrap().unfinished, 0);
+}
+
+#[test]
+fn open_creates_missing_directories() {
+    let dir = TempDir::new("mkdir");
+    let path = dir.path().join("a").join("b").join("journal.sqlite");
+    let mut j = Journal::open(&path).unwrap();
+    j.append(&[accepted("x")]).unwrap();
+    assert!(path.exists());
+    assert_eq!(j.path(), path.as_path());
+}
+
+/// A journal with enough rows to span many pages, fully checkpointed into
+/// the main file (no WAL left), closed.
+fn populated(dir: &TempDir) -> std::path::PathBuf {
+    let path = dir.journal();
+    let mut j = Journal::open(&path).unwrap();
+    let ops: Vec<JournalOp> = (0..3000)
+        .map(|i| accepted(&format!("job-{i:06}")))
+        .collect();
+    j.append(&ops).unwrap();
+    j.compact().unwrap();
+    drop(j);
+    let mut wal = path.clone().into_os_string();
+    wal.push("-wal");
+    assert!(
+        std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0) == 0,
+        "WAL should be empty or gone after close"
+    );
+    let len = std::fs::metadata(&path).unwrap().len();
+    assert!(len > 40 * 4096, "journal too small for the test: {len}");
+    path
+}
+
+fn overwrite(path: &std::path::Path, offset: u64, bytes: &[u8]) {
+    let mut f = OpenOptions::new().write(true).open(path).unwrap();
+    f.seek(SeekFrom::Start(offset)).unwrap();
+    f.write_all(bytes).unwrap();
+}
+
+fn assert_clear(err: &JournalError, path: &std::path::Path) {
+    let text = err.to_string();
+    println!("error shown to the operator: {text}");
+    assert!(
+        text.contains(&path.display().to_string()),
+        "message names the file: {text}"
+    );
+    assert!(err.is_corruption());
+    assert_eq!(err.path(), Some(path));
+}
+
+#[test]
+fn garbage_over_the_header_is_not_a_database() {
+    let dir = TempDir::new("garbage-head");
+    let path = populated(&dir);
+    overwrite(&path, 0, &[0xA5; 512]);
+    let err = Journal::open(&path).unwrap_err();
+    assert!(
+        matches!(err, JournalError::NotADatabase { .. }),
+        "got {err:?}"
+    );
+    assert_clear(&err, &path);
+}
+
+#[test]
+fn garbage_in_the_middle_is_corrupt() {
+    let dir = TempDir::new("garbage-mid");
+    let path = populated(&dir);
+    let len = std::fs::metadata(&path).unwrap().len();
+    // Whole pages of garbage at about a third and two thirds of the file.
+    overwrite(&path, (len / 3) / 4096 * 4096, &[0xA5; 8192]);
+    overwrite(&path, (2 * len / 3) / 4096 * 4096 + 100, &[0x5A; 3000]);
+    let err = Journal::open(&path).unwrap_err();
+    assert!(matches!(err, JournalError::Corrupt { .. }), "got {err:?}");
+    assert_clear(&err, &path);
+}
+
+#[test]
+fn file_truncated_mid_page_is_corrupt() {
+    let dir = TempDir::new("torn");
+    let path = populated(&dir);
+    let len = std::fs::metadata(&path).unwrap().len();
+    let f = OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len(len / 2 + 1234).unwrap();
+    drop(f);
+    let err = Journal::open(&path).unwrap_err();
+    assert!(matches!(err, JournalError::Corrupt { .. }), "got {err:?}");
+    assert_clear(&err, &path);
+}
+
+#[test]
+fn file_truncated_inside_the_header_is_corrupt() {
+    let dir = TempDir::new("torn-head");
+    let path = populated(&dir);
+    let f = OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len(40).unwrap();
+    drop(f);
+    let err = Journal::open(&path).unwrap_err();
+    assert!(matches!(err, JournalError::Corrupt { .. }), "got {err:?}");
+    assert_clear(&err, &path);
+}
+
+#[test]
+fn a_text_file_is_not_a_database() {
+    let dir = TempDir::new("text");
+    let path = dir.journal();
+    std::fs::write(&path, "this is my shopping list, not a journal\n").unwrap();
+    let err = Journal::open(&path).unwrap_err();
+    assert!(
+        matches!(err, JournalError::NotADatabase { .. }),
+        "got {err:?}"
+    );
+    assert_clear(&err, &path);
+    // The file is left untouched for the operator.
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "this is my shopping list, not a journal\n"
+    );
+}
+
+#[test]
+fn another_applications_database_is_refused() {
+    let dir = TempDir::new("foreign");
+    let path = dir.journal();
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch("CREATE TABLE accounts (id INTEGER PRIMARY KEY, balance INTEGER)")
+            .unwrap();
+    }
+    let err = Journal::open(&path).unwrap_err();
+    assert!(
+        matches!(err, JournalError::NotADatabase { .. }),
+        "got {err:?}"
+    );
+    println!("{err}");
+}
+
+#[test]
+fn a_newer_schema_version_is_refused() {
+    let dir = TempDir::new("newer");
+    let path = dir.journal();
+    drop(Journal::open(&path).unwrap());
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch(&format!("PRAGMA user_version = {}", SCHEMA_VERSION + 1))
+            .unwrap();
+    }
+    let err = Journal::open(&path).unwrap_err();
+    assert!(
+        matches!(err, JournalError::UnsupportedVersion { found, .. } if found == SCHEMA_VERSION + 1),
+        "got {err:?}"
+    );
+    println!("{err}");
+}
+
+#[test]
+fn a_second_opener_is_locked_out() {
+    let dir = TempDir::new("locked");
+    let path = dir.journal();
+    let mut first = Journal::open(&path).unwrap();
+    first.append(&[accepted("a")]).unwrap();
+    let err = Journal::open(&path).unwrap_err();
+    assert!(matches!(err, JournalError::Locked { .. }), "got {err:?}");
+    println!("{err}");
+    // The first owner is unaffected; after it closes, the file opens.
+    first.append(&[accepted("b")]).unwrap();
+    drop(first);
+    let j = Journal::open(&path).unwrap();
+    assert_eq!(msgids(&j.load_unfinished().unwrap()), vec!["a", "b"]);
+}
+
+#[test]
+fn full_sync_mode_works_too() {
+    let dir = TempDir::new("full");
+    let path = dir.journal();
+    let options = JournalOptions {
+        sync: SyncMode::Full,
+        integrity_check: false,
+    };
+    {
+        let mut j = Journal::open_with(&path, &options).unwrap();
+        j.append(&[accepted("a")]).unwrap();
+    }
+    let j = Journal::open_with(&path, &options).unwrap();
+    assert_eq!(msgids(&j.load_unfinished().unwrap()), vec!["a"]);
+}
+
+#[test]
+fn compact_truncates_the_wal_and_stats_report_sizes() {
+    let dir = TempDir::new("compact");
+    let mut j = Journal::open(dir.journal()).unwrap();
+    let ops: Vec<JournalOp> = (0..2000).map(|i| accepted(&format!("c{i}"))).collect();
+    j.append(&ops).unwrap();
+    let done: Vec<JournalOp> = (0..2000).map(|i| completed(&format!("c{i}"))).collect();
+    j.append(&done).unwrap();
+    let before = j.stats().unwrap();
+    assert!(before.wal_bytes > 0, "{before:?}");
+    assert_eq!(before.batches_appended, 2);
+    assert_eq!(before.ops_appended, 4000);
+    j.compact().unwrap();
+    let after = j.stats().unwrap();
+    println!("before compact {before:?}\nafter compact  {after:?}");
+    assert_eq!(after.wal_bytes, 0);
+    assert_eq!(after.unfinished, 0);
+    assert!(
+        after.file_bytes < 64 * 4096,
+        "freed pages returned: {after:?}"
+    );
+}
+
+#[test]
+fn writer_reports_durable_batches_in_order() {
+    let dir = TempDir::new("writer");
+    let path = dir.journal();
+    let writer = JournalWriter::spawn(Journal::open(&path).unwrap()).unwrap();
+    let (tx, rx) = crossbeam_channel::unbounded();
+    for b in 0..50 {
+        let ops: Vec<JournalOp> = (0..20)
+            .map(|i| accepted(&format!("w{b:03}-{i:02}")))
+            .collect();
+        let tx = tx.clone();
+        writer
+            .submit(ops, move |r| {
+                let _ = tx.send((b, r));
+            })
+            .unwrap();
+    }
+    writer.submit_and_wait(vec![completed("w000-00")]).unwrap();
+    let got: Vec<(i32, emq_journal::Result<()>)> = rx.try_iter().collect();
+    assert_eq!(got.len(), 50);
+    for (i, (b, r)) in got.iter().enumerate() {
+        assert_eq!(*b, i as i32);
+        assert!(r.is_ok(), "{r:?}");
+    }
+    let j = writer.shutdown().unwrap();
+    let jobs = j.load_unfinished().unwrap();
+    assert_eq!(jobs.len(), 50 * 20 - 1);
+    assert_eq!(jobs[0].msgid, "w000-01");
+    drop(j);
+    assert_eq!(
+        Journal::open(&path)
+            .unwrap()
+            .load_unfinished()
+            .unwrap()
+            .len(),
+        999
+    );
+}
+
+#[test]
+fn dropping_the_writer_flushes_pending_batches() {
+    let dir = TempDir::new("writer-drop");
+    let path = dir.journal();
+    {
+        let writer = JournalWriter::spawn(Journal::open(&path).unwrap()).unwrap();
+        for b in 0..10 {
+            writer
+                .submit(vec![accepted(&format!("d{b}"))], |_| {})
+                .unwrap();
+        }
+    }
+    let j = Journal::open(&path).unwrap();
+    assert_eq!(j.load_unfinished().unwrap().len(), 10);
+}
+
+#[test]
+fn torn_wal_tail_loses_only_the_torn_batch() {
+    // Copy the files of an open journal (what a SIGKILL leaves behind),
+    // then tear the last WAL frame: the last batch's commit record.
+    let dir = TempDir::new("torn-wal");
+    let path = dir.journal();
+    let mut j = Journal::open(&path).unwrap();
+    j.append(&[accepted("a1"), accepted("a2")]).unwrap();
+    let big: Vec<JournalOp> = (0..200).map(|i| accepted(&format!("b{i:03}"))).collect();
+    j.append(&big).unwrap();
+    let copy = dir.path().join("copy.sqlite");
+    let wal = |p: &std::path::Path| {
+        let mut s = p.as_os_str().to_owned();
+        s.push("-wal");
+        std::path::PathBuf::from(s)
+    };
+    std::fs::copy(&path, &copy).unwrap();
+    std::fs::copy(wal(&path), wal(&copy)).unwrap();
+    drop(j);
+    let wal_len = std::fs::metadata(wal(&copy)).unwrap().len();
+    let f = OpenOptions::new().write(true).open(wal(&copy)).unwrap();
+    f.set_len(wal_len - 100).unwrap();
+    drop(f);
+    let j = Journal::open(&copy).unwrap();
+    assert_eq!(msgids(&j.load_unfinished().unwrap()), vec!["a1", "a2"]);
+}
