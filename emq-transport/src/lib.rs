@@ -8,6 +8,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+pub mod metrics_http;
+pub mod zap;
+
 use emqp_proto::{DecodeError, Message};
 
 /// Default high-water mark for sockets (messages, per peer pipe).
