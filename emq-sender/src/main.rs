@@ -1,1 +1,29 @@
-fn main() {}
+//! emq-sender: see `emq-sender --help` and the library docs.
+
+use std::io::{BufReader, IsTerminal};
+use std::process::ExitCode;
+
+use clap::Parser;
+use emq_sender::{progress_wanted, run, Cli, Exit, Io};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let plan = match cli.plan(&|k| std::env::var(k).ok()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("emq-sender: error: {e}");
+            return Exit::Usage.into();
+        }
+    };
+    if plan.mode == emq_sender::Mode::Bulk && std::io::stdin().is_terminal() {
+        eprintln!("emq-sender: reading jobs from stdin, one JSON job per line (Ctrl-D ends)");
+    }
+    let mut out = std::io::stdout().lock();
+    let mut err = std::io::stderr();
+    let io = Io {
+        out: &mut out,
+        err: &mut err,
+        progress: progress_wanted(),
+    };
+    run(&plan, BufReader::new(std::io::stdin()), io).into()
+}

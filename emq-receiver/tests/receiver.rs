@@ -1,0 +1,286 @@
+//! The real emq-receiver binary bound as a ROUTER on a free loopback port,
+//! fed by DEALERs played by the test. Bounded; the child is killed on drop.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, ChildStdout, Command as Proc, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use emqp_proto::{Command, Inform, Message, PeerType, QueueSpec};
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_emq-receiver");
+
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A free loopback port (bound by us for a moment, then released).
+fn free_endpoint() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    format!("tcp://127.0.0.1:{}", l.local_addr().unwrap().port())
+}
+
+struct Receiver {
+    child: Guard,
+    lines: mpsc::Receiver<String>,
+    endpoint: String,
+}
+
+fn line_reader(out: ChildStdout) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+fn start(extra: &[&str]) -> Receiver {
+    let endpoint = free_endpoint();
+    let mut child = Guard(
+        Proc::new(BIN)
+            .arg("--bind")
+            .arg(&endpoint)
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn emq-receiver"),
+    );
+    let lines = line_reader(child.0.stdout.take().unwrap());
+    Receiver {
+        child,
+        lines,
+        endpoint,
+    }
+}
+
+impl Receiver {
+    fn next_json(&self) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(Duration::from_secs(10))
+            .expect("a line from emq-receiver within 10 s");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line}: {e}"))
+    }
+
+    fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Some(s) = self.child.0.try_wait().unwrap() {
+                return s.code();
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+fn dealer(ctx: &zmq::Context, endpoint: &str, id: &str) -> zmq::Socket {
+    let s = emq_transport::connect_dealer(
+        ctx,
+        endpoint,
+        id.as_bytes(),
+        &emq_transport::SocketOptions::default(),
+    )
+    .unwrap();
+    s.set_linger(0).unwrap();
+    s
+}
+
+fn inform(msgid: &str) -> Message {
+    Message::with_msgid(
+        msgid,
+        Command::Inform(Inform {
+            queues: QueueSpec(vec![(10, "default".into()), (15, "email".into())]),
+            peer_type: Some(PeerType::Worker),
+            features: vec!["job-ack".into()],
+        }),
+    )
+}
+
+#[test]
+fn prints_an_inform_acks_it_and_stops_after_count() {
+    let mut rx = start(&["--ack-informs", "--count", "2", "--timeout", "20"]);
+    let ctx = zmq::Context::new();
+    let d = dealer(&ctx, &rx.endpoint, "worker-1");
+    emq_transport::send_message(&d, inform("inf-1")).unwrap();
+    let v = rx.next_json();
+    assert_eq!(v["identity"], "worker-1");
+    assert_eq!(v["command"], "INFORM");
+    assert_eq!(v["msgid"], "inf-1");
+    assert_eq!(
+        v["fields"]["queues"],
+        serde_json::json!([[10, "default"], [15, "email"]])
+    );
+    assert_eq!(v["fields"]["peer_type"], "worker");
+    assert_eq!(v["fields"]["features"], serde_json::json!(["job-ack"]));
+    assert_eq!(v["frames"], 8);
+    // --ack-informs: the worker gets ACK [inf-1]
+    match emq_transport::recv_message(&d, 10_000).unwrap() {
+        Some(emq_transport::Received::Message(m)) => assert_eq!(
+            m.command,
+            Command::Ack {
+                acked_msgid: "inf-1".into()
+            }
+        ),
+        other => panic!("expected ACK, got {other:?}"),
+    }
+    emq_transport::send_message(&d, Message::with_msgid("r-1", Command::Ready)).unwrap();
+    let v = rx.next_json();
+    assert_eq!(v["command"], "READY");
+    // --count 2 reached: exits 0 even though more arrives
+    assert_eq!(rx.wait_exit(Duration::from_secs(10)), Some(0));
+}
+
+#[test]
+fn malformed_messages_print_an_error_line_and_it_keeps_going() {
+    let mut rx = start(&["--count", "3", "--timeout", "20"]);
+    let ctx = zmq::Context::new();
+    let d = dealer(&ctx, &rx.endpoint, "client-1");
+    d.send_multipart([&b""[..], b"eMQP/1.0", b"FLY", b"m-1"], 0)
+        .unwrap();
+    let v = rx.next_json();
+    assert!(
+        v["error"].as_str().unwrap().contains("unknown command"),
+        "{v}"
+    );
+    assert_eq!(
+        v["frames"],
+        serde_json::json!(["client-1", "", "eMQP/1.0", "FLY", "m-1"])
+    );
+    // non-UTF-8 msgid: an error line with b64 frames
+    d.send_multipart([&b""[..], b"eMQP/1.0", b"READY", &[0xff, 0xfe]], 0)
+        .unwrap();
+    let v = rx.next_json();
+    assert!(v["error"].as_str().unwrap().contains("UTF-8"), "{v}");
+    assert_eq!(v["frames"][4], "b64://4=");
+    // and a valid message afterwards is still printed
+    let req = Message::with_msgid(
+        "req-1",
+        Command::Request(emqp_proto::Request {
+            queue: "default".into(),
+            headers: emqp_proto::Headers::parse(b"reply-requested,timeout:5").unwrap(),
+            message: br#"["call", {"handler": "echo", "args": [1]}]"#.to_vec(),
+        }),
+    );
+    emq_transport::send_message(&d, req).unwrap();
+    let v = rx.next_json();
+    assert_eq!(v["command"], "REQUEST");
+    assert_eq!(
+        v["fields"]["headers"],
+        serde_json::json!(["reply-requested", "timeout:5"])
+    );
+    assert_eq!(v["fields"]["message"][1]["args"], serde_json::json!([1]));
+    assert_eq!(rx.wait_exit(Duration::from_secs(10)), Some(0));
+}
+
+#[test]
+fn nothing_within_the_timeout_exits_5() {
+    let started = Instant::now();
+    let mut rx = start(&["--timeout", "1"]);
+    assert_eq!(rx.wait_exit(Duration::from_secs(10)), Some(5));
+    assert!(started.elapsed() >= Duration::from_millis(900));
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    for args in [
+        &[][..],
+        &["--bind", "nonsense"],
+        &["--connect", "tcp://127.0.0.1:1", "--ack-informs"],
+    ] {
+        let status = Proc::new(BIN)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert_eq!(status.code(), Some(2), "{args:?}");
+    }
+}
+
+#[test]
+fn connects_as_a_dealer_and_prints_what_a_router_sends() {
+    let ctx = zmq::Context::new();
+    let router = emq_transport::bind_router(
+        &ctx,
+        "tcp://127.0.0.1:*",
+        &emq_transport::SocketOptions::default(),
+    )
+    .unwrap();
+    router.set_linger(0).unwrap();
+    let endpoint = router.get_last_endpoint().unwrap().unwrap();
+    let mut child = Guard(
+        Proc::new(BIN)
+            .args(["--connect", &endpoint, "--identity", "rx-1", "--count", "1"])
+            .args(["--timeout", "20"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let lines = line_reader(child.0.stdout.take().unwrap());
+    // ROUTER_MANDATORY: EHOSTUNREACH until the receiver has connected
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let ack = || Message::with_msgid("a-1", Command::Reply(emqp_proto::Reply::ack_of("req-9")));
+    while emq_transport::send_routed(&router, b"rx-1".to_vec(), ack()).is_err() {
+        assert!(Instant::now() < deadline, "receiver never connected");
+        thread::sleep(Duration::from_millis(20));
+    }
+    let line = lines.recv_timeout(Duration::from_secs(10)).unwrap();
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!({"identity": null, "command": "REPLY", "msgid": "a-1",
+            "fields": {"payload": "req-9", "orig_msgid": null, "status": null}, "frames": 5})
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let code = loop {
+        if let Some(s) = child.0.try_wait().unwrap() {
+            break s.code();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "receiver did not exit after --count"
+        );
+        thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(code, Some(0));
+}
+
+#[test]
+fn heartbeats_go_to_peers_that_sent_inform() {
+    let rx = start(&["--ack-informs", "--heartbeat", "0.2", "--timeout", "20"]);
+    let ctx = zmq::Context::new();
+    let d = dealer(&ctx, &rx.endpoint, "worker-hb");
+    emq_transport::send_message(&d, inform("inf-hb")).unwrap();
+    assert_eq!(rx.next_json()["command"], "INFORM");
+    let mut got = Vec::new();
+    while got.len() < 3 {
+        match emq_transport::recv_message(&d, 5_000).unwrap() {
+            Some(emq_transport::Received::Message(m)) => got.push(m.command),
+            other => panic!("expected ACK then HEARTBEATs, got {other:?}"),
+        }
+    }
+    assert!(matches!(&got[0], Command::Ack { acked_msgid } if acked_msgid == "inf-hb"));
+    for c in &got[1..] {
+        assert!(
+            matches!(c, Command::Heartbeat { timestamp: Some(t) } if t.parse::<f64>().is_ok()),
+            "{c:?}"
+        );
+    }
+}

@@ -1,0 +1,482 @@
+//! The command line of emq-sender and its translation into a [`Plan`].
+
+use std::time::Duration;
+
+use clap::{ArgGroup, Parser};
+use emqp_proto::Headers;
+
+use crate::client::default_broker;
+use crate::payload::{self, PythonArgs, UsageError};
+
+/// Default `--timeout` without `--wait`: how long to wait for the ack.
+pub const DEFAULT_ACK_TIMEOUT_SECS: f64 = 10.0;
+/// Default `--timeout` with `--wait`: how long to wait for the result.
+pub const DEFAULT_WAIT_TIMEOUT_SECS: f64 = 60.0;
+/// Default `--window`: outstanding messages in bulk mode.
+pub const DEFAULT_WINDOW: usize = 10_000;
+
+const LONG_ABOUT: &str = "\
+Submit jobs to an EventMQ (eMQP/1.0) router: one job from the command line, or
+many from standard input, one JSON job per line.
+
+The job is given as MESSAGE_JSON (any JSON text, sent unchanged as the REQUEST's
+MSG frame) or built by one of the convenience forms --call, --python, --shell.
+With no MESSAGE_JSON and no convenience form (or MESSAGE_JSON '-'), jobs are
+read from standard input, one per line, and submitted pipelined.
+
+The sender connects a DEALER (uuid4 identity) to the router frontend and sends
+REQUEST [queue, headers, message]. An emq router answers REPLY [msgid] when it
+accepts the job, REJECT [msgid, reason, text] when it does not, and, for jobs
+with the reply-requested header, RESULT [msgid, status, payload] when the job
+has run.
+
+Output: the msgid on acceptance; with --wait the result payload ({\"value\": ...}
+or {\"error\": {...}}) as one line of JSON. In bulk mode one JSON line per job:
+  {\"line\": N, \"msgid\": \"...\", \"status\": \"accepted\", \"result\": null}
+status is one of accepted, sent (--no-ack), ok, failed, rejected (with reason
+and text), timeout (with accepted true/false) or invalid (with error); result is
+the result payload with --wait. Lines come in the order answers arrive. A
+progress line is shown on stderr when both stdout and stderr are terminals, and
+a summary is printed on stderr at the end. --timeout counts per job from when
+it was sent.
+
+Exit codes:
+  0  accepted (with --wait: the job finished ok)
+  1  connection or internal error
+  2  usage error (bad flag, MESSAGE_JSON or a bulk line that is not JSON)
+  3  rejected by the router (queue-full, malformed, shutting-down, ...)
+  4  the job failed (RESULT failed, or REJECT dead-lettered)
+  5  timed out: no ack within --timeout (default 10 s), or with --wait no
+     result within --timeout (default 60 s)
+In bulk mode the most severe code seen wins, in the order 1, 2, 5, 3, 4, 0.
+
+EventMQ 0.3.13 routers never acknowledge a job they had to buffer (no free
+worker) and never send results back: the ack wait then times out (exit 5) even
+though the job was queued, and --wait always times out. Against such a router
+use --no-ack: fire and forget, exit 0 once the connection to the router is up
+and the message is handed over (exit 5 if the router cannot be reached within
+--timeout).";
+
+const EXAMPLES: &str = "\
+Examples:
+  # a built-in Rust handler; print the msgid once the router accepts it
+  emq-sender --call echo --args '{\"hello\": \"world\"}'
+
+  # wait for the result (prints {\"value\":{\"hello\":\"world\"}})
+  emq-sender --wait --call echo --args '{\"hello\": \"world\"}'
+
+  # a Python function, and a method of a class (0.3.13 \"run\" jobs)
+  emq-sender --wait --python emq_example_jobs.add --args '[1, 2]'
+  emq-sender --wait --python emq_example_jobs:Greeter.greet \\
+      --class-args '[\"Hello\"]' --kwargs '{\"name\": \"emq\"}'
+
+  # a shell command with stdin, environment and working directory
+  emq-sender --wait --env GREETING=hi --cwd /tmp --stdin 'data' \\
+      --shell -- sh -c 'echo $GREETING; cat; pwd'
+
+  # a raw job on another queue with retries and a job timeout
+  emq-sender --queue email --header retry-count:3 --header timeout:30 \\
+      '[\"run\", {\"path\": \"mail.tasks\", \"callable\": \"send\", \"args\": [42]}]'
+
+  # bulk: one job per line from stdin, pipelined; results as JSON lines
+  seq 1000 | sed 's/.*/[\"call\", {\"handler\": \"echo\", \"args\": &}]/' \\
+      | emq-sender --wait > results.jsonl
+
+  # against an EventMQ 0.3.13 router (no acks for buffered jobs)
+  emq-sender --no-ack --python mytasks.cleanup
+
+Environment:
+  EMQ_BROKER_ADDR        default for --broker
+  EVENTMQ_FRONTEND_ADDR  used when EMQ_BROKER_ADDR is unset (a wildcard host
+                         such as tcp://*:47291 becomes 127.0.0.1)";
+
+fn parse_secs(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if v.is_finite() && v > 0.0 && v < 1.0e9 {
+        Ok(v)
+    } else {
+        Err(format!("{s:?}: must be a positive number of seconds"))
+    }
+}
+
+fn parse_window(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("{s:?}: must be a whole number >= 1")),
+    }
+}
+
+/// emq-sender's arguments.
+#[derive(Parser, Debug, Clone)]
+#[command(
+    name = "emq-sender",
+    version,
+    about = "Submit jobs to an EventMQ (eMQP/1.0) router, one-shot or in bulk from stdin",
+    long_about = LONG_ABOUT,
+    after_help = "Run with --help for exit codes, protocol notes and examples.",
+    after_long_help = EXAMPLES,
+    group(ArgGroup::new("form").multiple(false).args(["call", "python", "shell", "message"])),
+)]
+pub struct Cli {
+    /// Router frontend to connect to [default: $EMQ_BROKER_ADDR, else
+    /// $EVENTMQ_FRONTEND_ADDR, else tcp://127.0.0.1:47291]
+    #[arg(long, short = 'b', value_name = "ADDR")]
+    pub broker: Option<String>,
+
+    /// Queue to submit to (a queue no worker serves falls back to "default")
+    #[arg(long, short = 'q', value_name = "Q", default_value = "default")]
+    pub queue: String,
+
+    /// A header for the HEADERS frame, e.g. guarantee, retry-count:3,
+    /// timeout:30 (repeatable; a comma list is accepted too)
+    #[arg(long = "header", short = 'H', value_name = "H")]
+    pub headers: Vec<String>,
+
+    /// Add the reply-requested header (without waiting for the result)
+    #[arg(long)]
+    pub reply: bool,
+
+    /// Wait for the job's result and print it (implies --reply)
+    #[arg(long, short = 'w')]
+    pub wait: bool,
+
+    /// Seconds to wait for the ack (default 10), or with --wait for the
+    /// result (default 60); per job in bulk mode
+    #[arg(long, short = 't', value_name = "S", value_parser = parse_secs)]
+    pub timeout: Option<f64>,
+
+    /// Fire and forget: do not wait for an ack (for EventMQ 0.3.13 routers,
+    /// which do not ack buffered jobs); exit 0 once the message is handed to
+    /// the router
+    #[arg(long, conflicts_with = "wait")]
+    pub no_ack: bool,
+
+    /// Bulk mode: at most N jobs outstanding (sent, not yet answered)
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_WINDOW, value_parser = parse_window)]
+    pub window: usize,
+
+    /// Job form: call the job manager's Rust handler HANDLER (built in: echo,
+    /// noop) with --args JSON
+    #[arg(long, value_name = "HANDLER", help_heading = "Job forms")]
+    pub call: Option<String>,
+
+    /// Job form: a Python callable, pkg.module.func or pkg.module:Class.method
+    /// (an EventMQ 0.3.13 "run" job)
+    #[arg(long, value_name = "SPEC", help_heading = "Job forms")]
+    pub python: Option<String>,
+
+    /// Job form: run the command given after `--` (e.g. --shell -- ls -l)
+    #[arg(long, help_heading = "Job forms")]
+    pub shell: bool,
+
+    /// --call: handler arguments (any JSON); --python: positional arguments
+    /// (a JSON list)
+    #[arg(long, value_name = "JSON", help_heading = "Job forms")]
+    pub args: Option<String>,
+
+    /// --python: keyword arguments (a JSON object)
+    #[arg(long, value_name = "JSON", help_heading = "Job forms")]
+    pub kwargs: Option<String>,
+
+    /// --python with Class.method: constructor arguments (a JSON list)
+    #[arg(long, value_name = "JSON", help_heading = "Job forms")]
+    pub class_args: Option<String>,
+
+    /// --python with Class.method: constructor keyword arguments (a JSON
+    /// object)
+    #[arg(long, value_name = "JSON", help_heading = "Job forms")]
+    pub class_kwargs: Option<String>,
+
+    /// --shell: text to feed to the command's standard input
+    #[arg(long, value_name = "TEXT", help_heading = "Job forms")]
+    pub stdin: Option<String>,
+
+    /// --shell: an environment variable for the command (repeatable)
+    #[arg(long = "env", value_name = "K=V", help_heading = "Job forms")]
+    pub env: Vec<String>,
+
+    /// --shell: working directory of the command
+    #[arg(long, value_name = "DIR", help_heading = "Job forms")]
+    pub cwd: Option<String>,
+
+    /// The job as JSON text, sent as is; '-' or nothing (without a job form)
+    /// reads jobs from stdin, one per line
+    #[arg(value_name = "MESSAGE_JSON")]
+    pub message: Option<String>,
+
+    /// --shell: the command and its arguments, after `--`
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// One job from the command line, or many from stdin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mode {
+    Single(Vec<u8>),
+    Bulk,
+}
+
+/// Everything emq-sender will do, checked.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub broker: String,
+    pub queue: String,
+    pub headers: Headers,
+    pub wait: bool,
+    pub no_ack: bool,
+    pub timeout: Duration,
+    pub window: usize,
+    pub mode: Mode,
+}
+
+impl Cli {
+    /// Check the arguments and build the payload. `env` looks up
+    /// environment variables (injected for tests).
+    pub fn plan(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Plan, UsageError> {
+        let err = |m: &str| Err(UsageError(m.to_string()));
+        if !self.command.is_empty() && !self.shell {
+            return err("a command after `--` needs --shell (e.g. --shell -- ls -l)");
+        }
+        if self.args.is_some() && self.call.is_none() && self.python.is_none() {
+            return err("--args needs --call or --python");
+        }
+        if self.python.is_none()
+            && (self.kwargs.is_some() || self.class_args.is_some() || self.class_kwargs.is_some())
+        {
+            return err("--kwargs, --class-args and --class-kwargs need --python");
+        }
+        if !self.shell && (self.stdin.is_some() || !self.env.is_empty() || self.cwd.is_some()) {
+            return err("--stdin, --env and --cwd need --shell");
+        }
+        let mode = if let Some(handler) = &self.call {
+            Mode::Single(payload::call_job(handler, self.args.as_deref())?.to_message())
+        } else if let Some(spec) = &self.python {
+            let a = PythonArgs {
+                args: self.args.as_deref(),
+                kwargs: self.kwargs.as_deref(),
+                class_args: self.class_args.as_deref(),
+                class_kwargs: self.class_kwargs.as_deref(),
+            };
+            Mode::Single(payload::python_job(spec, &a)?.to_message())
+        } else if self.shell {
+            Mode::Single(
+                payload::shell_job(
+                    &self.command,
+                    self.stdin.as_deref(),
+                    &self.env,
+                    self.cwd.as_deref(),
+                )?
+                .to_message(),
+            )
+        } else {
+            match self.message.as_deref() {
+                None | Some("-") => Mode::Bulk,
+                Some(text) => Mode::Single(payload::validate_message(text)?),
+            }
+        };
+        let broker = match &self.broker {
+            Some(b) => b.trim().to_string(),
+            None => default_broker(
+                env("EMQ_BROKER_ADDR").as_deref(),
+                env("EVENTMQ_FRONTEND_ADDR").as_deref(),
+            ),
+        };
+        emq_transport::check_endpoint(&broker).map_err(|e| UsageError(format!("--broker: {e}")))?;
+        if self.queue.trim().is_empty() {
+            return err("--queue: empty queue name");
+        }
+        let headers = payload::build_headers(&self.headers, self.reply || self.wait)?;
+        let default_timeout = if self.wait {
+            DEFAULT_WAIT_TIMEOUT_SECS
+        } else {
+            DEFAULT_ACK_TIMEOUT_SECS
+        };
+        Ok(Plan {
+            broker,
+            queue: self.queue.clone(),
+            headers,
+            wait: self.wait,
+            no_ack: self.no_ack,
+            timeout: Duration::from_secs_f64(self.timeout.unwrap_or(default_timeout)),
+            window: self.window,
+            mode,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("emq-sender").chain(args.iter().copied()))
+    }
+
+    fn plan(args: &[&str]) -> Result<Plan, String> {
+        parse(args)
+            .map_err(|e| e.to_string())?
+            .plan(&no_env)
+            .map_err(|e| e.0)
+    }
+
+    fn single_text(p: &Plan) -> String {
+        match &p.mode {
+            Mode::Single(m) => String::from_utf8(m.clone()).unwrap(),
+            Mode::Bulk => panic!("bulk"),
+        }
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn defaults() {
+        let p = plan(&["[1]"]).unwrap();
+        assert_eq!(p.broker, "tcp://127.0.0.1:47291");
+        assert_eq!(p.queue, "default");
+        assert_eq!(p.headers.encode(), "");
+        assert!(!p.wait && !p.no_ack);
+        assert_eq!(p.timeout, Duration::from_secs(10));
+        assert_eq!(p.window, DEFAULT_WINDOW);
+        assert_eq!(single_text(&p), "[1]");
+    }
+
+    #[test]
+    fn wait_implies_reply_requested_and_a_longer_timeout() {
+        let p = plan(&["--wait", "-H", "guarantee", "[1]"]).unwrap();
+        assert!(p.wait);
+        assert_eq!(p.headers.encode(), "reply-requested,guarantee");
+        assert_eq!(p.timeout, Duration::from_secs(60));
+        let p = plan(&["--wait", "--timeout", "2.5", "[1]"]).unwrap();
+        assert_eq!(p.timeout, Duration::from_millis(2500));
+        let p = plan(&["--reply", "[1]"]).unwrap();
+        assert!(!p.wait);
+        assert_eq!(p.headers.encode(), "reply-requested");
+    }
+
+    #[test]
+    fn broker_from_flag_or_environment() {
+        let env = |k: &str| match k {
+            "EMQ_BROKER_ADDR" => Some("tcp://127.0.0.1:1".to_string()),
+            "EVENTMQ_FRONTEND_ADDR" => Some("tcp://127.0.0.1:2".to_string()),
+            _ => None,
+        };
+        let cli = parse(&["[1]"]).unwrap();
+        assert_eq!(cli.plan(&env).unwrap().broker, "tcp://127.0.0.1:1");
+        let cli = parse(&["--broker", "tcp://127.0.0.1:3", "[1]"]).unwrap();
+        assert_eq!(cli.plan(&env).unwrap().broker, "tcp://127.0.0.1:3");
+        let env2 = |k: &str| (k == "EVENTMQ_FRONTEND_ADDR").then(|| "tcp://*:47291".to_string());
+        let cli = parse(&["[1]"]).unwrap();
+        assert_eq!(cli.plan(&env2).unwrap().broker, "tcp://127.0.0.1:47291");
+        assert!(plan(&["--broker", "127.0.0.1:1", "[1]"])
+            .unwrap_err()
+            .contains("--broker"));
+    }
+
+    #[test]
+    fn bulk_mode_when_no_job_is_given() {
+        assert_eq!(plan(&[]).unwrap().mode, Mode::Bulk);
+        assert_eq!(plan(&["-"]).unwrap().mode, Mode::Bulk);
+        assert_eq!(plan(&["--wait", "--window", "5"]).unwrap().window, 5);
+    }
+
+    #[test]
+    fn convenience_forms() {
+        let p = plan(&["--call", "echo", "--args", "[1]"]).unwrap();
+        assert_eq!(single_text(&p), r#"["call",{"handler":"echo","args":[1]}]"#);
+        let p = plan(&[
+            "--python",
+            "m:C.f",
+            "--args",
+            "[1]",
+            "--kwargs",
+            r#"{"a":2}"#,
+            "--class-args",
+            "[3]",
+            "--class-kwargs",
+            r#"{"b":4}"#,
+        ])
+        .unwrap();
+        assert_eq!(
+            single_text(&p),
+            r#"["run",{"callable":"f","path":"m:C","args":[1],"kwargs":{"a":2},"class_args":[3],"class_kwargs":{"b":4}}]"#
+        );
+        let p = plan(&[
+            "--shell", "--stdin", "x", "--env", "A=1", "--cwd", "/", "--", "ls", "-l",
+        ])
+        .unwrap();
+        assert_eq!(
+            single_text(&p),
+            r#"["shell",{"argv":["ls","-l"],"stdin":"x","env":{"A":"1"},"cwd":"/"}]"#
+        );
+    }
+
+    #[test]
+    fn usage_errors() {
+        // clap-level errors (exit 2 via clap)
+        for args in [
+            &["--call", "echo", "--python", "m.f"][..],
+            &["--call", "echo", "[1]"],
+            &["--wait", "--no-ack", "[1]"],
+            &["--timeout", "0", "[1]"],
+            &["--timeout", "abc", "[1]"],
+            &["--window", "0"],
+        ] {
+            assert!(parse(args).is_err(), "{args:?} accepted");
+        }
+        // plan-level errors
+        assert!(plan(&["not json"]).unwrap_err().contains("not valid JSON"));
+        assert!(plan(&["--args", "[1]", "[1]"])
+            .unwrap_err()
+            .contains("--args"));
+        assert!(plan(&["--", "ls"]).unwrap_err().contains("--shell"));
+        assert!(plan(&["--kwargs", "{}", "[1]"])
+            .unwrap_err()
+            .contains("--python"));
+        assert!(plan(&["--class-args", "[]", "--call", "x"])
+            .unwrap_err()
+            .contains("--python"));
+        assert!(plan(&["--stdin", "x", "[1]"])
+            .unwrap_err()
+            .contains("--shell"));
+        assert!(plan(&["--env", "A=1", "--call", "x"])
+            .unwrap_err()
+            .contains("--shell"));
+        assert!(plan(&["--cwd", "/", "[1]"])
+            .unwrap_err()
+            .contains("--shell"));
+        assert!(plan(&["--shell"]).unwrap_err().contains("--shell"));
+        assert!(plan(&["--python", "nomodule"]).is_err());
+        assert!(plan(&["--call", "echo", "--args", "{"]).is_err());
+        assert!(plan(&["--queue", " ", "[1]"]).is_err());
+        assert!(plan(&["-H", "timeout:x", "[1]"]).is_err());
+    }
+
+    #[test]
+    fn help_mentions_every_form_and_exit_code() {
+        let help = Cli::command().render_long_help().to_string();
+        for needle in [
+            "--call",
+            "--python",
+            "--shell",
+            "--no-ack",
+            "--wait",
+            "Exit codes",
+            "0.3.13",
+            "Examples",
+            "EMQ_BROKER_ADDR",
+        ] {
+            assert!(help.contains(needle), "help lacks {needle}");
+        }
+    }
+}

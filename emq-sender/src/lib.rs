@@ -1,0 +1,183 @@
+//! emq-sender: submit jobs to an EventMQ (eMQP/1.0) router from shells and
+//! scripts.
+//!
+//! The binary is a thin wrapper over [`run`]; the pieces are reusable:
+//! [`payload`] builds job payloads and headers, [`client::Client`] talks to a
+//! router frontend (submit, wait for ack/result), [`bulk`] pipelines jobs
+//! from a reader, [`exit::Exit`] maps outcomes to exit codes.
+
+pub mod bulk;
+pub mod cli;
+pub mod client;
+pub mod exit;
+pub mod payload;
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+pub use cli::{Cli, Mode, Plan};
+pub use client::{Client, ClientError, Event, Outcome};
+pub use exit::Exit;
+pub use payload::UsageError;
+
+use bulk::{dead_letter_result, payload_value, BulkOptions};
+use emqp_proto::RejectReason;
+
+/// Where [`run`] reads and writes.
+pub struct Io<'a> {
+    pub out: &'a mut dyn Write,
+    pub err: &'a mut dyn Write,
+    /// Show bulk progress (the binary: stdout and stderr are terminals).
+    pub progress: bool,
+}
+
+/// Whether the binary should show a progress line.
+pub fn progress_wanted() -> bool {
+    std::io::stdout().is_terminal() && std::io::stderr().is_terminal()
+}
+
+/// Carry out a plan; `input` is read in bulk mode only.
+pub fn run<R: BufRead + Send + 'static>(plan: &Plan, input: R, io: Io) -> Exit {
+    let client = match Client::connect(&plan.broker) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = writeln!(io.err, "emq-sender: {e}");
+            return Exit::Internal;
+        }
+    };
+    if let Err(e) = client.set_send_timeout(plan.timeout) {
+        let _ = writeln!(io.err, "emq-sender: {e}");
+        return Exit::Internal;
+    }
+    let result = match &plan.mode {
+        Mode::Single(message) if plan.no_ack => client
+            .submit(&plan.queue, &plan.headers, message.clone())
+            .and_then(|msgid| {
+                let exit = hand_over(client, plan.timeout, io.err);
+                if exit == Exit::Ok {
+                    print_line(io.out, &msgid)?;
+                }
+                Ok(exit)
+            }),
+        Mode::Single(message) => run_single(&client, plan, message.clone(), io.out, io.err),
+        Mode::Bulk => {
+            let opts = BulkOptions {
+                queue: plan.queue.clone(),
+                headers: plan.headers.clone(),
+                wait: plan.wait,
+                no_ack: plan.no_ack,
+                timeout: plan.timeout,
+                window: plan.window,
+                progress: io.progress,
+            };
+            bulk::run_bulk(&client, input, io.out, io.err, &opts).map(|s| {
+                if plan.no_ack && s.sent > 0 {
+                    hand_over(client, plan.timeout, io.err)
+                } else {
+                    s.exit_code()
+                }
+                .worst(s.exit_code())
+            })
+        }
+    };
+    match result {
+        Ok(exit) => exit,
+        Err(e) => {
+            let _ = writeln!(io.err, "emq-sender: {e}");
+            if e.timed_out {
+                Exit::Timeout
+            } else {
+                Exit::Internal
+            }
+        }
+    }
+}
+
+/// `--no-ack`: close the client, keeping unsent messages up to `timeout`.
+/// Closing returns as soon as everything was handed to the router's
+/// connection; taking the whole linger time means it never was.
+fn hand_over(client: Client, timeout: Duration, err: &mut dyn Write) -> Exit {
+    // whole milliseconds, as libzmq takes them
+    let linger = Duration::from_millis(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
+    if let Err(e) = client.set_linger(linger) {
+        let _ = writeln!(err, "emq-sender: {e}");
+        return Exit::Internal;
+    }
+    let endpoint = client.endpoint().to_string();
+    let started = Instant::now();
+    drop(client);
+    if started.elapsed() >= linger {
+        let _ = writeln!(
+            err,
+            "emq-sender: could not hand the message(s) to the router at {endpoint} within {} s",
+            timeout.as_secs_f64()
+        );
+        Exit::Timeout
+    } else {
+        Exit::Ok
+    }
+}
+
+fn print_line(out: &mut dyn Write, text: &str) -> Result<(), ClientError> {
+    writeln!(out, "{text}")
+        .and_then(|_| out.flush())
+        .map_err(|e| ClientError::new(format!("cannot write output: {e}")))
+}
+
+fn run_single(
+    client: &Client,
+    plan: &Plan,
+    message: Vec<u8>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<Exit, ClientError> {
+    let secs = plan.timeout.as_secs_f64();
+    let msgid = client.submit(&plan.queue, &plan.headers, message)?;
+    let print = print_line;
+    let outcome = client.wait(&msgid, plan.wait, plan.timeout)?;
+    Ok(match outcome {
+        Outcome::Accepted => {
+            print(out, &msgid)?;
+            Exit::Ok
+        }
+        Outcome::Finished { status, payload } => {
+            if plan.wait {
+                print(out, &payload_value(&payload).to_string())?;
+                Exit::for_status(status)
+            } else {
+                // A result before the ack still means it was accepted.
+                print(out, &msgid)?;
+                Exit::Ok
+            }
+        }
+        Outcome::Rejected { reason, text } => {
+            let _ = writeln!(
+                err,
+                "emq-sender: job {msgid} rejected by the router: {}: {text}",
+                reason.as_str()
+            );
+            if plan.wait && reason == RejectReason::DeadLettered {
+                print(out, &dead_letter_result(&text).to_string())?;
+            }
+            Exit::for_reject(&reason)
+        }
+        Outcome::TimedOut { accepted: true } => {
+            let _ = writeln!(
+                err,
+                "emq-sender: job {msgid} was accepted but no result arrived within {secs} s \
+                 (EventMQ 0.3.13 routers never send results back)"
+            );
+            Exit::Timeout
+        }
+        Outcome::TimedOut { accepted: false } => {
+            let _ = writeln!(
+                err,
+                "emq-sender: no answer from the router at {} within {secs} s for job {msgid}; \
+                 is it running? (EventMQ 0.3.13 routers do not acknowledge buffered jobs: \
+                 use --no-ack with them)",
+                plan.broker
+            );
+            Exit::Timeout
+        }
+    })
+}

@@ -1,0 +1,568 @@
+//! The real emq-sender binary against a fake ROUTER played by the test on a
+//! free loopback port. Every run is bounded; the child is killed on drop.
+
+use std::io::{Read, Write};
+use std::process::{Child, Command as Proc, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use emqp_proto::{Command, JobResult, Message, Reject, RejectReason, Reply, ResultStatus};
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_emq-sender");
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// Kills the child when the test ends, however it ends.
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+struct FakeRouter {
+    _ctx: zmq::Context,
+    sock: zmq::Socket,
+    endpoint: String,
+}
+
+impl FakeRouter {
+    fn new() -> FakeRouter {
+        let ctx = zmq::Context::new();
+        let sock = emq_transport::bind_router(
+            &ctx,
+            "tcp://127.0.0.1:*",
+            &emq_transport::SocketOptions::default(),
+        )
+        .unwrap();
+        sock.set_linger(0).unwrap();
+        let endpoint = sock.get_last_endpoint().unwrap().unwrap();
+        FakeRouter {
+            _ctx: ctx,
+            sock,
+            endpoint,
+        }
+    }
+
+    fn send(&self, identity: &[u8], cmd: Command) {
+        emq_transport::send_routed(&self.sock, identity.to_vec(), Message::new(cmd)).unwrap();
+    }
+}
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    elapsed: Duration,
+    requests: Vec<(Vec<u8>, Message)>,
+}
+
+fn reader<R: Read + Send + 'static>(mut r: R) -> thread::JoinHandle<String> {
+    thread::spawn(move || {
+        let mut s = String::new();
+        let _ = r.read_to_string(&mut s);
+        s
+    })
+}
+
+/// Run emq-sender with `args` (plus `--broker` of the fake router, when
+/// given) and serve the router with `serve` until the sender exits.
+fn run_sender(
+    router: Option<&FakeRouter>,
+    args: &[&str],
+    stdin: Option<String>,
+    serve: impl FnMut(&FakeRouter, &[u8], &Message),
+) -> Run {
+    run_sender_env(router, true, &[], args, stdin, serve)
+}
+
+/// [`run_sender`] with control over `--broker` and the environment.
+fn run_sender_env(
+    router: Option<&FakeRouter>,
+    broker_flag: bool,
+    env: &[(&str, &str)],
+    args: &[&str],
+    stdin: Option<String>,
+    mut serve: impl FnMut(&FakeRouter, &[u8], &Message),
+) -> Run {
+    let mut cmd = Proc::new(BIN);
+    if let (Some(r), true) = (router, broker_flag) {
+        cmd.arg("--broker").arg(&r.endpoint);
+    }
+    cmd.env_remove("EMQ_BROKER_ADDR")
+        .env_remove("EVENTMQ_FRONTEND_ADDR");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let started = Instant::now();
+    let mut child = Guard(cmd.spawn().expect("spawn emq-sender"));
+    let out = reader(child.0.stdout.take().unwrap());
+    let err = reader(child.0.stderr.take().unwrap());
+    if let Some(text) = stdin {
+        let mut w = child.0.stdin.take().unwrap();
+        thread::spawn(move || {
+            let _ = w.write_all(text.as_bytes());
+        });
+    }
+    let mut requests = Vec::new();
+    let code = loop {
+        if let Some(status) = child.0.try_wait().unwrap() {
+            break status.code();
+        }
+        if started.elapsed() > LIMIT {
+            break None;
+        }
+        if let Some(r) = router {
+            while r.sock.poll(zmq::POLLIN, 10).unwrap() > 0 {
+                let frames = r.sock.recv_multipart(0).unwrap();
+                let (id, msg) = Message::decode_routed(frames).expect("sender sent valid eMQP");
+                serve(r, &id, &msg);
+                requests.push((id, msg));
+            }
+        } else {
+            thread::sleep(Duration::from_millis(10));
+        }
+    };
+    let elapsed = started.elapsed();
+    drop(child);
+    Run {
+        code,
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+        elapsed,
+        requests,
+    }
+}
+
+fn request_parts(msg: &Message) -> (String, String, String) {
+    match &msg.command {
+        Command::Request(r) => (
+            r.queue.clone(),
+            r.headers.encode(),
+            String::from_utf8(r.message.clone()).unwrap(),
+        ),
+        other => panic!("expected REQUEST, got {other:?}"),
+    }
+}
+
+fn ack(r: &FakeRouter, id: &[u8], msg: &Message) {
+    r.send(id, Command::Reply(Reply::ack_of(&msg.msgid)));
+}
+
+fn result(r: &FakeRouter, id: &[u8], msg: &Message, status: ResultStatus, payload: &str) {
+    r.send(
+        id,
+        Command::Result(JobResult {
+            orig_msgid: msg.msgid.clone(),
+            status,
+            payload: payload.as_bytes().to_vec(),
+        }),
+    );
+}
+
+#[test]
+fn ack_prints_the_msgid_and_exits_0() {
+    let router = FakeRouter::new();
+    let run = run_sender(
+        Some(&router),
+        &["--call", "echo", "--args", "[1]"],
+        None,
+        ack,
+    );
+    assert_eq!(run.code, Some(0), "stderr: {}", run.stderr);
+    assert_eq!(run.requests.len(), 1);
+    let (id, msg) = &run.requests[0];
+    assert_eq!(id.len(), 36, "identity is a uuid4");
+    assert_eq!(run.stdout.trim(), msg.msgid);
+    assert_eq!(
+        request_parts(msg),
+        (
+            "default".into(),
+            "".into(),
+            r#"["call",{"handler":"echo","args":[1]}]"#.into()
+        )
+    );
+}
+
+#[test]
+fn queue_headers_and_raw_message_are_sent_as_given() {
+    let router = FakeRouter::new();
+    let job = r#"["run", {"path": "m", "callable": "f"}]"#;
+    let run = run_sender(
+        Some(&router),
+        &[
+            "-q",
+            "email",
+            "-H",
+            "guarantee",
+            "-H",
+            "retry-count:3",
+            "--reply",
+            job,
+        ],
+        None,
+        ack,
+    );
+    assert_eq!(run.code, Some(0), "stderr: {}", run.stderr);
+    assert_eq!(
+        request_parts(&run.requests[0].1),
+        (
+            "email".into(),
+            "reply-requested,guarantee,retry-count:3".into(),
+            job.into()
+        )
+    );
+}
+
+#[test]
+fn reject_exits_3_with_the_reason_on_stderr() {
+    let router = FakeRouter::new();
+    let run = run_sender(Some(&router), &["[1]"], None, |r, id, msg| {
+        r.send(
+            id,
+            Command::Reject(Reject {
+                orig_msgid: msg.msgid.clone(),
+                reason: RejectReason::QueueFull,
+                text: "queue default is full".into(),
+            }),
+        )
+    });
+    assert_eq!(run.code, Some(3), "stderr: {}", run.stderr);
+    assert!(run.stderr.contains("queue-full"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("queue default is full"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(run.stdout, "");
+}
+
+#[test]
+fn wait_prints_an_ok_result_and_exits_0() {
+    let router = FakeRouter::new();
+    let run = run_sender(
+        Some(&router),
+        &[
+            "--wait",
+            "--python",
+            "emq_example_jobs.add",
+            "--args",
+            "[1, 2]",
+        ],
+        None,
+        |r, id, msg| {
+            ack(r, id, msg);
+            // something unrelated first: must be ignored
+            r.send(id, Command::Heartbeat { timestamp: None });
+            result(r, id, msg, ResultStatus::Ok, r#"{"value": 3}"#);
+        },
+    );
+    assert_eq!(run.code, Some(0), "stderr: {}", run.stderr);
+    assert_eq!(run.stdout, "{\"value\":3}\n");
+    let (_, headers, message) = request_parts(&run.requests[0].1);
+    assert_eq!(headers, "reply-requested");
+    assert_eq!(
+        message,
+        r#"["run",{"callable":"add","path":"emq_example_jobs","args":[1,2],"kwargs":{},"class_args":[],"class_kwargs":{}}]"#
+    );
+}
+
+#[test]
+fn wait_with_a_failed_result_exits_4() {
+    let router = FakeRouter::new();
+    let payload = r#"{"error": {"kind": "exit", "message": "exit status 1", "exit_status": 1}}"#;
+    let run = run_sender(
+        Some(&router),
+        &["--wait", "--shell", "--", "false"],
+        None,
+        |r, id, msg| {
+            ack(r, id, msg);
+            result(r, id, msg, ResultStatus::Failed, payload);
+        },
+    );
+    assert_eq!(run.code, Some(4), "stderr: {}", run.stderr);
+    let v: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    assert_eq!(v["error"]["kind"], "exit");
+    assert_eq!(run.stdout.lines().count(), 1);
+    let (_, _, message) = request_parts(&run.requests[0].1);
+    assert_eq!(message, r#"["shell",{"argv":["false"]}]"#);
+}
+
+#[test]
+fn no_answer_exits_5_within_the_timeout() {
+    let router = FakeRouter::new();
+    let run = run_sender(
+        Some(&router),
+        &["--timeout", "1", "[1]"],
+        None,
+        |_, _, _| {},
+    );
+    assert_eq!(run.code, Some(5), "stderr: {}", run.stderr);
+    assert!(
+        run.elapsed >= Duration::from_millis(900),
+        "{:?}",
+        run.elapsed
+    );
+    assert!(run.elapsed < Duration::from_secs(5), "{:?}", run.elapsed);
+    assert!(run.stderr.contains("--no-ack"), "{}", run.stderr);
+    assert_eq!(run.requests.len(), 1);
+}
+
+#[test]
+fn wait_with_an_ack_but_no_result_exits_5() {
+    let router = FakeRouter::new();
+    let run = run_sender(
+        Some(&router),
+        &["--wait", "--timeout", "1", "[1]"],
+        None,
+        ack,
+    );
+    assert_eq!(run.code, Some(5), "stderr: {}", run.stderr);
+    assert!(run.stderr.contains("accepted"), "{}", run.stderr);
+    assert!(run.elapsed < Duration::from_secs(5));
+}
+
+#[test]
+fn no_ack_sends_and_exits_0_without_any_answer() {
+    let router = FakeRouter::new();
+    let run = run_sender(
+        Some(&router),
+        &["--no-ack", "--timeout", "5", "[1]"],
+        None,
+        |_, _, _| {},
+    );
+    assert_eq!(run.code, Some(0), "stderr: {}", run.stderr);
+    assert_eq!(run.stdout.trim().len(), 36);
+    // the request may still be in flight when the sender exits: drain it
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut got = run.requests.len();
+    while got == 0 && Instant::now() < deadline {
+        if router.sock.poll(zmq::POLLIN, 100).unwrap() > 0 {
+            router.sock.recv_multipart(0).unwrap();
+            got += 1;
+        }
+    }
+    assert_eq!(got, 1);
+}
+
+#[test]
+fn no_ack_without_a_router_exits_5() {
+    // a port that was free a moment ago and has no listener now
+    let endpoint = FakeRouter::new().endpoint;
+    let run = run_sender(
+        None,
+        &["--broker", &endpoint, "--no-ack", "--timeout", "1", "[1]"],
+        None,
+        |_, _, _| {},
+    );
+    assert_eq!(run.code, Some(5), "stderr: {}", run.stderr);
+    assert!(run.elapsed < Duration::from_secs(5));
+}
+
+#[test]
+fn invalid_message_json_is_a_usage_error() {
+    let run = run_sender(None, &["{not json"], None, |_, _, _| {});
+    assert_eq!(run.code, Some(2));
+    assert!(run.stderr.contains("not valid JSON"), "{}", run.stderr);
+    let run = run_sender(None, &["--call", "a", "--shell"], None, |_, _, _| {});
+    assert_eq!(run.code, Some(2));
+}
+
+#[test]
+fn help_shows_examples_and_exit_codes() {
+    let run = run_sender(None, &["--help"], None, |_, _, _| {});
+    assert_eq!(run.code, Some(0));
+    for needle in [
+        "Examples:",
+        "Exit codes:",
+        "--python",
+        "--shell -- ",
+        "--no-ack",
+    ] {
+        assert!(run.stdout.contains(needle), "help lacks {needle}");
+    }
+}
+
+fn output_lines(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect()
+}
+
+#[test]
+fn bulk_stdin_with_100_lines_gets_100_acks() {
+    let router = FakeRouter::new();
+    let input: String = (1..=100)
+        .map(|i| format!("[\"call\", {{\"handler\": \"echo\", \"args\": {i}}}]\n"))
+        .collect();
+    let run = run_sender(Some(&router), &["--window", "7"], Some(input), ack);
+    assert_eq!(run.code, Some(0), "stderr: {}", run.stderr);
+    assert_eq!(run.requests.len(), 100);
+    let lines = output_lines(&run.stdout);
+    assert_eq!(lines.len(), 100);
+    let mut seen: Vec<u64> = lines.iter().map(|v| v["line"].as_u64().unwrap()).collect();
+    seen.sort();
+    assert_eq!(seen, (1..=100).collect::<Vec<_>>());
+    for v in &lines {
+        assert_eq!(v["status"], "accepted");
+        assert_eq!(v["result"], Value::Null);
+        assert_eq!(v["msgid"].as_str().unwrap().len(), 36);
+    }
+    // each line's job went out with the right msgid
+    for (_, msg) in &run.requests {
+        let (_, _, message) = request_parts(msg);
+        let v: Value = serde_json::from_str(&message).unwrap();
+        let n = v[1]["args"].as_u64().unwrap();
+        let out = lines
+            .iter()
+            .find(|l| l["msgid"] == msg.msgid.as_str())
+            .unwrap();
+        assert_eq!(out["line"].as_u64().unwrap(), n);
+    }
+    assert!(run.stderr.contains("100 accepted"), "{}", run.stderr);
+}
+
+#[test]
+fn bulk_wait_reports_each_job_and_exits_with_the_worst_code() {
+    let router = FakeRouter::new();
+    let input = "[\"call\", {\"handler\": \"echo\", \"args\": \"ok\"}]\n\
+                 [\"call\", {\"handler\": \"echo\", \"args\": \"fail\"}]\n\
+                 \n\
+                 not json\n\
+                 [\"call\", {\"handler\": \"echo\", \"args\": \"reject\"}]\n\
+                 [\"call\", {\"handler\": \"echo\", \"args\": \"ok\"}]\n"
+        .to_string();
+    let run = run_sender(Some(&router), &["--wait"], Some(input), |r, id, msg| {
+        let (_, headers, message) = request_parts(msg);
+        assert_eq!(headers, "reply-requested");
+        let v: Value = serde_json::from_str(&message).unwrap();
+        match v[1]["args"].as_str().unwrap() {
+            "ok" => {
+                ack(r, id, msg);
+                result(r, id, msg, ResultStatus::Ok, r#"{"value": "ok"}"#);
+            }
+            "fail" => {
+                ack(r, id, msg);
+                result(
+                    r,
+                    id,
+                    msg,
+                    ResultStatus::Failed,
+                    r#"{"error": {"kind": "exception", "message": "boom"}}"#,
+                );
+            }
+            _ => r.send(
+                id,
+                Command::Reject(Reject {
+                    orig_msgid: msg.msgid.clone(),
+                    reason: RejectReason::ShuttingDown,
+                    text: "bye".into(),
+                }),
+            ),
+        }
+    });
+    // an invalid line (usage, 2) outranks rejected (3) and failed (4)
+    assert_eq!(run.code, Some(2), "stderr: {}", run.stderr);
+    let mut lines = output_lines(&run.stdout);
+    lines.sort_by_key(|v| v["line"].as_u64());
+    let statuses: Vec<(u64, &str)> = lines
+        .iter()
+        .map(|v| (v["line"].as_u64().unwrap(), v["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        statuses,
+        vec![
+            (1, "ok"),
+            (2, "failed"),
+            (4, "invalid"),
+            (5, "rejected"),
+            (6, "ok")
+        ]
+    );
+    assert_eq!(lines[0]["result"]["value"], "ok");
+    assert_eq!(lines[1]["result"]["error"]["message"], "boom");
+    assert_eq!(lines[2]["msgid"], Value::Null);
+    assert_eq!(lines[3]["reason"], "shutting-down");
+    assert!(run.stderr.contains("2 ok, 1 failed"), "{}", run.stderr);
+}
+
+#[test]
+fn bulk_without_invalid_lines_exits_with_the_job_codes() {
+    let router = FakeRouter::new();
+    let input = "[1]\n[2]\n".to_string();
+    let run = run_sender(Some(&router), &["--wait"], Some(input), |r, id, msg| {
+        ack(r, id, msg);
+        let failed = request_parts(msg).2 == "[2]";
+        let status = if failed {
+            ResultStatus::Failed
+        } else {
+            ResultStatus::Ok
+        };
+        result(r, id, msg, status, r#"{"value": null}"#);
+    });
+    assert_eq!(run.code, Some(4), "stderr: {}", run.stderr);
+}
+
+#[test]
+fn bulk_times_out_per_message() {
+    let router = FakeRouter::new();
+    let input = "[1]\n[2]\n".to_string();
+    let run = run_sender(
+        Some(&router),
+        &["--timeout", "1"],
+        Some(input),
+        |r, id, msg| {
+            if request_parts(msg).2 == "[1]" {
+                ack(r, id, msg);
+            }
+        },
+    );
+    assert_eq!(run.code, Some(5), "stderr: {}", run.stderr);
+    let mut lines = output_lines(&run.stdout);
+    lines.sort_by_key(|v| v["line"].as_u64());
+    assert_eq!(lines[0]["status"], "accepted");
+    assert_eq!(lines[1]["status"], "timeout");
+    assert_eq!(lines[1]["accepted"], false);
+    assert!(run.elapsed < Duration::from_secs(5));
+}
+
+#[test]
+fn broker_address_comes_from_the_environment() {
+    let router = FakeRouter::new();
+    let port = router.endpoint.rsplit(':').next().unwrap().to_string();
+    // EVENTMQ_FRONTEND_ADDR is a bind address in 0.3.13 settings: * → 127.0.0.1
+    let wildcard = format!("tcp://*:{port}");
+    let run = run_sender_env(
+        Some(&router),
+        false,
+        &[("EVENTMQ_FRONTEND_ADDR", &wildcard)],
+        &["[1]"],
+        None,
+        ack,
+    );
+    assert_eq!(run.code, Some(0), "stderr: {}", run.stderr);
+    // EMQ_BROKER_ADDR wins over EVENTMQ_FRONTEND_ADDR
+    let run = run_sender_env(
+        Some(&router),
+        false,
+        &[
+            ("EMQ_BROKER_ADDR", &router.endpoint),
+            ("EVENTMQ_FRONTEND_ADDR", "tcp://127.0.0.1:1"),
+        ],
+        &["[1]"],
+        None,
+        ack,
+    );
+    assert_eq!(run.code, Some(0), "stderr: {}", run.stderr);
+}
