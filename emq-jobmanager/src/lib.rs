@@ -1,1 +1,20 @@
+//! emq's job manager: connects to an EventMQ router (eMQP/1.0), announces
+//! its queues, and runs the jobs it is given on a fixed number of slots.
+//!
+//! - [`connection`]: the sans-IO protocol core (INFORM/ACK/READY/REQUEST/
+//!   REPLY/HEARTBEAT/KBYE, slot accounting, retries, timeouts, shutdown).
+//! - [`pool`]: slot threads that run jobs: [`python`] (`run` jobs on a
+//!   long-lived Python worker process per slot), [`shell`] (`shell` jobs),
+//!   [`handlers`] (`call` jobs: Rust functions registered by name).
+//! - [`manager`]: the socket loop joining the two, and the library API
+//!   ([`JobManager::builder`]).
 
+pub mod connection;
+pub mod handlers;
+pub mod manager;
+pub mod pool;
+pub mod python;
+pub mod shell;
+
+pub use handlers::Handlers;
+pub use manager::{JobManager, JobManagerBuilder, ManagerConfig};

@@ -1,0 +1,209 @@
+//! `emq-jobmanager`: connect to an EventMQ router and run jobs.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use emq_jobmanager::manager::{ManagerConfig, DEFAULT_BROKER};
+use emq_jobmanager::JobManager;
+use emqp_proto::settings::Settings;
+use emqp_proto::QueueSpec;
+
+const AFTER_HELP: &str = "\
+Settings come from flags, then EVENTMQ_* environment variables, then the
+[jobmanager] (and [global]) section of $EVENTMQ_CONFIG_FILE
+(default /etc/eventmq.conf); flags win. Keys: WORKER_ADDR (and
+WORKER_ADDR_FAILOVER), QUEUES, CONCURRENT_JOBS, HEARTBEAT_INTERVAL,
+HEARTBEAT_LIVENESS, KILL_GRACE_PERIOD, PYTHON.
+
+Jobs (the REQUEST message frame):
+  [\"run\", {\"path\": \"pkg.mod\" | \"pkg.mod:Class\", \"callable\": NAME, \"args\": [..],
+           \"kwargs\": {..}, \"class_args\": [..], \"class_kwargs\": {..}}]   EventMQ Python job
+  [\"shell\", {\"argv\": [..], \"stdin\": STR, \"env\": {..}, \"cwd\": DIR}]       a command
+  [\"call\", {\"handler\": \"echo\" | \"noop\", \"args\": ANY}]                   a Rust handler
+Every job gets REPLY [result, request msgid, ok|failed] before its slot's READY;
+result is {\"value\": ..} or {\"error\": {\"kind\", \"message\", ..}}.
+Headers honoured: retry-count:N (local retries), timeout:N (kill after N s).
+
+Logs go to stderr (RUST_LOG overrides the default level, info).
+SIGTERM/SIGINT: KBYE to the router, running jobs get --grace-period, exit 0.";
+
+/// Run EventMQ jobs (Python `run`, `shell`, Rust `call`) for an eMQP/1.0 router.
+#[derive(Parser, Debug)]
+#[command(name = "emq-jobmanager", version, after_help = AFTER_HELP)]
+struct Cli {
+    /// Router backend endpoint; a comma-separated list is a failover list,
+    /// tried in turn on each reconnect [default: tcp://127.0.0.1:47290]
+    #[arg(
+        short = 'B',
+        long,
+        visible_alias = "broker-addr",
+        value_name = "ADDR[,ADDR...]"
+    )]
+    broker: Option<String>,
+
+    /// Queues to serve, highest weight first: "default", "10:default,15:email",
+    /// or 0.3.13's JSON '[[10, "default"]]'; several values are joined
+    /// [default: default]
+    #[arg(short = 'Q', long, num_args = 1.., value_name = "SPEC")]
+    queues: Option<Vec<String>>,
+
+    /// Number of jobs run at once (execution slots) [default: 4]
+    #[arg(short = 'J', long, visible_alias = "jobs", value_name = "N")]
+    concurrency: Option<usize>,
+
+    /// Python interpreter for `run` jobs (one long-lived worker per slot;
+    /// PYTHONPATH is passed through) [default: python3]
+    #[arg(long, value_name = "PY")]
+    python: Option<String>,
+
+    /// Seconds running jobs get to finish after SIGTERM before they are
+    /// killed [default: 30]
+    #[arg(long, value_name = "SECS")]
+    grace_period: Option<f64>,
+
+    /// Seconds between heartbeats [default: 3]
+    #[arg(long, value_name = "SECS")]
+    heartbeat_interval: Option<f64>,
+
+    /// Missed heartbeat intervals after which the router is considered gone
+    /// and the job manager reconnects with a new identity [default: 3]
+    #[arg(long, value_name = "N")]
+    heartbeat_liveness: Option<u32>,
+
+    /// Seconds to wait for the router's ACK of INFORM before trying a fresh
+    /// connection [default: 5]
+    #[arg(long, value_name = "SECS")]
+    ack_timeout: Option<f64>,
+
+    /// Seconds to wait before reconnecting after the router said KBYE
+    /// [default: 1]
+    #[arg(long, value_name = "SECS")]
+    reconnect_delay: Option<f64>,
+
+    /// Config file (sets EVENTMQ_CONFIG_FILE)
+    #[arg(short = 'C', long, value_name = "FILE")]
+    config: Option<String>,
+
+    /// A name for this job manager, used in logs only (the wire identity is
+    /// a fresh uuid4 per connection)
+    #[arg(short = 'n', long)]
+    name: Option<String>,
+}
+
+fn secs(what: &str, v: f64) -> Result<Duration, String> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(Duration::from_secs_f64(v))
+    } else {
+        Err(format!(
+            "{what} must be a non-negative number of seconds, got {v}"
+        ))
+    }
+}
+
+fn setting<T: std::str::FromStr>(s: &Settings, key: &str) -> Result<Option<T>, String> {
+    match s.get(key) {
+        None => Ok(None),
+        Some(v) if v.trim().is_empty() => Ok(None),
+        Some(v) => v.trim().parse().map(Some).map_err(|_| {
+            format!(
+                "bad {key} {v:?} (from {})",
+                s.source(key).unwrap_or("settings")
+            )
+        }),
+    }
+}
+
+fn config(cli: Cli, s: &Settings) -> Result<ManagerConfig, String> {
+    let mut c = ManagerConfig::default();
+    let brokers = match (cli.broker, s.get("WORKER_ADDR")) {
+        (Some(b), _) => b,
+        (None, Some(b)) if !b.trim().is_empty() => {
+            let mut b = b.to_string();
+            if let Some(f) = s.get("WORKER_ADDR_FAILOVER") {
+                if !f.trim().is_empty() && !b.split(',').any(|x| x.trim() == f.trim()) {
+                    b = format!("{b},{f}");
+                }
+            }
+            b
+        }
+        _ => DEFAULT_BROKER.to_string(),
+    };
+    c.brokers = brokers
+        .split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(String::from)
+        .collect();
+    let queues = match cli.queues {
+        Some(v) => Some(v.join(",")),
+        None => s.get("QUEUES").map(String::from),
+    };
+    if let Some(q) = queues.filter(|q| !q.trim().is_empty()) {
+        c.queues = QueueSpec::parse_cli(&q).map_err(|e| format!("bad queues {q:?}: {e}"))?;
+        if c.queues.is_empty() {
+            c.queues = QueueSpec::default();
+        }
+    }
+    if let Some(n) = cli.concurrency.or(setting(s, "CONCURRENT_JOBS")?) {
+        c.concurrency = n;
+    }
+    if let Some(p) = cli.python.or(s.get("PYTHON").map(String::from)) {
+        c.python.interpreter = p;
+    }
+    if let Some(v) = cli.grace_period.or(setting(s, "KILL_GRACE_PERIOD")?) {
+        c.grace_period = secs("grace period", v)?;
+    }
+    if let Some(v) = cli.heartbeat_interval.or(setting(s, "HEARTBEAT_INTERVAL")?) {
+        c.heartbeat_interval = secs("heartbeat interval", v)?;
+    }
+    if let Some(v) = cli.heartbeat_liveness.or(setting(s, "HEARTBEAT_LIVENESS")?) {
+        c.heartbeat_liveness = v;
+    }
+    if let Some(v) = cli.ack_timeout {
+        c.ack_timeout = secs("ack timeout", v)?;
+    }
+    if let Some(v) = cli.reconnect_delay {
+        c.reconnect_delay = secs("reconnect delay", v)?;
+    }
+    Ok(c)
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    let cli = Cli::parse();
+    if let Some(path) = &cli.config {
+        std::env::set_var("EVENTMQ_CONFIG_FILE", path);
+    }
+    let settings = match Settings::load("jobmanager") {
+        Ok(s) => s,
+        Err(e) => {
+            log::error!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(name) = &cli.name {
+        log::info!("job manager name: {name}");
+    }
+    let cfg = match config(cli, &settings) {
+        Ok(c) => c,
+        Err(e) => {
+            log::error!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let jm = match JobManager::builder().config(cfg).build() {
+        Ok(jm) => jm,
+        Err(e) => {
+            log::error!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    match jm.run_until_signal() {
+        Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
+        Err(e) => {
+            log::error!("{e}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,340 @@
+//! The job manager as a library: configure it, register Rust handlers,
+//! run it. The loop here only moves data between the DEALER socket, the
+//! [`Connection`] core and the [`Pool`].
+//!
+//! ```no_run
+//! use emq_jobmanager::JobManager;
+//! let code = JobManager::builder()
+//!     .broker("tcp://127.0.0.1:47290")
+//!     .concurrency(8)
+//!     .handler("add", |args: serde_json::Value| {
+//!         Ok(serde_json::json!(args[0].as_i64().unwrap_or(0) + args[1].as_i64().unwrap_or(0)))
+//!     })
+//!     .build()
+//!     .unwrap()
+//!     .run_until_signal()
+//!     .unwrap();
+//! std::process::exit(code);
+//! ```
+
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use emq_transport::SocketOptions;
+use emqp_proto::{Message, QueueSpec};
+use log::{debug, info, warn};
+use serde_json::Value;
+
+use crate::connection::{Action, Config, Connection, Input};
+use crate::handlers::Handlers;
+use crate::pool::{Pool, PoolConfig, PoolEvent, Waker};
+use crate::python::PythonConfig;
+
+pub type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// The default router backend endpoint.
+pub const DEFAULT_BROKER: &str = "tcp://127.0.0.1:47290";
+
+/// Everything a job manager needs to run.
+#[derive(Debug, Clone)]
+pub struct ManagerConfig {
+    pub brokers: Vec<String>,
+    pub queues: QueueSpec,
+    pub concurrency: usize,
+    pub python: PythonConfig,
+    pub heartbeat_interval: Duration,
+    pub heartbeat_liveness: u32,
+    pub grace_period: Duration,
+    pub ack_timeout: Duration,
+    pub reconnect_delay: Duration,
+}
+
+impl Default for ManagerConfig {
+    fn default() -> Self {
+        let c = Config::new(vec![DEFAULT_BROKER.into()], QueueSpec::default(), 4);
+        ManagerConfig {
+            brokers: c.brokers,
+            queues: c.queues,
+            concurrency: c.concurrency,
+            python: PythonConfig::default(),
+            heartbeat_interval: c.heartbeat_interval,
+            heartbeat_liveness: c.heartbeat_liveness,
+            grace_period: c.grace_period,
+            ack_timeout: c.ack_timeout,
+            reconnect_delay: c.reconnect_delay,
+        }
+    }
+}
+
+/// Builds a [`JobManager`].
+#[derive(Debug, Clone, Default)]
+pub struct JobManagerBuilder {
+    cfg: ManagerConfig,
+    handlers: Handlers,
+}
+
+impl JobManagerBuilder {
+    /// One router backend endpoint (replaces the list).
+    pub fn broker(mut self, endpoint: impl Into<String>) -> Self {
+        self.cfg.brokers = vec![endpoint.into()];
+        self
+    }
+
+    /// A failover list of router backends, tried in turn on reconnects.
+    pub fn brokers(mut self, endpoints: Vec<String>) -> Self {
+        self.cfg.brokers = endpoints;
+        self
+    }
+
+    pub fn queues(mut self, queues: QueueSpec) -> Self {
+        self.cfg.queues = queues;
+        self
+    }
+
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.cfg.concurrency = n;
+        self
+    }
+
+    pub fn python(mut self, python: PythonConfig) -> Self {
+        self.cfg.python = python;
+        self
+    }
+
+    pub fn heartbeat(mut self, interval: Duration, liveness: u32) -> Self {
+        self.cfg.heartbeat_interval = interval;
+        self.cfg.heartbeat_liveness = liveness;
+        self
+    }
+
+    pub fn grace_period(mut self, d: Duration) -> Self {
+        self.cfg.grace_period = d;
+        self
+    }
+
+    pub fn config(mut self, cfg: ManagerConfig) -> Self {
+        self.cfg = cfg;
+        self
+    }
+
+    /// Register a handler for `["call", {"handler": name, "args": ...}]` jobs.
+    pub fn handler<F>(mut self, name: impl Into<String>, f: F) -> Self
+    where
+        F: Fn(Value) -> Result<Value, String> + Send + Sync + 'static,
+    {
+        self.handlers.register(name, f);
+        self
+    }
+
+    pub fn handlers(mut self, handlers: Handlers) -> Self {
+        self.handlers = handlers;
+        self
+    }
+
+    /// Check the configuration.
+    pub fn build(self) -> Result<JobManager, Error> {
+        let c = &self.cfg;
+        if c.brokers.is_empty() {
+            return Err("no broker address given".into());
+        }
+        for b in &c.brokers {
+            emq_transport::check_endpoint(b)?;
+        }
+        if c.concurrency == 0 {
+            return Err("concurrency must be at least 1".into());
+        }
+        if c.heartbeat_interval.is_zero() {
+            return Err("heartbeat interval must be greater than 0".into());
+        }
+        if c.heartbeat_liveness == 0 {
+            return Err("heartbeat liveness must be at least 1".into());
+        }
+        Ok(JobManager {
+            cfg: self.cfg,
+            handlers: self.handlers,
+        })
+    }
+}
+
+/// A configured job manager; [`JobManager::run`] runs it.
+pub struct JobManager {
+    cfg: ManagerConfig,
+    handlers: Handlers,
+}
+
+fn now_unix() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// Poll at least this often, for the core's timers.
+const TICK: Duration = Duration::from_millis(50);
+
+impl JobManager {
+    pub fn builder() -> JobManagerBuilder {
+        JobManagerBuilder::default()
+    }
+
+    pub fn config(&self) -> &ManagerConfig {
+        &self.cfg
+    }
+
+    /// Run until SIGTERM/SIGINT/SIGQUIT (then leave in order) or a fatal
+    /// error. Returns the exit code.
+    pub fn run_until_signal(self) -> Result<i32, Error> {
+        let flag = emq_transport::shutdown_flag()?;
+        self.run(&flag)
+    }
+
+    /// Run until `shutdown` becomes true (then leave in order) or a fatal
+    /// error. Returns the exit code.
+    pub fn run(self, shutdown: &AtomicBool) -> Result<i32, Error> {
+        let cfg = self.cfg;
+        let mut core_cfg = Config::new(cfg.brokers.clone(), cfg.queues.clone(), cfg.concurrency);
+        core_cfg.heartbeat_interval = cfg.heartbeat_interval;
+        core_cfg.heartbeat_liveness = cfg.heartbeat_liveness;
+        core_cfg.grace_period = cfg.grace_period;
+        core_cfg.ack_timeout = cfg.ack_timeout;
+        core_cfg.reconnect_delay = cfg.reconnect_delay;
+        core_cfg.unix_time_at_start = now_unix();
+        let start = Instant::now();
+        let mut core = Connection::new(core_cfg);
+
+        let (wake_rx, wake_tx) = UnixStream::pair()?;
+        wake_rx.set_nonblocking(true)?;
+        wake_tx.set_nonblocking(true)?;
+        let waker: Waker = Arc::new(move || {
+            use std::io::Write;
+            let _ = (&wake_tx).write(&[1]);
+        });
+        let pool = Pool::new(
+            PoolConfig {
+                concurrency: cfg.concurrency,
+                python: cfg.python.clone(),
+                handlers: self.handlers,
+            },
+            Some(waker),
+        )?;
+        info!(
+            "emq-jobmanager {}: {} slot(s), queues {}, brokers {}",
+            env!("CARGO_PKG_VERSION"),
+            cfg.concurrency,
+            cfg.queues.to_inform_json(),
+            cfg.brokers.join(",")
+        );
+
+        let ctx = zmq::Context::new();
+        let opts = SocketOptions::default();
+        let mut sock: Option<zmq::Socket> = None;
+        let mut shutdown_seen = false;
+        let mut actions = core.start(start.elapsed());
+        loop {
+            for action in actions.drain(..) {
+                match action {
+                    Action::Connect { endpoint, identity } => {
+                        if let Some(old) = sock.take() {
+                            let _ = old.set_linger(0);
+                        }
+                        let s = emq_transport::connect_dealer(
+                            &ctx,
+                            &endpoint,
+                            identity.as_bytes(),
+                            &opts,
+                        )?;
+                        info!("connected to {endpoint} as {identity}");
+                        sock = Some(s);
+                    }
+                    Action::Send(msg) => send(sock.as_ref(), msg),
+                    Action::StartJob(job) => {
+                        debug!(
+                            "starting job {} on slot {} (run {}, attempt {})",
+                            job.msgid, job.slot, job.run, job.attempt
+                        );
+                        pool.start(job);
+                    }
+                    Action::CancelJob { slot, run } => pool.cancel(slot, run),
+                    Action::KillAll => pool.kill_all(),
+                    Action::Exit(code) => {
+                        drop(pool);
+                        // Closing with linger lets KBYE and the last REPLYs out.
+                        drop(sock);
+                        info!("exiting with status {code}");
+                        return Ok(code);
+                    }
+                }
+            }
+            if !shutdown_seen && emq_transport::shutdown_requested(shutdown) {
+                shutdown_seen = true;
+                actions = core.handle(Input::Shutdown, start.elapsed());
+                continue;
+            }
+
+            let readable = {
+                let mut items = Vec::with_capacity(2);
+                items.push(zmq::PollItem::from_fd(wake_rx.as_raw_fd(), zmq::POLLIN));
+                if let Some(s) = &sock {
+                    items.push(s.as_poll_item(zmq::POLLIN));
+                }
+                match zmq::poll(&mut items, TICK.as_millis() as i64) {
+                    Ok(_) => items.get(1).is_some_and(|i| i.is_readable()),
+                    Err(zmq::Error::EINTR) => false,
+                    Err(e) => return Err(format!("poll failed: {e}").into()),
+                }
+            };
+            if readable {
+                if let Some(s) = &sock {
+                    loop {
+                        match s.recv_multipart(zmq::DONTWAIT) {
+                            Ok(frames) => match Message::decode(frames) {
+                                Ok(m) => {
+                                    if !matches!(m.command, emqp_proto::Command::Heartbeat { .. }) {
+                                        debug!("received {} {}", m.command.name(), m.msgid);
+                                    }
+                                    actions.extend(core.handle(Input::Message(m), start.elapsed()));
+                                }
+                                Err(e) => {
+                                    warn!("ignoring a malformed message from the router: {e}")
+                                }
+                            },
+                            Err(zmq::Error::EAGAIN) => break,
+                            Err(zmq::Error::EINTR) => continue,
+                            Err(e) => {
+                                warn!("receive failed: {e}");
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+            let mut buf = [0u8; 256];
+            while matches!((&wake_rx).read(&mut buf), Ok(n) if n > 0) {}
+            while let Ok(ev) = pool.events().try_recv() {
+                let input = match ev {
+                    PoolEvent::Started { slot, run } => Input::JobStarted { slot, run },
+                    PoolEvent::Finished { slot, run, outcome } => {
+                        Input::JobFinished { slot, run, outcome }
+                    }
+                };
+                actions.extend(core.handle(input, start.elapsed()));
+            }
+            actions.extend(core.handle(Input::Tick, start.elapsed()));
+        }
+    }
+}
+
+fn send(sock: Option<&zmq::Socket>, msg: Message) {
+    let Some(s) = sock else {
+        warn!("no socket; dropping {}", msg.command.name());
+        return;
+    };
+    let name = msg.command.name();
+    if let Err(e) = s.send_multipart(msg.encode(), zmq::DONTWAIT) {
+        warn!("cannot send {name}: {e}");
+    }
+}

@@ -1,0 +1,514 @@
+//! Runner tests with real processes: a python3 worker running jobs from a
+//! temporary module, shell commands, Rust handlers.
+
+use super::*;
+use emqp_proto::job::{CallJob, RunJob, ShellJob};
+use serde_json::{json, Map, Value};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+const MODULE: &str = r#"
+import os, sys, time
+
+COUNT = 0
+
+def add(a, b, scale=1):
+    return (a + b) * scale
+
+def bump():
+    global COUNT
+    COUNT += 1
+    return COUNT
+
+def pid():
+    return os.getpid()
+
+def noisy():
+    print("to stdout, must not corrupt the protocol")
+    sys.stdout.flush()
+    os.write(1, b"raw fd 1 write\n")
+    return "quiet result"
+
+def fail():
+    raise ValueError("boom")
+
+def exit_hard():
+    os._exit(7)
+
+def sleep(secs):
+    time.sleep(secs)
+    return "slept"
+
+def not_json():
+    return object()
+
+def read_stdin():
+    return sys.stdin.read()
+
+class Counter:
+    def __init__(self, start, step=1):
+        self.value = start
+        self.step = step
+
+    def next(self, times=1):
+        return self.value + self.step * times
+"#;
+
+/// Whether `pid` is a live process (a zombie waiting for a reaper is not).
+fn running(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rsplit_once(')')
+                .map(|(_, r)| r.trim_start().chars().next());
+            !matches!(state, Some(Some('Z')) | Some(Some('X')))
+        }
+        Err(_) => false,
+    }
+}
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("emq-jm-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn python_pool(name: &str, concurrency: usize) -> (Pool, TempDir) {
+    let dir = TempDir::new(name);
+    std::fs::write(dir.0.join("emqtestmod.py"), MODULE).unwrap();
+    let mut cfg = PoolConfig::new(concurrency);
+    cfg.python.python_path = vec![dir.0.clone()];
+    (Pool::new(cfg, None).unwrap(), dir)
+}
+
+fn run_job(path: &str, callable: &str, args: Value) -> Job {
+    Job::Run(RunJob {
+        path: path.into(),
+        callable: callable.into(),
+        args: args.as_array().cloned().unwrap_or_default(),
+        kwargs: Map::new(),
+        class_args: vec![],
+        class_kwargs: Map::new(),
+    })
+}
+
+fn start(pool: &Pool, slot: usize, run: u64, job: Job) {
+    pool.start(JobStart {
+        slot,
+        run,
+        msgid: format!("m{run}"),
+        job,
+        attempt: 1,
+        timeout: None,
+    });
+}
+
+/// Wait for `run` to finish; Started events are checked on the way.
+fn wait(pool: &Pool, run: u64) -> JobOutcome {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut started = false;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match pool.events().recv_timeout(left) {
+            Ok(PoolEvent::Started { run: r, .. }) if r == run => started = true,
+            Ok(PoolEvent::Finished {
+                run: r, outcome, ..
+            }) if r == run => {
+                assert!(started, "Finished before Started");
+                return outcome;
+            }
+            Ok(_) => {}
+            Err(_) => panic!("run {run} did not finish in time"),
+        }
+    }
+}
+
+fn exec(pool: &Pool, run: u64, job: Job) -> JobOutcome {
+    start(pool, 0, run, job);
+    wait(pool, run)
+}
+
+fn err(o: JobOutcome) -> JobError {
+    match o {
+        JobOutcome::Error(e) => e,
+        JobOutcome::Value(v) => panic!("expected an error, got {v}"),
+    }
+}
+
+fn val(o: JobOutcome) -> Value {
+    match o {
+        JobOutcome::Value(v) => v,
+        JobOutcome::Error(e) => panic!("expected a value, got {e:?}"),
+    }
+}
+
+#[test]
+fn python_function_job_with_args_and_kwargs() {
+    let (pool, _d) = python_pool("func", 1);
+    let mut job = RunJob {
+        path: "emqtestmod".into(),
+        callable: "add".into(),
+        args: vec![json!(2), json!(3)],
+        kwargs: Map::new(),
+        class_args: vec![],
+        class_kwargs: Map::new(),
+    };
+    job.kwargs.insert("scale".into(), json!(10));
+    assert_eq!(val(exec(&pool, 1, Job::Run(job))), json!(50));
+    // A stdlib function, as 0.3.13 jobs often are.
+    assert_eq!(
+        val(exec(
+            &pool,
+            2,
+            run_job("os.path", "join", json!(["a", "b"]))
+        )),
+        json!("a/b")
+    );
+}
+
+#[test]
+fn python_class_method_form() {
+    let (pool, _d) = python_pool("class", 1);
+    let mut job = RunJob {
+        path: "emqtestmod:Counter".into(),
+        callable: "next".into(),
+        args: vec![],
+        kwargs: Map::new(),
+        class_args: vec![json!(100)],
+        class_kwargs: Map::new(),
+    };
+    job.class_kwargs.insert("step".into(), json!(5));
+    job.kwargs.insert("times".into(), json!(3));
+    assert_eq!(val(exec(&pool, 1, Job::Run(job))), json!(115));
+}
+
+#[test]
+fn python_worker_is_reused_across_jobs() {
+    let (pool, _d) = python_pool("reuse", 1);
+    let pid1 = val(exec(&pool, 1, run_job("emqtestmod", "pid", json!([]))));
+    assert_eq!(
+        val(exec(&pool, 2, run_job("emqtestmod", "bump", json!([])))),
+        json!(1)
+    );
+    assert_eq!(
+        val(exec(&pool, 3, run_job("emqtestmod", "bump", json!([])))),
+        json!(2)
+    );
+    let pid2 = val(exec(&pool, 4, run_job("emqtestmod", "pid", json!([]))));
+    assert_eq!(pid1, pid2);
+    assert_eq!(pool.python_pid(0), pid1.as_i64().map(|p| p as i32));
+}
+
+#[test]
+fn python_exception_gives_message_and_traceback_and_worker_survives() {
+    let (pool, _d) = python_pool("exc", 1);
+    let pid1 = val(exec(&pool, 1, run_job("emqtestmod", "pid", json!([]))));
+    let e = err(exec(&pool, 2, run_job("emqtestmod", "fail", json!([]))));
+    assert_eq!(e.kind, ErrorKind::Exception);
+    assert_eq!(e.message, "ValueError: boom");
+    let tb = e.traceback.unwrap();
+    assert!(tb.contains("Traceback") && tb.contains("in fail"), "{tb}");
+    let e = err(exec(&pool, 3, run_job("no_such_mod", "f", json!([]))));
+    assert_eq!(e.kind, ErrorKind::Exception);
+    assert!(
+        e.message.contains("No module named 'no_such_mod'"),
+        "{}",
+        e.message
+    );
+    let e = err(exec(&pool, 4, run_job("emqtestmod", "missing", json!([]))));
+    assert!(e.message.contains("AttributeError"), "{}", e.message);
+    let pid2 = val(exec(&pool, 5, run_job("emqtestmod", "pid", json!([]))));
+    assert_eq!(pid1, pid2, "exceptions do not restart the worker");
+}
+
+#[test]
+fn python_job_output_does_not_corrupt_the_protocol() {
+    let (pool, _d) = python_pool("noisy", 1);
+    assert_eq!(
+        val(exec(&pool, 1, run_job("emqtestmod", "noisy", json!([])))),
+        json!("quiet result")
+    );
+    assert_eq!(
+        val(exec(
+            &pool,
+            2,
+            run_job("emqtestmod", "read_stdin", json!([]))
+        )),
+        json!(""),
+        "the job's stdin is /dev/null, not the protocol"
+    );
+    assert_eq!(
+        val(exec(&pool, 3, run_job("emqtestmod", "bump", json!([])))),
+        json!(1)
+    );
+}
+
+#[test]
+fn python_non_json_return_value_is_an_error() {
+    let (pool, _d) = python_pool("notjson", 1);
+    let e = err(exec(&pool, 1, run_job("emqtestmod", "not_json", json!([]))));
+    assert_eq!(e.kind, ErrorKind::Exception);
+    assert!(e.message.contains("not JSON serialisable"), "{}", e.message);
+    assert_eq!(
+        val(exec(&pool, 2, run_job("emqtestmod", "bump", json!([])))),
+        json!(1)
+    );
+}
+
+#[test]
+fn python_timeout_kill_restarts_the_worker() {
+    let (pool, _d) = python_pool("timeout", 1);
+    let pid1 = val(exec(&pool, 1, run_job("emqtestmod", "pid", json!([]))));
+    start(&pool, 0, 2, run_job("emqtestmod", "sleep", json!([30])));
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    pool.cancel(0, 2);
+    let e = err(wait(&pool, 2));
+    assert_eq!(e.kind, ErrorKind::Timeout);
+    assert!(t.elapsed() < Duration::from_secs(5));
+    let pid2 = val(exec(&pool, 3, run_job("emqtestmod", "pid", json!([]))));
+    assert_ne!(pid1, pid2, "a new worker process");
+    assert!(
+        !running(pid1.as_i64().unwrap() as i32),
+        "the old process is gone"
+    );
+}
+
+#[test]
+fn python_crash_reports_crash_and_restarts_the_worker() {
+    let (pool, _d) = python_pool("crash", 1);
+    let pid1 = val(exec(&pool, 1, run_job("emqtestmod", "pid", json!([]))));
+    let e = err(exec(
+        &pool,
+        2,
+        run_job("emqtestmod", "exit_hard", json!([])),
+    ));
+    assert_eq!(e.kind, ErrorKind::Crash);
+    assert!(e.message.contains("exit status 7"), "{}", e.message);
+    let pid2 = val(exec(&pool, 3, run_job("emqtestmod", "pid", json!([]))));
+    assert_ne!(pid1, pid2);
+}
+
+#[test]
+fn a_bad_interpreter_gives_crash_results_not_a_panic() {
+    let mut cfg = PoolConfig::new(1);
+    cfg.python.interpreter = "/nonexistent/python-for-emq-test".into();
+    let pool = Pool::new(cfg, None).unwrap();
+    let e = err(exec(&pool, 1, run_job("os", "getpid", json!([]))));
+    assert_eq!(e.kind, ErrorKind::Crash);
+    assert!(
+        e.message.contains("cannot start Python worker"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn stale_cancel_does_not_touch_the_next_job() {
+    let (pool, _d) = python_pool("stale", 1);
+    assert_eq!(
+        val(exec(&pool, 1, run_job("emqtestmod", "bump", json!([])))),
+        json!(1)
+    );
+    pool.cancel(0, 1);
+    assert_eq!(
+        val(exec(&pool, 2, run_job("emqtestmod", "bump", json!([])))),
+        json!(2)
+    );
+}
+
+fn shell(argv: &[&str]) -> ShellJob {
+    ShellJob {
+        argv: argv.iter().map(|s| s.to_string()).collect(),
+        stdin: None,
+        env: Map::new(),
+        cwd: None,
+    }
+}
+
+#[test]
+fn shell_success_and_exit_codes() {
+    let pool = Pool::new(PoolConfig::new(1), None).unwrap();
+    let v = val(exec(
+        &pool,
+        1,
+        Job::Shell(shell(&["sh", "-c", "echo out; echo err >&2"])),
+    ));
+    assert_eq!(
+        v,
+        json!({"exit_status": 0, "stdout": "out\n", "stderr": "err\n"})
+    );
+    let e = err(exec(
+        &pool,
+        2,
+        Job::Shell(shell(&["sh", "-c", "echo partial; exit 3"])),
+    ));
+    assert_eq!(e.kind, ErrorKind::Exit);
+    assert_eq!(e.exit_status, Some(3));
+    assert_eq!(e.stdout.as_deref(), Some("partial\n"));
+    assert!(e.message.contains("status 3"), "{}", e.message);
+    let e = err(exec(&pool, 3, Job::Shell(shell(&["/nonexistent/prog"]))));
+    assert_eq!(e.kind, ErrorKind::Exit);
+    assert_eq!(e.exit_status, None);
+    assert!(e.message.contains("cannot run"), "{}", e.message);
+}
+
+#[test]
+fn shell_stdin_cwd_and_env() {
+    let pool = Pool::new(PoolConfig::new(1), None).unwrap();
+    let mut j = shell(&["cat"]);
+    j.stdin = Some("hello\nworld".into());
+    assert_eq!(
+        val(exec(&pool, 1, Job::Shell(j)))["stdout"],
+        json!("hello\nworld")
+    );
+    let dir = TempDir::new("cwd");
+    let mut j = shell(&["pwd"]);
+    j.cwd = Some(dir.0.to_string_lossy().into_owned());
+    let out = val(exec(&pool, 2, Job::Shell(j)))["stdout"].clone();
+    let canon = std::fs::canonicalize(&dir.0).unwrap();
+    assert_eq!(out.as_str().unwrap().trim(), canon.to_string_lossy());
+    let mut j = shell(&["sh", "-c", "echo $EMQ_A-$EMQ_N"]);
+    j.env.insert("EMQ_A".into(), json!("x y"));
+    j.env.insert("EMQ_N".into(), json!(5));
+    assert_eq!(
+        val(exec(&pool, 3, Job::Shell(j)))["stdout"],
+        json!("x y-5\n")
+    );
+}
+
+#[test]
+fn shell_timeout_kills_the_whole_process_group() {
+    let pool = Pool::new(PoolConfig::new(1), None).unwrap();
+    let marker = TempDir::new("pg");
+    let pidfile = marker.0.join("bg.pid");
+    let script = format!("sleep 30 & echo $! > {}; wait", pidfile.display());
+    start(&pool, 0, 1, Job::Shell(shell(&["sh", "-c", &script])));
+    let t = Instant::now();
+    while !pidfile.exists() && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let bg: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    pool.cancel(0, 1);
+    let e = err(wait(&pool, 1));
+    assert_eq!(e.kind, ErrorKind::Timeout);
+    assert!(t.elapsed() < Duration::from_secs(10));
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!running(bg), "background child killed too");
+}
+
+#[test]
+fn shell_leftover_background_children_do_not_hold_the_slot() {
+    let pool = Pool::new(PoolConfig::new(1), None).unwrap();
+    let t = Instant::now();
+    let v = val(exec(
+        &pool,
+        1,
+        Job::Shell(shell(&["sh", "-c", "sleep 30 & echo started"])),
+    ));
+    assert_eq!(v["stdout"], json!("started\n"));
+    assert!(t.elapsed() < Duration::from_secs(5));
+}
+
+fn call(handler: &str, args: Value) -> Job {
+    Job::Call(CallJob {
+        handler: handler.into(),
+        args,
+    })
+}
+
+#[test]
+fn call_builtins_custom_handlers_unknown_and_panics() {
+    let mut cfg = PoolConfig::new(1);
+    cfg.handlers.register("add", |a: Value| {
+        Ok(json!(
+            a[0].as_i64().ok_or("not int")? + a[1].as_i64().ok_or("not int")?
+        ))
+    });
+    cfg.handlers
+        .register("boom", |_| -> Result<Value, String> { panic!("kaput") });
+    cfg.handlers.register("sleepy", |_| {
+        std::thread::sleep(Duration::from_secs(3));
+        Ok(Value::Null)
+    });
+    let pool = Pool::new(cfg, None).unwrap();
+    assert_eq!(
+        val(exec(&pool, 1, call("echo", json!({"a": [1]})))),
+        json!({"a": [1]})
+    );
+    assert_eq!(val(exec(&pool, 2, call("noop", json!(1)))), Value::Null);
+    assert_eq!(val(exec(&pool, 3, call("add", json!([2, 3])))), json!(5));
+    let e = err(exec(&pool, 4, call("add", json!(["x", 3]))));
+    assert_eq!(
+        (e.kind, e.message.as_str()),
+        (ErrorKind::Exception, "not int")
+    );
+    let e = err(exec(&pool, 5, call("nope", json!(null))));
+    assert_eq!(e.kind, ErrorKind::UnknownHandler);
+    assert!(e.message.contains("echo"), "{}", e.message);
+    let e = err(exec(&pool, 6, call("boom", json!(null))));
+    assert!(e.message.contains("kaput"), "{}", e.message);
+    start(&pool, 0, 7, call("sleepy", json!(null)));
+    std::thread::sleep(Duration::from_millis(100));
+    let t = Instant::now();
+    pool.cancel(0, 7);
+    assert_eq!(err(wait(&pool, 7)).kind, ErrorKind::Timeout);
+    assert!(t.elapsed() < Duration::from_secs(2));
+}
+
+#[test]
+fn slots_run_in_parallel_and_kill_all_stops_everything() {
+    let (pool, _d) = python_pool("killall", 2);
+    start(&pool, 0, 1, run_job("emqtestmod", "sleep", json!([30])));
+    start(&pool, 1, 2, Job::Shell(shell(&["sleep", "30"])));
+    std::thread::sleep(Duration::from_millis(500));
+    let t = Instant::now();
+    pool.kill_all();
+    let mut done = 0;
+    while done < 2 {
+        match pool.events().recv_timeout(Duration::from_secs(10)) {
+            Ok(PoolEvent::Finished { outcome, .. }) => {
+                assert!(!outcome.is_ok());
+                done += 1;
+            }
+            Ok(_) => {}
+            Err(_) => panic!("kill_all did not finish both jobs"),
+        }
+    }
+    assert!(t.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn python_worker_killed_while_idle_is_replaced_before_the_next_job() {
+    let (pool, _d) = python_pool("idlekill", 1);
+    let pid1 = val(exec(&pool, 1, run_job("emqtestmod", "pid", json!([]))))
+        .as_i64()
+        .unwrap() as i32;
+    unsafe {
+        libc::kill(pid1, libc::SIGKILL);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let pid2 = val(exec(&pool, 2, run_job("emqtestmod", "pid", json!([]))))
+        .as_i64()
+        .unwrap() as i32;
+    assert_ne!(
+        pid1, pid2,
+        "the job ran on a fresh worker, not blamed for the dead one"
+    );
+}

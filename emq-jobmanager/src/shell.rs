@@ -1,0 +1,146 @@
+//! `shell` jobs: run `argv` (no shell involved) in a new process group,
+//! with optional stdin, extra environment and working directory.
+//!
+//! Result: `{"value": {"exit_status": 0, "stdout": .., "stderr": ..}}`; a
+//! non-zero exit or a signal gives `{"error": {"kind": "exit",
+//! "exit_status": N|null, "stdout", "stderr", "message"}}`. When the main
+//! process exits, whatever it left running in its process group is killed,
+//! so a job never outlives its slot. stdout and stderr keep at most
+//! [`OUTPUT_LIMIT`] bytes each (the rest is read and dropped).
+
+use std::io::{Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, Stdio};
+
+use emqp_proto::job::{ErrorKind, JobError, JobOutcome, ShellJob};
+use serde_json::{json, Value};
+
+use crate::pool::SlotShared;
+
+/// Bytes of stdout (and of stderr) kept per job.
+pub const OUTPUT_LIMIT: usize = 1 << 20;
+
+fn read_capped<R: Read + Send + 'static>(r: Option<R>) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let Some(mut r) = r else {
+            return String::new();
+        };
+        let mut kept = Vec::new();
+        let mut buf = [0u8; 8192];
+        let mut truncated = false;
+        loop {
+            match r.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    let room = OUTPUT_LIMIT.saturating_sub(kept.len());
+                    if n > room {
+                        truncated = true;
+                    }
+                    kept.extend_from_slice(&buf[..n.min(room)]);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            }
+        }
+        let mut s = String::from_utf8_lossy(&kept).into_owned();
+        if truncated {
+            s.push_str("\n[output truncated]");
+        }
+        s
+    })
+}
+
+/// Run one shell job; never panics.
+pub(crate) fn run(job: &ShellJob, run: u64, shared: &SlotShared) -> JobOutcome {
+    let Some((program, args)) = job.argv.split_first() else {
+        return JobOutcome::Error(JobError::new(ErrorKind::BadJob, "shell job: argv is empty"));
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .stdin(if job.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    crate::pool::die_with_parent(&mut cmd);
+    for (k, v) in &job.env {
+        match v {
+            Value::Null => {
+                cmd.env_remove(k);
+            }
+            Value::String(s) => {
+                cmd.env(k, s);
+            }
+            other => {
+                cmd.env(k, other.to_string());
+            }
+        }
+    }
+    if let Some(cwd) = &job.cwd {
+        cmd.current_dir(cwd);
+    }
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let mut err = JobError::new(ErrorKind::Exit, format!("cannot run {program:?}: {e}"));
+            err.stdout = Some(String::new());
+            err.stderr = Some(String::new());
+            return JobOutcome::Error(err);
+        }
+    };
+    let pid = child.id() as i32;
+    shared.set_job_pgid(run, Some(pid));
+    let stdin_writer = match (child.stdin.take(), job.stdin.clone()) {
+        (Some(mut w), Some(text)) => Some(std::thread::spawn(move || {
+            let _ = w.write_all(text.as_bytes());
+        })),
+        _ => None,
+    };
+    let out = read_capped(child.stdout.take());
+    let err = read_capped(child.stderr.take());
+    crate::pool::exited_no_reap(pid, true);
+    // Leftovers of the job (background children) go with it; the group id
+    // is still valid because its leader is not reaped yet.
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    unsafe {
+        libc::kill(-pid, libc::SIGKILL);
+    }
+    shared.set_job_pgid(run, None);
+    let status = child.wait();
+    let stdout = out.join().unwrap_or_default();
+    let stderr = err.join().unwrap_or_default();
+    if let Some(w) = stdin_writer {
+        let _ = w.join();
+    }
+    let status = match status {
+        Ok(s) => s,
+        Err(e) => {
+            return JobOutcome::Error(JobError::new(
+                ErrorKind::Crash,
+                format!("cannot wait for {program:?}: {e}"),
+            ))
+        }
+    };
+    match status.code() {
+        Some(0) => JobOutcome::Value(json!({
+            "exit_status": 0,
+            "stdout": stdout,
+            "stderr": stderr,
+        })),
+        code => {
+            let message = match (code, status.signal()) {
+                (Some(c), _) => format!("{program} exited with status {c}"),
+                (None, Some(sig)) => format!("{program} was killed by signal {sig}"),
+                _ => format!("{program} ended abnormally"),
+            };
+            let mut e = JobError::new(ErrorKind::Exit, message);
+            e.exit_status = code;
+            e.stdout = Some(stdout);
+            e.stderr = Some(stderr);
+            JobOutcome::Error(e)
+        }
+    }
+}

@@ -1,0 +1,571 @@
+//! The real `emq-jobmanager` binary against a fake ROUTER socket bound in
+//! the test on 127.0.0.1. Every wait is bounded; the job manager process is
+//! killed when a test ends (Drop).
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use emqp_proto::job::{ErrorKind, JobOutcome};
+use emqp_proto::{Command as Cmd, Headers, Message, Request};
+use serde_json::{json, Value};
+
+struct Router {
+    _ctx: zmq::Context,
+    sock: zmq::Socket,
+    endpoint: String,
+}
+
+type Identity = Vec<u8>;
+
+impl Router {
+    fn new() -> Router {
+        let ctx = zmq::Context::new();
+        let sock = ctx.socket(zmq::ROUTER).unwrap();
+        sock.set_linger(0).unwrap();
+        sock.bind("tcp://127.0.0.1:*").unwrap();
+        let endpoint = sock.get_last_endpoint().unwrap().unwrap();
+        Router {
+            _ctx: ctx,
+            sock,
+            endpoint,
+        }
+    }
+
+    /// Raw frames (identity first), or None after `timeout`.
+    fn recv_raw(&self, timeout: Duration) -> Option<Vec<Vec<u8>>> {
+        let ms = timeout.as_millis().max(1) as i64;
+        if self.sock.poll(zmq::POLLIN, ms).unwrap() == 0 {
+            return None;
+        }
+        Some(self.sock.recv_multipart(0).unwrap())
+    }
+
+    fn send(&self, id: &[u8], cmd: Cmd) -> String {
+        let m = Message::new(cmd);
+        let msgid = m.msgid.clone();
+        self.sock
+            .send_multipart(m.encode_routed(id.to_vec()), 0)
+            .unwrap();
+        msgid
+    }
+
+    fn send_msg(&self, id: &[u8], m: Message) {
+        self.sock
+            .send_multipart(m.encode_routed(id.to_vec()), 0)
+            .unwrap();
+    }
+
+    /// The next message that is not a HEARTBEAT, within `timeout`; while
+    /// waiting, HEARTBEATs go to `keepalive` every 200 ms.
+    fn next(&self, timeout: Duration, keepalive: Option<&[u8]>) -> Option<(Identity, Message)> {
+        let deadline = Instant::now() + timeout;
+        let mut last_hb = Instant::now() - Duration::from_secs(1);
+        loop {
+            if let Some(id) = keepalive {
+                if last_hb.elapsed() >= Duration::from_millis(200) {
+                    self.send(
+                        id,
+                        Cmd::Heartbeat {
+                            timestamp: Some("1.0".into()),
+                        },
+                    );
+                    last_hb = Instant::now();
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            let Some(frames) = self.recv_raw(left.min(Duration::from_millis(100))) else {
+                continue;
+            };
+            let (id, m) = Message::decode_routed(frames).expect("job manager sent a valid message");
+            if !matches!(m.command, Cmd::Heartbeat { .. }) {
+                return Some((id, m));
+            }
+        }
+    }
+
+    fn expect(&self, what: &str, keepalive: Option<&[u8]>) -> (Identity, Message) {
+        self.next(Duration::from_secs(10), keepalive)
+            .unwrap_or_else(|| panic!("timed out waiting for {what}"))
+    }
+
+    /// The INFORM, ACKed; returns the identity.
+    fn register(&self) -> Identity {
+        let (id, m) = self.expect("INFORM", None);
+        assert!(matches!(m.command, Cmd::Inform(_)), "{m:?}");
+        self.send(
+            &id,
+            Cmd::Ack {
+                acked_msgid: m.msgid,
+            },
+        );
+        id
+    }
+
+    fn request(&self, id: &[u8], msgid: &str, headers: &str, body: Value) {
+        self.send_msg(
+            id,
+            Message::with_msgid(
+                msgid,
+                Cmd::Request(Request {
+                    queue: "default".into(),
+                    headers: Headers::parse(headers.as_bytes()).unwrap(),
+                    message: body.to_string().into_bytes(),
+                }),
+            ),
+        );
+    }
+}
+
+/// The job manager process; killed on drop.
+struct Jm(Child);
+
+impl Jm {
+    fn spawn(endpoint: &str, args: &[&str]) -> Jm {
+        Self::spawn_env(Some(endpoint), args, &[])
+    }
+
+    fn spawn_env(endpoint: Option<&str>, args: &[&str], env: &[(&str, &str)]) -> Jm {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_emq-jobmanager"));
+        if let Some(ep) = endpoint {
+            cmd.arg("--broker").arg(ep);
+        }
+        cmd.args(args)
+            .env("RUST_LOG", "debug")
+            .env("EVENTMQ_CONFIG_FILE", "/dev/null")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        for (k, _) in std::env::vars() {
+            if k.starts_with("EVENTMQ_") && k != "EVENTMQ_CONFIG_FILE" {
+                cmd.env_remove(k);
+            }
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        Jm(cmd.spawn().expect("start emq-jobmanager"))
+    }
+
+    fn sigterm(&self) {
+        unsafe {
+            libc::kill(self.0.id() as i32, libc::SIGTERM);
+        }
+    }
+
+    fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Some(s) = self.0.try_wait().unwrap() {
+                return Some(s.code().unwrap_or(-1));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for Jm {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn reply_of(m: &Message) -> (String, String, JobOutcome) {
+    let Cmd::Reply(r) = &m.command else {
+        panic!("expected REPLY, got {m:?}")
+    };
+    (
+        r.orig_msgid.clone().expect("orig msgid"),
+        r.status.expect("status").as_str().to_string(),
+        JobOutcome::from_payload(&r.payload).unwrap(),
+    )
+}
+
+fn is_ready(m: &Message) -> bool {
+    m.command == Cmd::Ready
+}
+
+/// Count READYs arriving within `window`.
+fn readies(r: &Router, window: Duration, keepalive: &[u8]) -> usize {
+    let deadline = Instant::now() + window;
+    let mut n = 0;
+    while let Some((_, m)) = r.next(
+        deadline.saturating_duration_since(Instant::now()),
+        Some(keepalive),
+    ) {
+        assert!(is_ready(&m), "expected only READYs, got {m:?}");
+        n += 1;
+    }
+    n
+}
+
+#[test]
+fn inform_ready_request_reply_and_sigterm_kbye_exit_0() {
+    let r = Router::new();
+    let mut jm = Jm::spawn(
+        &r.endpoint,
+        &[
+            "--concurrency",
+            "2",
+            "--queues",
+            "10:default,15:email",
+            "--heartbeat-interval",
+            "0.5",
+        ],
+    );
+    // INFORM frames exactly.
+    let frames = r.recv_raw(Duration::from_secs(10)).expect("INFORM");
+    assert_eq!(frames.len(), 8, "{frames:?}");
+    assert_eq!(frames[1], b"");
+    assert_eq!(frames[2], b"eMQP/1.0");
+    assert_eq!(frames[3], b"INFORM");
+    assert_eq!(frames[4].len(), 36);
+    assert_eq!(frames[5], br#"[[10, "default"], [15, "email"]]"#);
+    assert_eq!(frames[6], b"worker");
+    assert_eq!(frames[7], b"job-ack");
+    let id = frames[0].clone();
+    assert_eq!(id.len(), 36, "uuid4 identity");
+    // Nothing before the ACK, then READY x concurrency (no router HEARTBEAT needed).
+    assert!(r.next(Duration::from_millis(700), None).is_none());
+    r.send(
+        &id,
+        Cmd::Ack {
+            acked_msgid: String::from_utf8(frames[4].clone()).unwrap(),
+        },
+    );
+    assert_eq!(readies(&r, Duration::from_millis(1500), &id), 2);
+
+    // call echo: REPLY [payload, msgid, ok] then READY.
+    r.request(
+        &id,
+        "req-echo",
+        "reply-requested",
+        json!(["call", {"handler": "echo", "args": {"a": 1}}]),
+    );
+    let (_, m) = r.expect("REPLY", Some(&id));
+    let frames = m.clone().encode();
+    assert_eq!(
+        &frames[4..],
+        [&br#"{"value":{"a":1}}"#[..], b"req-echo", b"ok"]
+    );
+    assert!(is_ready(&r.expect("READY", Some(&id)).1));
+
+    // A Python job (stdlib), even without reply-requested (job-ack: always a REPLY).
+    r.request(
+        &id,
+        "req-py",
+        "",
+        json!(["run", {"path": "os.path", "callable": "join", "args": ["a", "b"]}]),
+    );
+    let (_, m) = r.expect("REPLY", Some(&id));
+    assert_eq!(
+        reply_of(&m),
+        (
+            "req-py".into(),
+            "ok".into(),
+            JobOutcome::Value(json!("a/b"))
+        )
+    );
+    assert!(is_ready(&r.expect("READY", Some(&id)).1));
+
+    // A failing shell job.
+    r.request(
+        &id,
+        "req-sh",
+        "",
+        json!(["shell", {"argv": ["sh", "-c", "echo x; exit 4"]}]),
+    );
+    let (_, m) = r.expect("REPLY", Some(&id));
+    let (mid, status, out) = reply_of(&m);
+    assert_eq!((mid.as_str(), status.as_str()), ("req-sh", "failed"));
+    let JobOutcome::Error(e) = out else { panic!() };
+    assert_eq!(
+        (e.kind, e.exit_status, e.stdout.as_deref()),
+        (ErrorKind::Exit, Some(4), Some("x\n"))
+    );
+    assert!(is_ready(&r.expect("READY", Some(&id)).1));
+
+    // A bad payload: failed bad-job, the slot comes back.
+    r.send_msg(
+        &id,
+        Message::with_msgid(
+            "req-bad",
+            Cmd::Request(Request {
+                queue: "default".into(),
+                headers: Headers::new(),
+                message: b"{nope".to_vec(),
+            }),
+        ),
+    );
+    let (_, m) = r.expect("REPLY", Some(&id));
+    let (_, status, out) = reply_of(&m);
+    assert_eq!(status, "failed");
+    assert!(matches!(out, JobOutcome::Error(e) if e.kind == ErrorKind::BadJob));
+    assert!(is_ready(&r.expect("READY", Some(&id)).1));
+
+    // SIGTERM: KBYE, exit 0.
+    jm.sigterm();
+    let (kid, m) = r.expect("KBYE", Some(&id));
+    assert_eq!(kid, id);
+    assert_eq!(m.command, Cmd::Kbye);
+    assert_eq!(jm.wait_exit(Duration::from_secs(10)), Some(0));
+}
+
+#[test]
+fn timed_out_job_frees_its_slot_exactly_once() {
+    let r = Router::new();
+    let _jm = Jm::spawn(
+        &r.endpoint,
+        &["--concurrency", "1", "--heartbeat-interval", "1"],
+    );
+    let id = r.register();
+    assert_eq!(readies(&r, Duration::from_millis(1000), &id), 1);
+    let t = Instant::now();
+    r.request(
+        &id,
+        "slow",
+        "reply-requested,timeout:1",
+        json!(["shell", {"argv": ["sleep", "30"]}]),
+    );
+    let (_, m) = r.expect("REPLY", Some(&id));
+    let (mid, status, out) = reply_of(&m);
+    assert_eq!((mid.as_str(), status.as_str()), ("slow", "failed"));
+    let JobOutcome::Error(e) = out else { panic!() };
+    assert_eq!(e.kind, ErrorKind::Timeout);
+    assert!(t.elapsed() >= Duration::from_millis(900) && t.elapsed() < Duration::from_secs(6));
+    // Exactly one READY for the freed slot.
+    assert_eq!(readies(&r, Duration::from_millis(1500), &id), 1);
+    // And the slot works again.
+    r.request(&id, "after", "", json!(["call", {"handler": "noop"}]));
+    let (_, m) = r.expect("REPLY", Some(&id));
+    assert_eq!(reply_of(&m).2, JobOutcome::Value(Value::Null));
+    assert_eq!(readies(&r, Duration::from_millis(800), &id), 1);
+}
+
+#[test]
+fn heartbeat_timeout_reconnects_with_new_identity_and_delivers_the_running_job_reply() {
+    let r = Router::new();
+    let _jm = Jm::spawn(
+        &r.endpoint,
+        &[
+            "--concurrency",
+            "1",
+            "--heartbeat-interval",
+            "0.3",
+            "--heartbeat-liveness",
+            "3",
+        ],
+    );
+    let id1 = r.register();
+    assert_eq!(readies(&r, Duration::from_millis(200), &id1), 1);
+    // A job that outlives the connection; then the router goes silent.
+    r.request(
+        &id1,
+        "across",
+        "reply-requested",
+        json!(["shell", {"argv": ["sh", "-c", "sleep 2; echo done"]}]),
+    );
+    let t = Instant::now();
+    let (id2, m) = r.expect("a new INFORM", None);
+    assert!(matches!(m.command, Cmd::Inform(_)), "{m:?}");
+    assert_ne!(id2, id1, "fresh identity");
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "reconnected after ~0.9 s of silence"
+    );
+    r.send(
+        &id2,
+        Cmd::Ack {
+            acked_msgid: m.msgid,
+        },
+    );
+    // The slot is busy: no READY until the job's REPLY, which comes on the new connection.
+    let (rid, m) = r.expect("REPLY", Some(&id2));
+    assert_eq!(rid, id2);
+    let (mid, status, out) = reply_of(&m);
+    assert_eq!((mid.as_str(), status.as_str()), ("across", "ok"));
+    let JobOutcome::Value(v) = out else { panic!() };
+    assert_eq!(v["stdout"], json!("done\n"));
+    let (rid, m) = r.expect("READY", Some(&id2));
+    assert_eq!(rid, id2);
+    assert!(is_ready(&m));
+    assert_eq!(readies(&r, Duration::from_millis(800), &id2), 0);
+}
+
+#[test]
+fn unacked_inform_is_resent_on_a_fresh_connection() {
+    let r = Router::new();
+    let _jm = Jm::spawn(&r.endpoint, &["--ack-timeout", "0.5"]);
+    let (id1, m1) = r.expect("INFORM", None);
+    assert!(matches!(m1.command, Cmd::Inform(_)));
+    let (id2, m2) = r.expect("second INFORM", None);
+    assert!(matches!(m2.command, Cmd::Inform(_)));
+    assert_ne!(id1, id2);
+    assert_ne!(m1.msgid, m2.msgid);
+    r.send(
+        &id2,
+        Cmd::Ack {
+            acked_msgid: m2.msgid,
+        },
+    );
+    assert_eq!(
+        readies(&r, Duration::from_millis(1000), &id2),
+        4,
+        "default concurrency 4"
+    );
+}
+
+#[test]
+fn sigterm_during_a_job_sends_kbye_then_its_reply_and_exits_0() {
+    let r = Router::new();
+    let mut jm = Jm::spawn(
+        &r.endpoint,
+        &["--concurrency", "1", "--heartbeat-interval", "1"],
+    );
+    let id = r.register();
+    assert_eq!(readies(&r, Duration::from_millis(500), &id), 1);
+    r.request(
+        &id,
+        "finishing",
+        "",
+        json!(["shell", {"argv": ["sh", "-c", "sleep 1; echo ok"]}]),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    jm.sigterm();
+    let (_, m) = r.expect("KBYE", Some(&id));
+    assert_eq!(m.command, Cmd::Kbye);
+    let (_, m) = r.expect("REPLY", Some(&id));
+    assert_eq!(reply_of(&m).1, "ok");
+    assert_eq!(jm.wait_exit(Duration::from_secs(10)), Some(0));
+    // No READY after KBYE.
+    while let Some(frames) = r.recv_raw(Duration::from_millis(100)) {
+        let (_, m) = Message::decode_routed(frames).unwrap();
+        assert!(!is_ready(&m), "READY after KBYE");
+    }
+}
+
+#[test]
+fn grace_period_expiry_kills_the_job_and_exits_0() {
+    let r = Router::new();
+    let mut jm = Jm::spawn(
+        &r.endpoint,
+        &["--concurrency", "1", "--grace-period", "0.5"],
+    );
+    let id = r.register();
+    assert_eq!(readies(&r, Duration::from_millis(500), &id), 1);
+    r.request(
+        &id,
+        "stuck",
+        "",
+        json!(["shell", {"argv": ["sleep", "30"]}]),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    jm.sigterm();
+    assert_eq!(r.expect("KBYE", Some(&id)).1.command, Cmd::Kbye);
+    let (_, m) = r.expect("REPLY", Some(&id));
+    assert_eq!(reply_of(&m).1, "failed");
+    assert_eq!(jm.wait_exit(Duration::from_secs(10)), Some(0));
+    assert!(t.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn eventmq_environment_settings_in_0_3_13_form() {
+    let r = Router::new();
+    let _jm = Jm::spawn_env(
+        None,
+        &[],
+        &[
+            ("EVENTMQ_WORKER_ADDR", &r.endpoint),
+            ("EVENTMQ_QUEUES", r#"[[20, "high"], [10, "default"]]"#),
+            ("EVENTMQ_CONCURRENT_JOBS", "3"),
+        ],
+    );
+    let frames = r.recv_raw(Duration::from_secs(10)).expect("INFORM");
+    assert_eq!(frames[3], b"INFORM");
+    assert_eq!(frames[5], br#"[[20, "high"], [10, "default"]]"#);
+    let id = frames[0].clone();
+    r.send(
+        &id,
+        Cmd::Ack {
+            acked_msgid: String::from_utf8(frames[4].clone()).unwrap(),
+        },
+    );
+    assert_eq!(readies(&r, Duration::from_millis(1000), &id), 3);
+}
+
+#[test]
+fn help_and_bad_flags() {
+    let out = Command::new(env!("CARGO_BIN_EXE_emq-jobmanager"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for flag in [
+        "--broker",
+        "--queues",
+        "--concurrency",
+        "--python",
+        "--grace-period",
+        "--heartbeat-interval",
+        "--heartbeat-liveness",
+        "EVENTMQ_",
+    ] {
+        assert!(text.contains(flag), "--help mentions {flag}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_emq-jobmanager"))
+        .args(["--broker", "localhost:1"])
+        .env("EVENTMQ_CONFIG_FILE", "/dev/null")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("tcp://"));
+}
+
+/// Whether `pid` is a live process (a zombie waiting for a reaper is not).
+fn running(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rsplit_once(')')
+                .map(|(_, r)| r.trim_start().chars().next());
+            !matches!(state, Some(Some('Z')) | Some(Some('X')))
+        }
+        Err(_) => false,
+    }
+}
+
+#[test]
+fn python_workers_die_with_a_killed_job_manager() {
+    let r = Router::new();
+    let mut jm = Jm::spawn(
+        &r.endpoint,
+        &["--concurrency", "1", "--heartbeat-interval", "1"],
+    );
+    let id = r.register();
+    assert_eq!(readies(&r, Duration::from_millis(500), &id), 1);
+    r.request(
+        &id,
+        "pid",
+        "",
+        json!(["run", {"path": "os", "callable": "getpid"}]),
+    );
+    let (_, m) = r.expect("REPLY", Some(&id));
+    let JobOutcome::Value(v) = reply_of(&m).2 else {
+        panic!("{m:?}")
+    };
+    let worker = v.as_i64().unwrap() as i32;
+    assert!(running(worker));
+    let _ = jm.0.kill();
+    let _ = jm.0.wait();
+    let t = Instant::now();
+    while running(worker) && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!running(worker), "Python worker outlived its job manager");
+}
