@@ -1,0 +1,239 @@
+//! Property test: random input sequences never panic and keep the books.
+//!
+//! After every input `Router::check_invariants` must hold: slots never
+//! exceed READYs received (and, being unsigned, never go negative — an
+//! underflow panics in test builds), no job is both queued and in flight,
+//! every in-flight entry belongs to a live worker, the free-slot index
+//! matches the slots, no worker idles while its queue has jobs, and every
+//! accepted job is queued, delayed, in flight, completed or dead-lettered
+//! (conservation). Every REQUEST gets exactly one answer (ack or REJECT).
+
+use proptest::prelude::*;
+
+use emqp_proto::Message;
+
+use crate::config::SECOND;
+use crate::events::{Action, Input, SendFailure, Socket};
+use crate::{Config, Router};
+
+const WORKERS: [&str; 3] = ["w0", "w1", "w2"];
+const CLIENTS: [&str; 2] = ["c0", "c1"];
+const QUEUES: [&str; 4] = [
+    "",
+    r#"[[10, "default"]]"#,
+    r#"[[20, "q1"], [10, "default"]]"#,
+    "q1",
+];
+const REQ_QUEUES: [&str; 3] = ["default", "q1", "nope"];
+const HEADERS: [&str; 5] = [
+    "",
+    "reply-requested",
+    "reply-requested,retry-count:2",
+    "retry-count:1",
+    "retry-count:bad",
+];
+
+#[derive(Debug, Clone)]
+enum Op {
+    Inform {
+        w: usize,
+        q: usize,
+        ack: bool,
+        frontend: bool,
+    },
+    Ready(usize),
+    Request {
+        c: usize,
+        id: u8,
+        q: usize,
+        h: usize,
+    },
+    Reply {
+        w: usize,
+        id: Option<u8>,
+        status: u8,
+    },
+    Kbye(usize),
+    Heartbeat(usize),
+    Scheduler,
+    Schedule,
+    Garbage {
+        socket: u8,
+        frames: Vec<Vec<u8>>,
+    },
+    Advance(u64),
+    SendFailed {
+        socket: u8,
+        who: usize,
+        eagain: bool,
+    },
+    Admin(u8),
+    Shutdown,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (0..3usize, 0..4usize, any::<bool>(), prop::bool::weighted(0.05))
+            .prop_map(|(w, q, ack, frontend)| Op::Inform { w, q, ack, frontend }),
+        6 => (0..3usize).prop_map(Op::Ready),
+        8 => (0..2usize, 0..8u8, 0..3usize, 0..5usize)
+            .prop_map(|(c, id, q, h)| Op::Request { c, id, q, h }),
+        5 => (0..3usize, prop::option::weighted(0.9, 0..8u8), 0..3u8)
+            .prop_map(|(w, id, status)| Op::Reply { w, id, status }),
+        1 => (0..3usize).prop_map(Op::Kbye),
+        2 => (0..3usize).prop_map(Op::Heartbeat),
+        1 => Just(Op::Scheduler),
+        1 => Just(Op::Schedule),
+        2 => (0..3u8, prop::collection::vec(prop::collection::vec(any::<u8>(), 0..6), 0..8))
+            .prop_map(|(socket, frames)| Op::Garbage { socket, frames }),
+        4 => (0..4 * SECOND).prop_map(Op::Advance),
+        1 => (0..3u8, 0..6usize, any::<bool>())
+            .prop_map(|(socket, who, eagain)| Op::SendFailed { socket, who, eagain }),
+        1 => (0..4u8).prop_map(Op::Admin),
+        1 => prop::bool::weighted(0.1).prop_filter_map("rare", |b| b.then_some(Op::Shutdown)),
+    ]
+}
+
+fn sock(n: u8) -> Socket {
+    match n % 3 {
+        0 => Socket::Frontend,
+        1 => Socket::Backend,
+        _ => Socket::Admin,
+    }
+}
+
+fn frames(id: &str, parts: &[&[u8]]) -> Vec<Vec<u8>> {
+    let mut f = vec![id.as_bytes().to_vec(), vec![], b"eMQP/1.0".to_vec()];
+    f.extend(parts.iter().map(|p| p.to_vec()));
+    f
+}
+
+fn to_input(op: &Op) -> Input {
+    let fr = |socket, f| Input::Frames { socket, frames: f };
+    match op {
+        Op::Inform {
+            w,
+            q,
+            ack,
+            frontend,
+        } => {
+            let feats: &[u8] = if *ack { b"job-ack" } else { b"" };
+            let socket = if *frontend {
+                Socket::Frontend
+            } else {
+                Socket::Backend
+            };
+            fr(
+                socket,
+                frames(
+                    WORKERS[*w],
+                    &[b"INFORM", b"inf", QUEUES[*q].as_bytes(), b"worker", feats],
+                ),
+            )
+        }
+        Op::Ready(w) => fr(Socket::Backend, frames(WORKERS[*w], &[b"READY", b"r"])),
+        Op::Request { c, id, q, h } => fr(
+            Socket::Frontend,
+            frames(
+                CLIENTS[*c],
+                &[
+                    b"REQUEST",
+                    format!("m{id}").as_bytes(),
+                    REQ_QUEUES[*q].as_bytes(),
+                    HEADERS[*h].as_bytes(),
+                    b"[\"x\"]",
+                ],
+            ),
+        ),
+        Op::Reply { w, id, status } => {
+            let mid = id.map(|i| format!("m{i}"));
+            let mut parts: Vec<&[u8]> = vec![b"REPLY", b"rep", b"{}"];
+            if let Some(m) = &mid {
+                parts.push(m.as_bytes());
+                match status {
+                    1 => parts.push(b"ok"),
+                    2 => parts.push(b"failed"),
+                    _ => {}
+                }
+            }
+            fr(Socket::Backend, frames(WORKERS[*w], &parts))
+        }
+        Op::Kbye(w) => fr(Socket::Backend, frames(WORKERS[*w], &[b"KBYE", b"k"])),
+        Op::Heartbeat(w) => fr(
+            Socket::Backend,
+            frames(WORKERS[*w], &[b"HEARTBEAT", b"h", b"1.5"]),
+        ),
+        Op::Scheduler => fr(
+            Socket::Frontend,
+            frames("s0", &[b"INFORM", b"i", b"", b"scheduler"]),
+        ),
+        Op::Schedule => fr(
+            Socket::Frontend,
+            frames(
+                "c0",
+                &[b"SCHEDULE", b"s", b"default", b"", b"60", b"[]", b""],
+            ),
+        ),
+        Op::Garbage { socket, frames } => fr(sock(*socket), frames.clone()),
+        Op::Advance(_) => Input::Tick,
+        Op::SendFailed {
+            socket,
+            who,
+            eagain,
+        } => {
+            let ids = ["w0", "w1", "w2", "c0", "c1", "s0"];
+            Input::SendFailed {
+                socket: sock(*socket),
+                identity: ids[*who].as_bytes().to_vec(),
+                reason: if *eagain {
+                    SendFailure::WouldBlock
+                } else {
+                    SendFailure::HostUnreachable
+                },
+            }
+        }
+        Op::Admin(n) => {
+            let cmd: &[u8] = match n {
+                0 => b"STATUS",
+                1 => b"ROUTER_SHOW_WORKERS",
+                2 => b"ROUTER_SHOW_SCHEDULERS",
+                _ => b"DISCONNECT",
+            };
+            fr(Socket::Admin, frames("adm", &[cmd, b"a"]))
+        }
+        Op::Shutdown => Input::Shutdown,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_inputs_keep_invariants(ops in prop::collection::vec(op(), 1..80), hwm in 1usize..6) {
+        let mut r = Router::new(Config { hwm, max_attempts: 2, journal: true, ..Config::default() });
+        let mut now = 0u64;
+        let mut exits = 0;
+        for op in &ops {
+            if let Op::Advance(d) = op {
+                now += d;
+            }
+            let mut out = Vec::new();
+            r.handle(to_input(op), now, &mut out);
+            if let Err(e) = r.check_invariants() {
+                return Err(TestCaseError::fail(format!("{e} after {op:?}")));
+            }
+            exits += out.iter().filter(|a| **a == Action::Exit).count();
+            if let Op::Request { c, id, .. } = op {
+                // exactly one answer to the client: ack or REJECT
+                let answers = out.iter().filter(|a| matches!(a, Action::Send { socket: Socket::Frontend, identity, frames }
+                    if identity == CLIENTS[*c].as_bytes()
+                    && matches!(Message::decode(frames.clone()), Ok(m) if matches!(&m.command,
+                        emqp_proto::Command::Reply(rp) if rp.payload == format!("m{id}").as_bytes())
+                        || matches!(&m.command, emqp_proto::Command::Reject(rj) if rj.orig_msgid == format!("m{id}")))
+                )).count();
+                prop_assert_eq!(answers, 1, "request must be answered once: {:?}", out);
+            }
+        }
+        prop_assert!(exits <= 1);
+    }
+}

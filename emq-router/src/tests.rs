@@ -1,0 +1,1369 @@
+//! Unit tests of the router rules, with a fake clock (plain `u64` micros).
+
+use emqp_proto::{
+    Command, Headers, Inform, JobResult, Message, PeerType, QueueSpec, Reject, RejectReason, Reply,
+    Request, ResultStatus, Schedule,
+};
+
+use crate::config::SECOND;
+use crate::events::{Action, Input, JournalOp, SendFailure, Socket, StoredJob};
+use crate::{Config, Router};
+
+use Socket::{Admin, Backend, Frontend};
+
+/// A router with a fake clock.
+pub(crate) struct H {
+    pub r: Router,
+    pub now: u64,
+}
+
+pub(crate) type Sent = (Socket, String, Message);
+
+impl H {
+    pub fn new() -> H {
+        H::with(Config::default())
+    }
+
+    pub fn with(cfg: Config) -> H {
+        H {
+            r: Router::new(cfg),
+            now: 1_000 * SECOND,
+        }
+    }
+
+    pub fn input(&mut self, input: Input) -> Vec<Action> {
+        let mut out = Vec::new();
+        self.r.handle(input, self.now, &mut out);
+        if let Err(e) = self.r.check_invariants() {
+            panic!("invariant broken: {e}");
+        }
+        out
+    }
+
+    pub fn frames(&mut self, socket: Socket, frames: Vec<Vec<u8>>) -> Vec<Sent> {
+        decode(self.input(Input::Frames { socket, frames }))
+    }
+
+    pub fn msg(&mut self, socket: Socket, id: &str, msgid: &str, cmd: Command) -> Vec<Sent> {
+        let frames = Message::with_msgid(msgid, cmd).encode_routed(id.as_bytes().to_vec());
+        self.frames(socket, frames)
+    }
+
+    pub fn inform(&mut self, id: &str, queues: &str, features: &[&str]) -> Vec<Sent> {
+        let inf = Inform {
+            queues: QueueSpec::from_inform_frame(queues.as_bytes()).unwrap(),
+            peer_type: Some(PeerType::Worker),
+            features: features.iter().map(|s| s.to_string()).collect(),
+        };
+        self.msg(Backend, id, &format!("inform-{id}"), Command::Inform(inf))
+    }
+
+    pub fn ready(&mut self, id: &str) -> Vec<Sent> {
+        self.msg(Backend, id, "rdy", Command::Ready)
+    }
+
+    pub fn request(&mut self, client: &str, msgid: &str, queue: &str, headers: &str) -> Vec<Sent> {
+        let frames = vec![
+            client.as_bytes().to_vec(),
+            vec![],
+            b"eMQP/1.0".to_vec(),
+            b"REQUEST".to_vec(),
+            msgid.as_bytes().to_vec(),
+            queue.as_bytes().to_vec(),
+            headers.as_bytes().to_vec(),
+            format!("[\"call\", {{\"handler\": \"echo\", \"args\": \"{msgid}\"}}]").into_bytes(),
+        ];
+        self.frames(Frontend, frames)
+    }
+
+    pub fn reply(
+        &mut self,
+        worker: &str,
+        orig: &str,
+        payload: &str,
+        status: Option<ResultStatus>,
+    ) -> Vec<Sent> {
+        let r = Reply {
+            payload: payload.as_bytes().to_vec(),
+            orig_msgid: Some(orig.to_string()),
+            status,
+        };
+        self.msg(Backend, worker, "rep", Command::Reply(r))
+    }
+
+    pub fn tick(&mut self) -> Vec<Sent> {
+        decode(self.input(Input::Tick))
+    }
+
+    pub fn advance(&mut self, micros: u64) -> Vec<Sent> {
+        self.now += micros;
+        self.tick()
+    }
+
+    pub fn heartbeat(&mut self, id: &str) -> Vec<Sent> {
+        self.msg(
+            Backend,
+            id,
+            "hb",
+            Command::Heartbeat {
+                timestamp: Some("1.0".into()),
+            },
+        )
+    }
+}
+
+pub(crate) fn decode(actions: Vec<Action>) -> Vec<Sent> {
+    actions
+        .iter()
+        .filter_map(|a| a.message())
+        .map(|(s, id, m)| (s, String::from_utf8_lossy(id).into_owned(), m))
+        .collect()
+}
+
+fn to<'a>(sent: &'a [Sent], socket: Socket, id: &str) -> Vec<&'a Message> {
+    sent.iter()
+        .filter(|(s, i, _)| *s == socket && i == id)
+        .map(|(_, _, m)| m)
+        .collect()
+}
+
+/// REQUEST msgids forwarded to worker `id`.
+fn forwarded(sent: &[Sent], id: &str) -> Vec<String> {
+    to(sent, Backend, id)
+        .into_iter()
+        .filter(|m| matches!(m.command, Command::Request(_)))
+        .map(|m| m.msgid.clone())
+        .collect()
+}
+
+fn is_ack_of(m: &Message, msgid: &str) -> bool {
+    matches!(&m.command, Command::Reply(r) if r.payload == msgid.as_bytes() && r.orig_msgid.is_none())
+}
+
+fn results(sent: &[Sent], client: &str) -> Vec<JobResult> {
+    to(sent, Frontend, client)
+        .into_iter()
+        .filter_map(|m| match &m.command {
+            Command::Result(r) => Some(r.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn rejects(sent: &[Sent], client: &str) -> Vec<Reject> {
+    to(sent, Frontend, client)
+        .into_iter()
+        .filter_map(|m| match &m.command {
+            Command::Reject(r) => Some(r.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Worker `id` on `queues` with `slots` READYs.
+fn worker(h: &mut H, id: &str, queues: &str, slots: usize) {
+    h.inform(id, queues, &["job-ack"]);
+    for _ in 0..slots {
+        h.ready(id);
+    }
+}
+
+fn admin(h: &mut H, cmd: Command) -> serde_json::Value {
+    let sent = h.msg(Admin, "adm", "admin:1", cmd);
+    let m = to(&sent, Admin, "adm");
+    let Command::Reply(r) = &m[0].command else {
+        panic!("no REPLY: {sent:?}")
+    };
+    serde_json::from_slice(&r.payload).unwrap()
+}
+
+// ----- registration ---------------------------------------------------------
+
+#[test]
+fn inform_is_acked_with_its_msgid_then_heartbeat_and_worker_has_no_slot() {
+    let mut h = H::new();
+    let sent = h.inform("w1", r#"[[10, "default"]]"#, &[]);
+    let m = to(&sent, Backend, "w1");
+    assert_eq!(m.len(), 2, "{sent:?}");
+    assert_eq!(
+        m[0].command,
+        Command::Ack {
+            acked_msgid: "inform-w1".into()
+        }
+    );
+    assert!(matches!(
+        m[1].command,
+        Command::Heartbeat { timestamp: Some(_) }
+    ));
+    assert_ne!(m[0].msgid, "inform-w1");
+    // 0 slots: a REQUEST is buffered, not dispatched.
+    let sent = h.request("c1", "j1", "default", "");
+    assert!(forwarded(&sent, "w1").is_empty());
+    assert_eq!(h.r.buffered_count(), 1);
+}
+
+#[test]
+fn empty_inform_queues_mean_the_default_queues() {
+    let mut h = H::new();
+    worker(&mut h, "w1", "", 1);
+    let v = admin(&mut h, Command::RouterShowWorkers);
+    assert_eq!(
+        v["connected_workers"]["w1"]["queues"],
+        serde_json::json!([[10, "default"]])
+    );
+    let sent = h.request("c1", "j1", "default", "");
+    assert_eq!(forwarded(&sent, "w1"), vec!["j1"]);
+}
+
+#[test]
+fn configured_default_queues_apply_to_empty_inform() {
+    let mut h = H::with(Config {
+        default_queues: QueueSpec::parse_cli("10:default,20:email").unwrap(),
+        ..Config::default()
+    });
+    worker(&mut h, "w1", "", 1);
+    let sent = h.request("c1", "j1", "email", "");
+    assert_eq!(forwarded(&sent, "w1"), vec!["j1"]);
+}
+
+#[test]
+fn seed_csv_inform_and_features_are_recorded() {
+    let mut h = H::new();
+    h.inform("w1", "default,email", &["job-ack", "x"]);
+    let v = admin(&mut h, Command::RouterShowWorkers);
+    let w = &v["connected_workers"]["w1"];
+    assert_eq!(
+        w["queues"],
+        serde_json::json!([[10, "default"], [10, "email"]])
+    );
+    assert_eq!(w["features"], serde_json::json!(["job-ack", "x"]));
+    assert_eq!(w["available_slots"], 0);
+}
+
+#[test]
+fn scheduler_inform_on_frontend_is_acked_and_listed() {
+    let mut h = H::new();
+    let inf = Inform {
+        queues: QueueSpec(vec![]),
+        peer_type: Some(PeerType::Scheduler),
+        features: vec![],
+    };
+    let sent = h.msg(Frontend, "s1", "inf-s1", Command::Inform(inf));
+    let m = to(&sent, Frontend, "s1");
+    assert_eq!(
+        m[0].command,
+        Command::Ack {
+            acked_msgid: "inf-s1".into()
+        }
+    );
+    let v = admin(&mut h, Command::RouterShowSchedulers);
+    assert!(v["connected_schedulers"]["s1"]["hb"].is_number());
+    assert_eq!(h.r.worker_count(), 0);
+}
+
+fn sched(h: &mut H, id: &str) {
+    let inf = Inform {
+        queues: QueueSpec(vec![]),
+        peer_type: Some(PeerType::Scheduler),
+        features: vec![],
+    };
+    h.msg(Frontend, id, "inf", Command::Inform(inf));
+}
+
+fn schedule_frames(cmd: &str) -> Vec<Vec<u8>> {
+    [
+        "c1",
+        "",
+        "eMQP/1.0",
+        cmd,
+        "sch-1",
+        "default",
+        "guarantee, nohaste",
+        "60",
+        "[\"run\", {}]",
+        "",
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect()
+}
+
+#[test]
+fn schedule_goes_verbatim_to_newest_scheduler_unschedule_to_all() {
+    let mut h = H::new();
+    sched(&mut h, "s1");
+    sched(&mut h, "s2");
+    let out = h.input(Input::Frames {
+        socket: Frontend,
+        frames: schedule_frames("SCHEDULE"),
+    });
+    let sends: Vec<_> = out
+        .iter()
+        .filter_map(|a| match a {
+            Action::Send {
+                identity, frames, ..
+            } => Some((identity.clone(), frames.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sends.len(), 1);
+    assert_eq!(sends[0].0, b"s2");
+    // Byte for byte, including the odd header spacing.
+    assert_eq!(sends[0].1, schedule_frames("SCHEDULE")[1..].to_vec());
+    let sent = h.frames(Frontend, schedule_frames("UNSCHEDULE"));
+    assert_eq!(sent.len(), 2);
+    assert!(sent
+        .iter()
+        .all(|(_, _, m)| matches!(m.command, Command::Unschedule(_)) && m.msgid == "sch-1"));
+}
+
+#[test]
+fn schedule_without_scheduler_is_dropped() {
+    let mut h = H::new();
+    let s = Schedule {
+        queue: "default".into(),
+        headers: Headers::new(),
+        interval_secs: 5,
+        message: b"[]".to_vec(),
+        cron: String::new(),
+    };
+    let sent = h.msg(Frontend, "c1", "s", Command::Schedule(s));
+    assert!(sent.is_empty());
+}
+
+#[test]
+fn scheduler_kbye_and_timeout_remove_it() {
+    let mut h = H::new();
+    sched(&mut h, "s1");
+    sched(&mut h, "s2");
+    h.msg(Frontend, "s1", "k", Command::Kbye);
+    assert_eq!(h.r.scheduler_count(), 1);
+    h.advance(10 * SECOND);
+    assert_eq!(h.r.scheduler_count(), 0);
+}
+
+// ----- READY and dispatch ---------------------------------------------------
+
+#[test]
+fn ready_adds_one_slot_each() {
+    let mut h = H::new();
+    worker(&mut h, "w1", "", 2);
+    let v = admin(&mut h, Command::RouterShowWorkers);
+    assert_eq!(v["connected_workers"]["w1"]["available_slots"], 2);
+    assert_eq!(
+        forwarded(&h.request("c", "a", "default", ""), "w1"),
+        vec!["a"]
+    );
+    assert_eq!(
+        forwarded(&h.request("c", "b", "default", ""), "w1"),
+        vec!["b"]
+    );
+    assert!(forwarded(&h.request("c", "c", "default", ""), "w1").is_empty());
+}
+
+#[test]
+fn ready_hands_out_oldest_buffered_job_of_highest_weight_queue_first() {
+    let mut h = H::new();
+    h.inform("w1", r#"[[10, "low"], [20, "high"]]"#, &["job-ack"]);
+    h.request("c", "l1", "low", "");
+    h.request("c", "l2", "low", "");
+    h.request("c", "h1", "high", "");
+    h.request("c", "h2", "high", "");
+    let mut order = vec![];
+    for _ in 0..4 {
+        order.extend(forwarded(&h.ready("w1"), "w1"));
+    }
+    assert_eq!(order, vec!["h1", "h2", "l1", "l2"]);
+    assert_eq!(h.r.buffered_count(), 0);
+    // No slot was added while handing out jobs.
+    let v = admin(&mut h, Command::RouterShowWorkers);
+    assert_eq!(v["connected_workers"]["w1"]["available_slots"], 0);
+}
+
+#[test]
+fn request_is_forwarded_unchanged_and_acked() {
+    let mut h = H::new();
+    worker(&mut h, "w1", "", 1);
+    let headers = "reply-requested, guarantee,retry-count:3,timeout:10,x-custom";
+    let frames: Vec<Vec<u8>> = [
+        "c1",
+        "",
+        "eMQP/1.0",
+        "REQUEST",
+        "job-1",
+        "default",
+        headers,
+        "[\"run\", {\"path\": \"m\", \"callable\": \"f\"}]",
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    let out = h.input(Input::Frames {
+        socket: Frontend,
+        frames: frames.clone(),
+    });
+    match &out[0] {
+        Action::Send {
+            socket,
+            identity,
+            frames: f,
+        } => {
+            assert_eq!(*socket, Backend);
+            assert_eq!(identity, b"w1");
+            assert_eq!(
+                f,
+                &frames[1..].to_vec(),
+                "frames must be forwarded unchanged"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let sent = decode(out);
+    let acks = to(&sent, Frontend, "c1");
+    assert_eq!(acks.len(), 1);
+    assert!(is_ack_of(acks[0], "job-1"));
+}
+
+#[test]
+fn unknown_queue_routes_via_default_keeping_the_queue_frame() {
+    let mut h = H::new();
+    worker(&mut h, "w1", r#"[[10, "default"]]"#, 1);
+    let sent = h.request("c1", "j", "no-such-queue", "");
+    let m = to(&sent, Backend, "w1");
+    let Command::Request(r) = &m[0].command else {
+        panic!()
+    };
+    assert_eq!(r.queue, "no-such-queue");
+    // Buffered ones too: buffered under default, handed to a default worker.
+    h.request("c1", "j2", "other-unknown", "");
+    let sent = h.ready("w1");
+    assert_eq!(forwarded(&sent, "w1"), vec!["j2"]);
+}
+
+#[test]
+fn least_recently_used_worker_among_equal_weights() {
+    let mut h = H::new();
+    worker(&mut h, "w1", "", 5);
+    worker(&mut h, "w2", "", 5);
+    worker(&mut h, "w3", "", 5);
+    let mut who = vec![];
+    for i in 0..6 {
+        let sent = h.request("c", &format!("j{i}"), "default", "");
+        let (_, id, _) = sent.iter().find(|(s, _, _)| *s == Backend).unwrap();
+        who.push(id.clone());
+    }
+    assert_eq!(who, vec!["w1", "w2", "w3", "w1", "w2", "w3"]);
+}
+
+#[test]
+fn higher_weight_worker_first() {
+    let mut h = H::new();
+    worker(&mut h, "low", r#"[[10, "q"]]"#, 5);
+    worker(&mut h, "high", r#"[[30, "q"]]"#, 2);
+    let mut who = vec![];
+    for i in 0..4 {
+        let sent = h.request("c", &format!("j{i}"), "q", "");
+        who.push(
+            sent.iter()
+                .find(|(s, _, _)| *s == Backend)
+                .unwrap()
+                .1
+                .clone(),
+        );
+    }
+    assert_eq!(who, vec!["high", "high", "low", "low"]);
+}
+
+#[test]
+fn buffered_request_is_acked_at_once_and_dispatched_on_ready() {
+    let mut h = H::new();
+    h.inform("w1", "", &["job-ack"]);
+    let sent = h.request("c1", "j1", "default", "");
+    let m = to(&sent, Frontend, "c1");
+    assert_eq!(m.len(), 1);
+    assert!(is_ack_of(m[0], "j1"));
+    assert!(forwarded(&sent, "w1").is_empty());
+    let sent = h.ready("w1");
+    assert_eq!(forwarded(&sent, "w1"), vec!["j1"]);
+    // No second ack at dispatch.
+    assert!(to(&sent, Frontend, "c1").is_empty());
+}
+
+#[test]
+fn request_with_no_worker_at_all_is_buffered_and_acked() {
+    let mut h = H::new();
+    let sent = h.request("c1", "j1", "email", "");
+    assert!(is_ack_of(to(&sent, Frontend, "c1")[0], "j1"));
+    let v = admin(&mut h, Command::Status);
+    assert_eq!(v["waiting_messages_by_queue"]["default"], 1);
+}
+
+#[test]
+fn full_buffer_rejects_queue_full_never_silently() {
+    let mut h = H::with(Config {
+        hwm: 2,
+        ..Config::default()
+    });
+    h.request("c", "a", "default", "");
+    h.request("c", "b", "default", "");
+    let sent = h.request("c", "x", "default", "");
+    let rj = rejects(&sent, "c");
+    assert_eq!(rj.len(), 1, "{sent:?}");
+    assert_eq!(rj[0].orig_msgid, "x");
+    assert_eq!(rj[0].reason, RejectReason::QueueFull);
+    assert!(to(&sent, Frontend, "c").iter().all(|m| !is_ack_of(m, "x")));
+    assert_eq!(h.r.stats().rejected_queue_full, 1);
+    // Another queue has its own buffer.
+    h.inform("e", r#"[[10, "email"]]"#, &[]);
+    let sent = h.request("c", "y", "email", "");
+    assert!(rejects(&sent, "c").is_empty());
+}
+
+// ----- malformed ------------------------------------------------------------
+
+#[test]
+fn malformed_request_with_msgid_gets_reject_malformed() {
+    let mut h = H::new();
+    let frames: Vec<Vec<u8>> = ["c1", "", "eMQP/1.0", "REQUEST", "bad-1", "default"]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+    let sent = h.frames(Frontend, frames);
+    let rj = rejects(&sent, "c1");
+    assert_eq!(rj.len(), 1);
+    assert_eq!(rj[0].orig_msgid, "bad-1");
+    assert_eq!(rj[0].reason, RejectReason::Malformed);
+    // Bad headers too.
+    let mut frames: Vec<Vec<u8>> = [
+        "c1",
+        "",
+        "eMQP/1.0",
+        "REQUEST",
+        "bad-2",
+        "q",
+        "retry-count:x",
+        "{}",
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    let sent = h.frames(Frontend, frames.clone());
+    assert_eq!(rejects(&sent, "c1")[0].orig_msgid, "bad-2");
+    // Non-UTF-8 msgid: nothing to answer with, dropped.
+    frames[4] = vec![0xff, 0xfe];
+    frames[6] = b"".to_vec();
+    frames[5] = vec![0xff];
+    assert!(h.frames(Frontend, frames).is_empty());
+    assert_eq!(h.r.stats().accepted, 0);
+}
+
+#[test]
+fn garbage_on_every_socket_is_dropped_without_panic() {
+    let mut h = H::new();
+    worker(&mut h, "w1", "", 1);
+    let garbage: Vec<Vec<Vec<u8>>> = vec![
+        vec![],
+        vec![b"id".to_vec()],
+        vec![b"id".to_vec(), b"x".to_vec()],
+        vec![b"w1".to_vec(), vec![], b"eMQP/1.0".to_vec()],
+        vec![
+            b"w1".to_vec(),
+            vec![],
+            b"eMQP/9.9".to_vec(),
+            b"READY".to_vec(),
+            b"m".to_vec(),
+        ],
+        vec![
+            b"w1".to_vec(),
+            vec![],
+            b"eMQP/1.0".to_vec(),
+            b"NOPE".to_vec(),
+            b"m".to_vec(),
+        ],
+        vec![
+            b"w1".to_vec(),
+            vec![],
+            b"eMQP/1.0".to_vec(),
+            b"INFORM".to_vec(),
+            b"m".to_vec(),
+            b"[[".to_vec(),
+        ],
+        vec![
+            b"w1".to_vec(),
+            vec![],
+            b"eMQP/1.0".to_vec(),
+            b"REPLY".to_vec(),
+            b"m".to_vec(),
+            b"p".to_vec(),
+            b"o".to_vec(),
+            b"weird".to_vec(),
+        ],
+        vec![vec![0xff], vec![0xff], vec![0xff], vec![0xff], vec![0xff]],
+    ];
+    for socket in [Frontend, Backend, Admin] {
+        for g in &garbage {
+            let sent = h.frames(socket, g.clone());
+            assert!(sent.is_empty(), "{socket:?} {g:?} -> {sent:?}");
+        }
+    }
+    assert!(h.r.stats().malformed_dropped >= 24);
+    // The worker is still fine.
+    assert_eq!(
+        forwarded(&h.request("c", "j", "default", ""), "w1"),
+        vec!["j"]
+    );
+}
+
+#[test]
+fn wrong_commands_on_wrong_sockets_are_ignored() {
+    let mut h = H::new();
+    worker(&mut h, "w1", "", 1);
+    // a worker INFORM on the frontend, a REQUEST on the backend, READY on admin
+    let inf = Inform {
+        queues: QueueSpec::default(),
+        peer_type: Some(PeerType::Worker),
+        features: vec![],
+    };
+    assert!(h.msg(Frontend, "x", "i", Command::Inform(inf)).is_empty());
+    let req = Request {
+        queue: "default".into(),
+        headers: Headers::new(),
+        message: b"[]".to_vec(),
+    };
+    assert!(h.msg(Backend, "w1", "r", Command::Request(req)).is_empty());
+    assert!(h.msg(Admin, "a", "r", Command::Ready).is_empty());
+    assert_eq!(h.r.stats().accepted, 0);
+}
+
+// ----- completion -----------------------------------------------------------
+
+#[test]
+fn reply_completes_and_result_goes_to_reply_requested_client() {
+    let mut h = H::new();
+    worker(&mut h, "w1", "", 1);
+    h.request("c1", "j1", "default", "reply-requested");
+    let sent = h.reply("w1", "j1", r#"{"value": 1}"#, Some(ResultStatus::Ok));
+    let rs = results(&sent, "c1");
+    assert_eq!(rs.len(), 1);
+    assert_eq!(rs[0].orig_msgid, "j1");
+    assert_eq!(rs[0].status, ResultStatus::Ok);
+    assert_eq!(rs[0].payload, br#"{"value": 1}"#);
+    assert_eq!(h.r.inflight_count(), 0);
+    assert_eq!(h.r.stats().completed, 1);
+}
+
+#[test]
+fn result_status_comes_from_third_frame_and_defaults_to_ok() {
+    let mut h = H::new();
+    worker(&mut h, "w1", "", 2);
+    h.request("c1", "j1", "default", "reply-requested");
+    h.request("c1", "j2", "default", "reply-requested");
+    // 0.3.13 two-frame REPLY
+    let rs = results(&h.reply("w1", "j1", r#"{"value": 2}"#, None), "c1");
+    assert_eq!(rs[0].status, ResultStatus::Ok);
+    let rs = results(
+        &h.reply(
+            "w1",
+            "j2",
+            r#"{"error": {"kind": "exception", "message": "x"}}"#,
+            Some(ResultStatus::Failed),
+        ),
+        "c1",
+    );
+    assert_eq!(rs[0].status, ResultStatus::Failed);
+    assert_eq!(h.r.stats().failed, 1);
+}
+
+#[test]
+fn no_result_without_reply_requested() {
+    let mut h = H::new();
+    worker(&mut h, "w1", "", 1);
+    h.request("c1", "j1", "default", "");
+    let sent = h.reply("w1", "j1", r#"{"value": 1}"#, Some(ResultStatus::Ok));
+    assert!(sent.is_empty());
+    assert_eq!(h.r.stats().completed, 1);
+    assert_eq!(h.r.inflight_count(), 0);
+}
+
+#[test]
+fn legacy_ready_completes_oldest_job_without_pending_reply() {
+    let mut h = H::new();
+    h.inform("old", "", &[]); // no job-ack
+    for _ in 0..3 {
+        h.ready("old");
+    }
+    h.request("c", "rr", "default", "reply-requested");
+    h.request("c", "f1", "default", "");
+    h.request("c", "f2", "default", "");
+    assert_eq!(h.r.inflight_count(), 3);
+    // READY: completes f1 (oldest fire-and-forget), rr still waits.
+    h.ready("old");
+    assert_eq!(h.r.inflight_count(), 2);
+    assert_eq!(h.r.stats().completed, 1);
+    // The REPLY of rr completes it precisely and forwards the result.
+    let sent = h.reply("old", "rr", r#"{"value": 1}"#, None);
+    assert_eq!(results(&sent, "c").len(), 1);
+    // The READY after that REPLY frees rr's slot: f2 is still running.
+    h.ready("old");
+    assert_eq!(h.r.inflight_count(), 1);
+    assert_eq!(h.r.stats().completed, 2);
+    h.ready("old"); // f2's READY
+    assert_eq!(h.r.inflight_count(), 0);
+    assert_eq!(h.r.stats().completed, 3);
+    // Further READYs just add slots.
+    h.ready("old");
+    assert_eq!(h.r.stats().completed, 3);
+}
+
+#[test]
+fn job_ack_worker_ready_does_not_complete_anything() {
+    let mut h = H::new();
+    worker(&mut h, "w1", "", 1);
+    h.request("c", "j", "default", "");
+    h.ready("w1");
+    assert_eq!(h.r.inflight_count(), 1);
+    h.reply("w1", "j", "{}", Some(ResultStatus::Ok));
+    assert_eq!(h.r.inflight_count(), 0);
+}
+
+#[test]
+fn seed_form_reply_without_msgid_completes_oldest_reply_requested_job() {
+    let mut h = H::new();
+    h.inform("old", "", &[]);
+    h.ready("old");
+    h.ready("old");
+    h.request("c", "a", "default", "");
+    h.request("c", "b", "default", "reply-requested");
+    let r = Reply {
+        payload: br#"{"value": 9}"#.to_vec(),
+        orig_msgid: None,
+        status: None,
+    };
+    let sent = h.msg(Backend, "old", "x", Command::Reply(r));
+    let rs = results(&sent, "c");
+    assert_eq!(rs.len(), 1);
+    assert_eq!(rs[0].orig_msgid, "b");
+}
+
+#[test]
+fn late_or_duplicate_reply_is_ignored_never_forwarded_twice() {
+    let mut h = H::new();
+    worker(&mut h, "w1", "", 1);
+    h.request("c1", "j1", "default", "reply-requested");
+    assert_eq!(results(&h.reply("w1", "j1", "{}", None), "c1").len(), 1);
+    assert!(h.reply("w1", "j1", "{}", None).is_empty());
+    assert!(h.reply("w1", "never-sent", "{}", None).is_empty());
+    // A REPLY from another worker for a job not on it is ignored too.
+    worker(&mut h, "w2", "", 1);
+    h.request("c1", "j2", "default", "reply-requested");
+    let on = if h
+        .r
+        .pool
+        .get(h.r.pool.id_of(b"w1").unwrap())
+        .unwrap()
+        .inflight
+        .is_empty()
+    {
+        ("w2", "w1")
+    } else {
+        ("w1", "w2")
+    };
+    assert!(h.reply(on.1, "j2", "{}", None).is_empty());
+    assert_eq!(results(&h.reply(on.0, "j2", "{}", None), "c1").len(), 1);
+    assert_eq!(h.r.stats().results_forwarded, 2);
+}
+
+#[test]
+fn client_gone_leaks_nothing() {
+    let mut h = H::new();
+    worker(&mut h, "w1", "", 1);
+    h.request("gone", "j1", "default", "reply-requested");
+    let sent = h.reply("w1", "j1", "{}", None);
+    assert_eq!(results(&sent, "gone").len(), 1);
+    let out = h.input(Input::SendFailed {
+        socket: Frontend,
+        identity: b"gone".to_vec(),
+        reason: SendFailure::HostUnreachable,
+    });
+    assert!(out.is_empty());
+    assert!(h.r.unfinished_jobs().is_empty());
+    assert_eq!(h.r.inflight_count(), 0);
+    assert_eq!(h.r.worker_count(), 1);
+}
+
+// ----- redelivery -----------------------------------------------------------
+
+#[test]
+fn kbye_sends_unfinished_jobs_back_to_queue_front_in_order() {
+    let mut h = H::new();
+    worker(&mut h, "w1", "", 2);
+    h.request("c", "a", "default", "");
+    h.request("c", "b", "default", "");
+    h.request("c", "z", "default", ""); // buffered behind
+    assert_eq!(h.r.buffered_count(), 1);
+    h.msg(Backend, "w1", "k", Command::Kbye);
+    assert_eq!(h.r.worker_count(), 0);
+    assert_eq!(h.r.buffered_count(), 3);
+    assert_eq!(h.r.stats().redelivered, 2);
+    worker(&mut h, "w2", "", 0);
+    let mut order = vec![];
+    for _ in 0..3 {
+        order.extend(forwarded(&h.ready("w2"), "w2"));
+    }
+    assert_eq!(order, vec!["a", "b", "z"]);
+}
+
+#[test]
+fn removed_worker_jobs_go_straight_to_a_free_worker() {
+    let mut h = H::new();
+    worker(&mut h, "w1", "", 1);
+    h.request("c", "a", "default", "");
+    worker(&mut h, "w2", "", 1);
+    let sent = h.msg(Backend, "w1", "k", Command::Kbye);
+    assert_eq!(forwarded(&sent, "w2"), vec!["a"]);
+    let Command::Request(r) = &to(&sent, Backend, "w2")[0].command else {
+        panic!()
+    };
+    assert_eq!(r.queue, "default");
+}
+
+#[test]
+fn heartbeat_timeout_removes_worker_and_redelivers() {
+    let mut h = H::new();
+    worker(&mut h, "w1", "", 1);
+    h.request("c", "a", "default", "");
+    worker(&mut h, "w2", "", 0);
+    // w2 keeps talking, w1 is silent past 3 s × 3.
+    for _ in 0..3 {
+        h.advance(3 * SECOND);
+        h.heartbeat("w2");
+    }
+    assert_eq!(h.r.worker_count(), 2, "not yet: exactly 9 s of silence");
+    h.advance(SECOND);
+    assert_eq!(h.r.worker_count(), 1);
+    assert!(h.r.pool.id_of(b"w1").is_none());
+    let sent = h.ready("w2");
+    assert_eq!(forwarded(&sent, "w2"), vec!["a"]);
+}
+
+#[test]
+fn send_failure_to_worker_removes_it_and_requeues_the_job_first() {
+    let mut h = H::new();
+    worker(&mut h, "w1", "", 1);
+    h.inform("w2", "", &["job-ack"]);
+    h.request("c", "b", "default", ""); // to w1
+    h.request("c", "later", "default", ""); // buffered
+    let out = h.input(Input::SendFailed {
+        socket: Backend,
+        identity: b"w1".to_vec(),
+        reason: SendFailure::HostUnreachable,
+    });
+    assert!(decode(out).is_empty());
+    assert_eq!(h.r.worker_count(), 1);
+    let sent = h.ready("w2");
+    assert_eq!(forwarded(&sent, "w2"), vec!["b"]);
+    // EAGAIN (peer at HWM) counts as failure as well.
+    let _ = h.input(Input::SendFailed {
+        socket: Backend,
+        identity: b"w2".to_vec(),
+        reason: SendFailure::WouldBlock,
+    });
+    assert_eq!(h.r.worker_count(), 0);
+    assert_eq!(h.r.buffered_count(), 2);
+}
+
+#[test]
+fn lost_deliveries_beyond_max_attempts_dead_letter_with_failed_result() {
+    let mut h = H::with(Config {
+        max_attempts: 3,
+        ..Config::default()
+    });
+    h.request("c", "doomed", "default", "reply-requested");
+    for i in 0..3 {
+        let w = format!("w{i}");
+        worker(&mut h, &w, "", 1);
+        assert_eq!(h.r.inflight_count(), 1);
+        let sent = h.msg(Backend, &w, "k", Command::Kbye);
+        if i < 2 {
+            assert!(results(&sent, "c").is_empty());
+        } else {
+            let rs = results(&sent, "c");
+            assert_eq!(rs.len(), 1);
+            assert_eq!(rs[0].status, ResultStatus::Failed);
+            let v: serde_json::Value = serde_json::from_slice(&rs[0].payload).unwrap();
+            assert_eq!(v["error"]["kind"], "dead-lettered");
+            assert_eq!(v["error"]["attempts"], 3);
+        }
+    }
+    assert_eq!(h.r.stats().dead_lettered, 1);
+    assert!(h.r.unfinished_jobs().is_empty());
+    let v = admin(&mut h, Command::Status);
+    assert_eq!(v["dead_letter"]["count"], 1);
+    assert_eq!(v["dead_letter"]["recent"][0]["msgid"], "doomed");
+}
+
+// ----- retries --------------------------------------------------------------
+
+#[test]
+fn failed_reply_with_retry_count_retries_with_doubling_backoff_then_dead_letters() {
+    let mut h = H::new();
+    worker(&mut h, "w1", "", 1);
+    h.request("c", "r", "default", "reply-requested,retry-count:2");
+    let fail = r#"{"error": {"kind": "exception", "message": "boom"}}"#;
+    // try 1 fails → retry after 1 s
+    let sent = h.reply("w1", "r", fail, Some(ResultStatus::Failed));
+    assert!(results(&sent, "c").is_empty());
+    assert!(forwarded(&h.ready("w1"), "w1").is_empty());
+    assert_eq!(h.r.delayed_count(), 1);
+    assert!(forwarded(&h.advance(SECOND - 1), "w1").is_empty());
+    assert_eq!(forwarded(&h.advance(1), "w1"), vec!["r"]);
+    // try 2 fails → retry after 2 s
+    h.reply("w1", "r", fail, Some(ResultStatus::Failed));
+    h.ready("w1");
+    assert!(forwarded(&h.advance(2 * SECOND - 1), "w1").is_empty());
+    assert_eq!(forwarded(&h.advance(1), "w1"), vec!["r"]);
+    // try 3 fails → retries exhausted → dead letter, failed RESULT with the last error
+    let sent = h.reply("w1", "r", fail, Some(ResultStatus::Failed));
+    let rs = results(&sent, "c");
+    assert_eq!(rs.len(), 1);
+    assert_eq!(rs[0].status, ResultStatus::Failed);
+    assert_eq!(rs[0].payload, fail.as_bytes());
+    assert_eq!(h.r.stats().retried, 2);
+    assert_eq!(h.r.stats().dead_lettered, 1);
+    assert!(h.r.unfinished_jobs().is_empty());
+}
+
+#[test]
+fn retry_that_succeeds_gives_ok_result() {
+    let mut h = H::new();
+    worker(&mut h, "w1", "", 1);
+    h.request("c", "r", "default", "reply-requested,retry-count:5");
+    h.reply("w1", "r", "{}", Some(ResultStatus::Failed));
+    h.ready("w1");
+    h.advance(SECOND);
+    let rs = results(
+        &h.reply("w1", "r", r#"{"value": 1}"#, Some(ResultStatus::Ok)),
+        "c",
+    );
+    assert_eq!(rs[0].status, ResultStatus::Ok);
+    assert_eq!(h.r.stats().dead_lettered, 0);
+}
+
+#[test]
+fn backoff_doubles_and_is_capped() {
+    let cfg = Config {
+        retry_backoff_base: 100,
+        retry_backoff_max: 500,
+        ..Config::default()
+    };
+    assert_eq!(
+        (1..=5).map(|n| cfg.backoff(n)).collect::<Vec<_>>(),
+        vec![100, 200, 400, 500, 500]
+    );
+    assert_eq!(cfg.backoff(1000), 500);
+    let d = Config::default();
+    assert_eq!(d.backoff(1), SECOND);
+    assert_eq!(d.backoff(10), 60 * SECOND);
+}
+
+#[test]
+fn failed_reply_without_retry_count_completes_as_failed() {
+    let mut h = H::new();
+    worker(&mut h, "w1", "", 1);
+    h.request("c", "f", "default", "reply-requested");
+    let rs = results(&h.reply("w1", "f", "{}", Some(ResultStatus::Failed)), "c");
+    assert_eq!(rs[0].status, ResultStatus::Failed);
+    assert_eq!(h.r.stats().dead_lettered, 0);
+    assert_eq!(h.r.stats().failed, 1);
+}
+
+// ----- heartbeats -----------------------------------------------------------
+
+#[test]
+fn heartbeats_go_to_workers_and_schedulers_every_interval_with_unix_time() {
+    let mut h = H::with(Config {
+        epoch_unix_micros: 1_796_000_000_000_000,
+        ..Config::default()
+    });
+    h.now = 500_000; // 0.5 s after start
+    h.inform("w1", "", &[]);
+    sched(&mut h, "s1");
+    let sent = h.tick();
+    assert_eq!(sent.len(), 2);
+    for (_, _, m) in &sent {
+        let Command::Heartbeat {
+            timestamp: Some(ts),
+        } = &m.command
+        else {
+            panic!("{m:?}")
+        };
+        assert_eq!(ts, "1796000000.5");
+    }
+    assert!(h.advance(SECOND).is_empty());
+    h.heartbeat("w1");
+    assert!(h.advance(SECOND).is_empty());
+    assert_eq!(h.advance(SECOND).len(), 2);
+}
+
+#[test]
+fn any_message_counts_as_heartbeat() {
+    let mut h = H::new();
+    worker(&mut h, "w1", "", 0);
+    for _ in 0..5 {
+        h.advance(5 * SECOND);
+        h.ready("w1");
+    }
+    // even malformed ones
+    h.advance(5 * SECOND);
+    h.frames(
+        Backend,
+        vec![
+            b"w1".to_vec(),
+            vec![],
+            b"eMQP/1.0".to_vec(),
+            b"BOGUS".to_vec(),
+            b"x".to_vec(),
+        ],
+    );
+    h.advance(5 * SECOND);
+    assert_eq!(h.r.worker_count(), 1);
+    h.advance(5 * SECOND);
+    assert_eq!(h.r.worker_count(), 0);
+}
+
+#[test]
+fn messages_from_unknown_workers_get_nothing() {
+    let mut h = H::new();
+    h.request("c", "j", "default", "");
+    for cmd in [
+        Command::Ready,
+        Command::Heartbeat { timestamp: None },
+        Command::Kbye,
+        Command::Reply(Reply::result(b"{}".to_vec(), "j".into(), ResultStatus::Ok)),
+    ] {
+        assert!(h.msg(Backend, "ghost", "m", cmd).is_empty());
+    }
+    assert_eq!(h.r.worker_count(), 0);
+    assert_eq!(h.r.buffered_count(), 1);
+}
+
+#[test]
+fn reconnect_with_new_identity_is_a_new_worker() {
+    let mut h = H::new();
+    worker(&mut h, "w-old", "", 1);
+    h.request("c", "a", "default", "");
+    worker(&mut h, "w-new", "", 1);
+    assert_eq!(h.r.worker_count(), 2);
+    // The old one times out, its job goes to the new one.
+    for _ in 0..4 {
+        h.advance(3 * SECOND);
+        h.heartbeat("w-new");
+    }
+    assert_eq!(h.r.worker_count(), 1);
+    assert_eq!(h.r.inflight_count(), 1);
+    let id = h.r.pool.id_of(b"w-new").unwrap();
+    assert_eq!(h.r.pool.get(id).unwrap().inflight.len(), 1);
+}
+
+#[test]
+fn second_inform_from_same_identity_re_registers() {
+    let mut h = H::new();
+    worker(&mut h, "w1", "", 2);
+    h.request("c", "a", "default", "");
+    let sent = h.inform("w1", r#"[[10, "default"]]"#, &["job-ack"]);
+    assert!(matches!(
+        to(&sent, Backend, "w1")[0].command,
+        Command::Ack { .. }
+    ));
+    assert_eq!(h.r.worker_count(), 1);
+    assert_eq!(h.r.buffered_count(), 1);
+    assert_eq!(forwarded(&h.ready("w1"), "w1"), vec!["a"]);
+}
+
+// ----- admin and shutdown ---------------------------------------------------
+
+#[test]
+fn admin_status_has_the_0_3_13_fields_and_ours() {
+    let mut h = H::new();
+    worker(&mut h, "w1", "", 1);
+    h.request("c", "a", "default", "");
+    h.request("c", "b", "default", "");
+    h.now += 2 * SECOND;
+    h.reply("w1", "a", "{}", None);
+    h.request("c", "c", "default", "");
+    let v = admin(&mut h, Command::Status);
+    for k in [
+        "inflight_messages_by_queue",
+        "latency_messages_by_queue",
+        "max_latency_messages_by_queue",
+        "waiting_messages_by_queue",
+        "processed_messages_by_queue",
+        "processed_messages_by_worker",
+        "dead_letter",
+        "inflight_messages_by_worker",
+        "counters",
+    ] {
+        assert!(v.get(k).is_some(), "missing {k}: {v}");
+    }
+    assert_eq!(v["inflight_messages_by_queue"]["default"], 2);
+    assert_eq!(v["waiting_messages_by_queue"]["default"], 2);
+    assert_eq!(v["max_latency_messages_by_queue"]["default"], 2000);
+    assert_eq!(v["latency_messages_by_queue"]["default"], 1000);
+    assert_eq!(v["processed_messages_by_queue"]["default"], 1);
+    assert_eq!(v["processed_messages_by_worker"]["w1"], 1);
+    assert_eq!(v["inflight_messages_by_worker"]["w1"], 0);
+    assert_eq!(v["counters"]["accepted"], 3);
+    assert_eq!(v["dead_letter"]["count"], 0);
+}
+
+#[test]
+fn admin_show_workers_and_schedulers() {
+    let mut h = H::new();
+    worker(&mut h, "w1", r#"[[10, "default"], [15, "email"]]"#, 2);
+    sched(&mut h, "s1");
+    let v = admin(&mut h, Command::RouterShowWorkers);
+    let w = &v["connected_workers"]["w1"];
+    assert_eq!(
+        w["queues"],
+        serde_json::json!([[10, "default"], [15, "email"]])
+    );
+    assert_eq!(w["available_slots"], 2);
+    assert!(w["hb"].is_number());
+    assert_eq!(
+        v["connected_queues"]["email"],
+        serde_json::json!([[15, "w1"]])
+    );
+    h.msg(Backend, "w1", "k", Command::Kbye);
+    let v = admin(&mut h, Command::RouterShowWorkers);
+    assert_eq!(v["connected_queues"]["default"], serde_json::json!([]));
+    let v = admin(&mut h, Command::RouterShowSchedulers);
+    assert!(v["connected_schedulers"]["s1"].is_object());
+    // anything else is ignored
+    assert!(h.msg(Admin, "adm", "x", Command::Ready).is_empty());
+}
+
+#[test]
+fn admin_disconnect_acks_kbyes_everyone_rejects_new_work_and_exits_when_drained() {
+    let mut h = H::new();
+    worker(&mut h, "w1", "", 1);
+    sched(&mut h, "s1");
+    h.request("c", "busy", "default", "reply-requested");
+    h.request("c", "queued", "default", "");
+    let out = h.input(Input::Frames {
+        socket: Admin,
+        frames: Message::with_msgid("admin:d", Command::Disconnect).encode_routed(b"adm".to_vec()),
+    });
+    assert!(!out.contains(&Action::Exit), "a job is still in flight");
+    let sent = decode(out);
+    assert_eq!(
+        to(&sent, Admin, "adm")[0].command,
+        Command::Ack {
+            acked_msgid: "admin:d".into()
+        }
+    );
+    assert_eq!(to(&sent, Backend, "w1")[0].command, Command::Kbye);
+    assert_eq!(to(&sent, Frontend, "s1")[0].command, Command::Kbye);
+    assert!(h.r.is_draining());
+    // New work is refused.
+    let rj = rejects(&h.request("c", "new", "default", ""), "c");
+    assert_eq!(rj[0].reason, RejectReason::ShuttingDown);
+    // READY does not hand out the buffered job; no heartbeats while draining.
+    assert!(forwarded(&h.ready("w1"), "w1").is_empty());
+    assert!(h.advance(3 * SECOND).is_empty());
+    // The in-flight job finishes → result forwarded → exit.
+    let out = h.input(Input::Frames {
+        socket: Backend,
+        frames: Message::with_msgid(
+            "rep",
+            Command::Reply(Reply::result(
+                b"{}".to_vec(),
+                "busy".into(),
+                ResultStatus::Ok,
+            )),
+        )
+        .encode_routed(b"w1".to_vec()),
+    });
+    assert_eq!(out.last(), Some(&Action::Exit));
+    assert_eq!(results(&decode(out), "c").len(), 1);
+    // Buffered jobs are kept for the journal.
+    let left = h.r.unfinished_jobs();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].msgid, "queued");
+    assert_eq!(h.r.buffered_count(), 1);
+    // Exit is emitted once.
+    assert!(!h.input(Input::Tick).contains(&Action::Exit));
+}
+
+#[test]
+fn shutdown_input_with_nothing_in_flight_exits_at_once() {
+    let mut h = H::new();
+    worker(&mut h, "w1", "", 1);
+    let out = h.input(Input::Shutdown);
+    assert_eq!(out.last(), Some(&Action::Exit));
+    assert_eq!(decode(out)[0].2.command, Command::Kbye);
+}
+
+#[test]
+fn drain_timeout_exits_with_jobs_still_in_flight_kept() {
+    let mut h = H::with(Config {
+        drain_timeout: 5 * SECOND,
+        ..Config::default()
+    });
+    worker(&mut h, "w1", "", 1);
+    h.request("c", "slow", "default", "");
+    assert!(!h.input(Input::Shutdown).contains(&Action::Exit));
+    h.now += 4 * SECOND;
+    assert!(!h.input(Input::Tick).contains(&Action::Exit));
+    h.now += SECOND;
+    assert!(h.input(Input::Tick).contains(&Action::Exit));
+    assert_eq!(h.r.unfinished_jobs().len(), 1);
+}
+
+// ----- journal seam and restore ---------------------------------------------
+
+#[test]
+fn journal_ops_are_emitted_when_enabled() {
+    let mut h = H::with(Config {
+        journal: true,
+        max_attempts: 1,
+        ..Config::default()
+    });
+    worker(&mut h, "w1", "", 1);
+    let out = h.input(Input::Frames {
+        socket: Frontend,
+        frames: Message::with_msgid(
+            "j1",
+            Command::Request(Request {
+                queue: "nowhere".into(),
+                headers: Headers::parse(b"reply-requested").unwrap(),
+                message: b"[1]".to_vec(),
+            }),
+        )
+        .encode_routed(b"c".to_vec()),
+    });
+    let Action::Journal(JournalOp::Accepted(job)) = &out[0] else {
+        panic!("journal entry must come first: {out:?}")
+    };
+    assert_eq!(job.msgid, "j1");
+    assert_eq!(job.queue, "nowhere");
+    assert_eq!(job.route, "default");
+    assert_eq!(job.payload, b"[1]");
+    assert_eq!(job.headers, b"reply-requested");
+    let id = job.id;
+    let out = h.input(Input::Frames {
+        socket: Backend,
+        frames: Message::with_msgid(
+            "r",
+            Command::Reply(Reply::result(b"{}".to_vec(), "j1".into(), ResultStatus::Ok)),
+        )
+        .encode_routed(b"w1".to_vec()),
+    });
+    assert!(out.contains(&Action::Journal(JournalOp::Completed {
+        id,
+        msgid: "j1".into()
+    })));
+    h.ready("w1");
+    h.request("c", "j2", "default", "");
+    let out = h.input(Input::SendFailed {
+        socket: Backend,
+        identity: b"w1".to_vec(),
+        reason: SendFailure::HostUnreachable,
+    });
+    assert!(out.iter().any(
+        |a| matches!(a, Action::Journal(JournalOp::DeadLettered { msgid, .. }) if msgid == "j2")
+    ));
+}
+
+#[test]
+fn journal_is_silent_when_disabled() {
+    let mut h = H::new();
+    worker(&mut h, "w1", "", 1);
+    let out = h.input(Input::Frames {
+        socket: Frontend,
+        frames: Message::with_msgid(
+            "j1",
+            Command::Request(Request {
+                queue: "default".into(),
+                headers: Headers::new(),
+                message: b"[1]".to_vec(),
+            }),
+        )
+        .encode_routed(b"c".to_vec()),
+    });
+    assert!(!out.iter().any(|a| matches!(a, Action::Journal(_))));
+}
+
+#[test]
+fn restore_queues_recovered_jobs_without_ack_and_dispatches_them() {
+    let mut h = H::new();
+    let job = |id: u64, msgid: &str| StoredJob {
+        id,
+        msgid: msgid.into(),
+        client: b"c-old".to_vec(),
+        queue: "odd".into(),
+        route: "default".into(),
+        headers: b"reply-requested".to_vec(),
+        payload: b"[\"x\"]".to_vec(),
+        attempts: 1,
+        accepted_at: 5,
+    };
+    let mut out = Vec::new();
+    let n =
+        h.r.restore(vec![job(7, "r1"), job(8, "r2")], h.now, &mut out);
+    assert_eq!(n, 2);
+    assert!(out.is_empty(), "no ack for restored jobs");
+    assert_eq!(h.r.buffered_count(), 2);
+    h.r.check_invariants().unwrap();
+    worker(&mut h, "w1", "", 0);
+    let sent = h.ready("w1");
+    assert_eq!(forwarded(&sent, "w1"), vec!["r1"]);
+    let Command::Request(r) = &to(&sent, Backend, "w1")[0].command else {
+        panic!()
+    };
+    assert_eq!(r.queue, "odd");
+    // New ids do not collide with restored ones.
+    h.request("c", "new", "default", "");
+    let ids: Vec<u64> = h.r.unfinished_jobs().iter().map(|j| j.id).collect();
+    assert_eq!(ids.len(), 3);
+    assert!(ids.contains(&7) && ids.contains(&8) && ids.iter().any(|i| *i > 8));
+    // A result for a restored reply-requested job goes to the old client.
+    let rs = results(&h.reply("w1", "r1", "{}", None), "c-old");
+    assert_eq!(rs.len(), 1);
+}
+
+#[test]
+fn decoded_message_input_works_like_frames() {
+    let mut h = H::new();
+    h.input(Input::Message {
+        socket: Backend,
+        identity: b"w1".to_vec(),
+        message: Message::with_msgid(
+            "i",
+            Command::Inform(Inform {
+                queues: QueueSpec(vec![]),
+                peer_type: None,
+                features: vec![],
+            }),
+        ),
+    });
+    h.input(Input::Message {
+        socket: Backend,
+        identity: b"w1".to_vec(),
+        message: Message::new(Command::Ready),
+    });
+    let out = h.input(Input::Message {
+        socket: Frontend,
+        identity: b"c".to_vec(),
+        message: Message::with_msgid(
+            "j",
+            Command::Request(Request {
+                queue: "default".into(),
+                headers: Headers::parse(b"reply-requested").unwrap(),
+                message: b"{}".to_vec(),
+            }),
+        ),
+    });
+    let sent = decode(out);
+    assert_eq!(forwarded(&sent, "w1"), vec!["j"]);
+    assert!(is_ack_of(to(&sent, Frontend, "c")[0], "j"));
+}

@@ -1,0 +1,241 @@
+//! Connected workers, their free slots, and the per-queue index used to
+//! pick one.
+//!
+//! For each queue, `available` holds `(Reverse(weight), lru, id)` for every
+//! worker serving it with at least one free slot, so the first entry is the
+//! least recently used worker among those with the highest weight: picking
+//! is O(log n), and a dispatch re-inserts the chosen worker with a fresh
+//! `lru` stamp (O(q log n) for a worker on q queues).
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::queues::JobId;
+
+pub type WorkerId = u64;
+
+type SlotKey = (Reverse<u32>, u64, WorkerId);
+
+/// One registered worker (one backend identity).
+#[derive(Debug)]
+pub struct Worker {
+    pub id: WorkerId,
+    pub identity: Vec<u8>,
+    /// `(weight, queue)`, highest weight first.
+    pub queues: Vec<(u32, String)>,
+    /// The queues as announced (admin output keeps the INFORM order).
+    pub announced: Vec<(u32, String)>,
+    pub features: Vec<String>,
+    /// Sends a REPLY for every job (`job-ack`).
+    pub job_ack: bool,
+    pub slots: u32,
+    /// Legacy workers: READYs still expected for jobs a REPLY already
+    /// completed (0.3.13 sends REPLY, then READY for the same slot), so
+    /// that READY does not complete a second job.
+    pub ready_owed: u32,
+    /// READYs received (an upper bound for `slots`).
+    pub readies: u64,
+    pub last_seen: u64,
+    pub lru: u64,
+    /// Dispatch sequence → job, oldest first.
+    pub inflight: BTreeMap<u64, JobId>,
+    /// Job msgid → dispatch sequence, for REPLY lookup.
+    pub by_msgid: HashMap<String, u64>,
+}
+
+impl Worker {
+    /// Forget an in-flight entry; returns the job id.
+    pub fn take_inflight(&mut self, seq: u64) -> Option<JobId> {
+        self.inflight.remove(&seq)
+    }
+
+    /// Remove the msgid index entry if it points at `seq`.
+    pub fn unindex(&mut self, msgid: &str, seq: u64) {
+        if self.by_msgid.get(msgid) == Some(&seq) {
+            self.by_msgid.remove(msgid);
+        }
+    }
+}
+
+/// All workers and the queue indexes.
+#[derive(Debug, Default)]
+pub struct WorkerPool {
+    pub workers: HashMap<WorkerId, Worker>,
+    pub by_identity: HashMap<Vec<u8>, WorkerId>,
+    /// Queue → `(Reverse(weight), id)` of every worker serving it. A queue
+    /// key stays after its last worker leaves (0.3.13 shows it as `[]`).
+    pub serving: HashMap<String, BTreeSet<(Reverse<u32>, WorkerId)>>,
+    /// Queue → workers serving it that have a free slot.
+    pub available: HashMap<String, BTreeSet<SlotKey>>,
+    next_id: WorkerId,
+    lru_clock: u64,
+    /// Sum of in-flight jobs over all workers.
+    pub inflight_total: usize,
+}
+
+impl WorkerPool {
+    pub fn id_of(&self, identity: &[u8]) -> Option<WorkerId> {
+        self.by_identity.get(identity).copied()
+    }
+
+    pub fn get(&self, id: WorkerId) -> Option<&Worker> {
+        self.workers.get(&id)
+    }
+
+    pub fn get_mut(&mut self, id: WorkerId) -> Option<&mut Worker> {
+        self.workers.get_mut(&id)
+    }
+
+    /// Whether any connected worker serves `queue`.
+    pub fn serves(&self, queue: &str) -> bool {
+        self.serving.get(queue).is_some_and(|s| !s.is_empty())
+    }
+
+    /// Register a worker with no free slot.
+    pub fn register(
+        &mut self,
+        identity: Vec<u8>,
+        announced: Vec<(u32, String)>,
+        features: Vec<String>,
+        now: u64,
+    ) -> WorkerId {
+        self.next_id += 1;
+        let id = self.next_id;
+        let mut queues: Vec<(u32, String)> = Vec::with_capacity(announced.len());
+        for (w, q) in &announced {
+            // A queue named twice keeps its first (highest after sort) weight.
+            if !queues.iter().any(|(_, n)| n == q) {
+                queues.push((*w, q.clone()));
+            }
+        }
+        queues.sort_by_key(|q| Reverse(q.0));
+        for (w, q) in &queues {
+            self.serving
+                .entry(q.clone())
+                .or_default()
+                .insert((Reverse(*w), id));
+        }
+        let job_ack = features
+            .iter()
+            .any(|f| f == emqp_proto::command::FEATURE_JOB_ACK);
+        self.by_identity.insert(identity.clone(), id);
+        self.workers.insert(
+            id,
+            Worker {
+                id,
+                identity,
+                queues,
+                announced,
+                features,
+                job_ack,
+                slots: 0,
+                ready_owed: 0,
+                readies: 0,
+                last_seen: now,
+                lru: 0,
+                inflight: BTreeMap::new(),
+                by_msgid: HashMap::new(),
+            },
+        );
+        id
+    }
+
+    /// Remove a worker and its index entries; the caller handles its jobs.
+    pub fn remove(&mut self, id: WorkerId) -> Option<Worker> {
+        let w = self.workers.remove(&id)?;
+        self.by_identity.remove(&w.identity);
+        for (weight, q) in &w.queues {
+            if let Some(s) = self.serving.get_mut(q) {
+                s.remove(&(Reverse(*weight), id));
+            }
+            if let Some(s) = self.available.get_mut(q) {
+                s.remove(&(Reverse(*weight), w.lru, id));
+            }
+        }
+        self.inflight_total -= w.inflight.len();
+        Some(w)
+    }
+
+    /// The worker to hand a job of `queue` to, if any has a free slot.
+    pub fn pick(&self, queue: &str) -> Option<WorkerId> {
+        self.available
+            .get(queue)
+            .and_then(|s| s.first())
+            .map(|k| k.2)
+    }
+
+    /// Whether a worker with a free slot serves `queue`.
+    pub fn has_free(&self, queue: &str) -> bool {
+        self.available.get(queue).is_some_and(|s| !s.is_empty())
+    }
+
+    fn unlist(&mut self, id: WorkerId) {
+        let Some(w) = self.workers.get(&id) else {
+            return;
+        };
+        for (weight, q) in &w.queues {
+            if let Some(s) = self.available.get_mut(q) {
+                s.remove(&(Reverse(*weight), w.lru, id));
+            }
+        }
+    }
+
+    fn list(&mut self, id: WorkerId) {
+        let Some(w) = self.workers.get(&id) else {
+            return;
+        };
+        if w.slots == 0 {
+            return;
+        }
+        for (weight, q) in &w.queues {
+            self.available
+                .entry(q.clone())
+                .or_default()
+                .insert((Reverse(*weight), w.lru, id));
+        }
+    }
+
+    /// One more free slot.
+    pub fn add_slot(&mut self, id: WorkerId) {
+        let Some(w) = self.workers.get_mut(&id) else {
+            return;
+        };
+        w.slots += 1;
+        if w.slots == 1 {
+            self.list(id);
+        }
+    }
+
+    /// Record a dispatch to `id`: take a slot if `consume_slot`, stamp LRU,
+    /// and add the job to the in-flight table under a fresh sequence.
+    pub fn record_dispatch(
+        &mut self,
+        id: WorkerId,
+        job: JobId,
+        msgid: &str,
+        consume_slot: bool,
+    ) -> Option<u64> {
+        self.unlist(id);
+        self.lru_clock += 1;
+        let seq = self.lru_clock;
+        let w = self.workers.get_mut(&id)?;
+        if consume_slot {
+            w.slots = w.slots.saturating_sub(1);
+        }
+        w.lru = seq;
+        w.inflight.insert(seq, job);
+        w.by_msgid.insert(msgid.to_string(), seq);
+        self.inflight_total += 1;
+        self.list(id);
+        Some(seq)
+    }
+
+    /// Remove an in-flight entry (completion); returns the job id.
+    pub fn finish(&mut self, id: WorkerId, seq: u64, msgid: &str) -> Option<JobId> {
+        let w = self.workers.get_mut(&id)?;
+        let job = w.take_inflight(seq)?;
+        w.unindex(msgid, seq);
+        self.inflight_total -= 1;
+        Some(job)
+    }
+}
