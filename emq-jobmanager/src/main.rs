@@ -25,6 +25,12 @@ Every job gets REPLY [result, request msgid, ok|failed] before its slot's READY;
 result is {\"value\": ..} or {\"error\": {\"kind\", \"message\", ..}}.
 Headers honoured: retry-count:N (local retries), timeout:N (kill after N s).
 
+Router authentication: for a router started with --plain-users, give
+--username and --password-file (or --password; or $EMQ_USERNAME and
+$EMQ_PASSWORD); the job manager then connects as a ZMQ PLAIN client. Wrong
+credentials look like a router that never ACKs the INFORM (the router logs the
+refusal).
+
 Logs go to stderr (RUST_LOG overrides the default level, info).
 SIGTERM/SIGINT: KBYE to the router, running jobs get --grace-period, exit 0.";
 
@@ -89,6 +95,21 @@ struct Cli {
     /// a fresh uuid4 per connection)
     #[arg(short = 'n', long)]
     name: Option<String>,
+
+    /// ZMQ PLAIN username, for a router started with --plain-users
+    /// [default: $EMQ_USERNAME]
+    #[arg(long, value_name = "U")]
+    username: Option<String>,
+
+    /// ZMQ PLAIN password (visible in the process list: prefer
+    /// --password-file or $EMQ_PASSWORD) [default: $EMQ_PASSWORD]
+    #[arg(long, value_name = "P")]
+    password: Option<String>,
+
+    /// Read the PLAIN password from file F (its trailing line break is
+    /// dropped)
+    #[arg(long, value_name = "F", conflicts_with = "password")]
+    password_file: Option<std::path::PathBuf>,
 }
 
 fn secs(what: &str, v: f64) -> Result<Duration, String> {
@@ -114,8 +135,23 @@ fn setting<T: std::str::FromStr>(s: &Settings, key: &str) -> Result<Option<T>, S
     }
 }
 
-fn config(cli: Cli, s: &Settings) -> Result<ManagerConfig, String> {
-    let mut c = ManagerConfig::default();
+fn config(
+    cli: Cli,
+    s: &Settings,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<ManagerConfig, String> {
+    let plain = emq_transport::plain_credentials(
+        &emq_transport::PlainArgs {
+            username: cli.username.as_deref(),
+            password: cli.password.as_deref(),
+            password_file: cli.password_file.as_deref(),
+        },
+        env,
+    )?;
+    let mut c = ManagerConfig {
+        plain,
+        ..ManagerConfig::default()
+    };
     let brokers = match (cli.broker, s.get("WORKER_ADDR")) {
         (Some(b), _) => b,
         (None, Some(b)) if !b.trim().is_empty() => {
@@ -185,7 +221,7 @@ fn main() -> ExitCode {
     if let Some(name) = &cli.name {
         log::info!("job manager name: {name}");
     }
-    let cfg = match config(cli, &settings) {
+    let cfg = match config(cli, &settings, &|k| std::env::var(k).ok()) {
         Ok(c) => c,
         Err(e) => {
             log::error!("{e}");
@@ -204,6 +240,92 @@ fn main() -> ExitCode {
         Err(e) => {
             log::error!("{e}");
             ExitCode::from(1)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn cfg(args: &[&str], env: &dyn Fn(&str) -> Option<String>) -> Result<ManagerConfig, String> {
+        let cli =
+            Cli::try_parse_from(std::iter::once("emq-jobmanager").chain(args.iter().copied()))
+                .map_err(|e| e.to_string())?;
+        config(cli, &Settings::default(), env)
+    }
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn no_credentials_by_default() {
+        let c = cfg(&[], &no_env).unwrap();
+        assert_eq!(c.plain, None);
+        assert_eq!(c.brokers, vec![DEFAULT_BROKER.to_string()]);
+    }
+
+    #[test]
+    fn plain_credentials_from_flags_environment_or_file() {
+        let c = cfg(&["--username", "w", "--password", "pw"], &no_env).unwrap();
+        assert_eq!(c.plain, Some(("w".into(), "pw".into())));
+        assert!(
+            !format!("{c:?}").contains("\"pw\""),
+            "Debug hides the password"
+        );
+
+        let env = |k: &str| match k {
+            "EMQ_USERNAME" => Some("env-user".to_string()),
+            "EMQ_PASSWORD" => Some("env-pw".to_string()),
+            _ => None,
+        };
+        assert_eq!(
+            cfg(&[], &env).unwrap().plain,
+            Some(("env-user".into(), "env-pw".into()))
+        );
+        assert_eq!(
+            cfg(&["--username", "w"], &env).unwrap().plain,
+            Some(("w".into(), "env-pw".into()))
+        );
+
+        let file = std::env::temp_dir().join(format!("emq-jobmanager-pw-{}", std::process::id()));
+        std::fs::write(&file, "filepw\n").unwrap();
+        let f = file.to_str().unwrap();
+        assert_eq!(
+            cfg(&["--password-file", f], &env).unwrap().plain,
+            Some(("env-user".into(), "filepw".into()))
+        );
+        std::fs::remove_file(&file).unwrap();
+        assert!(cfg(&["--username", "w", "--password-file", f], &no_env)
+            .unwrap_err()
+            .contains("--password-file"));
+
+        assert!(cfg(&["--password", "a", "--password-file", "/x"], &no_env).is_err());
+        assert!(cfg(&["--username", "w"], &no_env)
+            .unwrap_err()
+            .contains("password"));
+        assert!(cfg(&["--password", "pw"], &no_env)
+            .unwrap_err()
+            .contains("username"));
+    }
+
+    #[test]
+    fn help_mentions_the_credentials() {
+        let help = Cli::command().render_long_help().to_string();
+        for needle in [
+            "--username",
+            "--password-file",
+            "EMQ_PASSWORD",
+            "--plain-users",
+        ] {
+            assert!(help.contains(needle), "help lacks {needle}");
         }
     }
 }

@@ -40,7 +40,7 @@ pub type Error = Box<dyn std::error::Error + Send + Sync>;
 pub const DEFAULT_BROKER: &str = "tcp://127.0.0.1:47290";
 
 /// Everything a job manager needs to run.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ManagerConfig {
     pub brokers: Vec<String>,
     pub queues: QueueSpec,
@@ -51,6 +51,29 @@ pub struct ManagerConfig {
     pub grace_period: Duration,
     pub ack_timeout: Duration,
     pub reconnect_delay: Duration,
+    /// ZMQ PLAIN credentials `(username, password)` for a router that
+    /// requires them (`--plain-users`); `None`: no authentication.
+    pub plain: Option<(String, String)>,
+}
+
+impl std::fmt::Debug for ManagerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ManagerConfig")
+            .field("brokers", &self.brokers)
+            .field("queues", &self.queues)
+            .field("concurrency", &self.concurrency)
+            .field("python", &self.python)
+            .field("heartbeat_interval", &self.heartbeat_interval)
+            .field("heartbeat_liveness", &self.heartbeat_liveness)
+            .field("grace_period", &self.grace_period)
+            .field("ack_timeout", &self.ack_timeout)
+            .field("reconnect_delay", &self.reconnect_delay)
+            .field(
+                "plain",
+                &self.plain.as_ref().map(|(user, _)| (user, "<redacted>")),
+            )
+            .finish()
+    }
 }
 
 impl Default for ManagerConfig {
@@ -66,6 +89,7 @@ impl Default for ManagerConfig {
             grace_period: c.grace_period,
             ack_timeout: c.ack_timeout,
             reconnect_delay: c.reconnect_delay,
+            plain: None,
         }
     }
 }
@@ -113,6 +137,16 @@ impl JobManagerBuilder {
 
     pub fn grace_period(mut self, d: Duration) -> Self {
         self.cfg.grace_period = d;
+        self
+    }
+
+    /// Connect as a ZMQ PLAIN client with these credentials.
+    pub fn plain_credentials(
+        mut self,
+        username: impl Into<String>,
+        password: impl Into<String>,
+    ) -> Self {
+        self.cfg.plain = Some((username.into(), password.into()));
         self
     }
 
@@ -229,8 +263,14 @@ impl JobManager {
             cfg.brokers.join(",")
         );
 
+        if let Some((user, _)) = &cfg.plain {
+            info!("authenticating to the router as PLAIN user {user:?}");
+        }
         let ctx = zmq::Context::new();
-        let opts = SocketOptions::default();
+        let opts = SocketOptions {
+            plain: cfg.plain.clone(),
+            ..SocketOptions::default()
+        };
         let mut sock: Option<zmq::Socket> = None;
         let mut shutdown_seen = false;
         let mut actions = core.start(start.elapsed());

@@ -69,7 +69,11 @@ Examples:
   emq-receiver --bind tcp://127.0.0.1:47291 --count 3
 
   # connect as a DEALER and print what a router sends
-  emq-receiver --connect tcp://127.0.0.1:47291 --socket dealer --timeout 10";
+  emq-receiver --connect tcp://127.0.0.1:47291 --socket dealer --timeout 10
+
+  # the same against a router that requires PLAIN credentials
+  EMQ_USERNAME=alice emq-receiver --connect tcp://127.0.0.1:47291 \\
+      --password-file ~/.emq-password";
 
 /// emq-receiver's arguments.
 #[derive(Parser, Debug, Clone)]
@@ -120,6 +124,21 @@ pub struct Cli {
     /// SUB only: topic prefix to subscribe to [default: everything]
     #[arg(long, value_name = "PREFIX")]
     pub subscribe: Option<String>,
+
+    /// --connect only: ZMQ PLAIN username, for a router started with
+    /// --plain-users [default: $EMQ_USERNAME]
+    #[arg(long, value_name = "U")]
+    pub username: Option<String>,
+
+    /// --connect only: ZMQ PLAIN password (visible in the process list:
+    /// prefer --password-file or $EMQ_PASSWORD) [default: $EMQ_PASSWORD]
+    #[arg(long, value_name = "P")]
+    pub password: Option<String>,
+
+    /// --connect only: read the PLAIN password from file F (its trailing
+    /// line break is dropped)
+    #[arg(long, value_name = "F", conflicts_with = "password")]
+    pub password_file: Option<std::path::PathBuf>,
 }
 
 fn parse_secs(s: &str) -> Result<f64, String> {
@@ -130,7 +149,7 @@ fn parse_secs(s: &str) -> Result<f64, String> {
 }
 
 /// A checked [`Cli`].
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct Plan {
     pub endpoint: String,
     pub bind: bool,
@@ -141,10 +160,38 @@ pub struct Plan {
     pub heartbeat: Option<Duration>,
     pub identity: Option<String>,
     pub subscribe: String,
+    /// ZMQ PLAIN credentials `(username, password)` (`--connect` only).
+    pub plain: Option<(String, String)>,
+}
+
+impl std::fmt::Debug for Plan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plan")
+            .field("endpoint", &self.endpoint)
+            .field("bind", &self.bind)
+            .field("kind", &self.kind)
+            .field("count", &self.count)
+            .field("timeout", &self.timeout)
+            .field("ack_informs", &self.ack_informs)
+            .field("heartbeat", &self.heartbeat)
+            .field("identity", &self.identity)
+            .field("subscribe", &self.subscribe)
+            .field(
+                "plain",
+                &self.plain.as_ref().map(|(user, _)| (user, "<redacted>")),
+            )
+            .finish()
+    }
 }
 
 impl Cli {
+    /// Check the arguments, reading `$EMQ_USERNAME` / `$EMQ_PASSWORD`.
     pub fn plan(&self) -> Result<Plan, String> {
+        self.plan_with_env(&|k| std::env::var(k).ok())
+    }
+
+    /// [`Cli::plan`] with the environment injected (for tests).
+    pub fn plan_with_env(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Plan, String> {
         let (endpoint, bind) = match (&self.bind, &self.connect) {
             (Some(b), None) => (b.trim().to_string(), true),
             (None, Some(c)) => (c.trim().to_string(), false),
@@ -171,6 +218,27 @@ impl Cli {
         if self.count == Some(0) {
             return Err("--count must be at least 1".into());
         }
+        let plain_flags =
+            self.username.is_some() || self.password.is_some() || self.password_file.is_some();
+        if bind && plain_flags {
+            return Err(
+                "--username, --password and --password-file need --connect (they make the \
+                 socket a PLAIN client)"
+                    .into(),
+            );
+        }
+        let plain = if bind {
+            None
+        } else {
+            emq_transport::plain_credentials(
+                &emq_transport::PlainArgs {
+                    username: self.username.as_deref(),
+                    password: self.password.as_deref(),
+                    password_file: self.password_file.as_deref(),
+                },
+                env,
+            )?
+        };
         Ok(Plan {
             endpoint,
             bind,
@@ -181,6 +249,7 @@ impl Cli {
             heartbeat: self.heartbeat.map(Duration::from_secs_f64),
             identity: self.identity.clone(),
             subscribe: self.subscribe.clone().unwrap_or_default(),
+            plain,
         })
     }
 }
@@ -188,6 +257,7 @@ impl Cli {
 fn open_socket(ctx: &zmq::Context, plan: &Plan) -> Result<zmq::Socket, String> {
     let opts = SocketOptions {
         linger_ms: 0,
+        plain: plan.plain.clone(),
         ..SocketOptions::default()
     };
     let err = |e: zmq::Error| format!("zmq: {e}");
@@ -215,6 +285,10 @@ fn open_socket(ctx: &zmq::Context, plan: &Plan) -> Result<zmq::Socket, String> {
         }
         SocketKind::Sub => sock.set_subscribe(plan.subscribe.as_bytes()).map_err(err)?,
         _ => {}
+    }
+    if let (Some((username, password)), false) = (&plan.plain, plan.bind) {
+        sock.set_plain_username(Some(username)).map_err(err)?;
+        sock.set_plain_password(Some(password)).map_err(err)?;
     }
     if plan.bind {
         sock.bind(&plan.endpoint)
@@ -397,10 +471,42 @@ mod tests {
     use super::*;
     use clap::CommandFactory;
 
-    fn plan(args: &[&str]) -> Result<Plan, String> {
+    fn plan_env(args: &[&str], env: &dyn Fn(&str) -> Option<String>) -> Result<Plan, String> {
         Cli::try_parse_from(std::iter::once("emq-receiver").chain(args.iter().copied()))
             .map_err(|e| e.to_string())?
-            .plan()
+            .plan_with_env(env)
+    }
+
+    fn plan(args: &[&str]) -> Result<Plan, String> {
+        plan_env(args, &|_| None)
+    }
+
+    #[test]
+    fn plain_credentials_only_with_connect() {
+        let c = "tcp://127.0.0.1:1";
+        assert_eq!(plan(&["--connect", c]).unwrap().plain, None);
+        let p = plan(&["--connect", c, "--username", "u", "--password", "pw"]).unwrap();
+        assert_eq!(p.plain, Some(("u".into(), "pw".into())));
+        assert!(
+            !format!("{p:?}").contains("\"pw\""),
+            "Debug hides the password"
+        );
+        let env = |k: &str| match k {
+            "EMQ_USERNAME" => Some("eu".to_string()),
+            "EMQ_PASSWORD" => Some("ep".to_string()),
+            _ => None,
+        };
+        let p = plan_env(&["--connect", c, "--socket", "sub"], &env).unwrap();
+        assert_eq!(p.plain, Some(("eu".into(), "ep".into())));
+        // a bound socket ignores the environment and refuses the flags
+        assert_eq!(plan_env(&["--bind", c], &env).unwrap().plain, None);
+        assert!(plan(&["--bind", c, "--username", "u", "--password", "p"])
+            .unwrap_err()
+            .contains("--connect"));
+        assert!(plan(&["--connect", c, "--username", "u"])
+            .unwrap_err()
+            .contains("password"));
+        assert!(plan(&["--connect", c, "--password", "p", "--password-file", "/x"]).is_err());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use clap::{ArgGroup, Parser};
-use emqp_proto::Headers;
+use emqp_proto::{Command, Headers, Schedule};
 
 use crate::client::default_broker;
 use crate::payload::{self, PythonArgs, UsageError};
@@ -41,10 +41,11 @@ a summary is printed on stderr at the end. --timeout counts per job from when
 it was sent.
 
 Exit codes:
-  0  accepted (with --wait: the job finished ok)
+  0  accepted (with --wait: the job finished ok; for a schedule: REPLY)
   1  connection or internal error
   2  usage error (bad flag, MESSAGE_JSON or a bulk line that is not JSON)
-  3  rejected by the router (queue-full, malformed, shutting-down, ...)
+  3  rejected by the router (queue-full, malformed, shutting-down, ...; for a
+     schedule: any REJECT, e.g. a bad cron expression)
   4  the job failed (RESULT failed, or REJECT dead-lettered)
   5  timed out: no ack within --timeout (default 10 s), or with --wait no
      result within --timeout (default 60 s)
@@ -55,7 +56,31 @@ worker) and never send results back: the ack wait then times out (exit 5) even
 though the job was queued, and --wait always times out. Against such a router
 use --no-ack: fire and forget, exit 0 once the connection to the router is up
 and the message is handed over (exit 5 if the router cannot be reached within
---timeout).";
+--timeout).
+
+Schedules: --schedule-interval SECS or --schedule-cron EXPR (5 fields, minute
+hour day-of-month month day-of-week, UTC) turn the job (MESSAGE_JSON, --call,
+--python or --shell) into SCHEDULE [queue, headers, interval or -1, job, cron or
+\"\"], as EventMQ 0.3.13's schedule() sends it; --unschedule sends UNSCHEDULE
+with the same frames (give the same queue and job: the router matches schedules
+on queue + job bytes; interval and cron may be left out). Jobs built by --call,
+--python and --shell are then written as Python's json.dumps writes them, byte
+for byte what 0.3.13's schedule() sends, so schedules made by Python clients can
+be removed from here and the other way round. --nohaste adds the nohaste header
+(first run one interval later, not at once), --run-count N the 0.3.13 header
+run_count:N (N runs, then the schedule is removed). With no --header,
+--nohaste or --run-count the headers are `guarantee`, 0.3.13's default
+(--header '' sends none). The emq router answers REPLY [msgid] (accepted: the
+msgid is printed, exit 0) or REJECT [msgid, malformed, text] (bad cron
+expression etc.: the reason goes to stderr, exit 3); no answer within --timeout
+(default 10 s) is exit 5. An EventMQ 0.3.13 router never answers SCHEDULE:
+use --no-ack. --wait and --reply cannot be combined with schedules, nor jobs
+from stdin.
+
+Authentication: for a router started with --plain-users, give --username and
+--password-file (or --password, or $EMQ_USERNAME / $EMQ_PASSWORD): the DEALER
+connects as a ZMQ PLAIN client. Wrong credentials look like a router that does
+not answer (exit 5 after --timeout); the router logs the refusal.";
 
 const EXAMPLES: &str = "\
 Examples:
@@ -85,10 +110,27 @@ Examples:
   # against an EventMQ 0.3.13 router (no acks for buffered jobs)
   emq-sender --no-ack --python mytasks.cleanup
 
+  # run a Python job every 60 s, and remove that schedule again
+  emq-sender --schedule-interval 60 --python pyemq_jobs.noop
+  emq-sender --unschedule --python pyemq_jobs.noop
+
+  # every 5 minutes by cron, first run at the next cron time, 10 runs in all
+  emq-sender --schedule-cron '*/5 * * * *' --nohaste --run-count 10 \\
+      --queue reports --shell -- /usr/local/bin/report.sh
+
+  # schedule on an EventMQ 0.3.13 router (it never answers SCHEDULE)
+  emq-sender --no-ack --schedule-interval 3600 --python mytasks.hourly
+
+  # a router that requires PLAIN credentials
+  EMQ_USERNAME=alice emq-sender --password-file ~/.emq-password --call noop
+
 Environment:
   EMQ_BROKER_ADDR        default for --broker
   EVENTMQ_FRONTEND_ADDR  used when EMQ_BROKER_ADDR is unset (a wildcard host
-                         such as tcp://*:47291 becomes 127.0.0.1)";
+                         such as tcp://*:47291 becomes 127.0.0.1)
+  EMQ_USERNAME           default for --username
+  EMQ_PASSWORD           the password when neither --password nor
+                         --password-file is given";
 
 fn parse_secs(s: &str) -> Result<f64, String> {
     let v: f64 = s
@@ -99,6 +141,22 @@ fn parse_secs(s: &str) -> Result<f64, String> {
         Ok(v)
     } else {
         Err(format!("{s:?}: must be a positive number of seconds"))
+    }
+}
+
+fn parse_interval(s: &str) -> Result<i64, String> {
+    match s.trim().parse::<i64>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("{s:?}: must be a whole number of seconds >= 1")),
+    }
+}
+
+fn parse_run_count(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "{s:?}: must be a whole number >= 1 (leave --run-count out for no limit)"
+        )),
     }
 }
 
@@ -202,6 +260,63 @@ pub struct Cli {
     #[arg(long, value_name = "DIR", help_heading = "Job forms")]
     pub cwd: Option<String>,
 
+    /// Schedule the job instead of running it once: every SECS seconds
+    /// (sends SCHEDULE; the router answers REPLY or REJECT)
+    #[arg(
+        long,
+        value_name = "SECS",
+        value_parser = parse_interval,
+        conflicts_with_all = ["schedule_cron", "wait"],
+        help_heading = "Schedules"
+    )]
+    pub schedule_interval: Option<i64>,
+
+    /// Schedule the job on a 5-field cron expression, e.g. "*/5 * * * *"
+    /// (minute hour day-of-month month day-of-week, UTC)
+    #[arg(
+        long,
+        value_name = "EXPR",
+        conflicts_with = "wait",
+        help_heading = "Schedules"
+    )]
+    pub schedule_cron: Option<String>,
+
+    /// Remove the schedule of this job on this queue (sends UNSCHEDULE with
+    /// the same frames as SCHEDULE; the router matches queue + job)
+    #[arg(long, conflicts_with = "wait", help_heading = "Schedules")]
+    pub unschedule: bool,
+
+    /// Schedules: first run after one interval (or at the next cron time),
+    /// not at once (the nohaste header)
+    #[arg(long, help_heading = "Schedules")]
+    pub nohaste: bool,
+
+    /// Schedules: N runs in all, then the schedule is removed (the
+    /// run_count:N header)
+    #[arg(long, value_name = "N", value_parser = parse_run_count, help_heading = "Schedules")]
+    pub run_count: Option<u64>,
+
+    /// ZMQ PLAIN username, for a router started with --plain-users
+    /// [default: $EMQ_USERNAME]
+    #[arg(long, value_name = "U", help_heading = "Authentication")]
+    pub username: Option<String>,
+
+    /// ZMQ PLAIN password (visible to other local users in the process
+    /// list: prefer --password-file or $EMQ_PASSWORD) [default:
+    /// $EMQ_PASSWORD]
+    #[arg(long, value_name = "P", help_heading = "Authentication")]
+    pub password: Option<String>,
+
+    /// Read the PLAIN password from file F (its trailing line break is
+    /// dropped)
+    #[arg(
+        long,
+        value_name = "F",
+        conflicts_with = "password",
+        help_heading = "Authentication"
+    )]
+    pub password_file: Option<std::path::PathBuf>,
+
     /// The job as JSON text, sent as is; '-' or nothing (without a job form)
     /// reads jobs from stdin, one per line
     #[arg(value_name = "MESSAGE_JSON")]
@@ -219,8 +334,20 @@ pub enum Mode {
     Bulk,
 }
 
+/// A SCHEDULE or UNSCHEDULE instead of a REQUEST.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleSpec {
+    /// UNSCHEDULE rather than SCHEDULE.
+    pub unschedule: bool,
+    /// Seconds between runs, or -1 with a cron expression (or when an
+    /// UNSCHEDULE gives neither).
+    pub interval_secs: i64,
+    /// The cron expression, or empty.
+    pub cron: String,
+}
+
 /// Everything emq-sender will do, checked.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Plan {
     pub broker: String,
     pub queue: String,
@@ -230,6 +357,52 @@ pub struct Plan {
     pub timeout: Duration,
     pub window: usize,
     pub mode: Mode,
+    /// Send SCHEDULE / UNSCHEDULE (the job is then always `Mode::Single`).
+    pub schedule: Option<ScheduleSpec>,
+    /// ZMQ PLAIN credentials `(username, password)`.
+    pub plain: Option<(String, String)>,
+}
+
+impl std::fmt::Debug for Plan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plan")
+            .field("broker", &self.broker)
+            .field("queue", &self.queue)
+            .field("headers", &self.headers)
+            .field("wait", &self.wait)
+            .field("no_ack", &self.no_ack)
+            .field("timeout", &self.timeout)
+            .field("window", &self.window)
+            .field("mode", &self.mode)
+            .field("schedule", &self.schedule)
+            .field(
+                "plain",
+                &self.plain.as_ref().map(|(user, _)| (user, "<redacted>")),
+            )
+            .finish()
+    }
+}
+
+impl Plan {
+    /// The SCHEDULE / UNSCHEDULE command to send, for a schedule plan.
+    pub fn schedule_command(&self) -> Option<Command> {
+        let spec = self.schedule.as_ref()?;
+        let Mode::Single(message) = &self.mode else {
+            return None;
+        };
+        let body = Schedule {
+            queue: self.queue.clone(),
+            headers: self.headers.clone(),
+            interval_secs: spec.interval_secs,
+            message: message.clone(),
+            cron: spec.cron.clone(),
+        };
+        Some(if spec.unschedule {
+            Command::Unschedule(body)
+        } else {
+            Command::Schedule(body)
+        })
+    }
 }
 
 impl Cli {
@@ -251,8 +424,44 @@ impl Cli {
         if !self.shell && (self.stdin.is_some() || !self.env.is_empty() || self.cwd.is_some()) {
             return err("--stdin, --env and --cwd need --shell");
         }
+        let scheduling = self.schedule_interval.is_some() || self.schedule_cron.is_some();
+        let schedule = if scheduling || self.unschedule {
+            if self.reply {
+                return err(
+                    "--reply cannot be used with --schedule-interval, --schedule-cron or \
+                     --unschedule: the results of scheduled runs go to no client",
+                );
+            }
+            let cron = match &self.schedule_cron {
+                Some(c) if c.trim().is_empty() => return err("--schedule-cron: empty expression"),
+                Some(c) => c.clone(),
+                None => String::new(),
+            };
+            Some(ScheduleSpec {
+                unschedule: self.unschedule,
+                interval_secs: self.schedule_interval.unwrap_or(-1),
+                cron,
+            })
+        } else {
+            if self.nohaste || self.run_count.is_some() {
+                return err(
+                    "--nohaste and --run-count need --schedule-interval or --schedule-cron",
+                );
+            }
+            None
+        };
+        // Jobs built for a schedule are written as Python's json.dumps does,
+        // byte for byte what 0.3.13's schedule() sends (see
+        // payload::schedule_message).
+        let built = |job: emqp_proto::job::Job| {
+            if schedule.is_some() {
+                payload::schedule_message(&job)
+            } else {
+                job.to_message()
+            }
+        };
         let mode = if let Some(handler) = &self.call {
-            Mode::Single(payload::call_job(handler, self.args.as_deref())?.to_message())
+            Mode::Single(built(payload::call_job(handler, self.args.as_deref())?))
         } else if let Some(spec) = &self.python {
             let a = PythonArgs {
                 args: self.args.as_deref(),
@@ -260,23 +469,26 @@ impl Cli {
                 class_args: self.class_args.as_deref(),
                 class_kwargs: self.class_kwargs.as_deref(),
             };
-            Mode::Single(payload::python_job(spec, &a)?.to_message())
+            Mode::Single(built(payload::python_job(spec, &a)?))
         } else if self.shell {
-            Mode::Single(
-                payload::shell_job(
-                    &self.command,
-                    self.stdin.as_deref(),
-                    &self.env,
-                    self.cwd.as_deref(),
-                )?
-                .to_message(),
-            )
+            Mode::Single(built(payload::shell_job(
+                &self.command,
+                self.stdin.as_deref(),
+                &self.env,
+                self.cwd.as_deref(),
+            )?))
         } else {
             match self.message.as_deref() {
                 None | Some("-") => Mode::Bulk,
                 Some(text) => Mode::Single(payload::validate_message(text)?),
             }
         };
+        if schedule.is_some() && mode == Mode::Bulk {
+            return err(
+                "--schedule-interval, --schedule-cron and --unschedule need one job: \
+                 MESSAGE_JSON or --call, --python, --shell (not jobs from stdin)",
+            );
+        }
         let broker = match &self.broker {
             Some(b) => b.trim().to_string(),
             None => default_broker(
@@ -288,7 +500,20 @@ impl Cli {
         if self.queue.trim().is_empty() {
             return err("--queue: empty queue name");
         }
-        let headers = payload::build_headers(&self.headers, self.reply || self.wait)?;
+        let headers = if schedule.is_some() {
+            payload::build_schedule_headers(&self.headers, self.nohaste, self.run_count)?
+        } else {
+            payload::build_headers(&self.headers, self.reply || self.wait)?
+        };
+        let plain = emq_transport::plain_credentials(
+            &emq_transport::PlainArgs {
+                username: self.username.as_deref(),
+                password: self.password.as_deref(),
+                password_file: self.password_file.as_deref(),
+            },
+            env,
+        )
+        .map_err(UsageError)?;
         let default_timeout = if self.wait {
             DEFAULT_WAIT_TIMEOUT_SECS
         } else {
@@ -303,6 +528,8 @@ impl Cli {
             timeout: Duration::from_secs_f64(self.timeout.unwrap_or(default_timeout)),
             window: self.window,
             mode,
+            schedule,
+            plain,
         })
     }
 }
@@ -475,6 +702,307 @@ mod tests {
             "0.3.13",
             "Examples",
             "EMQ_BROKER_ADDR",
+        ] {
+            assert!(help.contains(needle), "help lacks {needle}");
+        }
+    }
+
+    fn schedule_of(p: &Plan) -> (String, String, i64, String, String) {
+        match p.schedule_command() {
+            Some(Command::Schedule(s)) | Some(Command::Unschedule(s)) => (
+                s.queue,
+                s.headers.encode(),
+                s.interval_secs,
+                String::from_utf8(s.message).unwrap(),
+                s.cron,
+            ),
+            other => panic!("not a schedule: {other:?}"),
+        }
+    }
+
+    /// The SCHEDULE / UNSCHEDULE messages EventMQ 0.3.13's client sent,
+    /// as captured (identity first), with the note naming the call.
+    fn captured_schedules() -> Vec<(String, Vec<Vec<u8>>)> {
+        let path = format!(
+            "{}/../emqp-proto/tests/vectors/client_to_router.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        doc["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| {
+                let cmd = m["frames"][3].as_str().unwrap_or("");
+                cmd == "SCHEDULE" || cmd == "UNSCHEDULE"
+            })
+            .map(|m| {
+                let frames = m["frames"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|f| f.as_str().unwrap().as_bytes().to_vec())
+                    .collect();
+                (m["note"].as_str().unwrap().to_string(), frames)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn schedule_frames_are_byte_for_byte_what_0_3_13_sends() {
+        let captured = captured_schedules();
+        assert_eq!(captured.len(), 3, "the vectors hold 3 schedule messages");
+        for (note, frames) in captured {
+            // the same call, spelled as emq-sender flags
+            let args: &[&str] = if note.contains("unschedule=True") {
+                &["--unschedule", "--schedule-interval", "60"]
+            } else if note.contains("cron=") {
+                &["--schedule-cron", "*/5 * * * *", "--nohaste"]
+            } else {
+                assert!(note.contains("interval_secs=60"), "{note}");
+                &["--schedule-interval", "60"]
+            };
+            let mut all = args.to_vec();
+            all.extend(["--python", "pyemq_jobs.noop"]);
+            let p = plan(&all).unwrap();
+            let identity = frames[0].clone();
+            let msgid = String::from_utf8(frames[4].clone()).unwrap();
+            let cmd = p.schedule_command().unwrap();
+            let ours = emqp_proto::Message::with_msgid(&msgid, cmd).encode_routed(identity);
+            assert_eq!(
+                ours.iter()
+                    .map(|f| String::from_utf8_lossy(f).into_owned())
+                    .collect::<Vec<_>>(),
+                frames
+                    .iter()
+                    .map(|f| String::from_utf8_lossy(f).into_owned())
+                    .collect::<Vec<_>>(),
+                "{note} ({all:?})"
+            );
+            // MESSAGE_JSON is sent unchanged: the captured job text gives
+            // the same frames too
+            let job = String::from_utf8(frames[8].clone()).unwrap();
+            let mut raw = args.to_vec();
+            raw.push(&job);
+            let p = plan(&raw).unwrap();
+            let ours = emqp_proto::Message::with_msgid(&msgid, p.schedule_command().unwrap())
+                .encode_routed(frames[0].clone());
+            assert_eq!(ours, frames, "{note} as MESSAGE_JSON");
+        }
+    }
+
+    #[test]
+    fn schedule_forms_for_every_job_form() {
+        let p = plan(&[
+            "--schedule-interval",
+            "30",
+            "--call",
+            "echo",
+            "--args",
+            "[1]",
+        ])
+        .unwrap();
+        assert_eq!(
+            schedule_of(&p),
+            (
+                "default".into(),
+                "guarantee".into(),
+                30,
+                r#"["call", {"handler": "echo", "args": [1]}]"#.into(),
+                "".into()
+            )
+        );
+        assert!(!p.schedule.as_ref().unwrap().unschedule);
+        assert!(matches!(p.schedule_command(), Some(Command::Schedule(_))));
+        assert_eq!(p.timeout, Duration::from_secs(10));
+
+        let p = plan(&[
+            "--schedule-cron",
+            "0 3 * * 1",
+            "-q",
+            "nightly",
+            "--shell",
+            "--env",
+            "A=é",
+            "--",
+            "backup.sh",
+            "--full",
+        ])
+        .unwrap();
+        assert_eq!(
+            schedule_of(&p),
+            (
+                "nightly".into(),
+                "guarantee".into(),
+                -1,
+                r#"["shell", {"argv": ["backup.sh", "--full"], "env": {"A": "\u00e9"}}]"#.into(),
+                "0 3 * * 1".into()
+            )
+        );
+
+        // MESSAGE_JSON: sent as given
+        let p = plan(&[
+            "--schedule-interval",
+            "5",
+            r#"[ "call",{"handler":"noop"} ]"#,
+        ])
+        .unwrap();
+        assert_eq!(schedule_of(&p).3, r#"[ "call",{"handler":"noop"} ]"#);
+
+        // UNSCHEDULE without interval or cron: -1 and ""
+        let p = plan(&["--unschedule", "-q", "q2", "--python", "m.f"]).unwrap();
+        assert!(matches!(p.schedule_command(), Some(Command::Unschedule(_))));
+        assert_eq!(
+            schedule_of(&p),
+            (
+                "q2".into(),
+                "guarantee".into(),
+                -1,
+                r#"["run", {"callable": "f", "path": "m", "args": [], "kwargs": {}, "class_args": [], "class_kwargs": {}}]"#.into(),
+                "".into()
+            )
+        );
+
+        // a plain REQUEST plan has no schedule command
+        assert!(plan(&["[1]"]).unwrap().schedule_command().is_none());
+    }
+
+    #[test]
+    fn schedule_headers() {
+        let headers = |args: &[&str]| {
+            let mut all = args.to_vec();
+            all.extend(["--schedule-interval", "60", "[1]"]);
+            plan(&all).unwrap().headers.encode()
+        };
+        assert_eq!(headers(&[]), "guarantee");
+        assert_eq!(headers(&["--nohaste"]), "nohaste");
+        assert_eq!(headers(&["--run-count", "3"]), "run_count:3");
+        assert_eq!(
+            headers(&["-H", "guarantee", "--nohaste", "--run-count", "2"]),
+            "guarantee,nohaste,run_count:2"
+        );
+        assert_eq!(headers(&["-H", "nohaste", "--nohaste"]), "nohaste");
+        assert_eq!(headers(&["-H", "timeout:30"]), "timeout:30");
+        assert_eq!(
+            headers(&["-H", ""]),
+            "",
+            "--header '' opts out of guarantee"
+        );
+        // --no-ack is allowed (for 0.3.13 routers)
+        assert!(
+            plan(&["--no-ack", "--schedule-interval", "1", "[1]"])
+                .unwrap()
+                .no_ack
+        );
+    }
+
+    #[test]
+    fn schedule_usage_errors() {
+        for args in [
+            &[
+                "--schedule-interval",
+                "60",
+                "--schedule-cron",
+                "* * * * *",
+                "[1]",
+            ][..],
+            &["--schedule-interval", "0", "[1]"],
+            &["--schedule-interval", "-5", "[1]"],
+            &["--schedule-interval", "1.5", "[1]"],
+            &["--schedule-interval", "x", "[1]"],
+            &["--wait", "--schedule-interval", "60", "[1]"],
+            &["--wait", "--schedule-cron", "* * * * *", "[1]"],
+            &["--wait", "--unschedule", "[1]"],
+            &["--run-count", "0", "--schedule-interval", "1", "[1]"],
+            &["--run-count", "x", "--schedule-interval", "1", "[1]"],
+        ] {
+            assert!(parse(args).is_err(), "{args:?} accepted");
+        }
+        assert!(plan(&["--schedule-cron", " ", "[1]"])
+            .unwrap_err()
+            .contains("empty"));
+        assert!(plan(&["--schedule-interval", "60"])
+            .unwrap_err()
+            .contains("stdin"));
+        assert!(plan(&["--unschedule", "-"]).unwrap_err().contains("stdin"));
+        assert!(plan(&["--reply", "--schedule-interval", "60", "[1]"])
+            .unwrap_err()
+            .contains("--reply"));
+        assert!(plan(&["--nohaste", "[1]"])
+            .unwrap_err()
+            .contains("--nohaste"));
+        assert!(plan(&["--run-count", "2", "[1]"])
+            .unwrap_err()
+            .contains("--run-count"));
+        assert!(plan(&["--schedule-interval", "60", "{"]).is_err());
+    }
+
+    #[test]
+    fn plain_credentials_from_flags_environment_or_file() {
+        assert_eq!(plan(&["[1]"]).unwrap().plain, None);
+        let p = plan(&["--username", "alice", "--password", "pw", "[1]"]).unwrap();
+        assert_eq!(p.plain, Some(("alice".into(), "pw".into())));
+        assert!(
+            !format!("{p:?}").contains("\"pw\""),
+            "Debug hides the password"
+        );
+
+        let env = |k: &str| match k {
+            "EMQ_USERNAME" => Some("env-user".to_string()),
+            "EMQ_PASSWORD" => Some("env-pw".to_string()),
+            _ => None,
+        };
+        let cli = parse(&["[1]"]).unwrap();
+        assert_eq!(
+            cli.plan(&env).unwrap().plain,
+            Some(("env-user".into(), "env-pw".into()))
+        );
+        let cli = parse(&["--username", "bob", "[1]"]).unwrap();
+        assert_eq!(
+            cli.plan(&env).unwrap().plain,
+            Some(("bob".into(), "env-pw".into()))
+        );
+
+        let file = std::env::temp_dir().join(format!("emq-sender-cli-pw-{}", std::process::id()));
+        std::fs::write(&file, "from-file\n").unwrap();
+        let f = file.to_str().unwrap();
+        let cli = parse(&["--username", "carol", "--password-file", f, "[1]"]).unwrap();
+        assert_eq!(
+            cli.plan(&env).unwrap().plain,
+            Some(("carol".into(), "from-file".into())),
+            "--password-file wins over $EMQ_PASSWORD"
+        );
+        std::fs::remove_file(&file).unwrap();
+        assert!(plan(&["--username", "carol", "--password-file", f, "[1]"])
+            .unwrap_err()
+            .contains("--password-file"));
+
+        assert!(parse(&["--password", "a", "--password-file", "/x", "[1]"]).is_err());
+        assert!(plan(&["--username", "alice", "[1]"])
+            .unwrap_err()
+            .contains("password"));
+        assert!(plan(&["--password", "pw", "[1]"])
+            .unwrap_err()
+            .contains("username"));
+    }
+
+    #[test]
+    fn help_documents_schedules_and_credentials() {
+        let help = Cli::command().render_long_help().to_string();
+        for needle in [
+            "--schedule-interval",
+            "--schedule-cron",
+            "--unschedule",
+            "--nohaste",
+            "--run-count",
+            "run_count:N",
+            "REJECT [msgid, malformed, text]",
+            "--username",
+            "--password-file",
+            "EMQ_PASSWORD",
+            "emq-sender --schedule-interval 60 --python pyemq_jobs.noop",
+            "emq-sender --unschedule --python pyemq_jobs.noop",
         ] {
             assert!(help.contains(needle), "help lacks {needle}");
         }

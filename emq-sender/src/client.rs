@@ -1,6 +1,7 @@
 //! A client of the router's frontend: a DEALER with a uuid4 identity that
-//! submits REQUESTs and reads the router's answers (`REPLY` acknowledgement,
-//! `REJECT`, `RESULT`). Reusable by tests and benchmarks.
+//! submits REQUESTs (or SCHEDULE / UNSCHEDULE) and reads the router's
+//! answers (`REPLY` acknowledgement, `REJECT`, `RESULT`). Reusable by tests
+//! and benchmarks.
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -8,6 +9,7 @@ use std::time::{Duration, Instant};
 use emq_transport::SocketOptions;
 use emqp_proto::{
     new_msgid, Command, Headers, Message, Reject, RejectReason, Reply, Request, ResultStatus,
+    Schedule,
 };
 
 /// A connection or internal error (exit code 1), or a send that could not
@@ -204,14 +206,34 @@ impl Client {
         headers: &Headers,
         message: Vec<u8>,
     ) -> Result<(), ClientError> {
-        let msg = Message::with_msgid(
+        self.send_command(
             msgid,
             Command::Request(Request {
                 queue: queue.to_string(),
                 headers: headers.clone(),
                 message,
             }),
-        );
+        )
+    }
+
+    /// Send a SCHEDULE (`unschedule` false) or UNSCHEDULE with a fresh
+    /// msgid; returns that msgid. An emq router answers `REPLY [msgid]`
+    /// (accepted) or `REJECT [msgid, malformed, text]`, which
+    /// [`Client::wait`] reads; an EventMQ 0.3.13 router never answers.
+    pub fn schedule(&self, unschedule: bool, body: Schedule) -> Result<String, ClientError> {
+        let msgid = new_msgid();
+        let cmd = if unschedule {
+            Command::Unschedule(body)
+        } else {
+            Command::Schedule(body)
+        };
+        self.send_command(&msgid, cmd)?;
+        Ok(msgid)
+    }
+
+    /// Send any command with the given msgid.
+    pub fn send_command(&self, msgid: &str, command: Command) -> Result<(), ClientError> {
+        let msg = Message::with_msgid(msgid, command);
         match emq_transport::send_message(&self.sock, msg) {
             Ok(()) => Ok(()),
             // Only with a send timeout set: the outgoing queue stayed full.

@@ -2,9 +2,11 @@
 //! scripts.
 //!
 //! The binary is a thin wrapper over [`run`]; the pieces are reusable:
-//! [`payload`] builds job payloads and headers, [`client::Client`] talks to a
-//! router frontend (submit, wait for ack/result), [`bulk`] pipelines jobs
-//! from a reader, [`exit::Exit`] maps outcomes to exit codes.
+//! [`payload`] builds job payloads and headers (and, for SCHEDULE, the job
+//! exactly as Python's `json.dumps` writes it), [`client::Client`] talks to
+//! a router frontend (submit or schedule, wait for ack/result, optionally as
+//! a ZMQ PLAIN client), [`bulk`] pipelines jobs from a reader,
+//! [`exit::Exit`] maps outcomes to exit codes.
 
 pub mod bulk;
 pub mod cli;
@@ -15,13 +17,13 @@ pub mod payload;
 use std::io::{BufRead, IsTerminal, Write};
 use std::time::{Duration, Instant};
 
-pub use cli::{Cli, Mode, Plan};
+pub use cli::{Cli, Mode, Plan, ScheduleSpec};
 pub use client::{Client, ClientError, Event, Outcome};
 pub use exit::Exit;
 pub use payload::UsageError;
 
 use bulk::{dead_letter_result, payload_value, BulkOptions};
-use emqp_proto::RejectReason;
+use emqp_proto::{Command, RejectReason};
 
 /// Where [`run`] reads and writes.
 pub struct Io<'a> {
@@ -38,7 +40,11 @@ pub fn progress_wanted() -> bool {
 
 /// Carry out a plan; `input` is read in bulk mode only.
 pub fn run<R: BufRead + Send + 'static>(plan: &Plan, input: R, io: Io) -> Exit {
-    let client = match Client::connect(&plan.broker) {
+    let opts = emq_transport::SocketOptions {
+        plain: plan.plain.clone(),
+        ..emq_transport::SocketOptions::default()
+    };
+    let client = match Client::connect_with(&plan.broker, &opts) {
         Ok(c) => c,
         Err(e) => {
             let _ = writeln!(io.err, "emq-sender: {e}");
@@ -50,10 +56,11 @@ pub fn run<R: BufRead + Send + 'static>(plan: &Plan, input: R, io: Io) -> Exit {
         return Exit::Internal;
     }
     let result = match &plan.mode {
+        Mode::Single(_) if plan.schedule.is_some() => run_schedule(client, plan, io.out, io.err),
         Mode::Single(message) if plan.no_ack => client
             .submit(&plan.queue, &plan.headers, message.clone())
             .and_then(|msgid| {
-                let exit = hand_over(client, plan.timeout, io.err);
+                let exit = hand_over(client, plan, io.err);
                 if exit == Exit::Ok {
                     print_line(io.out, &msgid)?;
                 }
@@ -72,7 +79,7 @@ pub fn run<R: BufRead + Send + 'static>(plan: &Plan, input: R, io: Io) -> Exit {
             };
             bulk::run_bulk(&client, input, io.out, io.err, &opts).map(|s| {
                 if plan.no_ack && s.sent > 0 {
-                    hand_over(client, plan.timeout, io.err)
+                    hand_over(client, plan, io.err)
                 } else {
                     s.exit_code()
                 }
@@ -96,7 +103,8 @@ pub fn run<R: BufRead + Send + 'static>(plan: &Plan, input: R, io: Io) -> Exit {
 /// `--no-ack`: close the client, keeping unsent messages up to `timeout`.
 /// Closing returns as soon as everything was handed to the router's
 /// connection; taking the whole linger time means it never was.
-fn hand_over(client: Client, timeout: Duration, err: &mut dyn Write) -> Exit {
+fn hand_over(client: Client, plan: &Plan, err: &mut dyn Write) -> Exit {
+    let timeout = plan.timeout;
     // whole milliseconds, as libzmq takes them
     let linger = Duration::from_millis(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
     if let Err(e) = client.set_linger(linger) {
@@ -109,8 +117,9 @@ fn hand_over(client: Client, timeout: Duration, err: &mut dyn Write) -> Exit {
     if started.elapsed() >= linger {
         let _ = writeln!(
             err,
-            "emq-sender: could not hand the message(s) to the router at {endpoint} within {} s",
-            timeout.as_secs_f64()
+            "emq-sender: could not hand the message(s) to the router at {endpoint} within {} s{}",
+            timeout.as_secs_f64(),
+            auth_hint(plan)
         );
         Exit::Timeout
     } else {
@@ -118,10 +127,75 @@ fn hand_over(client: Client, timeout: Duration, err: &mut dyn Write) -> Exit {
     }
 }
 
+/// Added to "no answer" messages when PLAIN credentials were given: a
+/// router that refuses them looks exactly like one that does not answer.
+fn auth_hint(plan: &Plan) -> String {
+    match &plan.plain {
+        Some((user, _)) => format!(
+            " (or the router refused the PLAIN credentials of user {user:?}: its log says so)"
+        ),
+        None => String::new(),
+    }
+}
+
 fn print_line(out: &mut dyn Write, text: &str) -> Result<(), ClientError> {
     writeln!(out, "{text}")
         .and_then(|_| out.flush())
         .map_err(|e| ClientError::new(format!("cannot write output: {e}")))
+}
+
+/// SCHEDULE / UNSCHEDULE: print the msgid once the router accepts it.
+fn run_schedule(
+    client: Client,
+    plan: &Plan,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<Exit, ClientError> {
+    let (Some(spec), Some(Command::Schedule(body) | Command::Unschedule(body))) =
+        (&plan.schedule, plan.schedule_command())
+    else {
+        return Err(ClientError::new("internal error: not a schedule plan"));
+    };
+    let what = if spec.unschedule {
+        "UNSCHEDULE"
+    } else {
+        "SCHEDULE"
+    };
+    let msgid = client.schedule(spec.unschedule, body)?;
+    if plan.no_ack {
+        let exit = hand_over(client, plan, err);
+        if exit == Exit::Ok {
+            print_line(out, &msgid)?;
+        }
+        return Ok(exit);
+    }
+    let secs = plan.timeout.as_secs_f64();
+    Ok(match client.wait(&msgid, false, plan.timeout)? {
+        // A RESULT is not expected for a schedule; it still means accepted.
+        Outcome::Accepted | Outcome::Finished { .. } => {
+            print_line(out, &msgid)?;
+            Exit::Ok
+        }
+        Outcome::Rejected { reason, text } => {
+            let _ = writeln!(
+                err,
+                "emq-sender: {what} {msgid} rejected by the router: {}: {text}",
+                reason.as_str()
+            );
+            Exit::Rejected
+        }
+        Outcome::TimedOut { .. } => {
+            let _ = writeln!(
+                err,
+                "emq-sender: no answer from the router at {} within {secs} s for {what} {msgid}; \
+                 is it running? (EventMQ 0.3.13 routers never answer SCHEDULE or UNSCHEDULE: \
+                 use --no-ack with them){}",
+                plan.broker,
+                auth_hint(plan)
+            );
+            Exit::Timeout
+        }
+    })
 }
 
 fn run_single(
@@ -174,8 +248,9 @@ fn run_single(
                 err,
                 "emq-sender: no answer from the router at {} within {secs} s for job {msgid}; \
                  is it running? (EventMQ 0.3.13 routers do not acknowledge buffered jobs: \
-                 use --no-ack with them)",
-                plan.broker
+                 use --no-ack with them){}",
+                plan.broker,
+                auth_hint(plan)
             );
             Exit::Timeout
         }

@@ -198,6 +198,163 @@ pub fn build_headers(items: &[String], reply: bool) -> Result<Headers, UsageErro
     Ok(out)
 }
 
+/// JSON text exactly as Python's `json.dumps(value)` writes it with its
+/// defaults (EventMQ 0.3.13 clients serialize jobs that way): `", "` and
+/// `": "` separators, non-ASCII and DEL escaped as `\uXXXX` (lower-case
+/// hex, surrogate pairs above U+FFFF), floats as Python's `repr` (`1.0`,
+/// `1e+16`, `1e-05`). Object keys keep their order.
+///
+/// Not covered: integers beyond 64 bits, which serde_json reads as floats
+/// (Python keeps them as integers).
+pub fn python_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_python_json(value, &mut out);
+    out
+}
+
+fn write_python_json(value: &Value, out: &mut String) {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => out.push_str(&i.to_string()),
+            (None, Some(u), _) => out.push_str(&u.to_string()),
+            (None, None, Some(f)) => out.push_str(&python_float_repr(f)),
+            (None, None, None) => out.push_str(&n.to_string()),
+        },
+        Value::String(s) => write_python_string(s, out),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_python_json(v, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            out.push('{');
+            for (i, (k, v)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_python_string(k, out);
+                out.push_str(": ");
+                write_python_json(v, out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// Python's `json` with `ensure_ascii=True`: everything outside `' '..='~'`
+/// is escaped.
+fn write_python_string(s: &str, out: &mut String) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            ' '..='~' => out.push(c),
+            _ => {
+                let mut units = [0u16; 2];
+                for u in c.encode_utf16(&mut units) {
+                    out.push_str(&format!("\\u{u:04x}"));
+                }
+            }
+        }
+    }
+    out.push('"');
+}
+
+/// `repr(float)` of Python 3: the shortest digits that read back as the
+/// same float, in positional notation when the decimal exponent is from -4
+/// to 15, else as `d.ddde+XX` / `d.ddde-XX`.
+pub fn python_float_repr(f: f64) -> String {
+    if f.is_nan() {
+        return "NaN".into();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 { "Infinity" } else { "-Infinity" }.into();
+    }
+    // Rust's `{:e}` gives the shortest round-trip digits too: "-1.2345e-7".
+    let sci = format!("{f:e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let (sign, mantissa) = match mantissa.strip_prefix('-') {
+        Some(m) => ("-", m),
+        None => ("", mantissa),
+    };
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let n = digits.len() as i32;
+    if (-4..16).contains(&exp) {
+        // positional
+        let point = exp + 1; // digits before the decimal point
+        let body = if point <= 0 {
+            format!("0.{}{digits}", "0".repeat((-point) as usize))
+        } else if point >= n {
+            format!("{digits}{}.0", "0".repeat((point - n) as usize))
+        } else {
+            format!(
+                "{}.{}",
+                &digits[..point as usize],
+                &digits[point as usize..]
+            )
+        };
+        format!("{sign}{body}")
+    } else {
+        let (first, rest) = digits.split_at(1);
+        let frac = if rest.is_empty() {
+            String::new()
+        } else {
+            format!(".{rest}")
+        };
+        let esign = if exp < 0 { '-' } else { '+' };
+        format!("{sign}{first}{frac}e{esign}{:02}", exp.abs())
+    }
+}
+
+/// The MSG frame of a SCHEDULE / UNSCHEDULE built from a job form: the job
+/// as Python's `json.dumps` writes it, byte for byte what 0.3.13's
+/// `schedule()` sends for a `run` job, so that an UNSCHEDULE from either
+/// side matches a SCHEDULE from the other (schedules are matched on queue
+/// and message bytes).
+pub fn schedule_message(job: &Job) -> Vec<u8> {
+    match serde_json::from_slice::<Value>(&job.to_message()) {
+        Ok(v) => python_json(&v).into_bytes(),
+        // unreachable: to_message always writes valid JSON
+        Err(_) => job.to_message(),
+    }
+}
+
+/// The HEADERS frame of a SCHEDULE / UNSCHEDULE: the `--header` values,
+/// then `nohaste` and `run_count:N` when asked for. With none of these the
+/// frame is `guarantee`, the default of 0.3.13's `schedule()`.
+pub fn build_schedule_headers(
+    items: &[String],
+    nohaste: bool,
+    run_count: Option<u64>,
+) -> Result<Headers, UsageError> {
+    let mut out = build_headers(items, false)?;
+    if items.is_empty() && !nohaste && run_count.is_none() {
+        out.push(Header::Guarantee);
+        return Ok(out);
+    }
+    if nohaste && !out.nohaste() {
+        out.push(Header::NoHaste);
+    }
+    if let Some(n) = run_count {
+        out.push(Header::Other(format!("run_count:{n}")));
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -383,5 +540,73 @@ mod tests {
             build_headers(&["x-custom".into()], false).unwrap().encode(),
             "x-custom"
         );
+    }
+
+    #[test]
+    fn python_json_matches_pythons_json_dumps() {
+        // expected: python3 -c 'import json; print(json.dumps(v))' for the
+        // same value
+        let input = r#"["run", {"callable":"f","path":"m","args":[1, 1.0, -0.0, 1e16, 1e15, 0.0001, 1e-05, 1.5e-07, 123.456, -2.5e300, 9223372036854775807, 18446744073709551615, -9223372036854775808, 0.30000000000000004, 5e-324, 1.7976931348623157e308],"kwargs":{"z":"é ü € 😀 \u007f \u0001 \" \\ \n\t\b\f\r /","a":null,"b":true,"c":false,"d":[],"e":{}}}]"#;
+        let expected = r#"["run", {"callable": "f", "path": "m", "args": [1, 1.0, -0.0, 1e+16, 1000000000000000.0, 0.0001, 1e-05, 1.5e-07, 123.456, -2.5e+300, 9223372036854775807, 18446744073709551615, -9223372036854775808, 0.30000000000000004, 5e-324, 1.7976931348623157e+308], "kwargs": {"z": "\u00e9 \u00fc \u20ac \ud83d\ude00 \u007f \u0001 \" \\ \n\t\b\f\r /", "a": null, "b": true, "c": false, "d": [], "e": {}}}]"#;
+        let v: Value = serde_json::from_str(input).unwrap();
+        assert_eq!(python_json(&v), expected);
+        // and it is JSON that reads back as the same value
+        assert_eq!(serde_json::from_str::<Value>(expected).unwrap(), v);
+    }
+
+    #[test]
+    fn python_float_repr_cases() {
+        for (f, want) in [
+            (0.0, "0.0"),
+            (2.0, "2.0"),
+            (-1.5, "-1.5"),
+            (0.001, "0.001"),
+            (1e22, "1e+22"),
+            (1.25e-10, "1.25e-10"),
+            (9999999999999998.0, "9999999999999998.0"),
+            (f64::INFINITY, "Infinity"),
+        ] {
+            assert_eq!(python_float_repr(f), want, "{f}");
+        }
+    }
+
+    #[test]
+    fn schedule_messages_are_python_style() {
+        let job = python_job(
+            "pyemq_jobs.noop",
+            &PythonArgs {
+                kwargs: Some(r#"{"b": 1, "a": [2, "x"]}"#),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(schedule_message(&job)).unwrap(),
+            r#"["run", {"callable": "noop", "path": "pyemq_jobs", "args": [], "kwargs": {"b": 1, "a": [2, "x"]}, "class_args": [], "class_kwargs": {}}]"#
+        );
+        let job = call_job("echo", None).unwrap();
+        assert_eq!(
+            schedule_message(&job),
+            br#"["call", {"handler": "echo", "args": null}]"#.to_vec()
+        );
+    }
+
+    #[test]
+    fn schedule_headers_default_to_guarantee_like_0_3_13() {
+        assert_eq!(
+            build_schedule_headers(&[], false, None).unwrap().encode(),
+            "guarantee"
+        );
+        assert_eq!(
+            build_schedule_headers(&[], true, Some(4)).unwrap().encode(),
+            "nohaste,run_count:4"
+        );
+        assert_eq!(
+            build_schedule_headers(&["reply-requested".into()], false, None)
+                .unwrap()
+                .encode(),
+            "reply-requested"
+        );
+        assert!(build_schedule_headers(&["timeout:x".into()], false, None).is_err());
     }
 }

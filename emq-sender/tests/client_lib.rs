@@ -79,6 +79,7 @@ fn a_full_send_queue_is_a_timeout_error() {
         hwm: 5,
         max_message_size: -1,
         linger_ms: 0,
+        plain: None,
     };
     let client = Client::connect_with(&ep, &opts).unwrap();
     client.set_send_timeout(Duration::from_millis(100)).unwrap();

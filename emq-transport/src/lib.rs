@@ -17,7 +17,7 @@ use emqp_proto::{DecodeError, Message};
 pub const DEFAULT_SOCKET_HWM: i32 = 100_000;
 
 /// Options shared by every socket an emq binary opens.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct SocketOptions {
     /// ZMQ_SNDHWM / ZMQ_RCVHWM.
     pub hwm: i32,
@@ -25,6 +25,11 @@ pub struct SocketOptions {
     pub max_message_size: i64,
     /// ZMQ_LINGER in milliseconds on close.
     pub linger_ms: i32,
+    /// ZMQ PLAIN client credentials `(username, password)`, set by
+    /// [`connect_dealer`] before it connects (for a router started with
+    /// PLAIN users, see [`zap`]). `None`: the NULL mechanism. Ignored by
+    /// [`bind_router`]. `Debug` does not show the password.
+    pub plain: Option<(String, String)>,
 }
 
 impl Default for SocketOptions {
@@ -33,6 +38,93 @@ impl Default for SocketOptions {
             hwm: DEFAULT_SOCKET_HWM,
             max_message_size: -1,
             linger_ms: 1000,
+            plain: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for SocketOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SocketOptions")
+            .field("hwm", &self.hwm)
+            .field("max_message_size", &self.max_message_size)
+            .field("linger_ms", &self.linger_ms)
+            .field(
+                "plain",
+                &self.plain.as_ref().map(|(user, _)| (user, "<redacted>")),
+            )
+            .finish()
+    }
+}
+
+/// Environment variable with the PLAIN username (see [`plain_credentials`]).
+pub const ENV_USERNAME: &str = "EMQ_USERNAME";
+/// Environment variable with the PLAIN password (see [`plain_credentials`]).
+pub const ENV_PASSWORD: &str = "EMQ_PASSWORD";
+
+/// PLAIN credentials as given on a command line (`--username U`,
+/// `--password P`, `--password-file F`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PlainArgs<'a> {
+    pub username: Option<&'a str>,
+    pub password: Option<&'a str>,
+    pub password_file: Option<&'a std::path::Path>,
+}
+
+/// Resolve PLAIN credentials the same way in every binary: the username is
+/// `--username`, else `$EMQ_USERNAME`; the password is `--password`, else
+/// the contents of `--password-file` (without its trailing line break),
+/// else `$EMQ_PASSWORD`. Empty environment variables count as unset.
+/// `Ok(None)` when neither a username nor a password is given (the NULL
+/// mechanism); a username without a password, or the other way round, is
+/// an error. `env` looks up environment variables (injected for tests).
+pub fn plain_credentials(
+    args: &PlainArgs,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<(String, String)>, String> {
+    let env = |k: &str| env(k).filter(|v| !v.is_empty());
+    let username = match args.username {
+        Some(u) => Some((u.to_string(), "--username")),
+        None => env(ENV_USERNAME).map(|u| (u, ENV_USERNAME)),
+    };
+    let password = match (args.password, args.password_file) {
+        (Some(_), Some(_)) => return Err("give only one of --password and --password-file".into()),
+        (Some(p), None) => Some((p.to_string(), "--password")),
+        (None, Some(path)) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("--password-file {}: {e}", path.display()))?;
+            let p = text.trim_end_matches(['\r', '\n']);
+            if p.is_empty() {
+                return Err(format!(
+                    "--password-file {}: the file is empty",
+                    path.display()
+                ));
+            }
+            Some((p.to_string(), "--password-file"))
+        }
+        (None, None) => env(ENV_PASSWORD).map(|p| (p, ENV_PASSWORD)),
+    };
+    match (username, password) {
+        (None, None) => Ok(None),
+        (Some((_, from)), None) => Err(format!(
+            "a username ({from}) needs a password: --password-file F, --password P or \
+             ${ENV_PASSWORD}"
+        )),
+        (None, Some((_, from))) => Err(format!(
+            "a password ({from}) needs a username: --username U or ${ENV_USERNAME}"
+        )),
+        (Some((u, from)), Some((p, pfrom))) => {
+            if u.is_empty() {
+                return Err(format!("{from}: empty username"));
+            }
+            // libzmq's limit (ZMTP PLAIN carries one length byte each)
+            if u.len() > 255 {
+                return Err(format!("{from}: longer than 255 bytes"));
+            }
+            if p.len() > 255 {
+                return Err(format!("{pfrom}: the password is longer than 255 bytes"));
+            }
+            Ok(Some((u, p)))
         }
     }
 }
@@ -87,17 +179,30 @@ pub fn bind_router(
     endpoint: &str,
     opts: &SocketOptions,
 ) -> Result<zmq::Socket, Box<dyn std::error::Error + Send + Sync>> {
+    bind_router_with(ctx, endpoint, opts, |_| Ok(()))
+}
+
+/// [`bind_router`] with `configure` run on the socket just before it binds
+/// (for settings that must precede bind, e.g. [`zap::AccessPolicy::apply`]).
+pub fn bind_router_with(
+    ctx: &zmq::Context,
+    endpoint: &str,
+    opts: &SocketOptions,
+    configure: impl FnOnce(&zmq::Socket) -> zmq::Result<()>,
+) -> Result<zmq::Socket, Box<dyn std::error::Error + Send + Sync>> {
     check_endpoint(endpoint)?;
     let sock = ctx.socket(zmq::ROUTER)?;
     apply_options(&sock, opts)?;
     sock.set_router_mandatory(true)?;
+    configure(&sock)?;
     sock.bind(endpoint)
         .map_err(|e| format!("cannot bind {endpoint}: {e}"))?;
     Ok(sock)
 }
 
 /// A DEALER connected to `endpoint` with the given identity (0.3.13 peers
-/// use a fresh uuid4 per connection).
+/// use a fresh uuid4 per connection), as a PLAIN client when
+/// [`SocketOptions::plain`] is set.
 pub fn connect_dealer(
     ctx: &zmq::Context,
     endpoint: &str,
@@ -108,6 +213,10 @@ pub fn connect_dealer(
     let sock = ctx.socket(zmq::DEALER)?;
     apply_options(&sock, opts)?;
     sock.set_identity(identity)?;
+    if let Some((username, password)) = &opts.plain {
+        sock.set_plain_username(Some(username))?;
+        sock.set_plain_password(Some(password))?;
+    }
     sock.connect(endpoint)
         .map_err(|e| format!("cannot connect to {endpoint}: {e}"))?;
     Ok(sock)
@@ -203,5 +312,136 @@ mod tests {
             Some(Received::Message(m)) => assert_eq!(m.command, emqp_proto::Command::Kbye),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn plain_credentials_come_from_flags_file_or_environment() {
+        let none = |_: &str| None;
+        let env = |k: &str| match k {
+            ENV_USERNAME => Some("env-user".to_string()),
+            ENV_PASSWORD => Some("env-pw".to_string()),
+            _ => None,
+        };
+        let args = |u, p| PlainArgs {
+            username: u,
+            password: p,
+            password_file: None,
+        };
+        assert_eq!(plain_credentials(&PlainArgs::default(), &none), Ok(None));
+        assert_eq!(
+            plain_credentials(&PlainArgs::default(), &env),
+            Ok(Some(("env-user".into(), "env-pw".into())))
+        );
+        assert_eq!(
+            plain_credentials(&args(Some("u"), Some("p")), &env),
+            Ok(Some(("u".into(), "p".into())))
+        );
+        assert_eq!(
+            plain_credentials(&args(Some("u"), None), &env),
+            Ok(Some(("u".into(), "env-pw".into())))
+        );
+        // empty environment variables count as unset
+        let empty = |_: &str| Some(String::new());
+        assert_eq!(plain_credentials(&PlainArgs::default(), &empty), Ok(None));
+
+        let file = std::env::temp_dir().join(format!("emq-transport-pw-{}", std::process::id()));
+        std::fs::write(&file, "from file\r\n").unwrap();
+        let with_file = PlainArgs {
+            username: Some("u"),
+            password: None,
+            password_file: Some(&file),
+        };
+        assert_eq!(
+            plain_credentials(&with_file, &env),
+            Ok(Some(("u".into(), "from file".into())))
+        );
+        let both = PlainArgs {
+            password: Some("p"),
+            ..with_file
+        };
+        assert!(plain_credentials(&both, &none)
+            .unwrap_err()
+            .contains("only one"));
+        std::fs::write(&file, "\n").unwrap();
+        assert!(plain_credentials(&with_file, &none)
+            .unwrap_err()
+            .contains("empty"));
+        std::fs::remove_file(&file).unwrap();
+        assert!(plain_credentials(&with_file, &none)
+            .unwrap_err()
+            .contains("--password-file"));
+
+        let e = plain_credentials(&args(Some("u"), None), &none).unwrap_err();
+        assert!(e.contains("needs a password"), "{e}");
+        let e = plain_credentials(&args(None, Some("p")), &none).unwrap_err();
+        assert!(e.contains("needs a username"), "{e}");
+        assert!(plain_credentials(&args(Some(""), Some("p")), &none).is_err());
+        let long = "x".repeat(256);
+        assert!(plain_credentials(&args(Some(&long), Some("p")), &none).is_err());
+        assert!(plain_credentials(&args(Some("u"), Some(&long)), &none).is_err());
+    }
+
+    #[test]
+    fn debug_output_hides_the_password() {
+        let opts = SocketOptions {
+            plain: Some(("user".into(), "s3cret".into())),
+            ..SocketOptions::default()
+        };
+        let text = format!("{opts:?}");
+        assert!(text.contains("user") && !text.contains("s3cret"), "{text}");
+    }
+
+    #[test]
+    fn a_plain_router_with_a_zap_handler_accepts_only_the_right_credentials() {
+        use crate::zap::{parse_plain_users, spawn_zap_handler, AccessPolicy, DomainPolicy};
+        let ctx = zmq::Context::new();
+        let mut policy = AccessPolicy::default();
+        policy.domains.insert(
+            "frontend".into(),
+            DomainPolicy {
+                allow: Vec::new(),
+                plain_users: Some(parse_plain_users("alice:pw1\n").unwrap()),
+            },
+        );
+        // the handler must be bound before the socket it guards
+        let _zap = spawn_zap_handler(&ctx, policy.clone()).unwrap();
+        let quiet = SocketOptions {
+            linger_ms: 0,
+            ..SocketOptions::default()
+        };
+        let router = ctx.socket(zmq::ROUTER).unwrap();
+        router.set_linger(0).unwrap();
+        policy.apply(&router, "frontend").unwrap();
+        router.bind("tcp://127.0.0.1:*").unwrap();
+        let endpoint = router.get_last_endpoint().unwrap().unwrap();
+        let dealer = |id: &[u8], plain: Option<(&str, &str)>| {
+            let opts = SocketOptions {
+                plain: plain.map(|(u, p)| (u.to_string(), p.to_string())),
+                ..quiet.clone()
+            };
+            let d = connect_dealer(&ctx, &endpoint, id, &opts).unwrap();
+            send_message(&d, Message::new(emqp_proto::Command::Ready)).unwrap();
+            d
+        };
+        let wrong = dealer(b"wrong", Some(("alice", "nope")));
+        let unknown = dealer(b"unknown", Some(("bob", "pw1")));
+        let null = dealer(b"null", None);
+        let good = dealer(b"good", Some(("alice", "pw1")));
+        assert!(router.poll(zmq::POLLIN, 5000).unwrap() > 0);
+        let (id, msg) = Message::decode_routed(router.recv_multipart(0).unwrap()).unwrap();
+        assert_eq!(id, b"good");
+        assert_eq!(msg.command, emqp_proto::Command::Ready);
+        assert_eq!(
+            router.poll(zmq::POLLIN, 300).unwrap(),
+            0,
+            "only the peer with the right credentials gets through"
+        );
+        // and the accepted connection works both ways
+        send_routed(&router, id, Message::new(emqp_proto::Command::Kbye)).unwrap();
+        match recv_message(&good, 5000).unwrap() {
+            Some(Received::Message(m)) => assert_eq!(m.command, emqp_proto::Command::Kbye),
+            other => panic!("{other:?}"),
+        }
+        drop((wrong, unknown, null, good, router));
     }
 }
