@@ -1,0 +1,346 @@
+//! emq-bench: raw zmq limit, emq end to end (memory and durable), single-job
+//! round trip, router memory with a million buffered jobs. Prints a table
+//! and optionally writes JSON. Targets are reported, never asserted.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use clap::Parser;
+use serde_json::json;
+
+use emq_bench::phases::{self, Config, Outcome};
+use emq_bench::procs;
+use emq_bench::report::{self, RunFigures};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "emq-bench",
+    about = "Benchmark emq-router + emq-jobmanager against the raw zmq limit",
+    long_about = "Benchmark emq against plain zmq on loopback, in the same run:\n\
+  1. raw limit: DEALER -> ROUTER|ROUTER relay -> DEALER echo, eMQP-shaped frames, pipelined;\n\
+  2. emq end to end: real emq-router + one emq-jobmanager (--concurrency 8), pipelined\n\
+     no-op jobs with reply-requested, memory mode (--journal none) and durable journal;\n\
+  3. single job round trip, one job at a time;\n\
+  4. router peak RSS (VmHWM) with 1,000,000 jobs buffered and no worker;\n\
+  also: the real router with an ideal in-process worker (router cost without the job manager),\n\
+  and CPU time per job of every process;\n\
+  5. ratios emq / raw.\n\
+Each figure is the median of --runs runs. Targets are reported, never asserted;\n\
+the exit status is 1 only when a phase failed to run."
+)]
+struct Args {
+    /// Jobs per pipelined phase [default: 100000, --quick 2000]
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Runs; each figure is the median over them [default: 3, --quick 1]
+    #[arg(long)]
+    runs: Option<usize>,
+    /// Outstanding jobs in the pipelined phases
+    #[arg(long, default_value_t = 1000)]
+    window: usize,
+    /// Jobs of the one-at-a-time round trip phase [default: 2000, --quick 200]
+    #[arg(long)]
+    single_jobs: Option<usize>,
+    /// Jobs buffered in the router memory phase [default: 1000000, --quick 20000]
+    #[arg(long)]
+    memory_jobs: Option<usize>,
+    /// Warm-up jobs before each measured phase [default: 1000, --quick 200]
+    #[arg(long)]
+    warmup_jobs: Option<usize>,
+    /// emq-jobmanager --concurrency
+    #[arg(long, default_value_t = 8)]
+    concurrency: usize,
+    /// A short smoke run (2000 jobs, 1 run, 20000 buffered jobs)
+    #[arg(long)]
+    quick: bool,
+    /// Also write the results as JSON here
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+    /// Where emq-router and emq-jobmanager are [default: this binary's directory]
+    #[arg(long, value_name = "DIR")]
+    bin_dir: Option<PathBuf>,
+    /// RUST_LOG for the router and job manager [default: inherited]
+    #[arg(long, value_name = "FILTER")]
+    rust_log: Option<String>,
+    /// Keep the children's logs in this directory
+    #[arg(long, value_name = "DIR")]
+    keep_logs: Option<PathBuf>,
+    /// Give up on a phase when nothing arrives for this many seconds
+    #[arg(long, default_value_t = 15.0)]
+    idle_timeout: f64,
+    /// Give up on a phase after this many seconds
+    #[arg(long, default_value_t = 600.0)]
+    phase_timeout: f64,
+    /// Skip the raw zmq limit
+    #[arg(long)]
+    skip_raw: bool,
+    /// Skip emq in memory mode (--journal none)
+    #[arg(long)]
+    skip_memory_mode: bool,
+    /// Skip emq with the durable journal
+    #[arg(long)]
+    skip_durable: bool,
+    /// Skip the one-at-a-time round trip phases
+    #[arg(long)]
+    skip_single: bool,
+    /// Skip the real router with the bench's ideal in-process worker
+    #[arg(long)]
+    skip_ideal_worker: bool,
+    /// Skip the router memory phase (jobs buffered, no worker)
+    #[arg(long)]
+    skip_buffered: bool,
+}
+
+/// The 1, 5 and 15 minute load averages.
+fn loadavg() -> Option<[f64; 3]> {
+    let t = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let mut it = t.split_whitespace().map(|v| v.parse::<f64>().ok());
+    Some([it.next()??, it.next()??, it.next()??])
+}
+
+fn machine() -> serde_json::Value {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|t| {
+        t.lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+    });
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .ok()
+        .map(|s| s.trim().to_string());
+    json!({
+        "cpus": std::thread::available_parallelism().map(|n| n.get()).ok(),
+        "cpu_model": cpu,
+        "kernel": kernel,
+        "bench_build": if cfg!(debug_assertions) { "debug" } else { "release" },
+        "loadavg_at_start": loadavg(),
+    })
+}
+
+fn main() -> ExitCode {
+    let a = Args::parse();
+    let pick = |v: Option<usize>, normal: usize, quick: usize| {
+        v.unwrap_or(if a.quick { quick } else { normal })
+    };
+    let runs = pick(a.runs, 3, 1).max(1);
+    let bin_dir = a.bin_dir.clone().unwrap_or_else(|| {
+        std::env::current_exe()
+            .ok()
+            .and_then(|p| p.parent().map(PathBuf::from))
+            .unwrap_or_else(|| PathBuf::from("target/release"))
+    });
+    let cfg = Config {
+        jobs: pick(a.jobs, 100_000, 2000).max(1),
+        window: a.window.max(1),
+        single_jobs: if a.skip_single {
+            0
+        } else {
+            pick(a.single_jobs, 2000, 200)
+        },
+        memory_jobs: pick(a.memory_jobs, 1_000_000, 20_000).max(1),
+        concurrency: a.concurrency.max(1),
+        warmup_jobs: pick(a.warmup_jobs, 1000, 200).max(1),
+        router_bin: bin_dir.join("emq-router"),
+        jobmanager_bin: bin_dir.join("emq-jobmanager"),
+        rust_log: a.rust_log.clone(),
+        keep_logs: a.keep_logs.clone(),
+        idle_timeout: Duration::from_secs_f64(a.idle_timeout.max(1.0)),
+        phase_timeout: Duration::from_secs_f64(a.phase_timeout.max(1.0)),
+    };
+    let stop: std::sync::Arc<AtomicBool> = match procs::install_signal_handler() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("emq-bench: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let m = machine();
+    eprintln!(
+        "emq-bench: {} run(s), {} jobs (window {}), {} single, {} buffered; binaries in {}; machine {}",
+        runs,
+        cfg.jobs,
+        cfg.window,
+        cfg.single_jobs,
+        cfg.memory_jobs,
+        bin_dir.display(),
+        m
+    );
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    if let Some(l) = loadavg().filter(|l| l[0] > cpus as f64 * 0.5) {
+        eprintln!(
+            "emq-bench: WARNING: load average {:.2} on {cpus} CPU(s) before starting; other work competes with the bench and figures will be noisy",
+            l[0]
+        );
+    }
+    if cfg!(debug_assertions) || bin_dir.components().any(|c| c.as_os_str() == "debug") {
+        eprintln!("emq-bench: WARNING: not a release build; figures are not comparable");
+    }
+
+    let mut all = Vec::new();
+    for run in 1..=runs {
+        let step = |name: &str| eprintln!("emq-bench: run {run}/{runs}: {name}");
+        let report_outcome = |name: &str, o: &dyn std::fmt::Debug| {
+            let s = format!("{o:?}");
+            let short: String = s.chars().take(400).collect();
+            eprintln!("emq-bench: run {run}/{runs}: {name}: {short}");
+        };
+        let interrupted = || stop.load(std::sync::atomic::Ordering::Relaxed);
+        let raw = if a.skip_raw || interrupted() {
+            Outcome::Skipped
+        } else {
+            step("raw limit");
+            let o = phases::raw(&cfg, &stop);
+            report_outcome("raw limit", &brief(&o));
+            o
+        };
+        let memory_mode = if a.skip_memory_mode || interrupted() {
+            Outcome::Skipped
+        } else {
+            step("emq memory mode");
+            let o = phases::emq(&cfg, false, &stop);
+            report_outcome("emq memory mode", &brief(&o));
+            o
+        };
+        let durable = if a.skip_durable || interrupted() {
+            Outcome::Skipped
+        } else {
+            step("emq durable journal");
+            let o = phases::emq(&cfg, true, &stop);
+            report_outcome("emq durable journal", &brief(&o));
+            o
+        };
+        let ideal_worker = if a.skip_ideal_worker || interrupted() {
+            Outcome::Skipped
+        } else {
+            step("emq-router + ideal in-process worker");
+            let o = phases::emq_ideal_worker(&cfg, &stop);
+            report_outcome("emq-router + ideal worker", &brief(&o));
+            o
+        };
+        let buffered = if a.skip_buffered || interrupted() {
+            Outcome::Skipped
+        } else {
+            step("router memory, jobs buffered");
+            let o = phases::memory(&cfg, &stop);
+            report_outcome("router memory", &o);
+            o
+        };
+        all.push(RunFigures {
+            raw,
+            memory_mode,
+            durable,
+            ideal_worker,
+            buffered,
+        });
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            eprintln!("emq-bench: interrupted");
+            return ExitCode::from(130);
+        }
+    }
+
+    let rows = report::metrics(&all, cfg.memory_jobs);
+    println!();
+    println!(
+        "emq-bench: medians of {runs} run(s); {} jobs pipelined (window {}), {} one at a time, {} buffered",
+        cfg.jobs, cfg.window, cfg.single_jobs, cfg.memory_jobs
+    );
+    print!("{}", report::table(&rows));
+
+    let failures: Vec<String> = all
+        .iter()
+        .enumerate()
+        .flat_map(|(i, r)| {
+            [
+                ("raw", fail(&r.raw)),
+                ("emq memory mode", fail(&r.memory_mode)),
+                ("emq durable", fail(&r.durable)),
+                ("emq-router + ideal worker", fail(&r.ideal_worker)),
+                ("router memory", fail(&r.buffered)),
+            ]
+            .into_iter()
+            .filter_map(move |(n, f)| f.map(|f| format!("run {}: {n}: {f}", i + 1)))
+        })
+        .collect();
+    for f in &failures {
+        eprintln!("emq-bench: FAILED {f}");
+    }
+
+    if let Some(path) = &a.json {
+        let doc = json!({
+            "bench": "emq-bench",
+            "timestamp_unix": std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            "machine": m,
+            "loadavg_at_end": loadavg(),
+            "config": {
+                "runs": runs,
+                "jobs": cfg.jobs,
+                "window": cfg.window,
+                "single_jobs": cfg.single_jobs,
+                "memory_jobs": cfg.memory_jobs,
+                "warmup_jobs": cfg.warmup_jobs,
+                "concurrency": cfg.concurrency,
+                "quick": a.quick,
+                "router_bin": cfg.router_bin.display().to_string(),
+                "jobmanager_bin": cfg.jobmanager_bin.display().to_string(),
+                "job": "[\"call\", {\"handler\": \"noop\", \"args\": null}] on queue default, header reply-requested",
+            },
+            "metrics": report::metrics_json(&rows),
+            "runs": all.iter().enumerate().map(|(i, r)| r.to_json(i + 1)).collect::<Vec<_>>(),
+            "failures": failures,
+        });
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+        match std::fs::write(path, text + "\n") {
+            Ok(()) => eprintln!("emq-bench: JSON written to {}", path.display()),
+            Err(e) => {
+                eprintln!("emq-bench: cannot write {}: {e}", path.display());
+                return ExitCode::from(1);
+            }
+        }
+    }
+    if failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+fn fail<T>(o: &Outcome<T>) -> Option<String> {
+    match o {
+        Outcome::Failed(e) => Some(e.clone()),
+        _ => None,
+    }
+}
+
+/// A one-line progress summary of a pipelined + single phase.
+fn brief(o: &Outcome<phases::PipeAndSingle>) -> String {
+    match o {
+        Outcome::Done(p) => format!(
+            "{:.0}/s pipelined (p50 {:.0} us, p99 {:.0} us, acks {}, CPU us/job {}), single p50 {:.0} us p99 {:.0} us",
+            p.pipelined.rate,
+            p.pipelined.latency.map(|l| l.p50_us).unwrap_or(f64::NAN),
+            p.pipelined.latency.map(|l| l.p99_us).unwrap_or(f64::NAN),
+            p.pipelined.acks,
+            p.pipelined
+                .cpu_us_per_job
+                .iter()
+                .map(|(k, v)| format!("{k} {v:.1}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            p.single.latency.map(|l| l.p50_us).unwrap_or(f64::NAN),
+            p.single.latency.map(|l| l.p99_us).unwrap_or(f64::NAN),
+        ),
+        Outcome::Unavailable(w) => format!("unavailable: {w}"),
+        Outcome::Failed(w) => format!("FAILED: {w}"),
+        Outcome::Skipped => "skipped".into(),
+    }
+}

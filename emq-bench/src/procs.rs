@@ -1,0 +1,336 @@
+//! Child processes that cannot outlive the bench: a Drop guard that sends
+//! SIGTERM then SIGKILL, a registry the Ctrl-C handler empties, and
+//! PR_SET_PDEATHSIG so a SIGKILLed bench takes its children along.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Pids of running children, for the signal handler.
+static CHILDREN: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+fn register(pid: i32) {
+    if let Ok(mut c) = CHILDREN.lock() {
+        c.push(pid);
+    }
+}
+
+fn unregister(pid: i32) {
+    if let Ok(mut c) = CHILDREN.lock() {
+        c.retain(|p| *p != pid);
+    }
+}
+
+fn kill(pid: i32, sig: i32) {
+    // SAFETY: kill(2) on a pid we spawned and have not yet reaped.
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+/// On SIGINT/SIGTERM: set the returned flag (every wait loop polls it),
+/// give the main thread 3 s to unwind through its Drop guards and exit,
+/// and if it has not, kill whatever children are left and exit 130.
+pub fn install_signal_handler() -> Result<Arc<AtomicBool>, String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+    ])
+    .map_err(|e| format!("signal handler: {e}"))?;
+    let flag = Arc::clone(&stop);
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            if signals.forever().next().is_some() {
+                eprintln!("emq-bench: interrupted, stopping children");
+                flag.store(true, Ordering::Relaxed);
+                // main normally unwinds (Drop guards stop the children and
+                // remove temp dirs) and exits 130 well within this
+                std::thread::sleep(Duration::from_secs(3));
+                if let Ok(c) = CHILDREN.lock() {
+                    for pid in c.iter() {
+                        kill(*pid, libc::SIGKILL);
+                    }
+                }
+                std::process::exit(130);
+            }
+        })
+        .map_err(|e| format!("spawn: {e}"))?;
+    Ok(stop)
+}
+
+/// A running child; SIGTERM, then SIGKILL after a grace period, on drop.
+pub struct ChildGuard {
+    pub name: String,
+    child: Option<Child>,
+    pub log: PathBuf,
+}
+
+impl ChildGuard {
+    /// Start `program args...` with stdout/stderr appended to `log`.
+    pub fn spawn(
+        name: &str,
+        program: &Path,
+        args: &[String],
+        env: &[(&str, &str)],
+        log: PathBuf,
+    ) -> Result<ChildGuard, String> {
+        let out = File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+        let err = out
+            .try_clone()
+            .map_err(|e| format!("{}: {e}", log.display()))?;
+        let mut cmd = Command::new(program);
+        cmd.args(args).stdin(Stdio::null()).stdout(out).stderr(err);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        // SAFETY: prctl is async-signal-safe; nothing else runs post-fork.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", program.display()))?;
+        register(child.id() as i32);
+        Ok(ChildGuard {
+            name: name.to_string(),
+            child: Some(child),
+            log,
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(Child::id).unwrap_or(0)
+    }
+
+    /// `Some(description)` when the child has exited.
+    pub fn exited(&mut self) -> Option<String> {
+        let c = self.child.as_mut()?;
+        match c.try_wait() {
+            Ok(Some(status)) => Some(status.to_string()),
+            Ok(None) => None,
+            Err(e) => Some(format!("wait failed: {e}")),
+        }
+    }
+
+    /// The last `n` lines of the child's log.
+    pub fn log_tail(&self, n: usize) -> String {
+        log_tail(&self.log, n)
+    }
+
+    /// SIGTERM, wait up to `grace`, then SIGKILL. Returns how it ended.
+    pub fn stop(&mut self, grace: Duration) -> String {
+        let Some(mut c) = self.child.take() else {
+            return "not running".into();
+        };
+        let pid = c.id() as i32;
+        let mut how = match c.try_wait() {
+            Ok(Some(s)) => format!("had already exited: {s}"),
+            _ => {
+                kill(pid, libc::SIGTERM);
+                let deadline = Instant::now() + grace;
+                loop {
+                    match c.try_wait() {
+                        Ok(Some(s)) => break format!("stopped: {s}"),
+                        Ok(None) if Instant::now() < deadline => {
+                            std::thread::sleep(Duration::from_millis(20))
+                        }
+                        _ => {
+                            let _ = c.kill();
+                            let _ = c.wait();
+                            break format!("killed after {grace:?} without exiting");
+                        }
+                    }
+                }
+            }
+        };
+        unregister(pid);
+        if how.is_empty() {
+            how = "stopped".into();
+        }
+        how
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        self.stop(Duration::from_secs(5));
+    }
+}
+
+pub fn log_tail(path: &Path, n: usize) -> String {
+    let Ok(f) = File::open(path) else {
+        return String::new();
+    };
+    let lines: Vec<String> = BufReader::new(f).lines().map_while(Result::ok).collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// A loopback port nobody listens on right now (bind port 0, read, close).
+pub fn free_port() -> Result<u16, String> {
+    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("free port: {e}"))?;
+    l.local_addr()
+        .map(|a| a.port())
+        .map_err(|e| format!("free port: {e}"))
+}
+
+/// `n` distinct free ports (the listeners are held until all are picked).
+pub fn free_ports(n: usize) -> Result<Vec<u16>, String> {
+    let mut held = Vec::new();
+    for _ in 0..n {
+        held.push(TcpListener::bind("127.0.0.1:0").map_err(|e| format!("free port: {e}"))?);
+    }
+    held.iter()
+        .map(|l| {
+            l.local_addr()
+                .map(|a| a.port())
+                .map_err(|e| format!("free port: {e}"))
+        })
+        .collect()
+}
+
+/// Wait until something accepts TCP connections on 127.0.0.1:`port`, the
+/// child is still alive, and `timeout` has not passed.
+pub fn wait_listening(
+    child: &mut ChildGuard,
+    port: u16,
+    timeout: Duration,
+    stop: &AtomicBool,
+) -> Result<(), String> {
+    let deadline = Instant::now() + timeout;
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Err("interrupted".into());
+        }
+        if let Some(status) = child.exited() {
+            return Err(format!(
+                "{} exited ({status}) before listening on port {port}; log:\n{}",
+                child.name,
+                child.log_tail(15)
+            ));
+        }
+        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "{} not listening on port {port} after {timeout:?}; log:\n{}",
+                child.name,
+                child.log_tail(15)
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A directory removed (with its contents) on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(label: &str) -> Result<TempDir, String> {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let p = std::env::temp_dir().join(format!("emq-bench-{}-{label}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        Ok(TempDir(p))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// CPU time (user + system, all threads) of process `pid`, in seconds.
+pub fn proc_cpu_secs(pid: u32) -> Option<f64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let tck = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    parse_stat_ticks(&text).map(|t| t as f64 / tck.max(1) as f64)
+}
+
+/// utime + stime (fields 14 and 15) of a /proc/PID/stat line; the command
+/// name (field 2) may contain spaces and parentheses, so fields are counted
+/// after its last ')'.
+fn parse_stat_ticks(text: &str) -> Option<u64> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // rest starts at field 3 (state): utime is f[11], stime f[12]
+    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
+/// A `kB` field of /proc/PID/status (`VmHWM`, `VmRSS`), in bytes.
+pub fn proc_status_bytes(pid: u32, field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    parse_status_kb(&text, field).map(|kb| kb * 1024)
+}
+
+fn parse_status_kb(text: &str, field: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let rest = l.strip_prefix(field)?.strip_prefix(':')?;
+        rest.trim().strip_suffix("kB")?.trim().parse().ok()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_fields_parse_in_kb() {
+        let t = "Name:\tx\nVmHWM:\t  123456 kB\nVmRSS:\t   100 kB\n";
+        assert_eq!(parse_status_kb(t, "VmHWM"), Some(123_456));
+        assert_eq!(parse_status_kb(t, "VmRSS"), Some(100));
+        assert_eq!(parse_status_kb(t, "VmPeak"), None);
+        let me = proc_status_bytes(std::process::id(), "VmHWM").unwrap();
+        assert!(me > 0);
+    }
+
+    #[test]
+    fn stat_ticks_count_fields_after_the_command_name() {
+        let line = "42 (a b) c) S 1 42 42 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 1 0";
+        assert_eq!(parse_stat_ticks(line), Some(300));
+        assert_eq!(parse_stat_ticks("garbage"), None);
+        assert!(proc_cpu_secs(std::process::id()).is_some());
+    }
+
+    #[test]
+    fn child_guard_kills_on_drop_and_ports_are_distinct() {
+        let dir = TempDir::new("test").unwrap();
+        let pid;
+        {
+            let g = ChildGuard::spawn(
+                "sleep",
+                Path::new("sleep"),
+                &["30".to_string()],
+                &[],
+                dir.path().join("log"),
+            )
+            .unwrap();
+            pid = g.pid();
+            assert!(Path::new(&format!("/proc/{pid}")).exists());
+        }
+        // reaped: no zombie left behind under that pid (or reused by another)
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        assert!(!status.contains("sleep"), "{status}");
+        let ports = free_ports(3).unwrap();
+        assert!(ports[0] != ports[1] && ports[1] != ports[2] && ports[0] != ports[2]);
+    }
+}
