@@ -8,13 +8,18 @@
 //!   (buffered), `processed_messages_by_queue` / `processed_messages_by_worker`
 //!   (finished jobs; 0.3.13 counted only direct dispatches). Plus emq's:
 //!   `dispatched_messages_by_queue`, `inflight_messages_by_worker`,
-//!   `retry_waiting_messages`, `counters`, `dead_letter` (`count` and the
+//!   `retry_waiting_messages`, `counters`, `dead_letter` (`count` — this
+//!   run's plus those loaded from the journal (`from_journal`) — and the
 //!   most recent entries), `shutting_down`.
 //! - ROUTER_SHOW_WORKERS: `connected_workers{id: {queues, hb,
 //!   available_slots, inflight, features}}` and `connected_queues{queue:
 //!   [[weight, id], ...]}` (a queue stays listed, possibly empty, after its
 //!   last worker leaves, as in 0.3.13).
-//! - ROUTER_SHOW_SCHEDULERS: `connected_schedulers{id: {hb}}`.
+//! - ROUTER_SHOW_SCHEDULERS: `connected_schedulers{id: {hb}}` (0.3.13
+//!   scheduler peers) and emq's `schedules`: the built-in schedules, a list
+//!   of `emq_schedule::ScheduleInfo` objects (id, queue, headers, message,
+//!   interval_secs / cron, nohaste, run_limit, runs_left, next_run_ms,
+//!   last_run_ms, run_count, created_ms, updated_ms; times in unix ms).
 //!
 //! `hb` is the core time of the peer's last message in seconds (0.3.13 uses
 //! `time.monotonic()`, also an arbitrary origin).
@@ -65,9 +70,10 @@ impl Router {
             .collect();
         let processed_q: BTreeMap<String, u64> = self
             .stats
-            .processed_by_queue
+            .queues
             .iter()
-            .map(|(k, v)| (k.clone(), *v))
+            .filter(|(_, m)| m.finished > 0)
+            .map(|(k, m)| (k.clone(), m.finished))
             .collect();
         let processed_w: BTreeMap<String, u64> = self
             .stats
@@ -94,7 +100,8 @@ impl Router {
                     "attempts": d.attempts,
                     "reason": d.reason,
                     "error": d.error.as_deref().map(|e| String::from_utf8_lossy(e).into_owned()),
-                    "age_ms": now.saturating_sub(d.at) / 1000,
+                    "age_ms": (self.cfg.epoch_unix_micros.saturating_add(now) / 1000).saturating_sub(d.at_unix_ms),
+                    "at_unix_ms": d.at_unix_ms,
                 })
             })
             .collect();
@@ -125,7 +132,8 @@ impl Router {
                 "malformed_dropped": s.malformed_dropped,
             },
             "dead_letter": {
-                "count": s.dead_lettered,
+                "count": s.dead_lettered + self.restored_dead,
+                "from_journal": self.restored_dead,
                 "recent": recent,
             },
         });
@@ -173,6 +181,7 @@ impl Router {
                 json!({ "hb": secs_f64(s.last_seen) }),
             );
         }
-        json!({ "connected_schedulers": obj(m) }).to_string()
+        let schedules = serde_json::to_value(self.book.list()).unwrap_or(Value::Null);
+        json!({ "connected_schedulers": obj(m), "schedules": schedules }).to_string()
     }
 }

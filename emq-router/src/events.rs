@@ -131,4 +131,16 @@ pub enum JournalOp {
         msgid: String,
         reason: String,
     },
+    /// The job is being delivered again (after a lost delivery or a retry):
+    /// its delivery count is now `attempts`.
+    Attempt {
+        id: u64,
+        msgid: String,
+        attempts: u32,
+    },
+    /// A built-in schedule was created, changed or ran: store `blob`
+    /// (opaque, from `emq_schedule::ScheduleBook::take_changes`) under `id`.
+    PutSchedule { id: String, blob: Vec<u8> },
+    /// A built-in schedule was removed.
+    DeleteSchedule { id: String },
 }

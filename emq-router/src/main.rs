@@ -7,7 +7,15 @@
 //! so that a job is durable before its acknowledgement leaves — and failed
 //! sends (EHOSTUNREACH, EAGAIN at the peer's high-water mark) are fed back
 //! as `SendFailed`. A tick every 100 ms drives heartbeats, the dead-peer
-//! sweep, retries and the drain deadline.
+//! sweep, retries, built-in schedules and the drain deadline; with
+//! `--metrics` the Prometheus text is re-rendered at most every 500 ms on
+//! a tick and served by a separate HTTP thread.
+//!
+//! Start-up order: options, journal (default: the data dir; damaged or
+//! locked → exit 2), ZAP handler (when any access rule is active — the
+//! admin loopback default always is), the three sockets (ZAP domain /
+//! PLAIN server and ZMQ_MAXMSGSIZE set before bind), metrics endpoint,
+//! then the journal's jobs, dead letters and schedules go into the core.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -16,6 +24,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use clap::Parser;
 use emq_router::util::LogLimiter;
 use emq_router::{Action, Config, Input, JournalOp, Router, SendFailure, Socket, StoredJob};
+use emq_transport::zap::{AccessPolicy, DomainPolicy, IpBlock};
 use emq_transport::SocketOptions;
 use emqp_proto::settings::Settings;
 use emqp_proto::QueueSpec;
@@ -26,6 +35,8 @@ const DEFAULT_ADMIN: &str = "tcp://127.0.0.1:47293";
 /// Most messages read from one socket per poll round (fairness).
 const READ_BATCH: usize = 4096;
 const TICK: Duration = Duration::from_millis(100);
+/// How often the metrics text is rendered (when --metrics is on).
+const METRICS_EVERY: Duration = Duration::from_millis(500);
 
 const AFTER_HELP: &str = "\
 Every option can also come from the environment (EVENTMQ_<KEY>) or from the
@@ -34,14 +45,29 @@ Every option can also come from the environment (EVENTMQ_<KEY>) or from the
 which wins over the file. Keys: FRONTEND_ADDR, BACKEND_ADDR,
 ADMINISTRATIVE_ADDR, HWM, HEARTBEAT_INTERVAL, HEARTBEAT_LIVENESS,
 MAX_ATTEMPTS, RETRY_BACKOFF, RETRY_BACKOFF_MAX, DRAIN_TIMEOUT, QUEUES
-(default queues of a worker whose INFORM names none), JOURNAL.
+(default queues of a worker whose INFORM names none), JOURNAL, METRICS_ADDR,
+MAX_MESSAGE_SIZE, ALLOW_FRONTEND, ALLOW_BACKEND, ALLOW_ADMIN, PLAIN_USERS.
+
+Access control uses ZAP: a peer outside an --allow-* list, or without valid
+PLAIN credentials when --plain-users is set, is refused by libzmq before any
+of its messages reaches the router (clients and job managers then need
+PLAIN credentials too).
 
 Protocol: eMQP/1.0, wire-compatible with EventMQ 0.3.13. Every accepted
 REQUEST is acknowledged with REPLY [msgid]; results of reply-requested jobs
 come back as RESULT [msgid, status, payload]; refused requests get
-REJECT [msgid, reason, text]. SIGTERM, SIGINT or an admin DISCONNECT stop
-the router in order: KBYE to every peer, wait for in-flight jobs (at most
---drain-timeout), exit 0.
+REJECT [msgid, reason, text].
+
+Schedules: the router keeps SCHEDULE / UNSCHEDULE itself (interval or cron,
+UTC; acked REPLY [msgid], bad timing REJECT malformed) and journals them, so
+no emq-scheduler process is needed. If a 0.3.13 scheduler is connected
+(INFORM type scheduler on the frontend), SCHEDULE is forwarded to it instead;
+UNSCHEDULE goes to every scheduler and removes the built-in schedule too.
+
+SIGTERM, SIGINT or an admin DISCONNECT stop the router in order: KBYE to
+every peer, wait for in-flight jobs (at most --drain-timeout), exit 0. Exit
+code 2: the journal cannot be used (damaged, locked by another router, not
+writable); 1: any other start-up error.
 
 Logs go to stderr; RUST_LOG overrides the level (default info).";
 
@@ -105,11 +131,64 @@ struct Cli {
     #[arg(long, value_name = "SPEC")]
     default_queues: Option<String>,
 
-    /// Durable job journal (SQLite file): accepted jobs survive a router
-    /// restart and are queued again. `none` keeps jobs in memory only
-    /// [env: EVENTMQ_JOURNAL] [default: none]
+    /// Durable job journal (SQLite file): accepted jobs, attempt counts,
+    /// dead letters and built-in schedules survive a router restart.
+    /// `none` keeps everything in memory only. Default: journal.sqlite in
+    /// the data dir ($EMQ_DATA_DIR, else $XDG_DATA_HOME/emq, else
+    /// ~/.local/share/emq). A damaged or locked journal stops the router
+    /// with exit code 2 [env: EVENTMQ_JOURNAL]
     #[arg(long, value_name = "PATH|none")]
     journal: Option<String>,
+
+    /// Serve Prometheus metrics over HTTP (GET /metrics) on this address,
+    /// e.g. 127.0.0.1:9464 (port 0: any free port, logged). Default: off
+    /// [env: EVENTMQ_METRICS_ADDR]
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
+
+    /// Largest message (frame) accepted on any socket, in bytes; a peer
+    /// sending a bigger one is disconnected by libzmq. 0 or -1: no limit
+    /// [env: EVENTMQ_MAX_MESSAGE_SIZE] [default: 16777216 (16 MiB)]
+    #[arg(long, value_name = "BYTES", allow_negative_numbers = true)]
+    max_message_size: Option<i64>,
+
+    /// Addresses (IP or CIDR, comma-separated) allowed to connect to the
+    /// frontend; `any` for no restriction [env: EVENTMQ_ALLOW_FRONTEND]
+    /// [default: any]
+    #[arg(long, value_name = "CIDR[,CIDR]")]
+    allow_frontend: Option<String>,
+
+    /// Addresses allowed to connect to the backend (workers)
+    /// [env: EVENTMQ_ALLOW_BACKEND] [default: any]
+    #[arg(long, value_name = "CIDR[,CIDR]")]
+    allow_backend: Option<String>,
+
+    /// Addresses allowed to connect to the admin endpoint
+    /// [env: EVENTMQ_ALLOW_ADMIN] [default: 127.0.0.0/8,::1]
+    #[arg(long, value_name = "CIDR[,CIDR]")]
+    allow_admin: Option<String>,
+
+    /// File of `user:password` lines (# comments): the frontend and backend
+    /// then require ZMQ PLAIN credentials from every peer
+    /// [env: EVENTMQ_PLAIN_USERS]
+    #[arg(long, value_name = "FILE")]
+    plain_users: Option<PathBuf>,
+}
+
+const DEFAULT_MAX_MESSAGE_SIZE: i64 = 16 * 1024 * 1024;
+const DEFAULT_ALLOW_ADMIN: &str = "127.0.0.0/8,::1";
+
+/// `any` (or empty) → no restriction; else a comma-separated list of IPs /
+/// CIDR blocks.
+fn parse_allow(text: &str, what: &str) -> Result<Vec<IpBlock>, String> {
+    let t = text.trim();
+    if t.is_empty() || t.eq_ignore_ascii_case("any") {
+        return Ok(Vec::new());
+    }
+    t.split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(|p| p.parse::<IpBlock>().map_err(|e| format!("{what}: {e}")))
+        .collect()
 }
 
 /// Options after flags, environment, file and defaults are merged.
@@ -119,6 +198,14 @@ struct Options {
     backend: String,
     admin: String,
     journal: Option<PathBuf>,
+    /// No --journal / JOURNAL given: the data-dir default (or none if no
+    /// data dir is known).
+    journal_default: bool,
+    metrics: Option<String>,
+    max_message_size: i64,
+    access: AccessPolicy,
+    /// One line per guarded socket, logged at start.
+    access_log: Vec<String>,
     core: Config,
 }
 
@@ -165,8 +252,9 @@ impl Options {
         for e in [&frontend, &backend, &admin] {
             emq_transport::check_endpoint(e).map_err(|e| e.to_string())?;
         }
-        let journal_arg = text(cli.journal, "JOURNAL", "none");
-        let journal = emq_journal::resolve_journal_path(Some(journal_arg.trim()));
+        let journal_arg = cli.journal.or_else(|| s.get("JOURNAL").map(str::to_string));
+        let journal = emq_journal::resolve_journal_path(journal_arg.as_deref().map(str::trim));
+        let journal_default = journal_arg.is_none();
         let default_queues = match cli
             .default_queues
             .or_else(|| s.get("QUEUES").map(str::to_string))
@@ -194,6 +282,72 @@ impl Options {
         if liveness == 0 {
             return Err("--heartbeat-liveness must be at least 1".into());
         }
+        let metrics = cli
+            .metrics
+            .or_else(|| s.get("METRICS_ADDR").map(str::to_string))
+            .map(|a| a.trim().to_string())
+            .filter(|a| !a.is_empty() && !a.eq_ignore_ascii_case("none"));
+        let mut max_message_size = pick(
+            cli.max_message_size,
+            s,
+            "MAX_MESSAGE_SIZE",
+            DEFAULT_MAX_MESSAGE_SIZE,
+        )?;
+        if max_message_size <= 0 {
+            max_message_size = -1;
+        }
+        let plain_users = match cli
+            .plain_users
+            .or_else(|| s.get("PLAIN_USERS").map(PathBuf::from))
+        {
+            None => None,
+            Some(path) => {
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("--plain-users {}: {e}", path.display()))?;
+                let users = emq_transport::zap::parse_plain_users(&text)
+                    .map_err(|e| format!("--plain-users {}: {e}", path.display()))?;
+                if users.is_empty() {
+                    return Err(format!("--plain-users {}: no users", path.display()));
+                }
+                Some(users)
+            }
+        };
+        let mut access = AccessPolicy::default();
+        let mut access_log = Vec::new();
+        for (domain, flag, key, default) in [
+            ("frontend", cli.allow_frontend, "ALLOW_FRONTEND", "any"),
+            ("backend", cli.allow_backend, "ALLOW_BACKEND", "any"),
+            ("admin", cli.allow_admin, "ALLOW_ADMIN", DEFAULT_ALLOW_ADMIN),
+        ] {
+            let allow_text = text(flag, key, default);
+            let allow = parse_allow(&allow_text, &format!("--allow-{domain}"))?;
+            let plain = if domain == "admin" {
+                None
+            } else {
+                plain_users.clone()
+            };
+            if !allow.is_empty() || plain.is_some() {
+                access_log.push(format!(
+                    "access control on {domain}: {}{}",
+                    if allow.is_empty() {
+                        "any address".to_string()
+                    } else {
+                        format!("allow {allow_text}")
+                    },
+                    match &plain {
+                        Some(u) => format!(", PLAIN credentials required ({} user(s))", u.len()),
+                        None => String::new(),
+                    }
+                ));
+                access.domains.insert(
+                    domain.to_string(),
+                    DomainPolicy {
+                        allow,
+                        plain_users: plain,
+                    },
+                );
+            }
+        }
         let core = Config {
             hwm: pick(cli.hwm, s, "HWM", 10_000)?,
             heartbeat_interval: secs_to_micros(hb, "--heartbeat-interval", false)?,
@@ -211,6 +365,11 @@ impl Options {
             backend,
             admin,
             journal,
+            journal_default,
+            metrics,
+            max_message_size,
+            access,
+            access_log,
             core,
         })
     }
@@ -244,7 +403,50 @@ fn to_journal(op: JournalOp) -> emq_journal::JournalOp {
             msgid,
             error: reason,
         },
+        JournalOp::Attempt {
+            msgid, attempts, ..
+        } => emq_journal::JournalOp::Attempt { msgid, attempts },
+        JournalOp::PutSchedule { id, blob } => emq_journal::JournalOp::PutSchedule { id, blob },
+        JournalOp::DeleteSchedule { id } => emq_journal::JournalOp::DeleteSchedule { id },
     }
+}
+
+fn dead_from_journal(d: emq_journal::DeadLetter) -> emq_router::DeadLetter {
+    emq_router::DeadLetter {
+        id: 0,
+        queue: if d.job.route.is_empty() {
+            d.job.queue
+        } else {
+            d.job.route
+        },
+        msgid: d.job.msgid,
+        client: d.job.client,
+        attempts: d.job.attempts,
+        reason: d.error,
+        error: None,
+        at: 0,
+        at_unix_ms: d.dead_at_unix_ms.max(0) as u64,
+    }
+}
+
+/// Why `run` failed: the message and the exit code (2: the journal cannot
+/// be used; 1: anything else).
+struct Fail(u8, String);
+
+impl From<String> for Fail {
+    fn from(s: String) -> Fail {
+        Fail(1, s)
+    }
+}
+
+fn journal_fail(e: emq_journal::JournalError) -> Fail {
+    Fail(
+        2,
+        format!(
+            "journal unusable: {e} (fix or move the file, pass --journal PATH for another \
+             file, or --journal none to run without one)"
+        ),
+    )
 }
 
 fn from_journal(j: emq_journal::JournaledJob) -> StoredJob {
@@ -352,7 +554,7 @@ fn execute(
     exit
 }
 
-fn run(cli: Cli) -> Result<(), String> {
+fn run(cli: Cli) -> Result<(), Fail> {
     let settings = Settings::load("router").map_err(|e| e.to_string())?;
     let mut opts = Options::resolve(cli, &settings)?;
     let start = Instant::now();
@@ -362,17 +564,47 @@ fn run(cli: Cli) -> Result<(), String> {
         None => None,
         Some(path) => {
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir)
-                    .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+                std::fs::create_dir_all(dir).map_err(|e| {
+                    Fail(
+                        2,
+                        format!("cannot create journal directory {}: {e}", dir.display()),
+                    )
+                })?;
             }
-            Some(emq_journal::Journal::open(path).map_err(|e| e.to_string())?)
+            log::info!(
+                "journal: {}{}",
+                path.display(),
+                if opts.journal_default {
+                    " (default; --journal none for memory only)"
+                } else {
+                    ""
+                }
+            );
+            Some(emq_journal::Journal::open(path).map_err(journal_fail)?)
         }
     };
 
-    let ctx = zmq::Context::new();
-    let sock_opts = SocketOptions::default();
+    let mut ctx = zmq::Context::new();
+    let sock_opts = SocketOptions {
+        max_message_size: opts.max_message_size,
+        ..SocketOptions::default()
+    };
+    // The ZAP handler must be bound before the sockets it guards.
+    let _zap = if opts.access.is_active() {
+        for line in &opts.access_log {
+            log::info!("{line}");
+        }
+        Some(
+            emq_transport::zap::spawn_zap_handler(&ctx, opts.access.clone())
+                .map_err(|e| format!("cannot start the ZAP handler: {e}"))?,
+        )
+    } else {
+        None
+    };
+    let access = &opts.access;
     let bind = |endpoint: &str, what: &str| {
-        emq_transport::bind_router(&ctx, endpoint, &sock_opts).map_err(|e| format!("{what}: {e}"))
+        emq_transport::bind_router_with(&ctx, endpoint, &sock_opts, |s| access.apply(s, what))
+            .map_err(|e| format!("{what}: {e}"))
     };
     let socks = Sockets {
         frontend: bind(&opts.frontend, "frontend")?,
@@ -397,21 +629,37 @@ fn run(cli: Cli) -> Result<(), String> {
         "listening: admin {} (admin tools)",
         shown(&socks.admin, &opts.admin)
     );
+    let metrics_text = match &opts.metrics {
+        None => None,
+        Some(addr) => {
+            let text = emq_transport::metrics_http::MetricsText::default();
+            let bound = emq_transport::metrics_http::serve_metrics(addr, text.clone())
+                .map_err(|e| format!("--metrics {addr}: {e}"))?;
+            log::info!("listening: metrics http://{bound}/metrics (Prometheus)");
+            Some(text)
+        }
+    };
     let flag = emq_transport::shutdown_flag().map_err(|e| format!("signal handlers: {e}"))?;
 
     let mut router = Router::new(opts.core.clone());
     let mut out: Vec<Action> = Vec::with_capacity(1024);
     let mut eagain_log = LogLimiter::new("send-buffer-full warnings", 20);
     if let Some(j) = journal.as_ref() {
-        let jobs = j.load_unfinished().map_err(|e| e.to_string())?;
+        let jobs = j.load_unfinished().map_err(journal_fail)?;
+        let dead = j.dead_letters().map_err(journal_fail)?;
         let now = start.elapsed().as_micros() as u64;
         let n = router.restore(jobs.into_iter().map(from_journal), now, &mut out);
+        let d = router.restore_dead_letters(dead.into_iter().map(dead_from_journal));
+        let schedules = j.schedules().map_err(journal_fail)?;
+        let sn = router.restore_schedules(schedules, now, &mut out);
         log::info!(
-            "journal {}: {n} unfinished job(s) queued again",
-            opts.journal
-                .as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default()
+            "journal {}: {n} unfinished job(s) queued again, {d} dead letter(s) loaded, {sn} schedule(s) restored",
+            j.path().display()
+        );
+    } else if opts.journal_default {
+        log::warn!(
+            "no journal: no data directory known (set EMQ_DATA_DIR or HOME, or pass --journal PATH); \
+             buffered jobs are lost if the router stops"
         );
     } else {
         log::info!("no journal (--journal none): buffered jobs are lost if the router stops");
@@ -426,6 +674,7 @@ fn run(cli: Cli) -> Result<(), String> {
     );
 
     let mut next_tick = Duration::ZERO;
+    let mut next_metrics = Duration::ZERO;
     loop {
         let elapsed = start.elapsed();
         let timeout = next_tick.saturating_sub(elapsed).min(TICK);
@@ -441,7 +690,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 items[2].is_readable(),
             ],
             Err(zmq::Error::EINTR) => [false; 3],
-            Err(e) => return Err(format!("poll failed: {e}")),
+            Err(e) => return Err(format!("poll failed: {e}").into()),
         };
         let now = start.elapsed().as_micros() as u64;
         for (i, socket) in [Socket::Frontend, Socket::Backend, Socket::Admin]
@@ -466,6 +715,12 @@ fn run(cli: Cli) -> Result<(), String> {
         if start.elapsed() >= next_tick {
             next_tick = start.elapsed() + TICK;
             router.handle(Input::Tick, now, &mut out);
+            if let Some(text) = &metrics_text {
+                if start.elapsed() >= next_metrics {
+                    next_metrics = start.elapsed() + METRICS_EVERY;
+                    text.set(emq_router::metrics::render(&router));
+                }
+            }
         }
         if emq_transport::shutdown_requested(&flag) && !router.is_draining() {
             log::info!("shutdown signal received");
@@ -498,8 +753,14 @@ fn run(cli: Cli) -> Result<(), String> {
     } else {
         log::info!("exiting: no unfinished jobs");
     }
-    // Closing the sockets flushes the KBYEs (linger).
+    // Closing the sockets and terminating the context flushes the KBYEs
+    // and ACKs (linger). The ZAP thread's socket holds the context too, so
+    // terminate it explicitly (that also ends the ZAP thread).
     drop(socks);
+    let _ = ctx.destroy();
+    if let Some(zap) = _zap {
+        let _ = zap.join();
+    }
     Ok(())
 }
 
@@ -508,9 +769,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+        Err(Fail(code, e)) => {
+            log::error!("{e}");
             eprintln!("emq-router: {e}");
-            ExitCode::FAILURE
+            ExitCode::from(code)
         }
     }
 }
@@ -544,7 +806,9 @@ mod tests {
         assert_eq!(o.core.heartbeat_interval, 3_000_000);
         assert_eq!(o.core.heartbeat_liveness, 3);
         assert_eq!(o.core.max_attempts, 5);
-        assert!(o.journal.is_none() && !o.core.journal);
+        assert_eq!(o.journal, emq_journal::default_journal_path());
+        assert!(o.journal_default);
+        assert_eq!(o.core.journal, o.journal.is_some());
         assert_eq!(o.core.default_queues, QueueSpec::default());
     }
 
@@ -612,5 +876,103 @@ mod tests {
         assert_eq!(rec.accepted_at_unix_ms, 1_700_000_000_123);
         let back = from_journal(rec);
         assert_eq!(back, StoredJob { id: 0, ..j });
+    }
+
+    #[test]
+    fn access_metrics_and_size_defaults_and_flags() {
+        let o = Options::resolve(cli(&[]), &settings(&[])).unwrap();
+        assert_eq!(o.max_message_size, 16 * 1024 * 1024);
+        assert!(o.metrics.is_none());
+        // Only the admin socket is guarded by default (loopback).
+        assert_eq!(o.access.domains.len(), 1);
+        let admin = &o.access.domains["admin"];
+        assert!(admin
+            .allow
+            .iter()
+            .any(|b| b.contains("127.0.0.1".parse().unwrap())));
+        assert!(admin
+            .allow
+            .iter()
+            .any(|b| b.contains("::1".parse().unwrap())));
+        assert!(!admin
+            .allow
+            .iter()
+            .any(|b| b.contains("10.0.0.1".parse().unwrap())));
+        let o = Options::resolve(
+            cli(&[
+                "--allow-frontend",
+                "10.0.0.0/8, 127.0.0.1",
+                "--allow-admin",
+                "any",
+                "--max-message-size",
+                "0",
+            ]),
+            &settings(&[
+                ("EVENTMQ_METRICS_ADDR", "127.0.0.1:9464"),
+                ("EVENTMQ_ALLOW_BACKEND", "192.168.1.0/24"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(o.metrics.as_deref(), Some("127.0.0.1:9464"));
+        assert_eq!(o.max_message_size, -1);
+        assert!(!o.access.domains.contains_key("admin"));
+        assert_eq!(o.access.domains["frontend"].allow.len(), 2);
+        assert!(o.access.domains["backend"].allow[0].contains("192.168.1.7".parse().unwrap()));
+        let e =
+            Options::resolve(cli(&["--allow-backend", "10.0.0.0/99"]), &settings(&[])).unwrap_err();
+        assert!(e.contains("--allow-backend"), "{e}");
+        let e = Options::resolve(
+            cli(&["--plain-users", "/nonexistent/users"]),
+            &settings(&[]),
+        )
+        .unwrap_err();
+        assert!(e.contains("/nonexistent/users"), "{e}");
+    }
+
+    #[test]
+    fn plain_users_guard_frontend_and_backend_not_admin() {
+        let f = std::env::temp_dir().join(format!("emq-router-users-{}", std::process::id()));
+        std::fs::write(&f, "u:p\n").unwrap();
+        let o =
+            Options::resolve(cli(&["--plain-users", f.to_str().unwrap()]), &settings(&[])).unwrap();
+        std::fs::remove_file(&f).unwrap();
+        for d in ["frontend", "backend"] {
+            let users = o.access.domains[d].plain_users.as_ref().unwrap();
+            assert_eq!(users.get("u").map(String::as_str), Some("p"));
+        }
+        assert!(o.access.domains["admin"].plain_users.is_none());
+    }
+
+    #[test]
+    fn journal_default_is_the_data_dir_and_none_turns_it_off() {
+        let o = Options::resolve(cli(&["--journal", "none"]), &settings(&[])).unwrap();
+        assert!(o.journal.is_none() && !o.core.journal && !o.journal_default);
+        let o = Options::resolve(cli(&[]), &settings(&[("EVENTMQ_JOURNAL", "NONE")])).unwrap();
+        assert!(o.journal.is_none() && !o.journal_default);
+    }
+
+    #[test]
+    fn new_journal_ops_map_to_the_journal_crate() {
+        assert_eq!(
+            to_journal(JournalOp::Attempt {
+                id: 1,
+                msgid: "m".into(),
+                attempts: 3
+            }),
+            emq_journal::JournalOp::Attempt {
+                msgid: "m".into(),
+                attempts: 3
+            }
+        );
+        assert_eq!(
+            to_journal(JournalOp::PutSchedule {
+                id: "s".into(),
+                blob: vec![1]
+            }),
+            emq_journal::JournalOp::PutSchedule {
+                id: "s".into(),
+                blob: vec![1]
+            }
+        );
     }
 }

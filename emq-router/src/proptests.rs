@@ -6,7 +6,10 @@
 //! every in-flight entry belongs to a live worker, the free-slot index
 //! matches the slots, no worker idles while its queue has jobs, and every
 //! accepted job is queued, delayed, in flight, completed or dead-lettered
-//! (conservation). Every REQUEST gets exactly one answer (ack or REJECT).
+//! (conservation), no more RESULTs than finished jobs, the redelivery
+//! index is current. Every REQUEST gets exactly one answer (ack or
+//! REJECT). Built-in schedules (SCHEDULE / UNSCHEDULE with no scheduler
+//! peer) add jobs on ticks.
 
 use proptest::prelude::*;
 
@@ -57,6 +60,7 @@ enum Op {
     Heartbeat(usize),
     Scheduler,
     Schedule,
+    Unschedule,
     Garbage {
         socket: u8,
         frames: Vec<Vec<u8>>,
@@ -84,6 +88,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0..3usize).prop_map(Op::Heartbeat),
         1 => Just(Op::Scheduler),
         1 => Just(Op::Schedule),
+        1 => Just(Op::Unschedule),
         2 => (0..3u8, prop::collection::vec(prop::collection::vec(any::<u8>(), 0..6), 0..8))
             .prop_map(|(socket, frames)| Op::Garbage { socket, frames }),
         4 => (0..4 * SECOND).prop_map(Op::Advance),
@@ -171,7 +176,14 @@ fn to_input(op: &Op) -> Input {
             Socket::Frontend,
             frames(
                 "c0",
-                &[b"SCHEDULE", b"s", b"default", b"", b"60", b"[]", b""],
+                &[b"SCHEDULE", b"s", b"default", b"", b"1", b"[]", b""],
+            ),
+        ),
+        Op::Unschedule => fr(
+            Socket::Frontend,
+            frames(
+                "c0",
+                &[b"UNSCHEDULE", b"u", b"default", b"", b"60", b"[]", b""],
             ),
         ),
         Op::Garbage { socket, frames } => fr(sock(*socket), frames.clone()),

@@ -5,9 +5,10 @@
 //! in-flight tables hold ids only, so payloads are moved, never copied,
 //! except once per delivery (the frame handed to the worker).
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 
 use crate::events::StoredJob;
+use crate::util::FastMap;
 use crate::workers::WorkerId;
 
 pub type JobId = u64;
@@ -72,8 +73,8 @@ impl Job {
 /// All unfinished jobs and the queue buffers.
 #[derive(Debug, Default)]
 pub struct JobStore {
-    pub jobs: HashMap<JobId, Job>,
-    pub queues: HashMap<String, VecDeque<JobId>>,
+    pub jobs: FastMap<JobId, Job>,
+    pub queues: FastMap<String, VecDeque<JobId>>,
     pub delayed: BTreeSet<(u64, JobId)>,
     pub next_id: JobId,
     /// Jobs in buffers (all queues), kept so `buffered()` is O(1).
@@ -138,6 +139,20 @@ impl JobStore {
         let id = self.queues.get_mut(queue)?.pop_front()?;
         self.buffered -= 1;
         Some(id)
+    }
+
+    /// Take a queued job out of its buffer (rare path: linear in the
+    /// queue length). The job stays in the map.
+    pub fn remove_queued(&mut self, id: JobId) {
+        let Some(job) = self.jobs.get(&id) else {
+            return;
+        };
+        if let Some(q) = self.queues.get_mut(job.route.as_str()) {
+            if let Some(pos) = q.iter().position(|j| *j == id) {
+                q.remove(pos);
+                self.buffered -= 1;
+            }
+        }
     }
 
     pub fn delay(&mut self, id: JobId, due: u64) {

@@ -33,8 +33,13 @@
 //!   not say which fire-and-forget job ended, so the oldest is assumed, and
 //!   start-up READYs that arrive after a dispatch complete that job early
 //!   (it is then not redelivered if the worker dies). `job-ack` workers are
-//!   tracked exactly. A REPLY whose msgid is not
-//!   in flight on that worker (late, duplicate, after a redelivery) is
+//!   tracked exactly. A `job-ack` worker's REPLY for a job that is not in
+//!   flight on it completes that job wherever it is — in flight on another
+//!   identity, or queued / waiting for a retry after a redelivery — because
+//!   a job manager that reconnects with a new identity delivers the REPLY of
+//!   a job that ran across the reconnect on the new connection (slots come
+//!   from READYs, so no slot count changes). Any other REPLY whose msgid is
+//!   not in flight on that worker (late, duplicate, legacy worker) is
 //!   ignored: a result is forwarded at most once.
 //! - **Retries.** A REPLY with status `failed` for a job with
 //!   `retry-count:N` and fewer than N failures so far re-queues the job (at
@@ -59,8 +64,23 @@
 //!   heartbeat. A peer silent for more than `interval × liveness` is
 //!   removed. Non-INFORM messages from unknown workers are logged (warn,
 //!   rate-limited) and get nothing.
-//! - **Schedulers.** SCHEDULE goes verbatim to the most recently registered
-//!   scheduler, UNSCHEDULE to all; with none it is logged and dropped.
+//! - **Schedules** (built in, `emq_schedule::ScheduleBook`). A client's
+//!   SCHEDULE is booked by the router itself — unless a 0.3.13
+//!   `emq-scheduler` peer is connected (frontend INFORM type `scheduler`):
+//!   then it goes verbatim to the most recently registered one, as in
+//!   0.3.13, and is not booked. A booked SCHEDULE is acknowledged
+//!   `REPLY [msgid]` (emq extension); bad timing / cron / run_count gives
+//!   `REJECT [msgid, malformed, reason]`. UNSCHEDULE goes to every
+//!   scheduler peer AND removes the built-in schedule. On every tick the
+//!   book's due runs become jobs on their queue, like accepted REQUESTs
+//!   (journalled, buffered, dispatched, retried, redelivered) with a
+//!   generated msgid and no client: their results are not forwarded. A run
+//!   that finds its queue at `hwm` is skipped (logged). Book changes are
+//!   journalled (`PutSchedule` / `DeleteSchedule`) in the same batch as the
+//!   jobs; [`Router::restore_schedules`] puts them back at start, and a run
+//!   missed while the router was down runs once. Time for schedules is
+//!   unix time: `Config::epoch_unix_micros + now`. No runs while shutting
+//!   down.
 //! - **Admin.** STATUS, ROUTER_SHOW_WORKERS, ROUTER_SHOW_SCHEDULERS answer
 //!   `REPLY [json]` (see `admin.rs`). DISCONNECT (and [`Input::Shutdown`]) is
 //!   ACKed, KBYE goes to every worker and scheduler, new REQUESTs are
@@ -68,6 +88,17 @@
 //!   [`Action::Exit`] is emitted when no job is in flight or `drain_timeout`
 //!   has passed. Unfinished jobs stay in the core ([`Router::unfinished_jobs`])
 //!   for the journal.
+//! - **Metrics.** Per route queue: finished / processed / failed /
+//!   retried / redelivered / dead-lettered / rejected counters and the
+//!   acceptance → completion latency histogram ([`crate::metrics`]);
+//!   [`crate::metrics::render`] gives the Prometheus text.
+//! - **Journal** (when `Config::journal`): `Accepted` before the ack of a
+//!   REQUEST (and for every scheduled run), `Completed`, `DeadLettered`,
+//!   `Attempt` before each repeated delivery, `PutSchedule` /
+//!   `DeleteSchedule` for the built-in book. [`Router::restore`] takes jobs
+//!   back (a journalled attempt count above 1 counts as lost deliveries
+//!   toward `max_attempts`), [`Router::restore_dead_letters`] the admin
+//!   dead-letter list, [`Router::restore_schedules`] the schedules.
 //! - **Malformed input** of any shape is logged (rate-limited) and dropped;
 //!   nothing here panics on input.
 //! - **Send failures.** A failed send to a worker removes it (its jobs are
@@ -85,7 +116,7 @@ use emqp_proto::{
 use crate::config::Config;
 use crate::events::{Action, Frames, Input, JournalOp, SendFailure, Socket, StoredJob};
 use crate::queues::{Job, JobId, JobState, JobStore};
-use crate::util::{ident, unix_ts_text, LogLimiter, MsgIds};
+use crate::util::{ident, unix_ts_text, FastMap, LogLimiter, MsgIds};
 use crate::workers::{WorkerId, WorkerPool};
 
 /// A registered scheduler (frontend peer).
@@ -106,8 +137,10 @@ pub struct DeadLetter {
     pub reason: String,
     /// The last error payload (worker's REPLY), if any.
     pub error: Option<Vec<u8>>,
-    /// Core time it was dead-lettered.
+    /// Core time it was dead-lettered (0 for ones loaded from a journal).
     pub at: u64,
+    /// Unix milliseconds it was dead-lettered.
+    pub at_unix_ms: u64,
 }
 
 /// Counters, visible on the admin socket.
@@ -126,8 +159,23 @@ pub struct Stats {
     pub rejected_shutting_down: u64,
     pub malformed_dropped: u64,
     pub results_forwarded: u64,
-    pub processed_by_queue: std::collections::HashMap<String, u64>,
-    pub processed_by_worker: std::collections::HashMap<Vec<u8>, u64>,
+    /// Jobs enqueued by built-in schedules.
+    pub scheduled_runs: u64,
+    /// Runs of built-in schedules skipped (queue at `hwm`, or shutting down).
+    pub scheduled_runs_skipped: u64,
+    /// Per route queue counters and latency (see [`crate::metrics`]).
+    pub queues: FastMap<String, crate::metrics::QueueMetrics>,
+    pub processed_by_worker: FastMap<Vec<u8>, u64>,
+}
+
+impl Stats {
+    /// The counters of route queue `q` (allocates only on its first use).
+    pub(crate) fn queue_mut(&mut self, q: &str) -> &mut crate::metrics::QueueMetrics {
+        if !self.queues.contains_key(q) {
+            self.queues.insert(q.to_string(), Default::default());
+        }
+        self.queues.get_mut(q).expect("just inserted")
+    }
 }
 
 /// The router core. See the module documentation for the rules.
@@ -139,6 +187,14 @@ pub struct Router {
     pub(crate) schedulers: Vec<Scheduler>,
     pub(crate) stats: Stats,
     pub(crate) dead: VecDeque<DeadLetter>,
+    /// msgid → job of every unfinished job whose delivery was lost at least
+    /// once (`lost > 0`): a job-ack worker's REPLY for it may arrive on
+    /// another identity (reconnect) while it is queued or delayed again.
+    pub(crate) redelivered: FastMap<String, JobId>,
+    /// Dead letters loaded from the journal at start.
+    pub(crate) restored_dead: u64,
+    /// Built-in schedules (SCHEDULE with no external scheduler connected).
+    pub(crate) book: emq_schedule::ScheduleBook,
     next_heartbeat: u64,
     drain_deadline: Option<u64>,
     exited: bool,
@@ -162,6 +218,9 @@ impl Router {
             schedulers: Vec::new(),
             stats: Stats::default(),
             dead: VecDeque::new(),
+            redelivered: FastMap::default(),
+            restored_dead: 0,
+            book: emq_schedule::ScheduleBook::new(),
             next_heartbeat: 0,
             drain_deadline: None,
             exited: false,
@@ -254,6 +313,15 @@ impl Router {
             if !routes.contains(&route) {
                 routes.push(route.clone());
             }
+            // A journalled delivery count above 1 means earlier deliveries
+            // were lost; keep counting them (at least one more try is left).
+            let lost = s
+                .attempts
+                .saturating_sub(1)
+                .min(self.cfg.max_attempts.saturating_sub(1));
+            if lost > 0 {
+                self.redelivered.insert(s.msgid.clone(), id);
+            }
             let job = Job {
                 id,
                 msgid: s.msgid,
@@ -265,7 +333,7 @@ impl Router {
                 headers: s.headers,
                 payload: s.payload,
                 attempts: s.attempts,
-                lost: 0,
+                lost,
                 failures: 0,
                 last_error: None,
                 accepted_at: now,
@@ -280,6 +348,26 @@ impl Router {
         for r in routes {
             self.pump(&r, out);
         }
+        n
+    }
+
+    /// Put dead letters recovered from a journal into the admin list
+    /// (oldest first; only the last `dead_letter_keep` are kept). They do
+    /// not count in [`Stats::dead_lettered`] (this run's), only in the
+    /// listed `count` of the admin STATUS.
+    pub fn restore_dead_letters(&mut self, letters: impl IntoIterator<Item = DeadLetter>) -> usize {
+        let mut n = 0;
+        for d in letters {
+            n += 1;
+            if self.cfg.dead_letter_keep == 0 {
+                continue;
+            }
+            if self.dead.len() >= self.cfg.dead_letter_keep {
+                self.dead.pop_front();
+            }
+            self.dead.push_back(d);
+        }
+        self.restored_dead += n as u64;
         n
     }
 
@@ -539,9 +627,19 @@ impl Router {
                 .map(|(seq, _)| *seq),
         };
         let Some(seq) = seq else {
+            if w.job_ack {
+                if let Some(m) = &r.orig_msgid {
+                    if self.reply_elsewhere(id, m, &r, now, out) {
+                        return;
+                    }
+                }
+            }
             log::debug!(
-                "REPLY from worker {} for {} not in flight there (late or duplicate): ignored",
-                ident(&w.identity),
+                "REPLY from worker {} for {} not in flight (late or duplicate): ignored",
+                self.pool
+                    .get(id)
+                    .map(|w| ident(&w.identity).into_owned())
+                    .unwrap_or_default(),
                 r.orig_msgid.as_deref().unwrap_or("<no msgid>")
             );
             return;
@@ -556,6 +654,70 @@ impl Router {
         }
         let status = r.status.unwrap_or(ResultStatus::Ok);
         self.job_done(jid, id, status, Some(r.payload), now, out);
+    }
+
+    /// A job-ack worker's REPLY for a job that is not in flight on it (its
+    /// job manager reconnected with a new identity while the job ran): the
+    /// job is completed wherever it is — in flight on another (old)
+    /// identity, or queued / waiting for a retry after a redelivery.
+    /// Rare path (a miss on the replying worker), so linear in the number
+    /// of workers. Returns whether a job was found.
+    fn reply_elsewhere(
+        &mut self,
+        id: WorkerId,
+        msgid: &str,
+        r: &Reply,
+        now: u64,
+        out: &mut Vec<Action>,
+    ) -> bool {
+        let mut on: Option<(WorkerId, u64)> = None;
+        for w in self.pool.workers.values() {
+            if w.id != id {
+                if let Some(seq) = w.by_msgid.get(msgid) {
+                    on = Some((w.id, *seq));
+                    break;
+                }
+            }
+        }
+        let jid = match on {
+            Some((old, seq)) => {
+                let Some(jid) = self.finish_inflight(old, seq) else {
+                    return false;
+                };
+                if let Some(w) = self.pool.get_mut(old) {
+                    // A legacy worker would send a READY for that slot.
+                    if !w.job_ack {
+                        w.ready_owed = w.ready_owed.saturating_add(1);
+                    }
+                }
+                jid
+            }
+            None => {
+                let Some(jid) = self.redelivered.get(msgid).copied() else {
+                    return false;
+                };
+                match self.store.jobs.get(&jid).map(|j| j.state) {
+                    Some(JobState::Queued) => self.store.remove_queued(jid),
+                    Some(JobState::Delayed { due }) => {
+                        self.store.delayed.remove(&(due, jid));
+                    }
+                    // In flight: found above (on another worker) or not
+                    // at all (on the replying worker: not a miss).
+                    _ => return false,
+                }
+                jid
+            }
+        };
+        log::info!(
+            "REPLY for {msgid} from worker {} completes the job delivered on another connection",
+            self.pool
+                .get(id)
+                .map(|w| ident(&w.identity).into_owned())
+                .unwrap_or_default()
+        );
+        let status = r.status.unwrap_or(ResultStatus::Ok);
+        self.job_done(jid, id, status, Some(r.payload.clone()), now, out);
+        true
     }
 
     /// A job's delivery ended with `status`.
@@ -583,17 +745,30 @@ impl Router {
                 delay / 1000
             );
             self.stats.retried += 1;
+            let route = job.route.clone();
+            self.stats.queue_mut(&route).retried += 1;
             self.store.delay(jid, now.saturating_add(delay));
             return;
         }
         let Some(job) = self.store.jobs.remove(&jid) else {
             return;
         };
-        *self
-            .stats
-            .processed_by_queue
-            .entry(job.route.clone())
-            .or_default() += 1;
+        if job.lost > 0 {
+            self.forget_redelivered(&job.msgid, jid);
+        }
+        let failed_for_good = status == ResultStatus::Failed && job.retry_count > 0;
+        {
+            let m = self.stats.queue_mut(&job.route);
+            m.finished += 1;
+            if !failed_for_good {
+                if status == ResultStatus::Failed {
+                    m.failed += 1;
+                } else {
+                    m.processed += 1;
+                }
+                m.latency.observe(now.saturating_sub(job.accepted_at));
+            }
+        }
         if let Some(w) = self.pool.get(worker) {
             match self.stats.processed_by_worker.get_mut(&w.identity) {
                 Some(n) => *n += 1,
@@ -602,7 +777,7 @@ impl Router {
                 }
             }
         }
-        if status == ResultStatus::Failed && job.retry_count > 0 {
+        if failed_for_good {
             let reason = format!("failed after {} tries", job.failures + 1);
             self.dead_letter(job, reason, payload, now, out);
             return;
@@ -623,9 +798,15 @@ impl Router {
                 msgid: job.msgid.clone(),
             }));
         }
-        if job.reply_requested {
+        if job.reply_requested && !job.client.is_empty() {
             let payload = payload.unwrap_or_else(|| br#"{"value": null}"#.to_vec());
             self.send_result(job.client, job.msgid, status, payload, out);
+        }
+    }
+
+    fn forget_redelivered(&mut self, msgid: &str, jid: JobId) {
+        if self.redelivered.get(msgid) == Some(&jid) {
+            self.redelivered.remove(msgid);
         }
     }
 
@@ -658,6 +839,7 @@ impl Router {
         out: &mut Vec<Action>,
     ) {
         self.stats.dead_lettered += 1;
+        self.stats.queue_mut(&job.route).dead_lettered += 1;
         log::warn!(
             "job {} (queue {}) dead-lettered after {} deliveries: {reason}",
             job.msgid,
@@ -671,7 +853,7 @@ impl Router {
                 reason: reason.clone(),
             }));
         }
-        if job.reply_requested {
+        if job.reply_requested && !job.client.is_empty() {
             let payload = match &error {
                 Some(p) => p.clone(),
                 None => serde_json::to_vec(&serde_json::json!({
@@ -704,6 +886,7 @@ impl Router {
                 reason,
                 error,
                 at: now,
+                at_unix_ms: self.cfg.epoch_unix_micros.saturating_add(now) / 1000,
             });
         }
     }
@@ -719,6 +902,9 @@ impl Router {
         for jid in w.inflight.values() {
             if let Some(job) = self.store.jobs.get_mut(jid) {
                 job.lost += 1;
+                if job.lost == 1 {
+                    self.redelivered.insert(job.msgid.clone(), *jid);
+                }
                 if job.lost >= self.cfg.max_attempts {
                     dead.push(*jid);
                 } else {
@@ -736,6 +922,7 @@ impl Router {
         for jid in back.iter().rev() {
             self.store.requeue(*jid, true);
             if let Some(j) = self.store.jobs.get(jid) {
+                self.stats.queue_mut(&j.route).redelivered += 1;
                 if !routes.contains(&j.route) {
                     routes.push(j.route.clone());
                 }
@@ -744,6 +931,7 @@ impl Router {
         self.stats.redelivered += back.len() as u64;
         for jid in dead {
             if let Some(job) = self.store.jobs.remove(&jid) {
+                self.forget_redelivered(&job.msgid, jid);
                 let reason = format!(
                     "delivery lost {} times (last: worker {} {reason})",
                     job.lost,
@@ -786,6 +974,13 @@ impl Router {
         };
         job.attempts += 1;
         job.state = JobState::InFlight { worker: wid, seq };
+        if job.attempts > 1 && self.cfg.journal {
+            out.push(Action::Journal(JournalOp::Attempt {
+                id: jid,
+                msgid: job.msgid.clone(),
+                attempts: job.attempts,
+            }));
+        }
         let identity = self
             .pool
             .get(wid)
@@ -861,29 +1056,11 @@ impl Router {
                 self.send(Socket::Frontend, identity, hb, out);
             }
             cmd @ (Command::Schedule(_) | Command::Unschedule(_)) => {
-                let all = matches!(cmd, Command::Unschedule(_));
-                let frames = match raw {
-                    Some(Raw::Frames(f)) => f,
-                    _ => frames_of(msgid, cmd),
+                let raw = match raw {
+                    Some(Raw::Frames(f)) => Some(f),
+                    _ => None,
                 };
-                if self.schedulers.is_empty() {
-                    log::warn!(
-                        "{} from {} dropped: no scheduler connected",
-                        if all { "UNSCHEDULE" } else { "SCHEDULE" },
-                        ident(&identity)
-                    );
-                    return;
-                }
-                if all {
-                    let ids: Vec<Vec<u8>> =
-                        self.schedulers.iter().map(|s| s.identity.clone()).collect();
-                    for s in ids {
-                        self.send(Socket::Frontend, s, frames.clone(), out);
-                    }
-                } else if let Some(s) = self.schedulers.last() {
-                    let s = s.identity.clone();
-                    self.send(Socket::Frontend, s, frames, out);
-                }
+                self.on_schedule(identity, msgid, cmd, raw, now, out);
             }
             Command::Kbye => {
                 if let Some(i) = self.schedulers.iter().position(|s| s.identity == identity) {
@@ -900,6 +1077,209 @@ impl Router {
                 );
             }
         }
+    }
+
+    /// SCHEDULE / UNSCHEDULE from a client. With a 0.3.13 scheduler peer
+    /// connected, SCHEDULE goes verbatim to the newest one (as in 0.3.13)
+    /// and is not booked here; otherwise the built-in book keeps it: ack
+    /// `REPLY [msgid]`, or `REJECT malformed` with the reason. UNSCHEDULE
+    /// goes to every scheduler peer and also removes the built-in schedule.
+    fn on_schedule(
+        &mut self,
+        client: Vec<u8>,
+        msgid: String,
+        cmd: Command,
+        raw: Option<Frames>,
+        now: u64,
+        out: &mut Vec<Action>,
+    ) {
+        let (sched, unschedule) = match cmd {
+            Command::Schedule(s) => (s, false),
+            Command::Unschedule(s) => (s, true),
+            _ => return,
+        };
+        let peers = !self.schedulers.is_empty();
+        if peers {
+            let frames = match raw {
+                Some(f) => f,
+                None if unschedule => frames_of(msgid.clone(), Command::Unschedule(sched.clone())),
+                None => frames_of(msgid.clone(), Command::Schedule(sched.clone())),
+            };
+            if unschedule {
+                let ids: Vec<Vec<u8>> =
+                    self.schedulers.iter().map(|s| s.identity.clone()).collect();
+                for s in ids {
+                    self.send(Socket::Frontend, s, frames.clone(), out);
+                }
+            } else if let Some(s) = self.schedulers.last() {
+                let s = s.identity.clone();
+                self.send(Socket::Frontend, s, frames, out);
+                return;
+            }
+        }
+        let now_ms = self.unix_ms(now);
+        if unschedule {
+            if self.book.unschedule(&sched) {
+                self.journal_schedules(out);
+            } else if !peers {
+                log::info!(
+                    "UNSCHEDULE from {} for queue {}: no such schedule",
+                    ident(&client),
+                    sched.queue
+                );
+            }
+            return;
+        }
+        if self.is_draining() {
+            self.reject(
+                client,
+                msgid,
+                RejectReason::ShuttingDown,
+                "the router is shutting down".into(),
+                out,
+            );
+            return;
+        }
+        match self.book.schedule(&sched, now_ms) {
+            Ok(id) => {
+                log::debug!("SCHEDULE {msgid} from {} booked as {id}", ident(&client));
+                self.journal_schedules(out);
+                let ack = frames_of(self.ids.next_id(), Command::Reply(Reply::ack_of(&msgid)));
+                self.send(Socket::Frontend, client, ack, out);
+            }
+            Err(e) => {
+                self.stats.rejected_malformed += 1;
+                log::warn!("SCHEDULE {msgid} from {} refused: {e}", ident(&client));
+                self.reject(client, msgid, RejectReason::Malformed, e.to_string(), out);
+            }
+        }
+    }
+
+    /// Unix milliseconds at core time `now`.
+    fn unix_ms(&self, now: u64) -> i64 {
+        i64::try_from(self.cfg.epoch_unix_micros.saturating_add(now) / 1000).unwrap_or(i64::MAX)
+    }
+
+    /// Journal what the schedule book changed.
+    fn journal_schedules(&mut self, out: &mut Vec<Action>) {
+        if !self.book.has_changes() {
+            return;
+        }
+        let changes = self.book.take_changes();
+        if !self.cfg.journal {
+            return;
+        }
+        for c in changes {
+            out.push(Action::Journal(match c {
+                emq_schedule::ScheduleChange::Put { id, blob } => JournalOp::PutSchedule {
+                    id: id.as_str().to_string(),
+                    blob,
+                },
+                emq_schedule::ScheduleChange::Delete { id } => JournalOp::DeleteSchedule {
+                    id: id.as_str().to_string(),
+                },
+            }));
+        }
+    }
+
+    /// Built-in schedules whose time has come become jobs: like an
+    /// accepted REQUEST (journalled, buffered, dispatched) with a generated
+    /// msgid and no client (results go nowhere).
+    fn run_schedules(&mut self, now: u64, out: &mut Vec<Action>) {
+        let now_ms = self.unix_ms(now);
+        match self.book.next_wakeup() {
+            Some(t) if t <= now_ms => {}
+            _ => return,
+        }
+        let mut routes: Vec<String> = Vec::new();
+        for run in self.book.due(now_ms) {
+            let route = if self.pool.serves(&run.queue) {
+                run.queue.clone()
+            } else {
+                DEFAULT_QUEUE.to_string()
+            };
+            if !self.pool.has_free(&route) && self.store.queue_len(&route) >= self.cfg.hwm {
+                self.stats.scheduled_runs_skipped += 1;
+                log::warn!(
+                    "schedule {} run {} skipped: queue {route} has {} buffered jobs (hwm)",
+                    run.id,
+                    run.run_number,
+                    self.store.queue_len(&route)
+                );
+                continue;
+            }
+            let msgid = self.ids.next_id();
+            log::info!(
+                "schedule {} run {}: job {msgid} on queue {}",
+                run.id,
+                run.run_number,
+                run.queue
+            );
+            let id = self.store.alloc_id();
+            let job = Job {
+                id,
+                msgid,
+                client: Vec::new(),
+                queue: run.queue,
+                route: route.clone(),
+                headers: run.headers.encode().into_bytes(),
+                reply_requested: run.headers.reply_requested(),
+                retry_count: run.headers.retry_count().unwrap_or(0),
+                payload: run.message,
+                attempts: 0,
+                lost: 0,
+                failures: 0,
+                last_error: None,
+                accepted_at: now,
+                accepted_unix: self.cfg.epoch_unix_micros.saturating_add(now),
+                state: JobState::Queued,
+            };
+            self.stats.accepted += 1;
+            self.stats.scheduled_runs += 1;
+            if self.cfg.journal {
+                out.push(Action::Journal(JournalOp::Accepted(job.to_stored())));
+            }
+            self.store.insert_queued(job);
+            if !routes.contains(&route) {
+                routes.push(route);
+            }
+        }
+        self.journal_schedules(out);
+        for r in routes {
+            self.pump(&r, out);
+        }
+    }
+
+    /// Put schedules recovered from a journal (`(id, blob)` records) into
+    /// the built-in book. A run that fell due while the router was down
+    /// runs once, on the next tick. An unusable record is logged and its
+    /// deletion journalled. Returns how many were restored.
+    pub fn restore_schedules(
+        &mut self,
+        records: impl IntoIterator<Item = (String, Vec<u8>)>,
+        now: u64,
+        out: &mut Vec<Action>,
+    ) -> usize {
+        let now_ms = self.unix_ms(now);
+        let mut n = 0;
+        for (id, blob) in records {
+            match self.book.restore(&blob, now_ms) {
+                Ok(_) => n += 1,
+                Err(e) => {
+                    log::error!("journal schedule {id} cannot be restored, deleting it: {e}");
+                    if self.cfg.journal {
+                        out.push(Action::Journal(JournalOp::DeleteSchedule { id }));
+                    }
+                }
+            }
+        }
+        self.journal_schedules(out);
+        n
+    }
+
+    /// The built-in schedules.
+    pub fn schedules(&self) -> &emq_schedule::ScheduleBook {
+        &self.book
     }
 
     fn reject(
@@ -932,6 +1312,12 @@ impl Router {
     ) {
         if self.is_draining() {
             self.stats.rejected_shutting_down += 1;
+            let route = if self.pool.serves(&r.queue) {
+                r.queue.as_str()
+            } else {
+                DEFAULT_QUEUE
+            };
+            self.stats.queue_mut(route).rejected += 1;
             if self.reject_log.allow(now) {
                 log::warn!("REQUEST {msgid} rejected: shutting down");
             }
@@ -963,6 +1349,7 @@ impl Router {
                 "queue {route} has {} buffered jobs (hwm)",
                 self.store.queue_len(&route)
             );
+            self.stats.queue_mut(&route).rejected += 1;
             self.reject(client, msgid, RejectReason::QueueFull, text, out);
             return;
         }
@@ -1092,6 +1479,9 @@ impl Router {
             for r in routes {
                 self.pump(&r, out);
             }
+        }
+        if !self.is_draining() {
+            self.run_schedules(now, out);
         }
     }
 
@@ -1284,7 +1674,19 @@ impl Router {
                 self.pool.inflight_total
             ));
         }
+        for (m, jid) in &self.redelivered {
+            match self.store.jobs.get(jid) {
+                Some(j) if j.msgid == *m && j.lost > 0 => {}
+                _ => return Err(format!("redelivery index entry {m} -> {jid} is stale")),
+            }
+        }
         let finished = self.stats.completed + self.stats.dead_lettered;
+        if self.stats.results_forwarded > finished {
+            return Err(format!(
+                "{} RESULTs forwarded for {finished} finished jobs",
+                self.stats.results_forwarded
+            ));
+        }
         if self.stats.accepted != self.store.jobs.len() as u64 + finished {
             return Err(format!(
                 "conservation: accepted {} != unfinished {} + completed {} + dead {}",

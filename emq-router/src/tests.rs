@@ -318,7 +318,7 @@ fn schedule_goes_verbatim_to_newest_scheduler_unschedule_to_all() {
 }
 
 #[test]
-fn schedule_without_scheduler_is_dropped() {
+fn schedule_without_scheduler_is_booked_and_acked() {
     let mut h = H::new();
     let s = Schedule {
         queue: "default".into(),
@@ -328,7 +328,9 @@ fn schedule_without_scheduler_is_dropped() {
         cron: String::new(),
     };
     let sent = h.msg(Frontend, "c1", "s", Command::Schedule(s));
-    assert!(sent.is_empty());
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert!(is_ack_of(&sent[0].2, "s"));
+    assert_eq!(h.r.schedules().len(), 1);
 }
 
 #[test]
@@ -753,7 +755,9 @@ fn late_or_duplicate_reply_is_ignored_never_forwarded_twice() {
     assert_eq!(results(&h.reply("w1", "j1", "{}", None), "c1").len(), 1);
     assert!(h.reply("w1", "j1", "{}", None).is_empty());
     assert!(h.reply("w1", "never-sent", "{}", None).is_empty());
-    // A REPLY from another worker for a job not on it is ignored too.
+    // A REPLY from another job-ack worker for a job not on it completes it
+    // (job manager reconnect); the REPLY from the worker it ran on is then
+    // a duplicate.
     worker(&mut h, "w2", "", 1);
     h.request("c1", "j2", "default", "reply-requested");
     let on = if h
@@ -768,8 +772,8 @@ fn late_or_duplicate_reply_is_ignored_never_forwarded_twice() {
     } else {
         ("w1", "w2")
     };
-    assert!(h.reply(on.1, "j2", "{}", None).is_empty());
-    assert_eq!(results(&h.reply(on.0, "j2", "{}", None), "c1").len(), 1);
+    assert_eq!(results(&h.reply(on.1, "j2", "{}", None), "c1").len(), 1);
+    assert!(h.reply(on.0, "j2", "{}", None).is_empty());
     assert_eq!(h.r.stats().results_forwarded, 2);
 }
 
@@ -1366,4 +1370,660 @@ fn decoded_message_input_works_like_frames() {
     let sent = decode(out);
     assert_eq!(forwarded(&sent, "w1"), vec!["j"]);
     assert!(is_ack_of(to(&sent, Frontend, "c")[0], "j"));
+}
+
+// ----- REPLY across a job manager reconnect ---------------------------------
+
+#[test]
+fn reply_from_new_identity_completes_job_in_flight_on_old_identity() {
+    let mut h = H::new();
+    worker(&mut h, "old", "", 1);
+    h.request("c", "j1", "default", "reply-requested");
+    assert_eq!(h.r.inflight_count(), 1);
+    // The job manager reconnects (new identity) before the router notices.
+    worker(&mut h, "new", "", 1);
+    let sent = h.reply("new", "j1", r#"{"value": 1}"#, Some(ResultStatus::Ok));
+    let rs = results(&sent, "c");
+    assert_eq!(rs.len(), 1, "{sent:?}");
+    assert_eq!(rs[0].payload, br#"{"value": 1}"#);
+    assert_eq!(h.r.inflight_count(), 0);
+    assert!(h.r.unfinished_jobs().is_empty());
+    // Slots come from READYs only: the old worker's count is untouched.
+    let old = h.r.pool.get(h.r.pool.id_of(b"old").unwrap()).unwrap();
+    assert_eq!(old.slots, 0);
+    // The old identity times out later: nothing is redelivered.
+    let mut sent = Vec::new();
+    for _ in 0..20 {
+        h.heartbeat("new");
+        sent.extend(h.advance(SECOND));
+    }
+    assert_eq!(h.r.worker_count(), 1);
+    assert!(forwarded(&sent, "new").is_empty(), "{sent:?}");
+    // A second REPLY (from either identity) is ignored: one RESULT only.
+    assert!(results(&h.reply("new", "j1", "{}", None), "c").is_empty());
+    assert_eq!(h.r.stats().results_forwarded, 1);
+    assert_eq!(h.r.stats().completed, 1);
+}
+
+#[test]
+fn reply_from_new_identity_completes_job_requeued_after_old_worker_timed_out() {
+    let mut h = H::new();
+    worker(&mut h, "old", "", 1);
+    h.request("c", "j1", "default", "reply-requested");
+    // The new connection registers but has no free slot yet.
+    worker(&mut h, "new", "", 0);
+    for _ in 0..10 {
+        h.heartbeat("new");
+        h.advance(SECOND);
+    }
+    assert_eq!(h.r.worker_count(), 1, "old identity timed out");
+    assert_eq!(h.r.buffered_count(), 1, "job requeued");
+    let sent = h.reply("new", "j1", "{}", Some(ResultStatus::Ok));
+    assert_eq!(results(&sent, "c").len(), 1, "{sent:?}");
+    assert_eq!(h.r.buffered_count(), 0);
+    assert!(h.r.unfinished_jobs().is_empty());
+    // The next READY does not redeliver it.
+    let sent = h.ready("new");
+    assert!(forwarded(&sent, "new").is_empty());
+    assert!(h.reply("new", "j1", "{}", None).is_empty());
+    assert_eq!(h.r.stats().results_forwarded, 1);
+}
+
+#[test]
+fn reply_from_new_identity_for_job_redelivered_elsewhere_completes_once() {
+    let mut h = H::new();
+    worker(&mut h, "old", "", 1);
+    h.request("c", "j1", "default", "reply-requested,retry-count:3");
+    h.msg(Backend, "old", "k", Command::Kbye);
+    // Redelivered to another job manager, which fails it: waits for a retry.
+    worker(&mut h, "other", "", 1);
+    assert_eq!(h.r.inflight_count(), 1);
+    h.reply("other", "j1", "{}", Some(ResultStatus::Failed));
+    assert_eq!(h.r.delayed_count(), 1);
+    // The first run's REPLY arrives on the old job manager's new identity.
+    worker(&mut h, "new", "", 0);
+    let sent = h.reply("new", "j1", r#"{"value": 2}"#, Some(ResultStatus::Ok));
+    assert_eq!(results(&sent, "c").len(), 1);
+    assert_eq!(h.r.delayed_count(), 0);
+    assert!(h.r.redelivered.is_empty());
+    let sent = h.advance(10 * SECOND);
+    assert!(forwarded(&sent, "other").is_empty());
+}
+
+#[test]
+fn legacy_worker_reply_for_job_elsewhere_is_still_ignored() {
+    let mut h = H::new();
+    worker(&mut h, "w1", "", 1);
+    h.request("c", "j1", "default", "reply-requested");
+    h.inform("legacy", "", &[]);
+    assert!(h.reply("legacy", "j1", "{}", None).is_empty());
+    assert_eq!(h.r.inflight_count(), 1);
+}
+
+// ----- journal: attempts, dead letters --------------------------------------
+
+#[test]
+fn redelivery_journals_the_attempt_count() {
+    let mut h = H::with(Config {
+        journal: true,
+        ..Config::default()
+    });
+    worker(&mut h, "w1", "", 1);
+    let out = h.input(Input::Frames {
+        socket: Frontend,
+        frames: Message::with_msgid(
+            "j1",
+            Command::Request(Request {
+                queue: "default".into(),
+                headers: Headers::new(),
+                message: b"[1]".to_vec(),
+            }),
+        )
+        .encode_routed(b"c".to_vec()),
+    });
+    assert!(!out
+        .iter()
+        .any(|a| matches!(a, Action::Journal(JournalOp::Attempt { .. }))));
+    h.msg(Backend, "w1", "k", Command::Kbye);
+    h.inform("w2", "", &["job-ack"]);
+    let out = h.input(Input::Frames {
+        socket: Backend,
+        frames: Message::with_msgid("r", Command::Ready).encode_routed(b"w2".to_vec()),
+    });
+    let pos_attempt = out
+        .iter()
+        .position(|a| {
+            matches!(a, Action::Journal(JournalOp::Attempt { msgid, attempts: 2, .. }) if msgid == "j1")
+        })
+        .expect("attempt journaled");
+    let pos_send = out
+        .iter()
+        .position(|a| {
+            matches!(
+                a,
+                Action::Send {
+                    socket: Backend,
+                    ..
+                }
+            )
+        })
+        .unwrap();
+    assert!(pos_attempt < pos_send);
+}
+
+#[test]
+fn restored_attempt_counts_keep_counting_lost_deliveries() {
+    let mut h = H::with(Config {
+        max_attempts: 3,
+        ..Config::default()
+    });
+    let job = StoredJob {
+        id: 1,
+        msgid: "r1".into(),
+        client: b"c".to_vec(),
+        queue: "default".into(),
+        route: "default".into(),
+        headers: b"reply-requested".to_vec(),
+        payload: b"[]".to_vec(),
+        attempts: 2,
+        accepted_at: 5,
+    };
+    let mut out = Vec::new();
+    h.r.restore(vec![job], h.now, &mut out);
+    h.r.check_invariants().unwrap();
+    worker(&mut h, "w1", "", 1);
+    // One earlier delivery was lost; losing this one makes 2, the next 3.
+    h.msg(Backend, "w1", "k", Command::Kbye);
+    assert_eq!(h.r.buffered_count(), 1);
+    worker(&mut h, "w2", "", 1);
+    let sent = h.msg(Backend, "w2", "k", Command::Kbye);
+    assert_eq!(results(&sent, "c").len(), 1, "dead-lettered: {sent:?}");
+    assert_eq!(h.r.stats().dead_lettered, 1);
+}
+
+#[test]
+fn journal_dead_letters_are_listed_on_the_admin_socket() {
+    let mut h = H::with(Config {
+        epoch_unix_micros: 1_700_000_000 * SECOND,
+        ..Config::default()
+    });
+    let n = h.r.restore_dead_letters(vec![crate::DeadLetter {
+        id: 0,
+        msgid: "old-dead".into(),
+        client: b"c".to_vec(),
+        queue: "default".into(),
+        attempts: 5,
+        reason: "delivery lost 5 times".into(),
+        error: None,
+        at: 0,
+        at_unix_ms: 1_700_000_000_000,
+    }]);
+    assert_eq!(n, 1);
+    let v = admin(&mut h, Command::Status);
+    assert_eq!(v["dead_letter"]["count"], 1, "{v}");
+    assert_eq!(v["dead_letter"]["recent"][0]["msgid"], "old-dead");
+    assert_eq!(v["dead_letter"]["recent"][0]["age_ms"], 1_000_000, "{v}");
+    h.r.check_invariants().unwrap();
+}
+
+// ----- built-in schedules ---------------------------------------------------
+
+const EPOCH: u64 = 1_700_000_000 * SECOND;
+
+fn sched_h() -> H {
+    H::with(Config {
+        epoch_unix_micros: EPOCH,
+        journal: true,
+        ..Config::default()
+    })
+}
+
+fn schedule_msg(queue: &str, headers: &str, interval: i64, cron: &str, body: &str) -> Command {
+    Command::Schedule(Schedule {
+        queue: queue.into(),
+        headers: Headers::parse(headers.as_bytes()).unwrap(),
+        interval_secs: interval,
+        message: body.as_bytes().to_vec(),
+        cron: cron.into(),
+    })
+}
+
+/// REQUESTs forwarded to `id` (msgid, queue, headers, payload).
+fn forwarded_requests(sent: &[Sent], id: &str) -> Vec<(String, Request)> {
+    to(sent, Backend, id)
+        .into_iter()
+        .filter_map(|m| match &m.command {
+            Command::Request(r) => Some((m.msgid.clone(), r.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn interval_schedule_enqueues_and_dispatches_at_the_right_ticks() {
+    let mut h = sched_h();
+    worker(&mut h, "w1", "", 5);
+    let sent = h.msg(
+        Frontend,
+        "c1",
+        "s1",
+        schedule_msg(
+            "default",
+            "guarantee",
+            10,
+            "",
+            r#"["call", {"handler": "noop"}]"#,
+        ),
+    );
+    assert!(is_ack_of(to(&sent, Frontend, "c1")[0], "s1"), "{sent:?}");
+    // Not run before a tick (the core is consulted on ticks only)...
+    assert!(forwarded(&sent, "w1").is_empty());
+    // ...and at once on the next tick (no nohaste).
+    let sent = h.advance(100_000);
+    let reqs = forwarded_requests(&sent, "w1");
+    assert_eq!(reqs.len(), 1, "{sent:?}");
+    let (msgid, req) = &reqs[0];
+    assert_ne!(msgid, "s1", "a generated msgid");
+    assert_eq!(req.queue, "default");
+    assert_eq!(req.message, br#"["call", {"handler": "noop"}]"#);
+    let first = msgid.clone();
+    for _ in 0..98 {
+        h.heartbeat("w1");
+        assert!(forwarded(&h.advance(100_000), "w1").is_empty());
+    }
+    h.heartbeat("w1");
+    let sent = h.advance(100_000);
+    assert_eq!(forwarded(&sent, "w1").len(), 1, "second run 10 s later");
+    assert_eq!(h.r.stats().scheduled_runs, 2);
+    // Completing a scheduled job sends nothing to any client.
+    let sent = h.reply("w1", &first, "{}", Some(ResultStatus::Ok));
+    assert!(sent.iter().all(|(s, _, _)| *s != Frontend), "{sent:?}");
+    assert_eq!(h.r.stats().completed, 1);
+}
+
+#[test]
+fn scheduled_runs_are_journalled_as_accepted_jobs_with_the_schedule_record() {
+    let mut h = sched_h();
+    let out = h.input(Input::Frames {
+        socket: Frontend,
+        frames: Message::with_msgid("s1", schedule_msg("default", "", 60, "", "[1]"))
+            .encode_routed(b"c1".to_vec()),
+    });
+    let put = out
+        .iter()
+        .position(|a| matches!(a, Action::Journal(JournalOp::PutSchedule { .. })))
+        .expect("schedule journalled");
+    let ack = out
+        .iter()
+        .position(|a| matches!(a, Action::Send { .. }))
+        .unwrap();
+    assert!(put < ack, "journal before the ack");
+    h.now += 100_000;
+    let out = h.input(Input::Tick);
+    let accepted: Vec<&StoredJob> = out
+        .iter()
+        .filter_map(|a| match a {
+            Action::Journal(JournalOp::Accepted(j)) => Some(j),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(accepted.len(), 1, "{out:?}");
+    assert!(accepted[0].client.is_empty());
+    assert_eq!(accepted[0].payload, b"[1]");
+    assert!(out
+        .iter()
+        .any(|a| matches!(a, Action::Journal(JournalOp::PutSchedule { .. }))));
+    assert_eq!(h.r.buffered_count(), 1, "no worker yet: buffered");
+}
+
+#[test]
+fn nohaste_schedule_first_runs_one_interval_later() {
+    let mut h = sched_h();
+    worker(&mut h, "w1", "", 5);
+    h.msg(
+        Frontend,
+        "c1",
+        "s1",
+        schedule_msg("default", "nohaste", 2, "", "[]"),
+    );
+    let mut runs = Vec::new();
+    for i in 0..50 {
+        h.heartbeat("w1");
+        if !forwarded(&h.advance(100_000), "w1").is_empty() {
+            runs.push(i);
+        }
+    }
+    // Ticks at +0.1 s .. +5.0 s: runs at +2.0 s and +4.0 s.
+    assert_eq!(runs, vec![19, 39]);
+    // The directive is not forwarded to the worker.
+    let sent = {
+        h.ready("w1");
+        let mut got = Vec::new();
+        for _ in 0..25 {
+            h.heartbeat("w1");
+            got.extend(h.advance(100_000));
+        }
+        got
+    };
+    let reqs = forwarded_requests(&sent, "w1");
+    assert!(!reqs.is_empty());
+    assert!(!reqs[0].1.headers.nohaste());
+}
+
+#[test]
+fn same_schedule_twice_is_one_schedule() {
+    let mut h = sched_h();
+    worker(&mut h, "w1", "", 10);
+    for m in ["s1", "s2"] {
+        let sent = h.msg(Frontend, "c1", m, schedule_msg("default", "", 5, "", "[7]"));
+        assert!(is_ack_of(&sent[0].2, m));
+    }
+    assert_eq!(h.r.schedules().len(), 1);
+    let sent = h.advance(100_000);
+    assert_eq!(forwarded(&sent, "w1").len(), 1, "one run, not two");
+    let v = admin(&mut h, Command::RouterShowSchedulers);
+    assert_eq!(v["schedules"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["schedules"][0]["queue"], "default");
+    assert_eq!(v["schedules"][0]["interval_secs"], 5);
+    assert_eq!(v["schedules"][0]["run_count"], 1);
+    assert!(v["connected_schedulers"].as_object().unwrap().is_empty());
+}
+
+#[test]
+fn unschedule_stops_the_schedule() {
+    let mut h = sched_h();
+    worker(&mut h, "w1", "", 10);
+    h.msg(
+        Frontend,
+        "c1",
+        "s1",
+        schedule_msg("default", "", 1, "", "[7]"),
+    );
+    assert_eq!(forwarded(&h.advance(100_000), "w1").len(), 1);
+    let Command::Schedule(s) = schedule_msg("default", "", 1, "", "[7]") else {
+        unreachable!()
+    };
+    let out = h.input(Input::Frames {
+        socket: Frontend,
+        frames: Message::with_msgid("u1", Command::Unschedule(s)).encode_routed(b"c1".to_vec()),
+    });
+    assert!(out
+        .iter()
+        .any(|a| matches!(a, Action::Journal(JournalOp::DeleteSchedule { .. }))));
+    assert!(h.r.schedules().is_empty());
+    for _ in 0..30 {
+        h.heartbeat("w1");
+        assert!(forwarded(&h.advance(100_000), "w1").is_empty());
+    }
+}
+
+#[test]
+fn schedules_restored_from_journal_ops_run_a_missed_run_once() {
+    let mut h = sched_h();
+    let mut records: std::collections::BTreeMap<String, Vec<u8>> = Default::default();
+    let keep = |out: &[Action], records: &mut std::collections::BTreeMap<String, Vec<u8>>| {
+        for a in out {
+            match a {
+                Action::Journal(JournalOp::PutSchedule { id, blob }) => {
+                    records.insert(id.clone(), blob.clone());
+                }
+                Action::Journal(JournalOp::DeleteSchedule { id }) => {
+                    records.remove(id);
+                }
+                _ => {}
+            }
+        }
+    };
+    let out = h.input(Input::Frames {
+        socket: Frontend,
+        frames: Message::with_msgid("s1", schedule_msg("default", "", 10, "", "[1]"))
+            .encode_routed(b"c1".to_vec()),
+    });
+    keep(&out, &mut records);
+    h.now += 100_000;
+    let out = h.input(Input::Tick);
+    keep(&out, &mut records);
+    assert_eq!(h.r.stats().scheduled_runs, 1);
+    assert_eq!(records.len(), 1);
+    // The router is down for a minute (6 runs missed); a new one restores.
+    let mut h2 = H::with(Config {
+        epoch_unix_micros: EPOCH + h.now + 60 * SECOND,
+        journal: true,
+        ..Config::default()
+    });
+    h2.now = 0;
+    let mut out = Vec::new();
+    let mut bad = records.clone().into_iter().collect::<Vec<_>>();
+    bad.push(("bogus".into(), b"not a record".to_vec()));
+    let n = h2.r.restore_schedules(bad, 0, &mut out);
+    assert_eq!(n, 1);
+    assert!(out.contains(&Action::Journal(JournalOp::DeleteSchedule {
+        id: "bogus".into()
+    })));
+    worker(&mut h2, "w1", "", 10);
+    let sent = h2.advance(100_000);
+    assert_eq!(forwarded(&sent, "w1").len(), 1, "the missed run, once");
+    for _ in 0..50 {
+        h2.heartbeat("w1");
+        assert!(forwarded(&h2.advance(100_000), "w1").is_empty());
+    }
+    let v = admin(&mut h2, Command::RouterShowSchedulers);
+    assert_eq!(v["schedules"][0]["run_count"], 2, "{v}");
+}
+
+#[test]
+fn bad_cron_or_interval_is_rejected_malformed_with_the_reason() {
+    let mut h = sched_h();
+    let sent = h.msg(
+        Frontend,
+        "c1",
+        "s1",
+        schedule_msg("default", "", -1, "not a cron", "[]"),
+    );
+    let rj = rejects(&sent, "c1");
+    assert_eq!(rj.len(), 1, "{sent:?}");
+    assert_eq!(rj[0].orig_msgid, "s1");
+    assert_eq!(rj[0].reason, RejectReason::Malformed);
+    assert!(rj[0].text.contains("cron"), "{}", rj[0].text);
+    let sent = h.msg(
+        Frontend,
+        "c1",
+        "s2",
+        schedule_msg("default", "", 0, "", "[]"),
+    );
+    assert_eq!(rejects(&sent, "c1")[0].reason, RejectReason::Malformed);
+    assert!(h.r.schedules().is_empty());
+}
+
+#[test]
+fn with_an_external_scheduler_schedule_is_forwarded_not_booked() {
+    let mut h = sched_h();
+    sched(&mut h, "s1");
+    let sent = h.frames(Frontend, schedule_frames("SCHEDULE"));
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].1, "s1");
+    assert!(h.r.schedules().is_empty());
+    // Booked while no scheduler is connected; UNSCHEDULE with one connected
+    // goes to it and removes the built-in schedule too.
+    h.msg(Frontend, "s1", "k", Command::Kbye);
+    let sent = h.frames(Frontend, schedule_frames("SCHEDULE"));
+    assert!(is_ack_of(&sent[0].2, "sch-1"));
+    assert_eq!(h.r.schedules().len(), 1);
+    sched(&mut h, "s2");
+    let sent = h.frames(Frontend, schedule_frames("UNSCHEDULE"));
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].1, "s2");
+    assert!(h.r.schedules().is_empty());
+}
+
+#[test]
+fn no_scheduled_runs_while_shutting_down() {
+    let mut h = sched_h();
+    h.msg(
+        Frontend,
+        "c1",
+        "s1",
+        schedule_msg("default", "", 1, "", "[]"),
+    );
+    h.input(Input::Shutdown);
+    h.advance(5 * SECOND);
+    assert_eq!(h.r.stats().scheduled_runs, 0);
+    let sent = h.msg(
+        Frontend,
+        "c1",
+        "s2",
+        schedule_msg("default", "", 1, "", "[2]"),
+    );
+    assert_eq!(rejects(&sent, "c1")[0].reason, RejectReason::ShuttingDown);
+}
+
+// ----- metrics ----------------------------------------------------------------
+
+#[test]
+fn metrics_count_per_queue_and_the_latency_histogram() {
+    let mut h = H::new();
+    worker(&mut h, "w1", r#"[[10, "default"], [5, "mail"]]"#, 1);
+    h.request("c", "j1", "default", "");
+    h.now += 3_000; // 3 ms
+    h.reply("w1", "j1", "{}", Some(ResultStatus::Ok));
+    h.ready("w1");
+    h.request("c", "j2", "mail", "retry-count:1");
+    h.reply("w1", "j2", "{}", Some(ResultStatus::Failed));
+    h.ready("w1");
+    h.request("c", "j3", "mail", "");
+    h.msg(Backend, "w1", "k", Command::Kbye);
+    let text = crate::metrics::render(&h.r);
+    for line in [
+        r#"emq_jobs_processed_total{queue="default"} 1"#,
+        r#"emq_jobs_processed_total{queue="mail"} 0"#,
+        r#"emq_jobs_retried_total{queue="mail"} 1"#,
+        r#"emq_jobs_redelivered_total{queue="mail"} 1"#,
+        r#"emq_queue_depth{queue="mail"} 1"#,
+        r#"emq_queue_depth{queue="default"} 0"#,
+        r#"emq_queue_retry_waiting{queue="mail"} 1"#,
+        r#"emq_job_latency_seconds_bucket{queue="default",le="0.0025"} 0"#,
+        r#"emq_job_latency_seconds_bucket{queue="default",le="0.005"} 1"#,
+        r#"emq_job_latency_seconds_bucket{queue="default",le="+Inf"} 1"#,
+        r#"emq_job_latency_seconds_count{queue="default"} 1"#,
+        "emq_connected_workers 0",
+        "# TYPE emq_job_latency_seconds histogram",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in\n{text}");
+    }
+    // Admin's processed count keeps its meaning (finished jobs).
+    let v = admin(&mut h, Command::Status);
+    assert_eq!(v["processed_messages_by_queue"]["default"], 1, "{v}");
+}
+
+#[test]
+fn latency_histogram_buckets_are_cumulative_and_bounded() {
+    let mut hist = crate::metrics::Histogram::default();
+    for us in [50, 100, 101, 60_000_000, 60_000_001] {
+        hist.observe(us);
+    }
+    let c = hist.cumulative();
+    assert_eq!(c[0], 2, "≤ 100 µs");
+    assert_eq!(c[1], 3);
+    assert_eq!(*c.last().unwrap(), 4, "≤ 60 s");
+    assert_eq!(hist.count, 5, "+Inf");
+}
+
+/// Rough core throughput (run with `--release -- --ignored --nocapture`):
+/// REQUEST → dispatch → REPLY → READY for 200k jobs over 4 job-ack workers.
+#[test]
+#[ignore]
+fn core_throughput() {
+    let mut r = Router::new(Config::default());
+    let mut out = Vec::with_capacity(64);
+    let workers: Vec<Vec<u8>> = (0..4).map(|i| format!("w{i}").into_bytes()).collect();
+    for w in &workers {
+        let f = frames_routed(
+            w,
+            &["INFORM", "i", r#"[[10, "default"]]"#, "worker", "job-ack"],
+        );
+        r.handle(
+            Input::Frames {
+                socket: Backend,
+                frames: f,
+            },
+            0,
+            &mut out,
+        );
+        for _ in 0..16 {
+            r.handle(
+                Input::Frames {
+                    socket: Backend,
+                    frames: frames_routed(w, &["READY", "r"]),
+                },
+                0,
+                &mut out,
+            );
+        }
+    }
+    out.clear();
+    let n = 200_000u64;
+    let t = std::time::Instant::now();
+    for i in 0..n {
+        let msgid = format!("job-{i}");
+        let f = frames_routed(
+            b"client",
+            &[
+                "REQUEST",
+                &msgid,
+                "default",
+                "reply-requested",
+                "[\"call\", {}]",
+            ],
+        );
+        r.handle(
+            Input::Frames {
+                socket: Frontend,
+                frames: f,
+            },
+            i,
+            &mut out,
+        );
+        let mut to_worker = None;
+        for a in out.drain(..) {
+            if let Action::Send {
+                socket: Backend,
+                identity,
+                ..
+            } = a
+            {
+                to_worker = Some(identity);
+            }
+        }
+        let w = to_worker.expect("dispatched");
+        let f = frames_routed(&w, &["REPLY", "rep", "{}", &msgid, "ok"]);
+        r.handle(
+            Input::Frames {
+                socket: Backend,
+                frames: f,
+            },
+            i,
+            &mut out,
+        );
+        r.handle(
+            Input::Frames {
+                socket: Backend,
+                frames: frames_routed(&w, &["READY", "r"]),
+            },
+            i,
+            &mut out,
+        );
+        out.clear();
+    }
+    let el = t.elapsed();
+    assert_eq!(r.stats().completed, n);
+    eprintln!(
+        "core: {n} jobs in {el:?} = {:.0} jobs/s",
+        n as f64 / el.as_secs_f64()
+    );
+}
+
+fn frames_routed(id: &[u8], parts: &[&str]) -> Vec<Vec<u8>> {
+    let mut f = vec![id.to_vec(), vec![], b"eMQP/1.0".to_vec()];
+    f.extend(parts.iter().map(|p| p.as_bytes().to_vec()));
+    f
 }

@@ -3,6 +3,10 @@
 
 use std::borrow::Cow;
 
+/// The core's hash maps: foldhash (per-process random seed) instead of
+/// SipHash — several lookups per message are on the hot path.
+pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
 use crate::config::SECOND;
 
 /// uuid4-shaped msgids from one random base plus a counter: unique within

@@ -8,9 +8,10 @@
 //! `lru` stamp (O(q log n) for a worker on q queues).
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::queues::JobId;
+use crate::util::FastMap;
 
 pub type WorkerId = u64;
 
@@ -40,7 +41,7 @@ pub struct Worker {
     /// Dispatch sequence → job, oldest first.
     pub inflight: BTreeMap<u64, JobId>,
     /// Job msgid → dispatch sequence, for REPLY lookup.
-    pub by_msgid: HashMap<String, u64>,
+    pub by_msgid: FastMap<String, u64>,
 }
 
 impl Worker {
@@ -60,13 +61,13 @@ impl Worker {
 /// All workers and the queue indexes.
 #[derive(Debug, Default)]
 pub struct WorkerPool {
-    pub workers: HashMap<WorkerId, Worker>,
-    pub by_identity: HashMap<Vec<u8>, WorkerId>,
+    pub workers: FastMap<WorkerId, Worker>,
+    pub by_identity: FastMap<Vec<u8>, WorkerId>,
     /// Queue → `(Reverse(weight), id)` of every worker serving it. A queue
     /// key stays after its last worker leaves (0.3.13 shows it as `[]`).
-    pub serving: HashMap<String, BTreeSet<(Reverse<u32>, WorkerId)>>,
+    pub serving: FastMap<String, BTreeSet<(Reverse<u32>, WorkerId)>>,
     /// Queue → workers serving it that have a free slot.
-    pub available: HashMap<String, BTreeSet<SlotKey>>,
+    pub available: FastMap<String, BTreeSet<SlotKey>>,
     next_id: WorkerId,
     lru_clock: u64,
     /// Sum of in-flight jobs over all workers.
@@ -134,7 +135,7 @@ impl WorkerPool {
                 last_seen: now,
                 lru: 0,
                 inflight: BTreeMap::new(),
-                by_msgid: HashMap::new(),
+                by_msgid: FastMap::default(),
             },
         );
         id

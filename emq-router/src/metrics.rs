@@ -1,0 +1,231 @@
+//! Prometheus metrics: counters and the job latency histogram live in the
+//! core (a few integer adds per finished job, fixed bucket arrays, no
+//! allocation after a queue's first job); [`render`] turns a snapshot into
+//! the text exposition format. The binary calls it at most every ~500 ms
+//! and hands the text to `emq_transport::metrics_http`.
+//!
+//! Families (label `queue` is the route queue, `default` for unserved ones):
+//! `emq_queue_depth` (buffered), `emq_queue_inflight` (on workers),
+//! `emq_queue_retry_waiting` (waiting for a retry delay),
+//! `emq_jobs_processed_total` (completed ok), `emq_jobs_failed_total`
+//! (completed failed, no retries asked), `emq_jobs_retried_total`,
+//! `emq_jobs_redelivered_total` (lost to a dying worker and queued again),
+//! `emq_jobs_dead_lettered_total`, `emq_requests_rejected_total` (queue-full,
+//! shutting-down), `emq_job_latency_seconds` (histogram, acceptance →
+//! completion, ok or failed, 100 µs … 60 s); global `emq_connected_workers`,
+//! `emq_free_slots`, `emq_connected_schedulers`, `emq_schedules`,
+//! `emq_jobs_accepted_total`, `emq_scheduled_runs_total`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use emq_transport::metrics_http::PromText;
+
+use crate::queues::JobState;
+use crate::router::Router;
+
+/// Upper bounds of the latency buckets, in microseconds.
+pub const LATENCY_BOUNDS_MICROS: [u64; 18] = [
+    100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
+    1_000_000, 2_500_000, 5_000_000, 10_000_000, 30_000_000, 60_000_000,
+];
+
+/// A fixed-bucket histogram of durations in microseconds.
+#[derive(Debug, Clone, Default)]
+pub struct Histogram {
+    /// Observations in bucket `i` (≤ bound `i`, > bound `i-1`); larger
+    /// ones only count in `count`.
+    pub buckets: [u64; LATENCY_BOUNDS_MICROS.len()],
+    pub count: u64,
+    pub sum_micros: u64,
+}
+
+impl Histogram {
+    pub fn observe(&mut self, micros: u64) {
+        self.count += 1;
+        self.sum_micros = self.sum_micros.saturating_add(micros);
+        if let Some(i) = LATENCY_BOUNDS_MICROS.iter().position(|b| micros <= *b) {
+            self.buckets[i] += 1;
+        }
+    }
+
+    /// Cumulative counts per bound (Prometheus `le` buckets).
+    pub fn cumulative(&self) -> [u64; LATENCY_BOUNDS_MICROS.len()] {
+        let mut out = self.buckets;
+        for i in 1..out.len() {
+            out[i] += out[i - 1];
+        }
+        out
+    }
+}
+
+/// Counters of one route queue.
+#[derive(Debug, Clone, Default)]
+pub struct QueueMetrics {
+    /// Finished jobs: completed (ok or failed) or dead-lettered after
+    /// exhausted retries (admin `processed_messages_by_queue`).
+    pub finished: u64,
+    pub processed: u64,
+    pub failed: u64,
+    pub retried: u64,
+    pub redelivered: u64,
+    pub dead_lettered: u64,
+    pub rejected: u64,
+    pub latency: Histogram,
+}
+
+/// The Prometheus text of the router's current state.
+pub fn render(r: &Router) -> String {
+    let mut names: BTreeSet<&str> = BTreeSet::new();
+    names.extend(r.stats.queues.keys().map(String::as_str));
+    names.extend(r.store.queues.keys().map(String::as_str));
+    names.extend(r.pool.serving.keys().map(String::as_str));
+    let mut inflight: BTreeMap<&str, u64> = BTreeMap::new();
+    for w in r.pool.workers.values() {
+        for jid in w.inflight.values() {
+            if let Some(j) = r.store.jobs.get(jid) {
+                *inflight.entry(j.route.as_str()).or_default() += 1;
+            }
+        }
+    }
+    let mut delayed: BTreeMap<&str, u64> = BTreeMap::new();
+    for (_, jid) in &r.store.delayed {
+        if let Some(j) = r.store.jobs.get(jid) {
+            if matches!(j.state, JobState::Delayed { .. }) {
+                *delayed.entry(j.route.as_str()).or_default() += 1;
+            }
+        }
+    }
+    names.extend(inflight.keys().copied());
+    names.extend(delayed.keys().copied());
+    let zero = QueueMetrics::default();
+    let qm = |q: &str| r.stats.queues.get(q).unwrap_or(&zero);
+
+    let mut p = PromText::new();
+    p.family("emq_queue_depth", "gauge", "Jobs buffered in the queue.");
+    for q in &names {
+        p.sample(
+            "emq_queue_depth",
+            &[("queue", q)],
+            r.store.queue_len(q) as f64,
+        );
+    }
+    p.family(
+        "emq_queue_inflight",
+        "gauge",
+        "Jobs of the queue on workers.",
+    );
+    for q in &names {
+        let n = inflight.get(q).copied().unwrap_or(0);
+        p.sample("emq_queue_inflight", &[("queue", q)], n as f64);
+    }
+    p.family(
+        "emq_queue_retry_waiting",
+        "gauge",
+        "Jobs of the queue waiting for a retry delay.",
+    );
+    for q in &names {
+        let n = delayed.get(q).copied().unwrap_or(0);
+        p.sample("emq_queue_retry_waiting", &[("queue", q)], n as f64);
+    }
+    type Get = fn(&QueueMetrics) -> u64;
+    let counters: [(&str, &str, Get); 6] = [
+        ("emq_jobs_processed_total", "Jobs completed ok.", |m| {
+            m.processed
+        }),
+        (
+            "emq_jobs_failed_total",
+            "Jobs completed failed (no retries left to use).",
+            |m| m.failed,
+        ),
+        (
+            "emq_jobs_retried_total",
+            "Failed jobs queued for a retry.",
+            |m| m.retried,
+        ),
+        (
+            "emq_jobs_redelivered_total",
+            "Deliveries lost to a dying worker, queued again.",
+            |m| m.redelivered,
+        ),
+        (
+            "emq_jobs_dead_lettered_total",
+            "Jobs given up for good.",
+            |m| m.dead_lettered,
+        ),
+        (
+            "emq_requests_rejected_total",
+            "REQUESTs rejected (queue-full, shutting-down).",
+            |m| m.rejected,
+        ),
+    ];
+    for (name, help, get) in counters {
+        p.family(name, "counter", help);
+        for q in &names {
+            p.sample(name, &[("queue", q)], get(qm(q)) as f64);
+        }
+    }
+    p.family(
+        "emq_job_latency_seconds",
+        "histogram",
+        "Seconds from acceptance to completion.",
+    );
+    let bounds: Vec<f64> = LATENCY_BOUNDS_MICROS
+        .iter()
+        .map(|b| *b as f64 / 1e6)
+        .collect();
+    for q in &names {
+        let h = &qm(q).latency;
+        p.histogram(
+            "emq_job_latency_seconds",
+            &[("queue", q)],
+            &bounds,
+            &h.cumulative(),
+            h.count,
+            h.sum_micros as f64 / 1e6,
+        );
+    }
+    let free: u64 = r.pool.workers.values().map(|w| u64::from(w.slots)).sum();
+    let gauges: [(&str, &str, &str, f64); 6] = [
+        (
+            "emq_connected_workers",
+            "gauge",
+            "Registered workers.",
+            r.pool.workers.len() as f64,
+        ),
+        (
+            "emq_free_slots",
+            "gauge",
+            "Free worker slots (READYs not used).",
+            free as f64,
+        ),
+        (
+            "emq_connected_schedulers",
+            "gauge",
+            "Connected 0.3.13 scheduler peers.",
+            r.schedulers.len() as f64,
+        ),
+        (
+            "emq_schedules",
+            "gauge",
+            "Built-in schedules.",
+            r.book.len() as f64,
+        ),
+        (
+            "emq_jobs_accepted_total",
+            "counter",
+            "Jobs accepted (REQUESTs, restored and scheduled runs).",
+            r.stats.accepted as f64,
+        ),
+        (
+            "emq_scheduled_runs_total",
+            "counter",
+            "Jobs enqueued by built-in schedules.",
+            r.stats.scheduled_runs as f64,
+        ),
+    ];
+    for (name, kind, help, v) in gauges {
+        p.family(name, kind, help);
+        p.sample(name, &[], v);
+    }
+    p.finish()
+}
