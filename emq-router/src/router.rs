@@ -1084,6 +1084,8 @@ impl Router {
     /// and is not booked here; otherwise the built-in book keeps it: ack
     /// `REPLY [msgid]`, or `REJECT malformed` with the reason. UNSCHEDULE
     /// goes to every scheduler peer and also removes the built-in schedule.
+    /// Every SCHEDULE or UNSCHEDULE the router takes is acked to the client,
+    /// forwarded or booked, matching a schedule or not.
     fn on_schedule(
         &mut self,
         client: Vec<u8>,
@@ -1114,6 +1116,8 @@ impl Router {
             } else if let Some(s) = self.schedulers.last() {
                 let s = s.identity.clone();
                 self.send(Socket::Frontend, s, frames, out);
+                // Accepted by the router (handed to the scheduler peer).
+                self.ack_client(client, &msgid, out);
                 return;
             }
         }
@@ -1128,6 +1132,9 @@ impl Router {
                     sched.queue
                 );
             }
+            // Removal is idempotent: the client learns its UNSCHEDULE was
+            // taken, whether or not a schedule matched.
+            self.ack_client(client, &msgid, out);
             return;
         }
         if self.is_draining() {
@@ -1144,8 +1151,7 @@ impl Router {
             Ok(id) => {
                 log::debug!("SCHEDULE {msgid} from {} booked as {id}", ident(&client));
                 self.journal_schedules(out);
-                let ack = frames_of(self.ids.next_id(), Command::Reply(Reply::ack_of(&msgid)));
-                self.send(Socket::Frontend, client, ack, out);
+                self.ack_client(client, &msgid, out);
             }
             Err(e) => {
                 self.stats.rejected_malformed += 1;
@@ -1153,6 +1159,12 @@ impl Router {
                 self.reject(client, msgid, RejectReason::Malformed, e.to_string(), out);
             }
         }
+    }
+
+    /// `REPLY [msgid]` to a client on the frontend: its message was taken.
+    fn ack_client(&mut self, client: Vec<u8>, msgid: &str, out: &mut Vec<Action>) {
+        let ack = frames_of(self.ids.next_id(), Command::Reply(Reply::ack_of(msgid)));
+        self.send(Socket::Frontend, client, ack, out);
     }
 
     /// Unix milliseconds at core time `now`.
@@ -1379,8 +1391,7 @@ impl Router {
         }
         self.store.insert_queued(job);
         self.pump(&route, out);
-        let ack = frames_of(self.ids.next_id(), Command::Reply(Reply::ack_of(&msgid)));
-        self.send(Socket::Frontend, client, ack, out);
+        self.ack_client(client, &msgid, out);
     }
 
     // ----- admin ----------------------------------------------------------

@@ -306,15 +306,22 @@ fn schedule_goes_verbatim_to_newest_scheduler_unschedule_to_all() {
             _ => None,
         })
         .collect();
-    assert_eq!(sends.len(), 1);
+    assert_eq!(sends.len(), 2, "one scheduler and the client's ack");
     assert_eq!(sends[0].0, b"s2");
     // Byte for byte, including the odd header spacing.
     assert_eq!(sends[0].1, schedule_frames("SCHEDULE")[1..].to_vec());
+    assert_eq!(sends[1].0, b"c1");
     let sent = h.frames(Frontend, schedule_frames("UNSCHEDULE"));
-    assert_eq!(sent.len(), 2);
-    assert!(sent
+    let to_schedulers: Vec<_> = sent.iter().filter(|(_, id, _)| id != "c1").collect();
+    assert_eq!(to_schedulers.len(), 2);
+    assert!(to_schedulers
         .iter()
         .all(|(_, _, m)| matches!(m.command, Command::Unschedule(_)) && m.msgid == "sch-1"));
+    let acks = to(&sent, Frontend, "c1");
+    assert!(
+        acks.len() == 1 && is_ack_of(acks[0], "sch-1"),
+        "UNSCHEDULE is acked"
+    );
 }
 
 #[test]
@@ -1745,11 +1752,19 @@ fn unschedule_stops_the_schedule() {
     };
     let out = h.input(Input::Frames {
         socket: Frontend,
-        frames: Message::with_msgid("u1", Command::Unschedule(s)).encode_routed(b"c1".to_vec()),
+        frames: Message::with_msgid("u1", Command::Unschedule(s.clone()))
+            .encode_routed(b"c1".to_vec()),
     });
     assert!(out
         .iter()
         .any(|a| matches!(a, Action::Journal(JournalOp::DeleteSchedule { .. }))));
+    let sent = decode(out);
+    assert!(to(&sent, Frontend, "c1").iter().any(|m| is_ack_of(m, "u1")));
+    // Unscheduling again is acked too (idempotent), with nothing to journal.
+    let again = h.msg(Frontend, "c1", "u2", Command::Unschedule(s));
+    assert!(to(&again, Frontend, "c1")
+        .iter()
+        .any(|m| is_ack_of(m, "u2")));
     assert!(h.r.schedules().is_empty());
     for _ in 0..30 {
         h.heartbeat("w1");
@@ -1840,8 +1855,9 @@ fn with_an_external_scheduler_schedule_is_forwarded_not_booked() {
     let mut h = sched_h();
     sched(&mut h, "s1");
     let sent = h.frames(Frontend, schedule_frames("SCHEDULE"));
-    assert_eq!(sent.len(), 1);
+    assert_eq!(sent.len(), 2, "forwarded, and acked to the client");
     assert_eq!(sent[0].1, "s1");
+    assert!(is_ack_of(&sent[1].2, "sch-1") && sent[1].1 == "c1");
     assert!(h.r.schedules().is_empty());
     // Booked while no scheduler is connected; UNSCHEDULE with one connected
     // goes to it and removes the built-in schedule too.
@@ -1851,8 +1867,9 @@ fn with_an_external_scheduler_schedule_is_forwarded_not_booked() {
     assert_eq!(h.r.schedules().len(), 1);
     sched(&mut h, "s2");
     let sent = h.frames(Frontend, schedule_frames("UNSCHEDULE"));
-    assert_eq!(sent.len(), 1);
+    assert_eq!(sent.len(), 2, "forwarded, and acked to the client");
     assert_eq!(sent[0].1, "s2");
+    assert!(is_ack_of(&sent[1].2, "sch-1") && sent[1].1 == "c1");
     assert!(h.r.schedules().is_empty());
 }
 
