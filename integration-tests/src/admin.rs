@@ -1,0 +1,153 @@
+//! Admin queries on the router's administrative socket (0.3.13 and ours):
+//! `['', eMQP/1.0, CMD, admin:<uuid4>]` → `REPLY [json]`.
+
+use std::time::{Duration, Instant};
+
+use emqp_proto::{Command, Message};
+use serde_json::Value;
+
+use crate::zmq_ctx;
+
+/// Send `cmd` (STATUS, ROUTER_SHOW_WORKERS, ...) and parse the REPLY JSON.
+pub fn query(endpoint: &str, cmd: Command, timeout: Duration) -> Result<Value, String> {
+    let sock = zmq_ctx().socket(zmq::DEALER).map_err(|e| e.to_string())?;
+    sock.set_linger(0).map_err(|e| e.to_string())?;
+    sock.set_identity(format!("it-admin-{}", emqp_proto::new_msgid()).as_bytes())
+        .map_err(|e| e.to_string())?;
+    sock.connect(endpoint).map_err(|e| e.to_string())?;
+    let name = cmd.name();
+    let msg = Message::with_msgid(format!("admin:{}", emqp_proto::new_msgid()), cmd);
+    sock.send_multipart(msg.encode(), 0)
+        .map_err(|e| e.to_string())?;
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(format!(
+                "no REPLY to {name} from {endpoint} within {timeout:?}"
+            ));
+        }
+        if sock
+            .poll(zmq::POLLIN, left.as_millis() as i64)
+            .map_err(|e| e.to_string())?
+            == 0
+        {
+            continue;
+        }
+        let frames = sock.recv_multipart(0).map_err(|e| e.to_string())?;
+        match Message::decode(frames) {
+            Ok(Message {
+                command: Command::Reply(r),
+                ..
+            }) => {
+                return serde_json::from_slice(&r.payload).map_err(|e| {
+                    format!(
+                        "{name} reply is not JSON ({e}): {}",
+                        String::from_utf8_lossy(&r.payload)
+                    )
+                })
+            }
+            Ok(_) | Err(_) => continue,
+        }
+    }
+}
+
+pub fn status(endpoint: &str) -> Result<Value, String> {
+    query(endpoint, Command::Status, Duration::from_secs(5))
+}
+
+pub fn show_workers(endpoint: &str) -> Result<Value, String> {
+    query(endpoint, Command::RouterShowWorkers, Duration::from_secs(5))
+}
+
+/// One entry of `connected_workers`.
+#[derive(Debug, Clone)]
+pub struct WorkerView {
+    pub id: String,
+    pub queues: Value,
+    pub available_slots: i64,
+    pub raw: Value,
+}
+
+impl WorkerView {
+    /// Queue names the router has for this worker.
+    pub fn queue_names(&self) -> Vec<String> {
+        self.queues
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|q| match q {
+                        Value::Array(p) if p.len() == 2 => p[1].as_str().map(String::from),
+                        Value::String(s) => Some(s.clone()),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// `connected_workers` of ROUTER_SHOW_WORKERS.
+pub fn workers(endpoint: &str) -> Result<Vec<WorkerView>, String> {
+    let v = show_workers(endpoint)?;
+    let Some(map) = v.get("connected_workers").and_then(Value::as_object) else {
+        return Err(format!(
+            "ROUTER_SHOW_WORKERS without connected_workers: {v}"
+        ));
+    };
+    Ok(map
+        .iter()
+        .map(|(id, w)| WorkerView {
+            id: id.clone(),
+            queues: w.get("queues").cloned().unwrap_or(Value::Null),
+            available_slots: w
+                .get("available_slots")
+                .and_then(Value::as_i64)
+                .unwrap_or(-1),
+            raw: w.clone(),
+        })
+        .collect())
+}
+
+/// Sum of the numbers in the object `v[key]` (e.g. STATUS
+/// `inflight_messages_by_queue`); 0 when absent.
+pub fn sum_of(v: &Value, key: &str) -> i64 {
+    v.get(key)
+        .and_then(Value::as_object)
+        .map(|m| m.values().filter_map(Value::as_i64).sum())
+        .unwrap_or(0)
+}
+
+/// Poll ROUTER_SHOW_WORKERS until `ok(workers)`; the last view, or an error
+/// with it.
+pub fn wait_workers(
+    endpoint: &str,
+    timeout: Duration,
+    mut ok: impl FnMut(&[WorkerView]) -> bool,
+) -> Result<Vec<WorkerView>, String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let last = match workers(endpoint) {
+            Ok(w) if ok(&w) => return Ok(w),
+            other => other,
+        };
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "workers not as expected within {timeout:?}; last view: {last:?}"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Wait for `n` workers with `slots` free slots in total.
+pub fn wait_idle_workers(
+    endpoint: &str,
+    n: usize,
+    slots: i64,
+    timeout: Duration,
+) -> Result<Vec<WorkerView>, String> {
+    wait_workers(endpoint, timeout, |w| {
+        w.len() == n && w.iter().map(|x| x.available_slots).sum::<i64>() == slots
+    })
+}

@@ -1,0 +1,137 @@
+//! The Python side: the venv made by `scripts/setup-python.sh` with the real
+//! EventMQ 0.3.13, and `tests/python/` (job module and client script).
+//!
+//! Interop tests call [`venv`]: when the venv is missing or broken it
+//! panics under CI (`CI=true`: interop must never be skipped silently) and
+//! otherwise prints why the test is skipped and returns `None`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use crate::bins::workspace_root;
+
+/// `$EMQ_PY_VENV`, else `<repo>/.venv`.
+pub fn venv_dir() -> PathBuf {
+    match std::env::var_os("EMQ_PY_VENV") {
+        Some(v) if !v.is_empty() => {
+            let p = PathBuf::from(v);
+            if p.is_absolute() {
+                p
+            } else {
+                workspace_root().join(p)
+            }
+        }
+        _ => workspace_root().join(".venv"),
+    }
+}
+
+/// `<repo>/tests/python`: `emq_test_jobs.py`, `emq_client.py`.
+pub fn tests_python_dir() -> PathBuf {
+    workspace_root().join("tests").join("python")
+}
+
+/// `PYTHONPATH` value with `tests/python` first.
+pub fn pythonpath() -> String {
+    let mut p = tests_python_dir().display().to_string();
+    if let Ok(old) = std::env::var("PYTHONPATH") {
+        if !old.is_empty() {
+            p.push(':');
+            p.push_str(&old);
+        }
+    }
+    p
+}
+
+/// The interpreter our job manager should run Python jobs with: the venv's
+/// when there is one (same as 0.3.13's), else `python3`.
+pub fn job_python() -> String {
+    let v = venv_dir().join("bin").join("python");
+    if v.is_file() {
+        v.display().to_string()
+    } else {
+        "python3".into()
+    }
+}
+
+/// A venv with eventmq 0.3.13.
+#[derive(Debug, Clone)]
+pub struct PyEnv {
+    pub dir: PathBuf,
+}
+
+impl PyEnv {
+    pub fn python(&self) -> PathBuf {
+        self.dir.join("bin").join("python")
+    }
+
+    /// eventmq's own `emq-router` console script (not ours!).
+    pub fn router_script(&self) -> PathBuf {
+        self.dir.join("bin").join("emq-router")
+    }
+
+    /// eventmq's own `emq-jobmanager` console script (not ours!).
+    pub fn jobmanager_script(&self) -> PathBuf {
+        self.dir.join("bin").join("emq-jobmanager")
+    }
+
+    /// `tests/python/emq_client.py`.
+    pub fn client_script(&self) -> PathBuf {
+        tests_python_dir().join("emq_client.py")
+    }
+}
+
+fn check(dir: &Path) -> Result<PyEnv, String> {
+    let env = PyEnv {
+        dir: dir.to_path_buf(),
+    };
+    for p in [env.python(), env.router_script(), env.jobmanager_script()] {
+        if !p.is_file() {
+            return Err(format!("{} is missing", p.display()));
+        }
+    }
+    let out = Command::new(env.python())
+        .args([
+            "-c",
+            "import importlib.metadata as m, eventmq.sender, eventmq.client.messages, zmq; \
+             print(m.version('eventmq'))",
+        ])
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", env.python().display()))?;
+    let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !out.status.success() {
+        return Err(format!(
+            "{} cannot import eventmq: {}",
+            env.python().display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    if version != "0.3.13" {
+        return Err(format!("venv has eventmq {version}, expected 0.3.13"));
+    }
+    Ok(env)
+}
+
+/// The venv, or `None` (test skipped, reason printed) outside CI; panics
+/// in CI when it is not usable.
+pub fn venv(test: &str) -> Option<PyEnv> {
+    static CHECKED: OnceLock<Result<PyEnv, String>> = OnceLock::new();
+    let res = CHECKED.get_or_init(|| check(&venv_dir()));
+    match res {
+        Ok(env) => Some(env.clone()),
+        Err(why) if crate::in_ci() => panic!(
+            "{test}: the EventMQ 0.3.13 venv is required in CI and is not usable: {why}. \
+             Run scripts/setup-python.sh (EMQ_PY_VENV={})",
+            venv_dir().display()
+        ),
+        Err(why) => {
+            let msg = format!(
+                "SKIPPED {test}: no usable EventMQ 0.3.13 venv ({why}); \
+                 run scripts/setup-python.sh to enable interop tests"
+            );
+            println!("{msg}");
+            eprintln!("{msg}");
+            None
+        }
+    }
+}

@@ -1,0 +1,307 @@
+//! Our router + our job manager + `emq-sender --wait` / `emq-receiver`,
+//! end to end over loopback: every job kind round-trips with the right
+//! result and exit code, failures exit 4, the receiver shows a real INFORM,
+//! and a client that leaves before its result does not hurt the router.
+
+use std::time::Duration;
+
+use integration_tests::admin::{self, sum_of};
+use integration_tests::bins::{self, RECEIVER, SENDER};
+use integration_tests::cluster::{start_jobmanager, start_router};
+use integration_tests::process::{run, scratch_dir, RunOutput};
+use integration_tests::{jobs, ports, Addrs, Client, Proc, Spawn};
+use serde_json::{json, Value};
+
+const CONCURRENCY: i64 = 2;
+
+struct Cluster {
+    addrs: Addrs,
+    // Field order = drop order: job manager first, then the router.
+    jm: Proc,
+    router: Proc,
+}
+
+fn cluster() -> Cluster {
+    let (router, addrs) = start_router(&[]);
+    let jm = start_jobmanager(
+        "emq-jobmanager",
+        &addrs.backend,
+        &["--concurrency", &CONCURRENCY.to_string()],
+    );
+    admin::wait_idle_workers(&addrs.admin, 1, CONCURRENCY, Duration::from_secs(20))
+        .expect("job manager registers with its slots");
+    Cluster { addrs, jm, router }
+}
+
+fn sender(addrs: &Addrs, args: &[&str]) -> RunOutput {
+    run(
+        Spawn::new("emq-sender", bins::bin(SENDER))
+            .args(["--broker", &addrs.frontend])
+            .args(args),
+        Duration::from_secs(60),
+    )
+}
+
+/// The last stdout line that is a JSON object (the result with --wait).
+fn result_json(out: &RunOutput) -> Value {
+    out.stdout
+        .lines()
+        .rev()
+        .find_map(|l| {
+            serde_json::from_str::<Value>(l.trim())
+                .ok()
+                .filter(Value::is_object)
+        })
+        .unwrap_or_else(|| panic!("no result JSON on stdout: {}", out.describe()))
+}
+
+#[test]
+fn python_job_round_trips() {
+    let c = cluster();
+    let out = sender(
+        &c.addrs,
+        &[
+            "--wait",
+            "--timeout",
+            "30",
+            "--python",
+            "emq_test_jobs.add",
+            "--args",
+            "[2, 3]",
+        ],
+    );
+    assert_eq!(out.code(), Some(0), "{}", out.describe());
+    assert_eq!(result_json(&out), json!({"value": 5}), "{}", out.describe());
+
+    // A method of a class, with class_args: the 0.3.13 `path = mod:Class` form.
+    let dir = scratch_dir("py-class");
+    let file = dir.join("records.txt");
+    let out = sender(
+        &c.addrs,
+        &[
+            "--wait",
+            "--timeout",
+            "30",
+            "--python",
+            "emq_test_jobs:Recorder.write",
+            "--class-args",
+            &json!([file.display().to_string(), "p-"]).to_string(),
+            "--args",
+            r#"["t1"]"#,
+            "--kwargs",
+            r#"{"label": "cls"}"#,
+        ],
+    );
+    assert_eq!(out.code(), Some(0), "{}", out.describe());
+    assert_eq!(result_json(&out), json!({"value": "p-t1"}));
+    let recs = jobs::read_records(&file);
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    assert_eq!(&recs[0][..2], ["p-t1", "cls"]);
+    drop(c);
+}
+
+#[test]
+fn shell_job_round_trips() {
+    let c = cluster();
+    let out = sender(
+        &c.addrs,
+        &[
+            "--wait",
+            "--timeout",
+            "30",
+            "--shell",
+            "--",
+            "sh",
+            "-c",
+            "echo hello-from-shell",
+        ],
+    );
+    assert_eq!(out.code(), Some(0), "{}", out.describe());
+    let v = result_json(&out);
+    assert!(v.get("value").is_some(), "not a success: {v}");
+    assert!(
+        v.to_string().contains("hello-from-shell"),
+        "stdout of the command missing from the result: {v}"
+    );
+    let mut jm = c.jm;
+    assert!(jm.is_running(), "job manager died: {}", jm.tail(20));
+}
+
+#[test]
+fn echo_call_round_trips() {
+    let c = cluster();
+    let out = sender(
+        &c.addrs,
+        &[
+            "--wait",
+            "--timeout",
+            "30",
+            "--call",
+            "echo",
+            "--args",
+            r#"{"a": [1, "two", null]}"#,
+        ],
+    );
+    assert_eq!(out.code(), Some(0), "{}", out.describe());
+    assert_eq!(result_json(&out), json!({"value": {"a": [1, "two", null]}}));
+
+    // Without --wait: the msgid is printed once the router accepts the job.
+    let out = sender(&c.addrs, &["--call", "noop"]);
+    assert_eq!(out.code(), Some(0), "{}", out.describe());
+    let id = out.stdout.trim();
+    assert_eq!(id.len(), 36, "expected a uuid4 msgid, got {id:?}");
+}
+
+#[test]
+fn failing_jobs_exit_4() {
+    let c = cluster();
+    // A Python exception.
+    let out = sender(
+        &c.addrs,
+        &[
+            "--wait",
+            "--timeout",
+            "30",
+            "--python",
+            "emq_test_jobs.fail",
+            "--args",
+            r#"["no-good"]"#,
+        ],
+    );
+    assert_eq!(out.code(), Some(4), "{}", out.describe());
+    let v = result_json(&out);
+    assert_eq!(v["error"]["kind"], "exception", "{v}");
+    assert!(v.to_string().contains("no-good"), "{v}");
+
+    // A shell command exiting non-zero.
+    let out = sender(
+        &c.addrs,
+        &[
+            "--wait",
+            "--timeout",
+            "30",
+            "--shell",
+            "--",
+            "sh",
+            "-c",
+            "exit 3",
+        ],
+    );
+    assert_eq!(out.code(), Some(4), "{}", out.describe());
+    let v = result_json(&out);
+    assert_eq!(v["error"]["kind"], "exit", "{v}");
+    assert_eq!(v["error"]["exit_status"], 3, "{v}");
+
+    // A raw job of an unknown handler.
+    let out = sender(
+        &c.addrs,
+        &[
+            "--wait",
+            "--timeout",
+            "30",
+            r#"["call", {"handler": "no-such-handler", "args": null}]"#,
+        ],
+    );
+    assert_eq!(out.code(), Some(4), "{}", out.describe());
+    assert_eq!(result_json(&out)["error"]["kind"], "unknown-handler");
+
+    // The job manager keeps serving after failures.
+    let out = sender(
+        &c.addrs,
+        &["--wait", "--timeout", "30", "--call", "echo", "--args", "7"],
+    );
+    assert_eq!(out.code(), Some(0), "{}", out.describe());
+    assert_eq!(result_json(&out), json!({"value": 7}));
+}
+
+#[test]
+fn receiver_prints_the_inform_of_a_real_jobmanager() {
+    let addr = ports::free_endpoint();
+    let mut receiver = Spawn::new("emq-receiver", bins::bin(RECEIVER))
+        .args(["--bind", &addr, "--ack-informs", "--count", "1"])
+        .spawn();
+    std::thread::sleep(Duration::from_millis(300));
+    let _jm = start_jobmanager(
+        "emq-jobmanager",
+        &addr,
+        &["--queues", "10:default,15:email", "--concurrency", "3"],
+    );
+    let status = receiver.wait_exit(Duration::from_secs(20));
+    let stdout = receiver.stdout();
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "receiver did not exit 0 after one message ({status:?}); stdout:\n{stdout}\nstderr:\n{}",
+        receiver.tail(20)
+    );
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("INFORM"))
+        .unwrap_or_else(|| panic!("no INFORM printed: {stdout}"));
+    let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+    let text = v.to_string();
+    assert!(
+        text.contains("email") && text.contains("15"),
+        "queues missing: {text}"
+    );
+    assert!(text.contains("job-ack"), "feature frame missing: {text}");
+    assert!(text.contains("worker"), "peer type missing: {text}");
+}
+
+#[test]
+fn client_leaving_before_its_result_does_not_hurt_the_router() {
+    let mut c = cluster();
+    {
+        let mut gone = Client::connect(&c.addrs.frontend);
+        let id = gone.submit_reply("default", jobs::shell(&["sh", "-c", "sleep 1; echo late"]));
+        assert!(
+            gone.wait_for(Duration::from_secs(10), |cl| cl.acks.contains_key(&id)),
+            "REQUEST not acknowledged"
+        );
+        // Dropped here: the socket closes before the RESULT exists.
+    }
+    // Let the job finish and the router try to deliver the RESULT.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(c.router.is_running(), "router died: {}", c.router.tail(30));
+
+    // Fire-and-forget jobs must not leak either (0.3.13 counts them in flight forever).
+    let mut client = Client::connect(&c.addrs.frontend);
+    for i in 0..5 {
+        client.submit("default", "", jobs::call("echo", json!(i)));
+    }
+    let next = client.submit_reply("default", jobs::call("echo", json!("next")));
+    client
+        .wait_finished(std::slice::from_ref(&next), Duration::from_secs(20))
+        .expect("router serves the next job");
+    assert_eq!(
+        client.result(&next).unwrap().json(),
+        json!({"value": "next"})
+    );
+    assert!(
+        client.wait_for(Duration::from_secs(5), |cl| cl.acks.len() == 6),
+        "acks: {:?}",
+        client.acks
+    );
+
+    let status =
+        integration_tests::poll_until(Duration::from_secs(10), Duration::from_millis(200), || {
+            let s = admin::status(&c.addrs.admin).ok()?;
+            (sum_of(&s, "inflight_messages_by_queue") == 0
+                && sum_of(&s, "waiting_messages_by_queue") == 0)
+                .then_some(s)
+        });
+    let last = admin::status(&c.addrs.admin);
+    assert!(
+        status.is_some(),
+        "STATUS still shows jobs in flight or waiting: {last:?}"
+    );
+    admin::wait_idle_workers(&c.addrs.admin, 1, CONCURRENCY, Duration::from_secs(10))
+        .expect("all slots free again");
+
+    let log = c.router.stderr();
+    let bad: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(" ERROR ") || l.contains("panicked"))
+        .collect();
+    assert!(bad.is_empty(), "router logged errors:\n{}", bad.join("\n"));
+    assert!(c.router.is_running());
+}

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Create the Python virtualenv the interop tests use: the real EventMQ 0.3.13
+# (PyPI `eventmq`) router, job manager and client library.
+#
+#   scripts/setup-python.sh            # venv at $EMQ_PY_VENV, default <repo>/.venv
+#
+# eventmq 0.3.13 pins pyzmq==18.1.0, which does not build on Python 3.11, so
+# its dependencies are installed first (current versions) and eventmq itself
+# with --no-deps. Idempotent: does nothing when the venv already imports
+# eventmq 0.3.13 and has its console scripts.
+#
+# Name clash: the venv's bin/ holds eventmq's own `emq-router` and
+# `emq-jobmanager` scripts. Tests call those by absolute path
+# ($EMQ_PY_VENV/bin/emq-router) and ours by absolute path under target/.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="${EMQ_PY_VENV:-$repo/.venv}"
+python="${EMQ_PYTHON:-}"
+if [[ -z "$python" ]]; then
+    for p in python3.11 python3; do
+        if command -v "$p" >/dev/null 2>&1; then python="$p"; break; fi
+    done
+fi
+if [[ -z "$python" ]]; then
+    echo "setup-python: no python3 found (set EMQ_PYTHON)" >&2
+    exit 1
+fi
+
+check() {
+    [[ -x "$venv/bin/python" ]] &&
+        [[ -x "$venv/bin/emq-router" ]] &&
+        [[ -x "$venv/bin/emq-jobmanager" ]] &&
+        "$venv/bin/python" - <<'PY' >/dev/null 2>&1
+import importlib.metadata as md
+import eventmq, eventmq.sender, eventmq.client.messages, eventmq.router, eventmq.jobmanager
+import zmq, six, psutil, future, croniter, monotonic
+assert md.version("eventmq") == "0.3.13", md.version("eventmq")
+PY
+}
+
+if check; then
+    echo "setup-python: $venv already has eventmq 0.3.13"
+    exit 0
+fi
+
+echo "setup-python: creating venv at $venv with $("$python" --version 2>&1)"
+if ! "$python" -m venv "$venv"; then
+    echo "setup-python: '$python -m venv' failed (on Debian: apt-get install python3-venv)" >&2
+    exit 1
+fi
+pip=("$venv/bin/python" -m pip --disable-pip-version-check --no-input)
+"${pip[@]}" install --quiet pyzmq six psutil future croniter monotonic
+"${pip[@]}" install --quiet --no-deps eventmq==0.3.13
+
+if ! check; then
+    echo "setup-python: venv at $venv does not import eventmq 0.3.13 after install" >&2
+    "$venv/bin/python" -c "import eventmq" || true
+    exit 1
+fi
+echo "setup-python: ok: $("$venv/bin/python" -c 'import zmq, sys; print("python", sys.version.split()[0], "pyzmq", zmq.__version__, "libzmq", zmq.zmq_version())')"

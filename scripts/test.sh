@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The project's test command (README, .ci/run): format, lints, build, tests.
+# Fails on the first failing step.
+#
+#   scripts/test.sh
+#
+# Environment:
+#   EMQ_PY_VENV      venv with EventMQ 0.3.13 (default <repo>/.venv, made by
+#                    scripts/setup-python.sh). Interop tests need it; under
+#                    CI=true they fail when it is missing, otherwise they are
+#                    skipped with a message.
+#   EMQ_FAULT_JOBS   jobs in the kill -9 fault run (default 2000)
+#   EMQ_MALFORMED    malformed messages in the flood test (default 10000)
+#   EMQ_TEST_THREADS test threads per test binary (default 2)
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+threads="${EMQ_TEST_THREADS:-2}"
+
+step() {
+    echo
+    echo "=== $* ($(date -u +%H:%M:%S))"
+}
+
+step "cargo fmt --all -- --check"
+cargo fmt --all -- --check
+
+step "cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+
+# The integration tests start our binaries from target/debug; build them all
+# first (debug: fast enough, and what `cargo test` builds anyway).
+step "cargo build --workspace --bins"
+cargo build --workspace --bins
+
+# Unit and doc tests of every crate except the process-starting ones.
+step "cargo test --workspace --exclude integration-tests"
+# A failure here is reported at the end, after the integration tests ran too.
+failed=()
+cargo test --workspace --exclude integration-tests --no-fail-fast -- --test-threads="$threads" ||
+    failed+=("cargo test --workspace --exclude integration-tests")
+
+# Tests that start routers and job managers on loopback ports (each test
+# has its own free ports, so two run in parallel; the fault tests serialise
+# themselves). The binaries were built above.
+step "cargo test -p integration-tests"
+summary="${CARGO_TARGET_DIR:-$repo/target}/emq-it-logs/summary.txt"
+rm -f "$summary"
+show_summary() {
+    if [[ -s "$summary" ]]; then
+        echo
+        echo "=== fault and interop figures ($summary)"
+        cat "$summary"
+    fi
+}
+trap show_summary EXIT
+EMQ_SKIP_BUILD=1 cargo test -p integration-tests --no-fail-fast -- --test-threads="$threads" ||
+    failed+=("cargo test -p integration-tests")
+trap - EXIT
+show_summary
+
+if ((${#failed[@]})); then
+    step "FAILED: ${failed[*]}"
+    exit 1
+fi
+step "all tests passed"
