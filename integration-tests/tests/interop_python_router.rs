@@ -112,8 +112,42 @@ fn our_jobmanager_runs_python_client_jobs_from_the_python_router() {
     assert_eq!(out.code(), Some(0), "{}", out.describe());
     let recs = wait_records(&file, 5, Duration::from_secs(30));
     assert!(recs.iter().any(|r| r[0] == "sender-5"), "{recs:?}");
+
+    // The other two job kinds through the 0.3.13 router: a shell job (it
+    // appends a record in the same format) and a Rust `call` job, whose
+    // completion the 0.3.13 router logs when our job-ack REPLY reaches it.
+    let sender = |extra: &[&str]| {
+        let mut args = vec!["--broker", addrs.frontend.as_str(), "--no-ack"];
+        args.extend_from_slice(extra);
+        let out = run(
+            Spawn::new("emq-sender", bins::bin(SENDER)).args(args),
+            Duration::from_secs(30),
+        );
+        assert_eq!(out.code(), Some(0), "{}", out.describe());
+        out.stdout.trim().to_string()
+    };
+    let shell_line = format!("echo shell-6 shell $$ $PPID >> '{f}'");
+    sender(&["--shell", "--", "sh", "-c", &shell_line]);
+    let recs = wait_records(&file, 6, Duration::from_secs(30));
+    assert!(recs.iter().any(|r| r[0] == "shell-6"), "{recs:?}");
+    let call_id = sender(&["--call", "echo", "--args", "[7]"]);
+    assert_eq!(
+        call_id.len(),
+        36,
+        "the sender printed the msgid: {call_id:?}"
+    );
+    let completed = format!("Completed default job with msgid: {call_id}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !router.stderr().contains(&completed) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the 0.3.13 router never saw the call job {call_id} complete:\n{}",
+            router.tail(30)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(jobs::read_records(&file).len(), 5, "each job ran once");
+    assert_eq!(jobs::read_records(&file).len(), 6, "each job ran once");
 
     admin::wait_idle_workers(&addrs.admin, 1, 2, Duration::from_secs(15))
         .expect("our READYs gave the slots back");
