@@ -267,19 +267,25 @@ impl Connection {
 
     pub fn handle(&mut self, input: Input, now: Duration) -> Vec<Action> {
         let mut out = Vec::new();
+        self.handle_into(input, now, &mut out);
+        out
+    }
+
+    /// [`Connection::handle`], appending the actions to `out` (no
+    /// allocation per input in the socket loop).
+    pub fn handle_into(&mut self, input: Input, now: Duration, out: &mut Vec<Action>) {
         if self.phase == Phase::Stopped && self.connected_once {
-            return out;
+            return;
         }
         match input {
-            Input::Message(m) => self.on_message(m, now, &mut out),
-            Input::Tick => self.on_tick(now, &mut out),
+            Input::Message(m) => self.on_message(m, now, out),
+            Input::Tick => self.on_tick(now, out),
             Input::JobStarted { slot, run } => self.on_job_started(slot, run, now),
             Input::JobFinished { slot, run, outcome } => {
-                self.on_job_finished(slot, run, outcome, now, &mut out)
+                self.on_job_finished(slot, run, outcome, now, out)
             }
-            Input::Shutdown => self.on_shutdown(now, &mut out),
+            Input::Shutdown => self.on_shutdown(now, out),
         }
-        out
     }
 
     // ---- connection ---------------------------------------------------

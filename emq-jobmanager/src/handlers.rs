@@ -11,17 +11,18 @@
 //! assert!(h.names().contains(&"add".to_string()));
 //! ```
 //!
-//! A handler runs on a thread of its own, so a timeout can give the slot
-//! back; a Rust thread cannot be killed, though, so a handler that ignores
-//! its timeout keeps running in the background until it returns. A panic
-//! is caught and reported as an `exception` failure.
+//! A handler runs on its slot's thread, with no thread start or hand-off
+//! per job. A panic is caught and reported as an `exception` failure. A
+//! Rust thread cannot be killed: when a handler runs past its `timeout:N`,
+//! the job is reported as a `timeout` failure and its slot is freed at
+//! once; a fresh thread takes the slot over and the old one is abandoned,
+//! ending (and reporting nothing) when the handler finally returns.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use crossbeam_channel::{bounded, select, Receiver};
-use emqp_proto::job::{CallJob, ErrorKind, JobError, JobOutcome};
+use emqp_proto::job::{ErrorKind, JobError, JobOutcome};
 use serde_json::Value;
 
 /// A handler: JSON args in, JSON value or an error message out.
@@ -72,71 +73,32 @@ impl Handlers {
         self.map.get(name).cloned()
     }
 
-    /// Run a call job; returns early with a timeout failure if `run` is
-    /// cancelled on `cancel`.
-    pub(crate) fn run(&self, job: &CallJob, run: u64, cancel: &Receiver<u64>) -> JobOutcome {
-        let Some(handler) = self.get(&job.handler) else {
+    /// Run handler `name` on the calling thread (a slot thread). A panic
+    /// is caught and reported as an `exception` failure; an unknown name
+    /// is an `unknown-handler` failure.
+    pub(crate) fn call(&self, name: &str, args: Value) -> JobOutcome {
+        let Some(handler) = self.map.get(name) else {
             return JobOutcome::Error(JobError::new(
                 ErrorKind::UnknownHandler,
                 format!(
-                    "no handler named {:?} (known: {})",
-                    job.handler,
+                    "no handler named {name:?} (known: {})",
                     self.names().join(", ")
                 ),
             ));
         };
-        let (tx, rx) = bounded(1);
-        let args = job.args.clone();
-        let name = job.handler.clone();
-        let spawned = std::thread::Builder::new()
-            .name(format!("emq-call-{name}"))
-            .spawn(move || {
-                let r = std::panic::catch_unwind(AssertUnwindSafe(|| handler(args)));
-                let outcome = match r {
-                    Ok(Ok(v)) => JobOutcome::Value(v),
-                    Ok(Err(msg)) => JobOutcome::Error(JobError::new(ErrorKind::Exception, msg)),
-                    Err(p) => {
-                        let what = p
-                            .downcast_ref::<&str>()
-                            .map(|s| s.to_string())
-                            .or_else(|| p.downcast_ref::<String>().cloned())
-                            .unwrap_or_else(|| "non-string panic".into());
-                        JobOutcome::Error(JobError::new(
-                            ErrorKind::Exception,
-                            format!("handler {name:?} panicked: {what}"),
-                        ))
-                    }
-                };
-                let _ = tx.send(outcome);
-            });
-        if let Err(e) = spawned {
-            return JobOutcome::Error(JobError::new(
-                ErrorKind::Crash,
-                format!("cannot start a handler thread: {e}"),
-            ));
-        }
-        loop {
-            select! {
-                recv(rx) -> r => {
-                    return r.unwrap_or_else(|_| {
-                        JobOutcome::Error(JobError::new(ErrorKind::Crash, "handler thread vanished"))
-                    })
-                }
-                recv(cancel) -> c => match c {
-                    Ok(id) if id == run => {
-                        return JobOutcome::Error(JobError::new(
-                            ErrorKind::Timeout,
-                            format!("handler {:?} timed out (left running in the background)", job.handler),
-                        ))
-                    }
-                    Ok(_) => continue,
-                    // The pool is gone; wait for the handler.
-                    Err(_) => {
-                        return rx.recv().unwrap_or_else(|_| {
-                            JobOutcome::Error(JobError::new(ErrorKind::Crash, "handler thread vanished"))
-                        })
-                    }
-                },
+        match std::panic::catch_unwind(AssertUnwindSafe(|| handler(args))) {
+            Ok(Ok(v)) => JobOutcome::Value(v),
+            Ok(Err(msg)) => JobOutcome::Error(JobError::new(ErrorKind::Exception, msg)),
+            Err(p) => {
+                let what = p
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "non-string panic".into());
+                JobOutcome::Error(JobError::new(
+                    ErrorKind::Exception,
+                    format!("handler {name:?} panicked: {what}"),
+                ))
             }
         }
     }

@@ -20,7 +20,7 @@
 use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -243,10 +243,19 @@ impl JobManager {
         let (wake_rx, wake_tx) = UnixStream::pair()?;
         wake_rx.set_nonblocking(true)?;
         wake_tx.set_nonblocking(true)?;
-        let waker: Waker = Arc::new(move || {
-            use std::io::Write;
-            let _ = (&wake_tx).write(&[1]);
-        });
+        // One wake-up per batch of pool events: a slot thread writes to the
+        // socket only when no wake-up is pending; the loop clears the flag
+        // and then drains every queued event.
+        let wake_pending = Arc::new(AtomicBool::new(false));
+        let waker: Waker = {
+            let pending = Arc::clone(&wake_pending);
+            Arc::new(move || {
+                use std::io::Write;
+                if !pending.swap(true, Ordering::AcqRel) {
+                    let _ = (&wake_tx).write(&[1]);
+                }
+            })
+        };
         let pool = Pool::new(
             PoolConfig {
                 concurrency: cfg.concurrency,
@@ -311,24 +320,34 @@ impl JobManager {
             }
             if !shutdown_seen && emq_transport::shutdown_requested(shutdown) {
                 shutdown_seen = true;
-                actions = core.handle(Input::Shutdown, start.elapsed());
+                core.handle_into(Input::Shutdown, start.elapsed(), &mut actions);
                 continue;
             }
 
-            let readable = {
-                let mut items = Vec::with_capacity(2);
-                items.push(zmq::PollItem::from_fd(wake_rx.as_raw_fd(), zmq::POLLIN));
-                if let Some(s) = &sock {
-                    items.push(s.as_poll_item(zmq::POLLIN));
-                }
-                match zmq::poll(&mut items, TICK.as_millis() as i64) {
-                    Ok(_) => items.get(1).is_some_and(|i| i.is_readable()),
-                    Err(zmq::Error::EINTR) => false,
+            let (wake_readable, sock_readable) = {
+                let wake_item = zmq::PollItem::from_fd(wake_rx.as_raw_fd(), zmq::POLLIN);
+                let polled = match &sock {
+                    Some(s) => {
+                        let mut items = [wake_item, s.as_poll_item(zmq::POLLIN)];
+                        zmq::poll(&mut items, TICK.as_millis() as i64)
+                            .map(|_| (items[0].is_readable(), items[1].is_readable()))
+                    }
+                    None => {
+                        let mut items = [wake_item];
+                        zmq::poll(&mut items, TICK.as_millis() as i64)
+                            .map(|_| (items[0].is_readable(), false))
+                    }
+                };
+                match polled {
+                    Ok(r) => r,
+                    Err(zmq::Error::EINTR) => (false, false),
                     Err(e) => return Err(format!("poll failed: {e}").into()),
                 }
             };
-            if readable {
+            let now = start.elapsed();
+            if sock_readable {
                 if let Some(s) = &sock {
+                    // Everything the router sent so far, before any output.
                     loop {
                         match s.recv_multipart(zmq::DONTWAIT) {
                             Ok(frames) => match Message::decode(frames) {
@@ -336,7 +355,7 @@ impl JobManager {
                                     if !matches!(m.command, emqp_proto::Command::Heartbeat { .. }) {
                                         debug!("received {} {}", m.command.name(), m.msgid);
                                     }
-                                    actions.extend(core.handle(Input::Message(m), start.elapsed()));
+                                    core.handle_into(Input::Message(m), now, &mut actions);
                                 }
                                 Err(e) => {
                                     warn!("ignoring a malformed message from the router: {e}")
@@ -352,8 +371,13 @@ impl JobManager {
                     }
                 }
             }
-            let mut buf = [0u8; 256];
-            while matches!((&wake_rx).read(&mut buf), Ok(n) if n > 0) {}
+            if wake_readable {
+                let mut buf = [0u8; 256];
+                while matches!((&wake_rx).read(&mut buf), Ok(n) if n > 0) {}
+            }
+            // Clear the flag before draining: an event queued after this
+            // point writes a fresh wake-up.
+            wake_pending.swap(false, Ordering::AcqRel);
             while let Ok(ev) = pool.events().try_recv() {
                 let input = match ev {
                     PoolEvent::Started { slot, run } => Input::JobStarted { slot, run },
@@ -361,9 +385,9 @@ impl JobManager {
                         Input::JobFinished { slot, run, outcome }
                     }
                 };
-                actions.extend(core.handle(input, start.elapsed()));
+                core.handle_into(input, now, &mut actions);
             }
-            actions.extend(core.handle(Input::Tick, start.elapsed()));
+            core.handle_into(Input::Tick, now, &mut actions);
         }
     }
 }

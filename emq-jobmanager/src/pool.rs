@@ -1,17 +1,23 @@
-//! The execution slots: one thread per slot, fed jobs over a
-//! crossbeam channel by the socket loop, reporting [`PoolEvent`]s back.
+//! The execution slots: one thread per slot, fed jobs by the socket loop
+//! through a mutex + condition variable mailbox (no spinning), reporting
+//! [`PoolEvent`]s back over a channel and waking the loop through the
+//! [`Waker`].
 //!
 //! A slot runs one job at a time, so the pool can never run more jobs than
 //! it has slots. Each slot keeps its own long-lived Python worker process
 //! for `run` jobs ([`crate::python`]); `shell` jobs get a fresh process
 //! group ([`crate::shell`]); `call` jobs run a registered Rust handler
-//! ([`crate::handlers`]).
+//! ([`crate::handlers`]) inline on the slot thread.
 //!
 //! Cancelling (a timeout) and killing (end of the shutdown grace period)
 //! kill the process group that runs the job; the slot thread then reports
-//! the job finished, exactly once per [`JobStart`].
+//! the job finished, exactly once per [`JobStart`]. A `call` handler cannot
+//! be killed: its run is reported at once by the pool and its thread is
+//! abandoned (a fresh thread takes the slot over; the old one reports
+//! nothing and ends when the handler returns).
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
@@ -36,8 +42,11 @@ pub enum PoolEvent {
     },
 }
 
-/// Called after every event is queued (the socket loop uses it to wake its
-/// poll).
+/// Called after an event that needs the socket loop is queued (every
+/// `Finished`, and `Started` of a job with a timeout; other `Started`
+/// events wait for the next wake-up). It may be called from several
+/// threads at once; the socket loop's waker coalesces the calls into one
+/// wake-up per batch.
 pub type Waker = Arc<dyn Fn() + Send + Sync>;
 
 /// How to build the pool.
@@ -59,9 +68,16 @@ impl PoolConfig {
 }
 
 /// What a slot is doing, shared between its thread and the pool owner so
-/// that a cancel or kill can reach the right process group.
+/// that a cancel or kill can reach the right process group. It is also the
+/// slot's mailbox: the socket loop queues jobs here and the slot thread
+/// sleeps on the condition variable (no spinning) until one arrives.
 #[derive(Debug, Default)]
 pub(crate) struct SlotState {
+    /// Jobs queued for the slot thread (the core queues at most one at a
+    /// time; a queue keeps the pool correct for any caller).
+    queue: VecDeque<JobStart>,
+    /// No more jobs will be queued: the thread stops once idle.
+    closed: bool,
     /// The run in progress.
     run: Option<u64>,
     /// The run that was cancelled.
@@ -70,6 +86,14 @@ pub(crate) struct SlotState {
     job_pgid: Option<i32>,
     /// The slot's Python worker process (its own process group).
     python_pgid: Option<i32>,
+    /// The run in progress is a `call` handler running on the slot thread
+    /// itself (its name, for the timeout message): a cancel abandons the
+    /// thread instead of waiting for it.
+    inline_call: Option<String>,
+    /// The pool gave up on this thread (its handler ran past a cancel):
+    /// the pool has reported the run finished, the thread reports nothing
+    /// more and ends when the handler returns.
+    abandoned: bool,
     /// `kill_all` was called: the pool is being torn down; nothing new
     /// is started.
     killed: bool,
@@ -78,6 +102,8 @@ pub(crate) struct SlotState {
 #[derive(Debug, Default)]
 pub(crate) struct SlotShared {
     state: Mutex<SlotState>,
+    /// Signalled when a job is queued or the mailbox is closed.
+    wake: Condvar,
 }
 
 fn kill_group(pgid: i32) {
@@ -125,6 +151,22 @@ pub(crate) fn die_with_parent(cmd: &mut std::process::Command) {
     }
 }
 
+/// What [`SlotShared::cancel`] / [`SlotShared::kill_all`] found.
+enum Stopped {
+    /// Nothing was running (or another run was).
+    Nothing,
+    /// A child process group was (or will be) killed; the slot thread
+    /// reports the run finished.
+    Killed,
+    /// An inline `call` handler was running: the thread is abandoned and
+    /// the caller reports the run finished (handler name, run, queued jobs).
+    Abandoned {
+        handler: String,
+        run: u64,
+        queued: VecDeque<JobStart>,
+    },
+}
+
 impl SlotShared {
     fn lock(&self) -> MutexGuard<'_, SlotState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
@@ -147,12 +189,12 @@ impl SlotShared {
         self.lock().killed
     }
 
-    /// Record the slot's Python worker; one started after `kill_all` is
-    /// killed at once.
+    /// Record the slot's Python worker; one started after `kill_all` (or
+    /// by an abandoned thread) is killed at once.
     pub(crate) fn set_python_pgid(&self, pgid: Option<i32>) {
         let mut s = self.lock();
         s.python_pgid = pgid;
-        if let (Some(p), true) = (pgid, s.killed) {
+        if let (Some(p), true) = (pgid, s.killed || s.abandoned) {
             kill_group(p);
         }
     }
@@ -161,100 +203,198 @@ impl SlotShared {
         self.lock().python_pgid
     }
 
-    fn begin(&self, run: u64) {
+    /// Queue a job; false (the job dropped) if the mailbox is closed.
+    fn push(&self, job: JobStart) -> bool {
         let mut s = self.lock();
-        s.run = Some(run);
-        s.cancelled = None;
-        s.job_pgid = None;
+        if s.closed || s.abandoned {
+            return false;
+        }
+        s.queue.push_back(job);
+        drop(s);
+        self.wake.notify_one();
+        true
     }
 
-    /// The run is over; whether it had been cancelled.
-    fn end(&self, run: u64) -> bool {
+    fn close(&self) {
+        self.lock().closed = true;
+        self.wake.notify_all();
+    }
+
+    /// Wait for the next job and mark it in progress (under the same lock
+    /// as `kill_all`, so a kill either sees the run or the run sees it).
+    /// With it, whether the pool is being torn down (fail the job); `None`
+    /// once the mailbox is closed and empty.
+    fn next(&self) -> Option<(JobStart, bool)> {
         let mut s = self.lock();
+        loop {
+            if let Some(js) = s.queue.pop_front() {
+                s.run = Some(js.run);
+                s.cancelled = None;
+                s.job_pgid = None;
+                s.inline_call = match &js.job {
+                    Job::Call(c) if !s.killed => Some(c.handler.clone()),
+                    _ => None,
+                };
+                let killed = s.killed;
+                return Some((js, killed));
+            }
+            if s.closed || s.abandoned {
+                return None;
+            }
+            s = self.wake.wait(s).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// The run is over: `None` if the thread was abandoned meanwhile (the
+    /// pool reported the run; the thread must report nothing and end),
+    /// else whether the run had been cancelled.
+    fn end(&self, run: u64) -> Option<bool> {
+        let mut s = self.lock();
+        if s.abandoned {
+            return None;
+        }
         let cancelled = s.cancelled == Some(run);
         s.run = None;
         s.cancelled = None;
         s.job_pgid = None;
-        cancelled
+        s.inline_call = None;
+        Some(cancelled)
     }
 
-    /// Cancel `run` if it is the one in progress. True if it was.
-    fn cancel(&self, run: u64) -> bool {
+    /// Give up on the thread running an inline handler.
+    fn abandon(s: &mut SlotState, run: u64) -> Stopped {
+        s.abandoned = true;
+        s.cancelled = Some(run);
+        // The abandoned thread's idle Python worker goes now, not when
+        // the handler returns.
+        if let Some(p) = s.python_pgid {
+            kill_group(p);
+        }
+        Stopped::Abandoned {
+            handler: s.inline_call.clone().unwrap_or_default(),
+            run,
+            queued: std::mem::take(&mut s.queue),
+        }
+    }
+
+    /// Cancel `run` if it is the one in progress.
+    fn cancel(&self, run: u64) -> Stopped {
         let mut s = self.lock();
-        if s.run != Some(run) {
-            return false;
+        if s.run != Some(run) || s.abandoned {
+            return Stopped::Nothing;
+        }
+        if s.inline_call.is_some() {
+            return SlotShared::abandon(&mut s, run);
         }
         s.cancelled = Some(run);
         if let Some(p) = s.job_pgid {
             kill_group(p);
         }
-        true
+        Stopped::Killed
     }
 
-    /// Kill whatever runs, and the idle Python worker. Returns the run that
-    /// was in progress.
-    fn kill_all(&self) -> Option<u64> {
+    /// Kill whatever runs, and the idle Python worker.
+    fn kill_all(&self) -> Stopped {
         let mut s = self.lock();
         s.killed = true;
-        s.cancelled = s.run;
-        if let Some(p) = s.job_pgid {
-            kill_group(p);
-        }
         if let Some(p) = s.python_pgid {
             kill_group(p);
         }
-        s.run
+        let Some(run) = s.run.filter(|_| !s.abandoned) else {
+            return Stopped::Nothing;
+        };
+        if s.inline_call.is_some() {
+            return SlotShared::abandon(&mut s, run);
+        }
+        s.cancelled = Some(run);
+        if let Some(p) = s.job_pgid {
+            kill_group(p);
+        }
+        Stopped::Killed
     }
 }
 
 struct SlotHandle {
-    jobs: Option<Sender<JobStart>>,
-    cancel: Sender<u64>,
     shared: Arc<SlotShared>,
     thread: Option<JoinHandle<()>>,
 }
 
+/// What every slot thread needs, kept to start replacement threads.
+struct SlotEnv {
+    python: PythonConfig,
+    handlers: Handlers,
+    events: Sender<PoolEvent>,
+    waker: Option<Waker>,
+}
+
+impl SlotEnv {
+    fn wake(&self) {
+        if let Some(w) = &self.waker {
+            w();
+        }
+    }
+
+    fn emit(&self, e: PoolEvent) {
+        let _ = self.events.send(e);
+        self.wake();
+    }
+
+    /// Start the thread of `slot`. A replacement thread (`prestart`
+    /// false) takes jobs at once; its Python worker starts with the first
+    /// `run` job.
+    fn spawn(&self, slot: usize, prestart: bool) -> std::io::Result<SlotHandle> {
+        let shared = Arc::new(SlotShared::default());
+        let mut python = self.python.clone();
+        python.prestart &= prestart;
+        let worker = SlotThread {
+            slot,
+            shared: Arc::clone(&shared),
+            python: PythonWorker::new(python),
+            handlers: self.handlers.clone(),
+            events: self.events.clone(),
+            waker: self.waker.clone(),
+        };
+        let thread = std::thread::Builder::new()
+            .name(format!("emq-slot-{slot}"))
+            .spawn(move || worker.run())?;
+        Ok(SlotHandle {
+            shared,
+            thread: Some(thread),
+        })
+    }
+}
+
 /// The slots. Dropping the pool kills every process it started.
 pub struct Pool {
-    slots: Vec<SlotHandle>,
-    events_tx: Sender<PoolEvent>,
+    /// Behind a mutex so that a cancel can replace an abandoned slot
+    /// thread through `&self` (only the socket loop uses the pool, so the
+    /// locks are never contended).
+    slots: Vec<Mutex<SlotHandle>>,
+    env: SlotEnv,
     events_rx: Receiver<PoolEvent>,
-    waker: Option<Waker>,
+}
+
+fn lock_handle(m: &Mutex<SlotHandle>) -> MutexGuard<'_, SlotHandle> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Pool {
     pub fn new(cfg: PoolConfig, waker: Option<Waker>) -> std::io::Result<Pool> {
         let (events_tx, events_rx) = unbounded();
+        let env = SlotEnv {
+            python: cfg.python,
+            handlers: cfg.handlers,
+            events: events_tx,
+            waker,
+        };
         let mut slots = Vec::with_capacity(cfg.concurrency.max(1));
         for slot in 0..cfg.concurrency.max(1) {
-            let (jobs_tx, jobs_rx) = unbounded::<JobStart>();
-            let (cancel_tx, cancel_rx) = unbounded::<u64>();
-            let shared = Arc::new(SlotShared::default());
-            let worker = SlotThread {
-                slot,
-                jobs: jobs_rx,
-                cancel: cancel_rx,
-                shared: Arc::clone(&shared),
-                python: PythonWorker::new(cfg.python.clone()),
-                handlers: cfg.handlers.clone(),
-                events: events_tx.clone(),
-                waker: waker.clone(),
-            };
-            let thread = std::thread::Builder::new()
-                .name(format!("emq-slot-{slot}"))
-                .spawn(move || worker.run())?;
-            slots.push(SlotHandle {
-                jobs: Some(jobs_tx),
-                cancel: cancel_tx,
-                shared,
-                thread: Some(thread),
-            });
+            slots.push(Mutex::new(env.spawn(slot, true)?));
         }
         Ok(Pool {
             slots,
-            events_tx,
+            env,
             events_rx,
-            waker,
         })
     }
 
@@ -266,41 +406,90 @@ impl Pool {
     /// slot thread) is reported finished with a crash at once.
     pub fn start(&self, job: JobStart) {
         let (slot, run) = (job.slot, job.run);
-        let sent = match self.slots.get(slot).and_then(|s| s.jobs.as_ref()) {
-            Some(tx) => tx.send(job).is_ok(),
+        let sent = match self.slots.get(slot) {
+            Some(h) => lock_handle(h).shared.push(job),
             None => false,
         };
         if !sent {
             warn!("slot {slot} cannot take run {run}; reporting it crashed");
-            let _ = self.events_tx.send(PoolEvent::Finished {
-                slot,
+            self.crashed(slot, run, "job manager slot is not running");
+        }
+    }
+
+    /// Kill `run` on `slot` if it is still running there. A child process
+    /// is killed and the slot thread reports the run; a `call` handler
+    /// (a Rust function, which cannot be killed) is reported timed out at
+    /// once and its thread abandoned: a fresh thread takes over the slot,
+    /// the old one ends, reporting nothing, when the handler returns.
+    pub fn cancel(&self, slot: usize, run: u64) {
+        let Some(h) = self.slots.get(slot) else {
+            return;
+        };
+        let mut h = lock_handle(h);
+        match h.shared.cancel(run) {
+            Stopped::Nothing => {}
+            Stopped::Killed => debug!("cancelled run {run} on slot {slot}"),
+            Stopped::Abandoned {
+                handler,
                 run,
-                outcome: JobOutcome::Error(JobError::new(
-                    ErrorKind::Crash,
-                    "job manager slot is not running",
-                )),
-            });
-            if let Some(w) = &self.waker {
-                w();
+                queued,
+            } => {
+                warn!("handler {handler:?} (run {run}, slot {slot}) ignores its timeout; abandoning its thread");
+                // Detach the old thread; it ends when the handler returns.
+                h.thread.take();
+                match self.env.spawn(slot, false) {
+                    Ok(fresh) => {
+                        *h = fresh;
+                        for js in queued {
+                            let (slot, run) = (js.slot, js.run);
+                            if !h.shared.push(js) {
+                                self.crashed(slot, run, "job manager slot is not running");
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        warn!("cannot start a new thread for slot {slot}: {e}");
+                        for js in queued {
+                            self.crashed(js.slot, js.run, "job manager slot is not running");
+                        }
+                    }
+                }
+                self.env.emit(PoolEvent::Finished {
+                    slot,
+                    run,
+                    outcome: JobOutcome::Error(JobError::new(
+                        ErrorKind::Timeout,
+                        format!("handler {handler:?} timed out (left running in the background)"),
+                    )),
+                });
             }
         }
     }
 
-    /// Kill `run` on `slot` if it is still running there.
-    pub fn cancel(&self, slot: usize, run: u64) {
-        if let Some(s) = self.slots.get(slot) {
-            if s.shared.cancel(run) {
-                debug!("cancelled run {run} on slot {slot}");
-            }
-            let _ = s.cancel.send(run);
-        }
+    fn crashed(&self, slot: usize, run: u64, why: &str) {
+        self.env.emit(PoolEvent::Finished {
+            slot,
+            run,
+            outcome: JobOutcome::Error(JobError::new(ErrorKind::Crash, why)),
+        });
     }
 
     /// Kill every running job and idle Python worker.
     pub fn kill_all(&self) {
-        for s in &self.slots {
-            if let Some(run) = s.shared.kill_all() {
-                let _ = s.cancel.send(run);
+        for (slot, h) in self.slots.iter().enumerate() {
+            let mut h = lock_handle(h);
+            if let Stopped::Abandoned {
+                handler,
+                run,
+                queued,
+            } = h.shared.kill_all()
+            {
+                warn!("handler {handler:?} (run {run}, slot {slot}) still running at kill; abandoning its thread");
+                h.thread.take();
+                for js in queued {
+                    self.crashed(js.slot, js.run, "killed: the job manager is shutting down");
+                }
+                self.crashed(slot, run, "killed: the job manager is shutting down");
             }
         }
     }
@@ -311,21 +500,22 @@ impl Pool {
 
     /// The pid of the Python worker process of `slot`, if one is running.
     pub fn python_pid(&self, slot: usize) -> Option<i32> {
-        self.slots.get(slot).and_then(|s| s.shared.python_pgid())
+        self.slots
+            .get(slot)
+            .and_then(|h| lock_handle(h).shared.python_pgid())
     }
 }
 
 impl Drop for Pool {
     fn drop(&mut self) {
         self.kill_all();
-        for s in &mut self.slots {
-            s.jobs.take();
+        for h in &self.slots {
+            lock_handle(h).shared.close();
         }
-        for s in &mut self.slots {
-            if let Some(t) = s.thread.take() {
-                // A slot blocked in a Rust handler that ignores cancellation
-                // would block here; handlers run on their own threads, so
-                // the slot thread itself always returns.
+        for h in &self.slots {
+            // Threads stuck in a Rust handler were abandoned (detached) by
+            // `kill_all`; every other slot thread returns promptly.
+            if let Some(t) = lock_handle(h).thread.take() {
                 let _ = t.join();
             }
         }
@@ -334,8 +524,6 @@ impl Drop for Pool {
 
 struct SlotThread {
     slot: usize,
-    jobs: Receiver<JobStart>,
-    cancel: Receiver<u64>,
     shared: Arc<SlotShared>,
     python: PythonWorker,
     handlers: Handlers,
@@ -344,33 +532,45 @@ struct SlotThread {
 }
 
 impl SlotThread {
-    fn emit(&self, e: PoolEvent) {
+    fn emit(&self, e: PoolEvent, wake: bool) {
         let _ = self.events.send(e);
-        if let Some(w) = &self.waker {
-            w();
+        if wake {
+            if let Some(w) = &self.waker {
+                w();
+            }
         }
     }
 
     fn run(mut self) {
         self.python.prestart(&self.shared);
-        while let Ok(js) = self.jobs.recv() {
+        while let Some((mut js, killed)) = self.shared.next() {
             let run = js.run;
-            self.shared.begin(run);
-            while self.cancel.try_recv().is_ok() {}
-            self.emit(PoolEvent::Started {
-                slot: self.slot,
-                run,
-            });
-            let outcome = match &js.job {
-                _ if self.shared.killed() => JobOutcome::Error(JobError::new(
+            // The core only needs Started at once for a job with a timeout
+            // (its deadline counts from the start); otherwise the event
+            // rides along with the next wake-up.
+            self.emit(
+                PoolEvent::Started {
+                    slot: self.slot,
+                    run,
+                },
+                js.timeout.is_some(),
+            );
+            let outcome = match &mut js.job {
+                _ if killed => JobOutcome::Error(JobError::new(
                     ErrorKind::Crash,
                     "killed: the job manager is shutting down",
                 )),
                 Job::Run(job) => self.python.run(run, job, &self.shared),
                 Job::Shell(job) => crate::shell::run(job, run, &self.shared),
-                Job::Call(job) => self.handlers.run(job, run, &self.cancel),
+                // Inline: no thread start or hand-off per job.
+                Job::Call(job) => self
+                    .handlers
+                    .call(&job.handler, std::mem::take(&mut job.args)),
             };
-            let cancelled = self.shared.end(run);
+            let Some(cancelled) = self.shared.end(run) else {
+                debug!("abandoned slot thread of run {run} ends");
+                break;
+            };
             let outcome = match outcome {
                 JobOutcome::Error(e) if cancelled && e.kind != ErrorKind::Timeout => {
                     JobOutcome::Error(JobError::new(
@@ -380,11 +580,14 @@ impl SlotThread {
                 }
                 o => o,
             };
-            self.emit(PoolEvent::Finished {
-                slot: self.slot,
-                run,
-                outcome,
-            });
+            self.emit(
+                PoolEvent::Finished {
+                    slot: self.slot,
+                    run,
+                    outcome,
+                },
+                true,
+            );
             if matches!(js.job, Job::Run(_)) {
                 // A worker killed by a timeout or a crash is replaced now,
                 // not when the next job arrives.

@@ -470,6 +470,60 @@ fn call_builtins_custom_handlers_unknown_and_panics() {
     pool.cancel(0, 7);
     assert_eq!(err(wait(&pool, 7)).kind, ErrorKind::Timeout);
     assert!(t.elapsed() < Duration::from_secs(2));
+    // The abandoned handler's slot is served by a fresh thread at once.
+    let t = Instant::now();
+    assert_eq!(val(exec(&pool, 8, call("echo", json!(8)))), json!(8));
+    assert!(t.elapsed() < Duration::from_secs(1));
+}
+
+#[test]
+fn abandoned_handler_reports_nothing_more_and_kill_all_does_not_wait_for_handlers() {
+    let mut cfg = PoolConfig::new(2);
+    cfg.handlers.register("sleepy", |_| {
+        std::thread::sleep(Duration::from_millis(400));
+        Ok(json!("late"))
+    });
+    cfg.handlers.register("stuck", |_| {
+        std::thread::sleep(Duration::from_secs(30));
+        Ok(Value::Null)
+    });
+    let pool = Pool::new(cfg, None).unwrap();
+    let started = |run| match pool.events().recv_timeout(Duration::from_secs(10)) {
+        Ok(PoolEvent::Started { run: r, .. }) => assert_eq!(r, run),
+        other => panic!("expected Started of run {run}, got {other:?}"),
+    };
+    start(&pool, 0, 1, call("sleepy", json!(null)));
+    started(1);
+    pool.cancel(0, 1);
+    match pool.events().recv_timeout(Duration::from_secs(1)) {
+        Ok(PoolEvent::Finished {
+            run: 1, outcome, ..
+        }) => {
+            assert_eq!(err(outcome).kind, ErrorKind::Timeout)
+        }
+        other => panic!("expected Finished of run 1, got {other:?}"),
+    }
+    // The old thread's late result is never reported.
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(
+        pool.events().try_recv().is_err(),
+        "abandoned run reported twice"
+    );
+    // A handler that never returns does not hold up kill_all or drop.
+    start(&pool, 1, 2, call("stuck", json!(null)));
+    started(2);
+    let t = Instant::now();
+    pool.kill_all();
+    match pool.events().recv_timeout(Duration::from_secs(1)) {
+        Ok(PoolEvent::Finished {
+            run: 2, outcome, ..
+        }) => {
+            assert_eq!(err(outcome).kind, ErrorKind::Crash)
+        }
+        other => panic!("expected Finished of run 2, got {other:?}"),
+    }
+    drop(pool);
+    assert!(t.elapsed() < Duration::from_secs(2));
 }
 
 #[test]
@@ -510,5 +564,44 @@ fn python_worker_killed_while_idle_is_replaced_before_the_next_job() {
     assert_ne!(
         pid1, pid2,
         "the job ran on a fresh worker, not blamed for the dead one"
+    );
+}
+
+#[test]
+fn slow_call_handlers_on_different_slots_run_in_parallel() {
+    let mut cfg = PoolConfig::new(4);
+    cfg.handlers.register("slow", |a: Value| {
+        std::thread::sleep(Duration::from_millis(400));
+        Ok(a)
+    });
+    // No Python worker start-up in the way of the measurement.
+    cfg.python.prestart = false;
+    let pool = Pool::new(cfg, None).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let t = Instant::now();
+    for slot in 0..4 {
+        start(&pool, slot, slot as u64 + 1, call("slow", json!(slot)));
+    }
+    let mut done = std::collections::BTreeMap::new();
+    while done.len() < 4 {
+        match pool.events().recv_timeout(Duration::from_secs(10)) {
+            Ok(PoolEvent::Finished {
+                slot, run, outcome, ..
+            }) => {
+                assert_eq!(run, slot as u64 + 1);
+                done.insert(slot, val(outcome));
+            }
+            Ok(_) => {}
+            Err(_) => panic!("call jobs did not finish"),
+        }
+    }
+    assert_eq!(
+        done.values().cloned().collect::<Vec<_>>(),
+        [0, 1, 2, 3].map(|i| json!(i))
+    );
+    assert!(
+        t.elapsed() < Duration::from_millis(1200),
+        "4 x 400 ms handlers took {:?}: not in parallel",
+        t.elapsed()
     );
 }
