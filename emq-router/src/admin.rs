@@ -47,14 +47,14 @@ impl Router {
         let mut lat_sum: BTreeMap<String, u64> = BTreeMap::new();
         let mut lat_max: BTreeMap<String, u64> = BTreeMap::new();
         for job in self.store.jobs.values() {
-            let q = &job.route;
+            let q = job.route();
             let age_ms = now.saturating_sub(job.accepted_at) / 1000;
-            *inflight.entry(q.clone()).or_default() += 1;
-            *lat_sum.entry(q.clone()).or_default() += age_ms;
-            let m = lat_max.entry(q.clone()).or_default();
+            *inflight.entry(q.to_string()).or_default() += 1;
+            *lat_sum.entry(q.to_string()).or_default() += age_ms;
+            let m = lat_max.entry(q.to_string()).or_default();
             *m = (*m).max(age_ms);
             if matches!(job.state, JobState::InFlight { .. }) {
-                *dispatched.entry(q.clone()).or_default() += 1;
+                *dispatched.entry(q.to_string()).or_default() += 1;
             }
         }
         let latency: BTreeMap<String, u64> = lat_sum

@@ -1,12 +1,15 @@
 //! `emq-router`: binds the frontend, backend and admin ROUTER sockets and
 //! moves frames between them and the sans-IO core (`emq_router::Router`).
 //!
-//! One poll loop: every readable socket is drained (non-blocking reads until
-//! EAGAIN, bounded per round) into the core; the core's actions are then
-//! executed in order — journal ops of the round first, in one transaction,
-//! so that a job is durable before its acknowledgement leaves — and failed
-//! sends (EHOSTUNREACH, EAGAIN at the peer's high-water mark) are fed back
-//! as `SendFailed`. A tick every 100 ms drives heartbeats, the dead-peer
+//! One poll loop: every socket is drained (non-blocking reads until
+//! EAGAIN, bounded per round; backend first) into the core, and zmq_poll
+//! blocks only after a round that found nothing; the core's actions are
+//! then executed in order — backend and admin sends at once, frontend sends
+//! (acks, RESULTs) only after the journal ops before them are committed
+//! (group commit, at most one transaction per millisecond under load, see
+//! `Outbox`), so that a job is durable before its acknowledgement leaves —
+//! and failed sends (EHOSTUNREACH, EAGAIN at the peer's high-water mark)
+//! are fed back as `SendFailed`. A tick every 100 ms drives heartbeats, the dead-peer
 //! sweep, retries, built-in schedules and the drain deadline; with
 //! `--metrics` the Prometheus text is re-rendered at most every 500 ms on
 //! a tick and served by a separate HTTP thread.
@@ -483,71 +486,245 @@ impl Sockets {
     }
 }
 
-/// Execute the core's actions; failed sends are fed back until none are
-/// left. Returns whether the core asked to exit.
+/// One multipart message, non-blocking, every frame copied out of the
+/// reused `msg` (no intermediate `zmq::Message` per frame).
+fn recv_frames(sock: &zmq::Socket, msg: &mut zmq::Message) -> zmq::Result<emq_router::Frames> {
+    sock.recv(msg, zmq::DONTWAIT)?;
+    let mut frames = Vec::with_capacity(8);
+    frames.push(msg.to_vec());
+    while sock.get_rcvmore()? {
+        sock.recv(msg, 0)?;
+        frames.push(msg.to_vec());
+    }
+    Ok(frames)
+}
+
+/// Frames up to this size fit in a zmq message itself (libzmq's "very
+/// small message" storage): copying them costs no allocation. Bigger ones
+/// are handed over without a copy.
+const ZMQ_INLINE_MAX: usize = 33;
+
+/// Send `identity` then `frames` as one message, without cloning the
+/// identity: small frames are copied into zmq's inline storage, bigger
+/// ones given to zmq as they are (zero-copy).
+fn send_frames(sock: &zmq::Socket, identity: &[u8], frames: Vec<Vec<u8>>) -> zmq::Result<()> {
+    let more = if frames.is_empty() { 0 } else { zmq::SNDMORE };
+    sock.send(identity, zmq::DONTWAIT | more)?;
+    let n = frames.len();
+    for (i, f) in frames.into_iter().enumerate() {
+        let flags = zmq::DONTWAIT | if i + 1 < n { zmq::SNDMORE } else { 0 };
+        if f.len() <= ZMQ_INLINE_MAX || f.len() != f.capacity() {
+            sock.send(&f[..], flags)?;
+        } else {
+            sock.send(f, flags)?;
+        }
+    }
+    Ok(())
+}
+
+/// Under load, commits are at least this far apart and the ops of this
+/// long go into one transaction. Also the longest an ack or RESULT waits
+/// for its commit (plus the poll's millisecond rounding).
+const COMMIT_DELAY: Duration = Duration::from_millis(1);
+/// A batch this small means light load: the next batch is committed as
+/// soon as a poll round finds nothing more to read.
+const SMALL_BATCH: usize = 16;
+/// Journal ops (or held frontend sends) that force a commit.
+const COMMIT_OPS: usize = 8192;
+
+/// Journal ops not yet committed and the frontend sends waiting for them.
+///
+/// Journal rule: a frontend send (acknowledgement, RESULT, REJECT) leaves
+/// only after every journal op the core emitted before it is committed, so
+/// a client never hears of a job the journal could lose. Backend and admin
+/// sends (dispatches, heartbeats, admin answers) do not wait: a job may
+/// reach a worker before its commit (if the router dies then, the client
+/// had no ack and the job ran once more at most — at-least-once, as
+/// always), and the workers stay busy during a commit.
+///
+/// Group commit: under light load (the last batch had fewer than
+/// [`SMALL_BATCH`] ops) pending ops are committed as soon as a poll round
+/// finds nothing more to read, so a lone job is not delayed; under load
+/// they are gathered and committed in one transaction every
+/// [`COMMIT_DELAY`] (or at [`COMMIT_OPS`]). A
+/// job accepted and completed within one batch needs no journal row at
+/// all: its `Accepted` and `Completed` ops cancel (unless its msgid is
+/// accepted twice in the batch).
+#[derive(Default)]
+struct Outbox {
+    ops: Vec<Option<emq_journal::JournalOp>>,
+    /// msgid → index in `ops` of its pending `Accepted` (None: the msgid
+    /// was accepted twice in this batch, never cancel it).
+    accepted: emq_router::util::FastMap<String, Option<usize>>,
+    held: Vec<(Socket, Vec<u8>, emq_router::Frames)>,
+    last_commit: Option<Instant>,
+    /// Ops in the last commit.
+    last_batch: usize,
+    /// Set by the poll loop: this round read nothing.
+    idle: bool,
+    failed: Vec<Input>,
+    /// Jobs whose two ops cancelled (for the exit log).
+    cancelled: u64,
+}
+
+impl Outbox {
+    fn push_op(&mut self, op: JournalOp) {
+        match op {
+            JournalOp::Accepted(j) => {
+                let i = self.ops.len();
+                match self.accepted.get_mut(&j.msgid) {
+                    Some(slot) => *slot = None,
+                    None => {
+                        self.accepted.insert(j.msgid.clone(), Some(i));
+                    }
+                }
+                self.ops.push(Some(to_journal(JournalOp::Accepted(j))));
+            }
+            JournalOp::Completed { id, msgid } => {
+                if let Some(Some(i)) = self.accepted.get(&msgid).copied() {
+                    self.accepted.remove(&msgid);
+                    self.ops[i] = None;
+                    self.cancelled += 1;
+                    return;
+                }
+                self.ops
+                    .push(Some(to_journal(JournalOp::Completed { id, msgid })));
+            }
+            other => self.ops.push(Some(to_journal(other))),
+        }
+    }
+
+    /// When the pending ops and held sends must go out.
+    fn deadline(&self) -> Option<Instant> {
+        if self.ops.is_empty() && self.held.is_empty() {
+            return None;
+        }
+        Some(match self.last_commit {
+            Some(t) => t + COMMIT_DELAY,
+            None => Instant::now(),
+        })
+    }
+
+    fn commit(&mut self, journal: &mut Option<emq_journal::Journal>) {
+        self.last_commit = Some(Instant::now());
+        self.accepted.clear();
+        if self.ops.is_empty() {
+            self.last_batch = 0;
+            return;
+        }
+        let ops: Vec<emq_journal::JournalOp> = self.ops.drain(..).flatten().collect();
+        self.last_batch = ops.len();
+        if let Some(j) = journal.as_mut() {
+            if let Err(e) = j.append(&ops) {
+                log::error!("journal write failed, jobs of this batch are not durable: {e}");
+            }
+        }
+    }
+}
+
+/// Send `frames` to `identity`; a failure becomes a `SendFailed` input.
+fn send_or_fail(
+    socks: &Sockets,
+    socket: Socket,
+    identity: Vec<u8>,
+    frames: Vec<Vec<u8>>,
+    failed: &mut Vec<Input>,
+    start: Instant,
+    eagain_log: &mut LogLimiter,
+) {
+    if let Err(e) = send_frames(socks.get(socket), &identity, frames) {
+        let reason = match e {
+            zmq::Error::EHOSTUNREACH => SendFailure::HostUnreachable,
+            zmq::Error::EAGAIN => {
+                if eagain_log.allow(start.elapsed().as_micros() as u64) {
+                    log::warn!(
+                        "{}: peer {} is not reading (send buffer full)",
+                        socket.name(),
+                        String::from_utf8_lossy(&identity)
+                    );
+                }
+                SendFailure::WouldBlock
+            }
+            other => SendFailure::Other(other.to_string()),
+        };
+        failed.push(Input::SendFailed {
+            socket,
+            identity,
+            reason,
+        });
+    }
+}
+
+/// Execute the core's actions (see [`Outbox`] for the journal rule);
+/// failed sends are fed back until none are left. Returns whether the
+/// core asked to exit.
 fn execute(
     router: &mut Router,
     socks: &Sockets,
     journal: &mut Option<emq_journal::Journal>,
+    ob: &mut Outbox,
     out: &mut Vec<Action>,
     start: Instant,
     eagain_log: &mut LogLimiter,
 ) -> bool {
     let mut exit = false;
-    let mut ops: Vec<emq_journal::JournalOp> = Vec::new();
-    let mut sends: Vec<(Socket, Vec<u8>, emq_router::Frames)> = Vec::new();
-    let mut failed: Vec<Input> = Vec::new();
-    while !out.is_empty() {
+    let journaled = journal.is_some();
+    loop {
         for a in out.drain(..) {
             match a {
-                Action::Journal(op) => ops.push(to_journal(op)),
+                Action::Journal(op) => {
+                    if journaled {
+                        ob.push_op(op);
+                    }
+                }
                 Action::Send {
                     socket,
                     identity,
                     frames,
-                } => sends.push((socket, identity, frames)),
+                } => {
+                    if journaled && socket == Socket::Frontend {
+                        ob.held.push((socket, identity, frames));
+                    } else {
+                        send_or_fail(
+                            socks,
+                            socket,
+                            identity,
+                            frames,
+                            &mut ob.failed,
+                            start,
+                            eagain_log,
+                        );
+                    }
+                }
                 Action::Exit => exit = true,
             }
         }
-        // Journal first: every op of this round is committed before any
-        // of its sends (acknowledgements) leaves.
-        if !ops.is_empty() {
-            if let Some(j) = journal.as_mut() {
-                if let Err(e) = j.append(&ops) {
-                    log::error!("journal write failed, jobs of this round are not durable: {e}");
-                }
-            }
-            ops.clear();
-        }
-        for (socket, identity, frames) in sends.drain(..) {
-            let r = socks.get(socket).send_multipart(
-                std::iter::once(identity.clone()).chain(frames),
-                zmq::DONTWAIT,
-            );
-            if let Err(e) = r {
-                let reason = match e {
-                    zmq::Error::EHOSTUNREACH => SendFailure::HostUnreachable,
-                    zmq::Error::EAGAIN => {
-                        if eagain_log.allow(start.elapsed().as_micros() as u64) {
-                            log::warn!(
-                                "{}: peer {} is not reading (send buffer full)",
-                                socket.name(),
-                                String::from_utf8_lossy(&identity)
-                            );
-                        }
-                        SendFailure::WouldBlock
-                    }
-                    other => SendFailure::Other(other.to_string()),
-                };
-                failed.push(Input::SendFailed {
+        let due = journaled
+            && (exit
+                || (ob.idle && ob.last_batch < SMALL_BATCH)
+                || ob.ops.len() >= COMMIT_OPS
+                || ob.held.len() >= COMMIT_OPS
+                || ob.deadline().is_some_and(|t| t <= Instant::now()));
+        if due {
+            ob.commit(journal);
+            let held = std::mem::take(&mut ob.held);
+            for (socket, identity, frames) in held {
+                send_or_fail(
+                    socks,
                     socket,
                     identity,
-                    reason,
-                });
+                    frames,
+                    &mut ob.failed,
+                    start,
+                    eagain_log,
+                );
             }
         }
+        if ob.failed.is_empty() {
+            break;
+        }
         let now = start.elapsed().as_micros() as u64;
-        for input in failed.drain(..) {
+        for input in std::mem::take(&mut ob.failed) {
             router.handle(input, now, out);
         }
     }
@@ -664,10 +841,12 @@ fn run(cli: Cli) -> Result<(), Fail> {
     } else {
         log::info!("no journal (--journal none): buffered jobs are lost if the router stops");
     }
+    let mut outbox = Outbox::default();
     execute(
         &mut router,
         &socks,
         &mut journal,
+        &mut outbox,
         &mut out,
         start,
         &mut eagain_log,
@@ -675,35 +854,42 @@ fn run(cli: Cli) -> Result<(), Fail> {
 
     let mut next_tick = Duration::ZERO;
     let mut next_metrics = Duration::ZERO;
+    // After a round that read something, the next round reads again at
+    // once (non-blocking) instead of polling first: under load messages
+    // keep arriving, and a zmq_poll per round is a syscall and a wake-up
+    // for few messages. Only a round that found nothing polls (blocking).
+    let mut busy = false;
+    let mut msg = zmq::Message::new();
     loop {
-        let elapsed = start.elapsed();
-        let timeout = next_tick.saturating_sub(elapsed).min(TICK);
-        let mut items = [
-            socks.frontend.as_poll_item(zmq::POLLIN),
-            socks.backend.as_poll_item(zmq::POLLIN),
-            socks.admin.as_poll_item(zmq::POLLIN),
-        ];
-        let ready = match zmq::poll(&mut items, timeout.as_millis() as i64) {
-            Ok(_) => [
-                items[0].is_readable(),
-                items[1].is_readable(),
-                items[2].is_readable(),
-            ],
-            Err(zmq::Error::EINTR) => [false; 3],
-            Err(e) => return Err(format!("poll failed: {e}").into()),
-        };
-        let now = start.elapsed().as_micros() as u64;
-        for (i, socket) in [Socket::Frontend, Socket::Backend, Socket::Admin]
-            .into_iter()
-            .enumerate()
-        {
-            if !ready[i] {
-                continue;
+        if !busy {
+            let elapsed = start.elapsed();
+            let mut timeout = next_tick.saturating_sub(elapsed).min(TICK);
+            if let Some(t) = outbox.deadline() {
+                // Held acks: wake up for their commit.
+                timeout = timeout.min(t.saturating_duration_since(Instant::now()));
             }
+            let mut items = [
+                socks.frontend.as_poll_item(zmq::POLLIN),
+                socks.backend.as_poll_item(zmq::POLLIN),
+                socks.admin.as_poll_item(zmq::POLLIN),
+            ];
+            match zmq::poll(&mut items, timeout.as_micros().div_ceil(1000) as i64) {
+                Ok(_) | Err(zmq::Error::EINTR) => {}
+                Err(e) => return Err(format!("poll failed: {e}").into()),
+            }
+        }
+        busy = false;
+        let now = start.elapsed().as_micros() as u64;
+        // Backend first: READYs and REPLYs free slots that the REQUESTs
+        // read next can use at once.
+        for socket in [Socket::Backend, Socket::Frontend, Socket::Admin] {
             let sock = socks.get(socket);
             for _ in 0..READ_BATCH {
-                match sock.recv_multipart(zmq::DONTWAIT) {
-                    Ok(frames) => router.handle(Input::Frames { socket, frames }, now, &mut out),
+                match recv_frames(sock, &mut msg) {
+                    Ok(frames) => {
+                        busy = true;
+                        router.handle(Input::Frames { socket, frames }, now, &mut out)
+                    }
                     Err(zmq::Error::EAGAIN) | Err(zmq::Error::EINTR) => break,
                     Err(e) => {
                         log::error!("{}: receive failed: {e}", socket.name());
@@ -726,15 +912,27 @@ fn run(cli: Cli) -> Result<(), Fail> {
             log::info!("shutdown signal received");
             router.handle(Input::Shutdown, now, &mut out);
         }
+        outbox.idle = !busy;
         if execute(
             &mut router,
             &socks,
             &mut journal,
+            &mut outbox,
             &mut out,
             start,
             &mut eagain_log,
         ) {
             break;
+        }
+    }
+    if let Some(j) = journal.as_ref() {
+        if let Ok(st) = j.stats() {
+            log::info!(
+                "journal: {} transaction(s), {} op(s) this run; {} job(s) accepted and completed within one batch needed no row",
+                st.batches_appended,
+                st.ops_appended,
+                outbox.cancelled
+            );
         }
     }
 
@@ -949,6 +1147,73 @@ mod tests {
         assert!(o.journal.is_none() && !o.core.journal && !o.journal_default);
         let o = Options::resolve(cli(&[]), &settings(&[("EVENTMQ_JOURNAL", "NONE")])).unwrap();
         assert!(o.journal.is_none() && !o.journal_default);
+    }
+
+    fn accepted(msgid: &str) -> JournalOp {
+        JournalOp::Accepted(StoredJob {
+            id: 1,
+            msgid: msgid.into(),
+            client: vec![1],
+            queue: "q".into(),
+            route: "q".into(),
+            headers: Vec::new(),
+            payload: b"[]".to_vec(),
+            attempts: 0,
+            accepted_at: 0,
+        })
+    }
+
+    fn completed(msgid: &str) -> JournalOp {
+        JournalOp::Completed {
+            id: 1,
+            msgid: msgid.into(),
+        }
+    }
+
+    fn msgids(ob: &Outbox) -> Vec<String> {
+        ob.ops
+            .iter()
+            .flatten()
+            .map(|op| match op {
+                emq_journal::JournalOp::Accepted(j) => format!("+{}", j.msgid),
+                emq_journal::JournalOp::Completed { msgid } => format!("-{msgid}"),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn group_commit_cancels_a_job_accepted_and_completed_in_one_batch() {
+        let mut ob = Outbox::default();
+        assert!(ob.deadline().is_none());
+        ob.push_op(accepted("a"));
+        ob.push_op(accepted("b"));
+        ob.push_op(completed("a"));
+        ob.push_op(completed("c"));
+        assert_eq!(msgids(&ob), ["+b", "-c"]);
+        assert_eq!(ob.cancelled, 1);
+        // First commit of a run is due at once.
+        assert!(ob.deadline().is_some_and(|t| t <= Instant::now()));
+        let mut none = None;
+        let before = Instant::now();
+        ob.commit(&mut none);
+        assert!(ob.ops.is_empty() && ob.deadline().is_none());
+        assert_eq!(ob.last_batch, 2);
+        // After the commit `b` is durable: its completion is a real op.
+        ob.push_op(completed("b"));
+        assert_eq!(msgids(&ob), ["-b"]);
+        let d = ob.deadline().unwrap();
+        assert!(d >= before + COMMIT_DELAY && d <= Instant::now() + COMMIT_DELAY);
+    }
+
+    #[test]
+    fn group_commit_never_cancels_a_msgid_accepted_twice_in_a_batch() {
+        let mut ob = Outbox::default();
+        ob.push_op(accepted("a"));
+        ob.push_op(accepted("a"));
+        ob.push_op(completed("a"));
+        assert_eq!(msgids(&ob), ["+a", "+a", "-a"]);
+        assert_eq!(ob.cancelled, 0);
     }
 
     #[test]

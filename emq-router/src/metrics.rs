@@ -83,7 +83,7 @@ pub fn render(r: &Router) -> String {
     for w in r.pool.workers.values() {
         for jid in w.inflight.values() {
             if let Some(j) = r.store.jobs.get(jid) {
-                *inflight.entry(j.route.as_str()).or_default() += 1;
+                *inflight.entry(j.route()).or_default() += 1;
             }
         }
     }
@@ -91,7 +91,7 @@ pub fn render(r: &Router) -> String {
     for (_, jid) in &r.store.delayed {
         if let Some(j) = r.store.jobs.get(jid) {
             if matches!(j.state, JobState::Delayed { .. }) {
-                *delayed.entry(j.route.as_str()).or_default() += 1;
+                *delayed.entry(j.route()).or_default() += 1;
             }
         }
     }

@@ -1,11 +1,20 @@
 //! Jobs and where they are: a per-queue FIFO buffer, a retry delay set, or
 //! in flight on a worker (the worker holds that index, see `workers.rs`).
 //!
-//! Every job lives in one map keyed by the router's job id; buffers and
-//! in-flight tables hold ids only, so payloads are moved, never copied,
+//! Every job lives in one [`JobSlab`] keyed by the router's job id; buffers
+//! and in-flight tables hold ids only, so payloads are moved, never copied,
 //! except once per delivery (the frame handed to the worker).
+//!
+//! Memory per job is kept small (a million buffered jobs must fit in
+//! 200 MB): ids are sequential, so the slab is a deque of slots indexed by
+//! `id - base` (no hash table); the msgid and payload share one allocation;
+//! the client identity, queue, route and headers frame — the same for most
+//! jobs — are interned once in a [`JobMeta`] shared by `Rc`; the fields
+//! only failures and redeliveries use live in a boxed [`JobExtra`].
 
 use std::collections::{BTreeSet, VecDeque};
+use std::hash::BuildHasher;
+use std::rc::Rc;
 
 use crate::events::StoredJob;
 use crate::util::FastMap;
@@ -24,56 +33,434 @@ pub enum JobState {
     Delayed { due: u64 },
 }
 
-/// An accepted job.
-#[derive(Debug, Clone)]
-pub struct Job {
-    pub id: JobId,
-    pub msgid: String,
-    pub client: Vec<u8>,
+/// What many jobs share: who sent them, where they go, their headers.
+/// Interned by [`MetaTable`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct JobMeta {
+    /// The client's frontend identity (empty for scheduled runs).
+    pub client: Box<[u8]>,
     /// Queue frame as sent.
-    pub queue: String,
+    pub queue: Box<str>,
     /// Queue the job is buffered under and dispatched from.
-    pub route: String,
+    pub route: Box<str>,
     /// HEADERS frame as sent.
-    pub headers: Vec<u8>,
+    pub headers: Box<[u8]>,
     pub reply_requested: bool,
     pub retry_count: u32,
-    pub payload: Vec<u8>,
-    /// Deliveries so far.
-    pub attempts: u32,
+}
+
+/// Rarely used per-job fields (failures, lost deliveries, restored jobs).
+#[derive(Debug, Clone, Default)]
+pub struct JobExtra {
     /// Deliveries lost to worker failure.
     pub lost: u32,
     /// Failed REPLYs so far.
     pub failures: u32,
     /// The last failed REPLY payload.
     pub last_error: Option<Vec<u8>>,
+    /// Unix micros of acceptance when it is not `epoch + accepted_at`
+    /// (jobs restored from a journal).
+    pub accepted_unix: Option<u64>,
+}
+
+/// `Job::msgid_len` of a msgid stored as the 16 bytes of a uuid.
+const UUID_MSGID: u32 = u32::MAX;
+
+/// A job's msgid: borrowed text, or the text of a uuid stored in binary.
+#[derive(Clone, Copy)]
+pub enum MsgId<'a> {
+    Text(&'a str),
+    Uuid([u8; 36]),
+}
+
+impl std::ops::Deref for MsgId<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        match self {
+            MsgId::Text(t) => t,
+            // Lower-case hex and hyphens only.
+            MsgId::Uuid(b) => std::str::from_utf8(b).unwrap_or_default(),
+        }
+    }
+}
+
+impl std::fmt::Display for MsgId<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self)
+    }
+}
+
+impl std::fmt::Debug for MsgId<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&**self, f)
+    }
+}
+
+/// The uuid of a msgid in canonical text (lower-case, hyphenated: what
+/// Python's `str(uuid4())` and emq send), which the text gives back
+/// exactly; anything else is kept as text.
+fn canonical_uuid(msgid: &str) -> Option<uuid::Uuid> {
+    if msgid.len() != 36 {
+        return None;
+    }
+    let u = uuid::Uuid::try_parse(msgid).ok()?;
+    let mut buf = [0u8; 36];
+    (u.hyphenated().encode_lower(&mut buf) == msgid).then_some(u)
+}
+
+/// An accepted job.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// The msgid (text, or 16 bytes when it is a canonical uuid, see
+    /// `msgid_len`), then the payload (MSG frame, never decoded).
+    data: Box<[u8]>,
+    /// Bytes of msgid text at the front of `data`, or [`UUID_MSGID`].
+    msgid_len: u32,
+    /// Deliveries so far.
+    pub attempts: u32,
+    pub meta: Rc<JobMeta>,
     /// Core time of acceptance (latency stats).
     pub accepted_at: u64,
-    /// Unix micros of acceptance (journal).
-    pub accepted_unix: u64,
     pub state: JobState,
+    pub extra: Option<Box<JobExtra>>,
 }
 
 impl Job {
-    pub fn to_stored(&self) -> StoredJob {
-        StoredJob {
-            id: self.id,
-            msgid: self.msgid.clone(),
-            client: self.client.clone(),
-            queue: self.queue.clone(),
-            route: self.route.clone(),
-            headers: self.headers.clone(),
-            payload: self.payload.clone(),
-            attempts: self.attempts,
-            accepted_at: self.accepted_unix,
+    pub fn new(msgid: &str, payload: &[u8], meta: Rc<JobMeta>, accepted_at: u64) -> Job {
+        let uuid = canonical_uuid(msgid);
+        let (head, msgid_len): (&[u8], u32) = match &uuid {
+            Some(u) => (u.as_bytes(), UUID_MSGID),
+            None => (msgid.as_bytes(), msgid.len() as u32),
+        };
+        let mut data = Vec::with_capacity(head.len() + payload.len());
+        data.extend_from_slice(head);
+        data.extend_from_slice(payload);
+        Job {
+            data: data.into_boxed_slice(),
+            msgid_len,
+            attempts: 0,
+            meta,
+            accepted_at,
+            state: JobState::Queued,
+            extra: None,
         }
+    }
+
+    fn msgid_bytes(&self) -> usize {
+        if self.msgid_len == UUID_MSGID {
+            16
+        } else {
+            self.msgid_len as usize
+        }
+    }
+
+    pub fn msgid(&self) -> MsgId<'_> {
+        if self.msgid_len == UUID_MSGID {
+            let mut b = [0u8; 16];
+            b.copy_from_slice(&self.data[..16]);
+            let mut text = [0u8; 36];
+            uuid::Uuid::from_bytes(b)
+                .hyphenated()
+                .encode_lower(&mut text);
+            MsgId::Uuid(text)
+        } else {
+            // Built from a `&str` in `new`, so always valid UTF-8.
+            MsgId::Text(
+                std::str::from_utf8(&self.data[..self.msgid_len as usize]).unwrap_or_default(),
+            )
+        }
+    }
+
+    pub fn payload(&self) -> &[u8] {
+        &self.data[self.msgid_bytes()..]
+    }
+
+    pub fn client(&self) -> &[u8] {
+        &self.meta.client
+    }
+
+    pub fn queue(&self) -> &str {
+        &self.meta.queue
+    }
+
+    pub fn route(&self) -> &str {
+        &self.meta.route
+    }
+
+    pub fn headers(&self) -> &[u8] {
+        &self.meta.headers
+    }
+
+    pub fn reply_requested(&self) -> bool {
+        self.meta.reply_requested
+    }
+
+    pub fn retry_count(&self) -> u32 {
+        self.meta.retry_count
+    }
+
+    pub fn lost(&self) -> u32 {
+        self.extra.as_ref().map_or(0, |e| e.lost)
+    }
+
+    pub fn failures(&self) -> u32 {
+        self.extra.as_ref().map_or(0, |e| e.failures)
+    }
+
+    pub fn extra_mut(&mut self) -> &mut JobExtra {
+        self.extra.get_or_insert_with(Default::default)
+    }
+
+    /// Unix micros of acceptance; `epoch` is `Config::epoch_unix_micros`.
+    pub fn accepted_unix(&self, epoch: u64) -> u64 {
+        self.extra
+            .as_ref()
+            .and_then(|e| e.accepted_unix)
+            .unwrap_or_else(|| epoch.saturating_add(self.accepted_at))
+    }
+
+    pub fn to_stored(&self, id: JobId, epoch: u64) -> StoredJob {
+        StoredJob {
+            id,
+            msgid: self.msgid().to_string(),
+            client: self.client().to_vec(),
+            queue: self.queue().to_string(),
+            route: self.route().to_string(),
+            headers: self.headers().to_vec(),
+            payload: self.payload().to_vec(),
+            attempts: self.attempts,
+            accepted_at: self.accepted_unix(epoch),
+        }
+    }
+}
+
+/// Interned [`JobMeta`]s. Entries no job uses any more are dropped when
+/// the table has doubled since the last sweep (amortised O(1)).
+#[derive(Debug, Default)]
+pub struct MetaTable {
+    map: FastMap<u64, Vec<Rc<JobMeta>>>,
+    hasher: foldhash::fast::RandomState,
+    len: usize,
+    sweep_at: usize,
+    last: Option<Rc<JobMeta>>,
+}
+
+impl MetaTable {
+    /// The shared meta for these values; `parse` gives `(reply_requested,
+    /// retry_count)` from the headers when a new entry is made.
+    pub fn intern(
+        &mut self,
+        client: &[u8],
+        queue: &str,
+        route: &str,
+        headers: &[u8],
+        parse: impl FnOnce() -> (bool, u32),
+    ) -> Rc<JobMeta> {
+        let same = |m: &JobMeta| {
+            *m.client == *client
+                && *m.queue == *queue
+                && *m.route == *route
+                && *m.headers == *headers
+        };
+        if let Some(m) = &self.last {
+            if same(m) {
+                return Rc::clone(m);
+            }
+        }
+        let h = self.hasher.hash_one((client, queue, route, headers));
+        if let Some(m) = self.map.get(&h).and_then(|b| b.iter().find(|m| same(m))) {
+            let m = Rc::clone(m);
+            self.last = Some(Rc::clone(&m));
+            return m;
+        }
+        if self.len >= self.sweep_at {
+            self.sweep();
+        }
+        let (reply_requested, retry_count) = parse();
+        let m = Rc::new(JobMeta {
+            client: client.into(),
+            queue: queue.into(),
+            route: route.into(),
+            headers: headers.into(),
+            reply_requested,
+            retry_count,
+        });
+        self.map.entry(h).or_default().push(Rc::clone(&m));
+        self.len += 1;
+        self.last = Some(Rc::clone(&m));
+        m
+    }
+
+    /// Drop the entries only the table holds.
+    fn sweep(&mut self) {
+        self.last = None;
+        self.map.retain(|_, b| {
+            b.retain(|m| Rc::strong_count(m) > 1);
+            !b.is_empty()
+        });
+        self.len = self.map.values().map(Vec::len).sum();
+        self.sweep_at = (self.len * 2).max(1024);
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// Jobs by id. Ids are handed out in order, so the slab is a deque of
+/// slots, slot `i` holding job `base + i`; finished jobs leave holes that
+/// are trimmed from the front. Jobs that outlive many later ones (a job
+/// stuck in flight, a long retry delay) would keep every hole behind them
+/// alive, so when holes outnumber jobs the oldest jobs move to a small
+/// side map (`old`) and the deque is trimmed past them.
+#[derive(Debug, Default, Clone)]
+pub struct JobSlab {
+    base: JobId,
+    slots: VecDeque<Option<Job>>,
+    /// Jobs in `slots`.
+    live: usize,
+    old: FastMap<JobId, Job>,
+}
+
+/// Holes allowed in the deque before old jobs move aside.
+const SLAB_SLACK: usize = 4096;
+
+impl JobSlab {
+    fn index(&self, id: JobId) -> Option<usize> {
+        let i = id.checked_sub(self.base)?;
+        let i = usize::try_from(i).ok()?;
+        (i < self.slots.len()).then_some(i)
+    }
+
+    pub fn len(&self) -> usize {
+        self.live + self.old.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn contains_key(&self, id: &JobId) -> bool {
+        self.get(id).is_some()
+    }
+
+    // A job is either in its slot or in `old` (an id can be in `old` and
+    // inside the deque's range when it came from a journal far ahead).
+
+    pub fn get(&self, id: &JobId) -> Option<&Job> {
+        match self.index(*id) {
+            Some(i) if self.slots[i].is_some() => self.slots[i].as_ref(),
+            _ => self.old.get(id),
+        }
+    }
+
+    pub fn get_mut(&mut self, id: &JobId) -> Option<&mut Job> {
+        match self.index(*id) {
+            Some(i) if self.slots[i].is_some() => self.slots[i].as_mut(),
+            _ => self.old.get_mut(id),
+        }
+    }
+
+    /// Insert (or replace) job `id`.
+    pub fn insert(&mut self, id: JobId, job: Job) {
+        if let Some(j) = self.old.get_mut(&id) {
+            *j = job;
+            return;
+        }
+        if self.slots.is_empty() {
+            self.base = id;
+        }
+        if let Some(i) = self.index(id) {
+            if self.slots[i].is_none() {
+                self.live += 1;
+            }
+            self.slots[i] = Some(job);
+            return;
+        }
+        let end = self.base + self.slots.len() as u64;
+        // Ids at (or a little past) the end extend the deque; anything else
+        // (older ids, far jumps from a journal) goes to the side map.
+        if id >= end && id - end <= SLAB_SLACK as u64 {
+            while self.base + (self.slots.len() as u64) < id {
+                self.slots.push_back(None);
+            }
+            self.slots.push_back(Some(job));
+            self.live += 1;
+        } else {
+            self.old.insert(id, job);
+        }
+    }
+
+    pub fn remove(&mut self, id: &JobId) -> Option<Job> {
+        let i = match self.index(*id) {
+            Some(i) if self.slots[i].is_some() => i,
+            _ => return self.old.remove(id),
+        };
+        let job = self.slots[i].take()?;
+        self.live -= 1;
+        self.trim();
+        Some(job)
+    }
+
+    fn trim(&mut self) {
+        while let Some(None) = self.slots.front() {
+            self.slots.pop_front();
+            self.base += 1;
+        }
+        if self.slots.len() > SLAB_SLACK && self.slots.len() > 2 * self.live {
+            // Move the oldest jobs aside until the deque is half full.
+            while self.slots.len() > 2 * self.live.max(1) {
+                match self.slots.pop_front() {
+                    Some(Some(job)) => {
+                        self.live -= 1;
+                        self.old.insert(self.base, job);
+                    }
+                    Some(None) => {}
+                    None => break,
+                }
+                self.base += 1;
+            }
+            while let Some(None) = self.slots.front() {
+                self.slots.pop_front();
+                self.base += 1;
+            }
+        }
+        if self.slots.is_empty() {
+            if self.slots.capacity() > SLAB_SLACK {
+                self.slots = VecDeque::new();
+            }
+        } else if self.slots.capacity() > 16 * SLAB_SLACK
+            && self.slots.capacity() > 4 * self.slots.len()
+        {
+            self.slots.shrink_to(2 * self.slots.len());
+        }
+    }
+
+    /// `(id, job)` pairs, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (JobId, &Job)> + '_ {
+        let base = self.base;
+        self.old.iter().map(|(id, j)| (*id, j)).chain(
+            self.slots
+                .iter()
+                .enumerate()
+                .filter_map(move |(i, j)| j.as_ref().map(|j| (base + i as u64, j))),
+        )
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &Job> + '_ {
+        self.iter().map(|(_, j)| j)
     }
 }
 
 /// All unfinished jobs and the queue buffers.
 #[derive(Debug, Default)]
 pub struct JobStore {
-    pub jobs: FastMap<JobId, Job>,
+    pub jobs: JobSlab,
+    pub metas: MetaTable,
     pub queues: FastMap<String, VecDeque<JobId>>,
     pub delayed: BTreeSet<(u64, JobId)>,
     pub next_id: JobId,
@@ -103,14 +490,18 @@ impl JobStore {
         self.buffered
     }
 
-    /// Insert a new job, buffered at the back of its route queue.
-    pub fn insert_queued(&mut self, mut job: Job) {
+    fn queue_mut(&mut self, route: &str) -> &mut VecDeque<JobId> {
+        if !self.queues.contains_key(route) {
+            self.queues.insert(route.to_string(), VecDeque::new());
+        }
+        self.queues.get_mut(route).expect("just inserted")
+    }
+
+    /// Insert a new job `id`, buffered at the back of its route queue.
+    pub fn insert_queued(&mut self, id: JobId, mut job: Job) {
         job.state = JobState::Queued;
-        let id = job.id;
-        self.queues
-            .entry(job.route.clone())
-            .or_default()
-            .push_back(id);
+        let meta = Rc::clone(&job.meta);
+        self.queue_mut(&meta.route).push_back(id);
         self.buffered += 1;
         self.jobs.insert(id, job);
     }
@@ -121,10 +512,8 @@ impl JobStore {
             return;
         };
         job.state = JobState::Queued;
-        let q = match self.queues.get_mut(job.route.as_str()) {
-            Some(q) => q,
-            None => self.queues.entry(job.route.clone()).or_default(),
-        };
+        let meta = Rc::clone(&job.meta);
+        let q = self.queue_mut(&meta.route);
         if front {
             q.push_front(id);
         } else {
@@ -136,7 +525,11 @@ impl JobStore {
     /// The oldest buffered job of `queue`, removed from the buffer (the job
     /// stays in the map; the caller sets its new state).
     pub fn pop_front(&mut self, queue: &str) -> Option<JobId> {
-        let id = self.queues.get_mut(queue)?.pop_front()?;
+        let q = self.queues.get_mut(queue)?;
+        let id = q.pop_front()?;
+        if q.is_empty() && q.capacity() > SLAB_SLACK {
+            *q = VecDeque::new();
+        }
         self.buffered -= 1;
         Some(id)
     }
@@ -147,7 +540,7 @@ impl JobStore {
         let Some(job) = self.jobs.get(&id) else {
             return;
         };
-        if let Some(q) = self.queues.get_mut(job.route.as_str()) {
+        if let Some(q) = self.queues.get_mut(job.route()) {
             if let Some(pos) = q.iter().position(|j| *j == id) {
                 q.remove(pos);
                 self.buffered -= 1;
@@ -173,5 +566,107 @@ impl JobStore {
             out.push(id);
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(n: u64) -> Job {
+        let meta = Rc::new(JobMeta {
+            client: Box::default(),
+            queue: "q".into(),
+            route: "q".into(),
+            headers: Box::default(),
+            reply_requested: false,
+            retry_count: 0,
+        });
+        Job::new(&format!("m{n}"), b"p", meta, n)
+    }
+
+    #[test]
+    fn msgids_round_trip_in_both_forms() {
+        let meta = job(0).meta;
+        for m in [
+            "1dea1000-0000-4000-8000-00000000002a",
+            "1DEA1000-0000-4000-8000-00000000002A",
+            "1dea100000004000800000000000002a",
+            "{1dea1000-0000-4000-8000-00000000002a}",
+            "not-a-uuid",
+            "",
+        ] {
+            let j = Job::new(m, b"[1, 2]", Rc::clone(&meta), 0);
+            assert_eq!(&*j.msgid(), m);
+            assert_eq!(j.payload(), b"[1, 2]");
+        }
+        let j = Job::new("1dea1000-0000-4000-8000-00000000002a", b"x", meta, 0);
+        assert_eq!(j.msgid_len, UUID_MSGID);
+        assert_eq!(j.data.len(), 17);
+    }
+
+    #[test]
+    fn slab_keeps_every_job_with_a_pinned_old_one() {
+        let mut s = JobSlab::default();
+        s.insert(1, job(1));
+        for id in 2..20_000u64 {
+            s.insert(id, job(id));
+            assert!(s.remove(&id).is_some());
+        }
+        assert_eq!(s.len(), 1);
+        // The deque did not keep 20,000 holes behind job 1.
+        assert!(s.slots.len() <= SLAB_SLACK + 1, "{}", s.slots.len());
+        assert_eq!(
+            s.get(&1).map(|j| j.msgid().to_string()).as_deref(),
+            Some("m1")
+        );
+        s.insert(20_000, job(20_000));
+        assert_eq!(s.len(), 2);
+        assert!(s.remove(&1).is_some());
+        assert!(s.get(&1).is_none());
+        assert_eq!(s.get(&20_000).map(|j| j.accepted_at), Some(20_000));
+    }
+
+    #[test]
+    fn slab_takes_out_of_order_and_far_ids() {
+        let mut s = JobSlab::default();
+        s.insert(10, job(10));
+        s.insert(1_000_000, job(1_000_000));
+        s.insert(5, job(5));
+        s.insert(12, job(12));
+        for id in 13..20 {
+            s.insert(id, job(id));
+        }
+        assert_eq!(s.len(), 11);
+        let mut ids: Vec<u64> = s.iter().map(|(id, _)| id).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, [5, 10, 12, 13, 14, 15, 16, 17, 18, 19, 1_000_000]);
+        for id in ids {
+            assert_eq!(
+                s.get(&id).map(|j| j.msgid().to_string()),
+                Some(format!("m{id}"))
+            );
+            assert!(s.remove(&id).is_some());
+            assert!(!s.contains_key(&id));
+        }
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn metas_are_shared_and_swept() {
+        let mut t = MetaTable::default();
+        let a = t.intern(b"c", "q", "q", b"h", || (true, 2));
+        let b = t.intern(b"c", "q", "q", b"h", || unreachable!());
+        assert!(Rc::ptr_eq(&a, &b));
+        assert!(a.reply_requested && a.retry_count == 2);
+        let c = t.intern(b"d", "q", "q", b"h", || (false, 0));
+        assert!(!Rc::ptr_eq(&a, &c));
+        let d = t.intern(b"c", "q", "q", b"h", || unreachable!());
+        assert!(Rc::ptr_eq(&a, &d));
+        drop((a, b, c, d));
+        for i in 0..3000 {
+            let _ = t.intern(format!("c{i}").as_bytes(), "q", "q", b"", || (false, 0));
+        }
+        assert!(t.len() < 2100, "{}", t.len());
     }
 }

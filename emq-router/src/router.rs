@@ -107,6 +107,7 @@
 //!   nothing is kept for the client).
 
 use std::collections::VecDeque;
+use std::rc::Rc;
 
 use emqp_proto::{
     Command, Headers, Inform, Message, PeerType, Reject, RejectReason, Reply, Request,
@@ -115,7 +116,7 @@ use emqp_proto::{
 
 use crate::config::Config;
 use crate::events::{Action, Frames, Input, JournalOp, SendFailure, Socket, StoredJob};
-use crate::queues::{Job, JobId, JobState, JobStore};
+use crate::queues::{Job, JobExtra, JobId, JobState, JobStore};
 use crate::util::{ident, unix_ts_text, FastMap, LogLimiter, MsgIds};
 use crate::workers::{WorkerId, WorkerPool};
 
@@ -278,7 +279,13 @@ impl Router {
     /// Every accepted, unfinished job (buffered, delayed or in flight), in
     /// job id order: what a journal must keep at shutdown.
     pub fn unfinished_jobs(&self) -> Vec<StoredJob> {
-        let mut v: Vec<StoredJob> = self.store.jobs.values().map(Job::to_stored).collect();
+        let epoch = self.cfg.epoch_unix_micros;
+        let mut v: Vec<StoredJob> = self
+            .store
+            .jobs
+            .iter()
+            .map(|(id, j)| j.to_stored(id, epoch))
+            .collect();
         v.sort_by_key(|j| j.id);
         v
     }
@@ -304,7 +311,6 @@ impl Router {
             if id >= self.store.next_id {
                 self.store.next_id = id + 1;
             }
-            let headers = Headers::parse(&s.headers).unwrap_or_default();
             let route = if s.route.is_empty() {
                 DEFAULT_QUEUE.to_string()
             } else {
@@ -322,25 +328,21 @@ impl Router {
             if lost > 0 {
                 self.redelivered.insert(s.msgid.clone(), id);
             }
-            let job = Job {
-                id,
-                msgid: s.msgid,
-                client: s.client,
-                queue: s.queue,
-                route,
-                reply_requested: headers.reply_requested(),
-                retry_count: headers.retry_count().unwrap_or(0),
-                headers: s.headers,
-                payload: s.payload,
-                attempts: s.attempts,
+            let meta = self
+                .store
+                .metas
+                .intern(&s.client, &s.queue, &route, &s.headers, || {
+                    let h = Headers::parse(&s.headers).unwrap_or_default();
+                    (h.reply_requested(), h.retry_count().unwrap_or(0))
+                });
+            let mut job = Job::new(&s.msgid, &s.payload, meta, now);
+            job.attempts = s.attempts;
+            job.extra = Some(Box::new(JobExtra {
                 lost,
-                failures: 0,
-                last_error: None,
-                accepted_at: now,
-                accepted_unix: s.accepted_at,
-                state: JobState::Queued,
-            };
-            self.store.insert_queued(job);
+                accepted_unix: Some(s.accepted_at),
+                ..JobExtra::default()
+            }));
+            self.store.insert_queued(id, job);
             self.stats.accepted += 1;
             self.stats.restored += 1;
             n += 1;
@@ -402,6 +404,16 @@ impl Router {
                 log::warn!("{}: dropped an empty message", socket.name());
             }
             return;
+        }
+        if socket == Socket::Frontend && frames.get(3).map(Vec::as_slice) == Some(b"REQUEST") {
+            // Hot path: take the REQUEST apart without copying any frame.
+            // Anything `Message::decode` would refuse goes the general way
+            // below (same errors, same REJECT).
+            if let Some((identity, msgid, r, raw_headers)) = take_request(&mut frames) {
+                self.touch(socket, &identity, now);
+                self.on_request(identity, msgid, r, Some(raw_headers), now, out);
+                return;
+            }
         }
         let identity = frames.remove(0);
         // Keep what decoding would lose: the HEADERS frame of a REQUEST (to
@@ -587,7 +599,12 @@ impl Router {
             let found = w
                 .inflight
                 .iter()
-                .find(|(_, jid)| self.store.jobs.get(jid).is_some_and(|j| !j.reply_requested))
+                .find(|(_, jid)| {
+                    self.store
+                        .jobs
+                        .get(jid)
+                        .is_some_and(|j| !j.reply_requested())
+                })
                 .map(|(seq, _)| *seq);
             if let Some(seq) = found {
                 if let Some(jid) = self.finish_inflight(id, seq) {
@@ -612,8 +629,8 @@ impl Router {
     /// Take the in-flight entry `seq` off worker `id`.
     fn finish_inflight(&mut self, id: WorkerId, seq: u64) -> Option<JobId> {
         let jid = *self.pool.get(id)?.inflight.get(&seq)?;
-        let msgid = self.store.jobs.get(&jid).map(|j| j.msgid.as_str())?;
-        self.pool.finish(id, seq, msgid)
+        let msgid = self.store.jobs.get(&jid)?.msgid();
+        self.pool.finish(id, seq, &msgid)
     }
 
     fn on_worker_reply(&mut self, id: WorkerId, r: Reply, now: u64, out: &mut Vec<Action>) {
@@ -623,7 +640,12 @@ impl Router {
             None => w
                 .inflight
                 .iter()
-                .find(|(_, jid)| self.store.jobs.get(jid).is_some_and(|j| j.reply_requested))
+                .find(|(_, jid)| {
+                    self.store
+                        .jobs
+                        .get(jid)
+                        .is_some_and(|j| j.reply_requested())
+                })
                 .map(|(seq, _)| *seq),
         };
         let Some(seq) = seq else {
@@ -733,32 +755,34 @@ impl Router {
         let Some(job) = self.store.jobs.get_mut(&jid) else {
             return;
         };
-        if status == ResultStatus::Failed && job.failures < job.retry_count {
-            job.failures += 1;
-            job.last_error = payload;
-            let delay = self.cfg.backoff(job.failures);
+        if status == ResultStatus::Failed && job.failures() < job.retry_count() {
+            let extra = job.extra_mut();
+            extra.failures += 1;
+            extra.last_error = payload;
+            let failures = extra.failures;
+            let delay = self.cfg.backoff(failures);
             log::info!(
                 "job {} failed (try {} of {}), retrying in {} ms",
-                job.msgid,
-                job.failures,
-                job.retry_count + 1,
+                job.msgid(),
+                failures,
+                job.retry_count() + 1,
                 delay / 1000
             );
             self.stats.retried += 1;
-            let route = job.route.clone();
-            self.stats.queue_mut(&route).retried += 1;
+            let meta = Rc::clone(&job.meta);
+            self.stats.queue_mut(&meta.route).retried += 1;
             self.store.delay(jid, now.saturating_add(delay));
             return;
         }
         let Some(job) = self.store.jobs.remove(&jid) else {
             return;
         };
-        if job.lost > 0 {
-            self.forget_redelivered(&job.msgid, jid);
+        if job.lost() > 0 {
+            self.forget_redelivered(&job.msgid(), jid);
         }
-        let failed_for_good = status == ResultStatus::Failed && job.retry_count > 0;
+        let failed_for_good = status == ResultStatus::Failed && job.retry_count() > 0;
         {
-            let m = self.stats.queue_mut(&job.route);
+            let m = self.stats.queue_mut(job.route());
             m.finished += 1;
             if !failed_for_good {
                 if status == ResultStatus::Failed {
@@ -778,8 +802,8 @@ impl Router {
             }
         }
         if failed_for_good {
-            let reason = format!("failed after {} tries", job.failures + 1);
-            self.dead_letter(job, reason, payload, now, out);
+            let reason = format!("failed after {} tries", job.failures() + 1);
+            self.dead_letter(jid, job, reason, payload, now, out);
             return;
         }
         self.stats.completed += 1;
@@ -788,19 +812,25 @@ impl Router {
         }
         log::debug!(
             "job {} completed ({}) in {} ms",
-            job.msgid,
+            job.msgid(),
             status.as_str(),
             now.saturating_sub(job.accepted_at) / 1000
         );
         if self.cfg.journal {
             out.push(Action::Journal(JournalOp::Completed {
-                id: job.id,
-                msgid: job.msgid.clone(),
+                id: jid,
+                msgid: job.msgid().to_string(),
             }));
         }
-        if job.reply_requested && !job.client.is_empty() {
+        if job.reply_requested() && !job.client().is_empty() {
             let payload = payload.unwrap_or_else(|| br#"{"value": null}"#.to_vec());
-            self.send_result(job.client, job.msgid, status, payload, out);
+            self.send_result(
+                job.client().to_vec(),
+                job.msgid().to_string(),
+                status,
+                payload,
+                out,
+            );
         }
     }
 
@@ -832,6 +862,7 @@ impl Router {
 
     fn dead_letter(
         &mut self,
+        jid: JobId,
         job: Job,
         reason: String,
         error: Option<Vec<u8>>,
@@ -839,21 +870,21 @@ impl Router {
         out: &mut Vec<Action>,
     ) {
         self.stats.dead_lettered += 1;
-        self.stats.queue_mut(&job.route).dead_lettered += 1;
+        self.stats.queue_mut(job.route()).dead_lettered += 1;
         log::warn!(
             "job {} (queue {}) dead-lettered after {} deliveries: {reason}",
-            job.msgid,
-            job.route,
+            job.msgid(),
+            job.route(),
             job.attempts
         );
         if self.cfg.journal {
             out.push(Action::Journal(JournalOp::DeadLettered {
-                id: job.id,
-                msgid: job.msgid.clone(),
+                id: jid,
+                msgid: job.msgid().to_string(),
                 reason: reason.clone(),
             }));
         }
-        if job.reply_requested && !job.client.is_empty() {
+        if job.reply_requested() && !job.client().is_empty() {
             let payload = match &error {
                 Some(p) => p.clone(),
                 None => serde_json::to_vec(&serde_json::json!({
@@ -866,8 +897,8 @@ impl Router {
                 .unwrap_or_default(),
             };
             self.send_result(
-                job.client.clone(),
-                job.msgid.clone(),
+                job.client().to_vec(),
+                job.msgid().to_string(),
                 ResultStatus::Failed,
                 payload,
                 out,
@@ -878,10 +909,10 @@ impl Router {
                 self.dead.pop_front();
             }
             self.dead.push_back(DeadLetter {
-                id: job.id,
-                msgid: job.msgid,
-                client: job.client,
-                queue: job.route,
+                id: jid,
+                msgid: job.msgid().to_string(),
+                client: job.client().to_vec(),
+                queue: job.route().to_string(),
                 attempts: job.attempts,
                 reason,
                 error,
@@ -901,11 +932,13 @@ impl Router {
         let mut dead: Vec<JobId> = Vec::new();
         for jid in w.inflight.values() {
             if let Some(job) = self.store.jobs.get_mut(jid) {
-                job.lost += 1;
-                if job.lost == 1 {
-                    self.redelivered.insert(job.msgid.clone(), *jid);
+                let extra = job.extra_mut();
+                extra.lost += 1;
+                let lost = extra.lost;
+                if lost == 1 {
+                    self.redelivered.insert(job.msgid().to_string(), *jid);
                 }
-                if job.lost >= self.cfg.max_attempts {
+                if lost >= self.cfg.max_attempts {
                     dead.push(*jid);
                 } else {
                     back.push(*jid);
@@ -922,22 +955,23 @@ impl Router {
         for jid in back.iter().rev() {
             self.store.requeue(*jid, true);
             if let Some(j) = self.store.jobs.get(jid) {
-                self.stats.queue_mut(&j.route).redelivered += 1;
-                if !routes.contains(&j.route) {
-                    routes.push(j.route.clone());
+                let route = j.route();
+                self.stats.queue_mut(route).redelivered += 1;
+                if !routes.iter().any(|r| r == route) {
+                    routes.push(route.to_string());
                 }
             }
         }
         self.stats.redelivered += back.len() as u64;
         for jid in dead {
             if let Some(job) = self.store.jobs.remove(&jid) {
-                self.forget_redelivered(&job.msgid, jid);
+                self.forget_redelivered(&job.msgid(), jid);
                 let reason = format!(
                     "delivery lost {} times (last: worker {} {reason})",
-                    job.lost,
+                    job.lost(),
                     ident(&w.identity)
                 );
-                self.dead_letter(job, reason, None, now, out);
+                self.dead_letter(jid, job, reason, None, now, out);
             }
         }
         for r in routes {
@@ -965,7 +999,7 @@ impl Router {
         };
         let Some(seq) = self
             .pool
-            .record_dispatch(wid, jid, &job.msgid, consume_slot)
+            .record_dispatch(wid, jid, &job.msgid(), consume_slot)
         else {
             // Unknown worker: cannot happen (callers pick live workers);
             // keep the job rather than lose it.
@@ -977,7 +1011,7 @@ impl Router {
         if job.attempts > 1 && self.cfg.journal {
             out.push(Action::Journal(JournalOp::Attempt {
                 id: jid,
-                msgid: job.msgid.clone(),
+                msgid: job.msgid().to_string(),
                 attempts: job.attempts,
             }));
         }
@@ -988,8 +1022,8 @@ impl Router {
             .unwrap_or_default();
         log::debug!(
             "job {} (queue {}) dispatched to {} (attempt {})",
-            job.msgid,
-            job.queue,
+            job.msgid(),
+            job.queue(),
             ident(&identity),
             job.attempts
         );
@@ -997,10 +1031,10 @@ impl Router {
             Vec::new(),
             PROTOCOL_VERSION.as_bytes().to_vec(),
             b"REQUEST".to_vec(),
-            job.msgid.as_bytes().to_vec(),
-            job.queue.as_bytes().to_vec(),
-            job.headers.clone(),
-            job.payload.clone(),
+            job.msgid().as_bytes().to_vec(),
+            job.queue().as_bytes().to_vec(),
+            job.headers().to_vec(),
+            job.payload().to_vec(),
         ];
         self.stats.dispatched += 1;
         self.send(Socket::Backend, identity, frames, out);
@@ -1228,30 +1262,25 @@ impl Router {
                 run.queue
             );
             let id = self.store.alloc_id();
-            let job = Job {
-                id,
-                msgid,
-                client: Vec::new(),
-                queue: run.queue,
-                route: route.clone(),
-                headers: run.headers.encode().into_bytes(),
-                reply_requested: run.headers.reply_requested(),
-                retry_count: run.headers.retry_count().unwrap_or(0),
-                payload: run.message,
-                attempts: 0,
-                lost: 0,
-                failures: 0,
-                last_error: None,
-                accepted_at: now,
-                accepted_unix: self.cfg.epoch_unix_micros.saturating_add(now),
-                state: JobState::Queued,
-            };
+            let headers = run.headers.encode().into_bytes();
+            let meta = self
+                .store
+                .metas
+                .intern(b"", &run.queue, &route, &headers, || {
+                    (
+                        run.headers.reply_requested(),
+                        run.headers.retry_count().unwrap_or(0),
+                    )
+                });
+            let job = Job::new(&msgid, &run.message, meta, now);
             self.stats.accepted += 1;
             self.stats.scheduled_runs += 1;
             if self.cfg.journal {
-                out.push(Action::Journal(JournalOp::Accepted(job.to_stored())));
+                out.push(Action::Journal(JournalOp::Accepted(
+                    job.to_stored(id, self.cfg.epoch_unix_micros),
+                )));
             }
-            self.store.insert_queued(job);
+            self.store.insert_queued(id, job);
             if !routes.contains(&route) {
                 routes.push(route);
             }
@@ -1342,55 +1371,49 @@ impl Router {
             );
             return;
         }
-        let route = if self.pool.serves(&r.queue) {
-            r.queue.clone()
+        let route: &str = if self.pool.serves(&r.queue) {
+            &r.queue
         } else {
-            DEFAULT_QUEUE.to_string()
+            DEFAULT_QUEUE
         };
-        if !self.pool.has_free(&route) && self.store.queue_len(&route) >= self.cfg.hwm {
+        if !self.pool.has_free(route) && self.store.queue_len(route) >= self.cfg.hwm {
             self.stats.rejected_queue_full += 1;
             if self.reject_log.allow(now) {
                 log::warn!(
                     "REQUEST {msgid} for queue {} rejected: {} jobs buffered (hwm {})",
                     r.queue,
-                    self.store.queue_len(&route),
+                    self.store.queue_len(route),
                     self.cfg.hwm
                 );
             }
             let text = format!(
                 "queue {route} has {} buffered jobs (hwm)",
-                self.store.queue_len(&route)
+                self.store.queue_len(route)
             );
-            self.stats.queue_mut(&route).rejected += 1;
+            self.stats.queue_mut(route).rejected += 1;
             self.reject(client, msgid, RejectReason::QueueFull, text, out);
             return;
         }
         let id = self.store.alloc_id();
         let headers = raw_headers.unwrap_or_else(|| r.headers.encode().into_bytes());
-        let job = Job {
-            id,
-            msgid: msgid.clone(),
-            client: client.clone(),
-            queue: r.queue,
-            route: route.clone(),
-            headers,
-            reply_requested: r.headers.reply_requested(),
-            retry_count: r.headers.retry_count().unwrap_or(0),
-            payload: r.message,
-            attempts: 0,
-            lost: 0,
-            failures: 0,
-            last_error: None,
-            accepted_at: now,
-            accepted_unix: self.cfg.epoch_unix_micros.saturating_add(now),
-            state: JobState::Queued,
-        };
+        let meta = self
+            .store
+            .metas
+            .intern(&client, &r.queue, route, &headers, || {
+                (
+                    r.headers.reply_requested(),
+                    r.headers.retry_count().unwrap_or(0),
+                )
+            });
+        let job = Job::new(&msgid, &r.message, meta, now);
         self.stats.accepted += 1;
         if self.cfg.journal {
-            out.push(Action::Journal(JournalOp::Accepted(job.to_stored())));
+            out.push(Action::Journal(JournalOp::Accepted(
+                job.to_stored(id, self.cfg.epoch_unix_micros),
+            )));
         }
-        self.store.insert_queued(job);
-        self.pump(&route, out);
+        self.store.insert_queued(id, job);
+        self.pump(route, out);
         self.ack_client(client, &msgid, out);
     }
 
@@ -1482,8 +1505,9 @@ impl Router {
             for jid in due {
                 self.store.requeue(jid, false);
                 if let Some(j) = self.store.jobs.get(&jid) {
-                    if !routes.contains(&j.route) {
-                        routes.push(j.route.clone());
+                    let route = j.route();
+                    if !routes.iter().any(|r| r == route) {
+                        routes.push(route.to_string());
                     }
                 }
             }
@@ -1593,17 +1617,15 @@ impl Router {
         let mut queued = 0usize;
         let mut inflight = 0usize;
         let mut delayed = 0usize;
-        for (id, job) in &self.store.jobs {
-            if *id != job.id {
-                return Err(format!("job {id} stored under the wrong key"));
-            }
+        for (id, job) in self.store.jobs.iter() {
+            let id = &id;
             match job.state {
                 JobState::Queued => {
                     queued += 1;
                     let n = self
                         .store
                         .queues
-                        .get(&job.route)
+                        .get(job.route())
                         .map_or(0, |q| q.iter().filter(|j| **j == *id).count());
                     if n != 1 {
                         return Err(format!("queued job {id} is in its queue {n} times"));
@@ -1687,7 +1709,7 @@ impl Router {
         }
         for (m, jid) in &self.redelivered {
             match self.store.jobs.get(jid) {
-                Some(j) if j.msgid == *m && j.lost > 0 => {}
+                Some(j) if *j.msgid() == **m && j.lost() > 0 => {}
                 _ => return Err(format!("redelivery index entry {m} -> {jid} is stale")),
             }
         }
@@ -1709,6 +1731,39 @@ impl Router {
         }
         Ok(())
     }
+}
+
+/// `[identity, '', eMQP/1.0, REQUEST, MSGID, QUEUE, HEADERS, MSG, ...]`
+/// as `Message::decode` would take it (extra frames ignored), without
+/// copies: `(identity, msgid, request, raw headers frame)`. `None` (frames
+/// untouched) when decoding would fail.
+fn take_request(frames: &mut Frames) -> Option<(Vec<u8>, String, Request, Vec<u8>)> {
+    if frames.len() < 8
+        || !frames[1].is_empty()
+        || frames[2] != PROTOCOL_VERSION.as_bytes()
+        || frames[3] != b"REQUEST"
+        || std::str::from_utf8(&frames[4]).is_err()
+        || std::str::from_utf8(&frames[5]).is_err()
+    {
+        return None;
+    }
+    let headers = Headers::parse(&frames[6]).ok()?;
+    let mut take = |i: usize| std::mem::take(&mut frames[i]);
+    let identity = take(0);
+    let msgid = String::from_utf8(take(4)).ok()?;
+    let queue = String::from_utf8(take(5)).ok()?;
+    let raw_headers = take(6);
+    let message = take(7);
+    Some((
+        identity,
+        msgid,
+        Request {
+            queue,
+            headers,
+            message,
+        },
+        raw_headers,
+    ))
 }
 
 /// Frames kept from before decoding.

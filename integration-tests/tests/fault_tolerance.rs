@@ -598,3 +598,82 @@ fn router_restart_on_its_journal_keeps_buffered_jobs() {
         "buffered jobs lost across the router restart: {tally}"
     );
 }
+
+/// Issue 6, fault test 2: jobs flowing through two job managers, the router
+/// killed with SIGKILL mid-run and restarted on the same journal and ports.
+/// Every job the router acknowledged before it died must run (the job
+/// managers reconnect on their own; the client's DEALER reconnects with the
+/// same identity, so restored jobs' RESULTs still reach it).
+#[test]
+fn router_sigkill_mid_run_and_restart_on_journal_completes_every_accepted_job() {
+    let _s = serial();
+    let n = env_usize("EMQ_FAULT_JOBS", 2000);
+    let dir = scratch_dir("router-kill9");
+    let journal = dir.join("router.journal").display().to_string();
+    let file = dir.join("exec.txt");
+    let addrs = Addrs::fresh();
+    let mut extra = vec!["--journal", journal.as_str()];
+    extra.extend(FAST_HEARTBEAT);
+    let mut router = start_router_on(&addrs, &extra).expect("router with a journal starts");
+    let _a = start_jobmanager("jm-a", &addrs.backend, &jm_args());
+    let _b = start_jobmanager("jm-b", &addrs.backend, &jm_args());
+    admin::wait_idle_workers(&addrs.admin, 2, 2 * CONC, Duration::from_secs(20))
+        .expect("two job managers with 4 slots each");
+
+    let mut client = Client::connect(&addrs.frontend);
+    let tags: Vec<String> = (0..n).map(|i| format!("rk{i}")).collect();
+    let ids: Vec<String> = tags
+        .iter()
+        .map(|tag| client.submit_reply("default", jobs::shell_record(&file, tag, "0")))
+        .collect();
+    let budget = Duration::from_secs(60) + Duration::from_millis(60 * n as u64);
+    assert!(
+        client.wait_for(budget, |c| c.results.len() >= n / 3),
+        "a third of the jobs did not finish in {budget:?}: {} results",
+        client.results.len()
+    );
+    let st = router.kill9();
+    let acked: Vec<usize> = (0..n)
+        .filter(|i| client.acks.contains_key(&ids[*i]))
+        .collect();
+    let done_at_kill = jobs::count_lines(&file).len();
+    eprintln!(
+        "router killed ({st:?}) with {} of {n} jobs acknowledged, {done_at_kill} executed",
+        acked.len()
+    );
+    drop(router);
+
+    let mut router2 =
+        start_router_on(&addrs, &extra).expect("router restarts on the same journal and ports");
+    let accepted_tags: Vec<String> = acked.iter().map(|i| tags[*i].clone()).collect();
+    let all_ran = poll_until(budget, Duration::from_millis(200), || {
+        let c = jobs::count_lines(&file);
+        accepted_tags
+            .iter()
+            .all(|t| c.contains_key(t))
+            .then_some(())
+    });
+    client.pump(Duration::from_secs(2));
+    let exec = jobs::count_lines(&file);
+    let accepted_tally = Tally::of(&accepted_tags, &exec);
+    let all_tally = Tally::of(&tags, &exec);
+    let accepted_ids: Vec<String> = acked.iter().map(|i| ids[*i].clone()).collect();
+    let (res_tally, failed) = client_tally(&client, &accepted_ids);
+    integration_tests::report(&format!(
+        "FAULT router kill-9 mid-run + journal restart: submitted={n} acknowledged={} executed-before-kill={done_at_kill}; \
+         acknowledged jobs: executions {accepted_tally}; all submitted: executions {all_tally}; \
+         results for acknowledged jobs: {res_tally}, failed={failed}",
+        acked.len()
+    ));
+    assert!(
+        all_ran.is_some(),
+        "acknowledged jobs lost across the router crash: {accepted_tally}"
+    );
+    assert_eq!(accepted_tally.lost, 0);
+    assert!(
+        router2.is_running(),
+        "restarted router died: {}",
+        router2.tail(30)
+    );
+    wait_no_inflight(&addrs.admin);
+}
