@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::time::Duration;
 
 use emqp_proto::job::{CallJob, Job, RunJob, ShellJob};
 use serde_json::{Map, Value};
@@ -144,6 +145,22 @@ impl std::fmt::Display for Tally {
             self.submitted, self.completed, self.duplicated, self.extra_runs, self.lost
         )
     }
+}
+
+/// Wait (bounded) until `file` holds at least `n` job records; panics with
+/// what it holds at the timeout.
+pub fn wait_records(file: &Path, n: usize, timeout: Duration) -> Vec<Vec<String>> {
+    crate::poll_until(timeout, Duration::from_millis(100), || {
+        let r = read_records(file);
+        (r.len() >= n).then_some(r)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "expected {n} job records in {}, got {:?}",
+            file.display(),
+            read_records(file)
+        )
+    })
 }
 
 #[cfg(test)]

@@ -7,7 +7,6 @@
 //! process is its job manager, so the file says which manager ran what.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::time::Duration;
 
 use integration_tests::admin;
@@ -56,20 +55,6 @@ fn py_submit(py: &PyEnv, addrs: &Addrs, lines: &[Value], wait_acks: f64) -> (Vec
         }
     }
     (ids, acks.expect("client printed its summary") as usize)
-}
-
-fn wait_records(file: &Path, n: usize, timeout: Duration) -> Vec<Vec<String>> {
-    poll_until(timeout, Duration::from_millis(100), || {
-        let r = jobs::read_records(file);
-        (r.len() >= n).then_some(r)
-    })
-    .unwrap_or_else(|| {
-        panic!(
-            "expected {n} job records in {}, got {:?}",
-            file.display(),
-            jobs::read_records(file)
-        )
-    })
 }
 
 #[test]
@@ -121,7 +106,7 @@ fn python_jobmanagers_run_python_client_jobs_on_their_queues() {
         "our router acknowledges every accepted REQUEST"
     );
 
-    let recs = wait_records(&file, expect.len(), Duration::from_secs(40));
+    let recs = jobs::wait_records(&file, expect.len(), Duration::from_secs(40));
     std::thread::sleep(Duration::from_millis(500));
     let recs_again = jobs::read_records(&file);
     assert_eq!(recs_again.len(), recs.len(), "extra runs: {recs_again:?}");
@@ -188,7 +173,7 @@ fn queue_weights_pick_the_heavier_python_jobmanager() {
             0.2,
         );
         assert_eq!(ids.len(), 1);
-        wait_records(&file, i + 1, Duration::from_secs(20));
+        jobs::wait_records(&file, i + 1, Duration::from_secs(20));
         admin::wait_idle_workers(&addrs.admin, 2, 2, Duration::from_secs(10))
             .expect("both idle again");
     }
@@ -203,7 +188,7 @@ fn queue_weights_pick_the_heavier_python_jobmanager() {
         0.2,
     );
     assert_eq!(ids.len(), 2);
-    let recs = wait_records(&file, 6, Duration::from_secs(30));
+    let recs = jobs::wait_records(&file, 6, Duration::from_secs(30));
     let on = |tag: &str| {
         let r = recs
             .iter()
@@ -258,7 +243,7 @@ fn python_jobmanager_killed_mid_run_loses_no_job() {
         .collect();
     let (ids, acks) = py_submit(&py, &addrs, &lines, 1.0);
     assert_eq!((ids.len(), acks), (n, n));
-    wait_records(&file, n / 4, Duration::from_secs(30));
+    jobs::wait_records(&file, n / 4, Duration::from_secs(30));
     let a_pid = a.pid();
     // The whole job manager dies, worker processes included.
     a.kill9_group();

@@ -1,7 +1,6 @@
 //! OUR job manager (and sender) against the real EventMQ 0.3.13 router:
 //! 0.3.13 clients' jobs, in 0.3.13's job format, run unchanged on ours.
 
-use std::path::Path;
 use std::time::Duration;
 
 use integration_tests::admin;
@@ -9,7 +8,7 @@ use integration_tests::bins::{self, SENDER};
 use integration_tests::cluster::{start_jobmanager, start_py_router};
 use integration_tests::process::{run, scratch_dir};
 use integration_tests::python::{self, PyEnv};
-use integration_tests::{jobs, poll_until, Addrs, Spawn};
+use integration_tests::{jobs, Addrs, Spawn};
 use serde_json::{json, Value};
 
 fn py_submit(py: &PyEnv, addrs: &Addrs, lines: &[Value]) -> Vec<String> {
@@ -33,20 +32,6 @@ fn py_submit(py: &PyEnv, addrs: &Addrs, lines: &[Value]) -> Vec<String> {
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter_map(|v| v.get("msgid").and_then(Value::as_str).map(String::from))
         .collect()
-}
-
-fn wait_records(file: &Path, n: usize, timeout: Duration) -> Vec<Vec<String>> {
-    poll_until(timeout, Duration::from_millis(100), || {
-        let r = jobs::read_records(file);
-        (r.len() >= n).then_some(r)
-    })
-    .unwrap_or_else(|| {
-        panic!(
-            "expected {n} job records in {}, got {:?}",
-            file.display(),
-            jobs::read_records(file)
-        )
-    })
 }
 
 #[test]
@@ -81,7 +66,7 @@ fn our_jobmanager_runs_python_client_jobs_from_the_python_router() {
     let ids = py_submit(&py, &addrs, &lines);
     assert_eq!(ids.len(), lines.len());
 
-    let recs = wait_records(&file, 4, Duration::from_secs(40));
+    let recs = jobs::wait_records(&file, 4, Duration::from_secs(40));
     let tags: Vec<(&str, &str)> = recs
         .iter()
         .map(|r| (r[0].as_str(), r[1].as_str()))
@@ -110,7 +95,7 @@ fn our_jobmanager_runs_python_client_jobs_from_the_python_router() {
         Duration::from_secs(30),
     );
     assert_eq!(out.code(), Some(0), "{}", out.describe());
-    let recs = wait_records(&file, 5, Duration::from_secs(30));
+    let recs = jobs::wait_records(&file, 5, Duration::from_secs(30));
     assert!(recs.iter().any(|r| r[0] == "sender-5"), "{recs:?}");
 
     // The other two job kinds through the 0.3.13 router: a shell job (it
@@ -128,7 +113,7 @@ fn our_jobmanager_runs_python_client_jobs_from_the_python_router() {
     };
     let shell_line = format!("echo shell-6 shell $$ $PPID >> '{f}'");
     sender(&["--shell", "--", "sh", "-c", &shell_line]);
-    let recs = wait_records(&file, 6, Duration::from_secs(30));
+    let recs = jobs::wait_records(&file, 6, Duration::from_secs(30));
     assert!(recs.iter().any(|r| r[0] == "shell-6"), "{recs:?}");
     let call_id = sender(&["--call", "echo", "--args", "[7]"]);
     assert_eq!(
