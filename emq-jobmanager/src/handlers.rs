@@ -11,12 +11,22 @@
 //! assert!(h.names().contains(&"add".to_string()));
 //! ```
 //!
-//! A handler runs on its slot's thread, with no thread start or hand-off
-//! per job. A panic is caught and reported as an `exception` failure. A
-//! Rust thread cannot be killed: when a handler runs past its `timeout:N`,
-//! the job is reported as a `timeout` failure and its slot is freed at
-//! once; a fresh thread takes the slot over and the old one is abandoned,
-//! ending (and reporting nothing) when the handler finally returns.
+//! A handler registered with [`Handlers::register`] runs on its slot's
+//! thread, with no thread start per job. A panic is caught and reported as
+//! an `exception` failure. A Rust thread cannot be killed: when a handler
+//! runs past its `timeout:N`, the job is reported as a `timeout` failure
+//! and its slot is freed at once; a fresh thread takes the slot over and
+//! the old one is abandoned, ending (and reporting nothing) when the
+//! handler finally returns.
+//!
+//! A handler registered with [`Handlers::register_inline`] runs on the
+//! socket loop's own thread instead, the moment its REQUEST is read: no
+//! hand-off to a slot thread and back, so a batch of such jobs is answered
+//! in the same wake-up that read it (the hand-off costs two thread
+//! wake-ups per job, several times the work of a trivial handler). It
+//! must return in microseconds and never block: while it runs, the job
+//! manager reads nothing and sends nothing, and a `timeout:N` cannot
+//! interrupt it. The built-ins `echo` and `noop` are inline.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -28,20 +38,36 @@ use serde_json::Value;
 /// A handler: JSON args in, JSON value or an error message out.
 pub type Handler = Arc<dyn Fn(Value) -> Result<Value, String> + Send + Sync>;
 
+/// Where a handler runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// On the job's slot thread (may block; `timeout:N` frees the slot).
+    SlotThread,
+    /// On the socket loop's thread, at once (must be quick, never block).
+    Inline,
+}
+
+#[derive(Clone)]
+struct Entry {
+    handler: Handler,
+    placement: Placement,
+}
+
 /// Registered handlers by name.
 #[derive(Clone)]
 pub struct Handlers {
-    map: HashMap<String, Handler>,
+    map: HashMap<String, Entry>,
 }
 
 impl Default for Handlers {
-    /// The built-ins: `echo` (returns its args) and `noop` (returns null).
+    /// The built-ins, both inline: `echo` (returns its args) and `noop`
+    /// (returns null).
     fn default() -> Self {
         let mut h = Handlers {
             map: HashMap::new(),
         };
-        h.register("echo", Ok);
-        h.register("noop", |_| Ok(Value::Null));
+        h.register_inline("echo", Ok);
+        h.register_inline("noop", |_| Ok(Value::Null));
         h
     }
 }
@@ -53,13 +79,32 @@ impl std::fmt::Debug for Handlers {
 }
 
 impl Handlers {
-    /// Register (or replace) `name`.
+    /// Register (or replace) `name`, run on the job's slot thread.
     pub fn register<F>(&mut self, name: impl Into<String>, f: F) -> &mut Self
     where
         F: Fn(Value) -> Result<Value, String> + Send + Sync + 'static,
     {
-        self.map.insert(name.into(), Arc::new(f));
+        self.insert(name.into(), Arc::new(f), Placement::SlotThread)
+    }
+
+    /// Register (or replace) `name`, run inline on the socket loop's
+    /// thread (see the module docs: it must return in microseconds and
+    /// never block).
+    pub fn register_inline<F>(&mut self, name: impl Into<String>, f: F) -> &mut Self
+    where
+        F: Fn(Value) -> Result<Value, String> + Send + Sync + 'static,
+    {
+        self.insert(name.into(), Arc::new(f), Placement::Inline)
+    }
+
+    fn insert(&mut self, name: String, handler: Handler, placement: Placement) -> &mut Self {
+        self.map.insert(name, Entry { handler, placement });
         self
+    }
+
+    /// Where handler `name` runs; `None` if it is not registered.
+    pub fn placement(&self, name: &str) -> Option<Placement> {
+        self.map.get(name).map(|e| e.placement)
     }
 
     /// Registered names, sorted.
@@ -70,14 +115,15 @@ impl Handlers {
     }
 
     pub fn get(&self, name: &str) -> Option<Handler> {
-        self.map.get(name).cloned()
+        self.map.get(name).map(|e| Arc::clone(&e.handler))
     }
 
-    /// Run handler `name` on the calling thread (a slot thread). A panic
-    /// is caught and reported as an `exception` failure; an unknown name
-    /// is an `unknown-handler` failure.
+    /// Run handler `name` on the calling thread (a slot thread, or the
+    /// socket loop for an inline one). A panic is caught and reported as
+    /// an `exception` failure; an unknown name is an `unknown-handler`
+    /// failure.
     pub(crate) fn call(&self, name: &str, args: Value) -> JobOutcome {
-        let Some(handler) = self.map.get(name) else {
+        let Some(Entry { handler, .. }) = self.map.get(name) else {
             return JobOutcome::Error(JobError::new(
                 ErrorKind::UnknownHandler,
                 format!(

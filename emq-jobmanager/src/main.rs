@@ -20,7 +20,7 @@ Jobs (the REQUEST message frame):
   [\"run\", {\"path\": \"pkg.mod\" | \"pkg.mod:Class\", \"callable\": NAME, \"args\": [..],
            \"kwargs\": {..}, \"class_args\": [..], \"class_kwargs\": {..}}]   EventMQ Python job
   [\"shell\", {\"argv\": [..], \"stdin\": STR, \"env\": {..}, \"cwd\": DIR}]       a command
-  [\"call\", {\"handler\": \"echo\" | \"noop\", \"args\": ANY}]                   a Rust handler
+  [\"call\", {\"handler\": \"echo\" | \"noop\", \"args\": ANY}]                   a Rust handler (echo, noop: inline)
 Every job gets REPLY [result, request msgid, ok|failed] before its slot's READY;
 result is {\"value\": ..} or {\"error\": {\"kind\", \"message\", ..}}.
 Headers honoured: retry-count:N (local retries), timeout:N (kill after N s).

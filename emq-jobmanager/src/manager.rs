@@ -155,12 +155,24 @@ impl JobManagerBuilder {
         self
     }
 
-    /// Register a handler for `["call", {"handler": name, "args": ...}]` jobs.
+    /// Register a handler for `["call", {"handler": name, "args": ...}]`
+    /// jobs, run on the job's slot thread.
     pub fn handler<F>(mut self, name: impl Into<String>, f: F) -> Self
     where
         F: Fn(Value) -> Result<Value, String> + Send + Sync + 'static,
     {
         self.handlers.register(name, f);
+        self
+    }
+
+    /// Register a handler run inline on the socket loop's thread, with no
+    /// hand-off to a slot thread: for handlers that return in
+    /// microseconds and never block (see [`crate::handlers`]).
+    pub fn inline_handler<F>(mut self, name: impl Into<String>, f: F) -> Self
+    where
+        F: Fn(Value) -> Result<Value, String> + Send + Sync + 'static,
+    {
+        self.handlers.register_inline(name, f);
         self
     }
 
@@ -283,6 +295,9 @@ impl JobManager {
         let mut sock: Option<zmq::Socket> = None;
         let mut shutdown_seen = false;
         let mut actions = core.start(start.elapsed());
+        // Outcomes of jobs run inline while executing `actions`, fed back
+        // to the core before the next poll.
+        let mut inline_done: Vec<Input> = Vec::new();
         loop {
             for action in actions.drain(..) {
                 match action {
@@ -300,12 +315,19 @@ impl JobManager {
                         sock = Some(s);
                     }
                     Action::Send(msg) => send(sock.as_ref(), msg),
-                    Action::StartJob(job) => {
+                    Action::StartJob(mut job) => {
                         debug!(
                             "starting job {} on slot {} (run {}, attempt {})",
                             job.msgid, job.slot, job.run, job.attempt
                         );
-                        pool.start(job);
+                        match pool.run_inline(&mut job) {
+                            Some(outcome) => inline_done.push(Input::JobFinished {
+                                slot: job.slot,
+                                run: job.run,
+                                outcome,
+                            }),
+                            None => pool.start(job),
+                        }
                     }
                     Action::CancelJob { slot, run } => pool.cancel(slot, run),
                     Action::KillAll => pool.kill_all(),
@@ -317,6 +339,14 @@ impl JobManager {
                         return Ok(code);
                     }
                 }
+            }
+            if !inline_done.is_empty() {
+                // Their REPLYs and READYs go out with this batch.
+                let now = start.elapsed();
+                for input in inline_done.drain(..) {
+                    core.handle_into(input, now, &mut actions);
+                }
+                continue;
             }
             if !shutdown_seen && emq_transport::shutdown_requested(shutdown) {
                 shutdown_seen = true;

@@ -7,7 +7,8 @@
 //! it has slots. Each slot keeps its own long-lived Python worker process
 //! for `run` jobs ([`crate::python`]); `shell` jobs get a fresh process
 //! group ([`crate::shell`]); `call` jobs run a registered Rust handler
-//! ([`crate::handlers`]) inline on the slot thread.
+//! ([`crate::handlers`]) on the slot thread, or, for a handler registered
+//! inline, on the caller's thread at once ([`Pool::run_inline`]).
 //!
 //! Cancelling (a timeout) and killing (end of the shutdown grace period)
 //! kill the process group that runs the job; the slot thread then reports
@@ -25,7 +26,7 @@ use emqp_proto::job::{ErrorKind, Job, JobError, JobOutcome};
 use log::{debug, warn};
 
 use crate::connection::JobStart;
-use crate::handlers::Handlers;
+use crate::handlers::{Handlers, Placement};
 use crate::python::{PythonConfig, PythonWorker};
 
 /// What the pool reports.
@@ -400,6 +401,25 @@ impl Pool {
 
     pub fn concurrency(&self) -> usize {
         self.slots.len()
+    }
+
+    /// Run `job` at once on the caller's thread if it is a `call` job
+    /// whose handler is registered inline ([`Handlers::register_inline`]):
+    /// its outcome. `None` for every other job, which goes to
+    /// [`Pool::start`]. No [`PoolEvent`] is emitted for an inline run: the
+    /// caller has the outcome in hand.
+    pub fn run_inline(&self, job: &mut JobStart) -> Option<JobOutcome> {
+        let Job::Call(call) = &mut job.job else {
+            return None;
+        };
+        if self.env.handlers.placement(&call.handler) != Some(Placement::Inline) {
+            return None;
+        }
+        Some(
+            self.env
+                .handlers
+                .call(&call.handler, std::mem::take(&mut call.args)),
+        )
     }
 
     /// Queue a job on its slot. A job that cannot be queued (bad slot, dead

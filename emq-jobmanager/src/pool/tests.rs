@@ -477,6 +477,65 @@ fn call_builtins_custom_handlers_unknown_and_panics() {
 }
 
 #[test]
+fn inline_handlers_run_on_the_calling_thread_and_others_are_left_to_slots() {
+    let mut cfg = PoolConfig::new(1);
+    cfg.handlers.register_inline("whoami", |_| {
+        Ok(json!(std::thread::current()
+            .name()
+            .unwrap_or("")
+            .to_string()))
+    });
+    cfg.handlers
+        .register_inline("boom", |_| -> Result<Value, String> {
+            panic!("inline kaput")
+        });
+    cfg.handlers.register("threaded", |_| {
+        Ok(json!(std::thread::current()
+            .name()
+            .unwrap_or("")
+            .to_string()))
+    });
+    let pool = Pool::new(cfg, None).unwrap();
+    let js = |run: u64, job: Job| JobStart {
+        slot: 0,
+        run,
+        msgid: format!("m{run}"),
+        job,
+        attempt: 1,
+        timeout: Some(Duration::from_secs(1)),
+    };
+    let here = std::thread::current().name().unwrap_or("").to_string();
+    let mut j = js(1, call("whoami", json!(null)));
+    assert_eq!(pool.run_inline(&mut j).map(val), Some(json!(here)));
+    let mut j = js(2, call("echo", json!({"k": [1, 2]})));
+    assert_eq!(pool.run_inline(&mut j).map(val), Some(json!({"k": [1, 2]})));
+    let mut j = js(3, call("boom", json!(null)));
+    let e = err(pool.run_inline(&mut j).unwrap());
+    assert_eq!(e.kind, ErrorKind::Exception);
+    assert!(e.message.contains("inline kaput"), "{}", e.message);
+    // Slot-thread handlers, unknown handlers and other job kinds are not
+    // run inline, and nothing was emitted for the inline runs.
+    for job in [
+        call("threaded", json!(null)),
+        call("nope", json!(null)),
+        Job::Shell(ShellJob {
+            argv: vec!["true".into()],
+            stdin: None,
+            env: Map::new(),
+            cwd: None,
+        }),
+    ] {
+        assert!(pool.run_inline(&mut js(4, job)).is_none());
+    }
+    assert!(pool.events().try_recv().is_err());
+    // Through the slot the threaded handler runs on the slot's thread.
+    assert_eq!(
+        val(exec(&pool, 5, call("threaded", json!(null)))),
+        json!("emq-slot-0")
+    );
+}
+
+#[test]
 fn abandoned_handler_reports_nothing_more_and_kill_all_does_not_wait_for_handlers() {
     let mut cfg = PoolConfig::new(2);
     cfg.handlers.register("sleepy", |_| {
