@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use crate::client::{run_phase, Completion, JobFrames, Limits, Phase, PhaseResult};
 use crate::procs::{
-    free_ports, proc_cpu_secs, proc_status_bytes, wait_listening, ChildGuard, TempDir,
+    free_ports, proc_cpu_secs, proc_status_bytes, wait_listening, wait_quiet, ChildGuard, TempDir,
 };
 use crate::raw::RawRelay;
 use crate::stats::Latency;
@@ -215,6 +215,23 @@ fn check_complete(what: &str, f: &Figures, expect_acks: bool) -> Result<(), Stri
     Ok(())
 }
 
+/// Before a measured phase: wait (at most 20 s) until the machine is
+/// quiet, e.g. until the job manager's Python workers have started.
+fn settle(stop: &AtomicBool) {
+    let (waited, quiet) = wait_quiet(0.15, Duration::from_secs(20), stop);
+    if !quiet {
+        eprintln!(
+            "emq-bench: WARNING: the machine did not get quiet within {:.1} s (other load?); measuring anyway",
+            waited.as_secs_f64()
+        );
+    } else if waited > Duration::from_millis(150) {
+        eprintln!(
+            "emq-bench: waited {:.1} s for the machine to be quiet",
+            waited.as_secs_f64()
+        );
+    }
+}
+
 /// Pipelined + one-at-a-time phases with a warm-up first, on `endpoint`.
 fn client_phases(
     cfg: &Config,
@@ -251,6 +268,7 @@ fn client_phases(
     .map_err(|e| format!("warm-up: {e}"))?;
     check_complete("warm-up", &Figures::of(w), expect_acks)?;
     alive()?;
+    settle(stop);
     let cpu_before = cpu();
     let p = run_phase(
         &sock,
@@ -276,6 +294,7 @@ fn client_phases(
     }
     check_complete("pipelined", &pipelined, expect_acks)?;
     alive()?;
+    settle(stop);
     let s = run_phase(
         &sock,
         &job,

@@ -276,6 +276,50 @@ fn parse_stat_ticks(text: &str) -> Option<u64> {
     Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
 }
 
+/// Busy and total jiffies of all CPUs since boot (the `cpu` line of
+/// /proc/stat: busy is everything but idle and iowait).
+fn cpu_jiffies() -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    parse_cpu_line(text.lines().next()?)
+}
+
+fn parse_cpu_line(line: &str) -> Option<(u64, u64)> {
+    let mut it = line.split_whitespace();
+    if it.next()? != "cpu" {
+        return None;
+    }
+    let v: Vec<u64> = it.map(|f| f.parse().ok()).collect::<Option<_>>()?;
+    let total: u64 = v.iter().take(8).sum();
+    let idle = v.get(3)? + v.get(4).copied().unwrap_or(0);
+    Some((total - idle, total))
+}
+
+/// Wait until the machine is quiet: a 100 ms window in which all CPUs
+/// together were busy less than `max_busy` (a fraction of all of them),
+/// so that a measured phase does not share the machine with the start-up
+/// of what it measures (a job manager starts one Python worker per slot,
+/// which takes a core for a while) or the teardown of the previous phase.
+/// Gives up after `limit`. Returns the time waited and whether it got
+/// quiet.
+pub fn wait_quiet(max_busy: f64, limit: Duration, stop: &AtomicBool) -> (Duration, bool) {
+    let start = Instant::now();
+    let Some(mut last) = cpu_jiffies() else {
+        return (Duration::ZERO, false);
+    };
+    while start.elapsed() < limit && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+        let Some(now) = cpu_jiffies() else {
+            break;
+        };
+        let (busy, total) = (now.0 - last.0, now.1 - last.1);
+        last = now;
+        if total > 0 && (busy as f64) < max_busy * total as f64 {
+            return (start.elapsed(), true);
+        }
+    }
+    (start.elapsed(), false)
+}
+
 /// A `kB` field of /proc/PID/status (`VmHWM`, `VmRSS`), in bytes.
 pub fn proc_status_bytes(pid: u32, field: &str) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -292,6 +336,16 @@ fn parse_status_kb(text: &str, field: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_line_gives_busy_and_total() {
+        // user nice system idle iowait irq softirq steal guest guest_nice
+        let l = "cpu  100 5 50 800 20 3 2 10 0 0";
+        assert_eq!(parse_cpu_line(l), Some((170, 990)));
+        assert_eq!(parse_cpu_line("cpu0 1 2 3 4"), None);
+        assert_eq!(parse_cpu_line("cpu  x"), None);
+        assert!(cpu_jiffies().is_some_and(|(b, t)| b <= t));
+    }
 
     #[test]
     fn status_fields_parse_in_kb() {
