@@ -20,6 +20,8 @@ use emq_bench::report::{self, RunFigures};
     about = "Benchmark emq-router + emq-jobmanager against the raw zmq limit",
     long_about = "Benchmark emq against plain zmq on loopback, in the same run:\n\
   1. raw limit: DEALER -> ROUTER|ROUTER relay -> DEALER echo, eMQP-shaped frames, pipelined;\n\
+     also with READY credit flow as a --concurrency job manager must work (at most N jobs\n\
+     on the worker side): the limit of plain zmq for that many slots;\n\
   2. emq end to end: real emq-router + one emq-jobmanager (--concurrency 8), pipelined\n\
      no-op jobs with reply-requested, memory mode (--journal none) and durable journal;\n\
   3. single job round trip, one job at a time;\n\
@@ -76,6 +78,9 @@ struct Args {
     /// Skip the raw zmq limit
     #[arg(long)]
     skip_raw: bool,
+    /// Skip the raw zmq limit with READY credit flow (--concurrency slots)
+    #[arg(long)]
+    skip_raw_credit: bool,
     /// Skip emq in memory mode (--journal none)
     #[arg(long)]
     skip_memory_mode: bool,
@@ -193,8 +198,16 @@ fn main() -> ExitCode {
             Outcome::Skipped
         } else {
             step("raw limit");
-            let o = phases::raw(&cfg, &stop);
+            let o = phases::raw(&cfg, None, &stop);
             report_outcome("raw limit", &brief(&o));
+            o
+        };
+        let raw_credit = if a.skip_raw_credit || interrupted() {
+            Outcome::Skipped
+        } else {
+            step("raw limit with READY credit");
+            let o = phases::raw(&cfg, Some(cfg.concurrency), &stop);
+            report_outcome("raw limit with READY credit", &brief(&o));
             o
         };
         let memory_mode = if a.skip_memory_mode || interrupted() {
@@ -231,6 +244,7 @@ fn main() -> ExitCode {
         };
         all.push(RunFigures {
             raw,
+            raw_credit,
             memory_mode,
             durable,
             ideal_worker,
@@ -242,7 +256,7 @@ fn main() -> ExitCode {
         }
     }
 
-    let rows = report::metrics(&all, cfg.memory_jobs);
+    let rows = report::metrics(&all, cfg.memory_jobs, cfg.concurrency);
     println!();
     println!(
         "emq-bench: medians of {runs} run(s); {} jobs pipelined (window {}), {} one at a time, {} buffered",
@@ -256,6 +270,7 @@ fn main() -> ExitCode {
         .flat_map(|(i, r)| {
             [
                 ("raw", fail(&r.raw)),
+                ("raw with READY credit", fail(&r.raw_credit)),
                 ("emq memory mode", fail(&r.memory_mode)),
                 ("emq durable", fail(&r.durable)),
                 ("emq-router + ideal worker", fail(&r.ideal_worker)),

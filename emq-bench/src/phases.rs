@@ -315,10 +315,16 @@ fn client_phases(
     Ok((pipelined, single))
 }
 
-/// The raw zmq limit, in-process.
-pub fn raw(cfg: &Config, stop: &AtomicBool) -> Outcome<PipeAndSingle> {
+/// The raw zmq limit, in-process; with `credit`, under READY flow control
+/// with that many slots (see [`crate::raw`]).
+pub fn raw(cfg: &Config, credit: Option<usize>, stop: &AtomicBool) -> Outcome<PipeAndSingle> {
+    // One job at a time is the same with or without credit: measured once.
+    let cfg = &Config {
+        single_jobs: if credit.is_some() { 0 } else { cfg.single_jobs },
+        ..cfg.clone()
+    };
     Outcome::from_result((|| {
-        let relay = RawRelay::start()?;
+        let relay = RawRelay::start(credit)?;
         let (pipelined, single) = client_phases(cfg, &relay.frontend, false, stop, &[], || Ok(()))?;
         relay.finish()?;
         Ok(PipeAndSingle {

@@ -7,8 +7,16 @@
 //! Each role has its own zmq context (its own I/O thread), as separate
 //! processes would. The relay does the least a broker can: remember which
 //! client sent a msgid, swap identities, rename the command. No acks, no
-//! READY accounting, no queues, no journal: emq does strictly more work per
-//! job, so emq / raw is its efficiency against zmq itself.
+//! queues, no journal: emq does strictly more work per job, so emq / raw is
+//! its efficiency against zmq itself.
+//!
+//! With a READY credit (`RawRelay::start(Some(n))`) the worker works the
+//! way an eMQP worker must: it sends `n` READYs, then one READY after each
+//! REPLY, and the relay hands it a job only against a READY it has not
+//! used yet (the others wait in arrival order). That is the limit of plain
+//! zmq for a job manager with `n` slots: at most `n` jobs are ever on the
+//! worker's side, so throughput is bound by the relay ↔ worker round trip,
+//! whatever the broker does.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,7 +49,10 @@ fn err(what: &str) -> impl Fn(zmq::Error) -> String + '_ {
 }
 
 impl RawRelay {
-    pub fn start() -> Result<RawRelay, String> {
+    /// Start the relay and its worker; `credit`: READY flow control with
+    /// that many slots (see the module docs), `None`: the worker takes
+    /// every job at once.
+    pub fn start(credit: Option<usize>) -> Result<RawRelay, String> {
         let opts = SocketOptions {
             linger_ms: 0,
             ..SocketOptions::default()
@@ -70,7 +81,7 @@ impl RawRelay {
             .name("raw-relay".into())
             .spawn(move || {
                 let _ctx = relay_ctx;
-                relay_loop(&frontend, &backend, &s1)
+                relay_loop(&frontend, &backend, credit.is_some(), &s1)
             })
             .map_err(|e| format!("spawn: {e}"))?;
         let s2 = Arc::clone(&stop);
@@ -78,7 +89,7 @@ impl RawRelay {
             .name("raw-worker".into())
             .spawn(move || {
                 let _ctx = worker_ctx;
-                worker_loop(&worker_sock, &s2)
+                worker_loop(&worker_sock, credit, &s2)
             })
             .map_err(|e| format!("spawn: {e}"))?;
         Ok(RawRelay {
@@ -127,11 +138,14 @@ fn counter_id(prefix: u32, n: u64) -> String {
 fn relay_loop(
     frontend: &zmq::Socket,
     backend: &zmq::Socket,
+    credit_flow: bool,
     stop: &AtomicBool,
 ) -> Result<RelayCounts, String> {
     let proto = PROTOCOL_VERSION.as_bytes();
     let mut counts = RelayCounts::default();
     let mut worker: Option<Vec<u8>> = None;
+    // READYs received and not used yet (credit flow only).
+    let mut credit = 0usize;
     let mut waiting: VecDeque<Vec<Vec<u8>>> = VecDeque::new();
     let mut clients: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
     let mut f = Frames::new();
@@ -158,7 +172,12 @@ fn relay_loop(
             match f.get(3) {
                 b"READY" => {
                     worker = Some(f.get(0).to_vec());
-                    while let Some(req) = waiting.pop_front() {
+                    credit += 1;
+                    while !credit_flow || credit > 0 {
+                        let Some(req) = waiting.pop_front() else {
+                            break;
+                        };
+                        credit = credit.saturating_sub(1);
                         let mut parts: Vec<&[u8]> = vec![f.get(0)];
                         parts.extend(req.iter().map(Vec::as_slice));
                         send_parts(backend, &parts, stop)?;
@@ -202,7 +221,8 @@ fn relay_loop(
             }
             clients.insert(f.get(4).to_vec(), f.get(0).to_vec());
             match &worker {
-                Some(w) => {
+                Some(w) if !credit_flow || credit > 0 => {
+                    credit = credit.saturating_sub(1);
                     send_parts(
                         backend,
                         &[
@@ -219,17 +239,23 @@ fn relay_loop(
                     )?;
                     counts.requests += 1;
                 }
-                None => waiting.push_back((1..8).map(|i| f.get(i).to_vec()).collect()),
+                _ => waiting.push_back((1..8).map(|i| f.get(i).to_vec()).collect()),
             }
         }
     }
     Ok(counts)
 }
 
-fn worker_loop(sock: &zmq::Socket, stop: &AtomicBool) -> Result<u64, String> {
+fn worker_loop(
+    sock: &zmq::Socket,
+    credit: Option<usize>,
+    stop: &AtomicBool,
+) -> Result<u64, String> {
     let proto = PROTOCOL_VERSION.as_bytes();
-    let hello = counter_id(0x7e1b_0000, 0);
-    send_parts(sock, &[b"", proto, b"READY", hello.as_bytes()], stop)?;
+    for i in 0..credit.unwrap_or(1).max(1) {
+        let hello = counter_id(0x7e1c_0000, i as u64);
+        send_parts(sock, &[b"", proto, b"READY", hello.as_bytes()], stop)?;
+    }
     // what emq's noop handler returns
     let payload = emqp_proto::job::JobOutcome::Value(serde_json::Value::Null).to_payload();
     let mut f = Frames::new();
@@ -264,6 +290,11 @@ fn worker_loop(sock: &zmq::Socket, stop: &AtomicBool) -> Result<u64, String> {
                 ],
                 stop,
             )?;
+            if credit.is_some() {
+                // the slot is free again
+                let ready = counter_id(0x7e1c_0000, n);
+                send_parts(sock, &[b"", proto, b"READY", ready.as_bytes()], stop)?;
+            }
         }
     }
     Ok(n)

@@ -9,6 +9,8 @@ use crate::stats::median;
 #[derive(Debug, Clone)]
 pub struct RunFigures {
     pub raw: Outcome<PipeAndSingle>,
+    /// The raw limit under READY credit flow with the job manager's slots.
+    pub raw_credit: Outcome<PipeAndSingle>,
     pub memory_mode: Outcome<PipeAndSingle>,
     pub durable: Outcome<PipeAndSingle>,
     /// The real router with the bench's ideal worker (no job manager).
@@ -21,6 +23,7 @@ impl RunFigures {
         json!({
             "run": run,
             "raw": self.raw.status_json(PipeAndSingle::to_json),
+            "raw_ready_credit": self.raw_credit.status_json(PipeAndSingle::to_json),
             "emq_memory": self.memory_mode.status_json(PipeAndSingle::to_json),
             "emq_durable": self.durable.status_json(PipeAndSingle::to_json),
             "emq_router_ideal_worker": self.ideal_worker.status_json(PipeAndSingle::to_json),
@@ -189,8 +192,9 @@ fn cpu_of(p: &PipeAndSingle, name: &str) -> Option<f64> {
 }
 
 /// The report rows from all runs: medians, targets, ratios.
-pub fn metrics(runs: &[RunFigures], memory_jobs: usize) -> Vec<Metric> {
+pub fn metrics(runs: &[RunFigures], memory_jobs: usize, slots: usize) -> Vec<Metric> {
     let raw: Vec<_> = runs.iter().map(|r| &r.raw).collect();
+    let raw_credit: Vec<_> = runs.iter().map(|r| &r.raw_credit).collect();
     let mem: Vec<_> = runs.iter().map(|r| &r.memory_mode).collect();
     let dur: Vec<_> = runs.iter().map(|r| &r.durable).collect();
     let buf: Vec<_> = runs.iter().map(|r| &r.buffered).collect();
@@ -233,6 +237,22 @@ pub fn metrics(runs: &[RunFigures], memory_jobs: usize) -> Vec<Metric> {
         None,
         raw.clone(),
         s50,
+    );
+    let credit_rate = metric(
+        "raw_credit.rate",
+        format!("raw limit with READY credit ({slots} slots): round trips"),
+        PerSec,
+        None,
+        raw_credit.clone(),
+        rate,
+    );
+    let credit_p50 = metric(
+        "raw_credit.p50",
+        format!("raw limit with READY credit ({slots} slots): latency p50"),
+        Micros,
+        None,
+        raw_credit,
+        p50,
     );
     let raw_for_cpu = raw.clone();
     let raw_s99 = metric(
@@ -444,6 +464,7 @@ pub fn metrics(runs: &[RunFigures], memory_jobs: usize) -> Vec<Metric> {
         note: if v.is_none() { note } else { None },
     };
     let ratio_note = |m: &Metric| m.note.clone().or(raw_rate.note.clone());
+    let credit_note = |m: &Metric| m.note.clone().or(credit_rate.note.clone());
     let mr = ratio_row(
         "ratio.memory",
         "ratio emq memory / raw limit",
@@ -458,12 +479,37 @@ pub fn metrics(runs: &[RunFigures], memory_jobs: usize) -> Vec<Metric> {
         None,
         ratio_note(&rows[dur_i]),
     );
+    let mcr = ratio_row(
+        "ratio.memory_credit",
+        &format!("ratio emq memory / raw limit with READY credit ({slots} slots)"),
+        ratio(rows[mem_i].value, credit_rate.value),
+        None,
+        credit_note(&rows[mem_i]),
+    );
+    let dcr = ratio_row(
+        "ratio.durable_credit",
+        &format!("ratio emq durable / raw limit with READY credit ({slots} slots)"),
+        ratio(rows[dur_i].value, credit_rate.value),
+        None,
+        credit_note(&rows[dur_i]),
+    );
     let mut raw_rate = raw_rate;
     raw_rate.ratio_to_raw = raw_rate.value.map(|_| 1.0);
-    let mut out = vec![raw_rate, raw_p50, raw_p99, raw_s50, raw_s99];
+    let mut credit_rate = credit_rate;
+    credit_rate.ratio_to_raw = ratio(credit_rate.value, raw_rate.value);
+    let mut credit_p50 = credit_p50;
+    credit_p50.ratio_to_raw = ratio(credit_p50.value, raw_p50.value);
+    let mut out = vec![
+        raw_rate,
+        raw_p50,
+        raw_p99,
+        raw_s50,
+        raw_s99,
+        credit_rate,
+        credit_p50,
+    ];
     out.append(&mut rows);
-    out.push(mr);
-    out.push(dr);
+    out.extend([mr, dr, mcr, dcr]);
     out
 }
 
@@ -578,6 +624,7 @@ mod tests {
     fn medians_targets_and_ratios() {
         let run = |raw: f64, mem: f64| RunFigures {
             raw: Outcome::Done(pipe(raw, 100.0)),
+            raw_credit: Outcome::Done(pipe(raw / 4.0, 400.0)),
             memory_mode: Outcome::Done(pipe(mem, 900.0)),
             durable: Outcome::Unavailable("no --journal".into()),
             ideal_worker: Outcome::Skipped,
@@ -588,7 +635,7 @@ mod tests {
             run(100_000.0, 120_000.0),
             run(300_000.0, 110_000.0),
         ];
-        let rows = metrics(&runs, 1_000_000);
+        let rows = metrics(&runs, 1_000_000, 8);
         let get = |k: &str| rows.iter().find(|m| m.key == k).unwrap();
         assert_eq!(get("raw.rate").value, Some(200_000.0));
         let m = get("emq.memory.rate");
@@ -597,6 +644,14 @@ mod tests {
         assert_eq!(m.ratio_to_raw, Some(0.55));
         assert_eq!(get("ratio.memory").value, Some(0.55));
         assert_eq!(get("ratio.memory").met(), Some(true));
+        assert_eq!(get("raw_credit.rate").value, Some(50_000.0));
+        assert_eq!(get("raw_credit.rate").ratio_to_raw, Some(0.25));
+        assert!(get("raw_credit.rate").label.contains("8 slots"));
+        assert_eq!(get("ratio.memory_credit").value, Some(2.2));
+        assert_eq!(
+            get("ratio.durable_credit").note.as_deref(),
+            Some("unavailable: no --journal")
+        );
         assert_eq!(get("emq.memory.single.p99").met(), Some(true));
         assert_eq!(get("emq.memory.single.p99").ratio_to_raw, Some(9.0));
         let d = get("emq.durable.rate");
