@@ -298,6 +298,7 @@ impl JobManager {
         // Outcomes of jobs run inline while executing `actions`, fed back
         // to the core before the next poll.
         let mut inline_done: Vec<Input> = Vec::new();
+        let mut frame_buf = zmq::Message::new();
         loop {
             for action in actions.drain(..) {
                 match action {
@@ -379,7 +380,7 @@ impl JobManager {
                 if let Some(s) = &sock {
                     // Everything the router sent so far, before any output.
                     loop {
-                        match s.recv_multipart(zmq::DONTWAIT) {
+                        match emq_transport::recv_frames(s, &mut frame_buf) {
                             Ok(frames) => match Message::decode(frames) {
                                 Ok(m) => {
                                     if !matches!(m.command, emqp_proto::Command::Heartbeat { .. }) {
@@ -428,7 +429,7 @@ fn send(sock: Option<&zmq::Socket>, msg: Message) {
         return;
     };
     let name = msg.command.name();
-    if let Err(e) = s.send_multipart(msg.encode(), zmq::DONTWAIT) {
+    if let Err(e) = emq_transport::send_frames(s, None, msg.encode(), zmq::DONTWAIT) {
         warn!("cannot send {name}: {e}");
     }
 }
