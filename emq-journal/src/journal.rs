@@ -5,15 +5,18 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rusqlite::{params, CachedStatement, Connection, OpenFlags, OptionalExtension};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
 use crate::error::JournalError;
+use crate::row_index::{Key, RowIndex, Staged};
 
 /// Result alias of this crate.
 pub type Result<T, E = JournalError> = std::result::Result<T, E>;
 
-/// The schema version this crate writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 1;
+/// The schema version this crate writes (`PRAGMA user_version`). Version 1
+/// (the same tables with a UNIQUE index on `jobs.msgid`) is migrated when
+/// opened.
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// The first 16 bytes of every SQLite database file.
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
@@ -124,6 +127,8 @@ pub struct Journal {
     path: PathBuf,
     batches: u64,
     ops: u64,
+    /// msgid → rowid of every unfinished job (see [`crate::row_index`]).
+    rows: RowIndex,
 }
 
 impl std::fmt::Debug for Journal {
@@ -136,10 +141,12 @@ impl std::fmt::Debug for Journal {
     }
 }
 
+/// `jobs.msgid` has no index: rows are found by `seq` through the
+/// in-memory [`RowIndex`], which also keeps msgids unique.
 const SCHEMA: &str = "
 CREATE TABLE jobs (
     seq         INTEGER PRIMARY KEY,
-    msgid       TEXT    NOT NULL UNIQUE,
+    msgid       TEXT    NOT NULL,
     client      BLOB    NOT NULL,
     queue       TEXT    NOT NULL,
     route       TEXT    NOT NULL,
@@ -167,18 +174,38 @@ CREATE TABLE schedules (
 ) WITHOUT ROWID;
 ";
 
+/// Version 1 → 2: the same `jobs` table without the UNIQUE index on
+/// msgid (a table rebuild: SQLite cannot drop a constraint's index).
+const MIGRATE_1_TO_2: &str = "
+CREATE TABLE jobs_v2 (
+    seq         INTEGER PRIMARY KEY,
+    msgid       TEXT    NOT NULL,
+    client      BLOB    NOT NULL,
+    queue       TEXT    NOT NULL,
+    route       TEXT    NOT NULL,
+    headers     TEXT    NOT NULL,
+    message     BLOB    NOT NULL,
+    attempts    INTEGER NOT NULL,
+    accepted_at INTEGER NOT NULL
+);
+INSERT INTO jobs_v2 SELECT seq, msgid, client, queue, route, headers, message, attempts,
+    accepted_at FROM jobs;
+DROP TABLE jobs;
+ALTER TABLE jobs_v2 RENAME TO jobs;
+";
+
 const INSERT_JOB: &str =
     "INSERT INTO jobs (msgid, client, queue, route, headers, message, attempts, accepted_at)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-     ON CONFLICT (msgid) DO UPDATE SET client = excluded.client, queue = excluded.queue,
-         route = excluded.route, headers = excluded.headers, message = excluded.message,
-         attempts = excluded.attempts, accepted_at = excluded.accepted_at";
-const DELETE_JOB: &str = "DELETE FROM jobs WHERE msgid = ?1";
-const UPDATE_ATTEMPTS: &str = "UPDATE jobs SET attempts = ?2 WHERE msgid = ?1";
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+/// A msgid accepted again: new fields, same place in the acceptance order.
+const REPLACE_JOB: &str = "UPDATE jobs SET client = ?2, queue = ?3, route = ?4, headers = ?5,
+     message = ?6, attempts = ?7, accepted_at = ?8 WHERE seq = ?1";
+const DELETE_JOB: &str = "DELETE FROM jobs WHERE seq = ?1";
+const UPDATE_ATTEMPTS: &str = "UPDATE jobs SET attempts = ?2 WHERE seq = ?1";
 const MOVE_TO_DEAD: &str = "INSERT INTO dead_letters
         (msgid, client, queue, route, headers, message, attempts, accepted_at, error, dead_at)
      SELECT msgid, client, queue, route, headers, message, attempts, accepted_at, ?2, ?3
-     FROM jobs WHERE msgid = ?1";
+     FROM jobs WHERE seq = ?1";
 const PUT_SCHEDULE: &str = "INSERT OR REPLACE INTO schedules (id, blob) VALUES (?1, ?2)";
 const DELETE_SCHEDULE: &str = "DELETE FROM schedules WHERE id = ?1";
 
@@ -249,11 +276,12 @@ impl Journal {
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| JournalError::sqlite(&path, "open", e))?;
-        let journal = Journal {
+        let mut journal = Journal {
             conn,
             path,
             batches: 0,
             ops: 0,
+            rows: RowIndex::default(),
         };
         journal.configure(options, true)?;
         Ok(journal)
@@ -265,11 +293,12 @@ impl Journal {
         let path = PathBuf::from(":memory:");
         let conn =
             Connection::open_in_memory().map_err(|e| JournalError::sqlite(&path, "open", e))?;
-        let journal = Journal {
+        let mut journal = Journal {
             conn,
             path,
             batches: 0,
             ops: 0,
+            rows: RowIndex::default(),
         };
         journal.configure(&JournalOptions::default(), false)?;
         Ok(journal)
@@ -279,7 +308,7 @@ impl Journal {
         move |e| JournalError::sqlite(&self.path, context, e)
     }
 
-    fn configure(&self, options: &JournalOptions, on_disk: bool) -> Result<()> {
+    fn configure(&mut self, options: &JournalOptions, on_disk: bool) -> Result<()> {
         let c = &self.conn;
         c.busy_timeout(Duration::from_millis(200))
             .map_err(self.err("open"))?;
@@ -322,7 +351,45 @@ impl Journal {
         if options.integrity_check {
             self.quick_check()?;
         }
-        self.init_schema()
+        self.init_schema()?;
+        self.load_row_index()
+    }
+
+    /// Build the msgid → rowid map from the table. A msgid found twice
+    /// (only possible if the file was edited by hand) keeps its first row.
+    fn load_row_index(&mut self) -> Result<()> {
+        let mut rows = RowIndex::default();
+        {
+            let mut stmt = self
+                .conn
+                .prepare("SELECT seq, msgid FROM jobs ORDER BY seq")
+                .map_err(|e| JournalError::sqlite(&self.path, "load job index", e))?;
+            let mut q = stmt
+                .query([])
+                .map_err(|e| JournalError::sqlite(&self.path, "load job index", e))?;
+            while let Some(r) = q
+                .next()
+                .map_err(|e| JournalError::sqlite(&self.path, "load job index", e))?
+            {
+                let seq: i64 = r
+                    .get(0)
+                    .map_err(|e| JournalError::sqlite(&self.path, "load job index", e))?;
+                let msgid: String = r
+                    .get(1)
+                    .map_err(|e| JournalError::sqlite(&self.path, "load job index", e))?;
+                let key = Key::of(&msgid);
+                if rows.get(&key).is_some() {
+                    log::warn!(
+                        "journal {}: msgid {msgid} is in the jobs table twice; using its first row",
+                        self.path.display()
+                    );
+                    continue;
+                }
+                rows.set(key, Some(seq));
+            }
+        }
+        self.rows = rows;
+        Ok(())
     }
 
     /// `PRAGMA quick_check`: structure of every b-tree page. Anything but a
@@ -380,6 +447,17 @@ impl Journal {
                         .map_err(self.err("create schema"))?;
                     Ok(())
                 }
+                1 => {
+                    c.execute_batch(MIGRATE_1_TO_2)
+                        .map_err(self.err("migrate schema 1 to 2"))?;
+                    c.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
+                        .map_err(self.err("migrate schema 1 to 2"))?;
+                    log::info!(
+                        "journal {}: schema migrated from version 1 to {SCHEMA_VERSION}",
+                        self.path.display()
+                    );
+                    Ok(())
+                }
                 SCHEMA_VERSION => Ok(()),
                 found => Err(JournalError::UnsupportedVersion {
                     path: self.path.clone(),
@@ -414,88 +492,78 @@ impl Journal {
         }
         let path = &self.path;
         let err = |e| JournalError::sqlite(path, "append", e);
+        let rows = &self.rows;
+        let mut staged = Staged::default();
         let tx = self.conn.transaction().map_err(err)?;
         {
-            let mut insert: Option<CachedStatement<'_>> = None;
-            let mut delete: Option<CachedStatement<'_>> = None;
-            let mut attempt: Option<CachedStatement<'_>> = None;
-            let mut dead: Option<CachedStatement<'_>> = None;
-            let mut put_schedule: Option<CachedStatement<'_>> = None;
-            let mut delete_schedule: Option<CachedStatement<'_>> = None;
             let mut dead_at = None;
             for op in ops {
                 match op {
                     JournalOp::Accepted(job) => {
-                        if insert.is_none() {
-                            insert = Some(tx.prepare_cached(INSERT_JOB).map_err(err)?);
-                        }
-                        if let Some(s) = insert.as_mut() {
-                            s.execute(params![
-                                job.msgid,
-                                job.client,
-                                job.queue,
-                                job.route,
-                                job.headers,
-                                job.message,
-                                job.attempts,
-                                job.accepted_at_unix_ms
-                            ])
-                            .map_err(err)?;
+                        let key = Key::of(&job.msgid);
+                        // ?1 is the row (replace) or the msgid (insert).
+                        let existing = staged.get(rows, &key);
+                        let (sql, first): (&str, &dyn rusqlite::ToSql) = match &existing {
+                            Some(seq) => (REPLACE_JOB, seq),
+                            None => (INSERT_JOB, &job.msgid),
+                        };
+                        let mut s = tx.prepare_cached(sql).map_err(err)?;
+                        s.execute(params![
+                            first,
+                            job.client,
+                            job.queue,
+                            job.route,
+                            job.headers,
+                            job.message,
+                            job.attempts,
+                            job.accepted_at_unix_ms
+                        ])
+                        .map_err(err)?;
+                        if existing.is_none() {
+                            staged.set(key, Some(tx.last_insert_rowid()));
                         }
                     }
                     JournalOp::Completed { msgid } => {
-                        if delete.is_none() {
-                            delete = Some(tx.prepare_cached(DELETE_JOB).map_err(err)?);
-                        }
-                        if let Some(s) = delete.as_mut() {
-                            s.execute(params![msgid]).map_err(err)?;
+                        let key = Key::of(msgid);
+                        if let Some(seq) = staged.get(rows, &key) {
+                            let mut s = tx.prepare_cached(DELETE_JOB).map_err(err)?;
+                            s.execute(params![seq]).map_err(err)?;
+                            staged.set(key, None);
                         }
                     }
                     JournalOp::Attempt { msgid, attempts } => {
-                        if attempt.is_none() {
-                            attempt = Some(tx.prepare_cached(UPDATE_ATTEMPTS).map_err(err)?);
-                        }
-                        if let Some(s) = attempt.as_mut() {
-                            s.execute(params![msgid, attempts]).map_err(err)?;
+                        if let Some(seq) = staged.get(rows, &Key::of(msgid)) {
+                            let mut s = tx.prepare_cached(UPDATE_ATTEMPTS).map_err(err)?;
+                            s.execute(params![seq, attempts]).map_err(err)?;
                         }
                     }
                     JournalOp::DeadLettered { msgid, error } => {
-                        if dead.is_none() {
-                            dead = Some(tx.prepare_cached(MOVE_TO_DEAD).map_err(err)?);
-                        }
-                        if delete.is_none() {
-                            delete = Some(tx.prepare_cached(DELETE_JOB).map_err(err)?);
-                        }
+                        let key = Key::of(msgid);
+                        let Some(seq) = staged.get(rows, &key) else {
+                            log::debug!("journal: dead letter for unknown job {msgid}");
+                            continue;
+                        };
                         let at = *dead_at.get_or_insert_with(now_unix_ms);
-                        if let (Some(d), Some(del)) = (dead.as_mut(), delete.as_mut()) {
-                            let moved = d.execute(params![msgid, error, at]).map_err(err)?;
-                            if moved == 0 {
-                                log::debug!("journal: dead letter for unknown job {msgid}");
-                            }
-                            del.execute(params![msgid]).map_err(err)?;
-                        }
+                        let mut d = tx.prepare_cached(MOVE_TO_DEAD).map_err(err)?;
+                        d.execute(params![seq, error, at]).map_err(err)?;
+                        let mut del = tx.prepare_cached(DELETE_JOB).map_err(err)?;
+                        del.execute(params![seq]).map_err(err)?;
+                        staged.set(key, None);
                     }
                     JournalOp::PutSchedule { id, blob } => {
-                        if put_schedule.is_none() {
-                            put_schedule = Some(tx.prepare_cached(PUT_SCHEDULE).map_err(err)?);
-                        }
-                        if let Some(s) = put_schedule.as_mut() {
-                            s.execute(params![id, blob]).map_err(err)?;
-                        }
+                        let mut s = tx.prepare_cached(PUT_SCHEDULE).map_err(err)?;
+                        s.execute(params![id, blob]).map_err(err)?;
                     }
                     JournalOp::DeleteSchedule { id } => {
-                        if delete_schedule.is_none() {
-                            delete_schedule =
-                                Some(tx.prepare_cached(DELETE_SCHEDULE).map_err(err)?);
-                        }
-                        if let Some(s) = delete_schedule.as_mut() {
-                            s.execute(params![id]).map_err(err)?;
-                        }
+                        let mut s = tx.prepare_cached(DELETE_SCHEDULE).map_err(err)?;
+                        s.execute(params![id]).map_err(err)?;
                     }
                 }
             }
         }
         tx.commit().map_err(err)?;
+        // Only now: a failed batch leaves the index as the database is.
+        staged.apply(&mut self.rows);
         self.batches += 1;
         self.ops += ops.len() as u64;
         Ok(())

@@ -49,6 +49,7 @@
 mod error;
 mod journal;
 mod path;
+mod row_index;
 mod writer;
 
 pub use error::JournalError;

@@ -148,6 +148,112 @@ fn acceptance_order_is_preserved_and_reaccept_keeps_place() {
 }
 
 #[test]
+fn rows_are_found_by_msgid_within_a_batch_and_after_reopening() {
+    let dir = TempDir::new("rowindex");
+    let path = dir.journal();
+    let u = |i: u32| format!("{i:08x}-3b4d-4e5f-8a9b-0c1d2e3f4a5b");
+    {
+        let mut j = Journal::open(&path).unwrap();
+        // uuid-shaped and free-form msgids, replaced and retried in the
+        // batch that accepted them.
+        let mut again = job(&u(1));
+        again.queue = "replaced".into();
+        j.append(&[
+            accepted(&u(1)),
+            accepted("free-form"),
+            accepted(&u(2)),
+            JournalOp::Accepted(again),
+            JournalOp::Attempt {
+                msgid: "free-form".into(),
+                attempts: 4,
+            },
+            completed(&u(2)),
+        ])
+        .unwrap();
+        // Upper case is another msgid, not the same uuid.
+        j.append(&[accepted(&u(3).to_uppercase())]).unwrap();
+    }
+    {
+        let mut j = Journal::open(&path).unwrap();
+        let jobs = j.load_unfinished().unwrap();
+        assert_eq!(
+            msgids(&jobs),
+            vec![u(1), "free-form".to_string(), u(3).to_uppercase()]
+        );
+        assert_eq!(jobs[0].queue, "replaced");
+        assert_eq!(jobs[1].attempts, 4);
+        // The map was rebuilt from the file: these find their rows.
+        j.append(&[
+            completed(&u(1)),
+            JournalOp::DeadLettered {
+                msgid: "free-form".into(),
+                error: "gave up".into(),
+            },
+            completed(&u(3)),
+        ])
+        .unwrap();
+        let left = msgids(&j.load_unfinished().unwrap());
+        assert_eq!(left, vec![u(3).to_uppercase()]);
+        assert_eq!(j.dead_letters().unwrap()[0].job.attempts, 4);
+    }
+}
+
+#[test]
+fn a_version_1_journal_is_migrated_and_keeps_its_jobs_in_order() {
+    let dir = TempDir::new("migrate");
+    let path = dir.journal();
+    {
+        // The version 1 schema, as the first emq release wrote it.
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch(
+            "PRAGMA journal_mode = WAL;
+             CREATE TABLE jobs (
+                 seq INTEGER PRIMARY KEY, msgid TEXT NOT NULL UNIQUE, client BLOB NOT NULL,
+                 queue TEXT NOT NULL, route TEXT NOT NULL, headers TEXT NOT NULL,
+                 message BLOB NOT NULL, attempts INTEGER NOT NULL, accepted_at INTEGER NOT NULL);
+             CREATE TABLE dead_letters (
+                 seq INTEGER PRIMARY KEY, msgid TEXT NOT NULL, client BLOB NOT NULL,
+                 queue TEXT NOT NULL, route TEXT NOT NULL, headers TEXT NOT NULL,
+                 message BLOB NOT NULL, attempts INTEGER NOT NULL, accepted_at INTEGER NOT NULL,
+                 error TEXT NOT NULL, dead_at INTEGER NOT NULL);
+             CREATE TABLE schedules (id TEXT PRIMARY KEY, blob BLOB NOT NULL) WITHOUT ROWID;
+             INSERT INTO jobs VALUES (7, 'second', x'01', 'default', '', '', x'5b5d', 0, 5);
+             INSERT INTO jobs VALUES (3, 'first', x'02', 'email', 'default', 'h', x'5b5d', 2, 4);
+             INSERT INTO schedules VALUES ('s1', x'ff');
+             PRAGMA user_version = 1;",
+        )
+        .unwrap();
+    }
+    {
+        let mut j = Journal::open(&path).unwrap();
+        let jobs = j.load_unfinished().unwrap();
+        assert_eq!(msgids(&jobs), vec!["first", "second"]);
+        assert_eq!((jobs[0].attempts, jobs[0].route.as_str()), (2, "default"));
+        assert_eq!(j.schedules().unwrap(), vec![("s1".to_string(), vec![0xff])]);
+        j.append(&[completed("first"), accepted("third")]).unwrap();
+    }
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = c
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    let indexes: i64 = c
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND tbl_name = 'jobs'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(indexes, 0, "no msgid index after the migration");
+    drop(c);
+    let j = Journal::open(&path).unwrap();
+    assert_eq!(
+        msgids(&j.load_unfinished().unwrap()),
+        vec!["second", "third"]
+    );
+}
+
+#[test]
 fn empty_batch_is_a_no_op() {
     let mut j = Journal::open_in_memory().unwrap();
     j.append(&[]).unwrap();
