@@ -25,7 +25,8 @@ use emq_bench::report::{self, RunFigures};
   2. emq end to end: real emq-router + one emq-jobmanager (--concurrency 8), pipelined\n\
      no-op jobs with reply-requested, memory mode (--journal none) and durable journal;\n\
   3. single job round trip, one job at a time;\n\
-  4. router peak RSS (VmHWM) with 1,000,000 jobs buffered and no worker;\n\
+  4. router peak RSS (VmHWM) with 1,000,000 jobs buffered and no worker (memory mode,\n\
+     and with the durable journal);\n\
   also: the real router with an ideal in-process worker (router cost without the job manager),\n\
   and CPU time per job of every process;\n\
   5. ratios emq / raw.\n\
@@ -93,9 +94,12 @@ struct Args {
     /// Skip the real router with the bench's ideal in-process worker
     #[arg(long)]
     skip_ideal_worker: bool,
-    /// Skip the router memory phase (jobs buffered, no worker)
+    /// Skip the router memory phases (jobs buffered, no worker)
     #[arg(long)]
     skip_buffered: bool,
+    /// Skip the router memory phase with the durable journal
+    #[arg(long)]
+    skip_buffered_durable: bool,
 }
 
 /// The 1, 5 and 15 minute load averages.
@@ -238,8 +242,16 @@ fn main() -> ExitCode {
             Outcome::Skipped
         } else {
             step("router memory, jobs buffered");
-            let o = phases::memory(&cfg, &stop);
+            let o = phases::memory(&cfg, false, &stop);
             report_outcome("router memory", &o);
+            o
+        };
+        let buffered_durable = if a.skip_buffered || a.skip_buffered_durable || interrupted() {
+            Outcome::Skipped
+        } else {
+            step("router memory, jobs buffered, durable journal");
+            let o = phases::memory(&cfg, true, &stop);
+            report_outcome("router memory, durable", &o);
             o
         };
         all.push(RunFigures {
@@ -249,6 +261,7 @@ fn main() -> ExitCode {
             durable,
             ideal_worker,
             buffered,
+            buffered_durable,
         });
         if stop.load(std::sync::atomic::Ordering::Relaxed) {
             eprintln!("emq-bench: interrupted");
@@ -275,6 +288,7 @@ fn main() -> ExitCode {
                 ("emq durable", fail(&r.durable)),
                 ("emq-router + ideal worker", fail(&r.ideal_worker)),
                 ("router memory", fail(&r.buffered)),
+                ("router memory, durable", fail(&r.buffered_durable)),
             ]
             .into_iter()
             .filter_map(move |(n, f)| f.map(|f| format!("run {}: {n}: {f}", i + 1)))

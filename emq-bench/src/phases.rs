@@ -576,13 +576,22 @@ pub fn emq_ideal_worker(cfg: &Config, stop: &AtomicBool) -> Outcome<PipeAndSingl
 }
 
 /// Router peak memory with `cfg.memory_jobs` jobs buffered and no worker.
-pub fn memory(cfg: &Config, stop: &AtomicBool) -> Outcome<Memory> {
+/// With `durable`, the router keeps a journal (every job is also a row in
+/// SQLite, and the journal indexes it in memory).
+pub fn memory(cfg: &Config, durable: bool, stop: &AtomicBool) -> Outcome<Memory> {
     if !cfg.router_bin.exists() {
         return Outcome::Unavailable(format!("{} not built", cfg.router_bin.display()));
     }
     Outcome::from_result((|| {
-        let dir = Workdir::new(cfg, "rss")?;
-        let mut router = start_router(cfg, &dir, None, cfg.memory_jobs.max(1) * 2, stop)?;
+        let dir = Workdir::new(cfg, if durable { "rss-durable" } else { "rss" })?;
+        let journal = dir.tmp.path().join("j.sqlite");
+        let mut router = start_router(
+            cfg,
+            &dir,
+            durable.then_some(journal.as_path()),
+            cfg.memory_jobs.max(1) * 2,
+            stop,
+        )?;
         let pid = router.guard.pid();
         let ctx = zmq::Context::new();
         let sock = client_socket(&ctx, &router.frontend)?;

@@ -16,6 +16,8 @@ pub struct RunFigures {
     /// The real router with the bench's ideal worker (no job manager).
     pub ideal_worker: Outcome<PipeAndSingle>,
     pub buffered: Outcome<Memory>,
+    /// The same with the durable journal.
+    pub buffered_durable: Outcome<Memory>,
 }
 
 impl RunFigures {
@@ -28,6 +30,7 @@ impl RunFigures {
             "emq_durable": self.durable.status_json(PipeAndSingle::to_json),
             "emq_router_ideal_worker": self.ideal_worker.status_json(PipeAndSingle::to_json),
             "router_buffered": self.buffered.status_json(Memory::to_json),
+            "router_buffered_durable": self.buffered_durable.status_json(Memory::to_json),
         })
     }
 }
@@ -198,6 +201,7 @@ pub fn metrics(runs: &[RunFigures], memory_jobs: usize, slots: usize) -> Vec<Met
     let mem: Vec<_> = runs.iter().map(|r| &r.memory_mode).collect();
     let dur: Vec<_> = runs.iter().map(|r| &r.durable).collect();
     let buf: Vec<_> = runs.iter().map(|r| &r.buffered).collect();
+    let buf_dur: Vec<_> = runs.iter().map(|r| &r.buffered_durable).collect();
     let ideal: Vec<_> = runs.iter().map(|r| &r.ideal_worker).collect();
     let rate = |p: &PipeAndSingle| Some(p.pipelined.rate);
     let p50 = |p: &PipeAndSingle| p.pipelined.latency.map(|l| l.p50_us);
@@ -429,6 +433,25 @@ pub fn metrics(runs: &[RunFigures], memory_jobs: usize, slots: usize) -> Vec<Met
             buf,
             |m: &Memory| Some(m.submit_rate),
         ),
+        metric(
+            "router.buffered_durable.vmhwm",
+            format!(
+                "router peak RSS, {} jobs buffered, durable",
+                thousands(memory_jobs as u64)
+            ),
+            Megabytes,
+            None,
+            buf_dur.clone(),
+            |m: &Memory| m.vmhwm_bytes.map(|b| b as f64 / MB),
+        ),
+        metric(
+            "router.buffered_durable.submit_rate",
+            "router accept rate, no worker, durable (acks)",
+            PerSec,
+            None,
+            buf_dur,
+            |m: &Memory| Some(m.submit_rate),
+        ),
     ];
     // ratios to the raw limit (of the medians)
     let ratio = |v: Option<f64>, base: Option<f64>| match (v, base) {
@@ -629,6 +652,7 @@ mod tests {
             durable: Outcome::Unavailable("no --journal".into()),
             ideal_worker: Outcome::Skipped,
             buffered: Outcome::Failed("boom\nmore".into()),
+            buffered_durable: Outcome::Skipped,
         };
         let runs = vec![
             run(200_000.0, 90_000.0),
