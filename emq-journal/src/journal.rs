@@ -141,10 +141,13 @@ impl std::fmt::Debug for Journal {
     }
 }
 
-/// `jobs.msgid` has no index: rows are found by `seq` through the
-/// in-memory [`RowIndex`], which also keeps msgids unique.
-const SCHEMA: &str = "
-CREATE TABLE jobs (
+/// The columns of the `jobs` table (a macro, so that the schema and the
+/// version 1 → 2 migration are built from one text with `concat!`).
+/// `msgid` has no index: rows are found by `seq` through the in-memory
+/// [`RowIndex`], which also keeps msgids unique.
+macro_rules! jobs_columns {
+    () => {
+        "
     seq         INTEGER PRIMARY KEY,
     msgid       TEXT    NOT NULL,
     client      BLOB    NOT NULL,
@@ -153,7 +156,14 @@ CREATE TABLE jobs (
     headers     TEXT    NOT NULL,
     message     BLOB    NOT NULL,
     attempts    INTEGER NOT NULL,
-    accepted_at INTEGER NOT NULL
+    accepted_at INTEGER NOT NULL"
+    };
+}
+
+const SCHEMA: &str = concat!(
+    "CREATE TABLE jobs (",
+    jobs_columns!(),
+    "
 );
 CREATE TABLE dead_letters (
     seq         INTEGER PRIMARY KEY,
@@ -172,27 +182,22 @@ CREATE TABLE schedules (
     id   TEXT PRIMARY KEY,
     blob BLOB NOT NULL
 ) WITHOUT ROWID;
-";
+"
+);
 
 /// Version 1 → 2: the same `jobs` table without the UNIQUE index on
 /// msgid (a table rebuild: SQLite cannot drop a constraint's index).
-const MIGRATE_1_TO_2: &str = "
-CREATE TABLE jobs_v2 (
-    seq         INTEGER PRIMARY KEY,
-    msgid       TEXT    NOT NULL,
-    client      BLOB    NOT NULL,
-    queue       TEXT    NOT NULL,
-    route       TEXT    NOT NULL,
-    headers     TEXT    NOT NULL,
-    message     BLOB    NOT NULL,
-    attempts    INTEGER NOT NULL,
-    accepted_at INTEGER NOT NULL
+const MIGRATE_1_TO_2: &str = concat!(
+    "CREATE TABLE jobs_v2 (",
+    jobs_columns!(),
+    "
 );
 INSERT INTO jobs_v2 SELECT seq, msgid, client, queue, route, headers, message, attempts,
     accepted_at FROM jobs;
 DROP TABLE jobs;
 ALTER TABLE jobs_v2 RENAME TO jobs;
-";
+"
+);
 
 const INSERT_JOB: &str =
     "INSERT INTO jobs (msgid, client, queue, route, headers, message, attempts, accepted_at)
