@@ -569,3 +569,95 @@ fn python_workers_die_with_a_killed_job_manager() {
     }
     assert!(!running(worker), "Python worker outlived its job manager");
 }
+
+/// The library's job manager in this process (inline handlers cannot be
+/// registered on the binary's command line), against the fake router: an
+/// inline handler's batch is answered REPLY then READY per job, a failure
+/// is retried under `retry-count`, and a stop still sends KBYE.
+#[test]
+fn inline_handlers_answer_a_batch_retry_and_keep_slot_accounting() {
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+    use std::sync::Arc;
+
+    let r = Router::new();
+    let calls = Arc::new(AtomicU32::new(0));
+    let seen = Arc::clone(&calls);
+    let jm = emq_jobmanager::JobManager::builder()
+        .broker(r.endpoint.clone())
+        .concurrency(2)
+        .inline_handler("double", |v: Value| {
+            Ok(json!(v.as_i64().ok_or("not a number")? * 2))
+        })
+        .inline_handler("flaky", move |_| {
+            // Fails on its first call only.
+            match seen.fetch_add(1, Ordering::SeqCst) {
+                0 => Err("first call fails".into()),
+                n => Ok(json!(n)),
+            }
+        })
+        .python(emq_jobmanager::python::PythonConfig {
+            prestart: false,
+            ..Default::default()
+        })
+        .build()
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop_jm = Arc::clone(&stop);
+    let thread = std::thread::spawn(move || jm.run(&stop_jm).unwrap());
+
+    let id = r.register();
+    assert_eq!(readies(&r, Duration::from_millis(700), &id), 2);
+    // Two jobs at once, one per READY: each answered REPLY then READY.
+    r.request(
+        &id,
+        "d1",
+        "",
+        json!(["call", {"handler": "double", "args": 21}]),
+    );
+    r.request(
+        &id,
+        "d2",
+        "",
+        json!(["call", {"handler": "double", "args": "x"}]),
+    );
+    let mut replies = Vec::new();
+    let mut readys = 0;
+    while replies.len() < 2 || readys < 2 {
+        let (_, m) = r.expect("REPLY or READY", Some(&id));
+        if is_ready(&m) {
+            assert_eq!(readys, replies.len() - 1, "READY follows its REPLY");
+            readys += 1;
+        } else {
+            replies.push(reply_of(&m));
+        }
+    }
+    replies.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        replies[0],
+        ("d1".into(), "ok".into(), JobOutcome::Value(json!(42)))
+    );
+    assert_eq!(replies[1].1, "failed");
+    assert!(matches!(&replies[1].2, JobOutcome::Error(e) if e.message == "not a number"));
+
+    // Failed once, retried (after the core's backoff), then ok.
+    r.request(
+        &id,
+        "f1",
+        "retry-count:1",
+        json!(["call", {"handler": "flaky"}]),
+    );
+    let (_, m) = r.expect("REPLY", Some(&id));
+    assert_eq!(
+        reply_of(&m),
+        ("f1".into(), "ok".into(), JobOutcome::Value(json!(1)))
+    );
+    assert!(is_ready(&r.expect("READY", Some(&id)).1));
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    // Nothing more: exactly one READY per finished job.
+    assert!(r.next(Duration::from_millis(300), Some(&id)).is_none());
+
+    stop.store(true, Ordering::SeqCst);
+    let (_, m) = r.expect("KBYE", Some(&id));
+    assert_eq!(m.command, Cmd::Kbye);
+    assert_eq!(thread.join().unwrap(), 0);
+}
