@@ -40,7 +40,7 @@ pub type Handler = Arc<dyn Fn(Value) -> Result<Value, String> + Send + Sync>;
 
 /// Where a handler runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Placement {
+enum Placement {
     /// On the job's slot thread (may block; `timeout:N` frees the slot).
     SlotThread,
     /// On the socket loop's thread, at once (must be quick, never block).
@@ -102,11 +102,6 @@ impl Handlers {
         self
     }
 
-    /// Where handler `name` runs; `None` if it is not registered.
-    pub fn placement(&self, name: &str) -> Option<Placement> {
-        self.map.get(name).map(|e| e.placement)
-    }
-
     /// Registered names, sorted.
     pub fn names(&self) -> Vec<String> {
         let mut v: Vec<String> = self.map.keys().cloned().collect();
@@ -118,10 +113,9 @@ impl Handlers {
         self.map.get(name).map(|e| Arc::clone(&e.handler))
     }
 
-    /// Run handler `name` on the calling thread (a slot thread, or the
-    /// socket loop for an inline one). A panic is caught and reported as
-    /// an `exception` failure; an unknown name is an `unknown-handler`
-    /// failure.
+    /// Run handler `name` on the calling thread (a slot thread). A panic
+    /// is caught and reported as an `exception` failure; an unknown name
+    /// is an `unknown-handler` failure.
     pub(crate) fn call(&self, name: &str, args: Value) -> JobOutcome {
         let Some(Entry { handler, .. }) = self.map.get(name) else {
             return JobOutcome::Error(JobError::new(
@@ -132,20 +126,38 @@ impl Handlers {
                 ),
             ));
         };
-        match std::panic::catch_unwind(AssertUnwindSafe(|| handler(args))) {
-            Ok(Ok(v)) => JobOutcome::Value(v),
-            Ok(Err(msg)) => JobOutcome::Error(JobError::new(ErrorKind::Exception, msg)),
-            Err(p) => {
-                let what = p
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| p.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "non-string panic".into());
-                JobOutcome::Error(JobError::new(
-                    ErrorKind::Exception,
-                    format!("handler {name:?} panicked: {what}"),
-                ))
-            }
+        run(name, handler, args)
+    }
+
+    /// If `name` is registered inline: run it here, taking `args`, and
+    /// return its outcome (as [`Handlers::call`] would). Otherwise `None`,
+    /// and `args` is left alone. One map lookup either way.
+    pub(crate) fn call_inline(&self, name: &str, args: &mut Value) -> Option<JobOutcome> {
+        match self.map.get(name) {
+            Some(Entry {
+                handler,
+                placement: Placement::Inline,
+            }) => Some(run(name, handler, std::mem::take(args))),
+            _ => None,
+        }
+    }
+}
+
+/// Call `handler`, catching a panic as an `exception` failure.
+fn run(name: &str, handler: &Handler, args: Value) -> JobOutcome {
+    match std::panic::catch_unwind(AssertUnwindSafe(|| handler(args))) {
+        Ok(Ok(v)) => JobOutcome::Value(v),
+        Ok(Err(msg)) => JobOutcome::Error(JobError::new(ErrorKind::Exception, msg)),
+        Err(p) => {
+            let what = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "non-string panic".into());
+            JobOutcome::Error(JobError::new(
+                ErrorKind::Exception,
+                format!("handler {name:?} panicked: {what}"),
+            ))
         }
     }
 }

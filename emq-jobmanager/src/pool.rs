@@ -26,7 +26,7 @@ use emqp_proto::job::{ErrorKind, Job, JobError, JobOutcome};
 use log::{debug, warn};
 
 use crate::connection::JobStart;
-use crate::handlers::{Handlers, Placement};
+use crate::handlers::Handlers;
 use crate::python::{PythonConfig, PythonWorker};
 
 /// What the pool reports.
@@ -412,14 +412,7 @@ impl Pool {
         let Job::Call(call) = &mut job.job else {
             return None;
         };
-        if self.env.handlers.placement(&call.handler) != Some(Placement::Inline) {
-            return None;
-        }
-        Some(
-            self.env
-                .handlers
-                .call(&call.handler, std::mem::take(&mut call.args)),
-        )
+        self.env.handlers.call_inline(&call.handler, &mut call.args)
     }
 
     /// Queue a job on its slot. A job that cannot be queued (bad slot, dead

@@ -476,25 +476,20 @@ fn call_builtins_custom_handlers_unknown_and_panics() {
     assert!(t.elapsed() < Duration::from_secs(1));
 }
 
+/// A handler returning the name of the thread it runs on.
+fn thread_name(_: Value) -> Result<Value, String> {
+    Ok(json!(std::thread::current().name().unwrap_or("")))
+}
+
 #[test]
 fn inline_handlers_run_on_the_calling_thread_and_others_are_left_to_slots() {
     let mut cfg = PoolConfig::new(1);
-    cfg.handlers.register_inline("whoami", |_| {
-        Ok(json!(std::thread::current()
-            .name()
-            .unwrap_or("")
-            .to_string()))
-    });
+    cfg.handlers.register_inline("whoami", thread_name);
     cfg.handlers
         .register_inline("boom", |_| -> Result<Value, String> {
             panic!("inline kaput")
         });
-    cfg.handlers.register("threaded", |_| {
-        Ok(json!(std::thread::current()
-            .name()
-            .unwrap_or("")
-            .to_string()))
-    });
+    cfg.handlers.register("threaded", thread_name);
     let pool = Pool::new(cfg, None).unwrap();
     let js = |run: u64, job: Job| JobStart {
         slot: 0,
@@ -516,7 +511,7 @@ fn inline_handlers_run_on_the_calling_thread_and_others_are_left_to_slots() {
     // Slot-thread handlers, unknown handlers and other job kinds are not
     // run inline, and nothing was emitted for the inline runs.
     for job in [
-        call("threaded", json!(null)),
+        call("threaded", json!({"keep": 1})),
         call("nope", json!(null)),
         Job::Shell(ShellJob {
             argv: vec!["true".into()],
@@ -525,7 +520,9 @@ fn inline_handlers_run_on_the_calling_thread_and_others_are_left_to_slots() {
             cwd: None,
         }),
     ] {
-        assert!(pool.run_inline(&mut js(4, job)).is_none());
+        let mut j = js(4, job.clone());
+        assert!(pool.run_inline(&mut j).is_none());
+        assert_eq!(j.job, job, "a job not run inline is left as it was");
     }
     assert!(pool.events().try_recv().is_err());
     // Through the slot the threaded handler runs on the slot's thread.
