@@ -365,23 +365,15 @@ impl Journal {
     fn load_row_index(&mut self) -> Result<()> {
         let mut rows = RowIndex::default();
         {
+            let err = self.err("load job index");
             let mut stmt = self
                 .conn
                 .prepare("SELECT seq, msgid FROM jobs ORDER BY seq")
-                .map_err(|e| JournalError::sqlite(&self.path, "load job index", e))?;
-            let mut q = stmt
-                .query([])
-                .map_err(|e| JournalError::sqlite(&self.path, "load job index", e))?;
-            while let Some(r) = q
-                .next()
-                .map_err(|e| JournalError::sqlite(&self.path, "load job index", e))?
-            {
-                let seq: i64 = r
-                    .get(0)
-                    .map_err(|e| JournalError::sqlite(&self.path, "load job index", e))?;
-                let msgid: String = r
-                    .get(1)
-                    .map_err(|e| JournalError::sqlite(&self.path, "load job index", e))?;
+                .map_err(&err)?;
+            let mut q = stmt.query([]).map_err(&err)?;
+            while let Some(r) = q.next().map_err(&err)? {
+                let seq: i64 = r.get(0).map_err(&err)?;
+                let msgid: String = r.get(1).map_err(&err)?;
                 let key = Key::of(&msgid);
                 if rows.get(&key).is_some() {
                     log::warn!(
