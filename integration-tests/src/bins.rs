@@ -44,15 +44,18 @@ pub fn profile_dir() -> PathBuf {
 
 fn target_dir_fallback() -> PathBuf {
     match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(d) => {
-            let d = PathBuf::from(d);
-            if d.is_absolute() {
-                d
-            } else {
-                workspace_root().join(d)
-            }
-        }
+        Some(d) => in_workspace(PathBuf::from(d)),
         None => workspace_root().join("target"),
+    }
+}
+
+/// `p` if absolute, else `p` under the workspace root (paths given in
+/// environment variables are relative to the repository).
+pub fn in_workspace(p: PathBuf) -> PathBuf {
+    if p.is_absolute() {
+        p
+    } else {
+        workspace_root().join(p)
     }
 }
 

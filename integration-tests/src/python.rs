@@ -8,20 +8,17 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
+use std::time::Duration;
 
-use crate::bins::workspace_root;
+use serde_json::Value;
+
+use crate::bins::{in_workspace, workspace_root};
+use crate::process::{run, RunOutput, Spawn};
 
 /// `$EMQ_PY_VENV`, else `<repo>/.venv`.
 pub fn venv_dir() -> PathBuf {
     match std::env::var_os("EMQ_PY_VENV") {
-        Some(v) if !v.is_empty() => {
-            let p = PathBuf::from(v);
-            if p.is_absolute() {
-                p
-            } else {
-                workspace_root().join(p)
-            }
-        }
+        Some(v) if !v.is_empty() => in_workspace(PathBuf::from(v)),
         _ => workspace_root().join(".venv"),
     }
 }
@@ -78,6 +75,33 @@ impl PyEnv {
     /// `tests/python/emq_client.py`.
     pub fn client_script(&self) -> PathBuf {
         tests_python_dir().join("emq_client.py")
+    }
+
+    /// Run the 0.3.13 client script against `frontend` with one JSON job
+    /// per line on its stdin, waiting up to `wait_acks` seconds for the
+    /// REPLY acks; panics unless it exits 0. Its stdout is JSON lines.
+    pub fn run_client(&self, frontend: &str, lines: &[Value], wait_acks: f64) -> RunOutput {
+        let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let out = run(
+            Spawn::new("py-client", self.python())
+                .arg(self.client_script())
+                .args([
+                    "--frontend",
+                    frontend,
+                    "--wait-acks",
+                    &wait_acks.to_string(),
+                ])
+                .env("PYTHONPATH", pythonpath())
+                .stdin(input),
+            Duration::from_secs(60),
+        );
+        assert_eq!(
+            out.code(),
+            Some(0),
+            "python client failed: {}",
+            out.describe()
+        );
+        out
     }
 }
 

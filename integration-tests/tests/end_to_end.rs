@@ -42,6 +42,13 @@ fn sender(addrs: &Addrs, args: &[&str]) -> RunOutput {
     )
 }
 
+/// `emq-sender --wait --timeout 30 ARGS`: submit and wait for the result.
+fn sender_wait(addrs: &Addrs, args: &[&str]) -> RunOutput {
+    let mut all = vec!["--wait", "--timeout", "30"];
+    all.extend_from_slice(args);
+    sender(addrs, &all)
+}
+
 /// The last stdout line that is a JSON object (the result with --wait).
 fn result_json(out: &RunOutput) -> Value {
     out.stdout
@@ -58,17 +65,9 @@ fn result_json(out: &RunOutput) -> Value {
 #[test]
 fn python_job_round_trips() {
     let c = cluster();
-    let out = sender(
+    let out = sender_wait(
         &c.addrs,
-        &[
-            "--wait",
-            "--timeout",
-            "30",
-            "--python",
-            "emq_test_jobs.add",
-            "--args",
-            "[2, 3]",
-        ],
+        &["--python", "emq_test_jobs.add", "--args", "[2, 3]"],
     );
     assert_eq!(out.code(), Some(0), "{}", out.describe());
     assert_eq!(result_json(&out), json!({"value": 5}), "{}", out.describe());
@@ -76,12 +75,9 @@ fn python_job_round_trips() {
     // A method of a class, with class_args: the 0.3.13 `path = mod:Class` form.
     let dir = scratch_dir("py-class");
     let file = dir.join("records.txt");
-    let out = sender(
+    let out = sender_wait(
         &c.addrs,
         &[
-            "--wait",
-            "--timeout",
-            "30",
             "--python",
             "emq_test_jobs:Recorder.write",
             "--class-args",
@@ -103,18 +99,9 @@ fn python_job_round_trips() {
 #[test]
 fn shell_job_round_trips() {
     let c = cluster();
-    let out = sender(
+    let out = sender_wait(
         &c.addrs,
-        &[
-            "--wait",
-            "--timeout",
-            "30",
-            "--shell",
-            "--",
-            "sh",
-            "-c",
-            "echo hello-from-shell",
-        ],
+        &["--shell", "--", "sh", "-c", "echo hello-from-shell"],
     );
     assert_eq!(out.code(), Some(0), "{}", out.describe());
     let v = result_json(&out);
@@ -130,17 +117,9 @@ fn shell_job_round_trips() {
 #[test]
 fn echo_call_round_trips() {
     let c = cluster();
-    let out = sender(
+    let out = sender_wait(
         &c.addrs,
-        &[
-            "--wait",
-            "--timeout",
-            "30",
-            "--call",
-            "echo",
-            "--args",
-            r#"{"a": [1, "two", null]}"#,
-        ],
+        &["--call", "echo", "--args", r#"{"a": [1, "two", null]}"#],
     );
     assert_eq!(out.code(), Some(0), "{}", out.describe());
     assert_eq!(result_json(&out), json!({"value": {"a": [1, "two", null]}}));
@@ -156,17 +135,9 @@ fn echo_call_round_trips() {
 fn failing_jobs_exit_4() {
     let c = cluster();
     // A Python exception.
-    let out = sender(
+    let out = sender_wait(
         &c.addrs,
-        &[
-            "--wait",
-            "--timeout",
-            "30",
-            "--python",
-            "emq_test_jobs.fail",
-            "--args",
-            r#"["no-good"]"#,
-        ],
+        &["--python", "emq_test_jobs.fail", "--args", r#"["no-good"]"#],
     );
     assert_eq!(out.code(), Some(4), "{}", out.describe());
     let v = result_json(&out);
@@ -174,42 +145,22 @@ fn failing_jobs_exit_4() {
     assert!(v.to_string().contains("no-good"), "{v}");
 
     // A shell command exiting non-zero.
-    let out = sender(
-        &c.addrs,
-        &[
-            "--wait",
-            "--timeout",
-            "30",
-            "--shell",
-            "--",
-            "sh",
-            "-c",
-            "exit 3",
-        ],
-    );
+    let out = sender_wait(&c.addrs, &["--shell", "--", "sh", "-c", "exit 3"]);
     assert_eq!(out.code(), Some(4), "{}", out.describe());
     let v = result_json(&out);
     assert_eq!(v["error"]["kind"], "exit", "{v}");
     assert_eq!(v["error"]["exit_status"], 3, "{v}");
 
     // A raw job of an unknown handler.
-    let out = sender(
+    let out = sender_wait(
         &c.addrs,
-        &[
-            "--wait",
-            "--timeout",
-            "30",
-            r#"["call", {"handler": "no-such-handler", "args": null}]"#,
-        ],
+        &[r#"["call", {"handler": "no-such-handler", "args": null}]"#],
     );
     assert_eq!(out.code(), Some(4), "{}", out.describe());
     assert_eq!(result_json(&out)["error"]["kind"], "unknown-handler");
 
     // The job manager keeps serving after failures.
-    let out = sender(
-        &c.addrs,
-        &["--wait", "--timeout", "30", "--call", "echo", "--args", "7"],
-    );
+    let out = sender_wait(&c.addrs, &["--call", "echo", "--args", "7"]);
     assert_eq!(out.code(), Some(0), "{}", out.describe());
     assert_eq!(result_json(&out), json!({"value": 7}));
 }

@@ -109,6 +109,19 @@ fn wait_no_inflight_quiet(admin_ep: &str) -> serde_json::Value {
     .unwrap_or_else(|| panic!("STATUS still shows jobs: {:?}", admin::status(admin_ep)))
 }
 
+/// Wait until a third of `n` submitted jobs have their RESULT (the moment
+/// the kill tests strike), within a time budget that grows with `n`;
+/// returns that budget, which the test also gives the rest of the run.
+fn wait_for_a_third(client: &mut Client, n: usize) -> Duration {
+    let budget = Duration::from_secs(60) + Duration::from_millis(60 * n as u64);
+    assert!(
+        client.wait_for(budget, |c| c.results.len() >= n / 3),
+        "a third of the jobs did not finish in {budget:?}: {} results",
+        client.results.len()
+    );
+    budget
+}
+
 #[test]
 fn kill_9_of_a_jobmanager_mid_run_loses_no_job() {
     let _s = serial();
@@ -123,12 +136,7 @@ fn kill_9_of_a_jobmanager_mid_run_loses_no_job() {
         .iter()
         .map(|tag| client.submit_reply("default", jobs::shell_record(&file, tag, "0")))
         .collect();
-    let budget = Duration::from_secs(60) + Duration::from_millis(60 * n as u64);
-    assert!(
-        client.wait_for(budget, |c| c.results.len() >= n / 3),
-        "a third of the jobs did not finish in {budget:?}: {} results",
-        client.results.len()
-    );
+    let budget = wait_for_a_third(&mut client, n);
     let done_at_kill = client.results.len();
     let a_pid = t.a.pid();
     t.a.kill9();
@@ -626,12 +634,7 @@ fn router_sigkill_mid_run_and_restart_on_journal_completes_every_accepted_job() 
         .iter()
         .map(|tag| client.submit_reply("default", jobs::shell_record(&file, tag, "0")))
         .collect();
-    let budget = Duration::from_secs(60) + Duration::from_millis(60 * n as u64);
-    assert!(
-        client.wait_for(budget, |c| c.results.len() >= n / 3),
-        "a third of the jobs did not finish in {budget:?}: {} results",
-        client.results.len()
-    );
+    let budget = wait_for_a_third(&mut client, n);
     let st = router.kill9();
     let acked: Vec<usize> = (0..n)
         .filter(|i| client.acks.contains_key(&ids[*i]))

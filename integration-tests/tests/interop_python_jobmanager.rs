@@ -11,34 +11,15 @@ use std::time::Duration;
 
 use integration_tests::admin;
 use integration_tests::cluster::{start_py_jobmanager, start_router};
-use integration_tests::process::{run, scratch_dir};
+use integration_tests::process::scratch_dir;
 use integration_tests::python::{self, PyEnv};
-use integration_tests::{jobs, poll_until, Addrs, Spawn};
+use integration_tests::{jobs, poll_until, Addrs};
 use serde_json::{json, Value};
 
 /// Run `tests/python/emq_client.py` with one JSON job per line; the msgids
 /// it printed and how many REPLY acks it got.
 fn py_submit(py: &PyEnv, addrs: &Addrs, lines: &[Value], wait_acks: f64) -> (Vec<String>, usize) {
-    let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    let out = run(
-        Spawn::new("py-client", py.python())
-            .arg(py.client_script())
-            .args([
-                "--frontend",
-                &addrs.frontend,
-                "--wait-acks",
-                &wait_acks.to_string(),
-            ])
-            .env("PYTHONPATH", python::pythonpath())
-            .stdin(input),
-        Duration::from_secs(60),
-    );
-    assert_eq!(
-        out.code(),
-        Some(0),
-        "python client failed: {}",
-        out.describe()
-    );
+    let out = py.run_client(&addrs.frontend, lines, wait_acks);
     let mut ids = Vec::new();
     let mut acks = None;
     for l in out.stdout.lines() {

@@ -12,21 +12,7 @@ use integration_tests::{jobs, Addrs, Spawn};
 use serde_json::{json, Value};
 
 fn py_submit(py: &PyEnv, addrs: &Addrs, lines: &[Value]) -> Vec<String> {
-    let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    let out = run(
-        Spawn::new("py-client", py.python())
-            .arg(py.client_script())
-            .args(["--frontend", &addrs.frontend, "--wait-acks", "1"])
-            .env("PYTHONPATH", python::pythonpath())
-            .stdin(input),
-        Duration::from_secs(60),
-    );
-    assert_eq!(
-        out.code(),
-        Some(0),
-        "python client failed: {}",
-        out.describe()
-    );
+    let out = py.run_client(&addrs.frontend, lines, 1.0);
     out.stdout
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
