@@ -222,8 +222,10 @@ fn no_ack_sends_and_exits_0_without_any_answer() {
 
 #[test]
 fn no_ack_without_a_router_exits_5() {
-    // a port that was free a moment ago and has no listener now
-    let endpoint = FakeRouter::new().endpoint;
+    // Port 1: below the ephemeral range, so no test's `tcp://127.0.0.1:*`
+    // bind can be handed it. (A port freed a moment ago could be, and
+    // then the sender found a router there: a race seen in CI.)
+    let endpoint = "tcp://127.0.0.1:1".to_string();
     let run = run_sender(
         None,
         &["--broker", &endpoint, "--no-ack", "--timeout", "1", "[1]"],
