@@ -12,6 +12,7 @@
 pub mod command;
 pub mod error;
 pub mod headers;
+pub mod heartbeat;
 pub mod job;
 pub mod message;
 pub mod msgid;
@@ -25,7 +26,7 @@ pub use command::{
 pub use error::DecodeError;
 pub use headers::{Header, Headers};
 pub use message::Message;
-pub use msgid::new_msgid;
+pub use msgid::{new_msgid, MsgIds};
 pub use queues::{QueueSpec, DEFAULT_QUEUE, DEFAULT_WEIGHT};
 
 /// The protocol frame every message carries after the empty delimiter.
