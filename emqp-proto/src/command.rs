@@ -149,6 +149,13 @@ pub enum RejectReason {
     ShuttingDown,
     /// The job failed for good (retries or deliveries exhausted).
     DeadLettered,
+    /// The router's journal cannot store the job right now (disk full,
+    /// database unreachable): nothing was accepted; try again later.
+    JournalUnavailable,
+    /// The router already holds an unfinished job with this msgid.
+    DuplicateMsgid,
+    /// UNSCHEDULE (or an admin operation) named something that does not exist.
+    NotFound,
     Other(String),
 }
 
@@ -159,6 +166,9 @@ impl RejectReason {
             RejectReason::Malformed => "malformed",
             RejectReason::ShuttingDown => "shutting-down",
             RejectReason::DeadLettered => "dead-lettered",
+            RejectReason::JournalUnavailable => "journal-unavailable",
+            RejectReason::DuplicateMsgid => "duplicate-msgid",
+            RejectReason::NotFound => "not-found",
             RejectReason::Other(s) => s,
         }
     }
@@ -169,6 +179,9 @@ impl RejectReason {
             "malformed" => RejectReason::Malformed,
             "shutting-down" => RejectReason::ShuttingDown,
             "dead-lettered" => RejectReason::DeadLettered,
+            "journal-unavailable" => RejectReason::JournalUnavailable,
+            "duplicate-msgid" => RejectReason::DuplicateMsgid,
+            "not-found" => RejectReason::NotFound,
             _ => RejectReason::Other(s),
         }
     }
