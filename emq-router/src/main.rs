@@ -1,5 +1,5 @@
 //! `emq-router`: binds the frontend, backend and admin ROUTER sockets and
-//! moves frames between them and the sans-IO core (`emq_router::Router`).
+//! moves frames between them and the sans-IO core (`emq_router_core::Router`).
 //!
 //! One poll loop: every socket is drained (non-blocking reads until
 //! EAGAIN, bounded per round; backend first) into the core, and zmq_poll
@@ -25,8 +25,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
-use emq_router::util::LogLimiter;
-use emq_router::{Action, Config, Input, JournalOp, Router, SendFailure, Socket, StoredJob};
+use emq_router_core::util::LogLimiter;
+use emq_router_core::{Action, Config, Input, JournalOp, Router, SendFailure, Socket, StoredJob};
 use emq_transport::zap::{AccessPolicy, DomainPolicy, IpBlock};
 use emq_transport::SocketOptions;
 use emqp_proto::settings::Settings;
@@ -414,8 +414,8 @@ fn to_journal(op: JournalOp) -> emq_journal::JournalOp {
     }
 }
 
-fn dead_from_journal(d: emq_journal::DeadLetter) -> emq_router::DeadLetter {
-    emq_router::DeadLetter {
+fn dead_from_journal(d: emq_journal::DeadLetter) -> emq_router_core::DeadLetter {
+    emq_router_core::DeadLetter {
         id: 0,
         queue: if d.job.route.is_empty() {
             d.job.queue
@@ -519,8 +519,8 @@ struct Outbox {
     ops: Vec<Option<emq_journal::JournalOp>>,
     /// msgid → index in `ops` of its pending `Accepted` (None: the msgid
     /// was accepted twice in this batch, never cancel it).
-    accepted: emq_router::util::FastMap<String, Option<usize>>,
-    held: Vec<(Socket, Vec<u8>, emq_router::Frames)>,
+    accepted: emq_router_core::util::FastMap<String, Option<usize>>,
+    held: Vec<(Socket, Vec<u8>, emq_router_core::Frames)>,
     last_commit: Option<Instant>,
     /// Ops in the last commit.
     last_batch: usize,
@@ -870,7 +870,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
             if let Some(text) = &metrics_text {
                 if start.elapsed() >= next_metrics {
                     next_metrics = start.elapsed() + METRICS_EVERY;
-                    text.set(emq_router::metrics::render(&router));
+                    text.set(emq_router_core::metrics::render(&router));
                 }
             }
         }

@@ -10,12 +10,38 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::queues::JobId;
+use crate::jobs::JobId;
 use crate::util::FastMap;
 
 pub type WorkerId = u64;
 
 type SlotKey = (Reverse<u32>, u64, WorkerId);
+
+/// How a worker reports that a job ended (see `router/completion.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkerKind {
+    /// INFORMed with `job-ack` (every emq job manager): a REPLY for every
+    /// job, so completion is exact.
+    JobAck,
+    /// A 0.3.13 job manager: REPLY only for reply-requested jobs, then a
+    /// READY for the same slot; a READY otherwise means "the oldest job
+    /// without a pending REPLY is done".
+    Legacy {
+        /// READYs still expected for jobs a REPLY already completed, so
+        /// that READY does not complete a second job.
+        ready_owed: u32,
+    },
+}
+
+impl WorkerKind {
+    /// A REPLY completed a job: a legacy worker's next READY only frees
+    /// that slot.
+    pub fn owe_ready(&mut self) {
+        if let WorkerKind::Legacy { ready_owed } = self {
+            *ready_owed = ready_owed.saturating_add(1);
+        }
+    }
+}
 
 /// One registered worker (one backend identity).
 #[derive(Debug)]
@@ -27,13 +53,9 @@ pub struct Worker {
     /// The queues as announced (admin output keeps the INFORM order).
     pub announced: Vec<(u32, String)>,
     pub features: Vec<String>,
-    /// Sends a REPLY for every job (`job-ack`).
-    pub job_ack: bool,
+    /// How the worker reports finished jobs.
+    pub kind: WorkerKind,
     pub slots: u32,
-    /// Legacy workers: READYs still expected for jobs a REPLY already
-    /// completed (0.3.13 sends REPLY, then READY for the same slot), so
-    /// that READY does not complete a second job.
-    pub ready_owed: u32,
     /// READYs received (an upper bound for `slots`).
     pub readies: u64,
     pub last_seen: u64,
@@ -79,6 +101,15 @@ impl WorkerPool {
         self.by_identity.get(identity).copied()
     }
 
+    /// A message from `identity` counts as its heartbeat.
+    pub fn touch(&mut self, identity: &[u8], now: u64) {
+        if let Some(id) = self.id_of(identity) {
+            if let Some(w) = self.workers.get_mut(&id) {
+                w.last_seen = now;
+            }
+        }
+    }
+
     pub fn get(&self, id: WorkerId) -> Option<&Worker> {
         self.workers.get(&id)
     }
@@ -116,9 +147,14 @@ impl WorkerPool {
                 .or_default()
                 .insert((Reverse(*w), id));
         }
-        let job_ack = features
+        let kind = if features
             .iter()
-            .any(|f| f == emqp_proto::command::FEATURE_JOB_ACK);
+            .any(|f| f == emqp_proto::command::FEATURE_JOB_ACK)
+        {
+            WorkerKind::JobAck
+        } else {
+            WorkerKind::Legacy { ready_owed: 0 }
+        };
         self.by_identity.insert(identity.clone(), id);
         self.workers.insert(
             id,
@@ -128,9 +164,8 @@ impl WorkerPool {
                 queues,
                 announced,
                 features,
-                job_ack,
+                kind,
                 slots: 0,
-                ready_owed: 0,
                 readies: 0,
                 last_seen: now,
                 lru: 0,

@@ -27,14 +27,19 @@ pub struct Config {
     pub drain_timeout: u64,
     /// Queues of a worker whose INFORM names none (0.3.13 `conf.QUEUES`).
     pub default_queues: QueueSpec,
-    /// Emit [`crate::Action::Journal`] events (costs one payload copy per
-    /// accepted job, so it is off unless a journal is configured).
+    /// Keep a journal: emit [`crate::Action::Journal`] batches and hold
+    /// acknowledgements and dispatches until they are committed (see
+    /// `router/durability.rs`). Off: memory only.
     pub journal: bool,
     /// How many dead-lettered jobs the admin socket lists (the count is total).
     pub dead_letter_keep: usize,
     /// Unix time in microseconds at `now == 0`; HEARTBEAT bodies carry
     /// `(epoch_unix_micros + now)` as Python's `str(time.time())`.
     pub epoch_unix_micros: u64,
+    /// Seed of the msgids the router makes (acks, heartbeats, schedule
+    /// runs): the driver passes a random one; tests a fixed one, so that
+    /// frames are the same on every run.
+    pub id_seed: u64,
 }
 
 impl Default for Config {
@@ -51,6 +56,7 @@ impl Default for Config {
             journal: false,
             dead_letter_keep: 1000,
             epoch_unix_micros: 0,
+            id_seed: 0,
         }
     }
 }

@@ -6,50 +6,111 @@ use emqp_proto::{
 };
 
 use crate::config::SECOND;
-use crate::events::{Action, Input, JournalOp, SendFailure, Socket, StoredJob};
+use crate::event::{Action, Input, SendFailure, Socket};
+use crate::journal::{BatchResult, JobRecord, Record, Restored};
 use crate::{Config, Router};
 
 use Socket::{Admin, Backend, Frontend};
 
-/// A router with a fake clock.
+/// A router with a fake clock, and a fake journal store that commits
+/// every batch (or fails it while `fail_journal` is set), as a driver
+/// does after each input.
 pub(crate) struct H {
-    pub r: Router,
-    pub now: u64,
+    pub(crate) r: Router,
+    pub(crate) now: u64,
+    /// Every record committed, in order.
+    pub(crate) journal: Vec<Record>,
+    pub(crate) fail_journal: Option<String>,
 }
 
 pub(crate) type Sent = (Socket, String, Message);
 
 impl H {
-    pub fn new() -> H {
+    pub(crate) fn new() -> H {
         H::with(Config::default())
     }
 
-    pub fn with(cfg: Config) -> H {
+    pub(crate) fn with(cfg: Config) -> H {
         H {
             r: Router::new(cfg),
             now: 1_000 * SECOND,
+            journal: Vec::new(),
+            fail_journal: None,
         }
     }
 
-    pub fn input(&mut self, input: Input) -> Vec<Action> {
+    pub(crate) fn input(&mut self, input: Input) -> Vec<Action> {
         let mut out = Vec::new();
         self.r.handle(input, self.now, &mut out);
-        if let Err(e) = self.r.check_invariants() {
-            panic!("invariant broken: {e}");
-        }
+        self.check();
+        self.commit(&mut out);
         out
     }
 
-    pub fn frames(&mut self, socket: Socket, frames: Vec<Vec<u8>>) -> Vec<Sent> {
+    fn check(&self) {
+        if let Err(e) = self.r.check_invariants() {
+            panic!("invariant broken: {e}");
+        }
+    }
+
+    /// Carry out the journal: commit the open batch (the group-commit
+    /// timing has its own tests), feed each outcome back; the returned
+    /// actions keep the batches.
+    pub(crate) fn commit(&mut self, out: &mut Vec<Action>) {
+        if !self.r.config().journal {
+            return;
+        }
+        let mut i = 0;
+        loop {
+            if i == out.len() {
+                let mut more = Vec::new();
+                self.r.flush_journal_now(self.now, &mut more);
+                if more.is_empty() {
+                    return;
+                }
+                out.extend(more);
+            }
+            if let Action::Journal(b) = &out[i] {
+                let (id, records) = (b.id, b.records.clone());
+                let result = match &self.fail_journal {
+                    None => {
+                        self.journal.extend(records);
+                        BatchResult::Committed
+                    }
+                    Some(e) => BatchResult::Failed(e.clone()),
+                };
+                let mut more = Vec::new();
+                self.r.handle(
+                    Input::JournalDone { batch: id, result },
+                    self.now,
+                    &mut more,
+                );
+                self.check();
+                out.extend(more);
+            }
+            i += 1;
+        }
+    }
+
+    /// Timers due now, then the journal.
+    pub(crate) fn timeout(&mut self) -> Vec<Action> {
+        let mut out = Vec::new();
+        self.r.handle_timeout(self.now, &mut out);
+        self.check();
+        self.commit(&mut out);
+        out
+    }
+
+    pub(crate) fn frames(&mut self, socket: Socket, frames: Vec<Vec<u8>>) -> Vec<Sent> {
         decode(self.input(Input::Frames { socket, frames }))
     }
 
-    pub fn msg(&mut self, socket: Socket, id: &str, msgid: &str, cmd: Command) -> Vec<Sent> {
+    pub(crate) fn msg(&mut self, socket: Socket, id: &str, msgid: &str, cmd: Command) -> Vec<Sent> {
         let frames = Message::with_msgid(msgid, cmd).encode_routed(id.as_bytes().to_vec());
         self.frames(socket, frames)
     }
 
-    pub fn inform(&mut self, id: &str, queues: &str, features: &[&str]) -> Vec<Sent> {
+    pub(crate) fn inform(&mut self, id: &str, queues: &str, features: &[&str]) -> Vec<Sent> {
         let inf = Inform {
             queues: QueueSpec::from_inform_frame(queues.as_bytes()).unwrap(),
             peer_type: Some(PeerType::Worker),
@@ -58,11 +119,11 @@ impl H {
         self.msg(Backend, id, &format!("inform-{id}"), Command::Inform(inf))
     }
 
-    pub fn ready(&mut self, id: &str) -> Vec<Sent> {
+    pub(crate) fn ready(&mut self, id: &str) -> Vec<Sent> {
         self.msg(Backend, id, "rdy", Command::Ready)
     }
 
-    pub fn request(&mut self, client: &str, msgid: &str, queue: &str, headers: &str) -> Vec<Sent> {
+    pub(crate) fn request(&mut self, client: &str, msgid: &str, queue: &str, headers: &str) -> Vec<Sent> {
         let frames = vec![
             client.as_bytes().to_vec(),
             vec![],
@@ -76,7 +137,7 @@ impl H {
         self.frames(Frontend, frames)
     }
 
-    pub fn reply(
+    pub(crate) fn reply(
         &mut self,
         worker: &str,
         orig: &str,
@@ -91,16 +152,16 @@ impl H {
         self.msg(Backend, worker, "rep", Command::Reply(r))
     }
 
-    pub fn tick(&mut self) -> Vec<Sent> {
-        decode(self.input(Input::Tick))
+    pub(crate) fn tick(&mut self) -> Vec<Sent> {
+        decode(self.timeout())
     }
 
-    pub fn advance(&mut self, micros: u64) -> Vec<Sent> {
+    pub(crate) fn advance(&mut self, micros: u64) -> Vec<Sent> {
         self.now += micros;
         self.tick()
     }
 
-    pub fn heartbeat(&mut self, id: &str) -> Vec<Sent> {
+    pub(crate) fn heartbeat(&mut self, id: &str) -> Vec<Sent> {
         self.msg(
             Backend,
             id,
@@ -938,7 +999,13 @@ fn failed_reply_with_retry_count_retries_with_doubling_backoff_then_dead_letters
     let rs = results(&sent, "c");
     assert_eq!(rs.len(), 1);
     assert_eq!(rs[0].status, ResultStatus::Failed);
-    assert_eq!(rs[0].payload, fail.as_bytes());
+    // The last error, with `attempts` counting the executions (3 = 1 + 2
+    // retries: the router is the only one retrying).
+    let v: serde_json::Value = serde_json::from_slice(&rs[0].payload).unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!({"error": {"kind": "exception", "message": "boom", "attempts": 3}})
+    );
     assert_eq!(h.r.stats().retried, 2);
     assert_eq!(h.r.stats().dead_lettered, 1);
     assert!(h.r.unfinished_jobs().is_empty());
@@ -1178,9 +1245,16 @@ fn admin_disconnect_acks_kbyes_everyone_rejects_new_work_and_exits_when_drained(
     // New work is refused.
     let rj = rejects(&h.request("c", "new", "default", ""), "c");
     assert_eq!(rj[0].reason, RejectReason::ShuttingDown);
-    // READY does not hand out the buffered job; no heartbeats while draining.
+    // READY does not hand out the buffered job; heartbeats go on, so the
+    // job manager finishing its job does not take the router for dead.
     assert!(forwarded(&h.ready("w1"), "w1").is_empty());
-    assert!(h.advance(3 * SECOND).is_empty());
+    let sent = h.advance(3 * SECOND);
+    assert!(!sent.is_empty());
+    assert!(
+        sent.iter()
+            .all(|(_, _, m)| matches!(m.command, Command::Heartbeat { .. })),
+        "{sent:?}"
+    );
     // The in-flight job finishes → result forwarded → exit.
     let out = h.input(Input::Frames {
         socket: Backend,
@@ -1202,7 +1276,7 @@ fn admin_disconnect_acks_kbyes_everyone_rejects_new_work_and_exits_when_drained(
     assert_eq!(left[0].msgid, "queued");
     assert_eq!(h.r.buffered_count(), 1);
     // Exit is emitted once.
-    assert!(!h.input(Input::Tick).contains(&Action::Exit));
+    assert!(!h.timeout().contains(&Action::Exit));
 }
 
 #[test]
@@ -1224,9 +1298,9 @@ fn drain_timeout_exits_with_jobs_still_in_flight_kept() {
     h.request("c", "slow", "default", "");
     assert!(!h.input(Input::Shutdown).contains(&Action::Exit));
     h.now += 4 * SECOND;
-    assert!(!h.input(Input::Tick).contains(&Action::Exit));
+    assert!(!h.timeout().contains(&Action::Exit));
     h.now += SECOND;
-    assert!(h.input(Input::Tick).contains(&Action::Exit));
+    assert!(h.timeout().contains(&Action::Exit));
     assert_eq!(h.r.unfinished_jobs().len(), 1);
 }
 
@@ -1252,15 +1326,27 @@ fn journal_ops_are_emitted_when_enabled() {
         )
         .encode_routed(b"c".to_vec()),
     });
-    let Action::Journal(JournalOp::Accepted(job)) = &out[0] else {
-        panic!("journal entry must come first: {out:?}")
+    let Action::Journal(batch) = &out[0] else {
+        panic!("journal batch must come first: {out:?}")
     };
+    assert!(matches!(&batch.records[0], Record::Accepted(_)));
+    assert!(
+        !decode(out.clone()).iter().any(|(s, _, _)| *s == Frontend) || {
+            let first_send = out.iter().position(|a| matches!(a, Action::Send { socket: Frontend, .. }));
+            let done = 0;
+            first_send.is_some_and(|p| p > done)
+        },
+        "the ack follows the batch: {out:?}"
+    );
+    let Record::Accepted(job) = &h.journal[0] else {
+        panic!("{:?}", h.journal)
+    };
+    let job = job.clone();
     assert_eq!(job.msgid, "j1");
     assert_eq!(job.queue, "nowhere");
     assert_eq!(job.route, "default");
     assert_eq!(job.payload, b"[1]");
     assert_eq!(job.headers, b"reply-requested");
-    let id = job.id;
     let out = h.input(Input::Frames {
         socket: Backend,
         frames: Message::with_msgid(
@@ -1269,20 +1355,21 @@ fn journal_ops_are_emitted_when_enabled() {
         )
         .encode_routed(b"w1".to_vec()),
     });
-    assert!(out.contains(&Action::Journal(JournalOp::Completed {
-        id,
+    assert!(!out.is_empty());
+    assert!(h.journal.contains(&Record::Completed {
         msgid: "j1".into()
-    })));
+    }));
     h.ready("w1");
     h.request("c", "j2", "default", "");
-    let out = h.input(Input::SendFailed {
+    h.input(Input::SendFailed {
         socket: Backend,
         identity: b"w1".to_vec(),
         reason: SendFailure::HostUnreachable,
     });
-    assert!(out.iter().any(
-        |a| matches!(a, Action::Journal(JournalOp::DeadLettered { msgid, .. }) if msgid == "j2")
-    ));
+    assert!(h
+        .journal
+        .iter()
+        .any(|r| matches!(r, Record::DeadLettered { msgid, .. } if msgid == "j2")));
 }
 
 #[test]
@@ -1307,8 +1394,7 @@ fn journal_is_silent_when_disabled() {
 #[test]
 fn restore_queues_recovered_jobs_without_ack_and_dispatches_them() {
     let mut h = H::new();
-    let job = |id: u64, msgid: &str| StoredJob {
-        id,
+    let job = |msgid: &str| JobRecord {
         msgid: msgid.into(),
         client: b"c-old".to_vec(),
         queue: "odd".into(),
@@ -1316,12 +1402,18 @@ fn restore_queues_recovered_jobs_without_ack_and_dispatches_them() {
         headers: b"reply-requested".to_vec(),
         payload: b"[\"x\"]".to_vec(),
         attempts: 1,
-        accepted_at: 5,
+        accepted_at_unix_ms: 5,
     };
     let mut out = Vec::new();
-    let n =
-        h.r.restore(vec![job(7, "r1"), job(8, "r2")], h.now, &mut out);
-    assert_eq!(n, 2);
+    let n = h.r.restore(
+        Restored {
+            jobs: vec![job("r1"), job("r2")],
+            ..Restored::default()
+        },
+        h.now,
+        &mut out,
+    );
+    assert_eq!(n.jobs, 2);
     assert!(out.is_empty(), "no ack for restored jobs");
     assert_eq!(h.r.buffered_count(), 2);
     h.r.check_invariants().unwrap();
@@ -1332,11 +1424,10 @@ fn restore_queues_recovered_jobs_without_ack_and_dispatches_them() {
         panic!()
     };
     assert_eq!(r.queue, "odd");
-    // New ids do not collide with restored ones.
+    // New jobs come after the restored ones.
     h.request("c", "new", "default", "");
-    let ids: Vec<u64> = h.r.unfinished_jobs().iter().map(|j| j.id).collect();
-    assert_eq!(ids.len(), 3);
-    assert!(ids.contains(&7) && ids.contains(&8) && ids.iter().any(|i| *i > 8));
+    let ids: Vec<String> = h.r.unfinished_jobs().into_iter().map(|j| j.msgid).collect();
+    assert_eq!(ids, ["r1", "r2", "new"]);
     // A result for a restored reply-requested job goes to the old client.
     let rs = results(&h.reply("w1", "r1", "{}", None), "c-old");
     assert_eq!(rs.len(), 1);
@@ -1452,7 +1543,7 @@ fn reply_from_new_identity_for_job_redelivered_elsewhere_completes_once() {
     let sent = h.reply("new", "j1", r#"{"value": 2}"#, Some(ResultStatus::Ok));
     assert_eq!(results(&sent, "c").len(), 1);
     assert_eq!(h.r.delayed_count(), 0);
-    assert!(h.r.redelivered.is_empty());
+    assert!(h.r.store.find("j1").is_none());
     let sent = h.advance(10 * SECOND);
     assert!(forwarded(&sent, "other").is_empty());
 }
@@ -1476,7 +1567,7 @@ fn redelivery_journals_the_attempt_count() {
         ..Config::default()
     });
     worker(&mut h, "w1", "", 1);
-    let out = h.input(Input::Frames {
+    h.input(Input::Frames {
         socket: Frontend,
         frames: Message::with_msgid(
             "j1",
@@ -1488,34 +1579,26 @@ fn redelivery_journals_the_attempt_count() {
         )
         .encode_routed(b"c".to_vec()),
     });
-    assert!(!out
+    assert!(!h
+        .journal
         .iter()
-        .any(|a| matches!(a, Action::Journal(JournalOp::Attempt { .. }))));
+        .any(|r| matches!(r, Record::Attempt { .. })));
     h.msg(Backend, "w1", "k", Command::Kbye);
     h.inform("w2", "", &["job-ack"]);
     let out = h.input(Input::Frames {
         socket: Backend,
         frames: Message::with_msgid("r", Command::Ready).encode_routed(b"w2".to_vec()),
     });
-    let pos_attempt = out
-        .iter()
-        .position(|a| {
-            matches!(a, Action::Journal(JournalOp::Attempt { msgid, attempts: 2, .. }) if msgid == "j1")
-        })
-        .expect("attempt journaled");
-    let pos_send = out
-        .iter()
-        .position(|a| {
-            matches!(
-                a,
-                Action::Send {
-                    socket: Backend,
-                    ..
-                }
-            )
-        })
-        .unwrap();
-    assert!(pos_attempt < pos_send);
+    assert!(h.journal.iter().any(
+        |r| matches!(r, Record::Attempt { msgid, attempts: 2 } if msgid == "j1")
+    ));
+    assert!(out.iter().any(|a| matches!(
+        a,
+        Action::Send {
+            socket: Backend,
+            ..
+        }
+    )));
 }
 
 #[test]
@@ -1524,8 +1607,7 @@ fn restored_attempt_counts_keep_counting_lost_deliveries() {
         max_attempts: 3,
         ..Config::default()
     });
-    let job = StoredJob {
-        id: 1,
+    let job = JobRecord {
         msgid: "r1".into(),
         client: b"c".to_vec(),
         queue: "default".into(),
@@ -1533,10 +1615,17 @@ fn restored_attempt_counts_keep_counting_lost_deliveries() {
         headers: b"reply-requested".to_vec(),
         payload: b"[]".to_vec(),
         attempts: 2,
-        accepted_at: 5,
+        accepted_at_unix_ms: 5,
     };
     let mut out = Vec::new();
-    h.r.restore(vec![job], h.now, &mut out);
+    h.r.restore(
+        Restored {
+            jobs: vec![job],
+            ..Restored::default()
+        },
+        h.now,
+        &mut out,
+    );
     h.r.check_invariants().unwrap();
     worker(&mut h, "w1", "", 1);
     // One earlier delivery was lost; losing this one makes 2, the next 3.
@@ -1555,14 +1644,12 @@ fn journal_dead_letters_are_listed_on_the_admin_socket() {
         ..Config::default()
     });
     let n = h.r.restore_dead_letters(vec![crate::DeadLetter {
-        id: 0,
         msgid: "old-dead".into(),
         client: b"c".to_vec(),
         queue: "default".into(),
         attempts: 5,
         reason: "delivery lost 5 times".into(),
         error: None,
-        at: 0,
         at_unix_ms: 1_700_000_000_000,
     }]);
     assert_eq!(n, 1);
@@ -1658,7 +1745,7 @@ fn scheduled_runs_are_journalled_as_accepted_jobs_with_the_schedule_record() {
     });
     let put = out
         .iter()
-        .position(|a| matches!(a, Action::Journal(JournalOp::PutSchedule { .. })))
+        .position(|a| matches!(a, Action::Journal(b) if matches!(b.records[..], [Record::PutSchedule { .. }])))
         .expect("schedule journalled");
     let ack = out
         .iter()
@@ -1666,20 +1753,21 @@ fn scheduled_runs_are_journalled_as_accepted_jobs_with_the_schedule_record() {
         .unwrap();
     assert!(put < ack, "journal before the ack");
     h.now += 100_000;
-    let out = h.input(Input::Tick);
-    let accepted: Vec<&StoredJob> = out
+    let before = h.journal.len();
+    h.timeout();
+    let accepted: Vec<&JobRecord> = h.journal[before..]
         .iter()
-        .filter_map(|a| match a {
-            Action::Journal(JournalOp::Accepted(j)) => Some(j),
+        .filter_map(|r| match r {
+            Record::Accepted(j) => Some(j),
             _ => None,
         })
         .collect();
-    assert_eq!(accepted.len(), 1, "{out:?}");
+    assert_eq!(accepted.len(), 1, "{:?}", h.journal);
     assert!(accepted[0].client.is_empty());
     assert_eq!(accepted[0].payload, b"[1]");
-    assert!(out
+    assert!(h.journal[before..]
         .iter()
-        .any(|a| matches!(a, Action::Journal(JournalOp::PutSchedule { .. }))));
+        .any(|r| matches!(r, Record::PutSchedule { .. })));
     assert_eq!(h.r.buffered_count(), 1, "no worker yet: buffered");
 }
 
@@ -1755,16 +1843,18 @@ fn unschedule_stops_the_schedule() {
         frames: Message::with_msgid("u1", Command::Unschedule(s.clone()))
             .encode_routed(b"c1".to_vec()),
     });
-    assert!(out
+    assert!(h
+        .journal
         .iter()
-        .any(|a| matches!(a, Action::Journal(JournalOp::DeleteSchedule { .. }))));
+        .any(|r| matches!(r, Record::DeleteSchedule { .. })));
     let sent = decode(out);
     assert!(to(&sent, Frontend, "c1").iter().any(|m| is_ack_of(m, "u1")));
-    // Unscheduling again is acked too (idempotent), with nothing to journal.
+    // Unscheduling again: nothing matches, the client is told so.
     let again = h.msg(Frontend, "c1", "u2", Command::Unschedule(s));
-    assert!(to(&again, Frontend, "c1")
-        .iter()
-        .any(|m| is_ack_of(m, "u2")));
+    let rj = rejects(&again, "c1");
+    assert_eq!(rj.len(), 1, "{again:?}");
+    assert_eq!(rj[0].orig_msgid, "u2");
+    assert_eq!(rj[0].reason, RejectReason::NotFound);
     assert!(h.r.schedules().is_empty());
     for _ in 0..30 {
         h.heartbeat("w1");
@@ -1778,14 +1868,17 @@ fn schedules_restored_from_journal_ops_run_a_missed_run_once() {
     let mut records: std::collections::BTreeMap<String, Vec<u8>> = Default::default();
     let keep = |out: &[Action], records: &mut std::collections::BTreeMap<String, Vec<u8>>| {
         for a in out {
-            match a {
-                Action::Journal(JournalOp::PutSchedule { id, blob }) => {
-                    records.insert(id.clone(), blob.clone());
+            let Action::Journal(b) = a else { continue };
+            for r in &b.records {
+                match r {
+                    Record::PutSchedule { id, blob } => {
+                        records.insert(id.clone(), blob.clone());
+                    }
+                    Record::DeleteSchedule { id } => {
+                        records.remove(id);
+                    }
+                    _ => {}
                 }
-                Action::Journal(JournalOp::DeleteSchedule { id }) => {
-                    records.remove(id);
-                }
-                _ => {}
             }
         }
     };
@@ -1796,7 +1889,7 @@ fn schedules_restored_from_journal_ops_run_a_missed_run_once() {
     });
     keep(&out, &mut records);
     h.now += 100_000;
-    let out = h.input(Input::Tick);
+    let out = h.timeout();
     keep(&out, &mut records);
     assert_eq!(h.r.stats().scheduled_runs, 1);
     assert_eq!(records.len(), 1);
@@ -1810,11 +1903,19 @@ fn schedules_restored_from_journal_ops_run_a_missed_run_once() {
     let mut out = Vec::new();
     let mut bad = records.clone().into_iter().collect::<Vec<_>>();
     bad.push(("bogus".into(), b"not a record".to_vec()));
-    let n = h2.r.restore_schedules(bad, 0, &mut out);
-    assert_eq!(n, 1);
-    assert!(out.contains(&Action::Journal(JournalOp::DeleteSchedule {
+    let n = h2.r.restore(
+        Restored {
+            schedules: bad,
+            ..Restored::default()
+        },
+        0,
+        &mut out,
+    );
+    assert_eq!(n.schedules, 1);
+    h2.commit(&mut out);
+    assert!(h2.journal.contains(&Record::DeleteSchedule {
         id: "bogus".into()
-    })));
+    }));
     worker(&mut h2, "w1", "", 10);
     let sent = h2.advance(100_000);
     assert_eq!(forwarded(&sent, "w1").len(), 1, "the missed run, once");
@@ -1909,7 +2010,7 @@ fn metrics_count_per_queue_and_the_latency_histogram() {
     h.ready("w1");
     h.request("c", "j3", "mail", "");
     h.msg(Backend, "w1", "k", Command::Kbye);
-    let text = crate::metrics::render(&h.r);
+    let text = crate::metrics::render(&h.r.snapshot(h.now));
     for line in [
         r#"emq_jobs_processed_total{queue="default"} 1"#,
         r#"emq_jobs_processed_total{queue="mail"} 0"#,

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use emq_router::{Action, Config, Input, Router, Socket};
+use emq_router_core::{Action, Config, Input, Router, Socket};
 
 fn f(parts: &[&[u8]]) -> Vec<Vec<u8>> {
     parts.iter().map(|p| p.to_vec()).collect()

@@ -16,8 +16,7 @@ use std::collections::{BTreeSet, VecDeque};
 use std::hash::BuildHasher;
 use std::rc::Rc;
 
-use crate::events::StoredJob;
-use crate::util::FastMap;
+use crate::util::{FastMap, FastSet};
 use crate::workers::WorkerId;
 
 pub type JobId = u64;
@@ -217,20 +216,6 @@ impl Job {
             .as_ref()
             .and_then(|e| e.accepted_unix)
             .unwrap_or_else(|| epoch.saturating_add(self.accepted_at))
-    }
-
-    pub fn to_stored(&self, id: JobId, epoch: u64) -> StoredJob {
-        StoredJob {
-            id,
-            msgid: self.msgid().to_string(),
-            client: self.client().to_vec(),
-            queue: self.queue().to_string(),
-            route: self.route().to_string(),
-            headers: self.headers().to_vec(),
-            payload: self.payload().to_vec(),
-            attempts: self.attempts,
-            accepted_at: self.accepted_unix(epoch),
-        }
     }
 }
 
@@ -456,16 +441,31 @@ impl JobSlab {
     }
 }
 
+/// msgid → job of every unfinished job. Keyed by a 64-bit hash of the
+/// msgid (16 bytes an entry instead of a string), checked against the
+/// job's own msgid on lookup; a second msgid with the same hash goes to a
+/// small side map.
+#[derive(Debug, Default)]
+struct MsgIndex {
+    by_hash: FastMap<u64, JobId>,
+    spill: FastMap<Box<str>, JobId>,
+    hasher: foldhash::fast::RandomState,
+}
+
 /// All unfinished jobs and the queue buffers.
 #[derive(Debug, Default)]
 pub struct JobStore {
     pub jobs: JobSlab,
+    msgids: MsgIndex,
     pub metas: MetaTable,
     pub queues: FastMap<String, VecDeque<JobId>>,
     pub delayed: BTreeSet<(u64, JobId)>,
     pub next_id: JobId,
     /// Jobs in buffers (all queues), kept so `buffered()` is O(1).
     buffered: usize,
+    /// Route → (unfinished jobs, sum of their `accepted_at`), kept so the
+    /// read model's ages are O(queues), not O(jobs).
+    ages: FastMap<String, (u64, u128)>,
 }
 
 impl JobStore {
@@ -480,6 +480,116 @@ impl JobStore {
         let id = self.next_id;
         self.next_id += 1;
         id
+    }
+
+    /// The unfinished job with this msgid.
+    pub fn find(&self, msgid: &str) -> Option<JobId> {
+        let h = self.msgids.hasher.hash_one(msgid);
+        if let Some(id) = self.msgids.by_hash.get(&h) {
+            if self.jobs.get(id).is_some_and(|j| *j.msgid() == *msgid) {
+                return Some(*id);
+            }
+        }
+        if self.msgids.spill.is_empty() {
+            return None;
+        }
+        self.msgids.spill.get(msgid).copied()
+    }
+
+    /// Index job `id` under `msgid` (the caller checked it is free).
+    pub fn index(&mut self, msgid: &str, id: JobId) {
+        let h = self.msgids.hasher.hash_one(msgid);
+        if self.msgids.by_hash.contains_key(&h) {
+            self.msgids.spill.insert(msgid.into(), id);
+        } else {
+            self.msgids.by_hash.insert(h, id);
+        }
+    }
+
+    /// Drop the index entry of job `id` under `msgid`.
+    pub fn unindex(&mut self, msgid: &str, id: JobId) {
+        let h = self.msgids.hasher.hash_one(msgid);
+        if self.msgids.by_hash.get(&h) == Some(&id) {
+            self.msgids.by_hash.remove(&h);
+        } else if self.msgids.spill.get(msgid) == Some(&id) {
+            self.msgids.spill.remove(msgid);
+        }
+    }
+
+    /// Entries in the msgid index.
+    pub fn indexed(&self) -> usize {
+        self.msgids.by_hash.len() + self.msgids.spill.len()
+    }
+
+    /// Remove a job (wherever it is listed, the caller unlists it) and its
+    /// msgid index entry.
+    pub fn remove_job(&mut self, id: JobId) -> Option<Job> {
+        let job = self.jobs.remove(&id)?;
+        self.age_add(job.route(), job.accepted_at, false);
+        let m = job.msgid().to_string();
+        self.unindex(&m, id);
+        Some(job)
+    }
+
+    /// Remove every queued job of `ids` (one pass over each queue they
+    /// are in); returns how many were removed.
+    pub fn remove_queued_set(&mut self, ids: &FastSet<JobId>) -> usize {
+        let mut routes: Vec<String> = Vec::new();
+        for id in ids {
+            if let Some(j) = self.jobs.get(id) {
+                if j.state == JobState::Queued && !routes.iter().any(|r| r == j.route()) {
+                    routes.push(j.route().to_string());
+                }
+            }
+        }
+        let mut n = 0;
+        for r in routes {
+            let mut gone: Vec<JobId> = Vec::new();
+            if let Some(q) = self.queues.get_mut(&r) {
+                q.retain(|id| {
+                    let drop = ids.contains(id);
+                    if drop {
+                        gone.push(*id);
+                    }
+                    !drop
+                });
+            }
+            self.buffered -= gone.len();
+            for id in gone {
+                if self.remove_job(id).is_some() {
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
+    fn age_add(&mut self, route: &str, accepted_at: u64, add: bool) {
+        if !self.ages.contains_key(route) {
+            self.ages.insert(route.to_string(), (0, 0));
+        }
+        if let Some((n, sum)) = self.ages.get_mut(route) {
+            if add {
+                *n += 1;
+                *sum += u128::from(accepted_at);
+            } else {
+                *n = n.saturating_sub(1);
+                *sum = sum.saturating_sub(u128::from(accepted_at));
+            }
+        }
+    }
+
+    /// Route → (unfinished jobs, mean `accepted_at`).
+    pub fn age_totals(&self) -> impl Iterator<Item = (&str, u64, u64)> + '_ {
+        self.ages
+            .iter()
+            .filter(|(_, (n, _))| *n > 0)
+            .map(|(r, (n, sum))| (r.as_str(), *n, (*sum / u128::from(*n)) as u64))
+    }
+
+    /// The oldest buffered job of `queue`, left in place.
+    pub fn front(&self, queue: &str) -> Option<JobId> {
+        self.queues.get(queue)?.front().copied()
     }
 
     pub fn queue_len(&self, queue: &str) -> usize {
@@ -501,6 +611,7 @@ impl JobStore {
     pub fn insert_queued(&mut self, id: JobId, mut job: Job) {
         job.state = JobState::Queued;
         let meta = Rc::clone(&job.meta);
+        self.age_add(&meta.route, job.accepted_at, true);
         self.queue_mut(&meta.route).push_back(id);
         self.buffered += 1;
         self.jobs.insert(id, job);

@@ -1,7 +1,8 @@
-//! What goes into the core ([`Input`]) and what comes out ([`Action`]),
-//! plus the journal seam ([`JournalOp`], [`StoredJob`]).
+//! What goes into the core ([`Input`]) and what comes out ([`Action`]).
 
 use emqp_proto::Message;
+
+use crate::journal::{Batch, BatchId, BatchResult};
 
 /// Multipart frames.
 pub type Frames = Vec<Vec<u8>>;
@@ -50,14 +51,15 @@ pub enum Input {
         identity: Vec<u8>,
         message: Message,
     },
-    /// Time passed: heartbeats, dead-peer sweep, due retries, drain deadline.
-    Tick,
     /// A `Send` to `identity` on `socket` failed.
     SendFailed {
         socket: Socket,
         identity: Vec<u8>,
         reason: SendFailure,
     },
+    /// The driver appended journal batch `batch` to its store (or failed
+    /// to). Batches are reported in the order they were emitted.
+    JournalDone { batch: BatchId, result: BatchResult },
     /// SIGTERM/SIGINT: the same orderly shutdown as admin DISCONNECT.
     Shutdown,
 }
@@ -72,8 +74,10 @@ pub enum Action {
         identity: Vec<u8>,
         frames: Frames,
     },
-    /// Persist this (only emitted when `Config::journal` is set).
-    Journal(JournalOp),
+    /// Append this batch to the journal store in one transaction, then
+    /// report [`Input::JournalDone`] (only emitted when `Config::journal`
+    /// is set).
+    Journal(Batch),
     /// Shutdown is complete: exit the process.
     Exit,
 }
@@ -92,55 +96,4 @@ impl Action {
             _ => None,
         }
     }
-}
-
-/// An accepted job as the journal stores it and [`crate::Router::restore`]
-/// takes it back.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredJob {
-    /// The router's job id (unique within one journal).
-    pub id: u64,
-    /// The client's REQUEST msgid (also the msgid forwarded to workers).
-    pub msgid: String,
-    /// The client's identity on the frontend.
-    pub client: Vec<u8>,
-    /// The queue frame as the client sent it (forwarded unchanged).
-    pub queue: String,
-    /// The queue the job is routed through (`default` for unserved queues).
-    pub route: String,
-    /// The HEADERS frame as sent.
-    pub headers: Vec<u8>,
-    /// The MSG frame (never decoded by the router).
-    pub payload: Vec<u8>,
-    /// Deliveries so far.
-    pub attempts: u32,
-    /// Unix micros when the router accepted the REQUEST.
-    pub accepted_at: u64,
-}
-
-/// A journal event.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum JournalOp {
-    /// A REQUEST was accepted (acknowledged to the client).
-    Accepted(StoredJob),
-    /// The job finished (ok, or failed without retries left to use).
-    Completed { id: u64, msgid: String },
-    /// The job gave up for good.
-    DeadLettered {
-        id: u64,
-        msgid: String,
-        reason: String,
-    },
-    /// The job is being delivered again (after a lost delivery or a retry):
-    /// its delivery count is now `attempts`.
-    Attempt {
-        id: u64,
-        msgid: String,
-        attempts: u32,
-    },
-    /// A built-in schedule was created, changed or ran: store `blob`
-    /// (opaque, from `emq_schedule::ScheduleBook::take_changes`) under `id`.
-    PutSchedule { id: String, blob: Vec<u8> },
-    /// A built-in schedule was removed.
-    DeleteSchedule { id: String },
 }

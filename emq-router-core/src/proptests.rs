@@ -16,7 +16,8 @@ use proptest::prelude::*;
 use emqp_proto::Message;
 
 use crate::config::SECOND;
-use crate::events::{Action, Input, SendFailure, Socket};
+use crate::event::{Action, Input, SendFailure, Socket};
+use crate::journal::BatchResult;
 use crate::{Config, Router};
 
 const WORKERS: [&str; 3] = ["w0", "w1", "w2"];
@@ -66,6 +67,8 @@ enum Op {
         frames: Vec<Vec<u8>>,
     },
     Advance(u64),
+    /// The journal store starts (true) or stops (false) failing.
+    JournalFails(bool),
     SendFailed {
         socket: u8,
         who: usize,
@@ -92,6 +95,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0..3u8, prop::collection::vec(prop::collection::vec(any::<u8>(), 0..6), 0..8))
             .prop_map(|(socket, frames)| Op::Garbage { socket, frames }),
         4 => (0..4 * SECOND).prop_map(Op::Advance),
+        1 => any::<bool>().prop_map(Op::JournalFails),
         1 => (0..3u8, 0..6usize, any::<bool>())
             .prop_map(|(socket, who, eagain)| Op::SendFailed { socket, who, eagain }),
         1 => (0..4u8).prop_map(Op::Admin),
@@ -113,9 +117,9 @@ fn frames(id: &str, parts: &[&[u8]]) -> Vec<Vec<u8>> {
     f
 }
 
-fn to_input(op: &Op) -> Input {
+fn to_input(op: &Op) -> Option<Input> {
     let fr = |socket, f| Input::Frames { socket, frames: f };
-    match op {
+    Some(match op {
         Op::Inform {
             w,
             q,
@@ -187,7 +191,7 @@ fn to_input(op: &Op) -> Input {
             ),
         ),
         Op::Garbage { socket, frames } => fr(sock(*socket), frames.clone()),
-        Op::Advance(_) => Input::Tick,
+        Op::Advance(_) | Op::JournalFails(_) => return None,
         Op::SendFailed {
             socket,
             who,
@@ -214,7 +218,53 @@ fn to_input(op: &Op) -> Input {
             fr(Socket::Admin, frames("adm", &[cmd, b"a"]))
         }
         Op::Shutdown => Input::Shutdown,
+    })
+}
+
+/// A driver with a store that commits or fails: feeds every batch's
+/// outcome back, as `emq-router` does; returns every action.
+fn drive(r: &mut Router, now: u64, fails: bool, out: &mut Vec<Action>) -> Result<(), TestCaseError> {
+    let mut i = 0;
+    loop {
+        if i == out.len() {
+            if r.poll_timeout().is_some_and(|t| t <= now) && !r.has_exited() {
+                let mut more = Vec::new();
+                r.handle_timeout(now, &mut more);
+                if !more.iter().any(|a| matches!(a, Action::Journal(_))) {
+                    out.extend(more);
+                    return Ok(());
+                }
+                out.extend(more);
+            } else {
+                return Ok(());
+            }
+        }
+        if let Action::Journal(b) = &out[i] {
+            let result = if fails {
+                BatchResult::Failed("disk full".into())
+            } else {
+                BatchResult::Committed
+            };
+            let mut more = Vec::new();
+            r.handle(Input::JournalDone { batch: b.id, result }, now, &mut more);
+            if let Err(e) = r.check_invariants() {
+                return Err(TestCaseError::fail(format!("{e} after a journal outcome")));
+            }
+            out.extend(more);
+        }
+        i += 1;
     }
+}
+
+/// Answers (ack or REJECT) to REQUEST `msgid` from `client` in `out`.
+fn answers(out: &[Action], client: &str, msgid: &str) -> usize {
+    out.iter()
+        .filter(|a| matches!(a, Action::Send { socket: Socket::Frontend, identity, frames }
+            if identity == client.as_bytes()
+            && matches!(Message::decode(frames.clone()), Ok(m) if matches!(&m.command,
+                emqp_proto::Command::Reply(rp) if rp.payload == msgid.as_bytes() && rp.orig_msgid.is_none())
+                || matches!(&m.command, emqp_proto::Command::Reject(rj) if rj.orig_msgid == msgid))))
+        .count()
 }
 
 proptest! {
@@ -225,25 +275,45 @@ proptest! {
         let mut r = Router::new(Config { hwm, max_attempts: 2, journal: true, ..Config::default() });
         let mut now = 0u64;
         let mut exits = 0;
+        let mut fails = false;
+        let mut all: Vec<Action> = Vec::new();
+        let mut asked: std::collections::BTreeMap<(usize, u8), usize> = Default::default();
         for op in &ops {
-            if let Op::Advance(d) = op {
-                now += d;
+            match op {
+                Op::Advance(d) => now += d,
+                Op::JournalFails(f) => fails = *f,
+                _ => {}
             }
             let mut out = Vec::new();
-            r.handle(to_input(op), now, &mut out);
+            if let Some(input) = to_input(op) {
+                r.handle(input, now, &mut out);
+                if let Err(e) = r.check_invariants() {
+                    return Err(TestCaseError::fail(format!("{e} after {op:?}")));
+                }
+            }
+            drive(&mut r, now, fails, &mut out)?;
             if let Err(e) = r.check_invariants() {
-                return Err(TestCaseError::fail(format!("{e} after {op:?}")));
+                return Err(TestCaseError::fail(format!("{e} after timers following {op:?}")));
             }
             exits += out.iter().filter(|a| **a == Action::Exit).count();
             if let Op::Request { c, id, .. } = op {
-                // exactly one answer to the client: ack or REJECT
-                let answers = out.iter().filter(|a| matches!(a, Action::Send { socket: Socket::Frontend, identity, frames }
-                    if identity == CLIENTS[*c].as_bytes()
-                    && matches!(Message::decode(frames.clone()), Ok(m) if matches!(&m.command,
-                        emqp_proto::Command::Reply(rp) if rp.payload == format!("m{id}").as_bytes())
-                        || matches!(&m.command, emqp_proto::Command::Reject(rj) if rj.orig_msgid == format!("m{id}")))
-                )).count();
-                prop_assert_eq!(answers, 1, "request must be answered once: {:?}", out);
+                *asked.entry((*c, *id)).or_default() += 1;
+            }
+            all.extend(out);
+        }
+        // Let every held answer out: the store heals, time passes.
+        for _ in 0..5 {
+            now += 2 * SECOND;
+            let mut out = Vec::new();
+            drive(&mut r, now, false, &mut out)?;
+            all.extend(out);
+        }
+        for ((c, id), n) in asked {
+            let got = answers(&all, CLIENTS[c], &format!("m{id}"));
+            if r.has_exited() {
+                prop_assert!(got <= n, "m{} answered {} times for {} requests", id, got, n);
+            } else {
+                prop_assert_eq!(got, n, "m{} answered {} times for {} requests", id, got, n);
             }
         }
         prop_assert!(exits <= 1);

@@ -2,7 +2,8 @@
 //! core (a few integer adds per finished job, fixed bucket arrays, no
 //! allocation after a queue's first job); [`render`] turns a snapshot into
 //! the text exposition format. The binary calls it at most every ~500 ms
-//! and hands the text to `emq_transport::metrics_http`.
+//! and serves the text over HTTP. [`render`] is a pure function of the
+//! read model ([`crate::snapshot::Snapshot`]).
 //!
 //! Families (label `queue` is the route queue, `default` for unserved ones):
 //! `emq_queue_depth` (buffered), `emq_queue_inflight` (on workers),
@@ -14,14 +15,15 @@
 //! shutting-down), `emq_job_latency_seconds` (histogram, acceptance →
 //! completion, ok or failed, 100 µs … 60 s); global `emq_connected_workers`,
 //! `emq_free_slots`, `emq_connected_schedulers`, `emq_schedules`,
-//! `emq_jobs_accepted_total`, `emq_scheduled_runs_total`.
+//! `emq_jobs_accepted_total`, `emq_scheduled_runs_total`, `emq_journal_ok`
+//! (0 while journal writes fail), `emq_journal_held_sends`,
+//! `emq_requests_rejected_journal_total`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
-use emq_transport::metrics_http::PromText;
-
-use crate::queues::JobState;
-use crate::router::Router;
+use crate::prometheus::PromText;
+use crate::router::JournalState;
+use crate::snapshot::{QueueView, Snapshot};
 
 /// Upper bounds of the latency buckets, in microseconds.
 pub const LATENCY_BOUNDS_MICROS: [u64; 18] = [
@@ -73,40 +75,21 @@ pub struct QueueMetrics {
     pub latency: Histogram,
 }
 
-/// The Prometheus text of the router's current state.
-pub fn render(r: &Router) -> String {
-    let mut names: BTreeSet<&str> = BTreeSet::new();
-    names.extend(r.stats.queues.keys().map(String::as_str));
-    names.extend(r.store.queues.keys().map(String::as_str));
-    names.extend(r.pool.serving.keys().map(String::as_str));
-    let mut inflight: BTreeMap<&str, u64> = BTreeMap::new();
-    for w in r.pool.workers.values() {
-        for jid in w.inflight.values() {
-            if let Some(j) = r.store.jobs.get(jid) {
-                *inflight.entry(j.route()).or_default() += 1;
-            }
-        }
-    }
-    let mut delayed: BTreeMap<&str, u64> = BTreeMap::new();
-    for (_, jid) in &r.store.delayed {
-        if let Some(j) = r.store.jobs.get(jid) {
-            if matches!(j.state, JobState::Delayed { .. }) {
-                *delayed.entry(j.route()).or_default() += 1;
-            }
-        }
-    }
-    names.extend(inflight.keys().copied());
-    names.extend(delayed.keys().copied());
-    let zero = QueueMetrics::default();
-    let qm = |q: &str| r.stats.queues.get(q).unwrap_or(&zero);
-
+/// The Prometheus text of a snapshot.
+pub fn render(snap: &Snapshot) -> String {
+    let names: Vec<&str> = snap.queues.iter().map(|q| q.name.as_str()).collect();
+    let by_name: BTreeMap<&str, &QueueView> =
+        snap.queues.iter().map(|q| (q.name.as_str(), q)).collect();
+    let zero = QueueView::default();
+    let qv = |q: &str| -> &QueueView { by_name.get(q).copied().unwrap_or(&zero) };
+    let qm = |q: &str| -> &QueueMetrics { &qv(q).metrics };
     let mut p = PromText::new();
     p.family("emq_queue_depth", "gauge", "Jobs buffered in the queue.");
     for q in &names {
         p.sample(
             "emq_queue_depth",
             &[("queue", q)],
-            r.store.queue_len(q) as f64,
+            qv(q).depth as f64,
         );
     }
     p.family(
@@ -115,8 +98,7 @@ pub fn render(r: &Router) -> String {
         "Jobs of the queue on workers.",
     );
     for q in &names {
-        let n = inflight.get(q).copied().unwrap_or(0);
-        p.sample("emq_queue_inflight", &[("queue", q)], n as f64);
+        p.sample("emq_queue_inflight", &[("queue", q)], qv(q).inflight as f64);
     }
     p.family(
         "emq_queue_retry_waiting",
@@ -124,8 +106,11 @@ pub fn render(r: &Router) -> String {
         "Jobs of the queue waiting for a retry delay.",
     );
     for q in &names {
-        let n = delayed.get(q).copied().unwrap_or(0);
-        p.sample("emq_queue_retry_waiting", &[("queue", q)], n as f64);
+        p.sample(
+            "emq_queue_retry_waiting",
+            &[("queue", q)],
+            qv(q).retry_waiting as f64,
+        );
     }
     type Get = fn(&QueueMetrics) -> u64;
     let counters: [(&str, &str, Get); 6] = [
@@ -184,13 +169,17 @@ pub fn render(r: &Router) -> String {
             h.sum_micros as f64 / 1e6,
         );
     }
-    let free: u64 = r.pool.workers.values().map(|w| u64::from(w.slots)).sum();
-    let gauges: [(&str, &str, &str, f64); 6] = [
+    let free: u64 = snap.workers.iter().map(|w| u64::from(w.free_slots)).sum();
+    let journal_ok = match snap.journal {
+        JournalState::Failing { .. } => 0.0,
+        _ => 1.0,
+    };
+    let gauges: [(&str, &str, &str, f64); 9] = [
         (
             "emq_connected_workers",
             "gauge",
             "Registered workers.",
-            r.pool.workers.len() as f64,
+            snap.workers.len() as f64,
         ),
         (
             "emq_free_slots",
@@ -202,25 +191,43 @@ pub fn render(r: &Router) -> String {
             "emq_connected_schedulers",
             "gauge",
             "Connected 0.3.13 scheduler peers.",
-            r.schedulers.len() as f64,
+            snap.schedulers.len() as f64,
         ),
         (
             "emq_schedules",
             "gauge",
             "Built-in schedules.",
-            r.book.len() as f64,
+            snap.schedules.len() as f64,
         ),
         (
             "emq_jobs_accepted_total",
             "counter",
             "Jobs accepted (REQUESTs, restored and scheduled runs).",
-            r.stats.accepted as f64,
+            snap.stats.accepted as f64,
         ),
         (
             "emq_scheduled_runs_total",
             "counter",
             "Jobs enqueued by built-in schedules.",
-            r.stats.scheduled_runs as f64,
+            snap.stats.scheduled_runs as f64,
+        ),
+        (
+            "emq_journal_ok",
+            "gauge",
+            "1 while the journal writes (or there is none), 0 while it fails.",
+            journal_ok,
+        ),
+        (
+            "emq_journal_held_sends",
+            "gauge",
+            "Acknowledgements and results waiting for a journal commit.",
+            snap.held_sends as f64,
+        ),
+        (
+            "emq_requests_rejected_journal_total",
+            "counter",
+            "REQUESTs and SCHEDULEs refused journal-unavailable.",
+            snap.stats.rejected_journal as f64,
         ),
     ];
     for (name, kind, help, v) in gauges {

@@ -1,0 +1,117 @@
+//! The journal model: the plain-data records the core emits, the batches
+//! they travel in, what a store gives back at start, and the
+//! [`JournalStore`] trait every store implements (SQLite in `emq-journal`
+//! first; a second store plugs in without touching the core).
+//!
+//! The core never writes anything itself. It emits [`Batch`]es
+//! ([`crate::Action::Journal`]) in order, and the driver appends each one
+//! to its store — one transaction per batch, all or nothing — then reports
+//! the outcome with [`crate::Input::JournalDone`]. What the core does with
+//! that outcome (hold acknowledgements until it, refuse work while the
+//! store fails, write failed records again) is the durability rule in
+//! `router/durability.rs`.
+//!
+//! Records name jobs by msgid (the router holds at most one unfinished job
+//! per msgid: a REQUEST re-using one is refused `duplicate-msgid`) and
+//! carry times as unix milliseconds.
+
+/// A job as the journal keeps it, and as the core takes it back at start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobRecord {
+    /// The client's REQUEST msgid (also the msgid forwarded to workers).
+    pub msgid: String,
+    /// The client's identity on the frontend (empty for scheduled runs).
+    pub client: Vec<u8>,
+    /// The queue frame as the client sent it (forwarded unchanged).
+    pub queue: String,
+    /// The queue the job is routed through (`default` for unserved queues).
+    pub route: String,
+    /// The HEADERS frame as sent, byte for byte.
+    pub headers: Vec<u8>,
+    /// The MSG frame (never decoded by the router).
+    pub payload: Vec<u8>,
+    /// Deliveries so far.
+    pub attempts: u32,
+    /// Unix milliseconds when the router accepted the job.
+    pub accepted_at_unix_ms: u64,
+}
+
+/// One change to the journal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Record {
+    /// A job was accepted. Durable before the client hears of it.
+    Accepted(JobRecord),
+    /// The job finished (ok, or failed with no retry left): forget it.
+    /// Unknown msgids are ignored.
+    Completed { msgid: String },
+    /// The job failed for good: it moves to the dead letters with `reason`.
+    /// Unknown msgids are ignored.
+    DeadLettered { msgid: String, reason: String },
+    /// The job is being delivered again: its delivery count is `attempts`.
+    Attempt { msgid: String, attempts: u32 },
+    /// A built-in schedule was created, changed or ran: store `blob`
+    /// (opaque, from `emq_schedule::ScheduleBook::take_changes`) under `id`.
+    PutSchedule { id: String, blob: Vec<u8> },
+    /// A built-in schedule was removed. Unknown ids are ignored.
+    DeleteSchedule { id: String },
+    /// Nothing to keep: the core asks whether the store can write again
+    /// after a failure. A store makes a real write that leaves no trace
+    /// (for SQLite: a row inserted and deleted in the batch's transaction).
+    Probe,
+}
+
+/// A dead letter as the journal keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetterRecord {
+    pub job: JobRecord,
+    pub reason: String,
+    pub dead_at_unix_ms: u64,
+}
+
+/// Batches are numbered from 1 in the order the core emits them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct BatchId(pub u64);
+
+/// Records to append in one transaction: all of them or none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Batch {
+    pub id: BatchId,
+    pub records: Vec<Record>,
+}
+
+/// How a batch ended, as the driver reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchResult {
+    /// Committed: every record is durable.
+    Committed,
+    /// Nothing of the batch was written; the text says why (for the log
+    /// and the admin STATUS).
+    Failed(String),
+}
+
+/// What a store holds, read at start.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Restored {
+    /// Unfinished jobs, oldest acceptance first.
+    pub jobs: Vec<JobRecord>,
+    /// Dead letters, oldest first.
+    pub dead_letters: Vec<DeadLetterRecord>,
+    /// Built-in schedules: `(id, blob)`.
+    pub schedules: Vec<(String, Vec<u8>)>,
+}
+
+/// A durable store of [`Record`]s.
+pub trait JournalStore {
+    /// The store's error type.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// Append one batch atomically: after `Ok`, every record survives a
+    /// crash of the process; after `Err`, none of them was written.
+    fn append(&mut self, batch: &Batch) -> Result<(), Self::Error>;
+
+    /// Everything the core needs at start.
+    fn load(&mut self) -> Result<Restored, Self::Error>;
+
+    /// Where the store lives, for logs (a path or a URL without secrets).
+    fn describe(&self) -> String;
+}

@@ -1,0 +1,52 @@
+//! emq-router-core: the EventMQ (eMQP/1.0) router as a sans-IO state
+//! machine.
+//!
+//! [`Router::handle`] takes an [`Input`] (frames from one of the three
+//! sockets, a failed send, a journal batch's outcome, a shutdown request)
+//! at a time `now` in microseconds; [`Router::poll_timeout`] says when
+//! [`Router::handle_timeout`] is next due; both push [`Action`]s (frames
+//! to send, journal batches to append, exit) into the caller's buffer.
+//! The router module's documentation states the call order. This crate
+//! has no sockets, threads, clocks, storage or randomness: the
+//! `emq-router` binary drives it with zmq sockets and a journal store
+//! (SQLite, `emq-journal`), and the tests drive it on a fake clock.
+//!
+//! Modules:
+//! - [`router`]: the state machine, split by concern (intake, peers,
+//!   dispatch, completion, schedules, durability, drain, invariants), each
+//!   file opening with the rules it implements;
+//! - [`journal`]: the journal records, batches and the [`JournalStore`]
+//!   trait every store implements;
+//! - [`snapshot`]: the read model; [`admin`] (STATUS and ROUTER_SHOW_*
+//!   JSON) and [`metrics`] (Prometheus text) render it;
+//! - [`workers`]: worker registry and the per-queue free-slot index;
+//! - [`jobs`]: jobs, queue buffers, the retry delay set, the msgid index;
+//! - [`config`]: tunables; [`event`]: inputs and actions;
+//! - [`prometheus`]: the text exposition format; [`util`]: small helpers.
+
+#![warn(unreachable_pub)]
+
+pub mod admin;
+pub mod config;
+pub mod event;
+pub mod jobs;
+pub mod journal;
+pub mod metrics;
+pub mod prometheus;
+pub mod router;
+pub mod snapshot;
+pub mod util;
+pub mod workers;
+
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod tests;
+
+pub use config::{Config, SECOND};
+pub use event::{Action, Frames, Input, SendFailure, Socket};
+pub use journal::{
+    Batch, BatchId, BatchResult, DeadLetterRecord, JobRecord, JournalStore, Record, Restored,
+};
+pub use router::{DeadLetter, JournalState, RestoreCounts, Router, Scheduler, Stats};
+pub use snapshot::Snapshot;

@@ -1,0 +1,412 @@
+//! Completion: REPLYs, retries, dead letters, RESULTs.
+//!
+//! - **Completion.** A worker REPLY `[payload, orig_msgid, status?]`
+//!   completes that job exactly (status `ok` when absent); with
+//!   `reply-requested` the client gets `RESULT [orig_msgid, status,
+//!   payload]` once the completion is journaled. A REPLY without
+//!   orig_msgid (seed form) completes the worker's oldest in-flight
+//!   reply-requested job.
+//! - **Legacy workers** ([`WorkerKind::Legacy`], no `job-ack`): a READY
+//!   also completes the worker's oldest in-flight job that is *not*
+//!   reply-requested (those wait for their REPLY) — except the READY that
+//!   follows a REPLY (0.3.13 sends REPLY, then READY for the same slot),
+//!   which only frees that slot. This is a heuristic: a legacy worker does
+//!   not say which fire-and-forget job ended, so the oldest is assumed, and
+//!   start-up READYs that arrive after a dispatch complete that job early
+//!   (it is then not redelivered if the worker dies). `job-ack` workers
+//!   are tracked exactly.
+//! - **Reconnects.** A `job-ack` worker's REPLY for a job that is not in
+//!   flight on it completes that job wherever it is — in flight on another
+//!   identity, or queued / waiting for a retry after a redelivery —
+//!   because a job manager that reconnects with a new identity delivers
+//!   the REPLY of a job that ran across the reconnect on the new
+//!   connection (slots come from READYs, so no slot count changes). Any
+//!   other REPLY whose msgid is not in flight on that worker (late,
+//!   duplicate, legacy worker) is ignored: a result is forwarded at most
+//!   once.
+//! - **Retries** are the router's alone (job managers run each delivery
+//!   once): a REPLY with status `failed` for a job with `retry-count:N`
+//!   and fewer than N failures so far puts the job back (at the back of
+//!   its queue) after `backoff(n)` = base·2ⁿ⁻¹ capped at max, so a failing
+//!   job runs N+1 times at most. When retries are exhausted the job is
+//!   dead-lettered with the worker's last error and only then does the
+//!   client get `RESULT failed` with that payload. The `attempts` of a
+//!   failed RESULT's error object is set to the number of executions.
+//! - **Dead letters** (policy choice): a dead-lettered job that was
+//!   `reply-requested` gets a `RESULT [msgid, failed, payload]` — the
+//!   worker's last error after exhausted retries, or `{"error": {"kind":
+//!   "dead-lettered", "message": ..., "attempts": N}}` after exhausted
+//!   deliveries. `REJECT` stays reserved for REQUESTs that were never
+//!   accepted. Dead letters are listed on the admin socket (the last
+//!   `dead_letter_keep`) and journaled.
+
+use std::rc::Rc;
+
+use emqp_proto::{Command, Reply, ResultStatus};
+
+use super::{frames_of, DeadLetter, Router};
+use crate::event::{Action, Socket};
+use crate::jobs::{Job, JobId, JobState};
+use crate::journal::Record;
+use crate::util::ident;
+use crate::workers::{WorkerId, WorkerKind};
+
+impl Router {
+    /// Legacy READY: the oldest in-flight job of the worker that is not
+    /// reply-requested is done.
+    pub(super) fn complete_oldest_fire_and_forget(
+        &mut self,
+        id: WorkerId,
+        now: u64,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(w) = self.pool.get(id) else { return };
+        let found = w
+            .inflight
+            .iter()
+            .find(|(_, jid)| {
+                self.store
+                    .jobs
+                    .get(jid)
+                    .is_some_and(|j| !j.reply_requested())
+            })
+            .map(|(seq, _)| *seq);
+        if let Some(seq) = found {
+            if let Some(jid) = self.finish_inflight(id, seq) {
+                self.job_done(jid, id, ResultStatus::Ok, None, now, out);
+            }
+        }
+    }
+
+    /// Take the in-flight entry `seq` off worker `id`.
+    fn finish_inflight(&mut self, id: WorkerId, seq: u64) -> Option<JobId> {
+        let jid = *self.pool.get(id)?.inflight.get(&seq)?;
+        let msgid = self.store.jobs.get(&jid)?.msgid().to_string();
+        self.pool.finish(id, seq, &msgid)
+    }
+
+    pub(super) fn on_worker_reply(
+        &mut self,
+        id: WorkerId,
+        r: Reply,
+        now: u64,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(w) = self.pool.get(id) else { return };
+        let seq = match &r.orig_msgid {
+            Some(m) => w.by_msgid.get(m).copied(),
+            None => w
+                .inflight
+                .iter()
+                .find(|(_, jid)| {
+                    self.store
+                        .jobs
+                        .get(jid)
+                        .is_some_and(|j| j.reply_requested())
+                })
+                .map(|(seq, _)| *seq),
+        };
+        let Some(seq) = seq else {
+            if w.kind == WorkerKind::JobAck {
+                if let Some(m) = &r.orig_msgid {
+                    if self.reply_elsewhere(id, m, &r, now, out) {
+                        return;
+                    }
+                }
+            }
+            log::debug!(
+                "REPLY from worker {} for {} not in flight (late or duplicate): ignored",
+                self.pool
+                    .get(id)
+                    .map(|w| ident(&w.identity).into_owned())
+                    .unwrap_or_default(),
+                r.orig_msgid.as_deref().unwrap_or("<no msgid>")
+            );
+            return;
+        };
+        let Some(jid) = self.finish_inflight(id, seq) else {
+            return;
+        };
+        if let Some(w) = self.pool.get_mut(id) {
+            w.kind.owe_ready();
+        }
+        let status = r.status.unwrap_or(ResultStatus::Ok);
+        self.job_done(jid, id, status, Some(r.payload), now, out);
+    }
+
+    /// A job-ack worker's REPLY for a job that is not in flight on it (its
+    /// job manager reconnected with a new identity while the job ran): the
+    /// job is completed wherever it is — in flight on another (old)
+    /// identity, or queued / waiting for a retry after a redelivery.
+    /// Returns whether a job was found.
+    fn reply_elsewhere(
+        &mut self,
+        id: WorkerId,
+        msgid: &str,
+        r: &Reply,
+        now: u64,
+        out: &mut Vec<Action>,
+    ) -> bool {
+        let Some(jid) = self.store.find(msgid) else {
+            return false;
+        };
+        let Some(job) = self.store.jobs.get(&jid) else {
+            return false;
+        };
+        match job.state {
+            JobState::InFlight { worker, seq } if worker != id => {
+                if self.finish_inflight(worker, seq).is_none() {
+                    return false;
+                }
+                if let Some(w) = self.pool.get_mut(worker) {
+                    // A legacy worker would send a READY for that slot.
+                    w.kind.owe_ready();
+                }
+            }
+            JobState::Queued if job.lost() > 0 => self.store.remove_queued(jid),
+            JobState::Delayed { due } if job.lost() > 0 => {
+                self.store.delayed.remove(&(due, jid));
+            }
+            _ => return false,
+        }
+        log::info!(
+            "REPLY for {msgid} from worker {} completes the job delivered on another connection",
+            self.pool
+                .get(id)
+                .map(|w| ident(&w.identity).into_owned())
+                .unwrap_or_default()
+        );
+        let status = r.status.unwrap_or(ResultStatus::Ok);
+        self.job_done(jid, id, status, Some(r.payload.clone()), now, out);
+        true
+    }
+
+    /// A job's delivery ended with `status`.
+    fn job_done(
+        &mut self,
+        jid: JobId,
+        worker: WorkerId,
+        status: ResultStatus,
+        payload: Option<Vec<u8>>,
+        now: u64,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(job) = self.store.jobs.get_mut(&jid) else {
+            return;
+        };
+        if status == ResultStatus::Failed && job.failures() < job.retry_count() {
+            let extra = job.extra_mut();
+            extra.failures += 1;
+            extra.last_error = payload;
+            let failures = extra.failures;
+            let delay = self.cfg.backoff(failures);
+            log::info!(
+                "job {} failed (try {} of {}), retrying in {} ms",
+                job.msgid(),
+                failures,
+                job.retry_count() + 1,
+                delay / 1000
+            );
+            self.stats.retried += 1;
+            let meta = Rc::clone(&job.meta);
+            self.stats.queue_mut(&meta.route).retried += 1;
+            self.store.delay(jid, now.saturating_add(delay));
+            return;
+        }
+        let Some(job) = self.store.remove_job(jid) else {
+            return;
+        };
+        let executions = job.failures() + 1;
+        let payload = match (status, payload) {
+            (ResultStatus::Failed, Some(p)) => Some(with_attempts(p, executions)),
+            (_, p) => p,
+        };
+        let failed_for_good = status == ResultStatus::Failed && job.retry_count() > 0;
+        {
+            let m = self.stats.queue_mut(job.route());
+            m.finished += 1;
+            if !failed_for_good {
+                if status == ResultStatus::Failed {
+                    m.failed += 1;
+                } else {
+                    m.processed += 1;
+                }
+                m.latency.observe(now.saturating_sub(job.accepted_at));
+            }
+        }
+        if let Some(w) = self.pool.get(worker) {
+            match self.stats.processed_by_worker.get_mut(&w.identity) {
+                Some(n) => *n += 1,
+                None => {
+                    self.stats.processed_by_worker.insert(w.identity.clone(), 1);
+                }
+            }
+        }
+        if failed_for_good {
+            let reason = format!("failed after {executions} tries");
+            self.dead_letter(job, reason, payload, now, out);
+            return;
+        }
+        self.stats.completed += 1;
+        if status == ResultStatus::Failed {
+            self.stats.failed += 1;
+        }
+        log::debug!(
+            "job {} completed ({}) in {} ms",
+            job.msgid(),
+            status.as_str(),
+            now.saturating_sub(job.accepted_at) / 1000
+        );
+        self.journal.record(
+            Record::Completed {
+                msgid: job.msgid().to_string(),
+            },
+            None,
+        );
+        if job.reply_requested() && !job.client().is_empty() {
+            let payload = payload.unwrap_or_else(|| br#"{"value": null}"#.to_vec());
+            self.send_result(
+                job.client().to_vec(),
+                job.msgid().to_string(),
+                status,
+                payload,
+                out,
+            );
+        }
+    }
+
+    fn send_result(
+        &mut self,
+        client: Vec<u8>,
+        msgid: String,
+        status: ResultStatus,
+        payload: Vec<u8>,
+        out: &mut Vec<Action>,
+    ) {
+        self.stats.results_forwarded += 1;
+        let f = frames_of(
+            self.ids.next_id(),
+            Command::Result(emqp_proto::JobResult {
+                orig_msgid: msgid,
+                status,
+                payload,
+            }),
+        );
+        self.send_after_journal(Socket::Frontend, client, f, None, out);
+    }
+
+    /// A job (already out of the store) gives up for good.
+    pub(super) fn dead_letter(
+        &mut self,
+        job: Job,
+        reason: String,
+        error: Option<Vec<u8>>,
+        now: u64,
+        out: &mut Vec<Action>,
+    ) {
+        self.stats.dead_lettered += 1;
+        self.stats.queue_mut(job.route()).dead_lettered += 1;
+        log::warn!(
+            "job {} (queue {}) dead-lettered after {} deliveries: {reason}",
+            job.msgid(),
+            job.route(),
+            job.attempts
+        );
+        self.journal.record(
+            Record::DeadLettered {
+                msgid: job.msgid().to_string(),
+                reason: reason.clone(),
+            },
+            None,
+        );
+        if job.reply_requested() && !job.client().is_empty() {
+            let payload = match &error {
+                Some(p) => p.clone(),
+                None => serde_json::to_vec(&serde_json::json!({
+                    "error": {
+                        "kind": "dead-lettered",
+                        "message": reason,
+                        "attempts": job.attempts,
+                    }
+                }))
+                .unwrap_or_default(),
+            };
+            self.send_result(
+                job.client().to_vec(),
+                job.msgid().to_string(),
+                emqp_proto::ResultStatus::Failed,
+                payload,
+                out,
+            );
+        }
+        self.keep_dead_letter(DeadLetter {
+            msgid: job.msgid().to_string(),
+            client: job.client().to_vec(),
+            queue: job.route().to_string(),
+            attempts: job.attempts,
+            reason,
+            error,
+            at_unix_ms: self.unix_ms(now),
+        });
+    }
+
+    fn keep_dead_letter(&mut self, d: DeadLetter) {
+        if self.cfg.dead_letter_keep == 0 {
+            return;
+        }
+        if self.dead.len() >= self.cfg.dead_letter_keep {
+            self.dead.pop_front();
+        }
+        self.dead.push_back(d);
+    }
+
+    /// Put dead letters recovered from a journal into the admin list
+    /// (oldest first; only the last `dead_letter_keep` are kept). They do
+    /// not count in [`crate::Stats::dead_lettered`] (this run's), only in
+    /// the listed `count` of the admin STATUS.
+    pub fn restore_dead_letters(&mut self, letters: impl IntoIterator<Item = DeadLetter>) -> usize {
+        let mut n = 0;
+        for d in letters {
+            n += 1;
+            self.keep_dead_letter(d);
+        }
+        self.restored_dead += n as u64;
+        n
+    }
+
+    /// Delayed jobs whose retry delay ended go to the back of their queue.
+    pub(super) fn requeue_due_retries(&mut self, now: u64, out: &mut Vec<Action>) {
+        let due = self.store.take_due(now);
+        if due.is_empty() {
+            return;
+        }
+        let mut routes: Vec<String> = Vec::new();
+        for jid in due {
+            self.store.requeue(jid, false);
+            if let Some(j) = self.store.jobs.get(&jid) {
+                let route = j.route();
+                if !routes.iter().any(|r| r == route) {
+                    routes.push(route.to_string());
+                }
+            }
+        }
+        for r in routes {
+            self.pump(&r, out);
+        }
+    }
+}
+
+/// A failed payload with `error.attempts` set to `n` (the executions);
+/// any other payload unchanged.
+fn with_attempts(payload: Vec<u8>, n: u32) -> Vec<u8> {
+    let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(&payload) else {
+        return payload;
+    };
+    match v.get_mut("error").and_then(|e| e.as_object_mut()) {
+        Some(e) => {
+            e.insert("attempts".into(), n.into());
+            serde_json::to_vec(&v).unwrap_or(payload)
+        }
+        None => payload,
+    }
+}

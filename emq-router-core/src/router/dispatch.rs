@@ -1,0 +1,104 @@
+//! Dispatch: buffered jobs to free slots.
+//!
+//! A job of a queue goes to the least recently used worker with a free
+//! slot among those with the highest weight for that queue
+//! (`workers.rs`). Only a **dispatchable** job leaves its buffer: one
+//! whose `Accepted` record is committed (with a journal; see
+//! `durability.rs`) — so a job never runs unless the journal has it, and a
+//! job whose batch fails can still be refused. New jobs sit at the back of
+//! their buffer, so the dispatchable ones form its front; a queue whose
+//! front is not yet durable waits for the commit, which pumps it again.
+//! Nothing is dispatched while draining.
+
+use emqp_proto::PROTOCOL_VERSION;
+
+use super::Router;
+use crate::event::{Action, Socket};
+use crate::jobs::{JobId, JobState};
+use crate::journal::Record;
+use crate::util::ident;
+use crate::workers::WorkerId;
+
+impl Router {
+    /// Whether the front job of `queue` may be handed out.
+    pub(crate) fn front_dispatchable(&self, queue: &str) -> bool {
+        self.store
+            .front(queue)
+            .is_some_and(|id| self.journal.is_durable(id))
+    }
+
+    /// The front job of `queue`, taken out of its buffer, if dispatchable.
+    pub(super) fn pop_dispatchable(&mut self, queue: &str) -> Option<JobId> {
+        if !self.front_dispatchable(queue) {
+            return None;
+        }
+        self.store.pop_front(queue)
+    }
+
+    /// Hand dispatchable jobs of `queue` to free workers.
+    pub(crate) fn pump(&mut self, queue: &str, out: &mut Vec<Action>) {
+        if self.is_draining() {
+            return;
+        }
+        while let Some(wid) = self.pool.pick(queue) {
+            let Some(jid) = self.pop_dispatchable(queue) else {
+                return;
+            };
+            self.dispatch(jid, wid, true, out);
+        }
+    }
+
+    /// Send job `jid` to worker `wid`.
+    pub(super) fn dispatch(
+        &mut self,
+        jid: JobId,
+        wid: WorkerId,
+        consume_slot: bool,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(job) = self.store.jobs.get(&jid) else {
+            return;
+        };
+        let msgid = job.msgid().to_string();
+        let Some(seq) = self.pool.record_dispatch(wid, jid, &msgid, consume_slot) else {
+            // Unknown worker: cannot happen (callers pick live workers);
+            // keep the job rather than lose it.
+            self.store.requeue(jid, true);
+            return;
+        };
+        let Some(job) = self.store.jobs.get_mut(&jid) else {
+            return;
+        };
+        job.attempts += 1;
+        job.state = JobState::InFlight { worker: wid, seq };
+        let attempts = job.attempts;
+        let identity = self
+            .pool
+            .get(wid)
+            .map(|w| w.identity.clone())
+            .unwrap_or_default();
+        let Some(job) = self.store.jobs.get(&jid) else {
+            return;
+        };
+        log::debug!(
+            "job {msgid} (queue {}) dispatched to {} (attempt {attempts})",
+            job.queue(),
+            ident(&identity),
+        );
+        let frames = vec![
+            Vec::new(),
+            PROTOCOL_VERSION.as_bytes().to_vec(),
+            b"REQUEST".to_vec(),
+            msgid.as_bytes().to_vec(),
+            job.queue().as_bytes().to_vec(),
+            job.headers().to_vec(),
+            job.payload().to_vec(),
+        ];
+        self.stats.dispatched += 1;
+        self.send(Socket::Backend, identity, frames, out);
+        if attempts > 1 && self.journal.enabled() {
+            self.journal
+                .record(Record::Attempt { msgid, attempts }, None);
+        }
+    }
+}

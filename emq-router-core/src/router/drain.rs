@@ -1,0 +1,76 @@
+//! Drain: the orderly shutdown.
+//!
+//! DISCONNECT on the admin socket, or [`crate::Input::Shutdown`] (SIGTERM,
+//! SIGINT), starts it: KBYE goes to every worker and scheduler, new
+//! REQUESTs and SCHEDULEs are refused `shutting-down`, buffered jobs are
+//! no longer handed out, INFORMs are ignored. Workers keep their entries
+//! and their HEARTBEATs: an emq job manager told KBYE finishes the jobs it
+//! runs and sends their REPLYs on the same connection before it leaves,
+//! so their results reach the clients. [`Action::Exit`] is emitted when no
+//! job is in flight and the journal has written everything (so every
+//! acknowledgement and RESULT went out), or when `drain_timeout` has
+//! passed. Unfinished jobs stay in the journal.
+
+use emqp_proto::Command;
+
+use super::{frames_of, Router};
+use crate::event::{Action, Socket};
+use crate::workers::WorkerId;
+
+impl Router {
+    pub(super) fn start_shutdown(&mut self, why: &str, now: u64, out: &mut Vec<Action>) {
+        if self.is_draining() {
+            return;
+        }
+        self.drain_deadline = Some(now.saturating_add(self.cfg.drain_timeout));
+        log::info!(
+            "shutting down ({why}): KBYE to {} worker(s) and {} scheduler(s); {} job(s) in flight, {} buffered",
+            self.pool.workers.len(),
+            self.schedulers.len(),
+            self.inflight_count(),
+            self.buffered_count() + self.delayed_count()
+        );
+        let mut ids: Vec<(WorkerId, Vec<u8>)> = self
+            .pool
+            .workers
+            .values()
+            .map(|w| (w.id, w.identity.clone()))
+            .collect();
+        ids.sort_unstable_by_key(|(id, _)| *id);
+        for (_, identity) in ids {
+            let f = frames_of(self.ids.next_id(), Command::Kbye);
+            self.send(Socket::Backend, identity, f, out);
+        }
+        let scheds: Vec<Vec<u8>> = self.schedulers.iter().map(|s| s.identity.clone()).collect();
+        for identity in scheds {
+            let f = frames_of(self.ids.next_id(), Command::Kbye);
+            self.send(Socket::Frontend, identity, f, out);
+        }
+    }
+
+    pub(super) fn maybe_exit(&mut self, now: u64, out: &mut Vec<Action>) {
+        let Some(deadline) = self.drain_deadline else {
+            return;
+        };
+        if self.exited {
+            return;
+        }
+        let idle = self.pool.inflight_total == 0 && self.journal.is_idle();
+        if idle || now >= deadline {
+            self.exited = true;
+            if self.pool.inflight_total > 0 {
+                log::warn!(
+                    "drain timeout: {} job(s) still in flight are kept as unfinished",
+                    self.pool.inflight_total
+                );
+            }
+            if !self.journal.is_idle() {
+                log::warn!(
+                    "drain timeout: {} acknowledgement(s) or result(s) still wait for the journal and are not sent",
+                    self.journal.held_count()
+                );
+            }
+            out.push(Action::Exit);
+        }
+    }
+}

@@ -1,0 +1,481 @@
+//! Durability: the journal rule, group commit and journal failures.
+//!
+//! **Rule.** A client never hears of anything the journal could lose. An
+//! acknowledgement (`REPLY [msgid]` of a REQUEST, SCHEDULE or UNSCHEDULE)
+//! or a RESULT leaves only after every record emitted before it is in a
+//! committed batch; and a job is handed to a worker only once its
+//! `Accepted` record is committed (so a job never runs unless the journal
+//! has it, and a job whose batch fails was never seen by anyone). Sends
+//! that promise nothing (REJECTs, heartbeats, admin answers, dispatches of
+//! durable jobs) do not wait.
+//!
+//! **Group commit.** Records gather in an open batch. Under light load
+//! (the last batch had fewer than [`SMALL_BATCH`] records) the open batch
+//! is due at once — the driver commits it after the read round that
+//! produced it, so a lone job waits for one commit only; under load it is
+//! due [`COMMIT_DELAY`] after the previous batch, or at once with
+//! [`COMMIT_OPS`] records. One batch is in flight at a time. A job
+//! accepted and completed within one open batch needs no row: its
+//! `Accepted` and `Completed` records cancel (unless its msgid was
+//! accepted twice in the batch).
+//!
+//! **Failure.** When a batch fails: no acknowledgement leaves for a job of
+//! that batch — the job is removed (it was never dispatched) and its
+//! client gets `REJECT journal-unavailable`; the batch's other records
+//! (completions, attempts, dead letters, schedules) are kept and written
+//! first in the next batch, and the sends waiting for them wait for that
+//! batch. Until a batch commits again, new REQUESTs and SCHEDULEs are
+//! refused `journal-unavailable`; the core retries every
+//! [`RETRY_INTERVAL`] on its own — with the kept records, or a
+//! [`Record::Probe`] when there are none — and recovers without a
+//! restart. Jobs acknowledged earlier stay queued and are never dropped.
+//! The log says once that the journal failed and once that it
+//! recovered, with the number of requests refused meanwhile.
+
+use std::collections::VecDeque;
+
+use super::Router;
+use crate::event::{Action, Socket};
+use crate::jobs::JobId;
+use crate::journal::{Batch, BatchId, BatchResult, Record};
+use crate::util::FastMap;
+use emqp_proto::{Command, Reject, RejectReason};
+
+/// The longest an acknowledgement waits for its commit under load.
+pub(crate) const COMMIT_DELAY: u64 = 1_000;
+/// A batch this small means light load: the next one is due at once.
+pub(crate) const SMALL_BATCH: usize = 16;
+/// Records that make the open batch due at once.
+pub(crate) const COMMIT_OPS: usize = 8192;
+/// Time between two tries of a failing journal.
+pub(crate) const RETRY_INTERVAL: u64 = 1_000_000;
+
+/// The journal as the admin STATUS and `/metrics` show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JournalState {
+    /// No journal (`--journal none`).
+    Off,
+    /// The last batch committed.
+    Healthy,
+    /// Batches fail; new work is refused until one commits.
+    Failing {
+        /// Core time of the first failure.
+        since: u64,
+        /// The store's last error.
+        error: String,
+        /// REQUESTs and SCHEDULEs refused since.
+        refused: u64,
+    },
+}
+
+impl JournalState {
+    /// `off`, `ok` or `failing`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            JournalState::Off => "off",
+            JournalState::Healthy => "ok",
+            JournalState::Failing { .. } => "failing",
+        }
+    }
+}
+
+/// A send waiting for a batch.
+#[derive(Debug)]
+struct Held {
+    /// The batch it waits for.
+    batch: u64,
+    /// The job whose acknowledgement this is (REJECTed instead if that
+    /// job's batch fails).
+    job: Option<JobId>,
+    action: Action,
+}
+
+/// The batch handed to the driver, not yet done.
+#[derive(Debug)]
+struct Pending {
+    id: u64,
+    /// Jobs with ids below this are durable once the batch commits.
+    durable_below: JobId,
+    /// Jobs accepted in the batch.
+    jobs: Vec<JobId>,
+    /// Its records other than `Accepted` and `Probe`: written again if it
+    /// fails.
+    keep: Vec<Record>,
+}
+
+/// The state of the journal rule (see the module documentation).
+#[derive(Debug)]
+pub(crate) struct Durability {
+    enabled: bool,
+    open: Vec<Option<Record>>,
+    /// msgid → index in `open` of its `Accepted` (None: accepted twice).
+    open_accepted: FastMap<String, Option<usize>>,
+    /// Jobs accepted in the open batch.
+    open_jobs: Vec<JobId>,
+    /// Records of failed batches, written first in the next one.
+    again: Vec<Record>,
+    /// The id the open batch will have.
+    next_batch: u64,
+    pending: Option<Pending>,
+    held: VecDeque<Held>,
+    durable_below: JobId,
+    last_emit: Option<u64>,
+    last_batch_len: usize,
+    state: JournalState,
+    retry_at: u64,
+    /// Jobs whose two records cancelled (for the exit log).
+    pub(crate) cancelled: u64,
+}
+
+impl Durability {
+    pub(crate) fn new(enabled: bool) -> Durability {
+        Durability {
+            enabled,
+            open: Vec::new(),
+            open_accepted: FastMap::default(),
+            open_jobs: Vec::new(),
+            again: Vec::new(),
+            next_batch: 1,
+            pending: None,
+            held: VecDeque::new(),
+            durable_below: 1,
+            last_emit: None,
+            last_batch_len: 0,
+            state: if enabled {
+                JournalState::Healthy
+            } else {
+                JournalState::Off
+            },
+            retry_at: 0,
+            cancelled: 0,
+        }
+    }
+
+    pub(crate) fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    pub(crate) fn state(&self) -> &JournalState {
+        &self.state
+    }
+
+    /// Sends waiting for a commit.
+    pub(crate) fn held_count(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Whether job `id`'s `Accepted` record is committed.
+    pub(crate) fn is_durable(&self, id: JobId) -> bool {
+        !self.enabled || id < self.durable_below
+    }
+
+    pub(crate) fn mark_durable_below(&mut self, id: JobId) {
+        if self.pending.is_none() && self.open_jobs.is_empty() {
+            self.durable_below = self.durable_below.max(id);
+        }
+    }
+
+    /// Why new work is refused, while the journal fails.
+    pub(crate) fn refusal(&mut self) -> Option<String> {
+        match &mut self.state {
+            JournalState::Failing { error, refused, .. } => {
+                *refused += 1;
+                Some(format!("the router's journal cannot store jobs: {error}"))
+            }
+            _ => None,
+        }
+    }
+
+    /// Add a record to the open batch; `job` for an `Accepted` record.
+    pub(crate) fn record(&mut self, record: Record, job: Option<JobId>) {
+        if !self.enabled {
+            return;
+        }
+        match record {
+            Record::Accepted(j) => {
+                let i = self.open.len();
+                match self.open_accepted.get_mut(&j.msgid) {
+                    Some(slot) => *slot = None,
+                    None => {
+                        self.open_accepted.insert(j.msgid.clone(), Some(i));
+                    }
+                }
+                if let Some(id) = job {
+                    self.open_jobs.push(id);
+                }
+                self.open.push(Some(Record::Accepted(j)));
+            }
+            Record::Completed { msgid } => {
+                if let Some(Some(i)) = self.open_accepted.get(&msgid).copied() {
+                    self.open_accepted.remove(&msgid);
+                    self.open[i] = None;
+                    self.cancelled += 1;
+                    return;
+                }
+                self.open.push(Some(Record::Completed { msgid }));
+            }
+            other => self.open.push(Some(other)),
+        }
+    }
+
+    /// The batch a send emitted now must wait for, if any.
+    fn waits_for(&self) -> Option<u64> {
+        if !self.open.is_empty() || !self.again.is_empty() {
+            Some(self.next_batch)
+        } else if let Some(p) = &self.pending {
+            Some(p.id)
+        } else {
+            self.held.back().map(|h| h.batch)
+        }
+    }
+
+    /// A send that promises something: held until the records emitted
+    /// before it are committed, else given back to go out now.
+    pub(crate) fn hold(&mut self, action: Action, job: Option<JobId>) -> Option<Action> {
+        if !self.enabled {
+            return Some(action);
+        }
+        match self.waits_for() {
+            None => Some(action),
+            Some(batch) => {
+                self.held.push_back(Held { batch, job, action });
+                None
+            }
+        }
+    }
+
+    /// When the open batch (or a retry) is due; `None` when nothing is
+    /// to be written or a batch is in flight.
+    pub(crate) fn deadline(&self, draining: bool) -> Option<u64> {
+        if !self.enabled || self.pending.is_some() {
+            return None;
+        }
+        if matches!(self.state, JournalState::Failing { .. }) {
+            return Some(self.retry_at);
+        }
+        if self.open.is_empty() && self.again.is_empty() {
+            return None;
+        }
+        if draining || self.open.len() >= COMMIT_OPS || self.last_batch_len < SMALL_BATCH {
+            return Some(0);
+        }
+        Some(self.last_emit.map_or(0, |t| t.saturating_add(COMMIT_DELAY)))
+    }
+
+    /// Nothing open, in flight, held or kept for a retry.
+    pub(crate) fn is_idle(&self) -> bool {
+        !self.enabled
+            || (self.open.is_empty()
+                && self.again.is_empty()
+                && self.pending.is_none()
+                && self.held.is_empty())
+    }
+
+    /// Close the open batch: the [`Batch`] to emit, if due at `now`.
+    fn take_batch(&mut self, now: u64, draining: bool, next_job_id: JobId) -> Option<Batch> {
+        let due = self.deadline(draining)?;
+        if due > now {
+            return None;
+        }
+        let failing = matches!(self.state, JournalState::Failing { .. });
+        let mut records: Vec<Record> = std::mem::take(&mut self.again);
+        records.extend(self.open.drain(..).flatten());
+        if records.is_empty() && failing {
+            records.push(Record::Probe);
+        }
+        self.open_accepted.clear();
+        let id = self.next_batch;
+        self.next_batch += 1;
+        self.last_emit = Some(now);
+        self.last_batch_len = records.len();
+        let keep = records
+            .iter()
+            .filter(|r| !matches!(r, Record::Accepted(_) | Record::Probe))
+            .cloned()
+            .collect();
+        self.pending = Some(Pending {
+            id,
+            durable_below: next_job_id,
+            jobs: std::mem::take(&mut self.open_jobs),
+            keep,
+        });
+        Some(Batch {
+            id: BatchId(id),
+            records,
+        })
+    }
+}
+
+impl Router {
+    /// Emit the open batch if it is due (see the module documentation).
+    pub(super) fn flush_journal(&mut self, now: u64, out: &mut Vec<Action>) {
+        let draining = self.is_draining();
+        let next = self.store.next_id;
+        if let Some(batch) = self.journal.take_batch(now, draining, next) {
+            out.push(Action::Journal(batch));
+        }
+    }
+
+    /// Emit the open batch now, whatever the group-commit timing says
+    /// (tests: the harness commits after every input).
+    #[cfg(test)]
+    pub(crate) fn flush_journal_now(&mut self, now: u64, out: &mut Vec<Action>) {
+        if self.journal.pending.is_some()
+            || (self.journal.open.is_empty() && self.journal.again.is_empty())
+        {
+            return;
+        }
+        let saved = self.journal.last_batch_len;
+        self.journal.last_batch_len = 0;
+        let retry_at = self.journal.retry_at;
+        self.journal.retry_at = 0;
+        self.flush_journal(now, out);
+        self.journal.retry_at = retry_at.max(self.journal.retry_at);
+        if self.journal.pending.is_none() {
+            self.journal.last_batch_len = saved;
+        }
+    }
+
+    /// A send that waits for the journal (acknowledgements, RESULTs).
+    pub(crate) fn send_after_journal(
+        &mut self,
+        socket: Socket,
+        identity: Vec<u8>,
+        frames: crate::event::Frames,
+        job: Option<JobId>,
+        out: &mut Vec<Action>,
+    ) {
+        let action = Action::Send {
+            socket,
+            identity,
+            frames,
+        };
+        if let Some(action) = self.journal.hold(action, job) {
+            out.push(action);
+        }
+    }
+
+    pub(super) fn on_journal_done(
+        &mut self,
+        batch: BatchId,
+        result: BatchResult,
+        now: u64,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(p) = self.journal.pending.take() else {
+            log::warn!("journal outcome of batch {} with no batch in flight", batch.0);
+            return;
+        };
+        if p.id != batch.0 {
+            log::warn!(
+                "journal outcome of batch {} while batch {} is in flight",
+                batch.0,
+                p.id
+            );
+        }
+        match result {
+            BatchResult::Committed => self.batch_committed(p, now, out),
+            BatchResult::Failed(error) => self.batch_failed(p, error, now, out),
+        }
+    }
+
+    fn batch_committed(&mut self, p: Pending, now: u64, out: &mut Vec<Action>) {
+        let j = &mut self.journal;
+        if let JournalState::Failing { since, refused, .. } = &j.state {
+            log::info!(
+                "journal recovered after {:.1} s: accepting jobs again ({refused} request(s) refused meanwhile)",
+                now.saturating_sub(*since) as f64 / 1e6
+            );
+        }
+        j.state = JournalState::Healthy;
+        j.durable_below = j.durable_below.max(p.durable_below);
+        while j.held.front().is_some_and(|h| h.batch <= p.id) {
+            if let Some(h) = j.held.pop_front() {
+                out.push(h.action);
+            }
+        }
+        let mut routes: Vec<String> = Vec::new();
+        for jid in &p.jobs {
+            if let Some(job) = self.store.jobs.get(jid) {
+                if !routes.iter().any(|r| r == job.route()) {
+                    routes.push(job.route().to_string());
+                }
+            }
+        }
+        for r in routes {
+            self.pump(&r, out);
+        }
+    }
+
+    fn batch_failed(&mut self, p: Pending, error: String, now: u64, out: &mut Vec<Action>) {
+        // The jobs of the batch were never acknowledged nor dispatched:
+        // take them out; their acknowledgements become REJECTs.
+        let failed: crate::util::FastSet<JobId> = p.jobs.iter().copied().collect();
+        let removed = self.store.remove_queued_set(&failed);
+        self.stats.accepted -= removed as u64;
+        self.stats.rejected_journal += removed as u64;
+        let next = self.journal.next_batch;
+        let mut reject_ids = 0u64;
+        let held = std::mem::take(&mut self.journal.held);
+        for mut h in held {
+            if h.batch <= p.id {
+                if let Some(jid) = h.job.filter(|j| failed.contains(j)) {
+                    let _ = jid;
+                    if let Action::Send {
+                        identity, frames, ..
+                    } = h.action
+                    {
+                        let msgid = ack_msgid(&frames).unwrap_or_default();
+                        reject_ids += 1;
+                        let f = super::frames_of(
+                            self.ids.next_id(),
+                            Command::Reject(Reject {
+                                orig_msgid: msgid,
+                                reason: RejectReason::JournalUnavailable,
+                                text: format!("the router's journal cannot store jobs: {error}"),
+                            }),
+                        );
+                        out.push(Action::Send {
+                            socket: Socket::Frontend,
+                            identity,
+                            frames: f,
+                        });
+                    }
+                    continue;
+                }
+                // Waits for the records kept for the next batch.
+                h.batch = next;
+            }
+            self.journal.held.push_back(h);
+        }
+        let j = &mut self.journal;
+        let mut keep = p.keep;
+        keep.append(&mut j.again);
+        j.again = keep;
+        j.retry_at = now.saturating_add(RETRY_INTERVAL);
+        match &mut j.state {
+            JournalState::Failing { error: e, .. } => *e = error,
+            _ => {
+                log::error!(
+                    "journal write failed: {error}; {reject_ids} job(s) of the batch refused \
+                     (journal-unavailable), new jobs and schedules are refused until a write \
+                     succeeds again (retrying every {} s)",
+                    RETRY_INTERVAL / 1_000_000
+                );
+                j.state = JournalState::Failing {
+                    since: now,
+                    error,
+                    refused: 0,
+                };
+            }
+        }
+    }
+}
+
+/// The msgid an acknowledgement `REPLY [msgid]` answers.
+fn ack_msgid(frames: &[Vec<u8>]) -> Option<String> {
+    match emqp_proto::Message::decode(frames.to_vec()).ok()?.command {
+        Command::Reply(r) => String::from_utf8(r.payload).ok(),
+        _ => None,
+    }
+}

@@ -1,0 +1,440 @@
+//! Intake: decoding, REQUEST, and the one `accept` path.
+//!
+//! - **Decoding.** Frames off a socket are decoded here; anything
+//!   malformed is logged (rate-limited) and dropped, and counts as the
+//!   sender's heartbeat. An undecodable REQUEST, SCHEDULE or UNSCHEDULE
+//!   whose msgid is readable gets `REJECT [msgid, malformed, reason]`.
+//!   Nothing here panics on input.
+//! - **REQUEST.** Routed through its queue if a connected worker serves
+//!   it, else through `default`; the frames are forwarded unchanged (queue
+//!   frame as sent, same msgid, headers frame byte for byte). Every
+//!   accepted REQUEST is acknowledged `REPLY [msgid]`, dispatched or
+//!   buffered, once its journal record is committed. Refused, in this
+//!   order: `shutting-down` while draining; `journal-unavailable` while
+//!   the journal fails; `duplicate-msgid` when an unfinished job already
+//!   has that msgid (the journal and the REPLYs of workers name jobs by
+//!   msgid, so two could not be kept apart); `queue-full` when the route
+//!   has `hwm` jobs buffered and no free slot.
+//! - **Accept.** REQUESTs, schedule runs and jobs restored from a journal
+//!   all become jobs through [`Router::accept`]: interned meta, msgid
+//!   index, the `Accepted` record (not for restored jobs: they are in the
+//!   journal already), the queue buffer.
+
+use emqp_proto::{
+    Command, Headers, Message, PeerType, Reject, RejectReason, Reply, Request, DEFAULT_QUEUE,
+    PROTOCOL_VERSION,
+};
+
+use super::{frames_of, Router};
+use crate::event::{Action, Frames, Socket};
+use crate::jobs::{Job, JobExtra, JobId};
+use crate::journal::{JobRecord, Record};
+use crate::util::ident;
+
+/// Frames kept from before decoding.
+pub(crate) enum Raw {
+    /// A REQUEST's HEADERS frame, forwarded byte for byte.
+    Headers(Vec<u8>),
+    /// A whole SCHEDULE / UNSCHEDULE, forwarded verbatim to scheduler peers.
+    Frames(Frames),
+}
+
+/// A job about to be accepted.
+pub(crate) struct NewJob<'a> {
+    pub msgid: &'a str,
+    pub client: &'a [u8],
+    pub queue: &'a str,
+    pub route: &'a str,
+    pub headers: &'a [u8],
+    pub payload: &'a [u8],
+    /// `(reply_requested, retry_count)`, parsed only for a new meta.
+    pub parse: &'a dyn Fn() -> (bool, u32),
+}
+
+impl Router {
+    pub(super) fn on_frames(
+        &mut self,
+        socket: Socket,
+        mut frames: Frames,
+        now: u64,
+        out: &mut Vec<Action>,
+    ) {
+        if frames.is_empty() {
+            self.stats.malformed_dropped += 1;
+            if self.malformed_log.allow(now) {
+                log::warn!("{}: dropped an empty message", socket.name());
+            }
+            return;
+        }
+        if socket == Socket::Frontend && frames.get(3).map(Vec::as_slice) == Some(b"REQUEST") {
+            // Hot path: take the REQUEST apart without copying any frame.
+            // Anything `Message::decode` would refuse goes the general way
+            // below (same errors, same REJECT).
+            if let Some((identity, msgid, r, raw_headers)) = take_request(&mut frames) {
+                self.touch(socket, &identity, now);
+                self.on_request(identity, msgid, r, Some(raw_headers), now, out);
+                return;
+            }
+        }
+        let identity = frames.remove(0);
+        // Keep what decoding would lose: the HEADERS frame of a REQUEST (to
+        // forward it byte for byte) and whole SCHEDULE/UNSCHEDULE messages
+        // (forwarded verbatim). The msgid of a client's command is kept
+        // for a REJECT.
+        let mut raw_headers = None;
+        let mut raw_frames = None;
+        let mut answer_msgid = None;
+        let cmd = frames.get(2).map(Vec::as_slice);
+        match cmd {
+            Some(b"REQUEST") => raw_headers = frames.get(5).cloned(),
+            Some(b"SCHEDULE") | Some(b"UNSCHEDULE") => raw_frames = Some(frames.clone()),
+            _ => {}
+        }
+        if matches!(
+            cmd,
+            Some(b"REQUEST") | Some(b"SCHEDULE") | Some(b"UNSCHEDULE")
+        ) {
+            answer_msgid = frames
+                .get(3)
+                .and_then(|m| std::str::from_utf8(m).ok())
+                .map(str::to_string);
+        }
+        let cmd_name = cmd
+            .map(|c| String::from_utf8_lossy(c).into_owned())
+            .unwrap_or_default();
+        match Message::decode(frames) {
+            Ok(msg) => {
+                let raw = match (raw_headers, raw_frames) {
+                    (Some(h), _) => Some(Raw::Headers(h)),
+                    (None, Some(f)) => Some(Raw::Frames(f)),
+                    (None, None) => None,
+                };
+                self.on_message(socket, identity, msg, raw, now, out)
+            }
+            Err(e) => {
+                self.touch(socket, &identity, now);
+                self.stats.malformed_dropped += 1;
+                if self.malformed_log.allow(now) {
+                    log::warn!(
+                        "{}: dropped malformed message from {}: {e}",
+                        socket.name(),
+                        ident(&identity)
+                    );
+                }
+                if let (Socket::Frontend, Some(msgid)) = (socket, answer_msgid) {
+                    self.stats.rejected_malformed += 1;
+                    self.reject(
+                        identity,
+                        msgid,
+                        RejectReason::Malformed,
+                        format!("malformed {cmd_name}: {e}"),
+                        out,
+                    );
+                }
+            }
+        }
+    }
+
+    /// Any message counts as a heartbeat of a known peer.
+    pub(super) fn touch(&mut self, socket: Socket, identity: &[u8], now: u64) {
+        match socket {
+            Socket::Backend => self.pool.touch(identity, now),
+            Socket::Frontend => {
+                if let Some(s) = self.schedulers.iter_mut().find(|s| s.identity == identity) {
+                    s.last_seen = now;
+                }
+            }
+            Socket::Admin => {}
+        }
+    }
+
+    pub(super) fn on_frontend(
+        &mut self,
+        identity: Vec<u8>,
+        msg: Message,
+        raw: Option<Raw>,
+        now: u64,
+        out: &mut Vec<Action>,
+    ) {
+        let Message { msgid, command } = msg;
+        match command {
+            Command::Request(r) => {
+                let raw_headers = match raw {
+                    Some(Raw::Headers(h)) => Some(h),
+                    _ => None,
+                };
+                self.on_request(identity, msgid, r, raw_headers, now, out)
+            }
+            Command::Inform(inf) => {
+                if inf.peer_type != Some(PeerType::Scheduler) {
+                    log::warn!(
+                        "frontend: worker INFORM from {} ignored (workers connect to the backend)",
+                        ident(&identity)
+                    );
+                    return;
+                }
+                self.on_scheduler_inform(identity, msgid, now, out);
+            }
+            cmd @ (Command::Schedule(_) | Command::Unschedule(_)) => {
+                let raw = match raw {
+                    Some(Raw::Frames(f)) => Some(f),
+                    _ => None,
+                };
+                self.on_schedule(identity, msgid, cmd, raw, now, out);
+            }
+            Command::Kbye => self.on_scheduler_kbye(&identity),
+            Command::Heartbeat { .. } => {}
+            other => {
+                log::debug!(
+                    "frontend: {} from {} ignored",
+                    other.name(),
+                    ident(&identity)
+                );
+            }
+        }
+    }
+
+    /// The queue a job for `queue` is buffered under: its own if a
+    /// connected worker serves it, else `default`.
+    pub(crate) fn route_of<'q>(&self, queue: &'q str) -> &'q str {
+        if self.pool.serves(queue) {
+            queue
+        } else {
+            DEFAULT_QUEUE
+        }
+    }
+
+    fn on_request(
+        &mut self,
+        client: Vec<u8>,
+        msgid: String,
+        r: Request,
+        raw_headers: Option<Vec<u8>>,
+        now: u64,
+        out: &mut Vec<Action>,
+    ) {
+        let route = self.route_of(&r.queue).to_string();
+        let refusal = if self.is_draining() {
+            self.stats.rejected_shutting_down += 1;
+            Some((
+                RejectReason::ShuttingDown,
+                "the router is shutting down".to_string(),
+            ))
+        } else if let Some(why) = self.journal.refusal() {
+            self.stats.rejected_journal += 1;
+            Some((RejectReason::JournalUnavailable, why))
+        } else if self.store.find(&msgid).is_some() {
+            self.stats.rejected_duplicate += 1;
+            Some((
+                RejectReason::DuplicateMsgid,
+                format!("the router already holds an unfinished job with msgid {msgid}"),
+            ))
+        } else if !self.pool.has_free(&route) && self.store.queue_len(&route) >= self.cfg.hwm {
+            self.stats.rejected_queue_full += 1;
+            Some((
+                RejectReason::QueueFull,
+                format!(
+                    "queue {route} has {} buffered jobs (hwm)",
+                    self.store.queue_len(&route)
+                ),
+            ))
+        } else {
+            None
+        };
+        if let Some((reason, text)) = refusal {
+            self.stats.queue_mut(&route).rejected += 1;
+            if self.reject_log.allow(now) {
+                log::warn!(
+                    "REQUEST {msgid} for queue {} rejected ({}): {text}",
+                    r.queue,
+                    reason.as_str()
+                );
+            }
+            self.reject(client, msgid, reason, text, out);
+            return;
+        }
+        let headers = raw_headers.unwrap_or_else(|| r.headers.encode().into_bytes());
+        let parse = || {
+            (
+                r.headers.reply_requested(),
+                r.headers.retry_count().unwrap_or(0),
+            )
+        };
+        let jid = self.accept(
+            NewJob {
+                msgid: &msgid,
+                client: &client,
+                queue: &r.queue,
+                route: &route,
+                headers: &headers,
+                payload: &r.message,
+                parse: &parse,
+            },
+            now,
+        );
+        self.pump(&route, out);
+        let ack = frames_of(self.ids.next_id(), Command::Reply(Reply::ack_of(&msgid)));
+        let action = Action::Send {
+            socket: Socket::Frontend,
+            identity: client,
+            frames: ack,
+        };
+        if let Some(action) = self.journal.hold(action, Some(jid)) {
+            out.push(action);
+        }
+    }
+
+    /// Make a job of `new`: intern its meta, index its msgid, record it
+    /// (`Accepted`) and buffer it at the back of its route queue. The
+    /// caller pumps the route.
+    pub(crate) fn accept(&mut self, new: NewJob<'_>, now: u64) -> JobId {
+        let id = self.store.alloc_id();
+        let meta = self.store.metas.intern(
+            new.client,
+            new.queue,
+            new.route,
+            new.headers,
+            new.parse,
+        );
+        let job = Job::new(new.msgid, new.payload, meta, now);
+        self.stats.accepted += 1;
+        if self.journal.enabled() {
+            let record = self.job_record(&job);
+            self.journal.record(Record::Accepted(record), Some(id));
+        }
+        self.store.index(new.msgid, id);
+        self.store.insert_queued(id, job);
+        id
+    }
+
+    /// Jobs a journal held: buffered again (ignoring `hwm`) under their
+    /// route queue, in the given order, without acknowledgement or record.
+    /// A journalled delivery count above 1 means earlier deliveries were
+    /// lost: they keep counting toward `max_attempts` (at least one more
+    /// try is left). A msgid already held is skipped (logged).
+    pub(super) fn restore_jobs(
+        &mut self,
+        jobs: Vec<JobRecord>,
+        now: u64,
+        out: &mut Vec<Action>,
+    ) -> usize {
+        let mut n = 0;
+        let mut routes: Vec<String> = Vec::new();
+        for s in jobs {
+            if self.store.find(&s.msgid).is_some() {
+                log::warn!("journal: job {} listed twice, restored once", s.msgid);
+                continue;
+            }
+            let route = if s.route.is_empty() {
+                DEFAULT_QUEUE.to_string()
+            } else {
+                s.route.clone()
+            };
+            if !routes.contains(&route) {
+                routes.push(route.clone());
+            }
+            let lost = s
+                .attempts
+                .saturating_sub(1)
+                .min(self.cfg.max_attempts.saturating_sub(1));
+            let id = self.store.alloc_id();
+            let meta = self
+                .store
+                .metas
+                .intern(&s.client, &s.queue, &route, &s.headers, &|| {
+                    let h = Headers::parse(&s.headers).unwrap_or_default();
+                    (h.reply_requested(), h.retry_count().unwrap_or(0))
+                });
+            let mut job = Job::new(&s.msgid, &s.payload, meta, now);
+            job.attempts = s.attempts;
+            job.extra = Some(Box::new(JobExtra {
+                lost,
+                accepted_unix: Some(s.accepted_at_unix_ms.saturating_mul(1000)),
+                ..JobExtra::default()
+            }));
+            self.store.index(&s.msgid, id);
+            self.store.insert_queued(id, job);
+            self.stats.accepted += 1;
+            self.stats.restored += 1;
+            n += 1;
+        }
+        // Restored jobs are durable: dispatchable at once.
+        self.journal.mark_durable_below(self.store.next_id);
+        for r in routes {
+            self.pump(&r, out);
+        }
+        n
+    }
+
+    /// The journal record of a job.
+    pub(crate) fn job_record(&self, job: &Job) -> JobRecord {
+        JobRecord {
+            msgid: job.msgid().to_string(),
+            client: job.client().to_vec(),
+            queue: job.queue().to_string(),
+            route: job.route().to_string(),
+            headers: job.headers().to_vec(),
+            payload: job.payload().to_vec(),
+            attempts: job.attempts,
+            accepted_at_unix_ms: job.accepted_unix(self.cfg.epoch_unix_micros) / 1000,
+        }
+    }
+
+    pub(crate) fn reject(
+        &mut self,
+        client: Vec<u8>,
+        msgid: String,
+        reason: RejectReason,
+        text: String,
+        out: &mut Vec<Action>,
+    ) {
+        let f = frames_of(
+            self.ids.next_id(),
+            Command::Reject(Reject {
+                orig_msgid: msgid,
+                reason,
+                text,
+            }),
+        );
+        self.send(Socket::Frontend, client, f, out);
+    }
+
+    /// `REPLY [msgid]` to a client on the frontend: its message was taken.
+    pub(crate) fn ack_client(&mut self, client: Vec<u8>, msgid: &str, out: &mut Vec<Action>) {
+        let ack = frames_of(self.ids.next_id(), Command::Reply(Reply::ack_of(msgid)));
+        self.send_after_journal(Socket::Frontend, client, ack, None, out);
+    }
+}
+
+/// `[identity, '', eMQP/1.0, REQUEST, MSGID, QUEUE, HEADERS, MSG, ...]`
+/// as `Message::decode` would take it (extra frames ignored), without
+/// copies: `(identity, msgid, request, raw headers frame)`. `None` (frames
+/// untouched) when decoding would fail.
+fn take_request(frames: &mut Frames) -> Option<(Vec<u8>, String, Request, Vec<u8>)> {
+    if frames.len() < 8
+        || !frames[1].is_empty()
+        || frames[2] != PROTOCOL_VERSION.as_bytes()
+        || frames[3] != b"REQUEST"
+        || std::str::from_utf8(&frames[4]).is_err()
+        || std::str::from_utf8(&frames[5]).is_err()
+    {
+        return None;
+    }
+    let headers = Headers::parse(&frames[6]).ok()?;
+    let mut take = |i: usize| std::mem::take(&mut frames[i]);
+    let identity = take(0);
+    let msgid = String::from_utf8(take(4)).ok()?;
+    let queue = String::from_utf8(take(5)).ok()?;
+    let raw_headers = take(6);
+    let message = take(7);
+    Some((
+        identity,
+        msgid,
+        Request {
+            queue,
+            headers,
+            message,
+        },
+        raw_headers,
+    ))
+}

@@ -1,0 +1,414 @@
+//! The routing state machine.
+//!
+//! # Call order
+//!
+//! A [`Router`] has four kinds of methods, as quinn-proto's `Connection`:
+//!
+//! - **input**: [`Router::handle`] takes one [`Input`] — frames read off
+//!   a socket, a failed send, a journal batch's outcome, a shutdown
+//!   request — at time `now`;
+//! - **timers**: [`Router::poll_timeout`] gives the next deadline
+//!   (heartbeat, liveness sweep, retry delay, schedule, group commit,
+//!   journal retry, drain); when it is reached the driver calls
+//!   [`Router::handle_timeout`]. The driver sleeps until that deadline or
+//!   the next input, never on a fixed tick;
+//! - **output**: both push [`Action`]s into the caller's buffer, in the
+//!   order they must be carried out. A [`Action::Journal`] batch must be
+//!   appended to the store and its outcome fed back with
+//!   [`Input::JournalDone`] (in batch order); a failed
+//!   [`Action::Send`] is fed back as [`Input::SendFailed`];
+//! - **getters**: counts, [`Router::snapshot`] (the read model that admin
+//!   STATUS and `/metrics` are rendered from), [`Router::check_invariants`].
+//!
+//! A driver's loop: read what the sockets have and `handle` each message;
+//! if `poll_timeout() <= now`, `handle_timeout(now)`; carry out the
+//! actions (feeding failures and journal outcomes back, which may add
+//! actions); stop after [`Action::Exit`]; sleep until `poll_timeout()` or
+//! input. Time is microseconds since the driver's start; the core reads no
+//! clock and draws no random numbers (msgids come from `Config::id_seed`).
+//!
+//! # Where each rule lives
+//!
+//! - `intake.rs`: decoding, REQUEST, the one `accept` path shared by
+//!   REQUESTs, schedule runs and restored jobs, REJECTs;
+//! - `peers.rs`: worker and scheduler registration, READY, heartbeats and
+//!   liveness, send failures, redelivery of a removed worker's jobs;
+//! - `dispatch.rs`: handing buffered jobs to free slots;
+//! - `completion.rs`: REPLYs, retries, dead letters, RESULTs;
+//! - `schedules.rs`: SCHEDULE / UNSCHEDULE and the built-in book;
+//! - `durability.rs`: the journal rule (batches, held sends, failures);
+//! - `drain.rs`: orderly shutdown;
+//! - `invariants.rs`: the bookkeeping checks the tests run after every input.
+
+mod completion;
+mod dispatch;
+mod drain;
+mod durability;
+mod intake;
+mod invariants;
+mod peers;
+mod schedules;
+
+use std::collections::VecDeque;
+
+use emqp_proto::{Command, Message, MsgIds};
+
+use crate::config::Config;
+use crate::event::{Action, Frames, Input, Socket};
+use crate::jobs::{JobId, JobStore};
+use crate::journal::{DeadLetterRecord, Restored};
+use crate::util::{FastMap, LogLimiter};
+use crate::workers::WorkerPool;
+
+pub(crate) use durability::Durability;
+pub use durability::JournalState;
+
+/// A registered scheduler (a 0.3.13 `emq-scheduler` on the frontend).
+#[derive(Debug, Clone)]
+pub struct Scheduler {
+    pub identity: Vec<u8>,
+    pub last_seen: u64,
+}
+
+/// A job that gave up for good, as the admin socket lists it.
+#[derive(Debug, Clone)]
+pub struct DeadLetter {
+    pub msgid: String,
+    pub client: Vec<u8>,
+    pub queue: String,
+    pub attempts: u32,
+    pub reason: String,
+    /// The last error payload (worker's REPLY), if any.
+    pub error: Option<Vec<u8>>,
+    /// Unix milliseconds it was dead-lettered.
+    pub at_unix_ms: u64,
+}
+
+impl From<DeadLetterRecord> for DeadLetter {
+    fn from(d: DeadLetterRecord) -> DeadLetter {
+        DeadLetter {
+            msgid: d.job.msgid,
+            client: d.job.client,
+            queue: d.job.route,
+            attempts: d.job.attempts,
+            reason: d.reason,
+            error: None,
+            at_unix_ms: d.dead_at_unix_ms,
+        }
+    }
+}
+
+/// Counters, visible on the admin socket and in `/metrics`.
+#[derive(Debug, Default, Clone)]
+pub struct Stats {
+    pub accepted: u64,
+    pub restored: u64,
+    pub dispatched: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub retried: u64,
+    pub redelivered: u64,
+    pub dead_lettered: u64,
+    pub rejected_queue_full: u64,
+    pub rejected_malformed: u64,
+    pub rejected_shutting_down: u64,
+    pub rejected_duplicate: u64,
+    /// REQUESTs and SCHEDULEs refused `journal-unavailable` (including
+    /// jobs whose batch failed: they were never acknowledged).
+    pub rejected_journal: u64,
+    pub malformed_dropped: u64,
+    pub results_forwarded: u64,
+    /// Jobs enqueued by built-in schedules.
+    pub scheduled_runs: u64,
+    /// Runs of built-in schedules skipped (queue at `hwm`, or shutting down).
+    pub scheduled_runs_skipped: u64,
+    /// Per route queue counters and latency (see [`crate::metrics`]).
+    pub queues: FastMap<String, crate::metrics::QueueMetrics>,
+    pub processed_by_worker: FastMap<Vec<u8>, u64>,
+}
+
+impl Stats {
+    /// The counters of route queue `q` (allocates only on its first use).
+    pub(crate) fn queue_mut(&mut self, q: &str) -> &mut crate::metrics::QueueMetrics {
+        if !self.queues.contains_key(q) {
+            self.queues.insert(q.to_string(), Default::default());
+        }
+        self.queues.get_mut(q).expect("just inserted")
+    }
+}
+
+/// What [`Router::restore`] put back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RestoreCounts {
+    pub jobs: usize,
+    pub dead_letters: usize,
+    pub schedules: usize,
+}
+
+/// The router core. See the module documentation for the call order.
+#[derive(Debug)]
+pub struct Router {
+    pub(crate) cfg: Config,
+    pub(crate) pool: WorkerPool,
+    pub(crate) store: JobStore,
+    pub(crate) schedulers: Vec<Scheduler>,
+    pub(crate) stats: Stats,
+    pub(crate) dead: VecDeque<DeadLetter>,
+    /// Dead letters loaded from the journal at start.
+    pub(crate) restored_dead: u64,
+    /// Built-in schedules (SCHEDULE with no external scheduler connected).
+    pub(crate) book: emq_schedule::ScheduleBook,
+    pub(crate) journal: Durability,
+    next_heartbeat: u64,
+    drain_deadline: Option<u64>,
+    exited: bool,
+    ids: MsgIds,
+    malformed_log: LogLimiter,
+    unknown_log: LogLimiter,
+    reject_log: LogLimiter,
+    gone_log: LogLimiter,
+}
+
+pub(crate) fn frames_of(msgid: String, command: Command) -> Frames {
+    Message::with_msgid(msgid, command).encode()
+}
+
+impl Router {
+    pub fn new(cfg: Config) -> Router {
+        let journal = Durability::new(cfg.journal);
+        Router {
+            ids: MsgIds::seeded(cfg.id_seed),
+            cfg,
+            pool: WorkerPool::default(),
+            store: JobStore::new(),
+            schedulers: Vec::new(),
+            stats: Stats::default(),
+            dead: VecDeque::new(),
+            restored_dead: 0,
+            book: emq_schedule::ScheduleBook::new(),
+            journal,
+            next_heartbeat: 0,
+            drain_deadline: None,
+            exited: false,
+            malformed_log: LogLimiter::new("malformed messages", 20),
+            unknown_log: LogLimiter::new("messages from unknown workers", 20),
+            reject_log: LogLimiter::new("rejected requests", 20),
+            gone_log: LogLimiter::new("messages to gone clients", 20),
+        }
+    }
+
+    // ----- getters ---------------------------------------------------------
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Jobs waiting in queue buffers (not counting delayed retries).
+    pub fn buffered_count(&self) -> usize {
+        self.store.buffered()
+    }
+
+    /// Jobs waiting for a retry delay.
+    pub fn delayed_count(&self) -> usize {
+        self.store.delayed.len()
+    }
+
+    /// Jobs on workers.
+    pub fn inflight_count(&self) -> usize {
+        self.pool.inflight_total
+    }
+
+    pub fn worker_count(&self) -> usize {
+        self.pool.workers.len()
+    }
+
+    pub fn scheduler_count(&self) -> usize {
+        self.schedulers.len()
+    }
+
+    pub fn dead_letters(&self) -> impl Iterator<Item = &DeadLetter> {
+        self.dead.iter()
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.drain_deadline.is_some()
+    }
+
+    pub fn has_exited(&self) -> bool {
+        self.exited
+    }
+
+    /// Every accepted, unfinished job (buffered, delayed or in flight) as
+    /// a journal record, in acceptance order. Walks every job: for tests,
+    /// tools and exports, not for a hot path.
+    pub fn unfinished_jobs(&self) -> Vec<crate::journal::JobRecord> {
+        let mut v: Vec<(JobId, crate::journal::JobRecord)> = self
+            .store
+            .jobs
+            .iter()
+            .map(|(id, j)| (id, self.job_record(j)))
+            .collect();
+        v.sort_by_key(|(id, _)| *id);
+        v.into_iter().map(|(_, r)| r).collect()
+    }
+
+    /// The journal's state (healthy, or failing since when and why).
+    pub fn journal_state(&self) -> &JournalState {
+        self.journal.state()
+    }
+
+    /// The built-in schedules.
+    pub fn schedules(&self) -> &emq_schedule::ScheduleBook {
+        &self.book
+    }
+
+    // ----- input -----------------------------------------------------------
+
+    /// Put back what a journal store held (at start, before any input):
+    /// unfinished jobs are queued again without an acknowledgement (they
+    /// had theirs) and dispatched as slots appear; dead letters fill the
+    /// admin list; schedules go into the book (a run missed while the
+    /// router was down runs once, at the next timeout).
+    pub fn restore(&mut self, restored: Restored, now: u64, out: &mut Vec<Action>) -> RestoreCounts {
+        let jobs = self.restore_jobs(restored.jobs, now, out);
+        let dead_letters = restored.dead_letters.len();
+        self.restore_dead_letters(restored.dead_letters.into_iter().map(DeadLetter::from));
+        let schedules = self.restore_schedules(restored.schedules, now, out);
+        RestoreCounts {
+            jobs,
+            dead_letters,
+            schedules,
+        }
+    }
+
+    /// Feed one input; actions are appended to `out` in the order the
+    /// driver must carry them out.
+    pub fn handle(&mut self, input: Input, now: u64, out: &mut Vec<Action>) {
+        match input {
+            Input::Frames { socket, frames } => self.on_frames(socket, frames, now, out),
+            Input::Message {
+                socket,
+                identity,
+                message,
+            } => self.on_message(socket, identity, message, None, now, out),
+            Input::SendFailed {
+                socket,
+                identity,
+                reason,
+            } => self.on_send_failed(socket, identity, reason, now, out),
+            Input::JournalDone { batch, result } => self.on_journal_done(batch, result, now, out),
+            Input::Shutdown => self.start_shutdown("shutdown requested", now, out),
+        }
+        self.maybe_exit(now, out);
+    }
+
+    /// The earliest time at which [`Router::handle_timeout`] has work, or
+    /// `None` when nothing is timed (no peers, no delayed jobs, no
+    /// schedules, nothing to commit).
+    pub fn poll_timeout(&self) -> Option<u64> {
+        let draining = self.is_draining();
+        let peers = !self.pool.workers.is_empty() || !self.schedulers.is_empty();
+        let mut t: Option<u64> = None;
+        let mut at = |x: Option<u64>| {
+            if let Some(x) = x {
+                t = Some(t.map_or(x, |t| t.min(x)));
+            }
+        };
+        if peers {
+            at(Some(self.next_heartbeat));
+            at(self.liveness_deadline());
+        }
+        at(self.store.delayed.first().map(|(due, _)| *due));
+        if !draining {
+            at(self.next_schedule_run());
+        }
+        at(self.drain_deadline);
+        at(self.journal.deadline(draining));
+        t
+    }
+
+    /// Timers due at `now`: heartbeats, the dead-peer sweep, retries whose
+    /// delay ended, schedule runs, the group commit or journal retry, the
+    /// drain deadline.
+    pub fn handle_timeout(&mut self, now: u64, out: &mut Vec<Action>) {
+        self.send_heartbeats(now, out);
+        self.sweep_dead_peers(now, out);
+        self.requeue_due_retries(now, out);
+        if !self.is_draining() {
+            self.run_schedules(now, out);
+        }
+        self.flush_journal(now, out);
+        self.maybe_exit(now, out);
+    }
+
+    fn on_message(
+        &mut self,
+        socket: Socket,
+        identity: Vec<u8>,
+        msg: Message,
+        raw: Option<intake::Raw>,
+        now: u64,
+        out: &mut Vec<Action>,
+    ) {
+        self.touch(socket, &identity, now);
+        match socket {
+            Socket::Backend => self.on_backend(identity, msg, now, out),
+            Socket::Frontend => self.on_frontend(identity, msg, raw, now, out),
+            Socket::Admin => self.on_admin(identity, msg, now, out),
+        }
+    }
+
+    /// Admin socket: STATUS and the ROUTER_SHOW_* answer `REPLY [json]`
+    /// rendered from [`Router::snapshot`]; DISCONNECT is ACKed and starts
+    /// the orderly shutdown.
+    fn on_admin(&mut self, identity: Vec<u8>, msg: Message, now: u64, out: &mut Vec<Action>) {
+        let Message { msgid, command } = msg;
+        let json = match command {
+            Command::Status => crate::admin::status_json(&self.snapshot(now)),
+            Command::RouterShowWorkers => crate::admin::workers_json(&self.snapshot(now)),
+            Command::RouterShowSchedulers => crate::admin::schedulers_json(&self.snapshot(now)),
+            Command::Disconnect => {
+                let ack = frames_of(self.ids.next_id(), Command::Ack { acked_msgid: msgid });
+                self.send(Socket::Admin, identity, ack, out);
+                self.start_shutdown("admin DISCONNECT", now, out);
+                return;
+            }
+            other => {
+                log::debug!("admin: {} ignored", other.name());
+                return;
+            }
+        };
+        let reply = emqp_proto::Reply {
+            payload: json.into_bytes(),
+            orig_msgid: None,
+            status: None,
+        };
+        let f = frames_of(self.ids.next_id(), Command::Reply(reply));
+        self.send(Socket::Admin, identity, f, out);
+    }
+
+    /// A send that promises nothing (REJECTs, heartbeats, dispatches,
+    /// admin answers) goes out at once; see `send_after_journal`.
+    pub(crate) fn send(
+        &mut self,
+        socket: Socket,
+        identity: Vec<u8>,
+        frames: Frames,
+        out: &mut Vec<Action>,
+    ) {
+        out.push(Action::Send {
+            socket,
+            identity,
+            frames,
+        });
+    }
+
+    /// Unix milliseconds at core time `now`.
+    pub(crate) fn unix_ms(&self, now: u64) -> u64 {
+        self.cfg.epoch_unix_micros.saturating_add(now) / 1000
+    }
+}

@@ -1,0 +1,371 @@
+//! Peers: workers on the backend, 0.3.13 schedulers on the frontend.
+//!
+//! - **Registration.** Backend INFORM → `ACK [inform msgid]`, then one
+//!   HEARTBEAT at once (a 0.3.13 job manager starts its worker processes,
+//!   and so sends READY, only after the first HEARTBEAT). A worker starts
+//!   with 0 slots. Empty INFORM queues → `Config::default_queues`. The
+//!   third INFORM frame lists features; `job-ack` makes the worker a
+//!   [`WorkerKind::JobAck`] worker (completion tracked per REPLY), else it
+//!   is [`WorkerKind::Legacy`] (see `completion.rs`). A second INFORM from
+//!   a known identity re-registers it (its in-flight jobs are redelivered
+//!   first). Frontend INFORM with TYPE `scheduler` registers a scheduler
+//!   (ACK and HEARTBEAT too). INFORMs are ignored while draining.
+//! - **Slots.** READY adds one slot, or, if one of the worker's queues
+//!   (highest weight first) has a dispatchable job, hands out the oldest.
+//! - **Heartbeats.** Every `heartbeat_interval` the router sends HEARTBEAT
+//!   (body: unix time as Python's `str(time.time())`,
+//!   `emqp_proto::heartbeat`) to every worker and scheduler — while
+//!   draining too, so job managers finishing their jobs do not take the
+//!   router for dead. Any message from a peer, even a malformed one,
+//!   counts as its heartbeat. A peer silent for more than `interval ×
+//!   liveness` is removed. Non-INFORM messages from unknown workers are
+//!   logged (warn, rate-limited) and get nothing.
+//! - **Redelivery.** When a worker is removed (heartbeat timeout, KBYE,
+//!   send failure, re-INFORM) its unfinished jobs go back to the FRONT of
+//!   their queues in dispatch order and are handed out again. A job lost
+//!   this way `max_attempts` times is dead-lettered instead.
+//! - **Send failures.** A failed send to a worker removes it (its jobs are
+//!   redelivered, the job whose send failed first); to a scheduler removes
+//!   it; to a client drops the message (the job itself is already settled).
+
+use emqp_proto::heartbeat::{timestamp_text, Liveness};
+use emqp_proto::{Command, Inform, Message, PeerType};
+
+use super::{frames_of, Router, Scheduler};
+use crate::event::{Action, Frames, SendFailure, Socket};
+use crate::jobs::JobId;
+use crate::util::ident;
+use crate::workers::{WorkerId, WorkerKind};
+
+impl Router {
+    pub(crate) fn liveness(&self) -> Liveness {
+        Liveness {
+            interval: std::time::Duration::from_micros(self.cfg.heartbeat_interval),
+            liveness: self.cfg.heartbeat_liveness,
+        }
+    }
+
+    fn is_dead(&self, last_seen: u64, now: u64) -> bool {
+        use std::time::Duration;
+        self.liveness()
+            .is_dead(Duration::from_micros(last_seen), Duration::from_micros(now))
+    }
+
+    /// When the quietest peer will be dead.
+    pub(super) fn liveness_deadline(&self) -> Option<u64> {
+        let oldest = self
+            .pool
+            .workers
+            .values()
+            .map(|w| w.last_seen)
+            .chain(self.schedulers.iter().map(|s| s.last_seen))
+            .min()?;
+        let d = self
+            .liveness()
+            .deadline(std::time::Duration::from_micros(oldest));
+        Some(u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+    }
+
+    pub(super) fn on_backend(
+        &mut self,
+        identity: Vec<u8>,
+        msg: Message,
+        now: u64,
+        out: &mut Vec<Action>,
+    ) {
+        let Message { msgid, command } = msg;
+        if let Command::Inform(inf) = command {
+            self.on_worker_inform(identity, msgid, inf, now, out);
+            return;
+        }
+        let Some(id) = self.pool.id_of(&identity) else {
+            if self.unknown_log.allow(now) {
+                log::warn!(
+                    "backend: {} from unknown worker {} ignored (no INFORM yet, or removed)",
+                    command.name(),
+                    ident(&identity)
+                );
+            }
+            return;
+        };
+        match command {
+            Command::Ready => self.on_ready(id, now, out),
+            Command::Reply(r) => self.on_worker_reply(id, r, now, out),
+            Command::Heartbeat { .. } => {}
+            Command::Kbye => self.remove_worker(id, "KBYE", now, out),
+            other => {
+                if self.malformed_log.allow(now) {
+                    log::warn!(
+                        "backend: unexpected {} from worker {} ignored",
+                        other.name(),
+                        ident(&identity)
+                    );
+                }
+            }
+        }
+    }
+
+    fn on_worker_inform(
+        &mut self,
+        identity: Vec<u8>,
+        msgid: String,
+        inf: Inform,
+        now: u64,
+        out: &mut Vec<Action>,
+    ) {
+        if inf.peer_type == Some(PeerType::Scheduler) {
+            log::warn!(
+                "backend: scheduler INFORM from {} ignored (schedulers connect to the frontend)",
+                ident(&identity)
+            );
+            return;
+        }
+        if self.is_draining() {
+            log::info!(
+                "backend: INFORM from {} ignored: shutting down",
+                ident(&identity)
+            );
+            return;
+        }
+        if let Some(old) = self.pool.id_of(&identity) {
+            self.remove_worker(old, "registered again", now, out);
+        }
+        let queues = if inf.queues.is_empty() {
+            self.cfg.default_queues.0.clone()
+        } else {
+            inf.queues.0
+        };
+        log::info!(
+            "worker {} registered: queues {}{}",
+            ident(&identity),
+            emqp_proto::QueueSpec(queues.clone()).to_inform_json(),
+            if inf.features.is_empty() {
+                String::new()
+            } else {
+                format!(", features {}", inf.features.join(","))
+            }
+        );
+        self.pool
+            .register(identity.clone(), queues, inf.features, now);
+        let ack = frames_of(self.ids.next_id(), Command::Ack { acked_msgid: msgid });
+        self.send(Socket::Backend, identity.clone(), ack, out);
+        let hb = self.heartbeat_frames(now);
+        self.send(Socket::Backend, identity, hb, out);
+    }
+
+    pub(super) fn on_scheduler_inform(
+        &mut self,
+        identity: Vec<u8>,
+        msgid: String,
+        now: u64,
+        out: &mut Vec<Action>,
+    ) {
+        if self.is_draining() {
+            log::info!("frontend: scheduler INFORM ignored: shutting down");
+            return;
+        }
+        match self.schedulers.iter().position(|s| s.identity == identity) {
+            Some(i) => {
+                let s = self.schedulers.remove(i);
+                self.schedulers.push(s);
+            }
+            None => {
+                log::info!("scheduler {} registered", ident(&identity));
+                self.schedulers.push(Scheduler {
+                    identity: identity.clone(),
+                    last_seen: now,
+                });
+            }
+        }
+        let ack = frames_of(self.ids.next_id(), Command::Ack { acked_msgid: msgid });
+        self.send(Socket::Frontend, identity.clone(), ack, out);
+        let hb = self.heartbeat_frames(now);
+        self.send(Socket::Frontend, identity, hb, out);
+    }
+
+    pub(super) fn on_scheduler_kbye(&mut self, identity: &[u8]) {
+        if let Some(i) = self.schedulers.iter().position(|s| s.identity == identity) {
+            self.schedulers.remove(i);
+            log::info!("scheduler {} removed (KBYE)", ident(identity));
+        }
+    }
+
+    fn on_ready(&mut self, id: WorkerId, now: u64, out: &mut Vec<Action>) {
+        let Some(w) = self.pool.get_mut(id) else {
+            return;
+        };
+        w.readies += 1;
+        if let WorkerKind::Legacy { ready_owed } = &mut w.kind {
+            if *ready_owed > 0 {
+                // The READY that follows a REPLY frees that job's slot.
+                *ready_owed -= 1;
+            } else {
+                self.complete_oldest_fire_and_forget(id, now, out);
+            }
+        }
+        if !self.is_draining() {
+            let nq = self.pool.get(id).map_or(0, |w| w.queues.len());
+            for i in 0..nq {
+                let Some(w) = self.pool.get(id) else { return };
+                let q = w.queues[i].1.clone();
+                if let Some(jid) = self.pop_dispatchable(&q) {
+                    self.dispatch(jid, id, false, out);
+                    return;
+                }
+            }
+        }
+        self.pool.add_slot(id);
+    }
+
+    pub(super) fn heartbeat_frames(&mut self, now: u64) -> Frames {
+        let ts = timestamp_text(self.cfg.epoch_unix_micros.saturating_add(now));
+        frames_of(
+            self.ids.next_id(),
+            Command::Heartbeat {
+                timestamp: Some(ts),
+            },
+        )
+    }
+
+    /// HEARTBEAT to every worker and scheduler when the interval is up.
+    pub(super) fn send_heartbeats(&mut self, now: u64, out: &mut Vec<Action>) {
+        if now < self.next_heartbeat {
+            return;
+        }
+        self.next_heartbeat = now.saturating_add(self.cfg.heartbeat_interval.max(1));
+        let mut ids: Vec<(WorkerId, Vec<u8>)> = self
+            .pool
+            .workers
+            .values()
+            .map(|w| (w.id, w.identity.clone()))
+            .collect();
+        ids.sort_unstable_by_key(|(id, _)| *id);
+        for (_, identity) in ids {
+            let hb = self.heartbeat_frames(now);
+            self.send(Socket::Backend, identity, hb, out);
+        }
+        let scheds: Vec<Vec<u8>> = self.schedulers.iter().map(|s| s.identity.clone()).collect();
+        for identity in scheds {
+            let hb = self.heartbeat_frames(now);
+            self.send(Socket::Frontend, identity, hb, out);
+        }
+    }
+
+    /// Remove every peer silent past the liveness limit.
+    pub(super) fn sweep_dead_peers(&mut self, now: u64, out: &mut Vec<Action>) {
+        let mut dead: Vec<WorkerId> = self
+            .pool
+            .workers
+            .values()
+            .filter(|w| self.is_dead(w.last_seen, now))
+            .map(|w| w.id)
+            .collect();
+        dead.sort_unstable();
+        for id in dead {
+            self.remove_worker(id, "heartbeat timeout", now, out);
+        }
+        let live = self.liveness();
+        self.schedulers.retain(|s| {
+            let alive = !live.is_dead(
+                std::time::Duration::from_micros(s.last_seen),
+                std::time::Duration::from_micros(now),
+            );
+            if !alive {
+                log::info!(
+                    "scheduler {} removed (heartbeat timeout)",
+                    ident(&s.identity)
+                );
+            }
+            alive
+        });
+    }
+
+    pub(super) fn on_send_failed(
+        &mut self,
+        socket: Socket,
+        identity: Vec<u8>,
+        reason: SendFailure,
+        now: u64,
+        out: &mut Vec<Action>,
+    ) {
+        let why = match &reason {
+            SendFailure::HostUnreachable => "unreachable".to_string(),
+            SendFailure::WouldBlock => "send buffer full".to_string(),
+            SendFailure::Other(e) => format!("send failed: {e}"),
+        };
+        match socket {
+            Socket::Backend => {
+                if let Some(id) = self.pool.id_of(&identity) {
+                    self.remove_worker(id, &why, now, out);
+                }
+            }
+            Socket::Frontend => {
+                if let Some(i) = self.schedulers.iter().position(|s| s.identity == identity) {
+                    self.schedulers.remove(i);
+                    log::info!("scheduler {} removed ({why})", ident(&identity));
+                } else if self.gone_log.allow(now) {
+                    log::info!("client {} {why}: message dropped", ident(&identity));
+                }
+            }
+            Socket::Admin => log::debug!("admin peer {} {why}", ident(&identity)),
+        }
+    }
+
+    /// Remove a worker; its unfinished jobs go back to the front of their
+    /// queues (dispatch order kept) or to the dead letters.
+    pub(super) fn remove_worker(
+        &mut self,
+        id: WorkerId,
+        reason: &str,
+        now: u64,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(w) = self.pool.remove(id) else {
+            return;
+        };
+        let mut back: Vec<JobId> = Vec::new();
+        let mut dead: Vec<JobId> = Vec::new();
+        for jid in w.inflight.values() {
+            if let Some(job) = self.store.jobs.get_mut(jid) {
+                let extra = job.extra_mut();
+                extra.lost += 1;
+                if extra.lost >= self.cfg.max_attempts {
+                    dead.push(*jid);
+                } else {
+                    back.push(*jid);
+                }
+            }
+        }
+        log::info!(
+            "worker {} removed ({reason}): {} job(s) back to queue, {} dead-lettered",
+            ident(&w.identity),
+            back.len(),
+            dead.len()
+        );
+        let mut routes: Vec<String> = Vec::new();
+        for jid in back.iter().rev() {
+            self.store.requeue(*jid, true);
+            if let Some(j) = self.store.jobs.get(jid) {
+                let route = j.route();
+                self.stats.queue_mut(route).redelivered += 1;
+                if !routes.iter().any(|r| r == route) {
+                    routes.push(route.to_string());
+                }
+            }
+        }
+        self.stats.redelivered += back.len() as u64;
+        for jid in dead {
+            if let Some(job) = self.store.remove_job(jid) {
+                let reason = format!(
+                    "delivery lost {} times (last: worker {} {reason})",
+                    job.lost(),
+                    ident(&w.identity)
+                );
+                self.dead_letter(job, reason, None, now, out);
+            }
+        }
+        for r in routes {
+            self.pump(&r, out);
+        }
+    }
+}
