@@ -63,6 +63,10 @@ pub enum JournalOp {
     PutSchedule { id: String, blob: Vec<u8> },
     /// A schedule was removed. Unknown ids are ignored.
     DeleteSchedule { id: String },
+    /// Nothing to keep: a real write that leaves no trace (a 4 KiB row
+    /// inserted and deleted in the transaction), to learn whether the
+    /// journal can write again after a failure (disk full).
+    Probe,
 }
 
 /// A job that failed for good.
@@ -554,6 +558,14 @@ impl Journal {
                     JournalOp::DeleteSchedule { id } => {
                         let mut s = tx.prepare_cached(DELETE_SCHEDULE).map_err(err)?;
                         s.execute(params![id]).map_err(err)?;
+                    }
+                    JournalOp::Probe => {
+                        tx.execute_batch(
+                            "CREATE TABLE IF NOT EXISTS probe (x BLOB);
+                             INSERT INTO probe VALUES (zeroblob(4096));
+                             DELETE FROM probe;",
+                        )
+                        .map_err(err)?;
                     }
                 }
             }

@@ -50,6 +50,7 @@ mod error;
 mod journal;
 mod path;
 mod row_index;
+mod store;
 mod writer;
 
 pub use error::JournalError;

@@ -101,7 +101,9 @@ pub fn status_json(snap: &Snapshot) -> String {
             since: _,
             error,
             refused,
-        } => json!({"state": "failing", "error": error, "refused": refused, "held_sends": snap.held_sends}),
+        } => {
+            json!({"state": "failing", "error": error, "refused": refused, "held_sends": snap.held_sends})
+        }
         other => json!({"state": other.name(), "held_sends": snap.held_sends}),
     };
     let v = json!({

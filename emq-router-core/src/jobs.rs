@@ -499,10 +499,13 @@ impl JobStore {
     /// Index job `id` under `msgid` (the caller checked it is free).
     pub fn index(&mut self, msgid: &str, id: JobId) {
         let h = self.msgids.hasher.hash_one(msgid);
-        if self.msgids.by_hash.contains_key(&h) {
-            self.msgids.spill.insert(msgid.into(), id);
-        } else {
-            self.msgids.by_hash.insert(h, id);
+        match self.msgids.by_hash.entry(h) {
+            std::collections::hash_map::Entry::Occupied(_) => {
+                self.msgids.spill.insert(msgid.into(), id);
+            }
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(id);
+            }
         }
     }
 

@@ -86,11 +86,7 @@ pub fn render(snap: &Snapshot) -> String {
     let mut p = PromText::new();
     p.family("emq_queue_depth", "gauge", "Jobs buffered in the queue.");
     for q in &names {
-        p.sample(
-            "emq_queue_depth",
-            &[("queue", q)],
-            qv(q).depth as f64,
-        );
+        p.sample("emq_queue_depth", &[("queue", q)], qv(q).depth as f64);
     }
     p.family(
         "emq_queue_inflight",

@@ -223,7 +223,12 @@ fn to_input(op: &Op) -> Option<Input> {
 
 /// A driver with a store that commits or fails: feeds every batch's
 /// outcome back, as `emq-router` does; returns every action.
-fn drive(r: &mut Router, now: u64, fails: bool, out: &mut Vec<Action>) -> Result<(), TestCaseError> {
+fn drive(
+    r: &mut Router,
+    now: u64,
+    fails: bool,
+    out: &mut Vec<Action>,
+) -> Result<(), TestCaseError> {
     let mut i = 0;
     loop {
         if i == out.len() {
@@ -246,7 +251,14 @@ fn drive(r: &mut Router, now: u64, fails: bool, out: &mut Vec<Action>) -> Result
                 BatchResult::Committed
             };
             let mut more = Vec::new();
-            r.handle(Input::JournalDone { batch: b.id, result }, now, &mut more);
+            r.handle(
+                Input::JournalDone {
+                    batch: b.id,
+                    result,
+                },
+                now,
+                &mut more,
+            );
             if let Err(e) = r.check_invariants() {
                 return Err(TestCaseError::fail(format!("{e} after a journal outcome")));
             }

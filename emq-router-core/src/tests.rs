@@ -123,7 +123,13 @@ impl H {
         self.msg(Backend, id, "rdy", Command::Ready)
     }
 
-    pub(crate) fn request(&mut self, client: &str, msgid: &str, queue: &str, headers: &str) -> Vec<Sent> {
+    pub(crate) fn request(
+        &mut self,
+        client: &str,
+        msgid: &str,
+        queue: &str,
+        headers: &str,
+    ) -> Vec<Sent> {
         let frames = vec![
             client.as_bytes().to_vec(),
             vec![],
@@ -1332,7 +1338,15 @@ fn journal_ops_are_emitted_when_enabled() {
     assert!(matches!(&batch.records[0], Record::Accepted(_)));
     assert!(
         !decode(out.clone()).iter().any(|(s, _, _)| *s == Frontend) || {
-            let first_send = out.iter().position(|a| matches!(a, Action::Send { socket: Frontend, .. }));
+            let first_send = out.iter().position(|a| {
+                matches!(
+                    a,
+                    Action::Send {
+                        socket: Frontend,
+                        ..
+                    }
+                )
+            });
             let done = 0;
             first_send.is_some_and(|p| p > done)
         },
@@ -1356,9 +1370,9 @@ fn journal_ops_are_emitted_when_enabled() {
         .encode_routed(b"w1".to_vec()),
     });
     assert!(!out.is_empty());
-    assert!(h.journal.contains(&Record::Completed {
-        msgid: "j1".into()
-    }));
+    assert!(h
+        .journal
+        .contains(&Record::Completed { msgid: "j1".into() }));
     h.ready("w1");
     h.request("c", "j2", "default", "");
     h.input(Input::SendFailed {
@@ -1589,9 +1603,10 @@ fn redelivery_journals_the_attempt_count() {
         socket: Backend,
         frames: Message::with_msgid("r", Command::Ready).encode_routed(b"w2".to_vec()),
     });
-    assert!(h.journal.iter().any(
-        |r| matches!(r, Record::Attempt { msgid, attempts: 2 } if msgid == "j1")
-    ));
+    assert!(h
+        .journal
+        .iter()
+        .any(|r| matches!(r, Record::Attempt { msgid, attempts: 2 } if msgid == "j1")));
     assert!(out.iter().any(|a| matches!(
         a,
         Action::Send {
@@ -1913,9 +1928,9 @@ fn schedules_restored_from_journal_ops_run_a_missed_run_once() {
     );
     assert_eq!(n.schedules, 1);
     h2.commit(&mut out);
-    assert!(h2.journal.contains(&Record::DeleteSchedule {
-        id: "bogus".into()
-    }));
+    assert!(h2
+        .journal
+        .contains(&Record::DeleteSchedule { id: "bogus".into() }));
     worker(&mut h2, "w1", "", 10);
     let sent = h2.advance(100_000);
     assert_eq!(forwarded(&sent, "w1").len(), 1, "the missed run, once");

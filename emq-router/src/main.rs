@@ -1,18 +1,19 @@
 //! `emq-router`: binds the frontend, backend and admin ROUTER sockets and
-//! moves frames between them and the sans-IO core (`emq_router_core::Router`).
+//! drives the sans-IO core (`emq_router_core::Router`) with them and the
+//! journal store, in the call order the core documents.
 //!
 //! One poll loop: every socket is drained (non-blocking reads until
-//! EAGAIN, bounded per round; backend first) into the core, and zmq_poll
-//! blocks only after a round that found nothing; the core's actions are
-//! then executed in order — backend and admin sends at once, frontend sends
-//! (acks, RESULTs) only after the journal ops before them are committed
-//! (group commit, at most one transaction per millisecond under load, see
-//! `Outbox`), so that a job is durable before its acknowledgement leaves —
-//! and failed sends (EHOSTUNREACH, EAGAIN at the peer's high-water mark)
-//! are fed back as `SendFailed`. A tick every 100 ms drives heartbeats, the dead-peer
-//! sweep, retries, built-in schedules and the drain deadline; with
-//! `--metrics` the Prometheus text is re-rendered at most every 500 ms on
-//! a tick and served by a separate HTTP thread.
+//! EAGAIN, bounded per round; backend first) into the core; when the
+//! core's `poll_timeout()` is reached, `handle_timeout(now)`; then the
+//! actions are carried out in order — sends at once (a failure, such as
+//! EHOSTUNREACH or EAGAIN at the peer's high-water mark, goes back as
+//! `SendFailed`), journal batches appended to the store in one transaction
+//! each with the outcome fed back as `JournalDone` (the core holds
+//! acknowledgements and dispatches until then, and handles a failed
+//! batch). zmq_poll blocks only after a round that found nothing, and only
+//! until the core's next deadline; with `--metrics` the Prometheus text is
+//! re-rendered from the core's snapshot at most every 500 ms and served by
+//! a separate HTTP thread.
 //!
 //! Start-up order: options, journal (default: the data dir; damaged or
 //! locked → exit 2), ZAP handler (when any access rule is active — the
@@ -25,8 +26,9 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
+use emq_router_core::journal::{BatchResult, JournalStore};
 use emq_router_core::util::LogLimiter;
-use emq_router_core::{Action, Config, Input, JournalOp, Router, SendFailure, Socket, StoredJob};
+use emq_router_core::{Action, Config, Input, Router, SendFailure, Socket};
 use emq_transport::zap::{AccessPolicy, DomainPolicy, IpBlock};
 use emq_transport::SocketOptions;
 use emqp_proto::settings::Settings;
@@ -37,7 +39,9 @@ const DEFAULT_BACKEND: &str = "tcp://127.0.0.1:47290";
 const DEFAULT_ADMIN: &str = "tcp://127.0.0.1:47293";
 /// Most messages read from one socket per poll round (fairness).
 const READ_BATCH: usize = 4096;
-const TICK: Duration = Duration::from_millis(100);
+/// The longest the loop sleeps with no deadline from the core (signals
+/// are checked at least this often).
+const IDLE_WAKE: Duration = Duration::from_millis(250);
 /// How often the metrics text is rendered (when --metrics is on).
 const METRICS_EVERY: Duration = Duration::from_millis(500);
 
@@ -385,53 +389,6 @@ fn unix_micros() -> u64 {
         .unwrap_or(0)
 }
 
-fn to_journal(op: JournalOp) -> emq_journal::JournalOp {
-    match op {
-        JournalOp::Accepted(j) => emq_journal::JournalOp::Accepted(emq_journal::JournaledJob {
-            route: if j.route == j.queue {
-                String::new()
-            } else {
-                j.route
-            },
-            msgid: j.msgid,
-            client: j.client,
-            queue: j.queue,
-            headers: String::from_utf8_lossy(&j.headers).into_owned(),
-            message: j.payload,
-            attempts: j.attempts,
-            accepted_at_unix_ms: (j.accepted_at / 1000) as i64,
-        }),
-        JournalOp::Completed { msgid, .. } => emq_journal::JournalOp::Completed { msgid },
-        JournalOp::DeadLettered { msgid, reason, .. } => emq_journal::JournalOp::DeadLettered {
-            msgid,
-            error: reason,
-        },
-        JournalOp::Attempt {
-            msgid, attempts, ..
-        } => emq_journal::JournalOp::Attempt { msgid, attempts },
-        JournalOp::PutSchedule { id, blob } => emq_journal::JournalOp::PutSchedule { id, blob },
-        JournalOp::DeleteSchedule { id } => emq_journal::JournalOp::DeleteSchedule { id },
-    }
-}
-
-fn dead_from_journal(d: emq_journal::DeadLetter) -> emq_router_core::DeadLetter {
-    emq_router_core::DeadLetter {
-        id: 0,
-        queue: if d.job.route.is_empty() {
-            d.job.queue
-        } else {
-            d.job.route
-        },
-        msgid: d.job.msgid,
-        client: d.job.client,
-        attempts: d.job.attempts,
-        reason: d.error,
-        error: None,
-        at: 0,
-        at_unix_ms: d.dead_at_unix_ms.max(0) as u64,
-    }
-}
-
 /// Why `run` failed: the message and the exit code (2: the journal cannot
 /// be used; 1: anything else).
 struct Fail(u8, String);
@@ -452,24 +409,6 @@ fn journal_fail(e: emq_journal::JournalError) -> Fail {
     )
 }
 
-fn from_journal(j: emq_journal::JournaledJob) -> StoredJob {
-    StoredJob {
-        id: 0,
-        route: if j.route.is_empty() {
-            j.queue.clone()
-        } else {
-            j.route
-        },
-        msgid: j.msgid,
-        client: j.client,
-        queue: j.queue,
-        headers: j.headers.into_bytes(),
-        payload: j.message,
-        attempts: j.attempts,
-        accepted_at: (j.accepted_at_unix_ms.max(0) as u64) * 1000,
-    }
-}
-
 struct Sockets {
     frontend: zmq::Socket,
     backend: zmq::Socket,
@@ -482,106 +421,6 @@ impl Sockets {
             Socket::Frontend => &self.frontend,
             Socket::Backend => &self.backend,
             Socket::Admin => &self.admin,
-        }
-    }
-}
-
-/// Under load, commits are at least this far apart and the ops of this
-/// long go into one transaction. Also the longest an ack or RESULT waits
-/// for its commit (plus the poll's millisecond rounding).
-const COMMIT_DELAY: Duration = Duration::from_millis(1);
-/// A batch this small means light load: the next batch is committed as
-/// soon as a poll round finds nothing more to read.
-const SMALL_BATCH: usize = 16;
-/// Journal ops (or held frontend sends) that force a commit.
-const COMMIT_OPS: usize = 8192;
-
-/// Journal ops not yet committed and the frontend sends waiting for them.
-///
-/// Journal rule: a frontend send (acknowledgement, RESULT, REJECT) leaves
-/// only after every journal op the core emitted before it is committed, so
-/// a client never hears of a job the journal could lose. Backend and admin
-/// sends (dispatches, heartbeats, admin answers) do not wait: a job may
-/// reach a worker before its commit (if the router dies then, the client
-/// had no ack and the job ran once more at most — at-least-once, as
-/// always), and the workers stay busy during a commit.
-///
-/// Group commit: under light load (the last batch had fewer than
-/// [`SMALL_BATCH`] ops) pending ops are committed as soon as a poll round
-/// finds nothing more to read, so a lone job is not delayed; under load
-/// they are gathered and committed in one transaction every
-/// [`COMMIT_DELAY`] (or at [`COMMIT_OPS`]). A
-/// job accepted and completed within one batch needs no journal row at
-/// all: its `Accepted` and `Completed` ops cancel (unless its msgid is
-/// accepted twice in the batch).
-#[derive(Default)]
-struct Outbox {
-    ops: Vec<Option<emq_journal::JournalOp>>,
-    /// msgid → index in `ops` of its pending `Accepted` (None: the msgid
-    /// was accepted twice in this batch, never cancel it).
-    accepted: emq_router_core::util::FastMap<String, Option<usize>>,
-    held: Vec<(Socket, Vec<u8>, emq_router_core::Frames)>,
-    last_commit: Option<Instant>,
-    /// Ops in the last commit.
-    last_batch: usize,
-    /// Set by the poll loop: this round read nothing.
-    idle: bool,
-    failed: Vec<Input>,
-    /// Jobs whose two ops cancelled (for the exit log).
-    cancelled: u64,
-}
-
-impl Outbox {
-    fn push_op(&mut self, op: JournalOp) {
-        match op {
-            JournalOp::Accepted(j) => {
-                let i = self.ops.len();
-                match self.accepted.get_mut(&j.msgid) {
-                    Some(slot) => *slot = None,
-                    None => {
-                        self.accepted.insert(j.msgid.clone(), Some(i));
-                    }
-                }
-                self.ops.push(Some(to_journal(JournalOp::Accepted(j))));
-            }
-            JournalOp::Completed { id, msgid } => {
-                if let Some(Some(i)) = self.accepted.get(&msgid).copied() {
-                    self.accepted.remove(&msgid);
-                    self.ops[i] = None;
-                    self.cancelled += 1;
-                    return;
-                }
-                self.ops
-                    .push(Some(to_journal(JournalOp::Completed { id, msgid })));
-            }
-            other => self.ops.push(Some(to_journal(other))),
-        }
-    }
-
-    /// When the pending ops and held sends must go out.
-    fn deadline(&self) -> Option<Instant> {
-        if self.ops.is_empty() && self.held.is_empty() {
-            return None;
-        }
-        Some(match self.last_commit {
-            Some(t) => t + COMMIT_DELAY,
-            None => Instant::now(),
-        })
-    }
-
-    fn commit(&mut self, journal: &mut Option<emq_journal::Journal>) {
-        self.last_commit = Some(Instant::now());
-        self.accepted.clear();
-        if self.ops.is_empty() {
-            self.last_batch = 0;
-            return;
-        }
-        let ops: Vec<emq_journal::JournalOp> = self.ops.drain(..).flatten().collect();
-        self.last_batch = ops.len();
-        if let Some(j) = journal.as_mut() {
-            if let Err(e) = j.append(&ops) {
-                log::error!("journal write failed, jobs of this batch are not durable: {e}");
-            }
         }
     }
 }
@@ -621,76 +460,51 @@ fn send_or_fail(
     }
 }
 
-/// Execute the core's actions (see [`Outbox`] for the journal rule);
-/// failed sends are fed back until none are left. Returns whether the
-/// core asked to exit.
+/// Carry out the core's actions in order: sends (failures fed back as
+/// `SendFailed`), journal batches (appended, outcome fed back as
+/// `JournalDone`), until none are left. Returns whether the core asked to
+/// exit.
 fn execute(
     router: &mut Router,
     socks: &Sockets,
     journal: &mut Option<emq_journal::Journal>,
-    ob: &mut Outbox,
     out: &mut Vec<Action>,
     start: Instant,
     eagain_log: &mut LogLimiter,
 ) -> bool {
     let mut exit = false;
-    let journaled = journal.is_some();
-    loop {
-        for a in out.drain(..) {
+    let mut failed: Vec<Input> = Vec::new();
+    while !out.is_empty() {
+        for a in std::mem::take(out) {
             match a {
-                Action::Journal(op) => {
-                    if journaled {
-                        ob.push_op(op);
-                    }
-                }
                 Action::Send {
                     socket,
                     identity,
                     frames,
-                } => {
-                    if journaled && socket == Socket::Frontend {
-                        ob.held.push((socket, identity, frames));
-                    } else {
-                        send_or_fail(
-                            socks,
-                            socket,
-                            identity,
-                            frames,
-                            &mut ob.failed,
-                            start,
-                            eagain_log,
-                        );
-                    }
-                }
-                Action::Exit => exit = true,
-            }
-        }
-        let due = journaled
-            && (exit
-                || (ob.idle && ob.last_batch < SMALL_BATCH)
-                || ob.ops.len() >= COMMIT_OPS
-                || ob.held.len() >= COMMIT_OPS
-                || ob.deadline().is_some_and(|t| t <= Instant::now()));
-        if due {
-            ob.commit(journal);
-            let held = std::mem::take(&mut ob.held);
-            for (socket, identity, frames) in held {
-                send_or_fail(
+                } => send_or_fail(
                     socks,
                     socket,
                     identity,
                     frames,
-                    &mut ob.failed,
+                    &mut failed,
                     start,
                     eagain_log,
-                );
+                ),
+                Action::Journal(batch) => {
+                    let result = match journal.as_mut().map(|j| JournalStore::append(j, &batch)) {
+                        Some(Ok(())) | None => BatchResult::Committed,
+                        Some(Err(e)) => BatchResult::Failed(e.to_string()),
+                    };
+                    failed.push(Input::JournalDone {
+                        batch: batch.id,
+                        result,
+                    });
+                }
+                Action::Exit => exit = true,
             }
         }
-        if ob.failed.is_empty() {
-            break;
-        }
         let now = start.elapsed().as_micros() as u64;
-        for input in std::mem::take(&mut ob.failed) {
+        for input in failed.drain(..) {
             router.handle(input, now, out);
         }
     }
@@ -702,6 +516,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
     let mut opts = Options::resolve(cli, &settings)?;
     let start = Instant::now();
     opts.core.epoch_unix_micros = unix_micros();
+    opts.core.id_seed = emqp_proto::msgid::random_seed();
 
     let mut journal = match &opts.journal {
         None => None,
@@ -787,17 +602,16 @@ fn run(cli: Cli) -> Result<(), Fail> {
     let mut router = Router::new(opts.core.clone());
     let mut out: Vec<Action> = Vec::with_capacity(1024);
     let mut eagain_log = LogLimiter::new("send-buffer-full warnings", 20);
-    if let Some(j) = journal.as_ref() {
-        let jobs = j.load_unfinished().map_err(journal_fail)?;
-        let dead = j.dead_letters().map_err(journal_fail)?;
+    if let Some(j) = journal.as_mut() {
+        let restored = JournalStore::load(j).map_err(journal_fail)?;
         let now = start.elapsed().as_micros() as u64;
-        let n = router.restore(jobs.into_iter().map(from_journal), now, &mut out);
-        let d = router.restore_dead_letters(dead.into_iter().map(dead_from_journal));
-        let schedules = j.schedules().map_err(journal_fail)?;
-        let sn = router.restore_schedules(schedules, now, &mut out);
+        let n = router.restore(restored, now, &mut out);
         log::info!(
-            "journal {}: {n} unfinished job(s) queued again, {d} dead letter(s) loaded, {sn} schedule(s) restored",
-            j.path().display()
+            "journal {}: {} unfinished job(s) queued again, {} dead letter(s) loaded, {} schedule(s) restored",
+            j.describe(),
+            n.jobs,
+            n.dead_letters,
+            n.schedules
         );
     } else if opts.journal_default {
         log::warn!(
@@ -807,33 +621,35 @@ fn run(cli: Cli) -> Result<(), Fail> {
     } else {
         log::info!("no journal (--journal none): buffered jobs are lost if the router stops");
     }
-    let mut outbox = Outbox::default();
     execute(
         &mut router,
         &socks,
         &mut journal,
-        &mut outbox,
         &mut out,
         start,
         &mut eagain_log,
     );
 
-    let mut next_tick = Duration::ZERO;
     let mut next_metrics = Duration::ZERO;
     // After a round that read something, the next round reads again at
     // once (non-blocking) instead of polling first: under load messages
     // keep arriving, and a zmq_poll per round is a syscall and a wake-up
-    // for few messages. Only a round that found nothing polls (blocking).
+    // for few messages. Only a round that found nothing polls, blocking
+    // until the core's next deadline.
     let mut busy = false;
     let mut msg = zmq::Message::new();
     loop {
         if !busy {
-            let elapsed = start.elapsed();
-            let mut timeout = next_tick.saturating_sub(elapsed).min(TICK);
-            if let Some(t) = outbox.deadline() {
-                // Held acks: wake up for their commit.
-                timeout = timeout.min(t.saturating_duration_since(Instant::now()));
-            }
+            let now = start.elapsed().as_micros() as u64;
+            let timeout = match router.poll_timeout() {
+                Some(t) => Duration::from_micros(t.saturating_sub(now)).min(IDLE_WAKE),
+                None => IDLE_WAKE,
+            };
+            let timeout = if metrics_text.is_some() {
+                timeout.min(next_metrics.saturating_sub(start.elapsed()))
+            } else {
+                timeout
+            };
             let mut items = [
                 socks.frontend.as_poll_item(zmq::POLLIN),
                 socks.backend.as_poll_item(zmq::POLLIN),
@@ -864,26 +680,24 @@ fn run(cli: Cli) -> Result<(), Fail> {
                 }
             }
         }
-        if start.elapsed() >= next_tick {
-            next_tick = start.elapsed() + TICK;
-            router.handle(Input::Tick, now, &mut out);
-            if let Some(text) = &metrics_text {
-                if start.elapsed() >= next_metrics {
-                    next_metrics = start.elapsed() + METRICS_EVERY;
-                    text.set(emq_router_core::metrics::render(&router));
-                }
-            }
-        }
         if emq_transport::shutdown_requested(&flag) && !router.is_draining() {
             log::info!("shutdown signal received");
             router.handle(Input::Shutdown, now, &mut out);
         }
-        outbox.idle = !busy;
+        let now = start.elapsed().as_micros() as u64;
+        if router.poll_timeout().is_some_and(|t| t <= now) {
+            router.handle_timeout(now, &mut out);
+        }
+        if let Some(text) = &metrics_text {
+            if start.elapsed() >= next_metrics {
+                next_metrics = start.elapsed() + METRICS_EVERY;
+                text.set(emq_router_core::metrics::render(&router.snapshot(now)));
+            }
+        }
         if execute(
             &mut router,
             &socks,
             &mut journal,
-            &mut outbox,
             &mut out,
             start,
             &mut eagain_log,
@@ -894,10 +708,9 @@ fn run(cli: Cli) -> Result<(), Fail> {
     if let Some(j) = journal.as_ref() {
         if let Ok(st) = j.stats() {
             log::info!(
-                "journal: {} transaction(s), {} op(s) this run; {} job(s) accepted and completed within one batch needed no row",
+                "journal: {} transaction(s), {} op(s) this run",
                 st.batches_appended,
-                st.ops_appended,
-                outbox.cancelled
+                st.ops_appended
             );
         }
     }
@@ -1029,28 +842,6 @@ mod tests {
     }
 
     #[test]
-    fn journal_records_round_trip() {
-        let j = StoredJob {
-            id: 3,
-            msgid: "m".into(),
-            client: vec![1, 2],
-            queue: "odd".into(),
-            route: "default".into(),
-            headers: b"reply-requested".to_vec(),
-            payload: b"[]".to_vec(),
-            attempts: 0,
-            accepted_at: 1_700_000_000_123_000,
-        };
-        let emq_journal::JournalOp::Accepted(rec) = to_journal(JournalOp::Accepted(j.clone()))
-        else {
-            panic!()
-        };
-        assert_eq!(rec.accepted_at_unix_ms, 1_700_000_000_123);
-        let back = from_journal(rec);
-        assert_eq!(back, StoredJob { id: 0, ..j });
-    }
-
-    #[test]
     fn access_metrics_and_size_defaults_and_flags() {
         let o = Options::resolve(cli(&[]), &settings(&[])).unwrap();
         assert_eq!(o.max_message_size, 16 * 1024 * 1024);
@@ -1121,97 +912,5 @@ mod tests {
         assert!(o.journal.is_none() && !o.core.journal && !o.journal_default);
         let o = Options::resolve(cli(&[]), &settings(&[("EVENTMQ_JOURNAL", "NONE")])).unwrap();
         assert!(o.journal.is_none() && !o.journal_default);
-    }
-
-    fn accepted(msgid: &str) -> JournalOp {
-        JournalOp::Accepted(StoredJob {
-            id: 1,
-            msgid: msgid.into(),
-            client: vec![1],
-            queue: "q".into(),
-            route: "q".into(),
-            headers: Vec::new(),
-            payload: b"[]".to_vec(),
-            attempts: 0,
-            accepted_at: 0,
-        })
-    }
-
-    fn completed(msgid: &str) -> JournalOp {
-        JournalOp::Completed {
-            id: 1,
-            msgid: msgid.into(),
-        }
-    }
-
-    fn msgids(ob: &Outbox) -> Vec<String> {
-        ob.ops
-            .iter()
-            .flatten()
-            .map(|op| match op {
-                emq_journal::JournalOp::Accepted(j) => format!("+{}", j.msgid),
-                emq_journal::JournalOp::Completed { msgid } => format!("-{msgid}"),
-                other => format!("{other:?}"),
-            })
-            .collect()
-    }
-
-    #[test]
-    fn group_commit_cancels_a_job_accepted_and_completed_in_one_batch() {
-        let mut ob = Outbox::default();
-        assert!(ob.deadline().is_none());
-        ob.push_op(accepted("a"));
-        ob.push_op(accepted("b"));
-        ob.push_op(completed("a"));
-        ob.push_op(completed("c"));
-        assert_eq!(msgids(&ob), ["+b", "-c"]);
-        assert_eq!(ob.cancelled, 1);
-        // First commit of a run is due at once.
-        assert!(ob.deadline().is_some_and(|t| t <= Instant::now()));
-        let mut none = None;
-        let before = Instant::now();
-        ob.commit(&mut none);
-        assert!(ob.ops.is_empty() && ob.deadline().is_none());
-        assert_eq!(ob.last_batch, 2);
-        // After the commit `b` is durable: its completion is a real op.
-        ob.push_op(completed("b"));
-        assert_eq!(msgids(&ob), ["-b"]);
-        let d = ob.deadline().unwrap();
-        assert!(d >= before + COMMIT_DELAY && d <= Instant::now() + COMMIT_DELAY);
-    }
-
-    #[test]
-    fn group_commit_never_cancels_a_msgid_accepted_twice_in_a_batch() {
-        let mut ob = Outbox::default();
-        ob.push_op(accepted("a"));
-        ob.push_op(accepted("a"));
-        ob.push_op(completed("a"));
-        assert_eq!(msgids(&ob), ["+a", "+a", "-a"]);
-        assert_eq!(ob.cancelled, 0);
-    }
-
-    #[test]
-    fn new_journal_ops_map_to_the_journal_crate() {
-        assert_eq!(
-            to_journal(JournalOp::Attempt {
-                id: 1,
-                msgid: "m".into(),
-                attempts: 3
-            }),
-            emq_journal::JournalOp::Attempt {
-                msgid: "m".into(),
-                attempts: 3
-            }
-        );
-        assert_eq!(
-            to_journal(JournalOp::PutSchedule {
-                id: "s".into(),
-                blob: vec![1]
-            }),
-            emq_journal::JournalOp::PutSchedule {
-                id: "s".into(),
-                blob: vec![1]
-            }
-        );
     }
 }

@@ -363,7 +363,10 @@ impl Router {
         out: &mut Vec<Action>,
     ) {
         let Some(p) = self.journal.pending.take() else {
-            log::warn!("journal outcome of batch {} with no batch in flight", batch.0);
+            log::warn!(
+                "journal outcome of batch {} with no batch in flight",
+                batch.0
+            );
             return;
         };
         if p.id != batch.0 {

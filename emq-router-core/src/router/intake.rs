@@ -289,13 +289,10 @@ impl Router {
     /// caller pumps the route.
     pub(crate) fn accept(&mut self, new: NewJob<'_>, now: u64) -> JobId {
         let id = self.store.alloc_id();
-        let meta = self.store.metas.intern(
-            new.client,
-            new.queue,
-            new.route,
-            new.headers,
-            new.parse,
-        );
+        let meta =
+            self.store
+                .metas
+                .intern(new.client, new.queue, new.route, new.headers, new.parse);
         let job = Job::new(new.msgid, new.payload, meta, now);
         self.stats.accepted += 1;
         if self.journal.enabled() {
@@ -341,7 +338,7 @@ impl Router {
             let meta = self
                 .store
                 .metas
-                .intern(&s.client, &s.queue, &route, &s.headers, &|| {
+                .intern(&s.client, &s.queue, &route, &s.headers, || {
                     let h = Headers::parse(&s.headers).unwrap_or_default();
                     (h.reply_requested(), h.retry_count().unwrap_or(0))
                 });

@@ -112,7 +112,10 @@ impl Router {
         }
         for (id, job) in self.store.jobs.iter() {
             if self.store.find(&job.msgid()) != Some(id) {
-                return Err(format!("job {id} ({}) missing from the msgid index", job.msgid()));
+                return Err(format!(
+                    "job {id} ({}) missing from the msgid index",
+                    job.msgid()
+                ));
             }
         }
         if self.store.indexed() != self.store.jobs.len() {

@@ -273,7 +273,12 @@ impl Router {
     /// had theirs) and dispatched as slots appear; dead letters fill the
     /// admin list; schedules go into the book (a run missed while the
     /// router was down runs once, at the next timeout).
-    pub fn restore(&mut self, restored: Restored, now: u64, out: &mut Vec<Action>) -> RestoreCounts {
+    pub fn restore(
+        &mut self,
+        restored: Restored,
+        now: u64,
+        out: &mut Vec<Action>,
+    ) -> RestoreCounts {
         let jobs = self.restore_jobs(restored.jobs, now, out);
         let dead_letters = restored.dead_letters.len();
         self.restore_dead_letters(restored.dead_letters.into_iter().map(DeadLetter::from));
