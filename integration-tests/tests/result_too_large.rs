@@ -40,7 +40,11 @@ fn a_python_result_over_the_routers_max_message_size_is_a_result_too_large_failu
         .stdout
         .lines()
         .rev()
-        .find_map(|l| serde_json::from_str::<Value>(l.trim()).ok().filter(Value::is_object))
+        .find_map(|l| {
+            serde_json::from_str::<Value>(l.trim())
+                .ok()
+                .filter(Value::is_object)
+        })
         .unwrap_or_else(|| panic!("no result JSON on stdout: {}", out.describe()));
     let error = &result["error"];
     assert_eq!(error["kind"], "result-too-large", "{result}");
