@@ -1,41 +1,87 @@
 //! The job manager's connection logic as a sans-IO state machine.
 //!
-//! [`Connection::handle`] takes an [`Input`] (a message from the router, a
-//! clock tick, a job starting or finishing in the pool, a shutdown request)
-//! and the current time, and returns the [`Action`]s to carry out (connect a
-//! fresh DEALER, send a message, start or cancel a job, exit). No sockets,
-//! threads or clocks live here: time is a [`Duration`] since the start of
-//! the process, passed in by the caller, so every rule is unit-tested with a
-//! fake clock.
+//! [`Connection`] owns the protocol with the router: registration, slot
+//! credit (READY), jobs in and results out, heartbeats, reconnects and the
+//! orderly exit. No sockets, threads, clocks or randomness live here: time
+//! is a [`Duration`] since the driver's start, passed in by the caller, and
+//! every msgid and connection identity comes from [`MsgIds::seeded`] with
+//! [`Config::id_seed`], so every rule is unit-tested on a fake clock with
+//! exact frames (`connection/tests.rs`).
 //!
-//! Rules (see the tests at the bottom for each):
+//! How to drive it (the shape of quinn-proto's `Connection`):
+//! - [`Connection::start`] once, for the first connection.
+//! - Input: [`Connection::handle`] for each [`Input`] — frames read from the
+//!   DEALER (decoded here; malformed ones are logged, rate-limited, and
+//!   dropped), a job starting or finishing in the pool, a send that failed,
+//!   a shutdown request.
+//! - Timers: [`Connection::poll_timeout`] is the next deadline (heartbeat
+//!   to send, router silence limit, ACK timeout, reconnect wait, job
+//!   timeouts, end of the grace period); sleep until it, then call
+//!   [`Connection::handle_timeout`]. Call `poll_timeout` again after every
+//!   `handle*` call: input moves deadlines.
+//! - Output: every `handle*` call appends [`Action`]s to the caller's
+//!   buffer; carry them out in order (connect, send, start or cancel a job,
+//!   exit). A send that fails (EAGAIN at the high-water mark, no socket, any
+//!   error) goes back in as [`Input::SendFailed`].
+//! - Getters: [`Connection::identity`], [`Connection::endpoint`],
+//!   [`Connection::is_registered`], [`Connection::is_draining`],
+//!   [`Connection::is_shutting_down`], [`Connection::slot_counts`],
+//!   [`Connection::malformed_count`].
+//!
+//! Rules (see the tests for each):
 //! - connect → one INFORM `[queues, "worker", "job-ack"]`; no ACK within
 //!   `ack_timeout` → a fresh connection (new identity, next broker), INFORM
 //!   again.
 //! - ACK → queued REPLYs, then one READY per free slot. No waiting for a
 //!   router HEARTBEAT (a 0.3.13 quirk).
-//! - REQUEST → a free slot runs it. Every finished job gets
-//!   `REPLY [payload, orig_msgid, status]`, then the READY for its slot.
+//! - REQUEST → a free slot runs it, once: retries (`retry-count:N`) belong
+//!   to the router, which journals attempts and backs off. Every delivered
+//!   REQUEST gets exactly one `REPLY [payload, orig_msgid, status]`
+//!   (`failed` with the error, `attempts: 1`, when it failed), then the
+//!   READY for its slot.
+//! - `timeout:N` → cancel after N s from the job's start, failed REPLY of
+//!   kind `timeout`, slot freed exactly once.
+//! - A result whose payload is bigger than `max_message_size` (the router
+//!   disconnects a peer that sends a bigger frame) is replaced by a failed
+//!   REPLY of kind `result-too-large` giving the size and the limit.
 //! - Slot accounting: each slot is either free (with or without a READY
 //!   outstanding) or busy; so outstanding READYs + running jobs never exceed
 //!   the concurrency. After a reconnect READYs go out only for free slots;
 //!   REPLYs of jobs that finish while disconnected wait for the next ACK.
+//! - Send failures: a REPLY that could not be sent is queued again, never
+//!   dropped; a READY that could not be sent gives its slot back as free and
+//!   not offered. Both go out again at the next flush point: the next ACK,
+//!   the next finished job, or the heartbeat deadline (in place of the
+//!   HEARTBEAT).
 //! - Heartbeats every interval when nothing else was sent; any message from
-//!   the router is a heartbeat; silence past interval × liveness → reconnect.
-//! - KBYE/DISCONNECT from the router → reconnect after `reconnect_delay`.
+//!   the router is a heartbeat; silence past interval × liveness
+//!   ([`Liveness`]) → reconnect.
+//! - KBYE/DISCONNECT from the router → no more READYs; running jobs go on
+//!   on the same connection and identity, and each REPLY goes out on it; once
+//!   no job runs (at once if none did) → reconnect after `reconnect_delay`
+//!   (new identity, next broker). Router silence meanwhile → reconnect at
+//!   once, as above (the REPLYs then wait for the next ACK).
 //! - Shutdown → KBYE, no new jobs, running jobs get `grace_period`, then are
 //!   killed (failed REPLY each) and the process exits 0.
-//! - `retry-count:N` → up to N local retries; `timeout:N` → cancel after N s,
-//!   failed REPLY of kind `timeout`, slot freed exactly once.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use emqp_proto::command::FEATURE_JOB_ACK;
+use emqp_proto::heartbeat::{timestamp_text, Liveness};
 use emqp_proto::job::{ErrorKind, Job, JobError, JobOutcome};
-use emqp_proto::{Command, Inform, Message, PeerType, QueueSpec, Reply, Request, ResultStatus};
+use emqp_proto::{
+    Command, Inform, Message, MsgIds, PeerType, QueueSpec, Reply, Request, ResultStatus,
+};
 use log::{debug, info, warn};
 
-/// Timers and identity of a job manager connection.
+/// The router's default `--max-message-size`: 16 MiB.
+pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
+
+/// At most one warning about malformed messages per this long.
+const MALFORMED_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Timers, limits and identity of a job manager connection.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Router backend endpoints; a reconnect moves to the next one.
@@ -51,14 +97,18 @@ pub struct Config {
     pub heartbeat_liveness: u32,
     /// Reconnect when an INFORM is not ACKed within this.
     pub ack_timeout: Duration,
-    /// Wait this long before reconnecting after the router said KBYE.
+    /// Wait this long before reconnecting after the router said KBYE (and
+    /// the jobs running then finished).
     pub reconnect_delay: Duration,
     /// After a shutdown request, running jobs get this long to finish.
     pub grace_period: Duration,
-    /// Pause before a failed job is retried (`retry-count:N`).
-    pub retry_backoff: Duration,
-    /// Unix time (seconds) at `now == 0`, for HEARTBEAT timestamps.
-    pub unix_time_at_start: f64,
+    /// The largest frame the router accepts (its `--max-message-size`);
+    /// `None`: no limit.
+    pub max_message_size: Option<usize>,
+    /// Seed of every msgid and connection identity ([`MsgIds::seeded`]).
+    pub id_seed: u64,
+    /// Unix time in microseconds at `now == 0`, for HEARTBEAT timestamps.
+    pub unix_micros_at_start: u64,
 }
 
 impl Config {
@@ -73,23 +123,18 @@ impl Config {
             ack_timeout: Duration::from_secs(5),
             reconnect_delay: Duration::from_secs(1),
             grace_period: Duration::from_secs(30),
-            retry_backoff: Duration::from_millis(200),
-            unix_time_at_start: 0.0,
+            max_message_size: Some(DEFAULT_MAX_MESSAGE_SIZE),
+            id_seed: 0,
+            unix_micros_at_start: 0,
         }
-    }
-
-    fn silence_limit(&self) -> Duration {
-        self.heartbeat_interval * self.heartbeat_liveness.max(1)
     }
 }
 
 /// What happened.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Input {
-    /// A decoded message from the router.
-    Message(Message),
-    /// Time passed (call regularly, e.g. every 100 ms).
-    Tick,
+    /// One multipart message as read from the DEALER (delimiter first).
+    Frames(Vec<Vec<u8>>),
     /// The pool began running `run` on `slot`.
     JobStarted { slot: usize, run: u64 },
     /// The pool finished `run` on `slot`; the slot is free again.
@@ -98,6 +143,9 @@ pub enum Input {
         run: u64,
         outcome: JobOutcome,
     },
+    /// An [`Action::Send`] could not be carried out; `message` is what it
+    /// carried.
+    SendFailed { message: Message },
     /// SIGTERM/SIGINT: leave in order.
     Shutdown,
 }
@@ -106,13 +154,11 @@ pub enum Input {
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobStart {
     pub slot: usize,
-    /// Unique per attempt; a cancel or a result names it.
+    /// Unique per delivery; a cancel or a result names it.
     pub run: u64,
     /// The REQUEST msgid.
     pub msgid: String,
     pub job: Job,
-    /// 1 for the first attempt.
-    pub attempt: u32,
     pub timeout: Option<Duration>,
 }
 
@@ -124,6 +170,8 @@ pub enum Action {
         endpoint: String,
         identity: String,
     },
+    /// Send on the current socket; report a failure as
+    /// [`Input::SendFailed`].
     Send(Message),
     StartJob(JobStart),
     /// Kill `run` on `slot` (it timed out); the pool still reports it finished.
@@ -144,6 +192,9 @@ enum Phase {
         since: Duration,
     },
     Registered,
+    /// The router said KBYE while jobs ran: no READYs, REPLYs still go out
+    /// on this connection; reconnect once no job runs.
+    Draining,
     /// The router left; reconnect at `until`.
     Waiting {
         until: Duration,
@@ -157,16 +208,11 @@ enum Phase {
 #[derive(Debug, Clone)]
 struct Running {
     msgid: String,
-    job: Job,
-    attempt: u32,
-    retries_left: u32,
+    /// The run in the pool.
+    run: u64,
     timeout: Option<Duration>,
-    /// The run in the pool, `None` while waiting to retry.
-    active: Option<u64>,
     deadline: Option<Duration>,
     timed_out: bool,
-    retry_at: Option<Duration>,
-    last_error: Option<JobError>,
 }
 
 #[derive(Debug, Clone)]
@@ -183,15 +229,27 @@ enum Slot {
 pub struct SlotCounts {
     /// Free, with a READY outstanding.
     pub offered: usize,
-    /// Free, no READY outstanding (not registered yet).
+    /// Free, no READY outstanding (not registered, the router left, or the
+    /// READY could not be sent).
     pub idle: usize,
-    /// Running a job or waiting to retry one.
+    /// Running a job.
     pub busy: usize,
+}
+
+/// Malformed messages from the router: counted, logged at most once per
+/// [`MALFORMED_LOG_EVERY`].
+#[derive(Debug, Default)]
+struct MalformedLog {
+    total: u64,
+    unlogged: u64,
+    last_logged: Option<Duration>,
 }
 
 /// The connection state machine. See the module docs.
 pub struct Connection {
     cfg: Config,
+    liveness: Liveness,
+    ids: MsgIds,
     phase: Phase,
     slots: Vec<Slot>,
     broker_index: usize,
@@ -199,9 +257,11 @@ pub struct Connection {
     identity: String,
     last_sent: Duration,
     last_received: Duration,
-    /// REPLYs of jobs that finished while not registered.
-    pending_replies: Vec<Message>,
+    /// REPLYs not sent yet: their job finished while not registered, or
+    /// their send failed.
+    pending_replies: VecDeque<Message>,
     next_run: u64,
+    malformed: MalformedLog,
 }
 
 impl Connection {
@@ -212,6 +272,11 @@ impl Connection {
         cfg.concurrency = cfg.concurrency.max(1);
         Connection {
             slots: vec![Slot::Free { offered: false }; cfg.concurrency],
+            liveness: Liveness {
+                interval: cfg.heartbeat_interval,
+                liveness: cfg.heartbeat_liveness,
+            },
+            ids: MsgIds::seeded(cfg.id_seed),
             cfg,
             phase: Phase::Stopped,
             broker_index: 0,
@@ -219,17 +284,20 @@ impl Connection {
             identity: String::new(),
             last_sent: Duration::ZERO,
             last_received: Duration::ZERO,
-            pending_replies: Vec::new(),
+            pending_replies: VecDeque::new(),
             next_run: 1,
+            malformed: MalformedLog::default(),
         }
     }
 
     /// The first connection.
-    pub fn start(&mut self, now: Duration) -> Vec<Action> {
-        let mut out = Vec::new();
-        self.connect(now, &mut out);
-        out
+    pub fn start(&mut self, now: Duration, out: &mut Vec<Action>) {
+        if !self.connected_once {
+            self.connect(now, out);
+        }
     }
+
+    // ---- getters --------------------------------------------------------
 
     /// The identity of the current connection.
     pub fn identity(&self) -> &str {
@@ -243,6 +311,11 @@ impl Connection {
 
     pub fn is_registered(&self) -> bool {
         self.phase == Phase::Registered
+    }
+
+    /// The router said KBYE; running jobs finish on this connection.
+    pub fn is_draining(&self) -> bool {
+        self.phase == Phase::Draining
     }
 
     pub fn is_shutting_down(&self) -> bool {
@@ -265,42 +338,124 @@ impl Connection {
         c
     }
 
-    pub fn handle(&mut self, input: Input, now: Duration) -> Vec<Action> {
-        let mut out = Vec::new();
-        self.handle_into(input, now, &mut out);
-        out
+    /// Malformed messages from the router dropped so far.
+    pub fn malformed_count(&self) -> u64 {
+        self.malformed.total
     }
 
-    /// [`Connection::handle`], appending the actions to `out` (no
-    /// allocation per input in the socket loop).
-    pub fn handle_into(&mut self, input: Input, now: Duration, out: &mut Vec<Action>) {
+    // ---- input ----------------------------------------------------------
+
+    /// Feed one input; the resulting actions are appended to `out`.
+    pub fn handle(&mut self, input: Input, now: Duration, out: &mut Vec<Action>) {
         if self.phase == Phase::Stopped && self.connected_once {
             return;
         }
         match input {
-            Input::Message(m) => self.on_message(m, now, out),
-            Input::Tick => self.on_tick(now, out),
+            Input::Frames(frames) => match Message::decode(frames) {
+                Ok(m) => self.on_message(m, now, out),
+                Err(e) => self.on_malformed(&e.to_string(), now),
+            },
             Input::JobStarted { slot, run } => self.on_job_started(slot, run, now),
             Input::JobFinished { slot, run, outcome } => {
                 self.on_job_finished(slot, run, outcome, now, out)
             }
+            Input::SendFailed { message } => self.on_send_failed(message),
             Input::Shutdown => self.on_shutdown(now, out),
         }
     }
 
-    // ---- connection ---------------------------------------------------
+    /// The next instant [`Connection::handle_timeout`] has something to do;
+    /// `None`: nothing until the next input.
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        let link = match &self.phase {
+            Phase::AwaitingAck { since, .. } => Some(*since + self.cfg.ack_timeout),
+            Phase::Registered | Phase::Draining => Some(
+                (self.last_sent + self.cfg.heartbeat_interval)
+                    .min(self.liveness.deadline(self.last_received)),
+            ),
+            Phase::Waiting { until } => Some(*until),
+            Phase::ShuttingDown { deadline } => Some(*deadline),
+            Phase::Stopped => return None,
+        };
+        let jobs = self.slots.iter().filter_map(|s| match s {
+            Slot::Busy(r) if !r.timed_out => r.deadline,
+            _ => None,
+        });
+        link.into_iter().chain(jobs).min()
+    }
+
+    /// Carry out every timer due at `now` (call when [`poll_timeout`] is
+    /// reached; earlier calls do nothing).
+    ///
+    /// [`poll_timeout`]: Connection::poll_timeout
+    pub fn handle_timeout(&mut self, now: Duration, out: &mut Vec<Action>) {
+        if self.phase == Phase::Stopped {
+            return;
+        }
+        // Job timers first: a timeout does not depend on the link.
+        for (slot, s) in self.slots.iter_mut().enumerate() {
+            let Slot::Busy(r) = s else { continue };
+            if !r.timed_out && r.deadline.is_some_and(|d| now >= d) {
+                r.timed_out = true;
+                warn!(
+                    "job {} on slot {slot} ran past its timeout of {:?}; killing it",
+                    r.msgid,
+                    r.timeout.unwrap_or_default()
+                );
+                out.push(Action::CancelJob { slot, run: r.run });
+            }
+        }
+        match self.phase {
+            Phase::AwaitingAck { since, .. } => {
+                if now >= since + self.cfg.ack_timeout {
+                    self.reconnect(now, "no ACK for our INFORM", out);
+                }
+            }
+            Phase::Registered | Phase::Draining => {
+                if self.liveness.is_dead(self.last_received, now) {
+                    let why = format!(
+                        "router silent for {:?}",
+                        now.saturating_sub(self.last_received)
+                    );
+                    self.reconnect(now, &why, out);
+                } else if now >= self.last_sent + self.cfg.heartbeat_interval {
+                    // What a failed send left behind goes out in place of
+                    // the HEARTBEAT (any message counts as one).
+                    if !self.flush(now, out) {
+                        let micros = self
+                            .cfg
+                            .unix_micros_at_start
+                            .saturating_add(now.as_micros() as u64);
+                        let hb = Command::Heartbeat {
+                            timestamp: Some(timestamp_text(micros)),
+                        };
+                        self.send(hb, now, out);
+                    }
+                }
+            }
+            Phase::Waiting { until } => {
+                if now >= until {
+                    self.reconnect(now, "router left", out);
+                }
+            }
+            Phase::ShuttingDown { deadline } => {
+                if now >= deadline {
+                    self.kill_remaining(now, out);
+                }
+            }
+            Phase::Stopped => {}
+        }
+    }
+
+    // ---- connection -----------------------------------------------------
 
     fn connect(&mut self, now: Duration, out: &mut Vec<Action>) {
         if self.connected_once {
             self.broker_index = (self.broker_index + 1) % self.cfg.brokers.len();
         }
         self.connected_once = true;
-        self.identity = emqp_proto::new_msgid();
-        for s in &mut self.slots {
-            if let Slot::Free { offered } = s {
-                *offered = false;
-            }
-        }
+        self.identity = self.ids.next_id();
+        self.withdraw_readies();
         let endpoint = self.cfg.brokers[self.broker_index].clone();
         info!(
             "connecting to {endpoint} as {} ({} slot(s))",
@@ -310,17 +465,17 @@ impl Connection {
             endpoint,
             identity: self.identity.clone(),
         });
-        let inform = Message::new(Command::Inform(Inform {
+        let inform = Command::Inform(Inform {
             queues: self.cfg.queues.clone(),
             peer_type: Some(PeerType::Worker),
             features: vec![FEATURE_JOB_ACK.to_string()],
-        }));
+        });
+        let inform_msgid = self.send(inform, now, out);
         self.phase = Phase::AwaitingAck {
-            inform_msgid: inform.msgid.clone(),
+            inform_msgid,
             since: now,
         };
         self.last_received = now;
-        self.send(inform, now, out);
     }
 
     fn reconnect(&mut self, now: Duration, why: &str, out: &mut Vec<Action>) {
@@ -332,26 +487,81 @@ impl Connection {
         self.connect(now, out);
     }
 
-    fn send(&mut self, msg: Message, now: Duration, out: &mut Vec<Action>) {
+    /// The router forgot (or never got) our READYs.
+    fn withdraw_readies(&mut self) {
+        for s in &mut self.slots {
+            if let Slot::Free { offered } = s {
+                *offered = false;
+            }
+        }
+    }
+
+    /// Send `command` under a fresh msgid; returns the msgid.
+    fn send(&mut self, command: Command, now: Duration, out: &mut Vec<Action>) -> String {
+        let msg = Message::with_msgid(self.ids.next_id(), command);
+        let msgid = msg.msgid.clone();
+        self.send_message(msg, now, out);
+        msgid
+    }
+
+    fn send_message(&mut self, msg: Message, now: Duration, out: &mut Vec<Action>) {
         self.last_sent = now;
         out.push(Action::Send(msg));
     }
 
-    fn send_ready(&mut self, slot: usize, now: Duration, out: &mut Vec<Action>) {
-        self.slots[slot] = Slot::Free { offered: true };
-        self.send(Message::new(Command::Ready), now, out);
+    /// Send queued REPLYs, and (registered) a READY for every free slot
+    /// without one. Whether anything was sent.
+    fn flush(&mut self, now: Duration, out: &mut Vec<Action>) -> bool {
+        let before = out.len();
+        if matches!(
+            self.phase,
+            Phase::Registered | Phase::Draining | Phase::ShuttingDown { .. }
+        ) {
+            while let Some(reply) = self.pending_replies.pop_front() {
+                self.send_message(reply, now, out);
+            }
+        }
+        if self.phase == Phase::Registered {
+            for slot in 0..self.slots.len() {
+                if matches!(self.slots[slot], Slot::Free { offered: false }) {
+                    self.slots[slot] = Slot::Free { offered: true };
+                    self.send(Command::Ready, now, out);
+                }
+            }
+        }
+        out.len() > before
     }
 
-    fn heartbeat(&self, now: Duration) -> Message {
-        let ts = self.cfg.unix_time_at_start + now.as_secs_f64();
-        Message::new(Command::Heartbeat {
-            timestamp: Some(format!("{ts}")),
-        })
-    }
+    // ---- inputs ---------------------------------------------------------
 
-    // ---- inputs -------------------------------------------------------
+    fn on_malformed(&mut self, why: &str, now: Duration) {
+        let m = &mut self.malformed;
+        m.total += 1;
+        let due = match m.last_logged {
+            None => true,
+            Some(t) => now.saturating_sub(t) >= MALFORMED_LOG_EVERY,
+        };
+        if due {
+            if m.unlogged > 0 {
+                warn!(
+                    "ignoring a malformed message from the router: {why} \
+                     ({} more since the last warning)",
+                    m.unlogged
+                );
+            } else {
+                warn!("ignoring a malformed message from the router: {why}");
+            }
+            m.unlogged = 0;
+            m.last_logged = Some(now);
+        } else {
+            m.unlogged += 1;
+        }
+    }
 
     fn on_message(&mut self, msg: Message, now: Duration, out: &mut Vec<Action>) {
+        if !matches!(msg.command, Command::Heartbeat { .. }) {
+            debug!("received {} {}", msg.command.name(), msg.msgid);
+        }
         if !matches!(msg.command, Command::Disconnect) {
             self.last_received = now;
         }
@@ -360,29 +570,40 @@ impl Connection {
             Command::Heartbeat { .. } => {}
             Command::Request(req) => self.on_request(msg.msgid, req, now, out),
             Command::Kbye | Command::Disconnect => {
-                if self.is_shutting_down() {
-                    return;
-                }
-                warn!(
-                    "router {} said {}; reconnecting in {:?}",
-                    self.endpoint(),
-                    if matches!(msg.command, Command::Kbye) {
-                        "KBYE"
-                    } else {
-                        "DISCONNECT"
-                    },
-                    self.cfg.reconnect_delay
-                );
-                for s in &mut self.slots {
-                    if let Slot::Free { offered } = s {
-                        *offered = false;
-                    }
-                }
-                self.phase = Phase::Waiting {
-                    until: now + self.cfg.reconnect_delay,
+                let said = if matches!(msg.command, Command::Kbye) {
+                    "KBYE"
+                } else {
+                    "DISCONNECT"
                 };
+                self.on_router_leaving(said, now);
             }
             other => debug!("ignoring {} from the router", other.name()),
+        }
+    }
+
+    fn on_router_leaving(&mut self, said: &str, now: Duration) {
+        if self.is_shutting_down() || matches!(self.phase, Phase::Draining | Phase::Waiting { .. })
+        {
+            return;
+        }
+        self.withdraw_readies();
+        let busy = self.slot_counts().busy;
+        if self.phase == Phase::Registered && busy > 0 {
+            warn!(
+                "router {} said {said}; finishing {busy} running job(s) on this connection, \
+                 then reconnecting",
+                self.endpoint()
+            );
+            self.phase = Phase::Draining;
+        } else {
+            warn!(
+                "router {} said {said}; reconnecting in {:?}",
+                self.endpoint(),
+                self.cfg.reconnect_delay
+            );
+            self.phase = Phase::Waiting {
+                until: now + self.cfg.reconnect_delay,
+            };
         }
     }
 
@@ -401,14 +622,7 @@ impl Connection {
             self.identity,
             self.pending_replies.len()
         );
-        for reply in std::mem::take(&mut self.pending_replies) {
-            self.send(reply, now, out);
-        }
-        for i in 0..self.slots.len() {
-            if matches!(self.slots[i], Slot::Free { .. }) {
-                self.send_ready(i, now, out);
-            }
-        }
+        self.flush(now, out);
     }
 
     fn on_request(&mut self, msgid: String, req: Request, now: Duration, out: &mut Vec<Action>) {
@@ -434,14 +648,13 @@ impl Connection {
                 ErrorKind::Crash,
                 "job manager had no free slot (router sent more jobs than READYs)",
             );
-            self.queue_or_send_reply(&msgid, &JobOutcome::Error(err), now, out);
+            self.queue_or_send_reply(&msgid, JobOutcome::Error(err), now, out);
             return;
         };
         let job = match Job::parse(&req.message) {
             Ok(job) => job,
             Err(e) => {
                 warn!("REQUEST {msgid}: bad job: {e}");
-                self.slots[slot] = Slot::Free { offered: false };
                 let err = JobError::new(ErrorKind::BadJob, e.to_string());
                 self.finish_slot(slot, &msgid, JobOutcome::Error(err), now, out);
                 return;
@@ -450,40 +663,30 @@ impl Connection {
         let run = self.next_run;
         self.next_run += 1;
         let timeout = req.headers.timeout_secs().map(Duration::from_secs);
-        let retries = req.headers.retry_count().unwrap_or(0);
         debug!(
-            "job {msgid} on slot {slot} (queue {}, timeout {timeout:?}, retries {retries})",
+            "job {msgid} on slot {slot} (queue {}, timeout {timeout:?})",
             req.queue
         );
         self.slots[slot] = Slot::Busy(Box::new(Running {
             msgid: msgid.clone(),
-            job: job.clone(),
-            attempt: 1,
-            retries_left: retries,
+            run,
             timeout,
-            active: Some(run),
             deadline: timeout.map(|t| now + t),
             timed_out: false,
-            retry_at: None,
-            last_error: None,
         }));
         out.push(Action::StartJob(JobStart {
             slot,
             run,
             msgid,
             job,
-            attempt: 1,
             timeout,
         }));
     }
 
     fn on_job_started(&mut self, slot: usize, run: u64, now: Duration) {
         if let Some(Slot::Busy(r)) = self.slots.get_mut(slot) {
-            if r.active == Some(run) {
-                debug!(
-                    "job {} started on slot {slot} (attempt {})",
-                    r.msgid, r.attempt
-                );
+            if r.run == run {
+                debug!("job {} started on slot {slot}", r.msgid);
                 if !r.timed_out {
                     r.deadline = r.timeout.map(|t| now + t);
                 }
@@ -499,59 +702,37 @@ impl Connection {
         now: Duration,
         out: &mut Vec<Action>,
     ) {
-        let shutting_down = self.is_shutting_down();
-        let Some(Slot::Busy(r)) = self.slots.get_mut(slot) else {
+        let Some(Slot::Busy(r)) = self.slots.get(slot) else {
             warn!("result of run {run} for slot {slot}, which is not busy; ignored");
             return;
         };
-        if r.active != Some(run) {
+        if r.run != run {
             warn!("stale result of run {run} on slot {slot}; ignored");
             return;
         }
-        r.active = None;
-        let mut outcome = outcome;
-        if r.timed_out {
-            if let JobOutcome::Error(_) = outcome {
+        let msgid = r.msgid.clone();
+        let outcome = match outcome {
+            JobOutcome::Error(_) if r.timed_out => {
                 let secs = r.timeout.map(|t| t.as_secs()).unwrap_or(0);
-                outcome = JobOutcome::Error(JobError::new(
+                JobOutcome::Error(JobError::new(
                     ErrorKind::Timeout,
                     format!("job ran past its timeout of {secs} s and was killed"),
-                ));
+                ))
             }
+            o => o,
+        };
+        match &outcome {
+            JobOutcome::Value(_) => debug!("job {msgid} finished ok on slot {slot}"),
+            JobOutcome::Error(e) => warn!(
+                "job {msgid} failed on slot {slot}: {:?}: {}",
+                e.kind, e.message
+            ),
         }
-        match outcome {
-            JobOutcome::Value(v) => {
-                debug!("job {} finished ok on slot {slot}", r.msgid);
-                let msgid = r.msgid.clone();
-                self.finish_slot(slot, &msgid, JobOutcome::Value(v), now, out);
-            }
-            JobOutcome::Error(mut e) => {
-                e.attempts = Some(r.attempt);
-                let retryable = !matches!(e.kind, ErrorKind::BadJob | ErrorKind::UnknownHandler);
-                if retryable && r.retries_left > 0 && !shutting_down {
-                    r.retries_left -= 1;
-                    r.attempt += 1;
-                    r.timed_out = false;
-                    r.deadline = None;
-                    r.retry_at = Some(now + self.cfg.retry_backoff);
-                    warn!(
-                        "job {} failed ({:?}: {}); retrying (attempt {}, {} retr(ies) left after it)",
-                        r.msgid, e.kind, e.message, r.attempt, r.retries_left
-                    );
-                    r.last_error = Some(e);
-                } else {
-                    warn!(
-                        "job {} failed on slot {slot} after {} attempt(s): {:?}: {}",
-                        r.msgid, r.attempt, e.kind, e.message
-                    );
-                    let msgid = r.msgid.clone();
-                    self.finish_slot(slot, &msgid, JobOutcome::Error(e), now, out);
-                }
-            }
-        }
+        self.finish_slot(slot, &msgid, outcome, now, out);
     }
 
-    /// A job is done for good: REPLY, then the READY that frees the slot.
+    /// A job is done: REPLY, then the READY that frees the slot (or, when
+    /// the router left, the reconnect once no job runs).
     fn finish_slot(
         &mut self,
         slot: usize,
@@ -561,113 +742,113 @@ impl Connection {
         out: &mut Vec<Action>,
     ) {
         self.slots[slot] = Slot::Free { offered: false };
-        self.queue_or_send_reply(msgid, &outcome, now, out);
+        self.queue_or_send_reply(msgid, outcome, now, out);
         match self.phase {
-            Phase::Registered => self.send_ready(slot, now, out),
+            Phase::Registered => {
+                self.flush(now, out);
+            }
+            Phase::Draining if self.slot_counts().busy == 0 => {
+                info!(
+                    "the last running job finished; reconnecting in {:?}",
+                    self.cfg.reconnect_delay
+                );
+                self.phase = Phase::Waiting {
+                    until: now + self.cfg.reconnect_delay,
+                };
+            }
             Phase::ShuttingDown { .. } => self.maybe_exit(out),
             _ => {}
         }
     }
 
+    /// The REPLY of a finished job: sent now on a connection the router
+    /// listens on (after anything queued before it), else queued.
     fn queue_or_send_reply(
         &mut self,
         msgid: &str,
-        outcome: &JobOutcome,
+        outcome: JobOutcome,
         now: Duration,
         out: &mut Vec<Action>,
     ) {
+        let reply = self.reply_message(msgid, outcome);
+        match self.phase {
+            Phase::Registered | Phase::Draining | Phase::ShuttingDown { .. } => {
+                self.pending_replies.push_back(reply);
+                while let Some(r) = self.pending_replies.pop_front() {
+                    self.send_message(r, now, out);
+                }
+            }
+            _ => {
+                debug!("result of {msgid} queued until the router ACKs us");
+                self.pending_replies.push_back(reply);
+            }
+        }
+    }
+
+    /// `REPLY [payload, msgid, status]`; a payload over the router's limit
+    /// becomes a `result-too-large` failure.
+    fn reply_message(&mut self, msgid: &str, outcome: JobOutcome) -> Message {
+        let mut outcome = outcome;
+        if let JobOutcome::Error(e) = &mut outcome {
+            e.attempts = Some(1);
+        }
+        let mut payload = outcome.to_payload();
+        if let Some(limit) = self.cfg.max_message_size {
+            if payload.len() > limit {
+                warn!(
+                    "result of job {msgid} is {} bytes, over the maximum message size of \
+                     {limit} bytes; replying failed (result-too-large) instead",
+                    payload.len()
+                );
+                let mut e = JobError::new(
+                    ErrorKind::ResultTooLarge,
+                    format!(
+                        "the job's result is {} bytes, larger than the maximum message size \
+                         of {limit} bytes",
+                        payload.len()
+                    ),
+                );
+                e.attempts = Some(1);
+                outcome = JobOutcome::Error(e);
+                payload = outcome.to_payload();
+            }
+        }
         let status = if outcome.is_ok() {
             ResultStatus::Ok
         } else {
             ResultStatus::Failed
         };
-        let reply = Message::new(Command::Reply(Reply::result(
-            outcome.to_payload(),
-            msgid.to_string(),
-            status,
-        )));
-        match self.phase {
-            Phase::Registered | Phase::ShuttingDown { .. } => self.send(reply, now, out),
-            _ => {
-                debug!("result of {msgid} queued until the router ACKs us");
-                self.pending_replies.push(reply);
-            }
-        }
+        Message::with_msgid(
+            self.ids.next_id(),
+            Command::Reply(Reply::result(payload, msgid.to_string(), status)),
+        )
     }
 
-    fn on_tick(&mut self, now: Duration, out: &mut Vec<Action>) {
-        // Job timers first: a timeout or a retry does not depend on the link.
-        let shutting_down = self.is_shutting_down();
-        for slot in 0..self.slots.len() {
-            let Slot::Busy(r) = &mut self.slots[slot] else {
-                continue;
-            };
-            match (r.active, r.deadline, r.retry_at) {
-                (Some(run), Some(deadline), _) if !r.timed_out && now >= deadline => {
-                    r.timed_out = true;
-                    warn!(
-                        "job {} on slot {slot} ran past its timeout of {:?}; killing it",
-                        r.msgid,
-                        r.timeout.unwrap_or_default()
-                    );
-                    out.push(Action::CancelJob { slot, run });
-                }
-                (None, _, Some(at)) if now >= at && shutting_down => {
-                    let msgid = r.msgid.clone();
-                    let err = r.last_error.take().unwrap_or_else(|| {
-                        JobError::new(ErrorKind::Crash, "job manager shut down before a retry")
-                    });
-                    self.finish_slot(slot, &msgid, JobOutcome::Error(err), now, out);
-                }
-                (None, _, Some(at)) if now >= at => {
-                    let run = self.next_run;
-                    self.next_run += 1;
-                    r.active = Some(run);
-                    r.retry_at = None;
-                    r.deadline = r.timeout.map(|t| now + t);
-                    out.push(Action::StartJob(JobStart {
-                        slot,
-                        run,
-                        msgid: r.msgid.clone(),
-                        job: r.job.clone(),
-                        attempt: r.attempt,
-                        timeout: r.timeout,
-                    }));
-                }
-                _ => {}
+    fn on_send_failed(&mut self, message: Message) {
+        match message.command {
+            Command::Reply(_) => {
+                warn!(
+                    "a REPLY ({}) could not be sent; queued to be sent again",
+                    message.msgid
+                );
+                self.pending_replies.push_back(message);
             }
-        }
-        match self.phase.clone() {
-            Phase::AwaitingAck { since, .. } => {
-                if now.saturating_sub(since) >= self.cfg.ack_timeout {
-                    self.reconnect(now, "no ACK for our INFORM", out);
+            Command::Ready => {
+                // Any outstanding READY stands for any free slot.
+                match self
+                    .slots
+                    .iter()
+                    .position(|s| matches!(s, Slot::Free { offered: true }))
+                {
+                    Some(slot) => {
+                        warn!("a READY could not be sent; slot {slot} will be offered again");
+                        self.slots[slot] = Slot::Free { offered: false };
+                    }
+                    None => debug!("a READY could not be sent; no slot was counting on it"),
                 }
             }
-            Phase::Registered => {
-                if now.saturating_sub(self.last_received) >= self.cfg.silence_limit() {
-                    let why = format!(
-                        "router silent for {:?}",
-                        now.saturating_sub(self.last_received)
-                    );
-                    self.reconnect(now, &why, out);
-                } else if now.saturating_sub(self.last_sent) >= self.cfg.heartbeat_interval {
-                    let hb = self.heartbeat(now);
-                    self.send(hb, now, out);
-                }
-            }
-            Phase::Waiting { until } => {
-                if now >= until {
-                    self.reconnect(now, "router left", out);
-                }
-            }
-            Phase::ShuttingDown { deadline } => {
-                if now >= deadline {
-                    self.kill_remaining(now, out);
-                } else {
-                    self.maybe_exit(out);
-                }
-            }
-            Phase::Stopped => {}
+            Command::Heartbeat { .. } => debug!("a HEARTBEAT could not be sent"),
+            other => warn!("{} could not be sent (its timer covers it)", other.name()),
         }
     }
 
@@ -681,26 +862,13 @@ impl Connection {
             self.endpoint(),
             self.cfg.grace_period
         );
-        for reply in std::mem::take(&mut self.pending_replies) {
-            self.send(reply, now, out);
+        while let Some(reply) = self.pending_replies.pop_front() {
+            self.send_message(reply, now, out);
         }
-        self.send(Message::new(Command::Kbye), now, out);
+        self.send(Command::Kbye, now, out);
         self.phase = Phase::ShuttingDown {
             deadline: now + self.cfg.grace_period,
         };
-        // Jobs waiting for a retry are not retried any more.
-        for slot in 0..self.slots.len() {
-            if let Slot::Busy(r) = &mut self.slots[slot] {
-                if r.active.is_none() {
-                    let msgid = r.msgid.clone();
-                    let err = r.last_error.take().unwrap_or_else(|| {
-                        JobError::new(ErrorKind::Crash, "job manager shut down before a retry")
-                    });
-                    self.slots[slot] = Slot::Free { offered: false };
-                    self.queue_or_send_reply(&msgid, &JobOutcome::Error(err), now, out);
-                }
-            }
-        }
         self.maybe_exit(out);
     }
 
@@ -721,13 +889,12 @@ impl Connection {
         for slot in 0..self.slots.len() {
             if let Slot::Busy(r) = &self.slots[slot] {
                 let msgid = r.msgid.clone();
-                let mut err = JobError::new(
+                let err = JobError::new(
                     ErrorKind::Crash,
                     "killed: the job manager shut down and the grace period ran out",
                 );
-                err.attempts = Some(r.attempt);
                 self.slots[slot] = Slot::Free { offered: false };
-                self.queue_or_send_reply(&msgid, &JobOutcome::Error(err), now, out);
+                self.queue_or_send_reply(&msgid, JobOutcome::Error(err), now, out);
             }
         }
         self.phase = Phase::Stopped;

@@ -2,7 +2,8 @@
 //! its queues, and runs the jobs it is given on a fixed number of slots.
 //!
 //! - [`connection`]: the sans-IO protocol core (INFORM/ACK/READY/REQUEST/
-//!   REPLY/HEARTBEAT/KBYE, slot accounting, retries, timeouts, shutdown).
+//!   REPLY/HEARTBEAT/KBYE, slot accounting, timeouts, send failures,
+//!   shutdown), driven by `handle`, `poll_timeout` and `handle_timeout`.
 //! - [`pool`]: slot threads that run jobs: [`python`] (`run` jobs on a
 //!   long-lived Python worker process per slot), [`shell`] (`shell` jobs),
 //!   [`handlers`] (`call` jobs: Rust functions registered by name).

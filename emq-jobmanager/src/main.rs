@@ -14,7 +14,7 @@ Settings come from flags, then EVENTMQ_* environment variables, then the
 [jobmanager] (and [global]) section of $EVENTMQ_CONFIG_FILE
 (default /etc/eventmq.conf); flags win. Keys: WORKER_ADDR (and
 WORKER_ADDR_FAILOVER), QUEUES, CONCURRENT_JOBS, HEARTBEAT_INTERVAL,
-HEARTBEAT_LIVENESS, KILL_GRACE_PERIOD, PYTHON.
+HEARTBEAT_LIVENESS, KILL_GRACE_PERIOD, PYTHON, MAX_MESSAGE_SIZE.
 
 Jobs (the REQUEST message frame):
   [\"run\", {\"path\": \"pkg.mod\" | \"pkg.mod:Class\", \"callable\": NAME, \"args\": [..],
@@ -23,7 +23,9 @@ Jobs (the REQUEST message frame):
   [\"call\", {\"handler\": \"echo\" | \"noop\", \"args\": ANY}]                   a Rust handler (echo, noop: inline)
 Every job gets REPLY [result, request msgid, ok|failed] before its slot's READY;
 result is {\"value\": ..} or {\"error\": {\"kind\", \"message\", ..}}.
-Headers honoured: retry-count:N (local retries), timeout:N (kill after N s).
+Headers honoured: timeout:N (kill after N s). retry-count:N is the router's:
+each delivered job runs once here and gets one REPLY.
+A result bigger than --max-message-size is replied failed (result-too-large).
 
 Router authentication: for a router started with --plain-users, give
 --username and --password-file (or --password; or $EMQ_USERNAME and
@@ -86,6 +88,13 @@ struct Cli {
     /// [default: 1]
     #[arg(long, value_name = "SECS")]
     reconnect_delay: Option<f64>,
+
+    /// The router's --max-message-size in bytes: a job whose result is
+    /// bigger is answered with a failed result of kind result-too-large
+    /// (the router would disconnect us for the frame). 0 or -1: no limit
+    /// [env: EVENTMQ_MAX_MESSAGE_SIZE] [default: 16777216 (16 MiB)]
+    #[arg(long, value_name = "BYTES", allow_negative_numbers = true)]
+    max_message_size: Option<i64>,
 
     /// Config file (sets EVENTMQ_CONFIG_FILE)
     #[arg(short = 'C', long, value_name = "FILE")]
@@ -195,6 +204,9 @@ fn config(
     }
     if let Some(v) = cli.heartbeat_liveness.or(setting(s, "HEARTBEAT_LIVENESS")?) {
         c.heartbeat_liveness = v;
+    }
+    if let Some(v) = cli.max_message_size.or(setting(s, "MAX_MESSAGE_SIZE")?) {
+        c.max_message_size = usize::try_from(v).ok().filter(|&n| n > 0);
     }
     if let Some(v) = cli.ack_timeout {
         c.ack_timeout = secs("ack timeout", v)?;
@@ -320,6 +332,35 @@ mod tests {
         assert!(cfg(&["--password", "pw"], &no_env)
             .unwrap_err()
             .contains("username"));
+    }
+
+    #[test]
+    fn max_message_size_from_flag_or_environment_and_0_or_negative_is_unlimited() {
+        let c = cfg(&[], &no_env).unwrap();
+        assert_eq!(c.max_message_size, Some(16 * 1024 * 1024));
+        let c = cfg(&["--max-message-size", "1000"], &no_env).unwrap();
+        assert_eq!(c.max_message_size, Some(1000));
+        for v in ["0", "-1"] {
+            let c = cfg(&["--max-message-size", v], &no_env).unwrap();
+            assert_eq!(c.max_message_size, None, "{v}");
+        }
+        let env: std::collections::HashMap<String, String> = [
+            ("EVENTMQ_CONFIG_FILE", "/dev/null"),
+            ("EVENTMQ_MAX_MESSAGE_SIZE", "2048"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let s = Settings::load_from("jobmanager", &env).unwrap();
+        let cli = Cli::try_parse_from(["emq-jobmanager"]).unwrap();
+        let c = config(cli, &s, &no_env).unwrap();
+        assert_eq!(c.max_message_size, Some(2048));
+        let cli = Cli::try_parse_from(["emq-jobmanager", "--max-message-size", "-1"]).unwrap();
+        assert_eq!(
+            config(cli, &s, &no_env).unwrap().max_message_size,
+            None,
+            "the flag wins"
+        );
     }
 
     #[test]

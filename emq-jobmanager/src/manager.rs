@@ -51,6 +51,9 @@ pub struct ManagerConfig {
     pub grace_period: Duration,
     pub ack_timeout: Duration,
     pub reconnect_delay: Duration,
+    /// The router's `--max-message-size`: a result bigger than this is
+    /// replied as a `result-too-large` failure. `None`: no limit.
+    pub max_message_size: Option<usize>,
     /// ZMQ PLAIN credentials `(username, password)` for a router that
     /// requires them (`--plain-users`); `None`: no authentication.
     pub plain: Option<(String, String)>,
@@ -68,6 +71,7 @@ impl std::fmt::Debug for ManagerConfig {
             .field("grace_period", &self.grace_period)
             .field("ack_timeout", &self.ack_timeout)
             .field("reconnect_delay", &self.reconnect_delay)
+            .field("max_message_size", &self.max_message_size)
             .field(
                 "plain",
                 &self.plain.as_ref().map(|(user, _)| (user, "<redacted>")),
@@ -89,6 +93,7 @@ impl Default for ManagerConfig {
             grace_period: c.grace_period,
             ack_timeout: c.ack_timeout,
             reconnect_delay: c.reconnect_delay,
+            max_message_size: c.max_message_size,
             plain: None,
         }
     }
@@ -137,6 +142,13 @@ impl JobManagerBuilder {
 
     pub fn grace_period(mut self, d: Duration) -> Self {
         self.cfg.grace_period = d;
+        self
+    }
+
+    /// The router's maximum message size in bytes (`None`: no limit);
+    /// results bigger than this are replied as `result-too-large`.
+    pub fn max_message_size(mut self, bytes: Option<usize>) -> Self {
+        self.cfg.max_message_size = bytes;
         self
     }
 
@@ -212,15 +224,17 @@ pub struct JobManager {
     handlers: Handlers,
 }
 
-fn now_unix() -> f64 {
+fn unix_micros_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
 }
 
-/// Poll at least this often, for the core's timers.
-const TICK: Duration = Duration::from_millis(50);
+/// The longest the loop sleeps without looking at the shutdown flag (a
+/// signal handler or another thread sets it without waking the loop). Not
+/// a tick for the core: its timers wake the loop on their own deadlines.
+pub const SHUTDOWN_CHECK: Duration = Duration::from_millis(200);
 
 impl JobManager {
     pub fn builder() -> JobManagerBuilder {
@@ -240,6 +254,14 @@ impl JobManager {
 
     /// Run until `shutdown` becomes true (then leave in order) or a fatal
     /// error. Returns the exit code.
+    ///
+    /// The loop: carry out the core's actions (a failed send goes back in
+    /// as [`Input::SendFailed`]), then sleep in `zmq::poll` until a message
+    /// arrives, a pool event wakes it, or the core's
+    /// [`Connection::poll_timeout`] is reached — then
+    /// [`Connection::handle_timeout`]. The sleep is also cut at
+    /// [`SHUTDOWN_CHECK`] so that a set `shutdown` flag (which wakes
+    /// nothing) is seen; the core's timers never depend on that.
     pub fn run(self, shutdown: &AtomicBool) -> Result<i32, Error> {
         let cfg = self.cfg;
         let mut core_cfg = Config::new(cfg.brokers.clone(), cfg.queues.clone(), cfg.concurrency);
@@ -248,7 +270,9 @@ impl JobManager {
         core_cfg.grace_period = cfg.grace_period;
         core_cfg.ack_timeout = cfg.ack_timeout;
         core_cfg.reconnect_delay = cfg.reconnect_delay;
-        core_cfg.unix_time_at_start = now_unix();
+        core_cfg.max_message_size = cfg.max_message_size;
+        core_cfg.id_seed = emqp_proto::msgid::random_seed();
+        core_cfg.unix_micros_at_start = unix_micros_now();
         let start = Instant::now();
         let mut core = Connection::new(core_cfg);
 
@@ -277,11 +301,15 @@ impl JobManager {
             Some(waker),
         )?;
         info!(
-            "emq-jobmanager {}: {} slot(s), queues {}, brokers {}",
+            "emq-jobmanager {}: {} slot(s), queues {}, brokers {}, max message size {}",
             env!("CARGO_PKG_VERSION"),
             cfg.concurrency,
             cfg.queues.to_inform_json(),
-            cfg.brokers.join(",")
+            cfg.brokers.join(","),
+            match cfg.max_message_size {
+                Some(n) => format!("{n} bytes"),
+                None => "unlimited".to_string(),
+            }
         );
 
         if let Some((user, _)) = &cfg.plain {
@@ -294,10 +322,12 @@ impl JobManager {
         };
         let mut sock: Option<zmq::Socket> = None;
         let mut shutdown_seen = false;
-        let mut actions = core.start(start.elapsed());
-        // Outcomes of jobs run inline while executing `actions`, fed back
-        // to the core before the next poll.
-        let mut inline_done: Vec<Input> = Vec::new();
+        let mut actions = Vec::new();
+        core.start(start.elapsed(), &mut actions);
+        // Inputs produced while carrying out `actions` (outcomes of jobs
+        // run inline, sends that failed), fed to the core before the next
+        // poll.
+        let mut feedback: Vec<Input> = Vec::new();
         let mut frame_buf = zmq::Message::new();
         loop {
             for action in actions.drain(..) {
@@ -315,14 +345,18 @@ impl JobManager {
                         info!("connected to {endpoint} as {identity}");
                         sock = Some(s);
                     }
-                    Action::Send(msg) => send(sock.as_ref(), msg),
+                    Action::Send(msg) => {
+                        if let Some(message) = send(sock.as_ref(), msg) {
+                            feedback.push(Input::SendFailed { message });
+                        }
+                    }
                     Action::StartJob(mut job) => {
                         debug!(
-                            "starting job {} on slot {} (run {}, attempt {})",
-                            job.msgid, job.slot, job.run, job.attempt
+                            "starting job {} on slot {} (run {})",
+                            job.msgid, job.slot, job.run
                         );
                         match pool.run_inline(&mut job) {
-                            Some(outcome) => inline_done.push(Input::JobFinished {
+                            Some(outcome) => feedback.push(Input::JobFinished {
                                 slot: job.slot,
                                 run: job.run,
                                 outcome,
@@ -341,32 +375,40 @@ impl JobManager {
                     }
                 }
             }
-            if !inline_done.is_empty() {
-                // Their REPLYs and READYs go out with this batch.
+            if !feedback.is_empty() {
+                // Their REPLYs and READYs go out with the next batch.
                 let now = start.elapsed();
-                for input in inline_done.drain(..) {
-                    core.handle_into(input, now, &mut actions);
+                for input in feedback.drain(..) {
+                    core.handle(input, now, &mut actions);
                 }
                 continue;
             }
             if !shutdown_seen && emq_transport::shutdown_requested(shutdown) {
                 shutdown_seen = true;
-                core.handle_into(Input::Shutdown, start.elapsed(), &mut actions);
+                core.handle(Input::Shutdown, start.elapsed(), &mut actions);
                 continue;
             }
+            let now = start.elapsed();
+            let deadline = core.poll_timeout();
+            if deadline.is_some_and(|d| now >= d) {
+                core.handle_timeout(now, &mut actions);
+                continue;
+            }
+            let wait = deadline.map_or(SHUTDOWN_CHECK, |d| (d - now).min(SHUTDOWN_CHECK));
+            // Round up: waking a little late is fine, a little early spins.
+            let wait_ms = wait.as_micros().div_ceil(1000) as i64;
 
             let (wake_readable, sock_readable) = {
                 let wake_item = zmq::PollItem::from_fd(wake_rx.as_raw_fd(), zmq::POLLIN);
                 let polled = match &sock {
                     Some(s) => {
                         let mut items = [wake_item, s.as_poll_item(zmq::POLLIN)];
-                        zmq::poll(&mut items, TICK.as_millis() as i64)
+                        zmq::poll(&mut items, wait_ms)
                             .map(|_| (items[0].is_readable(), items[1].is_readable()))
                     }
                     None => {
                         let mut items = [wake_item];
-                        zmq::poll(&mut items, TICK.as_millis() as i64)
-                            .map(|_| (items[0].is_readable(), false))
+                        zmq::poll(&mut items, wait_ms).map(|_| (items[0].is_readable(), false))
                     }
                 };
                 match polled {
@@ -381,17 +423,7 @@ impl JobManager {
                     // Everything the router sent so far, before any output.
                     loop {
                         match emq_transport::recv_frames(s, &mut frame_buf) {
-                            Ok(frames) => match Message::decode(frames) {
-                                Ok(m) => {
-                                    if !matches!(m.command, emqp_proto::Command::Heartbeat { .. }) {
-                                        debug!("received {} {}", m.command.name(), m.msgid);
-                                    }
-                                    core.handle_into(Input::Message(m), now, &mut actions);
-                                }
-                                Err(e) => {
-                                    warn!("ignoring a malformed message from the router: {e}")
-                                }
-                            },
+                            Ok(frames) => core.handle(Input::Frames(frames), now, &mut actions),
                             Err(zmq::Error::EAGAIN) => break,
                             Err(zmq::Error::EINTR) => continue,
                             Err(e) => {
@@ -416,20 +448,41 @@ impl JobManager {
                         Input::JobFinished { slot, run, outcome }
                     }
                 };
-                core.handle_into(input, now, &mut actions);
+                core.handle(input, now, &mut actions);
             }
-            core.handle_into(Input::Tick, now, &mut actions);
         }
     }
 }
 
-fn send(sock: Option<&zmq::Socket>, msg: Message) {
+/// Send `msg` without blocking. `Some(msg)` back when it could not be sent
+/// (no socket, EAGAIN at the high-water mark, any error), for the core.
+fn send(sock: Option<&zmq::Socket>, msg: Message) -> Option<Message> {
     let Some(s) = sock else {
-        warn!("no socket; dropping {}", msg.command.name());
-        return;
+        warn!("no socket; cannot send {}", msg.command.name());
+        return Some(msg);
     };
-    let name = msg.command.name();
-    if let Err(e) = emq_transport::send_frames(s, None, msg.encode(), zmq::DONTWAIT) {
-        warn!("cannot send {name}: {e}");
+    let frames = msg.encode();
+    // The first frame decides: libzmq takes a multipart message whole or
+    // not at all, so a refused first frame leaves `frames` intact.
+    let n = frames.len();
+    let first_flags = zmq::DONTWAIT | if n > 1 { zmq::SNDMORE } else { 0 };
+    if let Err(e) = s.send(&frames[0][..], first_flags) {
+        let Ok(back) = Message::decode(frames) else {
+            warn!("cannot send a message ({e}), and it does not decode again; dropped");
+            return None;
+        };
+        if e == zmq::Error::EAGAIN {
+            debug!("cannot send {} now (high-water mark)", back.command.name());
+        } else {
+            warn!("cannot send {}: {e}", back.command.name());
+        }
+        return Some(back);
     }
+    let rest: Vec<Vec<u8>> = frames.into_iter().skip(1).collect();
+    if !rest.is_empty() {
+        if let Err(e) = emq_transport::send_frames(s, None, rest, zmq::DONTWAIT) {
+            warn!("a message was cut short while sending: {e}");
+        }
+    }
+    None
 }

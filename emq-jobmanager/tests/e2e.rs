@@ -397,6 +397,82 @@ fn heartbeat_timeout_reconnects_with_new_identity_and_delivers_the_running_job_r
 }
 
 #[test]
+fn router_kbye_during_a_job_gets_its_reply_on_the_same_connection_then_a_new_inform() {
+    let r = Router::new();
+    let _jm = Jm::spawn(
+        &r.endpoint,
+        &[
+            "--concurrency",
+            "2",
+            "--heartbeat-interval",
+            "0.5",
+            "--reconnect-delay",
+            "0.2",
+        ],
+    );
+    let id1 = r.register();
+    assert_eq!(readies(&r, Duration::from_millis(700), &id1), 2);
+    r.request(
+        &id1,
+        "draining",
+        "",
+        json!(["shell", {"argv": ["sh", "-c", "sleep 1; echo done"]}]),
+    );
+    // KBYE right behind it: the job manager reads them in order, so the
+    // job is running when the KBYE is handled.
+    r.send(&id1, Cmd::Kbye);
+    // The REPLY comes on the same connection, with no READY after it.
+    let (rid, m) = r.expect("REPLY", Some(&id1));
+    assert_eq!(rid, id1, "same identity");
+    let (mid, status, _) = reply_of(&m);
+    assert_eq!((mid.as_str(), status.as_str()), ("draining", "ok"));
+    // Then a new INFORM under a new identity (nothing else before it).
+    let (id2, m) = r.expect("a new INFORM", None);
+    assert!(matches!(m.command, Cmd::Inform(_)), "{m:?}");
+    assert_ne!(id2, id1);
+    r.send(
+        &id2,
+        Cmd::Ack {
+            acked_msgid: m.msgid,
+        },
+    );
+    assert_eq!(readies(&r, Duration::from_millis(700), &id2), 2);
+}
+
+#[test]
+fn a_result_over_max_message_size_is_replied_result_too_large() {
+    let r = Router::new();
+    let _jm = Jm::spawn(
+        &r.endpoint,
+        &["--concurrency", "1", "--max-message-size", "1000"],
+    );
+    let id = r.register();
+    assert_eq!(readies(&r, Duration::from_millis(500), &id), 1);
+    r.request(
+        &id,
+        "big",
+        "reply-requested",
+        json!(["call", {"handler": "echo", "args": "x".repeat(2000)}]),
+    );
+    let (_, m) = r.expect("REPLY", Some(&id));
+    let (mid, status, out) = reply_of(&m);
+    assert_eq!((mid.as_str(), status.as_str()), ("big", "failed"));
+    let JobOutcome::Error(e) = out else { panic!() };
+    assert_eq!(e.kind, ErrorKind::ResultTooLarge);
+    assert!(e.message.contains("1000 bytes"), "{}", e.message);
+    assert!(is_ready(&r.expect("READY", Some(&id)).1));
+    // A result under the limit still goes out as is.
+    r.request(
+        &id,
+        "small",
+        "",
+        json!(["call", {"handler": "echo", "args": "x"}]),
+    );
+    let (_, m) = r.expect("REPLY", Some(&id));
+    assert_eq!(reply_of(&m).2, JobOutcome::Value(json!("x")));
+}
+
+#[test]
 fn unacked_inform_is_resent_on_a_fresh_connection() {
     let r = Router::new();
     let _jm = Jm::spawn(&r.endpoint, &["--ack-timeout", "0.5"]);
@@ -573,9 +649,10 @@ fn python_workers_die_with_a_killed_job_manager() {
 /// The library's job manager in this process (inline handlers cannot be
 /// registered on the binary's command line), against the fake router: an
 /// inline handler's batch is answered REPLY then READY per job, a failure
-/// is retried under `retry-count`, and a stop still sends KBYE.
+/// under `retry-count` is run once and replied failed (retries are the
+/// router's), and a stop still sends KBYE.
 #[test]
-fn inline_handlers_answer_a_batch_retry_and_keep_slot_accounting() {
+fn inline_handlers_answer_a_batch_run_once_under_retry_count_and_keep_slot_accounting() {
     use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
     use std::sync::Arc;
 
@@ -639,7 +716,7 @@ fn inline_handlers_answer_a_batch_retry_and_keep_slot_accounting() {
     assert_eq!(replies[1].1, "failed");
     assert!(matches!(&replies[1].2, JobOutcome::Error(e) if e.message == "not a number"));
 
-    // Failed once, retried (after the core's backoff), then ok.
+    // Fails: one failed REPLY, no local retry (the router owns retries).
     r.request(
         &id,
         "f1",
@@ -647,12 +724,15 @@ fn inline_handlers_answer_a_batch_retry_and_keep_slot_accounting() {
         json!(["call", {"handler": "flaky"}]),
     );
     let (_, m) = r.expect("REPLY", Some(&id));
+    let (mid, status, out) = reply_of(&m);
+    assert_eq!((mid.as_str(), status.as_str()), ("f1", "failed"));
+    let JobOutcome::Error(e) = out else { panic!() };
     assert_eq!(
-        reply_of(&m),
-        ("f1".into(), "ok".into(), JobOutcome::Value(json!(1)))
+        (e.message.as_str(), e.attempts),
+        ("first call fails", Some(1))
     );
     assert!(is_ready(&r.expect("READY", Some(&id)).1));
-    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
     // Nothing more: exactly one READY per finished job.
     assert!(r.next(Duration::from_millis(300), Some(&id)).is_none());
 

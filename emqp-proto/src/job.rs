@@ -129,6 +129,9 @@ pub enum ErrorKind {
     UnknownHandler,
     /// The job could not be delivered to completion (emq router).
     DeadLettered,
+    /// The job's result was bigger than the largest message the router
+    /// accepts (`--max-message-size`), so it was not sent (emq job manager).
+    ResultTooLarge,
 }
 
 /// The failure object of a result: `{"error": JobError}`.

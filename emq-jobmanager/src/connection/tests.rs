@@ -9,17 +9,26 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
+const SEED: u64 = 7;
+
 fn cfg(concurrency: usize) -> Config {
     let mut c = Config::new(
         vec!["tcp://127.0.0.1:1".into(), "tcp://127.0.0.1:2".into()],
         QueueSpec::parse_cli("10:default,15:email").unwrap(),
         concurrency,
     );
-    c.unix_time_at_start = 1_000_000.0;
+    c.unix_micros_at_start = 1_000_000_000_000;
+    c.id_seed = SEED;
     c
 }
 
-/// A connection plus a fake clock and the router's view of our credit.
+/// The first `n` ids a core seeded with `seed` hands out.
+fn seeded_ids(seed: u64, n: usize) -> Vec<String> {
+    let mut ids = MsgIds::seeded(seed);
+    (0..n).map(|_| ids.next_id()).collect()
+}
+
+/// A connection plus a fake clock.
 struct Harness {
     c: Connection,
     now: Duration,
@@ -32,7 +41,8 @@ impl Harness {
 
     fn with(cfg: Config) -> (Harness, Vec<Action>) {
         let mut c = Connection::new(cfg);
-        let a = c.start(Duration::ZERO);
+        let mut a = Vec::new();
+        c.start(Duration::ZERO, &mut a);
         (
             Harness {
                 c,
@@ -43,18 +53,47 @@ impl Harness {
     }
 
     fn at(&mut self, t: Duration, input: Input) -> Vec<Action> {
+        assert!(t >= self.now, "the fake clock goes forward");
         self.now = t;
-        let a = self.c.handle(input, t);
+        let mut a = Vec::new();
+        self.c.handle(input, t, &mut a);
         self.check_invariant();
         a
     }
 
     fn msg(&mut self, t: Duration, cmd: Command) -> Vec<Action> {
-        self.at(t, Input::Message(Message::new(cmd)))
+        self.at(t, Input::Frames(Message::new(cmd).encode()))
     }
 
-    fn tick(&mut self, t: Duration) -> Vec<Action> {
-        self.at(t, Input::Tick)
+    /// The driver's loop with no input until `t`: sleep until
+    /// `poll_timeout`, `handle_timeout` at exactly that instant, repeat.
+    fn advance(&mut self, t: Duration) -> Vec<Action> {
+        let mut all = Vec::new();
+        for _ in 0..10_000 {
+            match self.c.poll_timeout() {
+                Some(d) if d <= t => {
+                    let d = d.max(self.now);
+                    self.now = d;
+                    self.c.handle_timeout(d, &mut all);
+                    self.check_invariant();
+                }
+                _ => {
+                    self.now = t;
+                    return all;
+                }
+            }
+        }
+        panic!("timers keep firing before {t:?}: {:?}", names(&all));
+    }
+
+    /// `handle_timeout` at the next deadline, which must be `expected`.
+    fn fire_at(&mut self, expected: Duration) -> Vec<Action> {
+        assert_eq!(self.c.poll_timeout(), Some(expected));
+        self.advance(expected)
+    }
+
+    fn send_failed(&mut self, t: Duration, m: &Message) -> Vec<Action> {
+        self.at(t, Input::SendFailed { message: m.clone() })
     }
 
     fn check_invariant(&self) {
@@ -105,6 +144,16 @@ fn starts(actions: &[Action]) -> Vec<JobStart> {
         .collect()
 }
 
+fn sent(actions: &[Action], name: &str) -> Vec<Message> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Send(m) if m.command.name() == name => Some(m.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 fn replies(actions: &[Action]) -> Vec<Reply> {
     actions
         .iter()
@@ -139,7 +188,7 @@ fn request(headers: Headers, message: Vec<u8>) -> Command {
 }
 
 fn req_msg(id: &str, headers: Headers) -> Input {
-    Input::Message(Message::with_msgid(id, request(headers, call_job("echo"))))
+    Input::Frames(Message::with_msgid(id, request(headers, call_job("echo"))).encode())
 }
 
 fn finished(j: &JobStart, outcome: JobOutcome) -> Input {
@@ -154,7 +203,7 @@ fn failed(kind: ErrorKind) -> JobOutcome {
     JobOutcome::Error(JobError::new(kind, "boom"))
 }
 
-/// Started and registered, with `n` READYs sent.
+/// Started and registered (ACK at 10 ms), with `n` READYs sent.
 fn registered(concurrency: usize) -> Harness {
     let (mut h, a) = Harness::new(concurrency);
     let a = h.ack(ms(10), &a);
@@ -166,27 +215,78 @@ fn registered(concurrency: usize) -> Harness {
 fn start_connects_and_sends_one_inform_with_queues_worker_and_job_ack() {
     let (mut h, a) = Harness::new(2);
     assert_eq!(names(&a), ["connect", "INFORM"]);
+    let ids = seeded_ids(SEED, 2);
     let Action::Connect { endpoint, identity } = &a[0] else {
         panic!()
     };
     assert_eq!(endpoint, "tcp://127.0.0.1:1");
-    assert_eq!(identity.len(), 36);
+    assert_eq!(identity, &ids[0], "identity from the seeded ids");
+    assert_eq!(h.c.identity(), ids[0]);
     let Action::Send(m) = &a[1] else { panic!() };
     let frames = m.clone().encode();
+    assert_eq!(
+        frames[3],
+        ids[1].as_bytes(),
+        "INFORM msgid from the seeded ids"
+    );
     assert_eq!(frames[4], br#"[[10, "default"], [15, "email"]]"#);
     assert_eq!(frames[5], b"worker");
     assert_eq!(frames[6], b"job-ack");
     // Nothing more (no second INFORM, no READY, no HEARTBEAT) before the ACK timeout.
-    for t in (100..4900).step_by(100) {
-        assert!(h.tick(ms(t)).is_empty(), "at {t} ms");
-    }
+    assert_eq!(h.c.poll_timeout(), Some(ms(5000)));
+    assert!(h.advance(ms(4999)).is_empty());
+}
+
+#[test]
+fn the_same_seed_gives_the_same_frames_and_another_seed_other_ids() {
+    let run = |seed: u64| {
+        let mut c = cfg(2);
+        c.id_seed = seed;
+        let (mut h, a) = Harness::with(c);
+        let mut all = a.clone();
+        all.extend(h.ack(ms(10), &a));
+        all.extend(h.at(ms(20), req_msg("j", Headers::new())));
+        let s = starts(&all);
+        all.extend(h.at(ms(30), finished(&s[0], JobOutcome::Value(json!(1)))));
+        all.extend(h.advance(ms(3030)));
+        all
+    };
+    let a = run(1);
+    assert_eq!(
+        names(&a),
+        [
+            "connect",
+            "INFORM",
+            "READY",
+            "READY",
+            "start",
+            "REPLY",
+            "READY",
+            "HEARTBEAT"
+        ]
+    );
+    assert_eq!(a, run(1));
+    let ids = |a: &[Action]| -> Vec<String> {
+        a.iter()
+            .filter_map(|x| match x {
+                Action::Send(m) => Some(m.msgid.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let (one, two) = (ids(&a), ids(&run(2)));
+    assert!(one.iter().all(|id| !two.contains(id)), "{one:?} {two:?}");
+    let mut unique = one.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), one.len(), "every msgid differs");
 }
 
 #[test]
 fn no_ack_reconnects_with_fresh_identity_to_next_broker_and_informs_again() {
     let (mut h, a) = Harness::new(1);
     let first = h.c.identity().to_string();
-    let a2 = h.tick(ms(5000));
+    let a2 = h.fire_at(ms(5000));
     assert_eq!(names(&a2), ["connect", "INFORM"]);
     let Action::Connect { endpoint, identity } = &a2[0] else {
         panic!()
@@ -199,8 +299,8 @@ fn no_ack_reconnects_with_fresh_identity_to_next_broker_and_informs_again() {
     assert_eq!(names(&a3), ["READY"]);
     // Third connect goes back to the first broker.
     let (mut h, _) = Harness::new(1);
-    h.tick(ms(5000));
-    let a = h.tick(ms(10000));
+    h.fire_at(ms(5000));
+    let a = h.fire_at(ms(10000));
     assert!(matches!(&a[0], Action::Connect { endpoint, .. } if endpoint == "tcp://127.0.0.1:1"));
 }
 
@@ -246,13 +346,42 @@ fn ack_with_another_msgid_is_accepted() {
 }
 
 #[test]
+fn malformed_frames_are_dropped_counted_and_do_not_count_as_router_life() {
+    let mut h = registered(1);
+    let deadline = h.c.poll_timeout();
+    for (i, frames) in [
+        vec![b"junk".to_vec()],
+        vec![
+            vec![],
+            b"eMQP/0.9".to_vec(),
+            b"READY".to_vec(),
+            b"id".to_vec(),
+        ],
+        vec![
+            vec![],
+            b"eMQP/1.0".to_vec(),
+            b"REQUEST".to_vec(),
+            b"id".to_vec(),
+        ],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        assert!(h.at(ms(100 + i as u64), Input::Frames(frames)).is_empty());
+    }
+    assert_eq!(h.c.malformed_count(), 3);
+    assert!(h.c.is_registered());
+    assert_eq!(h.c.poll_timeout(), deadline);
+    assert_eq!(h.c.slot_counts().offered, 1);
+}
+
+#[test]
 fn request_runs_on_a_slot_and_finish_sends_reply_before_ready() {
     let mut h = registered(2);
     let a = h.at(ms(100), req_msg("job-1", Headers::new()));
     let s = starts(&a);
     assert_eq!(s.len(), 1);
     assert_eq!(s[0].msgid, "job-1");
-    assert_eq!(s[0].attempt, 1);
     assert_eq!(s[0].timeout, None);
     assert!(matches!(&s[0].job, Job::Call(c) if c.handler == "echo"));
     assert_eq!(h.c.slot_counts().busy, 1);
@@ -284,6 +413,33 @@ fn failed_job_replies_failed_then_ready() {
 }
 
 #[test]
+fn retry_count_is_the_routers_a_failing_job_runs_once_and_replies_failed_once() {
+    let mut h = registered(1);
+    let mut hd = Headers::new();
+    hd.push(Header::RetryCount(2));
+    let s = starts(&h.at(ms(100), req_msg("r", hd)));
+    assert_eq!(s.len(), 1);
+    let a = h.at(ms(1000), finished(&s[0], failed(ErrorKind::Exception)));
+    assert_eq!(names(&a), ["REPLY", "READY"], "no local retry");
+    let r = &replies(&a)[0];
+    assert_eq!(r.orig_msgid.as_deref(), Some("r"));
+    assert_eq!(r.status, Some(ResultStatus::Failed));
+    let JobOutcome::Error(e) = outcome(r) else {
+        panic!()
+    };
+    assert_eq!((e.kind, e.attempts), (ErrorKind::Exception, Some(1)));
+    // Time passes (the router stays alive): the job is never started again.
+    let mut later = Vec::new();
+    for t in (2000..=20_000).step_by(2000) {
+        h.msg(ms(t), Command::Heartbeat { timestamp: None });
+        later.extend(h.advance(ms(t + 1000)));
+    }
+    assert_eq!(count(&later, "start"), 0, "{:?}", names(&later));
+    assert_eq!(count(&later, "REPLY"), 0);
+    assert_eq!(h.c.slot_counts().offered, 1);
+}
+
+#[test]
 fn request_without_free_slot_replies_failed_and_never_exceeds_concurrency() {
     let mut h = registered(1);
     let s = starts(&h.at(ms(100), req_msg("a", Headers::new())));
@@ -301,10 +457,9 @@ fn bad_payload_replies_bad_job_and_gives_the_slot_back() {
     let mut h = registered(1);
     let a = h.at(
         ms(100),
-        Input::Message(Message::with_msgid(
-            "bad",
-            request(Headers::new(), b"not json".to_vec()),
-        )),
+        Input::Frames(
+            Message::with_msgid("bad", request(Headers::new(), b"not json".to_vec())).encode(),
+        ),
     );
     assert_eq!(names(&a), ["REPLY", "READY"]);
     let JobOutcome::Error(e) = outcome(&replies(&a)[0]) else {
@@ -315,12 +470,79 @@ fn bad_payload_replies_bad_job_and_gives_the_slot_back() {
 }
 
 #[test]
+fn a_result_over_the_max_message_size_becomes_a_result_too_large_failure() {
+    let mut c = cfg(1);
+    c.max_message_size = Some(1000);
+    let (mut h, a) = Harness::with(c);
+    h.ack(ms(10), &a);
+    // `{"value":"x…"}` is 12 bytes plus the string: 988 x's are exactly the limit.
+    let s = starts(&h.at(ms(100), req_msg("fits", Headers::new())));
+    let a = h.at(
+        ms(200),
+        finished(&s[0], JobOutcome::Value(json!("x".repeat(988)))),
+    );
+    assert_eq!(names(&a), ["REPLY", "READY"]);
+    assert_eq!(replies(&a)[0].payload.len(), 1000);
+    assert_eq!(replies(&a)[0].status, Some(ResultStatus::Ok));
+
+    let s = starts(&h.at(ms(300), req_msg("big", Headers::new())));
+    let a = h.at(
+        ms(400),
+        finished(&s[0], JobOutcome::Value(json!("x".repeat(989)))),
+    );
+    assert_eq!(names(&a), ["REPLY", "READY"]);
+    let r = &replies(&a)[0];
+    assert_eq!(r.orig_msgid.as_deref(), Some("big"));
+    assert_eq!(r.status, Some(ResultStatus::Failed));
+    assert!(r.payload.len() <= 1000);
+    let text = String::from_utf8(r.payload.clone()).unwrap();
+    assert!(text.contains(r#""kind":"result-too-large""#), "{text}");
+    let JobOutcome::Error(e) = outcome(r) else {
+        panic!()
+    };
+    assert_eq!(e.kind, ErrorKind::ResultTooLarge);
+    assert!(
+        e.message.contains("1001 bytes") && e.message.contains("1000 bytes"),
+        "size and limit in {:?}",
+        e.message
+    );
+    assert_eq!(e.attempts, Some(1));
+
+    // A failure that is too big (a shell job's huge stdout) too.
+    let s = starts(&h.at(ms(500), req_msg("big-error", Headers::new())));
+    let mut err = JobError::new(ErrorKind::Exit, "exit status 1");
+    err.stdout = Some("y".repeat(5000));
+    let a = h.at(ms(600), finished(&s[0], JobOutcome::Error(err)));
+    let JobOutcome::Error(e) = outcome(&replies(&a)[0]) else {
+        panic!()
+    };
+    assert_eq!(e.kind, ErrorKind::ResultTooLarge);
+}
+
+#[test]
+fn max_message_size_defaults_to_16_mib_and_none_is_unlimited() {
+    assert_eq!(cfg(1).max_message_size, Some(16 * 1024 * 1024));
+    let mut c = cfg(1);
+    c.max_message_size = None;
+    let (mut h, a) = Harness::with(c);
+    h.ack(ms(10), &a);
+    let s = starts(&h.at(ms(100), req_msg("j", Headers::new())));
+    let a = h.at(
+        ms(200),
+        finished(&s[0], JobOutcome::Value(json!("x".repeat(100_000)))),
+    );
+    assert_eq!(replies(&a)[0].status, Some(ResultStatus::Ok));
+}
+
+#[test]
 fn heartbeat_every_interval_only_when_nothing_else_was_sent() {
     let mut h = registered(1);
-    // READYs went out at 10 ms; keep the router alive.
-    assert!(h.tick(ms(2000)).is_empty());
+    // READYs went out at 10 ms: the next heartbeat is due at 3010 ms.
+    assert_eq!(h.c.poll_timeout(), Some(ms(3010)));
+    assert!(h.advance(ms(2000)).is_empty());
+    // Keep the router alive.
     h.msg(ms(2500), Command::Heartbeat { timestamp: None });
-    let a = h.tick(ms(3010));
+    let a = h.fire_at(ms(3010));
     assert_eq!(names(&a), ["HEARTBEAT"]);
     let Action::Send(Message {
         command: Command::Heartbeat {
@@ -331,15 +553,15 @@ fn heartbeat_every_interval_only_when_nothing_else_was_sent() {
     else {
         panic!()
     };
-    let ts: f64 = ts.parse().unwrap();
-    assert!((ts - 1_000_003.01).abs() < 0.001, "{ts}");
-    assert!(h.tick(ms(3100)).is_empty());
+    assert_eq!(ts, "1000003.01");
+    assert_eq!(h.c.poll_timeout(), Some(ms(6010)));
     // Something else sent (a REPLY + READY) postpones the next heartbeat.
     let s = starts(&h.at(ms(4000), req_msg("j", Headers::new())));
     h.msg(ms(5000), Command::Heartbeat { timestamp: None });
     h.at(ms(5500), finished(&s[0], JobOutcome::Value(json!(1))));
-    assert!(h.tick(ms(6100)).is_empty());
-    assert_eq!(names(&h.tick(ms(8500))), ["HEARTBEAT"]);
+    assert_eq!(h.c.poll_timeout(), Some(ms(8500)));
+    assert!(h.advance(ms(8499)).is_empty());
+    assert_eq!(names(&h.advance(ms(8500))), ["HEARTBEAT"]);
 }
 
 #[test]
@@ -356,7 +578,7 @@ fn any_router_message_counts_as_a_heartbeat() {
             ms(2000 * (i + 1) + 1),
             finished(&s[0], JobOutcome::Value(json!(null))),
         );
-        assert_eq!(count(&h.tick(ms(2000 * (i + 1) + 2)), "connect"), 0);
+        assert_eq!(count(&h.advance(ms(2000 * (i + 1) + 1999)), "connect"), 0);
     }
 }
 
@@ -365,14 +587,13 @@ fn router_silence_reconnects_to_next_broker_with_new_identity_ready_only_for_fre
     let mut h = registered(2);
     let old = h.c.identity().to_string();
     let s = starts(&h.at(ms(100), req_msg("long", Headers::new())));
-    // Heartbeats go out at 3 s and 6 s, the router stays silent.
-    assert_eq!(names(&h.tick(ms(3100))), ["HEARTBEAT"]);
-    assert_eq!(names(&h.tick(ms(6200))), ["HEARTBEAT"]);
-    assert!(
-        h.tick(ms(9000)).is_empty(),
-        "9 s after the last message at 100 ms? not yet"
+    // Heartbeats go out at 3010, 6010, 9010 ms; the router stays silent.
+    assert_eq!(
+        names(&h.advance(ms(9100))),
+        ["HEARTBEAT", "HEARTBEAT", "HEARTBEAT"],
+        "9 s after the last message at 100 ms: not dead yet"
     );
-    let a = h.tick(ms(9100));
+    let a = h.fire_at(ms(9100) + Duration::from_micros(1));
     assert_eq!(names(&a), ["connect", "INFORM"]);
     let Action::Connect { endpoint, identity } = &a[0] else {
         panic!()
@@ -394,8 +615,8 @@ fn router_silence_reconnects_to_next_broker_with_new_identity_ready_only_for_fre
 fn reply_of_a_job_finishing_while_disconnected_waits_for_the_ack() {
     let mut h = registered(1);
     let s = starts(&h.at(ms(100), req_msg("j", Headers::new())));
-    let a = h.tick(ms(9100));
-    assert_eq!(names(&a), ["connect", "INFORM"]);
+    let a = h.advance(ms(9101));
+    assert_eq!(names(&a).last().map(String::as_str), Some("INFORM"));
     let done = h.at(ms(9200), finished(&s[0], JobOutcome::Value(json!(7))));
     assert!(
         done.is_empty(),
@@ -408,18 +629,186 @@ fn reply_of_a_job_finishing_while_disconnected_waits_for_the_ack() {
 }
 
 #[test]
-fn kbye_or_disconnect_from_router_reconnects_after_the_delay() {
+fn kbye_or_disconnect_with_no_job_running_reconnects_after_the_delay() {
     for cmd in [Command::Kbye, Command::Disconnect] {
         let mut h = registered(2);
         let old = h.c.identity().to_string();
         assert!(h.msg(ms(100), cmd.clone()).is_empty());
         assert_eq!(h.c.slot_counts().offered, 0, "the router forgot our READYs");
-        assert!(h.tick(ms(600)).is_empty());
-        let a = h.tick(ms(1100));
+        assert!(!h.c.is_draining());
+        assert!(h.advance(ms(1099)).is_empty());
+        let a = h.fire_at(ms(1100));
         assert_eq!(names(&a), ["connect", "INFORM"]);
         assert_ne!(h.c.identity(), old);
         assert_eq!(names(&h.ack(ms(1200), &a)), ["READY", "READY"]);
     }
+}
+
+#[test]
+fn kbye_while_jobs_run_finishes_them_on_the_same_connection_then_reconnects() {
+    for cmd in [Command::Kbye, Command::Disconnect] {
+        let mut h = registered(3);
+        let old = h.c.identity().to_string();
+        let a1 = starts(&h.at(ms(100), req_msg("a", Headers::new())));
+        let b1 = starts(&h.at(ms(110), req_msg("b", Headers::new())));
+        assert!(h.msg(ms(200), cmd.clone()).is_empty());
+        assert!(h.c.is_draining());
+        assert_eq!(
+            h.c.slot_counts(),
+            SlotCounts {
+                offered: 0,
+                idle: 1,
+                busy: 2
+            }
+        );
+        // No reconnect while the jobs run: the next deadline is a heartbeat.
+        assert_eq!(h.c.poll_timeout(), Some(ms(3010)));
+        let a = h.at(ms(1000), finished(&a1[0], JobOutcome::Value(json!("A"))));
+        assert_eq!(names(&a), ["REPLY"], "no READY to a router that left");
+        assert_eq!(replies(&a)[0].orig_msgid.as_deref(), Some("a"));
+        assert_eq!(h.c.identity(), old, "same connection");
+        assert!(h.c.is_draining());
+        h.msg(ms(2000), Command::Heartbeat { timestamp: None });
+        assert_eq!(
+            names(&h.advance(ms(4000))),
+            ["HEARTBEAT"],
+            "the link is kept"
+        );
+        let a = h.at(ms(4500), finished(&b1[0], failed(ErrorKind::Exception)));
+        assert_eq!(names(&a), ["REPLY"]);
+        assert_eq!(replies(&a)[0].status, Some(ResultStatus::Failed));
+        assert_eq!(h.c.identity(), old);
+        assert!(!h.c.is_draining());
+        // Then the reconnect, after the delay, as with no jobs.
+        assert!(h.advance(ms(5499)).is_empty());
+        let a = h.fire_at(ms(5500));
+        assert_eq!(names(&a), ["connect", "INFORM"]);
+        assert!(
+            matches!(&a[0], Action::Connect { endpoint, .. } if endpoint == "tcp://127.0.0.1:2")
+        );
+        assert_ne!(h.c.identity(), old);
+        assert_eq!(names(&h.ack(ms(5600), &a)), ["READY", "READY", "READY"]);
+    }
+}
+
+#[test]
+fn router_silence_while_draining_reconnects_and_the_reply_waits_for_the_ack() {
+    let mut h = registered(1);
+    let s = starts(&h.at(ms(100), req_msg("j", Headers::new())));
+    h.msg(ms(200), Command::Kbye);
+    assert!(h.c.is_draining());
+    assert_eq!(
+        names(&h.advance(ms(9200))),
+        ["HEARTBEAT", "HEARTBEAT", "HEARTBEAT"]
+    );
+    let a = h.fire_at(ms(9200) + Duration::from_micros(1));
+    assert_eq!(names(&a), ["connect", "INFORM"]);
+    assert!(!h.c.is_draining());
+    assert!(h
+        .at(ms(9300), finished(&s[0], JobOutcome::Value(json!(1))))
+        .is_empty());
+    let a2 = h.ack(ms(9400), &a);
+    assert_eq!(names(&a2), ["REPLY", "READY"]);
+    assert_eq!(replies(&a2)[0].orig_msgid.as_deref(), Some("j"));
+}
+
+#[test]
+fn a_reply_whose_send_failed_is_sent_again_at_the_heartbeat_deadline() {
+    let mut h = registered(1);
+    let s = starts(&h.at(ms(100), req_msg("j", Headers::new())));
+    let a = h.at(ms(500), finished(&s[0], JobOutcome::Value(json!(1))));
+    assert_eq!(names(&a), ["REPLY", "READY"]);
+    let reply = sent(&a, "REPLY").remove(0);
+    assert!(h.send_failed(ms(500), &reply).is_empty());
+    assert_eq!(h.c.slot_counts().offered, 1, "the READY went out");
+    h.msg(ms(2000), Command::Heartbeat { timestamp: None });
+    // In place of the HEARTBEAT, the same REPLY again.
+    let a = h.fire_at(ms(3500));
+    assert_eq!(names(&a), ["REPLY"]);
+    assert_eq!(sent(&a, "REPLY")[0], reply);
+    // Sent once: the next deadline is a plain HEARTBEAT.
+    h.msg(ms(5000), Command::Heartbeat { timestamp: None });
+    assert_eq!(names(&h.fire_at(ms(6500))), ["HEARTBEAT"]);
+}
+
+#[test]
+fn a_reply_whose_send_failed_goes_out_before_the_next_reply() {
+    let mut h = registered(2);
+    let a = starts(&h.at(ms(100), req_msg("a", Headers::new())));
+    let b = starts(&h.at(ms(100), req_msg("b", Headers::new())));
+    let out = h.at(ms(200), finished(&a[0], JobOutcome::Value(json!("A"))));
+    let ready_a = sent(&out, "READY").remove(0);
+    h.send_failed(ms(200), &sent(&out, "REPLY")[0]);
+    h.send_failed(ms(200), &ready_a);
+    assert_eq!(
+        h.c.slot_counts(),
+        SlotCounts {
+            offered: 0,
+            idle: 1,
+            busy: 1
+        }
+    );
+    let out = h.at(ms(300), finished(&b[0], JobOutcome::Value(json!("B"))));
+    assert_eq!(names(&out), ["REPLY", "REPLY", "READY", "READY"]);
+    let ids: Vec<_> = replies(&out)
+        .iter()
+        .map(|r| r.orig_msgid.clone().unwrap())
+        .collect();
+    assert_eq!(ids, ["a", "b"], "the lost REPLY first");
+    assert_eq!(h.c.slot_counts().offered, 2);
+}
+
+#[test]
+fn a_ready_whose_send_failed_frees_its_slot_unoffered_and_is_offered_again() {
+    let (mut h, a) = Harness::new(2);
+    let a = h.ack(ms(10), &a);
+    let readies = sent(&a, "READY");
+    assert_eq!(readies.len(), 2);
+    assert!(h.send_failed(ms(10), &readies[1]).is_empty());
+    assert_eq!(
+        h.c.slot_counts(),
+        SlotCounts {
+            offered: 1,
+            idle: 1,
+            busy: 0
+        }
+    );
+    h.msg(ms(1000), Command::Heartbeat { timestamp: None });
+    // Offered again at the heartbeat deadline, in place of the HEARTBEAT.
+    let a = h.fire_at(ms(3010));
+    assert_eq!(names(&a), ["READY"]);
+    assert_eq!(h.c.slot_counts().offered, 2);
+
+    // Lost again and again: re-offered at each deadline, never over-counted.
+    let mut t = 3010;
+    for _ in 0..3 {
+        let r = sent(&a, "READY");
+        let r = r.first().expect("a READY");
+        h.send_failed(ms(t), r);
+        assert_eq!(h.c.slot_counts().idle, 1);
+        h.msg(ms(t + 1000), Command::Heartbeat { timestamp: None });
+        t += 3000;
+        assert_eq!(names(&h.fire_at(ms(t))), ["READY"]);
+    }
+    assert_eq!(h.c.slot_counts().offered, 2);
+    // A failed HEARTBEAT or INFORM changes nothing (their timers cover them).
+    let hb = Message::new(Command::Heartbeat { timestamp: None });
+    assert!(h.send_failed(ms(t), &hb).is_empty());
+    assert_eq!(h.c.slot_counts().offered, 2);
+}
+
+#[test]
+fn a_ready_lost_just_before_a_reconnect_is_not_counted_twice() {
+    let mut h = registered(1);
+    // Router silent since the ACK at 10 ms: a new connection at 9010 ms.
+    let a = h.advance(ms(9011));
+    assert_eq!(count(&a, "connect"), 1);
+    // The READY of the old connection is reported lost after the reconnect.
+    let stale = Message::new(Command::Ready);
+    h.send_failed(ms(9011), &stale);
+    assert_eq!(h.c.slot_counts().idle, 1);
+    let a2 = h.ack(ms(9100), &a);
+    assert_eq!(names(&a2), ["READY"]);
 }
 
 #[test]
@@ -431,17 +820,20 @@ fn shutdown_sends_kbye_lets_running_jobs_finish_and_exits_0() {
     assert!(h.c.is_shutting_down());
     // No new jobs after KBYE.
     assert!(starts(&h.at(ms(300), req_msg("late", Headers::new()))).is_empty());
-    // No heartbeats, no reconnects while leaving.
-    assert!(h.tick(ms(20_000)).is_empty());
+    // No heartbeats, no reconnects while leaving: the grace period is the deadline.
+    assert_eq!(h.c.poll_timeout(), Some(ms(30_200)));
+    assert!(h.advance(ms(20_000)).is_empty());
     let a = h.at(ms(21_000), finished(&s[0], JobOutcome::Value(json!(1))));
     assert_eq!(names(&a), ["REPLY", "exit 0"], "REPLY but no READY");
-    assert!(h.tick(ms(40_000)).is_empty(), "stopped");
+    assert_eq!(h.c.poll_timeout(), None, "stopped");
+    assert!(h.advance(ms(40_000)).is_empty());
 }
 
 #[test]
 fn shutdown_with_nothing_running_exits_at_once() {
     let mut h = registered(2);
     assert_eq!(names(&h.at(ms(100), Input::Shutdown)), ["KBYE", "exit 0"]);
+    assert_eq!(h.c.poll_timeout(), None);
 }
 
 #[test]
@@ -453,8 +845,8 @@ fn grace_period_expiry_kills_jobs_replies_failed_and_exits_0() {
     h.at(ms(100), req_msg("a", Headers::new()));
     h.at(ms(100), req_msg("b", Headers::new()));
     h.at(ms(200), Input::Shutdown);
-    assert!(h.tick(ms(5100)).is_empty());
-    let a = h.tick(ms(5200));
+    assert!(h.advance(ms(5199)).is_empty());
+    let a = h.fire_at(ms(5200));
     assert_eq!(names(&a), ["kill-all", "REPLY", "REPLY", "exit 0"]);
     for r in replies(&a) {
         assert_eq!(r.status, Some(ResultStatus::Failed));
@@ -465,69 +857,14 @@ fn grace_period_expiry_kills_jobs_replies_failed_and_exits_0() {
 fn replies_queued_while_disconnected_are_flushed_before_kbye_on_shutdown() {
     let mut h = registered(1);
     let s = starts(&h.at(ms(100), req_msg("j", Headers::new())));
-    h.msg(ms(200), Command::Kbye);
-    h.at(ms(300), finished(&s[0], JobOutcome::Value(json!(1))));
+    assert_eq!(count(&h.advance(ms(9101)), "connect"), 1);
+    assert!(h
+        .at(ms(9200), finished(&s[0], JobOutcome::Value(json!(1))))
+        .is_empty());
     assert_eq!(
-        names(&h.at(ms(400), Input::Shutdown)),
+        names(&h.at(ms(9300), Input::Shutdown)),
         ["REPLY", "KBYE", "exit 0"]
     );
-}
-
-#[test]
-fn retry_count_retries_locally_then_replies_failed_with_attempts() {
-    let mut h = registered(1);
-    let mut hd = Headers::new();
-    hd.push(Header::RetryCount(2));
-    let mut s = starts(&h.at(ms(100), req_msg("r", hd)));
-    for attempt in 1..=2u32 {
-        assert_eq!(s[0].attempt, attempt);
-        let a = h.at(
-            ms(1000 * attempt as u64),
-            finished(&s[0], failed(ErrorKind::Exception)),
-        );
-        assert!(
-            a.is_empty(),
-            "no REPLY/READY while retrying: {:?}",
-            names(&a)
-        );
-        assert!(
-            h.tick(ms(1000 * attempt as u64 + 100)).is_empty(),
-            "backoff"
-        );
-        s = starts(&h.tick(ms(1000 * attempt as u64 + 200)));
-        assert_eq!(s.len(), 1);
-        assert_eq!(h.c.slot_counts().busy, 1);
-    }
-    assert_eq!(s[0].attempt, 3);
-    let a = h.at(ms(5000), finished(&s[0], failed(ErrorKind::Exception)));
-    assert_eq!(names(&a), ["REPLY", "READY"]);
-    let JobOutcome::Error(e) = outcome(&replies(&a)[0]) else {
-        panic!()
-    };
-    assert_eq!(e.attempts, Some(3));
-}
-
-#[test]
-fn retry_that_succeeds_replies_ok() {
-    let mut h = registered(1);
-    let mut hd = Headers::new();
-    hd.push(Header::RetryCount(3));
-    let s = starts(&h.at(ms(100), req_msg("r", hd)));
-    h.at(ms(200), finished(&s[0], failed(ErrorKind::Crash)));
-    let s = starts(&h.tick(ms(400)));
-    let a = h.at(ms(500), finished(&s[0], JobOutcome::Value(json!("ok"))));
-    assert_eq!(names(&a), ["REPLY", "READY"]);
-    assert_eq!(replies(&a)[0].status, Some(ResultStatus::Ok));
-}
-
-#[test]
-fn bad_job_kinds_are_not_retried() {
-    let mut h = registered(1);
-    let mut hd = Headers::new();
-    hd.push(Header::RetryCount(3));
-    let s = starts(&h.at(ms(100), req_msg("r", hd)));
-    let a = h.at(ms(200), finished(&s[0], failed(ErrorKind::UnknownHandler)));
-    assert_eq!(names(&a), ["REPLY", "READY"]);
 }
 
 #[test]
@@ -537,6 +874,7 @@ fn timeout_cancels_the_job_frees_the_slot_once_and_replies_timeout() {
     hd.push(Header::Timeout(2));
     let s = starts(&h.at(ms(100), req_msg("t", hd)));
     assert_eq!(s[0].timeout, Some(Duration::from_secs(2)));
+    assert_eq!(h.c.poll_timeout(), Some(ms(2100)));
     h.at(
         ms(150),
         Input::JobStarted {
@@ -545,8 +883,9 @@ fn timeout_cancels_the_job_frees_the_slot_once_and_replies_timeout() {
         },
     );
     h.msg(ms(1000), Command::Heartbeat { timestamp: None });
-    assert!(h.tick(ms(2100)).is_empty(), "2 s from the start at 150 ms");
-    let a = h.tick(ms(2150));
+    // 2 s from the start at 150 ms, before the heartbeat at 3010 ms.
+    assert!(h.advance(ms(2149)).is_empty());
+    let a = h.fire_at(ms(2150));
     assert_eq!(
         a,
         vec![Action::CancelJob {
@@ -554,7 +893,7 @@ fn timeout_cancels_the_job_frees_the_slot_once_and_replies_timeout() {
             run: s[0].run
         }]
     );
-    assert!(h.tick(ms(2200)).is_empty(), "cancel once");
+    assert_eq!(h.c.poll_timeout(), Some(ms(3010)), "cancel once");
     assert_eq!(
         h.c.slot_counts().busy,
         1,
@@ -574,26 +913,21 @@ fn timeout_cancels_the_job_frees_the_slot_once_and_replies_timeout() {
 }
 
 #[test]
-fn timed_out_job_is_retried_when_retry_count_allows() {
+fn a_timed_out_job_with_retry_count_is_not_run_again() {
     let mut h = registered(1);
     let mut hd = Headers::new();
     hd.push(Header::RetryCount(1));
     hd.push(Header::Timeout(1));
     let s = starts(&h.at(ms(100), req_msg("t", hd)));
-    assert_eq!(names(&h.tick(ms(1100))), ["cancel"]);
-    assert!(h
-        .at(ms(1150), finished(&s[0], failed(ErrorKind::Crash)))
-        .is_empty());
-    let s2 = starts(&h.tick(ms(1400)));
-    assert_eq!(s2[0].attempt, 2);
-    assert_ne!(s2[0].run, s[0].run);
-    h.msg(ms(1500), Command::Heartbeat { timestamp: None });
-    assert_eq!(names(&h.tick(ms(2400))), ["cancel"]);
-    let a = h.at(ms(2450), finished(&s2[0], failed(ErrorKind::Crash)));
+    assert_eq!(names(&h.fire_at(ms(1100))), ["cancel"]);
+    let a = h.at(ms(1150), finished(&s[0], failed(ErrorKind::Crash)));
+    assert_eq!(names(&a), ["REPLY", "READY"]);
     let JobOutcome::Error(e) = outcome(&replies(&a)[0]) else {
         panic!()
     };
-    assert_eq!((e.kind, e.attempts), (ErrorKind::Timeout, Some(2)));
+    assert_eq!((e.kind, e.attempts), (ErrorKind::Timeout, Some(1)));
+    h.msg(ms(1500), Command::Heartbeat { timestamp: None });
+    assert_eq!(count(&h.advance(ms(5000)), "start"), 0);
 }
 
 #[test]
@@ -603,10 +937,7 @@ fn works_with_a_0_3_13_router_flow() {
     let id = inform_msgid(&a).unwrap();
     let a = h.at(
         ms(50),
-        Input::Message(Message::with_msgid(
-            "0cd877dd",
-            Command::Ack { acked_msgid: id },
-        )),
+        Input::Frames(Message::with_msgid("0cd877dd", Command::Ack { acked_msgid: id }).encode()),
     );
     assert_eq!(count(&a, "READY"), 2);
     h.msg(
@@ -618,13 +949,16 @@ fn works_with_a_0_3_13_router_flow() {
     let payload = br#"["run", {"callable": "noop", "path": "pyemq_jobs", "args": [], "kwargs": {}, "class_args": [], "class_kwargs": {}}]"#;
     let a = h.at(
         ms(3100),
-        Input::Message(Message::with_msgid(
-            "df85c496",
-            request(
-                Headers::parse(b"reply-requested").unwrap(),
-                payload.to_vec(),
-            ),
-        )),
+        Input::Frames(
+            Message::with_msgid(
+                "df85c496",
+                request(
+                    Headers::parse(b"reply-requested").unwrap(),
+                    payload.to_vec(),
+                ),
+            )
+            .encode(),
+        ),
     );
     let s = starts(&a);
     assert!(matches!(&s[0].job, Job::Run(r) if r.callable == "noop"));
@@ -643,7 +977,7 @@ impl Lcg {
 }
 
 #[test]
-fn slot_accounting_holds_under_random_events() {
+fn slot_accounting_holds_under_random_events_and_send_failures() {
     for seed in 0..40u64 {
         let mut rng = Lcg(seed);
         let conc = 1 + rng.next(4) as usize;
@@ -653,13 +987,17 @@ fn slot_accounting_holds_under_random_events() {
         // The router's view: credit = READYs received - REQUESTs sent, per connection.
         let mut credit: i64 = 0;
         let mut n = 0;
+        let mut delivered_replies: Vec<String> = Vec::new();
         for _ in 0..400 {
             t += 1 + rng.next(1500);
             let now = ms(t);
             let input = match rng.next(9) {
-                0 => inform_msgid(&last)
-                    .map(|id| Input::Message(Message::new(Command::Ack { acked_msgid: id })))
-                    .unwrap_or(Input::Tick),
+                0 => match inform_msgid(&last) {
+                    Some(id) => {
+                        Input::Frames(Message::new(Command::Ack { acked_msgid: id }).encode())
+                    }
+                    None => Input::Frames(vec![b"junk".to_vec()]),
+                },
                 1 | 2 if credit > 0 || rng.next(10) == 0 => {
                     n += 1;
                     credit = (credit - 1).max(0);
@@ -681,21 +1019,34 @@ fn slot_accounting_holds_under_random_events() {
                     };
                     finished(&j, o)
                 }
-                5 => Input::Message(Message::new(Command::Heartbeat { timestamp: None })),
+                5 => Input::Frames(Message::new(Command::Heartbeat { timestamp: None }).encode()),
                 6 if rng.next(20) == 0 => {
+                    // The router that says KBYE forgets our READYs.
                     credit = 0;
-                    Input::Message(Message::new(Command::Kbye))
+                    Input::Frames(Message::new(Command::Kbye).encode())
                 }
-                _ => Input::Tick,
+                _ => Input::Frames(Message::new(Command::Heartbeat { timestamp: None }).encode()),
             };
-            let a = h.at(now, input);
+            let mut a = h.at(now, input);
+            a.extend(h.advance(now));
+            // The driver: carry out the actions; some sends fail, and go
+            // back in as input right after the batch.
+            let mut failures = Vec::new();
             for act in &a {
                 match act {
                     Action::Connect { .. } => credit = 0,
+                    Action::Send(m) if rng.next(6) == 0 => failures.push(m.clone()),
                     Action::Send(m) if m.command == Command::Ready => credit += 1,
+                    Action::Send(Message {
+                        command: Command::Reply(r),
+                        ..
+                    }) => delivered_replies.push(r.orig_msgid.clone().unwrap()),
                     Action::StartJob(j) => running.push(j.clone()),
                     _ => {}
                 }
+            }
+            for m in failures {
+                assert!(h.send_failed(now, &m).is_empty());
             }
             if inform_msgid(&a).is_some() {
                 last = a.clone();
@@ -707,5 +1058,13 @@ fn slot_accounting_holds_under_random_events() {
             );
             assert!(running.len() <= conc, "seed {seed}");
         }
+        let mut seen = delivered_replies.clone();
+        seen.sort();
+        seen.dedup();
+        assert_eq!(
+            seen.len(),
+            delivered_replies.len(),
+            "seed {seed}: a REPLY delivered twice"
+        );
     }
 }

@@ -109,7 +109,6 @@ fn start(pool: &Pool, slot: usize, run: u64, job: Job) {
         run,
         msgid: format!("m{run}"),
         job,
-        attempt: 1,
         timeout: None,
     });
 }
@@ -496,7 +495,6 @@ fn inline_handlers_run_on_the_calling_thread_and_others_are_left_to_slots() {
         run,
         msgid: format!("m{run}"),
         job,
-        attempt: 1,
         timeout: Some(Duration::from_secs(1)),
     };
     let here = std::thread::current().name().unwrap_or("").to_string();
