@@ -14,6 +14,7 @@ pub mod connection;
 pub mod handlers;
 pub mod manager;
 pub mod pool;
+mod process;
 pub mod python;
 pub mod shell;
 

@@ -5,11 +5,13 @@
 //! non-zero exit or a signal gives `{"error": {"kind": "exit",
 //! "exit_status": N|null, "stdout", "stderr", "message"}}`. When the main
 //! process exits, whatever it left running in its process group is killed,
-//! so a job never outlives its slot. stdout and stderr keep at most
-//! [`OUTPUT_LIMIT`] bytes each (the rest is read and dropped).
+//! so a job never outlives its slot; and if the job manager dies (even by
+//! `kill -9`), the group's guard process kills the group
+//! ([`crate::process`]). stdout and stderr keep at most [`OUTPUT_LIMIT`]
+//! bytes each (the rest is read and dropped).
 
 use std::io::{Read, Write};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};
 
 use emqp_proto::job::{ErrorKind, JobError, JobOutcome, ShellJob};
@@ -63,9 +65,9 @@ pub(crate) fn run(job: &ShellJob, run: u64, shared: &SlotShared) -> JobOutcome {
             Stdio::null()
         })
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    crate::pool::die_with_parent(&mut cmd);
+        .stderr(Stdio::piped());
+    // The child is the group's guard; its status mirrors the command's.
+    crate::process::guarded_group(&mut cmd);
     for (k, v) in &job.env {
         match v {
             Value::Null => {
@@ -104,10 +106,7 @@ pub(crate) fn run(job: &ShellJob, run: u64, shared: &SlotShared) -> JobOutcome {
     crate::pool::exited_no_reap(pid, true);
     // Leftovers of the job (background children) go with it; the group id
     // is still valid because its leader is not reaped yet.
-    // SAFETY: kill(2) has no memory-safety preconditions.
-    unsafe {
-        libc::kill(-pid, libc::SIGKILL);
-    }
+    crate::process::kill_group(pid);
     shared.set_job_pgid(run, None);
     let status = child.wait();
     let stdout = out.join().unwrap_or_default();
@@ -142,5 +141,50 @@ pub(crate) fn run(job: &ShellJob, run: u64, shared: &SlotShared) -> JobOutcome {
             e.stderr = Some(stderr);
             JobOutcome::Error(e)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Map;
+
+    fn sh(script: &str) -> JobOutcome {
+        let job = ShellJob {
+            argv: vec!["sh".into(), "-c".into(), script.into()],
+            stdin: None,
+            env: Map::new(),
+            cwd: None,
+        };
+        run(&job, 1, &SlotShared::default())
+    }
+
+    fn error(o: JobOutcome) -> JobError {
+        match o {
+            JobOutcome::Error(e) => e,
+            other => panic!("expected an error, got {other:?}"),
+        }
+    }
+
+    /// What the job manager reports through the guard process is what the
+    /// command did: output, exit code, terminating signal.
+    #[test]
+    fn outcomes_through_the_guard_are_the_commands() {
+        assert_eq!(
+            sh("echo out; echo err >&2"),
+            JobOutcome::Value(json!({"exit_status": 0, "stdout": "out\n", "stderr": "err\n"}))
+        );
+        let e = error(sh("echo partial; exit 3"));
+        assert_eq!((e.kind, e.exit_status), (ErrorKind::Exit, Some(3)));
+        assert_eq!(e.stdout.as_deref(), Some("partial\n"));
+        assert_eq!(e.message, "sh exited with status 3");
+        let e = error(sh("echo bye >&2; kill -TERM $$"));
+        assert_eq!((e.kind, e.exit_status), (ErrorKind::Exit, None));
+        assert_eq!(e.stderr.as_deref(), Some("bye\n"));
+        assert_eq!(e.message, "sh was killed by signal 15");
+        // A TERM to the whole group (what `kill -TERM 0` does) still ends
+        // the command, not just the guard.
+        let e = error(sh("kill -TERM 0; sleep 5"));
+        assert_eq!(e.message, "sh was killed by signal 15");
     }
 }

@@ -646,6 +646,59 @@ fn python_workers_die_with_a_killed_job_manager() {
     assert!(!running(worker), "Python worker outlived its job manager");
 }
 
+/// `kill -9` of the job manager takes a running shell job's whole process
+/// group with it (the command and what it started in the background),
+/// instead of leaving it to run past its timeout while the router
+/// redelivers the job.
+#[test]
+fn shell_jobs_die_with_a_killed_job_manager() {
+    let dir = std::env::temp_dir().join(format!("emq-jm-e2e-{}-kill9", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let pidfile = dir.join("pids");
+    let r = Router::new();
+    let mut jm = Jm::spawn(
+        &r.endpoint,
+        &["--concurrency", "1", "--heartbeat-interval", "1"],
+    );
+    let id = r.register();
+    assert_eq!(readies(&r, Duration::from_millis(500), &id), 1);
+    let script = format!(
+        "sleep 77 & echo $$ $! > {0}.tmp; mv {0}.tmp {0}; wait",
+        pidfile.display()
+    );
+    r.request(
+        &id,
+        "sleeper",
+        "timeout:60",
+        json!(["shell", {"argv": ["sh", "-c", script]}]),
+    );
+    let t = Instant::now();
+    while !pidfile.exists() && t.elapsed() < Duration::from_secs(10) {
+        assert!(r.next(Duration::from_millis(20), Some(&id)).is_none());
+    }
+    let pids: Vec<i32> = std::fs::read_to_string(&pidfile)
+        .expect("the shell job wrote its pids")
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert_eq!(pids.len(), 2);
+    assert!(pids.iter().all(|&p| running(p)));
+    let _ = jm.0.kill();
+    let _ = jm.0.wait();
+    let t = Instant::now();
+    while pids.iter().any(|&p| running(p)) && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for p in pids {
+        assert!(
+            !running(p),
+            "shell job process {p} outlived its job manager"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The library's job manager in this process (inline handlers cannot be
 /// registered on the binary's command line), against the fake router: an
 /// inline handler's batch is answered REPLY then READY per job, a failure

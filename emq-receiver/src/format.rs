@@ -79,7 +79,7 @@ pub fn fields(cmd: &Command) -> Value {
         Command::Schedule(s) | Command::Unschedule(s) => json!({
             "queue": s.queue,
             "headers": headers_list(&s.headers),
-            "interval_secs": s.interval_secs,
+            "interval_secs": s.interval,
             "message": json_or_text(&s.message),
             "cron": s.cron,
         }),
@@ -167,8 +167,8 @@ mod tests {
     use super::*;
     use emqp_proto::job::{Job, RunJob};
     use emqp_proto::{
-        Header, Inform, JobResult, PeerType, QueueSpec, Reject, RejectReason, Reply, Request,
-        ResultStatus, Schedule,
+        Header, Inform, Interval, JobResult, PeerType, QueueSpec, Reject, RejectReason, Reply,
+        Request, ResultStatus, Schedule,
     };
 
     fn routed(cmd: Command) -> Value {
@@ -304,7 +304,7 @@ mod tests {
                 Command::Schedule(Schedule {
                     queue: "default".into(),
                     headers: Headers(vec![Header::Guarantee]),
-                    interval_secs: 60,
+                    interval: Interval::Every { ms: 60_000 },
                     message: b"[1]".to_vec(),
                     cron: String::new(),
                 }),
@@ -315,7 +315,7 @@ mod tests {
                 Command::Unschedule(Schedule {
                     queue: "default".into(),
                     headers: Headers(vec![Header::NoHaste]),
-                    interval_secs: -1,
+                    interval: Interval::Unset,
                     message: b"[1]".to_vec(),
                     cron: "*/5 * * * *".into(),
                 }),

@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use emqp_proto::{Header, Headers, Schedule};
+use emqp_proto::{Header, Headers, Interval, Schedule};
 use log::{debug, info};
 use serde::Serialize;
 
@@ -14,10 +14,8 @@ use crate::record;
 /// When a schedule runs.
 #[derive(Debug, Clone)]
 pub(crate) enum Timing {
-    Interval {
-        secs: i64,
-        ms: i64,
-    },
+    /// Every `ms` (> 0) milliseconds.
+    Interval { ms: i64 },
     Cron {
         text: String,
         cron: Box<croner::Cron>,
@@ -27,13 +25,17 @@ pub(crate) enum Timing {
 impl Timing {
     /// Validate the interval / cron frames of a SCHEDULE.
     pub(crate) fn from_frames(
-        interval_secs: i64,
+        interval: Interval,
         cron_text: &str,
     ) -> Result<Timing, ScheduleError> {
         let cron_text = cron_text.trim();
-        match interval_secs {
-            -1 if cron_text.is_empty() => Err(ScheduleError::NeitherIntervalNorCron),
-            -1 => match cron::parse(cron_text) {
+        let ms = match interval {
+            Interval::Unset => None,
+            Interval::Every { ms } => Some(ms),
+        };
+        match ms {
+            None if cron_text.is_empty() => Err(ScheduleError::NeitherIntervalNorCron),
+            None => match cron::parse(cron_text) {
                 Ok(c) => Ok(Timing::Cron {
                     text: cron_text.to_string(),
                     cron: Box::new(c),
@@ -43,16 +45,13 @@ impl Timing {
                     message,
                 }),
             },
-            0 => Err(ScheduleError::ZeroInterval),
-            n if n < 0 => Err(ScheduleError::NegativeInterval(n)),
-            n if !cron_text.is_empty() => Err(ScheduleError::BothIntervalAndCron {
-                interval_secs: n,
+            Some(0) => Err(ScheduleError::ZeroInterval),
+            Some(ms) if ms < 0 => Err(ScheduleError::NegativeInterval(interval)),
+            Some(_) if !cron_text.is_empty() => Err(ScheduleError::BothIntervalAndCron {
+                interval,
                 cron: cron_text.to_string(),
             }),
-            n => match n.checked_mul(1000) {
-                Some(ms) => Ok(Timing::Interval { secs: n, ms }),
-                None => Err(ScheduleError::IntervalTooLarge(n)),
-            },
+            Some(ms) => Ok(Timing::Interval { ms }),
         }
     }
 
@@ -84,10 +83,10 @@ impl Timing {
         next.filter(|t| *t > now_ms)
     }
 
-    pub(crate) fn interval_secs(&self) -> i64 {
+    pub(crate) fn interval(&self) -> Interval {
         match self {
-            Timing::Interval { secs, .. } => *secs,
-            Timing::Cron { .. } => -1,
+            Timing::Interval { ms } => Interval::Every { ms: *ms },
+            Timing::Cron { .. } => Interval::Unset,
         }
     }
 
@@ -155,7 +154,7 @@ pub(crate) struct Entry {
 impl Entry {
     fn same_spec(&self, s: &Schedule) -> bool {
         self.headers.encode() == s.headers.encode()
-            && self.timing.interval_secs() == s.interval_secs
+            && self.timing.interval() == s.interval
             && self.timing.cron_text() == s.cron.trim()
     }
 }
@@ -197,8 +196,9 @@ pub struct ScheduleInfo {
     pub headers: String,
     /// The job payload (lossy UTF-8).
     pub message: String,
-    /// Seconds between runs, for interval schedules.
-    pub interval_secs: Option<i64>,
+    /// Time between runs, for interval schedules (JSON: seconds, an
+    /// integer when whole, e.g. `60` or `1.5`).
+    pub interval_secs: Option<Interval>,
     /// The cron string, for cron schedules.
     pub cron: Option<String>,
     pub nohaste: bool,
@@ -243,7 +243,7 @@ impl ScheduleBook {
     /// as for a new schedule and the run limit starts over, while
     /// `run_count`, `last_run_ms` and `created_ms` are kept.
     pub fn schedule(&mut self, sched: &Schedule, now_ms: i64) -> Result<ScheduleId, ScheduleError> {
-        let timing = Timing::from_frames(sched.interval_secs, &sched.cron)?;
+        let timing = Timing::from_frames(sched.interval, &sched.cron)?;
         let limit = run_limit(&sched.headers)?;
         // A cron string must have an upcoming time even when the first run
         // is immediate: otherwise the schedule would go dormant after it.
@@ -254,8 +254,8 @@ impl ScheduleBook {
             }
             _ if !sched.headers.nohaste() => now_ms,
             (Some(t), _) => t,
-            (None, Timing::Interval { secs, .. }) => {
-                return Err(ScheduleError::IntervalTooLarge(*secs))
+            (None, Timing::Interval { .. }) => {
+                return Err(ScheduleError::IntervalTooLarge(timing.interval()))
             }
         };
         let id = ScheduleId::from(sched);
@@ -511,7 +511,7 @@ impl ScheduleBook {
 
 fn describe(t: &Timing) -> String {
     match t {
-        Timing::Interval { secs, .. } => format!("every {secs}s"),
+        Timing::Interval { .. } => format!("every {}s", t.interval()),
         Timing::Cron { text, .. } => format!("cron {text:?} (UTC)"),
     }
 }
@@ -523,7 +523,7 @@ fn info_of(id: &ScheduleId, e: &Entry) -> ScheduleInfo {
         headers: e.headers.encode(),
         message: String::from_utf8_lossy(&e.message).into_owned(),
         interval_secs: match e.timing {
-            Timing::Interval { secs, .. } => Some(secs),
+            Timing::Interval { .. } => Some(e.timing.interval()),
             Timing::Cron { .. } => None,
         },
         cron: match &e.timing {

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use emqp_proto::Interval;
+
 /// A SCHEDULE that cannot be kept, or a journal record that cannot be
 /// restored. Every variant names the offending value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -12,15 +14,18 @@ pub enum ScheduleError {
     CronNeverFires { cron: String },
     /// An interval (> 0) and a cron string were both given; 0.3.13 sends
     /// interval `-1` when it sends a cron string.
-    BothIntervalAndCron { interval_secs: i64, cron: String },
+    BothIntervalAndCron { interval: Interval, cron: String },
     /// Interval `-1` and an empty cron string: nothing says when to run.
     NeitherIntervalNorCron,
-    /// Interval `0` would run the job on every poll.
+    /// Interval `0` would run the job on every poll. (Intervals that are
+    /// not numbers, not finite, or out of range already failed to decode:
+    /// see [`emqp_proto::IntervalError`].)
     ZeroInterval,
     /// A negative interval other than `-1`.
-    NegativeInterval(i64),
-    /// An interval too large to express in milliseconds.
-    IntervalTooLarge(i64),
+    NegativeInterval(Interval),
+    /// An interval so large that no run time after now can be expressed
+    /// in `i64` milliseconds (with `nohaste`).
+    IntervalTooLarge(Interval),
     /// A `run_count:N` header whose N is not `-1` (unlimited) or positive.
     BadRunCount { value: String },
     /// A journal record that is not a schedule record this crate can read.
@@ -36,12 +41,9 @@ impl fmt::Display for ScheduleError {
             ScheduleError::CronNeverFires { cron } => {
                 write!(f, "cron expression {cron:?} has no upcoming run time")
             }
-            ScheduleError::BothIntervalAndCron {
-                interval_secs,
-                cron,
-            } => write!(
+            ScheduleError::BothIntervalAndCron { interval, cron } => write!(
                 f,
-                "both an interval ({interval_secs}s) and a cron expression ({cron:?}) given; \
+                "both an interval ({interval}s) and a cron expression ({cron:?}) given; \
                  send interval -1 with a cron expression"
             ),
             ScheduleError::NeitherIntervalNorCron => {

@@ -1,5 +1,5 @@
 //! Schedules kept by the emq router itself: SCHEDULE / UNSCHEDULE from
-//! clients (0.3.13 frames: queue, headers, interval seconds or `-1`,
+//! clients (0.3.13 frames: queue, headers, interval in seconds or `-1`,
 //! message, cron string), with no separate scheduler process.
 //!
 //! Sans-IO: a [`ScheduleBook`] is a plain state machine. Time is passed in
@@ -20,9 +20,11 @@
 //!   are replaced and the timing starts over. UNSCHEDULE matches on queue +
 //!   message only. (0.3.13 hashed the job's args/kwargs/path/callable, not
 //!   the queue, and ran a re-sent SCHEDULE at once every time.)
-//! - **Timing.** Interval > 0 seconds with an empty cron string, or
-//!   interval `-1` with a cron string; anything else is a typed
-//!   [`ScheduleError`]. Cron strings: 5 fields (`*/5 * * * *`, second 0),
+//! - **Timing.** Interval > 0 with an empty cron string, or interval `-1`
+//!   with a cron string; anything else is a typed [`ScheduleError`].
+//!   Intervals are kept in milliseconds: 0.3.13 clients send
+//!   `str(interval_secs)`, so `interval_secs=1.5` arrives as `1.5` and runs
+//!   every 1500 ms (see [`emqp_proto::Interval`] for what decodes). Cron strings: 5 fields (`*/5 * * * *`, second 0),
 //!   6 fields croniter style (seconds last), or `@hourly` etc.; see
 //!   [`cron`] for details.
 //! - **First run.** Without `nohaste`: at once (the first `due(now)` after

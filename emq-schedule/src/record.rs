@@ -10,8 +10,11 @@
 //!
 //! `message` holds the payload when it is UTF-8 (always, from 0.3.13
 //! clients); otherwise `message_bytes` holds it as an array of bytes.
+//! `interval_secs` is an integer for whole seconds (as every record written
+//! before sub-second intervals) and a decimal otherwise (`1.5`); `-1` for
+//! cron schedules.
 
-use emqp_proto::Headers;
+use emqp_proto::{Headers, Interval};
 use serde::{Deserialize, Serialize};
 
 use crate::book::{run_limit, Entry, Timing};
@@ -30,7 +33,7 @@ struct RecordV1 {
     message: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     message_bytes: Option<Vec<u8>>,
-    interval_secs: i64,
+    interval_secs: serde_json::Number,
     cron: String,
     run_limit: Option<u64>,
     runs_left: Option<u64>,
@@ -58,7 +61,7 @@ pub(crate) fn encode(id: &ScheduleId, e: &Entry) -> Vec<u8> {
         headers: e.headers.encode(),
         message,
         message_bytes,
-        interval_secs: e.timing.interval_secs(),
+        interval_secs: interval_number(e.timing.interval()),
         cron: e.timing.cron_text().to_string(),
         run_limit: e.run_limit,
         runs_left: e.runs_left,
@@ -70,6 +73,15 @@ pub(crate) fn encode(id: &ScheduleId, e: &Entry) -> Vec<u8> {
     };
     // Serialising plain strings, integers and options cannot fail.
     serde_json::to_vec(&r).unwrap_or_default()
+}
+
+/// Seconds as a JSON number: an integer when whole.
+fn interval_number(i: Interval) -> serde_json::Number {
+    match serde_json::to_value(i) {
+        Ok(serde_json::Value::Number(n)) => n,
+        // Interval serialises to a finite number; never reached.
+        _ => serde_json::Number::from(-1),
+    }
 }
 
 pub(crate) fn decode(blob: &[u8]) -> Result<(ScheduleId, Entry), ScheduleError> {
@@ -96,7 +108,10 @@ pub(crate) fn decode(blob: &[u8]) -> Result<(ScheduleId, Entry), ScheduleError> 
         )));
     }
     let headers = Headers::parse(r.headers.as_bytes()).map_err(|e| bad(format!("headers: {e}")))?;
-    let timing = Timing::from_frames(r.interval_secs, &r.cron)?;
+    // The number's JSON text, decoded as the INTERVAL frame is.
+    let interval = Interval::parse(&r.interval_secs.to_string())
+        .map_err(|e| bad(format!("interval_secs {}: {e}", r.interval_secs)))?;
+    let timing = Timing::from_frames(interval, &r.cron)?;
     let limit = run_limit(&headers)?;
     if limit != r.run_limit {
         return Err(bad("run_limit does not match the headers".into()));

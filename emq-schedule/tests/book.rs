@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use emq_schedule::{ScheduleBook, ScheduleChange, ScheduleError, ScheduleId};
-use emqp_proto::{Header, Headers, Schedule};
+use emqp_proto::{Header, Headers, Interval, Schedule};
 
 /// 2026-12-02T13:20:00Z, a Wednesday.
 const T0: i64 = 1_796_217_600_000;
@@ -12,11 +12,16 @@ const MIN: i64 = 60 * SEC;
 
 const JOB: &[u8] = br#"["run", {"callable": "noop", "path": "pyemq_jobs", "args": [], "kwargs": {}, "class_args": [], "class_kwargs": {}}]"#;
 
+/// A SCHEDULE with a whole-seconds interval (`-1`: none), as 0.3.13 sends.
 fn sched(headers: &str, interval_secs: i64, cron: &str) -> Schedule {
+    sched_ms(headers, Interval::from_secs(interval_secs).unwrap(), cron)
+}
+
+fn sched_ms(headers: &str, interval: Interval, cron: &str) -> Schedule {
     Schedule {
         queue: "default".into(),
         headers: Headers::parse(headers.as_bytes()).unwrap(),
-        interval_secs,
+        interval,
         message: JOB.to_vec(),
         cron: cron.into(),
     }
@@ -164,7 +169,7 @@ fn a_changed_schedule_replaces_timing_and_keeps_id_and_history() {
     assert_eq!(a, b);
     assert_eq!(book.len(), 1);
     let info = book.get(&a).unwrap();
-    assert_eq!(info.interval_secs, Some(10));
+    assert_eq!(info.interval_secs, Some(Interval::Every { ms: 10 * SEC }));
     assert_eq!(info.headers, "guarantee,nohaste");
     assert_eq!(info.next_run_ms, Some(T0 + 15 * SEC));
     assert_eq!(info.run_count, 1);
@@ -272,7 +277,7 @@ fn restore_round_trip_keeps_everything() {
     let odd = Schedule {
         queue: "bin".into(),
         headers: Headers::new(),
-        interval_secs: 7,
+        interval: Interval::Every { ms: 7 * SEC },
         message: vec![0xff, 0x00, 0xfe],
         cron: String::new(),
     };
@@ -452,21 +457,30 @@ fn bad_inputs_are_typed_errors() {
         (sched("", -1, "   "), ScheduleError::NeitherIntervalNorCron),
         (sched("", 0, ""), ScheduleError::ZeroInterval),
         (sched("", 0, "* * * * *"), ScheduleError::ZeroInterval),
-        (sched("", -5, ""), ScheduleError::NegativeInterval(-5)),
+        (
+            sched("", -5, ""),
+            ScheduleError::NegativeInterval(Interval::Every { ms: -5 * SEC }),
+        ),
+        (
+            sched_ms("", Interval::Every { ms: -500 }, ""),
+            ScheduleError::NegativeInterval(Interval::Every { ms: -500 }),
+        ),
         (
             sched("", 60, "*/5 * * * *"),
             ScheduleError::BothIntervalAndCron {
-                interval_secs: 60,
+                interval: Interval::Every { ms: MIN },
                 cron: "*/5 * * * *".into(),
             },
         ),
         (
-            sched("", i64::MAX, ""),
-            ScheduleError::IntervalTooLarge(i64::MAX),
+            sched_ms("nohaste", Interval::Every { ms: i64::MAX }, ""),
+            ScheduleError::IntervalTooLarge(Interval::Every { ms: i64::MAX }),
         ),
         (
             sched("nohaste", i64::MAX / 1000, ""),
-            ScheduleError::IntervalTooLarge(i64::MAX / 1000),
+            ScheduleError::IntervalTooLarge(Interval::Every {
+                ms: i64::MAX / 1000 * 1000,
+            }),
         ),
         (
             sched("", -1, "0 0 30 2 *"),
@@ -597,4 +611,89 @@ fn list_serialises_for_the_admin_reply() {
     assert_eq!(v[0]["last_run_ms"], serde_json::Value::Null);
     assert_eq!(v[0]["run_count"], 0);
     assert_eq!(v[0]["created_ms"], T0);
+}
+
+/// The frames of 0.3.13's `schedule(s, 'pyemq_jobs.noop', interval_secs=60)`
+/// as captured in `shared/vectors/client_to_router.json` (DEALER side),
+/// with the INTERVAL frame replaced by `interval`: `str(interval_secs)`.
+fn python_schedule_frames(interval: &str) -> Vec<Vec<u8>> {
+    [
+        "",
+        "eMQP/1.0",
+        "SCHEDULE",
+        "a53d518c-5d53-433d-aab6-d81ef83adf69",
+        "default",
+        "guarantee",
+        interval,
+        std::str::from_utf8(JOB).unwrap(),
+        "",
+    ]
+    .iter()
+    .map(|f| f.as_bytes().to_vec())
+    .collect()
+}
+
+fn decoded_schedule(interval: &str) -> Schedule {
+    match emqp_proto::Message::decode(python_schedule_frames(interval))
+        .unwrap()
+        .command
+    {
+        emqp_proto::Command::Schedule(s) => s,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn captured_python_schedule_runs_every_60_s() {
+    let mut book = ScheduleBook::new();
+    book.schedule(&decoded_schedule("60"), T0).unwrap();
+    let times = run_times(&mut book, T0, T0 + 3 * MIN, SEC);
+    assert_eq!(times, vec![T0, T0 + MIN, T0 + 2 * MIN, T0 + 3 * MIN]);
+}
+
+/// `schedule(s, f, interval_secs=1.5)` from a 0.3.13 client: runs every
+/// 1500 ms, to the millisecond, and keeps that through the journal and in
+/// the admin listing.
+#[test]
+fn python_float_interval_runs_every_1500_ms_and_survives_a_restart() {
+    let mut book = ScheduleBook::new();
+    let id = book.schedule(&decoded_schedule("1.5"), T0).unwrap();
+    let times = run_times(&mut book, T0, T0 + 6 * SEC, 100);
+    let expected: Vec<i64> = (0..=4).map(|k| T0 + k * 1_500).collect();
+    assert_eq!(times, expected);
+    assert_eq!(book.next_wakeup(), Some(T0 + 7_500));
+
+    let info = serde_json::to_value(book.list()).unwrap();
+    assert_eq!(info[0]["interval_secs"], serde_json::json!(1.5));
+    let mut journal = BTreeMap::new();
+    apply(&mut journal, book.take_changes());
+    let record: serde_json::Value = serde_json::from_slice(&journal[id.as_str()]).unwrap();
+    assert_eq!(record["interval_secs"], serde_json::json!(1.5));
+
+    let mut again = restart(&journal, T0 + 7_000);
+    assert_eq!(
+        again.get(&id).unwrap().interval_secs,
+        Some(Interval::Every { ms: 1_500 })
+    );
+    assert_eq!(again.next_wakeup(), Some(T0 + 7_500));
+    let times = run_times(&mut again, T0 + 7_000, T0 + 10_600, 100);
+    assert_eq!(times, vec![T0 + 7_500, T0 + 9_000, T0 + 10_500]);
+}
+
+#[test]
+fn half_second_nohaste_and_repeat_with_another_spelling_is_unchanged() {
+    let mut book = ScheduleBook::new();
+    let s = sched_ms("nohaste", Interval::Every { ms: 500 }, "");
+    let id = book.schedule(&s, T0).unwrap();
+    assert_eq!(book.next_wakeup(), Some(T0 + 500));
+    let times = run_times(&mut book, T0, T0 + 2 * SEC, 50);
+    assert_eq!(times, vec![T0 + 500, T0 + 1_000, T0 + 1_500, T0 + 2_000]);
+    // `0.5` and `0.500` are the same interval: a re-sent SCHEDULE changes
+    // nothing (no extra run, timing kept).
+    let mut again = s.clone();
+    again.interval = Interval::parse("0.500").unwrap();
+    book.take_changes();
+    assert_eq!(book.schedule(&again, T0 + 2_100).unwrap(), id);
+    assert!(!book.has_changes());
+    assert_eq!(book.next_wakeup(), Some(T0 + 2_500));
 }

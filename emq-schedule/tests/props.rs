@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use emq_schedule::{ScheduleBook, ScheduleChange, ScheduleId};
-use emqp_proto::{Headers, Schedule};
+use emqp_proto::{Headers, Interval, Schedule};
 use proptest::prelude::*;
 
 const T0: i64 = 1_796_217_600_000;
@@ -23,7 +23,7 @@ enum Op {
     Schedule {
         queue: usize,
         msg: u8,
-        interval: i64,
+        interval: Interval,
         cron: Option<usize>,
         nohaste: bool,
         run_count: Option<i64>,
@@ -41,7 +41,13 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (
             0..QUEUES.len(),
             0u8..4,
-            prop_oneof![Just(-1i64), Just(0i64), 1i64..400],
+            prop_oneof![
+                Just(Interval::Unset),
+                Just(Interval::Every { ms: 0 }),
+                // Whole seconds as 0.3.13 sends, and sub-second intervals.
+                (1i64..400).prop_map(|s| Interval::Every { ms: s * 1000 }),
+                (1i64..400_000).prop_map(|ms| Interval::Every { ms }),
+            ],
             proptest::option::of(0..CRONS.len()),
             any::<bool>(),
             proptest::option::of(-2i64..4),
@@ -61,11 +67,17 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn frame(queue: usize, msg: u8, interval: i64, cron: Option<usize>, headers: &str) -> Schedule {
+fn frame(
+    queue: usize,
+    msg: u8,
+    interval: Interval,
+    cron: Option<usize>,
+    headers: &str,
+) -> Schedule {
     Schedule {
         queue: QUEUES[queue].to_string(),
         headers: Headers::parse(headers.as_bytes()).unwrap(),
-        interval_secs: interval,
+        interval,
         message: format!("[\"run\", {{\"callable\": \"job{msg}\"}}]").into_bytes(),
         cron: cron.map(|c| CRONS[c].to_string()).unwrap_or_default(),
     }
@@ -135,7 +147,7 @@ proptest! {
                     }
                 }
                 Op::Unschedule { queue, msg } => {
-                    let s = frame(queue, msg, 60, None, "");
+                    let s = frame(queue, msg, Interval::Every { ms: 60_000 }, None, "");
                     let id = ScheduleId::from(&s);
                     let had = book.contains(&id);
                     prop_assert_eq!(book.unschedule(&s), had);

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use clap::{ArgGroup, Parser};
-use emqp_proto::{Command, Headers, Schedule};
+use emqp_proto::{Command, Headers, Interval, Schedule};
 
 use crate::client::default_broker;
 use crate::payload::{self, PythonArgs, UsageError};
@@ -339,9 +339,9 @@ pub enum Mode {
 pub struct ScheduleSpec {
     /// UNSCHEDULE rather than SCHEDULE.
     pub unschedule: bool,
-    /// Seconds between runs, or -1 with a cron expression (or when an
-    /// UNSCHEDULE gives neither).
-    pub interval_secs: i64,
+    /// Time between runs, or [`Interval::Unset`] (`-1`) with a cron
+    /// expression (or when an UNSCHEDULE gives neither).
+    pub interval: Interval,
     /// The cron expression, or empty.
     pub cron: String,
 }
@@ -393,7 +393,7 @@ impl Plan {
         let body = Schedule {
             queue: self.queue.clone(),
             headers: self.headers.clone(),
-            interval_secs: spec.interval_secs,
+            interval: spec.interval,
             message: message.clone(),
             cron: spec.cron.clone(),
         };
@@ -439,7 +439,11 @@ impl Cli {
             };
             Some(ScheduleSpec {
                 unschedule: self.unschedule,
-                interval_secs: self.schedule_interval.unwrap_or(-1),
+                interval: match self.schedule_interval.map(Interval::from_secs) {
+                    None => Interval::Unset,
+                    Some(Ok(i)) => i,
+                    Some(Err(e)) => return err(&format!("--schedule-interval: {e}")),
+                },
                 cron,
             })
         } else {
@@ -712,7 +716,7 @@ mod tests {
             Some(Command::Schedule(s)) | Some(Command::Unschedule(s)) => (
                 s.queue,
                 s.headers.encode(),
-                s.interval_secs,
+                s.interval.millis().map_or(-1, |ms| ms / 1000),
                 String::from_utf8(s.message).unwrap(),
                 s.cron,
             ),

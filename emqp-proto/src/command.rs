@@ -4,8 +4,9 @@
 //! Decoding is lenient about trailing frames (0.3.13 ignores them too) and
 //! strict about everything it reads.
 
-use crate::error::{excerpt, utf8, DecodeError};
+use crate::error::{excerpt, utf8, utf8_ref, DecodeError};
 use crate::headers::Headers;
+use crate::interval::Interval;
 use crate::queues::QueueSpec;
 
 /// What a peer announces itself as in INFORM (0.3.13's TYPE frame).
@@ -121,10 +122,10 @@ impl Reply {
 pub struct Schedule {
     pub queue: String,
     pub headers: Headers,
-    /// Seconds between runs, or -1 when `cron` is used.
-    pub interval_secs: i64,
+    /// Time between runs, or [`Interval::Unset`] (`-1`) when `cron` is used.
+    pub interval: Interval,
     pub message: Vec<u8>,
-    /// A cron expression, or empty when `interval_secs` is used.
+    /// A cron expression, or empty when `interval` is used.
     pub cron: String,
 }
 
@@ -391,7 +392,7 @@ impl Command {
             Command::Schedule(s) | Command::Unschedule(s) => {
                 out.push(s.queue.into_bytes());
                 out.push(s.headers.encode().into_bytes());
-                out.push(s.interval_secs.to_string().into_bytes());
+                out.push(s.interval.to_string().into_bytes());
                 out.push(s.message);
                 out.push(s.cron.into_bytes());
             }
@@ -423,13 +424,12 @@ fn decode_schedule(frames: &mut Body) -> Result<Schedule, DecodeError> {
         None => Ok(Schedule {
             queue,
             headers,
-            interval_secs: -1,
+            interval: Interval::Unset,
             message: third,
             cron: String::new(),
         }),
         Some(message) => {
-            let text = utf8(third, "interval")?;
-            let interval_secs = parse_interval(&text)?;
+            let interval = decode_interval(&third)?;
             let cron = frames
                 .optional()
                 .map(|f| utf8(f, "cron"))
@@ -438,7 +438,7 @@ fn decode_schedule(frames: &mut Body) -> Result<Schedule, DecodeError> {
             Ok(Schedule {
                 queue,
                 headers,
-                interval_secs,
+                interval,
                 message,
                 cron,
             })
@@ -446,22 +446,14 @@ fn decode_schedule(frames: &mut Body) -> Result<Schedule, DecodeError> {
     }
 }
 
-/// Python may send the interval as `60` or `60.0`; whole seconds only.
-fn parse_interval(text: &str) -> Result<i64, DecodeError> {
-    let t = text.trim();
-    let bad = || DecodeError::BadNumber {
-        field: "interval",
-        value: text.to_string(),
-    };
-    if let Ok(n) = t.parse::<i64>() {
-        return Ok(n);
-    }
-    let f: f64 = t.parse().map_err(|_| bad())?;
-    if f.is_finite() && f.fract() == 0.0 && f.abs() < 9.0e15 {
-        Ok(f as i64)
-    } else {
-        Err(bad())
-    }
+/// The INTERVAL frame: `60`, `60.0`, `1.5`, `-1`, ... (see
+/// [`crate::interval`]).
+fn decode_interval(frame: &[u8]) -> Result<Interval, DecodeError> {
+    let text = utf8_ref(frame, "interval")?;
+    Interval::parse(text).map_err(|reason| DecodeError::BadInterval {
+        value: excerpt(frame),
+        reason,
+    })
 }
 
 /// Every command name this crate knows.

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::interval::IntervalError;
+
 /// Why a list of frames is not a valid eMQP message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DecodeError {
@@ -26,6 +28,12 @@ pub enum DecodeError {
     NotUtf8 { field: &'static str },
     /// A field had a value outside its set (peer type, result status, ...).
     BadValue { field: &'static str, value: String },
+    /// The INTERVAL frame of a SCHEDULE / UNSCHEDULE (`value`, at most 80
+    /// characters) is not an interval this crate can represent.
+    BadInterval {
+        value: String,
+        reason: IntervalError,
+    },
 }
 
 impl fmt::Display for DecodeError {
@@ -53,6 +61,9 @@ impl fmt::Display for DecodeError {
             DecodeError::BadJson { field, reason } => write!(f, "bad JSON in {field}: {reason}"),
             DecodeError::NotUtf8 { field } => write!(f, "{field} is not UTF-8"),
             DecodeError::BadValue { field, value } => write!(f, "bad value for {field}: {value:?}"),
+            DecodeError::BadInterval { value, reason } => {
+                write!(f, "bad interval {value:?}: {reason}")
+            }
         }
     }
 }

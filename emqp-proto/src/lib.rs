@@ -13,6 +13,7 @@ pub mod command;
 pub mod error;
 pub mod headers;
 pub mod heartbeat;
+pub mod interval;
 pub mod job;
 pub mod message;
 pub mod msgid;
@@ -25,6 +26,7 @@ pub use command::{
 };
 pub use error::DecodeError;
 pub use headers::{Header, Headers};
+pub use interval::{Interval, IntervalError};
 pub use message::Message;
 pub use msgid::{new_msgid, MsgIds};
 pub use queues::{QueueSpec, DEFAULT_QUEUE, DEFAULT_WEIGHT};

@@ -12,7 +12,7 @@ fn every_command() -> Vec<Command> {
     let sched = Schedule {
         queue: "default".into(),
         headers: Headers(vec![Header::Guarantee, Header::NoHaste]),
-        interval_secs: 60,
+        interval: Interval::Every { ms: 60_000 },
         message: br#"["run", {"path": "m", "callable": "f"}]"#.to_vec(),
         cron: String::new(),
     };
@@ -60,7 +60,7 @@ fn every_command() -> Vec<Command> {
         Command::Kbye,
         Command::Schedule(sched.clone()),
         Command::Unschedule(Schedule {
-            interval_secs: -1,
+            interval: Interval::Unset,
             cron: "*/5 * * * *".into(),
             ..sched
         }),
@@ -142,8 +142,8 @@ fn three_frame_schedule_of_protocol_rst() {
         panic!()
     };
     assert_eq!(
-        (s.interval_secs, s.message, s.cron),
-        (-1, b"[]".to_vec(), String::new())
+        (s.interval, s.message, s.cron),
+        (Interval::Unset, b"[]".to_vec(), String::new())
     );
     let m = Message::decode(f(&[
         "", "eMQP/1.0", "SCHEDULE", "m", "q", "", "60.0", "[]", "",
@@ -152,7 +152,87 @@ fn three_frame_schedule_of_protocol_rst() {
     let Command::Schedule(s) = m.command else {
         panic!()
     };
-    assert_eq!(s.interval_secs, 60);
+    assert_eq!(s.interval, Interval::Every { ms: 60_000 });
+}
+
+/// What 0.3.13's `schedule(s, 'pyemq_jobs.noop', interval_secs=1.5)` sends:
+/// `str(1.5)` in the INTERVAL frame. It decodes to 1500 ms and re-encodes
+/// byte for byte.
+#[test]
+fn python_float_intervals_decode_to_milliseconds() {
+    let job = r#"["run", {"callable": "noop", "path": "pyemq_jobs", "args": [], "kwargs": {}, "class_args": [], "class_kwargs": {}}]"#;
+    for (text, ms) in [("1.5", 1_500), ("0.5", 500), ("0.25", 250), ("60", 60_000)] {
+        let frames = f(&[
+            "",
+            "eMQP/1.0",
+            "SCHEDULE",
+            "m",
+            "default",
+            "guarantee",
+            text,
+            job,
+            "",
+        ]);
+        let m = Message::decode(frames.clone()).unwrap();
+        let Command::Schedule(s) = &m.command else {
+            panic!("{m:?}")
+        };
+        assert_eq!(s.interval, Interval::Every { ms }, "{text}");
+        assert_eq!(s.interval.millis(), Some(ms));
+        assert_eq!(m.encode(), frames, "{text}");
+    }
+    // Python's other float spellings decode to the same values.
+    for (text, ms) in [("60.0", 60_000), ("1e-03", 1), ("2.5e+3", 2_500_000)] {
+        let m = Message::decode(f(&[
+            "",
+            "eMQP/1.0",
+            "UNSCHEDULE",
+            "m",
+            "q",
+            "",
+            text,
+            "[]",
+            "",
+        ]))
+        .unwrap();
+        let Command::Unschedule(s) = m.command else {
+            panic!()
+        };
+        assert_eq!(s.interval, Interval::Every { ms }, "{text}");
+    }
+}
+
+/// Intervals nothing can schedule are typed decode errors naming the text
+/// and the reason (the router answers them `REJECT malformed`).
+#[test]
+fn unusable_intervals_are_typed_errors() {
+    for (text, reason) in [
+        ("abc", IntervalError::NotANumber),
+        ("", IntervalError::NotANumber),
+        ("nan", IntervalError::NotFinite),
+        ("inf", IntervalError::NotFinite),
+        ("-inf", IntervalError::NotFinite),
+        ("1e20", IntervalError::TooLarge),
+        ("1e+20", IntervalError::TooLarge),
+        ("0.0001", IntervalError::BelowOneMillisecond),
+    ] {
+        let e = Message::decode(f(&[
+            "", "eMQP/1.0", "SCHEDULE", "m", "q", "", text, "[]", "",
+        ]))
+        .unwrap_err();
+        assert_eq!(
+            e,
+            DecodeError::BadInterval {
+                value: text.into(),
+                reason
+            }
+        );
+        let shown = e.to_string();
+        assert!(
+            shown.contains("interval") && shown.contains(&reason.to_string()),
+            "{shown}"
+        );
+    }
 }
 
 #[test]
@@ -202,9 +282,9 @@ fn malformed_inputs_give_typed_errors() {
         ),
         (
             f(&["", "eMQP/1.0", "SCHEDULE", "m", "q", "", "often", "[]", ""]),
-            BadNumber {
-                field: "interval",
+            BadInterval {
                 value: "often".into(),
+                reason: IntervalError::NotANumber,
             },
         ),
         (

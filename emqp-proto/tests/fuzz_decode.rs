@@ -2,7 +2,7 @@
 //! re-encodes to a fixpoint.
 
 use emqp_proto::command::NAMES;
-use emqp_proto::Message;
+use emqp_proto::{Interval, Message};
 use proptest::prelude::*;
 
 /// Frames that are sometimes valid envelope parts and sometimes junk, so the
@@ -18,6 +18,10 @@ fn frame_list() -> impl Strategy<Value = Vec<Vec<u8>>> {
         Just(b"[[10, \"default\"".to_vec()),
         Just(b"-1".to_vec()),
         Just(b"60".to_vec()),
+        Just(b"1.5".to_vec()),
+        Just(b"nan".to_vec()),
+        Just(b"1e+20".to_vec()),
+        "[-+]?[0-9]{0,21}(\\.[0-9]{0,5})?(e[-+]?[0-9]{1,3})?".prop_map(String::into_bytes),
         Just(b"ok".to_vec()),
         Just(b"failed".to_vec()),
         "[a-z0-9:,\\-]{0,12}".prop_map(String::into_bytes),
@@ -59,5 +63,30 @@ proptest! {
         let mut routed = frames;
         routed.insert(0, b"identity".to_vec());
         let _ = Message::decode_routed(routed);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 5_000, ..ProptestConfig::default() })]
+
+    /// Any text: no panic; what decodes re-encodes to the same interval.
+    #[test]
+    fn interval_text_never_panics_and_round_trips(
+        text in prop_oneof![
+            any::<String>(),
+            "[-+]?[0-9]{0,21}(\\.[0-9]{0,5})?(e[-+]?[0-9]{1,3})?",
+        ]
+    ) {
+        if let Ok(i) = Interval::parse(&text) {
+            prop_assert_eq!(Interval::parse(&i.to_string()), Ok(i));
+        }
+    }
+
+    /// Every millisecond count is written exactly (`-1000` is `-1`).
+    #[test]
+    fn every_millisecond_count_round_trips(ms in any::<i64>()) {
+        let i = Interval::Every { ms };
+        let want = if ms == -1000 { Interval::Unset } else { i };
+        prop_assert_eq!(Interval::parse(&i.to_string()), Ok(want));
     }
 }

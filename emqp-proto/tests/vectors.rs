@@ -2,7 +2,7 @@
 //! `shared/vectors/` into `tests/vectors/`), check the decoded fields, and
 //! check that re-encoding gives back the captured bytes exactly.
 
-use emqp_proto::{Command, Header, Message, PeerType, QueueSpec};
+use emqp_proto::{Command, Header, Interval, Message, PeerType, QueueSpec};
 
 fn frames_of(v: &serde_json::Value) -> Vec<Vec<u8>> {
     v.as_array()
@@ -165,9 +165,9 @@ fn client_requests_headers_and_schedules() {
         })
         .collect();
     assert_eq!(scheds.len(), 2);
-    assert_eq!(scheds[0].interval_secs, 60);
+    assert_eq!(scheds[0].interval, Interval::Every { ms: 60_000 });
     assert!(scheds[0].cron.is_empty());
-    assert_eq!(scheds[1].interval_secs, -1);
+    assert_eq!(scheds[1].interval, Interval::Unset);
     assert_eq!(scheds[1].cron, "*/5 * * * *");
     assert!(scheds[1].headers.nohaste());
     assert!(msgs

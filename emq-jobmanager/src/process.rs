@@ -1,0 +1,317 @@
+//! Process-group primitives for jobs that run as child processes, and the
+//! only `unsafe` code of the shell runner.
+//!
+//! The rule: a job's processes never outlive the job manager. A `shell`
+//! job runs in a process group of its own (so a timeout or a cancel kills
+//! everything it started, by group), and the group is killed as soon as
+//! the job manager dies, even by `kill -9`, which no code of ours sees.
+//!
+//! `PR_SET_PDEATHSIG` alone is not enough: it reaches only the direct
+//! child, while the command's own children (`sh -c 'sleep 77 & …'`) do not
+//! inherit it. So [`guarded_group`] puts a small *guard* process at the
+//! head of each group:
+//!
+//! ```text
+//! job manager (slot thread)
+//!   └─ guard    pid = pgid, the `Child` std returns; PDEATHSIG = a signal
+//!      └─ command (execs argv); PDEATHSIG = SIGKILL
+//!         └─ whatever the command starts (same group)
+//! ```
+//!
+//! The guard is the process std forks; in its `pre_exec` hook it makes a
+//! new group, forks once more (the new process returns from the hook and
+//! execs the command, with the stdio, environment and directory std set
+//! up), then never returns: it blocks every signal, closes every file
+//! descriptor (so std's exec-status pipe and the job's stdout/stderr see
+//! EOF exactly when the command's copies close) and waits. If the command
+//! exits, the guard exits the same way (same code, or killed by the same
+//! signal), so the job manager's `wait` sees what it saw before the guard
+//! existed. If the job manager dies, the kernel sends the guard its
+//! parent-death signal, and the guard kills the whole group. Signals sent
+//! to the group (a timeout's `SIGKILL`, a `kill -TERM 0` from the job
+//! itself) reach the command as before; the guard ignores all but
+//! `SIGKILL`, which kills it along with the group.
+//!
+//! Everything between the fork and the exec runs in a copy of a
+//! multi-threaded process, where only async-signal-safe calls are allowed:
+//! raw system calls, no allocation, no locks, no `std` I/O. The second
+//! fork is a raw `clone` (no `pthread_atfork` handlers) for that reason.
+
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+/// Make `cmd` run in a new process group headed by a guard that kills the
+/// group when the job manager (the thread that spawns `cmd`) dies. The
+/// `Child` that `cmd.spawn()` returns is the guard: its pid is the group
+/// id, and its exit status mirrors the command's.
+pub(crate) fn guarded_group(cmd: &mut Command) {
+    let death_signal = libc::SIGRTMIN();
+    // SAFETY: the hook runs between fork and exec and makes only
+    // async-signal-safe system calls (see the module doc and `guard`).
+    unsafe {
+        cmd.pre_exec(move || split_guard(death_signal));
+    }
+}
+
+/// `SIGKILL` to every process of group `pgid` (nothing for `pgid <= 0`).
+/// The group id stays valid while its leader is unreaped, even if exited.
+pub(crate) fn kill_group(pgid: i32) {
+    if pgid > 0 {
+        // SAFETY: kill(2) has no memory-safety preconditions.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+    }
+}
+
+/// A `syscall(2)` argument: variadic, so every one must be a full `long`.
+const ZERO: libc::c_long = 0;
+
+/// In the forked child: new group, fork the command, become its guard.
+/// Returns (in the command's process only) to let std exec it.
+fn split_guard(death_signal: i32) -> io::Result<()> {
+    // SAFETY (whole function): raw system calls on values we own; called
+    // only between fork and exec.
+    unsafe {
+        if libc::setpgid(0, 0) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let manager = libc::getppid();
+        let guard = libc::getpid();
+        // fork(2) without glibc's atfork handlers.
+        let command = libc::syscall(
+            libc::SYS_clone,
+            libc::c_long::from(libc::SIGCHLD),
+            ZERO,
+            ZERO,
+            ZERO,
+            ZERO,
+        );
+        if command < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if command == 0 {
+            // The command: die with its guard, as it died with the job
+            // manager before (the flag survives exec).
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if libc::getppid() != guard {
+                libc::kill(libc::getpid(), libc::SIGKILL);
+            }
+            return Ok(());
+        }
+        guard_loop(manager, command as libc::pid_t, death_signal)
+    }
+}
+
+/// The guard: wait for the command to exit (then exit the same way) or for
+/// the job manager to die (then kill the group).
+///
+/// SAFETY: only between fork and exec, in the guard process.
+unsafe fn guard_loop(manager: libc::pid_t, command: libc::pid_t, death_signal: i32) -> ! {
+    let mut all: libc::sigset_t = std::mem::zeroed();
+    libc::sigfillset(&mut all);
+    libc::sigprocmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
+    libc::prctl(libc::PR_SET_PDEATHSIG, death_signal);
+    close_all_fds();
+    // Checked after PDEATHSIG is armed: a manager that died before that
+    // sent no signal, but has already left us to another parent.
+    let mut manager_gone = libc::getppid() != manager;
+    loop {
+        if manager_gone {
+            libc::kill(0, libc::SIGKILL);
+            libc::_exit(128 + libc::SIGKILL);
+        }
+        let mut status = 0;
+        let r = libc::waitpid(command, &mut status, libc::WNOHANG);
+        if r == command {
+            mirror(status);
+        }
+        if r < 0 && *libc::__errno_location() != libc::EINTR {
+            // Not our child any more: cannot happen; take the group down
+            // rather than leave it unguarded.
+            libc::kill(0, libc::SIGKILL);
+            libc::_exit(127);
+        }
+        // Any signal wakes us (SIGCHLD when the command exits); the
+        // timeout re-checks the parent in case a signal was merged.
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let timeout = libc::timespec {
+            tv_sec: 1,
+            tv_nsec: 0,
+        };
+        let sig = libc::sigtimedwait(&all, &mut info, &timeout);
+        // The kernel sends PDEATHSIG as if from the dying parent thread.
+        if (sig == death_signal && info.si_pid() == manager) || libc::getppid() != manager {
+            manager_gone = true;
+        }
+    }
+}
+
+/// Exit with the command's wait status.
+///
+/// SAFETY: only between fork and exec, in the guard process.
+unsafe fn mirror(status: i32) -> ! {
+    if libc::WIFEXITED(status) {
+        libc::_exit(libc::WEXITSTATUS(status));
+    }
+    let sig = if libc::WIFSIGNALED(status) {
+        libc::WTERMSIG(status)
+    } else {
+        libc::SIGKILL
+    };
+    // Die of the same signal: default action (the job manager's handlers
+    // were inherited), no core file of the guard, then unblock it.
+    let no_core = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+    let mut dfl: libc::sigaction = std::mem::zeroed();
+    dfl.sa_sigaction = libc::SIG_DFL;
+    libc::sigaction(sig, &dfl, std::ptr::null_mut());
+    libc::kill(libc::getpid(), sig);
+    let mut one: libc::sigset_t = std::mem::zeroed();
+    libc::sigemptyset(&mut one);
+    libc::sigaddset(&mut one, sig);
+    libc::sigprocmask(libc::SIG_UNBLOCK, &one, std::ptr::null_mut());
+    // A signal whose default action does not kill: report it shell-style.
+    libc::_exit(128 + sig);
+}
+
+/// Close every file descriptor of the guard, stdio included.
+///
+/// SAFETY: only between fork and exec, in the guard process.
+unsafe fn close_all_fds() {
+    if libc::syscall(
+        libc::SYS_close_range,
+        ZERO,
+        libc::c_long::from(u32::MAX),
+        ZERO,
+    ) == 0
+    {
+        return;
+    }
+    // Kernels before 5.9: one close per possible descriptor.
+    let mut lim: libc::rlimit = std::mem::zeroed();
+    let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+        lim.rlim_cur.min(1 << 20) as i32
+    } else {
+        1024
+    };
+    for fd in 0..max {
+        libc::close(fd);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    fn guarded(script: &str) -> Command {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        guarded_group(&mut cmd);
+        cmd
+    }
+
+    /// Whether `pid` is a live process (a zombie is not).
+    fn running(pid: i32) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(stat) => {
+                let state = stat
+                    .rsplit_once(')')
+                    .map(|(_, r)| r.trim_start().chars().next());
+                !matches!(state, Some(Some('Z')) | Some(Some('X')))
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn wait_gone(pid: i32) -> bool {
+        let t = Instant::now();
+        while running(pid) && t.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        !running(pid)
+    }
+
+    /// Read pids the script printed on its first stdout line.
+    fn first_line_pids(out: &mut impl Read) -> Vec<i32> {
+        let mut line = Vec::new();
+        let mut b = [0u8; 1];
+        while out.read(&mut b).unwrap() == 1 && b[0] != b'\n' {
+            line.push(b[0]);
+        }
+        String::from_utf8(line)
+            .unwrap()
+            .split_whitespace()
+            .map(|p| p.parse().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn the_guard_mirrors_exit_codes_signals_and_output() {
+        let out = guarded("echo out; echo err >&2; exit 3").output().unwrap();
+        assert_eq!(out.status.code(), Some(3));
+        assert_eq!(out.stdout, b"out\n");
+        assert_eq!(out.stderr, b"err\n");
+        let out = guarded("exit 0").output().unwrap();
+        assert!(out.status.success());
+        // SIGTERM to the whole group reaches the command, not the guard.
+        let out = guarded("kill -TERM 0; sleep 5").output().unwrap();
+        assert_eq!(out.status.signal(), Some(libc::SIGTERM));
+        let out = guarded("kill -USR1 $$; sleep 5").output().unwrap();
+        assert_eq!(out.status.signal(), Some(libc::SIGUSR1));
+    }
+
+    #[test]
+    fn exec_failure_is_a_spawn_error() {
+        let mut cmd = Command::new("/nonexistent/prog");
+        guarded_group(&mut cmd);
+        let e = cmd.spawn().unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn the_group_is_the_guard_and_kill_group_kills_all_of_it() {
+        let mut child = guarded("sleep 30 & echo $$ $!; wait").spawn().unwrap();
+        let pids = first_line_pids(child.stdout.as_mut().unwrap());
+        let guard = child.id() as i32;
+        for &p in &pids {
+            assert_ne!(p, guard, "the command runs under the guard");
+            // SAFETY: getpgid(2) has no memory-safety preconditions.
+            assert_eq!(unsafe { libc::getpgid(p) }, guard);
+        }
+        kill_group(guard);
+        assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGKILL));
+        for p in pids {
+            assert!(wait_gone(p), "{p} outlived the group kill");
+        }
+    }
+
+    /// The guard's parent-death signal fires when the spawning thread
+    /// ends: the same kernel path as a `kill -9` of the job manager.
+    #[test]
+    fn the_group_dies_when_the_spawning_thread_does() {
+        let (pids, mut child) = std::thread::spawn(|| {
+            let mut child = guarded("sleep 30 & echo $$ $!; wait").spawn().unwrap();
+            let pids = first_line_pids(child.stdout.as_mut().unwrap());
+            (pids, child)
+        })
+        .join()
+        .unwrap();
+        assert_eq!(pids.len(), 2);
+        for p in pids {
+            assert!(wait_gone(p), "{p} outlived the thread that spawned it");
+        }
+        assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGKILL));
+    }
+}
