@@ -772,14 +772,18 @@ fn run(cli: Cli) -> Result<(), Fail> {
         "listening: admin {} (admin tools)",
         shown(&socks.admin, &opts.admin)
     );
-    let metrics_text = match &opts.metrics {
-        None => None,
+    // The server stops (and its thread is joined) when `_metrics_http` drops.
+    let (metrics_text, _metrics_http) = match &opts.metrics {
+        None => (None, None),
         Some(addr) => {
             let text = emq_transport::metrics_http::MetricsText::default();
-            let bound = emq_transport::metrics_http::serve_metrics(addr, text.clone())
+            let server = emq_transport::metrics_http::serve_metrics(addr, text.clone())
                 .map_err(|e| format!("--metrics {addr}: {e}"))?;
-            log::info!("listening: metrics http://{bound}/metrics (Prometheus)");
-            Some(text)
+            log::info!(
+                "listening: metrics http://{}/metrics (Prometheus)",
+                server.local_addr()
+            );
+            (Some(text), Some(server))
         }
     };
     let flag = emq_transport::shutdown_flag().map_err(|e| format!("signal handlers: {e}"))?;
