@@ -397,7 +397,7 @@ fn schedule_without_scheduler_is_booked_and_acked() {
     let s = Schedule {
         queue: "default".into(),
         headers: Headers::new(),
-        interval_secs: 5,
+        interval: emqp_proto::Interval::Every { ms: 5_000 },
         message: b"[]".to_vec(),
         cron: String::new(),
     };
@@ -1691,7 +1691,7 @@ fn schedule_msg(queue: &str, headers: &str, interval: i64, cron: &str, body: &st
     Command::Schedule(Schedule {
         queue: queue.into(),
         headers: Headers::parse(headers.as_bytes()).unwrap(),
-        interval_secs: interval,
+        interval: emqp_proto::Interval::from_secs(interval).unwrap(),
         message: body.as_bytes().to_vec(),
         cron: cron.into(),
     })

@@ -29,7 +29,7 @@ use clap::Parser;
 use emq_router_core::journal::{BatchResult, JournalStore};
 use emq_router_core::util::LogLimiter;
 use emq_router_core::{Action, Config, Input, Router, SendFailure, Socket};
-use emq_transport::zap::{AccessPolicy, DomainPolicy, IpBlock};
+use emq_transport::zap::{parse_allowlist, AccessPolicy, Allowlist, DomainPolicy};
 use emq_transport::SocketOptions;
 use emqp_proto::settings::Settings;
 use emqp_proto::QueueSpec;
@@ -160,19 +160,21 @@ struct Cli {
     max_message_size: Option<i64>,
 
     /// Addresses (IP or CIDR, comma-separated) allowed to connect to the
-    /// frontend; `any` for no restriction [env: EVENTMQ_ALLOW_FRONTEND]
-    /// [default: any]
-    #[arg(long, value_name = "CIDR[,CIDR]")]
+    /// frontend; `any` for no restriction. An empty list is an error
+    /// [env: EVENTMQ_ALLOW_FRONTEND] [default: any]
+    #[arg(long, value_name = "CIDR[,CIDR]|any")]
     allow_frontend: Option<String>,
 
-    /// Addresses allowed to connect to the backend (workers)
-    /// [env: EVENTMQ_ALLOW_BACKEND] [default: any]
-    #[arg(long, value_name = "CIDR[,CIDR]")]
+    /// Addresses allowed to connect to the backend (workers), as for
+    /// --allow-frontend [env: EVENTMQ_ALLOW_BACKEND] [default: any]
+    #[arg(long, value_name = "CIDR[,CIDR]|any")]
     allow_backend: Option<String>,
 
-    /// Addresses allowed to connect to the admin endpoint
-    /// [env: EVENTMQ_ALLOW_ADMIN] [default: 127.0.0.0/8,::1]
-    #[arg(long, value_name = "CIDR[,CIDR]")]
+    /// Addresses allowed to connect to the admin endpoint (where DISCONNECT
+    /// stops the router). Opening it to every host takes `any` (or
+    /// 0.0.0.0/0,::/0) and is warned about at start-up; an empty list is an
+    /// error [env: EVENTMQ_ALLOW_ADMIN] [default: 127.0.0.0/8,::1]
+    #[arg(long, value_name = "CIDR[,CIDR]|any")]
     allow_admin: Option<String>,
 
     /// File of `user:password` lines (# comments): the frontend and backend
@@ -185,17 +187,25 @@ struct Cli {
 const DEFAULT_MAX_MESSAGE_SIZE: i64 = 16 * 1024 * 1024;
 const DEFAULT_ALLOW_ADMIN: &str = "127.0.0.0/8,::1";
 
-/// `any` (or empty) → no restriction; else a comma-separated list of IPs /
-/// CIDR blocks.
-fn parse_allow(text: &str, what: &str) -> Result<Vec<IpBlock>, String> {
-    let t = text.trim();
-    if t.is_empty() || t.eq_ignore_ascii_case("any") {
-        return Ok(Vec::new());
-    }
-    t.split(',')
-        .filter(|p| !p.trim().is_empty())
-        .map(|p| p.parse::<IpBlock>().map_err(|e| format!("{what}: {e}")))
-        .collect()
+/// One `--allow-*` list (`what`): the flag, else the setting `key`, else
+/// `default`, read by `zap::parse_allowlist` (`any`, or IPs / CIDR blocks;
+/// empty is an error). Errors name the flag, and where a setting came from.
+fn parse_allow(
+    flag: Option<String>,
+    s: &Settings,
+    key: &str,
+    default: &str,
+    what: &str,
+) -> Result<Allowlist, String> {
+    let (text, from) = match (flag, s.get(key)) {
+        (Some(t), _) => (t, String::new()),
+        (None, Some(t)) => (
+            t.to_string(),
+            format!(" (from {})", s.source(key).unwrap_or("settings")),
+        ),
+        (None, None) => (default.to_string(), String::new()),
+    };
+    parse_allowlist(&text).map_err(|e| format!("{what}{from}: {e}"))
 }
 
 /// Options after flags, environment, file and defaults are merged.
@@ -213,6 +223,9 @@ struct Options {
     access: AccessPolicy,
     /// One line per guarded socket, logged at start.
     access_log: Vec<String>,
+    /// Risky access settings (an admin socket open beyond loopback),
+    /// logged as warnings at start.
+    access_warnings: Vec<String>,
     core: Config,
 }
 
@@ -321,13 +334,25 @@ impl Options {
         };
         let mut access = AccessPolicy::default();
         let mut access_log = Vec::new();
+        let mut access_warnings = Vec::new();
         for (domain, flag, key, default) in [
             ("frontend", cli.allow_frontend, "ALLOW_FRONTEND", "any"),
             ("backend", cli.allow_backend, "ALLOW_BACKEND", "any"),
             ("admin", cli.allow_admin, "ALLOW_ADMIN", DEFAULT_ALLOW_ADMIN),
         ] {
-            let allow_text = text(flag, key, default);
-            let allow = parse_allow(&allow_text, &format!("--allow-{domain}"))?;
+            let allow = parse_allow(flag, s, key, default, &format!("--allow-{domain}"))?;
+            if domain == "admin" && allow.admits_non_loopback() {
+                access_warnings.push(format!(
+                    "the admin socket accepts {} (--allow-admin {allow}): a host that \
+                     reaches {admin} can stop the router with DISCONNECT",
+                    match allow {
+                        Allowlist::Any => "any address",
+                        Allowlist::Only(_) => "addresses outside loopback",
+                    }
+                ));
+            }
+            let allow_text = allow.to_string();
+            let allow = allow.into_blocks();
             let plain = if domain == "admin" {
                 None
             } else {
@@ -377,6 +402,7 @@ impl Options {
             max_message_size,
             access,
             access_log,
+            access_warnings,
             core,
         })
     }
@@ -547,6 +573,9 @@ fn run(cli: Cli) -> Result<(), Fail> {
         max_message_size: opts.max_message_size,
         ..SocketOptions::default()
     };
+    for line in &opts.access_warnings {
+        log::warn!("{line}");
+    }
     // The ZAP handler must be bound before the sockets it guards.
     let _zap = if opts.access.is_active() {
         for line in &opts.access_log {
@@ -587,14 +616,18 @@ fn run(cli: Cli) -> Result<(), Fail> {
         "listening: admin {} (admin tools)",
         shown(&socks.admin, &opts.admin)
     );
-    let metrics_text = match &opts.metrics {
-        None => None,
+    // The server stops (and its thread is joined) when `_metrics_http` drops.
+    let (metrics_text, _metrics_http) = match &opts.metrics {
+        None => (None, None),
         Some(addr) => {
             let text = emq_transport::metrics_http::MetricsText::default();
-            let bound = emq_transport::metrics_http::serve_metrics(addr, text.clone())
+            let server = emq_transport::metrics_http::serve_metrics(addr, text.clone())
                 .map_err(|e| format!("--metrics {addr}: {e}"))?;
-            log::info!("listening: metrics http://{bound}/metrics (Prometheus)");
-            Some(text)
+            log::info!(
+                "listening: metrics http://{}/metrics (Prometheus)",
+                server.local_addr()
+            );
+            (Some(text), Some(server))
         }
     };
     let flag = emq_transport::shutdown_flag().map_err(|e| format!("signal handlers: {e}"))?;
@@ -890,6 +923,76 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("/nonexistent/users"), "{e}");
+    }
+
+    #[test]
+    fn an_empty_allow_list_is_an_error_naming_the_flag() {
+        for empty in ["", ",", " , "] {
+            for flag in ["--allow-admin", "--allow-frontend", "--allow-backend"] {
+                let e = Options::resolve(cli(&[flag, empty]), &settings(&[])).unwrap_err();
+                assert!(
+                    e.starts_with(&format!("{flag}: empty list")) && e.contains("\"any\""),
+                    "{flag} {empty:?}: {e}"
+                );
+            }
+        }
+        for (key, flag) in [
+            ("EVENTMQ_ALLOW_ADMIN", "--allow-admin"),
+            ("EVENTMQ_ALLOW_BACKEND", "--allow-backend"),
+        ] {
+            let e = Options::resolve(cli(&[]), &settings(&[(key, "")])).unwrap_err();
+            assert!(
+                e.starts_with(flag) && e.contains(key) && e.contains("empty list"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_admin_socket_open_to_any_address_is_said_and_warned_about() {
+        let o = Options::resolve(cli(&[]), &settings(&[])).unwrap();
+        assert!(o.access_warnings.is_empty(), "{:?}", o.access_warnings);
+        assert_eq!(
+            o.access_log,
+            ["access control on admin: allow 127.0.0.0/8,::1"]
+        );
+
+        let o = Options::resolve(cli(&["--allow-admin", "any"]), &settings(&[])).unwrap();
+        assert!(!o.access.domains.contains_key("admin"));
+        assert_eq!(o.access_warnings.len(), 1);
+        assert!(
+            o.access_warnings[0].contains("any address")
+                && o.access_warnings[0].contains("--allow-admin any"),
+            "{:?}",
+            o.access_warnings
+        );
+
+        let o = Options::resolve(
+            cli(&[]),
+            &settings(&[("EVENTMQ_ALLOW_ADMIN", "0.0.0.0/0,::/0")]),
+        )
+        .unwrap();
+        let admin = &o.access.domains["admin"].allow;
+        assert!(admin
+            .iter()
+            .any(|b| b.contains("10.0.0.1".parse().unwrap())));
+        assert!(admin
+            .iter()
+            .any(|b| b.contains("2001:db8::1".parse().unwrap())));
+        assert_eq!(o.access_warnings.len(), 1);
+        assert!(
+            o.access_warnings[0].contains("outside loopback"),
+            "{:?}",
+            o.access_warnings
+        );
+
+        // Loopback-only admin lists, and open frontends, are no warning.
+        let o = Options::resolve(
+            cli(&["--allow-admin", "127.0.0.1", "--allow-frontend", "any"]),
+            &settings(&[]),
+        )
+        .unwrap();
+        assert!(o.access_warnings.is_empty(), "{:?}", o.access_warnings);
     }
 
     #[test]

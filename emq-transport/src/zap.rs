@@ -11,8 +11,15 @@
 //!
 //! The decision is a pure function ([`AccessPolicy::decide`]) so that it is
 //! unit-tested without sockets; [`spawn_zap_handler`] only moves frames.
+//!
+//! An allowlist as a person writes it (`--allow-admin 127.0.0.0/8,::1`) is
+//! read by [`parse_allowlist`]. "Any address" must be said (`any`): an empty
+//! list, or one of only commas and spaces, is an error and not "no
+//! restriction", so that `--allow-admin ""` or an unset-but-empty
+//! environment variable cannot open the admin socket by accident.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
 
@@ -50,7 +57,32 @@ impl FromStr for IpBlock {
     }
 }
 
+impl fmt::Display for IpBlock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let full = if self.addr.is_ipv4() { 32 } else { 128 };
+        if self.prefix == full {
+            write!(f, "{}", self.addr)
+        } else {
+            write!(f, "{}/{}", self.addr, self.prefix)
+        }
+    }
+}
+
 impl IpBlock {
+    /// Whether every address of the block is a loopback address
+    /// (inside 127.0.0.0/8, or ::1, or 127.0.0.0/8 mapped into IPv6).
+    pub fn is_loopback(&self) -> bool {
+        let (v4, prefix) = match self.addr {
+            IpAddr::V4(v4) => (v4, self.prefix),
+            IpAddr::V6(v6) if v6.is_loopback() => return self.prefix == 128,
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) if self.prefix >= 96 => (v4, self.prefix - 96),
+                _ => return false,
+            },
+        };
+        v4.is_loopback() && prefix >= 8
+    }
+
     pub fn contains(&self, ip: IpAddr) -> bool {
         // An IPv4 peer on a dual-stack socket shows up as ::ffff:a.b.c.d.
         let ip = match ip {
@@ -75,10 +107,108 @@ impl IpBlock {
     }
 }
 
+/// Who may connect to a socket, as given by an `--allow-*` list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Allowlist {
+    /// Any address: the list said `any`.
+    Any,
+    /// Only these addresses (never empty).
+    Only(Vec<IpBlock>),
+}
+
+/// Why an allowlist text was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AllowlistError {
+    /// Nothing but whitespace and commas.
+    Empty,
+    /// `any` next to addresses.
+    AnyAmongAddresses,
+    /// An entry that is not an IP address or CIDR block.
+    BadEntry(String),
+}
+
+impl fmt::Display for AllowlistError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AllowlistError::Empty => write!(
+                f,
+                "empty list (use \"any\" for any address, or addresses / CIDR blocks \
+                 such as 127.0.0.0/8,::1)"
+            ),
+            AllowlistError::AnyAmongAddresses => {
+                write!(f, "\"any\" stands alone, not in a list of addresses")
+            }
+            AllowlistError::BadEntry(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for AllowlistError {}
+
+/// Parse an allowlist: `any` (any case) alone, or comma-separated IP
+/// addresses and CIDR blocks (`10.0.0.0/8, ::1`; empty entries between
+/// commas are skipped). Empty text, or only commas and whitespace, is
+/// [`AllowlistError::Empty`]: "any address" is never implied.
+pub fn parse_allowlist(text: &str) -> Result<Allowlist, AllowlistError> {
+    let entries: Vec<&str> = text
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .collect();
+    let is_any = |e: &&str| e.eq_ignore_ascii_case("any");
+    match entries.as_slice() {
+        [] => Err(AllowlistError::Empty),
+        [only] if is_any(only) => Ok(Allowlist::Any),
+        many if many.iter().any(is_any) => Err(AllowlistError::AnyAmongAddresses),
+        many => many
+            .iter()
+            .map(|e| e.parse::<IpBlock>().map_err(AllowlistError::BadEntry))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Allowlist::Only),
+    }
+}
+
+impl Allowlist {
+    /// Whether a peer outside the loopback range may connect.
+    pub fn admits_non_loopback(&self) -> bool {
+        match self {
+            Allowlist::Any => true,
+            Allowlist::Only(blocks) => !blocks.iter().all(IpBlock::is_loopback),
+        }
+    }
+
+    /// The blocks in the form [`DomainPolicy::allow`] takes (empty: any).
+    pub fn into_blocks(self) -> Vec<IpBlock> {
+        match self {
+            Allowlist::Any => Vec::new(),
+            Allowlist::Only(blocks) => blocks,
+        }
+    }
+}
+
+impl fmt::Display for Allowlist {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Allowlist::Any => write!(f, "any"),
+            Allowlist::Only(blocks) => {
+                for (i, b) in blocks.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ",")?;
+                    }
+                    write!(f, "{b}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
 /// The rules of one socket (ZAP domain).
 #[derive(Debug, Clone, Default)]
 pub struct DomainPolicy {
-    /// Peers allowed to connect; empty means any address.
+    /// Peers allowed to connect; empty means any address (build it from an
+    /// [`Allowlist`], where "any" is explicit).
     pub allow: Vec<IpBlock>,
     /// When set, the socket is a PLAIN server and these username → password
     /// pairs are accepted; peers using the NULL mechanism are refused.
@@ -336,6 +466,53 @@ mod tests {
         assert!(!all.contains("::2".parse().unwrap()));
         assert!("10.0.0.0/33".parse::<IpBlock>().is_err());
         assert!("host".parse::<IpBlock>().is_err());
+    }
+
+    #[test]
+    fn an_empty_allowlist_is_an_error_and_any_must_be_said() {
+        for empty in ["", ",", " , ", " ", ",,\t,"] {
+            assert_eq!(
+                parse_allowlist(empty),
+                Err(AllowlistError::Empty),
+                "{empty:?}"
+            );
+        }
+        assert!(AllowlistError::Empty.to_string().contains("\"any\""));
+        assert_eq!(parse_allowlist("any"), Ok(Allowlist::Any));
+        assert_eq!(parse_allowlist(" ANY "), Ok(Allowlist::Any));
+        assert_eq!(
+            parse_allowlist("any,10.0.0.1"),
+            Err(AllowlistError::AnyAmongAddresses)
+        );
+        let Ok(Allowlist::Only(all)) = parse_allowlist("0.0.0.0/0,::/0") else {
+            panic!("0.0.0.0/0,::/0 is a list of two blocks");
+        };
+        assert_eq!(all.len(), 2);
+        assert!(all.iter().any(|b| b.contains("8.8.8.8".parse().unwrap())));
+        assert!(all
+            .iter()
+            .any(|b| b.contains("2001:db8::1".parse().unwrap())));
+        let l = parse_allowlist("10.0.0.0/8, 127.0.0.1,").unwrap();
+        assert_eq!(l.to_string(), "10.0.0.0/8,127.0.0.1");
+        assert!(matches!(
+            parse_allowlist("10.0.0.1,host"),
+            Err(AllowlistError::BadEntry(e)) if e.contains("host")
+        ));
+        assert!(parse_allowlist("10.0.0.0/40").is_err());
+    }
+
+    #[test]
+    fn only_loopback_lists_keep_other_hosts_out() {
+        let admits = |t: &str| parse_allowlist(t).unwrap().admits_non_loopback();
+        assert!(!admits("127.0.0.0/8,::1"));
+        assert!(!admits("127.0.0.1, 127.1.0.0/16, ::ffff:127.0.0.1"));
+        assert!(admits("any"));
+        assert!(admits("0.0.0.0/0,::/0"));
+        assert!(admits("127.0.0.1,10.0.0.1"));
+        assert!(admits("64.0.0.0/2"), "contains 127/8 but more");
+        assert!(admits("::/0"));
+        assert!(admits("::ffff:0.0.0.0/96"));
+        assert_eq!(parse_allowlist("any").unwrap().into_blocks(), vec![]);
     }
 
     #[test]
