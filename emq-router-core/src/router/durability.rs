@@ -272,7 +272,12 @@ impl Durability {
     }
 
     /// Close the open batch: the [`Batch`] to emit, if due at `now`.
-    fn take_batch(&mut self, now: u64, draining: bool, next_job_id: JobId) -> Option<Batch> {
+    pub(crate) fn take_batch(
+        &mut self,
+        now: u64,
+        draining: bool,
+        next_job_id: JobId,
+    ) -> Option<Batch> {
         let due = self.deadline(draining)?;
         if due > now {
             return None;
@@ -317,20 +322,17 @@ impl Router {
     }
 
     /// Emit the open batch now, whatever the group-commit timing says
-    /// (tests: the harness commits after every input).
+    /// (tests: the harness commits after every input), unless the journal
+    /// is failing and its retry is not due.
     #[cfg(test)]
     pub(crate) fn flush_journal_now(&mut self, now: u64, out: &mut Vec<Action>) {
-        if self.journal.pending.is_some()
-            || (self.journal.open.is_empty() && self.journal.again.is_empty())
-        {
-            return;
+        if matches!(self.journal.state, JournalState::Failing { .. }) {
+            // A failing journal is tried again on its own schedule.
+            return self.flush_journal(now, out);
         }
         let saved = self.journal.last_batch_len;
         self.journal.last_batch_len = 0;
-        let retry_at = self.journal.retry_at;
-        self.journal.retry_at = 0;
         self.flush_journal(now, out);
-        self.journal.retry_at = retry_at.max(self.journal.retry_at);
         if self.journal.pending.is_none() {
             self.journal.last_batch_len = saved;
         }

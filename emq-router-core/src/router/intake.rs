@@ -243,7 +243,9 @@ impl Router {
         };
         if let Some((reason, text)) = refusal {
             self.stats.queue_mut(&route).rejected += 1;
-            if self.reject_log.allow(now) {
+            // A failing journal is logged once when it fails and once when
+            // it recovers (with the count), not per refused REQUEST.
+            if reason != RejectReason::JournalUnavailable && self.reject_log.allow(now) {
                 log::warn!(
                     "REQUEST {msgid} for queue {} rejected ({}): {text}",
                     r.queue,

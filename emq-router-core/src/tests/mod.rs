@@ -12,6 +12,8 @@ use crate::{Config, Router};
 
 use Socket::{Admin, Backend, Frontend};
 
+mod durability;
+
 /// A router with a fake clock, and a fake journal store that commits
 /// every batch (or fails it while `fail_journal` is set), as a driver
 /// does after each input.

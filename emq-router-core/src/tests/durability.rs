@@ -1,0 +1,435 @@
+//! The journal rule on the fake clock (`router/durability.rs`): held
+//! acknowledgements and dispatches, group-commit cadence, failed batches,
+//! refusal while failing, recovery without a restart.
+
+use super::*;
+use crate::journal::Batch;
+
+fn durable() -> H {
+    H::with(Config {
+        journal: true,
+        ..Config::default()
+    })
+}
+
+fn raw_request(client: &str, msgid: &str, headers: &str) -> Input {
+    Input::Frames {
+        socket: Frontend,
+        frames: vec![
+            client.as_bytes().to_vec(),
+            vec![],
+            b"eMQP/1.0".to_vec(),
+            b"REQUEST".to_vec(),
+            msgid.as_bytes().to_vec(),
+            b"default".to_vec(),
+            headers.as_bytes().to_vec(),
+            b"[\"call\", {\"handler\": \"noop\"}]".to_vec(),
+        ],
+    }
+}
+
+fn batches(out: &[Action]) -> Vec<Batch> {
+    out.iter()
+        .filter_map(|a| match a {
+            Action::Journal(b) => Some(b.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn no_ack_and_no_dispatch_before_the_accepted_record_commits() {
+    let mut r = Router::new(Config {
+        journal: true,
+        ..Config::default()
+    });
+    let now = SECOND;
+    let mut out = Vec::new();
+    let inform = Message::with_msgid(
+        "i",
+        Command::Inform(Inform {
+            queues: QueueSpec(vec![]),
+            peer_type: Some(PeerType::Worker),
+            features: vec!["job-ack".into()],
+        }),
+    );
+    r.handle(
+        Input::Message {
+            socket: Backend,
+            identity: b"w1".to_vec(),
+            message: inform,
+        },
+        now,
+        &mut out,
+    );
+    r.handle(
+        Input::Message {
+            socket: Backend,
+            identity: b"w1".to_vec(),
+            message: Message::new(Command::Ready),
+        },
+        now,
+        &mut out,
+    );
+    out.clear();
+    r.handle(raw_request("c", "j1", ""), now, &mut out);
+    assert!(
+        decode(out.clone()).is_empty(),
+        "neither ack nor dispatch yet: {out:?}"
+    );
+    // Light load: the batch is due at once (after this read round).
+    assert!(r.poll_timeout().is_some_and(|t| t <= now));
+    r.handle_timeout(now, &mut out);
+    let b = batches(&out);
+    assert_eq!(b.len(), 1);
+    assert!(matches!(&b[0].records[..], [Record::Accepted(j)] if j.msgid == "j1"));
+    let sent = decode(out.clone());
+    assert!(
+        to(&sent, Frontend, "c").is_empty() && forwarded(&sent, "w1").is_empty(),
+        "still neither ack nor dispatch: {sent:?}"
+    );
+    // One batch in flight at a time: the next deadline is the heartbeat.
+    assert_eq!(r.poll_timeout(), Some(now + 3 * SECOND));
+    out.clear();
+    r.handle(
+        Input::JournalDone {
+            batch: b[0].id,
+            result: BatchResult::Committed,
+        },
+        now,
+        &mut out,
+    );
+    let sent = decode(out);
+    assert!(to(&sent, Frontend, "c").iter().any(|m| is_ack_of(m, "j1")));
+    assert_eq!(forwarded(&sent, "w1"), vec!["j1"]);
+    r.check_invariants().unwrap();
+}
+
+#[test]
+fn group_commit_is_due_at_once_under_light_load_and_every_millisecond_under_load() {
+    let mut r = Router::new(Config {
+        journal: true,
+        hwm: 100_000,
+        ..Config::default()
+    });
+    let mut now = SECOND;
+    let mut out = Vec::new();
+    // A burst of 100 REQUESTs in one read round: one batch.
+    for i in 0..100 {
+        r.handle(raw_request("c", &format!("a{i}"), ""), now, &mut out);
+    }
+    assert!(r.poll_timeout().is_some_and(|t| t <= now));
+    r.handle_timeout(now, &mut out);
+    let b = batches(&out);
+    assert_eq!(b.len(), 1);
+    assert_eq!(b[0].records.len(), 100);
+    r.handle(
+        Input::JournalDone {
+            batch: b[0].id,
+            result: BatchResult::Committed,
+        },
+        now,
+        &mut out,
+    );
+    let acks = decode(std::mem::take(&mut out))
+        .iter()
+        .filter(|(s, _, m)| *s == Frontend && matches!(m.command, Command::Reply(_)))
+        .count();
+    assert_eq!(acks, 100);
+    // The last batch was large (load): the next is due 1 ms after it.
+    r.handle(raw_request("c", "b0", ""), now, &mut out);
+    assert_eq!(r.poll_timeout(), Some(now + 1_000));
+    now += 999;
+    r.handle_timeout(now, &mut out);
+    assert!(batches(&out).is_empty());
+    now += 1;
+    r.handle_timeout(now, &mut out);
+    let b = batches(&out);
+    assert_eq!(b.len(), 1);
+    assert_eq!(b[0].records.len(), 1);
+    r.check_invariants().unwrap();
+}
+
+#[test]
+fn accepted_and_completed_in_one_open_batch_cancel() {
+    let mut d = crate::router::Durability::new(true);
+    let rec = |m: &str| {
+        Record::Accepted(JobRecord {
+            msgid: m.into(),
+            client: vec![],
+            queue: "q".into(),
+            route: "q".into(),
+            headers: vec![],
+            payload: vec![],
+            attempts: 0,
+            accepted_at_unix_ms: 0,
+        })
+    };
+    d.record(rec("a"), None);
+    d.record(rec("b"), None);
+    d.record(Record::Completed { msgid: "a".into() }, None);
+    d.record(Record::Completed { msgid: "c".into() }, None);
+    // The same msgid twice in a batch never cancels.
+    d.record(rec("d"), None);
+    d.record(rec("d"), None);
+    d.record(Record::Completed { msgid: "d".into() }, None);
+    assert_eq!(d.cancelled, 1);
+    let b = d.take_batch(0, false, 1).unwrap();
+    let names: Vec<String> = b
+        .records
+        .iter()
+        .map(|r| match r {
+            Record::Accepted(j) => format!("+{}", j.msgid),
+            Record::Completed { msgid } => format!("-{msgid}"),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(names, ["+b", "-c", "+d", "+d", "-d"]);
+}
+
+#[test]
+fn a_failed_batch_acknowledges_nothing_and_new_work_is_refused_until_a_write_succeeds() {
+    let mut h = durable();
+    h.request("c", "j0", "default", "");
+    assert_eq!(h.r.buffered_count(), 1);
+    h.fail_journal = Some("database or disk is full".into());
+    let sent = h.request("c", "j1", "default", "");
+    assert!(
+        !to(&sent, Frontend, "c").iter().any(|m| is_ack_of(m, "j1")),
+        "{sent:?}"
+    );
+    let rj = rejects(&sent, "c");
+    assert_eq!(rj.len(), 1, "{sent:?}");
+    assert_eq!(rj[0].orig_msgid, "j1");
+    assert_eq!(rj[0].reason, RejectReason::JournalUnavailable);
+    assert!(rj[0].text.contains("disk is full"), "{}", rj[0].text);
+    // j1 is gone; j0, acknowledged earlier, stays.
+    assert_eq!(h.r.buffered_count(), 1);
+    assert!(h.r.store.find("j1").is_none());
+    assert_eq!(h.r.journal_state().name(), "failing");
+    // While failing: REQUESTs and SCHEDULEs refused at once.
+    let sent = h.request("c", "j2", "default", "");
+    assert_eq!(
+        rejects(&sent, "c")[0].reason,
+        RejectReason::JournalUnavailable
+    );
+    let sent = h.msg(
+        Frontend,
+        "c",
+        "s1",
+        Command::Schedule(Schedule {
+            queue: "default".into(),
+            headers: Headers::new(),
+            interval: emqp_proto::Interval::Every { ms: 60_000 },
+            message: b"[]".to_vec(),
+            cron: String::new(),
+        }),
+    );
+    assert_eq!(
+        rejects(&sent, "c")[0].reason,
+        RejectReason::JournalUnavailable
+    );
+    assert!(h.r.schedules().is_empty());
+    let v = admin(&mut h, Command::Status);
+    assert_eq!(v["journal"]["state"], "failing", "{v}");
+    assert_eq!(v["journal"]["refused"], 2, "{v}");
+    let text = crate::metrics::render(&h.r.snapshot(h.now));
+    assert!(text.contains("emq_journal_ok 0\n"), "{text}");
+    // Retries on its own: first after one second, with a probe.
+    let retry = h.r.poll_timeout().unwrap();
+    assert!(retry <= h.now + SECOND);
+    h.now = retry;
+    h.timeout();
+    assert_eq!(
+        h.r.journal_state().name(),
+        "failing",
+        "the disk is still full"
+    );
+    h.fail_journal = None;
+    h.now = h.r.poll_timeout().unwrap();
+    let before = h.journal.len();
+    h.timeout();
+    assert_eq!(&h.journal[before..], [Record::Probe]);
+    assert_eq!(h.r.journal_state().name(), "ok");
+    // Accepting again, without a restart; j0 was never dropped.
+    let sent = h.request("c", "j3", "default", "");
+    assert!(to(&sent, Frontend, "c").iter().any(|m| is_ack_of(m, "j3")));
+    worker(&mut h, "w1", "", 2);
+    assert_eq!(h.r.buffered_count(), 0);
+    assert_eq!(h.r.inflight_count(), 2);
+    let accepted: Vec<&str> = h
+        .journal
+        .iter()
+        .filter_map(|r| match r {
+            Record::Accepted(j) => Some(j.msgid.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(accepted, ["j0", "j3"], "j1 was never journaled");
+}
+
+#[test]
+fn a_result_waits_for_its_completion_record_across_a_failure() {
+    let mut h = durable();
+    worker(&mut h, "w1", "", 1);
+    let sent = h.request("c", "j1", "default", "reply-requested");
+    assert_eq!(forwarded(&sent, "w1"), vec!["j1"]);
+    h.fail_journal = Some("disk I/O error".into());
+    let sent = h.reply("w1", "j1", r#"{"value": 1}"#, None);
+    assert!(results(&sent, "c").is_empty(), "held: {sent:?}");
+    assert_eq!(h.r.journal_state().name(), "failing");
+    h.fail_journal = None;
+    // The retry is due one second after the failure.
+    h.now += SECOND - 1;
+    assert!(results(&decode(h.timeout()), "c").is_empty());
+    h.now += 1;
+    let out = h.timeout();
+    let rs = results(&decode(out), "c");
+    assert_eq!(rs.len(), 1, "released with the retried record");
+    assert!(h
+        .journal
+        .contains(&Record::Completed { msgid: "j1".into() }));
+}
+
+#[test]
+fn a_draining_router_exits_only_after_its_last_batch_committed() {
+    let mut h = durable();
+    worker(&mut h, "w1", "", 1);
+    h.request("c", "j1", "default", "reply-requested");
+    h.input(Input::Shutdown);
+    h.fail_journal = Some("locked".into());
+    let out = h.input(Input::Frames {
+        socket: Backend,
+        frames: Message::with_msgid(
+            "r",
+            Command::Reply(Reply::result(b"{}".to_vec(), "j1".into(), ResultStatus::Ok)),
+        )
+        .encode_routed(b"w1".to_vec()),
+    });
+    assert!(!out.contains(&Action::Exit), "the RESULT still waits");
+    h.fail_journal = None;
+    h.now += SECOND;
+    let out = h.timeout();
+    assert_eq!(results(&decode(out.clone()), "c").len(), 1);
+    assert!(out.contains(&Action::Exit));
+}
+
+// ----- intake: duplicate msgids, undecodable SCHEDULEs -----------------------
+
+#[test]
+fn a_msgid_the_router_holds_is_refused_duplicate_until_its_job_finished() {
+    let mut h = durable();
+    worker(&mut h, "w1", "", 1);
+    h.request("c", "dup", "default", "");
+    let sent = h.request("c2", "dup", "default", "");
+    let rj = rejects(&sent, "c2");
+    assert_eq!(rj.len(), 1, "{sent:?}");
+    assert_eq!(rj[0].reason, RejectReason::DuplicateMsgid);
+    assert!(!to(&sent, Frontend, "c2")
+        .iter()
+        .any(|m| is_ack_of(m, "dup")));
+    assert_eq!(h.r.stats().rejected_duplicate, 1);
+    // Once finished, the msgid may be used again.
+    h.reply("w1", "dup", "{}", None);
+    h.ready("w1");
+    let sent = h.request("c", "dup", "default", "");
+    assert!(to(&sent, Frontend, "c").iter().any(|m| is_ack_of(m, "dup")));
+    let accepted = h
+        .journal
+        .iter()
+        .filter(|r| matches!(r, Record::Accepted(j) if j.msgid == "dup"))
+        .count();
+    assert_eq!(accepted, 2);
+}
+
+#[test]
+fn an_undecodable_schedule_is_rejected_malformed_with_the_reason() {
+    let mut h = durable();
+    for (interval, why) in [
+        ("abc", "interval"),
+        ("1e20", "interval"),
+        ("0.0001", "interval"),
+    ] {
+        let frames: Vec<Vec<u8>> = [
+            "c1", "", "eMQP/1.0", "SCHEDULE", "s-bad", "default", "", interval, "[]", "",
+        ]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+        let sent = h.frames(Frontend, frames);
+        let rj = rejects(&sent, "c1");
+        assert_eq!(rj.len(), 1, "{interval}: {sent:?}");
+        assert_eq!(rj[0].orig_msgid, "s-bad");
+        assert_eq!(rj[0].reason, RejectReason::Malformed);
+        assert!(rj[0].text.contains(why), "{}", rj[0].text);
+    }
+    // 0.3.13's float spelling is taken.
+    let frames: Vec<Vec<u8>> = [
+        "c1", "", "eMQP/1.0", "SCHEDULE", "s-ok", "default", "", "1.5", "[]", "",
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    let sent = h.frames(Frontend, frames);
+    assert!(to(&sent, Frontend, "c1")
+        .iter()
+        .any(|m| is_ack_of(m, "s-ok")));
+    assert_eq!(h.r.schedules().len(), 1);
+}
+
+// ----- timers -----------------------------------------------------------------
+
+#[test]
+fn poll_timeout_names_the_next_heartbeat_liveness_retry_and_schedule() {
+    let mut h = H::with(Config {
+        epoch_unix_micros: 1_700_000_000 * SECOND,
+        ..Config::default()
+    });
+    assert_eq!(h.r.poll_timeout(), None, "nothing timed without peers");
+    worker(&mut h, "w1", "", 1);
+    // The first heartbeat round is due at once.
+    assert!(h.r.poll_timeout().is_some_and(|t| t <= h.now));
+    h.tick();
+    let hb = h.now + 3 * SECOND;
+    assert_eq!(h.r.poll_timeout(), Some(hb));
+    // A failed job with retry-count waits 1 s: that comes first.
+    h.request("c", "r", "default", "retry-count:1");
+    h.reply("w1", "r", "{}", Some(ResultStatus::Failed));
+    assert_eq!(h.r.poll_timeout(), Some(h.now + SECOND));
+    h.ready("w1");
+    h.now += SECOND;
+    assert_eq!(forwarded(&h.tick(), "w1"), vec!["r"], "retried on time");
+    assert_eq!(h.r.poll_timeout(), Some(hb));
+    // Liveness: a silent worker is removed at interval × liveness.
+    h.heartbeat("w1");
+    let seen = h.now;
+    h.now = hb;
+    h.tick();
+    let dead_at = seen + 9 * SECOND + 1;
+    assert_eq!(h.r.poll_timeout(), Some(hb + 3 * SECOND));
+    h.now = dead_at - 1;
+    h.tick();
+    assert_eq!(h.r.worker_count(), 1);
+    h.now = dead_at;
+    h.tick();
+    assert_eq!(h.r.worker_count(), 0, "removed exactly at the deadline");
+    // A schedule's next run.
+    h.msg(
+        Frontend,
+        "c",
+        "s",
+        Command::Schedule(Schedule {
+            queue: "default".into(),
+            headers: Headers::parse(b"nohaste").unwrap(),
+            interval: emqp_proto::Interval::Every { ms: 5_000 },
+            message: b"[]".to_vec(),
+            cron: String::new(),
+        }),
+    );
+    let next = h.r.poll_timeout().unwrap();
+    assert!(
+        next > h.now && next <= h.now + 5 * SECOND,
+        "{next} vs {}",
+        h.now
+    );
+}
