@@ -1,7 +1,7 @@
 //! Core-only throughput: jobs/s through REQUEST → dispatch → REPLY → READY
 //! with no sockets. `cargo run --release -p emq-router --example core_throughput [JOBS]`
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use emq_router_core::{Action, Config, Input, Router, Socket};
 
@@ -32,7 +32,7 @@ fn main() {
                     b"job-ack",
                 ]),
             },
-            0,
+            Duration::ZERO,
             &mut out,
         );
         for _ in 0..4 {
@@ -41,7 +41,7 @@ fn main() {
                     socket: Socket::Backend,
                     frames: f(&[w, b"", b"eMQP/1.0", b"READY", b"r"]),
                 },
-                0,
+                Duration::ZERO,
                 &mut out,
             );
         }
@@ -53,7 +53,7 @@ fn main() {
     let mut pending: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     let mut done = 0usize;
     let mut sent = 0usize;
-    let mut now = 1u64;
+    let mut now = Duration::from_micros(1);
     while done < jobs {
         // Submit a batch of 32 (one per slot), then answer all dispatched.
         for _ in 0..32 {
@@ -120,7 +120,7 @@ fn main() {
             );
             done += 1;
         }
-        now += 10;
+        now += Duration::from_micros(10);
     }
     let secs = start.elapsed().as_secs_f64();
     println!(

@@ -1,10 +1,14 @@
-//! The router core's configuration. All durations are microseconds, the
-//! unit of the `now` the binary passes to [`crate::Router::handle`].
+//! The router core's configuration. Durations are [`Duration`]s, like the
+//! `now` (time since the driver's start) the driver passes to
+//! [`crate::Router::handle`] — the same time type as the job manager's
+//! connection core.
+
+use std::time::Duration;
 
 use emqp_proto::QueueSpec;
 
-/// One second in the core's time unit.
-pub const SECOND: u64 = 1_000_000;
+/// One second.
+pub const SECOND: Duration = Duration::from_secs(1);
 
 /// Tunables of the routing core. `Config::default()` matches the CLI
 /// defaults of `emq-router`.
@@ -13,18 +17,18 @@ pub struct Config {
     /// Buffered jobs per queue before a REQUEST is rejected `queue-full`.
     pub hwm: usize,
     /// How often HEARTBEAT goes to every worker and scheduler.
-    pub heartbeat_interval: u64,
+    pub heartbeat_interval: Duration,
     /// A peer silent for `heartbeat_interval * heartbeat_liveness` is removed.
     pub heartbeat_liveness: u32,
     /// Deliveries of one job that may be lost to worker failure (timeout,
     /// KBYE, unreachable) before the job is dead-lettered.
     pub max_attempts: u32,
     /// First retry delay after a failed REPLY of a `retry-count:N` job.
-    pub retry_backoff_base: u64,
+    pub retry_backoff_base: Duration,
     /// Upper bound of the doubling retry delay.
-    pub retry_backoff_max: u64,
+    pub retry_backoff_max: Duration,
     /// After DISCONNECT / SIGTERM: how long to wait for in-flight jobs.
-    pub drain_timeout: u64,
+    pub drain_timeout: Duration,
     /// Queues of a worker whose INFORM names none (0.3.13 `conf.QUEUES`).
     pub default_queues: QueueSpec,
     /// Keep a journal: emit [`crate::Action::Journal`] batches and hold
@@ -33,8 +37,9 @@ pub struct Config {
     pub journal: bool,
     /// How many dead-lettered jobs the admin socket lists (the count is total).
     pub dead_letter_keep: usize,
-    /// Unix time in microseconds at `now == 0`; HEARTBEAT bodies carry
-    /// `(epoch_unix_micros + now)` as Python's `str(time.time())`.
+    /// Unix time in microseconds at `now == 0` (a unix time, not a
+    /// duration); HEARTBEAT bodies carry `(epoch_unix_micros + now)` as
+    /// Python's `str(time.time())`.
     pub epoch_unix_micros: u64,
     /// Seed of the msgids the router makes (acks, heartbeats, schedule
     /// runs): the driver passes a random one; tests a fixed one, so that
@@ -63,16 +68,16 @@ impl Default for Config {
 
 impl Config {
     /// Silence after which a worker or scheduler is removed.
-    pub fn peer_timeout(&self) -> u64 {
+    pub fn peer_timeout(&self) -> Duration {
         self.heartbeat_interval
-            .saturating_mul(u64::from(self.heartbeat_liveness.max(1)))
+            .saturating_mul(self.heartbeat_liveness.max(1))
     }
 
     /// Delay before retry number `n` (1-based): base, 2·base, 4·base, … ≤ max.
-    pub fn backoff(&self, n: u32) -> u64 {
-        let shift = n.saturating_sub(1).min(40);
+    pub fn backoff(&self, n: u32) -> Duration {
+        let shift = n.saturating_sub(1).min(30);
         self.retry_backoff_base
-            .saturating_mul(1u64 << shift)
+            .saturating_mul(1u32 << shift)
             .min(self.retry_backoff_max)
     }
 }

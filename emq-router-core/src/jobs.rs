@@ -12,6 +12,8 @@
 //! jobs — are interned once in a [`JobMeta`] shared by `Rc`; the fields
 //! only failures and redeliveries use live in a boxed [`JobExtra`].
 
+use std::time::Duration;
+
 use std::collections::{BTreeSet, VecDeque};
 use std::hash::BuildHasher;
 use std::rc::Rc;
@@ -29,7 +31,7 @@ pub enum JobState {
     /// Dispatched to a worker; `seq` orders the worker's in-flight table.
     InFlight { worker: WorkerId, seq: u64 },
     /// Waiting for a retry after a failed REPLY.
-    Delayed { due: u64 },
+    Delayed { due: Duration },
 }
 
 /// What many jobs share: who sent them, where they go, their headers.
@@ -118,14 +120,15 @@ pub struct Job {
     /// Deliveries so far.
     pub attempts: u32,
     pub meta: Rc<JobMeta>,
-    /// Core time of acceptance (latency stats).
-    pub accepted_at: u64,
+    /// Core time of acceptance in microseconds (latency stats; a `u64`,
+    /// not a `Duration`, to keep a million buffered jobs small).
+    accepted_us: u64,
     pub state: JobState,
     pub extra: Option<Box<JobExtra>>,
 }
 
 impl Job {
-    pub fn new(msgid: &str, payload: &[u8], meta: Rc<JobMeta>, accepted_at: u64) -> Job {
+    pub fn new(msgid: &str, payload: &[u8], meta: Rc<JobMeta>, accepted_at: Duration) -> Job {
         let uuid = canonical_uuid(msgid);
         let (head, msgid_len): (&[u8], u32) = match &uuid {
             Some(u) => (u.as_bytes(), UUID_MSGID),
@@ -139,7 +142,7 @@ impl Job {
             msgid_len,
             attempts: 0,
             meta,
-            accepted_at,
+            accepted_us: crate::util::micros(accepted_at),
             state: JobState::Queued,
             extra: None,
         }
@@ -198,6 +201,11 @@ impl Job {
         self.meta.retry_count
     }
 
+    /// Core time of acceptance.
+    pub fn accepted_at(&self) -> Duration {
+        Duration::from_micros(self.accepted_us)
+    }
+
     pub fn lost(&self) -> u32 {
         self.extra.as_ref().map_or(0, |e| e.lost)
     }
@@ -215,7 +223,7 @@ impl Job {
         self.extra
             .as_ref()
             .and_then(|e| e.accepted_unix)
-            .unwrap_or_else(|| epoch.saturating_add(self.accepted_at))
+            .unwrap_or_else(|| epoch.saturating_add(self.accepted_us))
     }
 }
 
@@ -459,7 +467,7 @@ pub struct JobStore {
     msgids: MsgIndex,
     pub metas: MetaTable,
     pub queues: FastMap<String, VecDeque<JobId>>,
-    pub delayed: BTreeSet<(u64, JobId)>,
+    pub delayed: BTreeSet<(Duration, JobId)>,
     pub next_id: JobId,
     /// Jobs in buffers (all queues), kept so `buffered()` is O(1).
     buffered: usize,
@@ -528,7 +536,7 @@ impl JobStore {
     /// msgid index entry.
     pub fn remove_job(&mut self, id: JobId) -> Option<Job> {
         let job = self.jobs.remove(&id)?;
-        self.age_add(job.route(), job.accepted_at, false);
+        self.age_add(job.route(), job.accepted_us, false);
         let m = job.msgid().to_string();
         self.unindex(&m, id);
         Some(job)
@@ -582,12 +590,15 @@ impl JobStore {
         }
     }
 
-    /// Route → (unfinished jobs, mean `accepted_at`).
-    pub fn age_totals(&self) -> impl Iterator<Item = (&str, u64, u64)> + '_ {
+    /// Route → (unfinished jobs, mean acceptance time).
+    pub fn age_totals(&self) -> impl Iterator<Item = (&str, u64, Duration)> + '_ {
         self.ages
             .iter()
             .filter(|(_, (n, _))| *n > 0)
-            .map(|(r, (n, sum))| (r.as_str(), *n, (*sum / u128::from(*n)) as u64))
+            .map(|(r, (n, sum))| {
+                let mean = u64::try_from(*sum / u128::from(*n)).unwrap_or(u64::MAX);
+                (r.as_str(), *n, Duration::from_micros(mean))
+            })
     }
 
     /// The oldest buffered job of `queue`, left in place.
@@ -614,7 +625,7 @@ impl JobStore {
     pub fn insert_queued(&mut self, id: JobId, mut job: Job) {
         job.state = JobState::Queued;
         let meta = Rc::clone(&job.meta);
-        self.age_add(&meta.route, job.accepted_at, true);
+        self.age_add(&meta.route, job.accepted_us, true);
         self.queue_mut(&meta.route).push_back(id);
         self.buffered += 1;
         self.jobs.insert(id, job);
@@ -662,7 +673,7 @@ impl JobStore {
         }
     }
 
-    pub fn delay(&mut self, id: JobId, due: u64) {
+    pub fn delay(&mut self, id: JobId, due: Duration) {
         if let Some(job) = self.jobs.get_mut(&id) {
             job.state = JobState::Delayed { due };
             self.delayed.insert((due, id));
@@ -670,7 +681,7 @@ impl JobStore {
     }
 
     /// Delayed jobs due at `now`, oldest due first, removed from the set.
-    pub fn take_due(&mut self, now: u64) -> Vec<JobId> {
+    pub fn take_due(&mut self, now: Duration) -> Vec<JobId> {
         let mut out = Vec::new();
         while let Some(&(due, id)) = self.delayed.first() {
             if due > now {
@@ -696,7 +707,7 @@ mod tests {
             reply_requested: false,
             retry_count: 0,
         });
-        Job::new(&format!("m{n}"), b"p", meta, n)
+        Job::new(&format!("m{n}"), b"p", meta, Duration::from_micros(n))
     }
 
     #[test]
@@ -710,11 +721,16 @@ mod tests {
             "not-a-uuid",
             "",
         ] {
-            let j = Job::new(m, b"[1, 2]", Rc::clone(&meta), 0);
+            let j = Job::new(m, b"[1, 2]", Rc::clone(&meta), Duration::ZERO);
             assert_eq!(&*j.msgid(), m);
             assert_eq!(j.payload(), b"[1, 2]");
         }
-        let j = Job::new("1dea1000-0000-4000-8000-00000000002a", b"x", meta, 0);
+        let j = Job::new(
+            "1dea1000-0000-4000-8000-00000000002a",
+            b"x",
+            meta,
+            Duration::ZERO,
+        );
         assert_eq!(j.msgid_len, UUID_MSGID);
         assert_eq!(j.data.len(), 17);
     }
@@ -738,7 +754,10 @@ mod tests {
         assert_eq!(s.len(), 2);
         assert!(s.remove(&1).is_some());
         assert!(s.get(&1).is_none());
-        assert_eq!(s.get(&20_000).map(|j| j.accepted_at), Some(20_000));
+        assert_eq!(
+            s.get(&20_000).map(|j| j.accepted_at()),
+            Some(Duration::from_micros(20_000))
+        );
     }
 
     #[test]

@@ -11,6 +11,8 @@
 //! REJECT). Built-in schedules (SCHEDULE / UNSCHEDULE with no scheduler
 //! peer) add jobs on ticks.
 
+use std::time::Duration;
+
 use proptest::prelude::*;
 
 use emqp_proto::Message;
@@ -66,7 +68,7 @@ enum Op {
         socket: u8,
         frames: Vec<Vec<u8>>,
     },
-    Advance(u64),
+    Advance(Duration),
     /// The journal store starts (true) or stops (false) failing.
     JournalFails(bool),
     SendFailed {
@@ -94,7 +96,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Unschedule),
         2 => (0..3u8, prop::collection::vec(prop::collection::vec(any::<u8>(), 0..6), 0..8))
             .prop_map(|(socket, frames)| Op::Garbage { socket, frames }),
-        4 => (0..4 * SECOND).prop_map(Op::Advance),
+        4 => (0..4_000_000u64).prop_map(|us| Op::Advance(Duration::from_micros(us))),
         1 => any::<bool>().prop_map(Op::JournalFails),
         1 => (0..3u8, 0..6usize, any::<bool>())
             .prop_map(|(socket, who, eagain)| Op::SendFailed { socket, who, eagain }),
@@ -225,7 +227,7 @@ fn to_input(op: &Op) -> Option<Input> {
 /// outcome back, as `emq-router` does; returns every action.
 fn drive(
     r: &mut Router,
-    now: u64,
+    now: Duration,
     fails: bool,
     out: &mut Vec<Action>,
 ) -> Result<(), TestCaseError> {
@@ -285,14 +287,14 @@ proptest! {
     #[test]
     fn random_inputs_keep_invariants(ops in prop::collection::vec(op(), 1..80), hwm in 1usize..6) {
         let mut r = Router::new(Config { hwm, max_attempts: 2, journal: true, ..Config::default() });
-        let mut now = 0u64;
+        let mut now = Duration::ZERO;
         let mut exits = 0;
         let mut fails = false;
         let mut all: Vec<Action> = Vec::new();
         let mut asked: std::collections::BTreeMap<(usize, u8), usize> = Default::default();
         for op in &ops {
             match op {
-                Op::Advance(d) => now += d,
+                Op::Advance(d) => now += *d,
                 Op::JournalFails(f) => fails = *f,
                 _ => {}
             }

@@ -9,12 +9,18 @@
 //! running totals by the job store, and a queue's oldest buffered job is
 //! the front of its buffer.
 
+use std::time::Duration;
+
 use std::collections::BTreeMap;
 
 use crate::jobs::JobState;
 use crate::metrics::QueueMetrics;
 use crate::router::{DeadLetter, JournalState, Router, Stats};
 use crate::util::ident;
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
 
 /// One route queue.
 #[derive(Debug, Clone, Default)]
@@ -81,7 +87,7 @@ pub struct Snapshot {
 
 impl Router {
     /// The read model at core time `now`.
-    pub fn snapshot(&self, now: u64) -> Snapshot {
+    pub fn snapshot(&self, now: Duration) -> Snapshot {
         let mut queues: BTreeMap<String, QueueView> = BTreeMap::new();
         fn view<'a>(queues: &'a mut BTreeMap<String, QueueView>, q: &str) -> &'a mut QueueView {
             queues.entry(q.to_string()).or_insert_with(|| QueueView {
@@ -112,15 +118,15 @@ impl Router {
         for (route, n, mean_at) in self.store.age_totals() {
             let v = view(&mut queues, route);
             v.unfinished = n;
-            v.mean_age_ms = now.saturating_sub(mean_at) / 1000;
+            v.mean_age_ms = ms(now.saturating_sub(mean_at));
         }
         // Oldest job: a buffer's front, or one in flight or delayed.
-        let mut oldest: BTreeMap<&str, u64> = BTreeMap::new();
-        let note = |route: &str, at: u64| (route.to_string(), at);
-        let mut ages: Vec<(String, u64)> = Vec::new();
+        let mut oldest: BTreeMap<&str, Duration> = BTreeMap::new();
+        let note = |route: &str, at: Duration| (route.to_string(), at);
+        let mut ages: Vec<(String, Duration)> = Vec::new();
         for (q, buf) in &self.store.queues {
             if let Some(j) = buf.front().and_then(|id| self.store.jobs.get(id)) {
-                ages.push(note(q, j.accepted_at));
+                ages.push(note(q, j.accepted_at()));
             }
         }
         let mut inflight: BTreeMap<String, u64> = BTreeMap::new();
@@ -128,7 +134,7 @@ impl Router {
             for jid in w.inflight.values() {
                 if let Some(j) = self.store.jobs.get(jid) {
                     *inflight.entry(j.route().to_string()).or_default() += 1;
-                    ages.push(note(j.route(), j.accepted_at));
+                    ages.push(note(j.route(), j.accepted_at()));
                 }
             }
         }
@@ -137,7 +143,7 @@ impl Router {
             if let Some(j) = self.store.jobs.get(jid) {
                 if matches!(j.state, JobState::Delayed { .. }) {
                     *delayed.entry(j.route().to_string()).or_default() += 1;
-                    ages.push(note(j.route(), j.accepted_at));
+                    ages.push(note(j.route(), j.accepted_at()));
                 }
             }
         }
@@ -145,7 +151,7 @@ impl Router {
             let e = oldest.entry(route.as_str()).or_insert(*at);
             *e = (*e).min(*at);
         }
-        let oldest: Vec<(String, u64)> = oldest
+        let oldest: Vec<(String, Duration)> = oldest
             .into_iter()
             .map(|(r, at)| (r.to_string(), at))
             .collect();
@@ -156,7 +162,7 @@ impl Router {
             view(&mut queues, &q).retry_waiting = n;
         }
         for (q, at) in oldest {
-            view(&mut queues, &q).max_age_ms = now.saturating_sub(at) / 1000;
+            view(&mut queues, &q).max_age_ms = ms(now.saturating_sub(at));
         }
         let mut workers: Vec<WorkerView> = self
             .pool
@@ -165,7 +171,7 @@ impl Router {
             .map(|w| WorkerView {
                 identity: ident(&w.identity).into_owned(),
                 queues: w.announced.clone(),
-                last_seen_secs: w.last_seen as f64 / 1e6,
+                last_seen_secs: w.last_seen.as_secs_f64(),
                 free_slots: w.slots,
                 inflight: w.inflight.len() as u64,
                 features: w.features.clone(),
@@ -187,7 +193,7 @@ impl Router {
             schedulers: self
                 .schedulers
                 .iter()
-                .map(|s| (ident(&s.identity).into_owned(), s.last_seen as f64 / 1e6))
+                .map(|s| (ident(&s.identity).into_owned(), s.last_seen.as_secs_f64()))
                 .collect(),
             schedules: self.book.list(),
             stats,

@@ -9,11 +9,13 @@ pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomS
 /// The set counterpart of [`FastMap`].
 pub type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
+use std::time::Duration;
+
 use crate::config::SECOND;
 
-/// Seconds as f64 (admin `hb` fields).
-pub fn secs_f64(micros: u64) -> f64 {
-    micros as f64 / 1e6
+/// Microseconds of a duration, saturating (histograms, unix times).
+pub fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
 /// A peer identity for logs and admin JSON keys (uuid4 text in practice).
@@ -27,7 +29,7 @@ pub fn ident(identity: &[u8]) -> Cow<'_, str> {
 pub struct LogLimiter {
     what: &'static str,
     limit: u32,
-    window: u64,
+    window: Duration,
     count: u32,
     suppressed: u64,
 }
@@ -37,13 +39,13 @@ impl LogLimiter {
         LogLimiter {
             what,
             limit,
-            window: 0,
+            window: Duration::ZERO,
             count: 0,
             suppressed: 0,
         }
     }
 
-    pub fn allow(&mut self, now: u64) -> bool {
+    pub fn allow(&mut self, now: Duration) -> bool {
         if now >= self.window.saturating_add(SECOND) || now < self.window {
             if self.suppressed > 0 {
                 log::warn!("{} more {} not logged", self.suppressed, self.what);
@@ -69,9 +71,10 @@ mod tests {
     #[test]
     fn limiter_caps_lines_per_second() {
         let mut l = LogLimiter::new("test events", 2);
-        assert!(l.allow(0));
-        assert!(l.allow(1));
-        assert!(!l.allow(2));
-        assert!(l.allow(SECOND + 5));
+        let us = Duration::from_micros;
+        assert!(l.allow(us(0)));
+        assert!(l.allow(us(1)));
+        assert!(!l.allow(us(2)));
+        assert!(l.allow(SECOND + us(5)));
     }
 }

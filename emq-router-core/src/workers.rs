@@ -7,6 +7,8 @@
 //! is O(log n), and a dispatch re-inserts the chosen worker with a fresh
 //! `lru` stamp (O(q log n) for a worker on q queues).
 
+use std::time::Duration;
+
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -58,7 +60,7 @@ pub struct Worker {
     pub slots: u32,
     /// READYs received (an upper bound for `slots`).
     pub readies: u64,
-    pub last_seen: u64,
+    pub last_seen: Duration,
     pub lru: u64,
     /// Dispatch sequence → job, oldest first.
     pub inflight: BTreeMap<u64, JobId>,
@@ -102,7 +104,7 @@ impl WorkerPool {
     }
 
     /// A message from `identity` counts as its heartbeat.
-    pub fn touch(&mut self, identity: &[u8], now: u64) {
+    pub fn touch(&mut self, identity: &[u8], now: Duration) {
         if let Some(id) = self.id_of(identity) {
             if let Some(w) = self.workers.get_mut(&id) {
                 w.last_seen = now;
@@ -129,7 +131,7 @@ impl WorkerPool {
         identity: Vec<u8>,
         announced: Vec<(u32, String)>,
         features: Vec<String>,
-        now: u64,
+        now: Duration,
     ) -> WorkerId {
         self.next_id += 1;
         let id = self.next_id;

@@ -251,13 +251,13 @@ fn pick<T: std::str::FromStr>(
     }
 }
 
-fn secs_to_micros(secs: f64, what: &str, allow_zero: bool) -> Result<u64, String> {
+fn secs_to_duration(secs: f64, what: &str, allow_zero: bool) -> Result<Duration, String> {
     if !secs.is_finite() || secs < 0.0 || (!allow_zero && secs == 0.0) {
         return Err(format!(
             "{what} must be a positive number of seconds, got {secs}"
         ));
     }
-    Ok((secs * 1e6).round() as u64)
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("{what}: {secs} s: {e}"))
 }
 
 impl Options {
@@ -382,12 +382,12 @@ impl Options {
         }
         let core = Config {
             hwm: pick(cli.hwm, s, "HWM", 10_000)?,
-            heartbeat_interval: secs_to_micros(hb, "--heartbeat-interval", false)?,
+            heartbeat_interval: secs_to_duration(hb, "--heartbeat-interval", false)?,
             heartbeat_liveness: liveness,
             max_attempts,
-            retry_backoff_base: secs_to_micros(backoff, "--retry-backoff", true)?,
-            retry_backoff_max: secs_to_micros(backoff_max, "--retry-backoff-max", true)?,
-            drain_timeout: secs_to_micros(drain, "--drain-timeout", true)?,
+            retry_backoff_base: secs_to_duration(backoff, "--retry-backoff", true)?,
+            retry_backoff_max: secs_to_duration(backoff_max, "--retry-backoff-max", true)?,
+            drain_timeout: secs_to_duration(drain, "--drain-timeout", true)?,
             default_queues,
             journal: journal.is_some(),
             ..Config::default()
@@ -467,7 +467,7 @@ fn send_or_fail(
         let reason = match e {
             zmq::Error::EHOSTUNREACH => SendFailure::HostUnreachable,
             zmq::Error::EAGAIN => {
-                if eagain_log.allow(start.elapsed().as_micros() as u64) {
+                if eagain_log.allow(start.elapsed()) {
                     log::warn!(
                         "{}: peer {} is not reading (send buffer full)",
                         socket.name(),
@@ -529,7 +529,7 @@ fn execute(
                 Action::Exit => exit = true,
             }
         }
-        let now = start.elapsed().as_micros() as u64;
+        let now = start.elapsed();
         for input in failed.drain(..) {
             router.handle(input, now, out);
         }
@@ -637,7 +637,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
     let mut eagain_log = LogLimiter::new("send-buffer-full warnings", 20);
     if let Some(j) = journal.as_mut() {
         let restored = JournalStore::load(j).map_err(journal_fail)?;
-        let now = start.elapsed().as_micros() as u64;
+        let now = start.elapsed();
         let n = router.restore(restored, now, &mut out);
         log::info!(
             "journal {}: {} unfinished job(s) queued again, {} dead letter(s) loaded, {} schedule(s) restored",
@@ -673,9 +673,9 @@ fn run(cli: Cli) -> Result<(), Fail> {
     let mut msg = zmq::Message::new();
     loop {
         if !busy {
-            let now = start.elapsed().as_micros() as u64;
+            let now = start.elapsed();
             let timeout = match router.poll_timeout() {
-                Some(t) => Duration::from_micros(t.saturating_sub(now)).min(IDLE_WAKE),
+                Some(t) => t.saturating_sub(now).min(IDLE_WAKE),
                 None => IDLE_WAKE,
             };
             let timeout = if metrics_text.is_some() {
@@ -694,7 +694,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
             }
         }
         busy = false;
-        let now = start.elapsed().as_micros() as u64;
+        let now = start.elapsed();
         // Backend first: READYs and REPLYs free slots that the REQUESTs
         // read next can use at once.
         for socket in [Socket::Backend, Socket::Frontend, Socket::Admin] {
@@ -717,7 +717,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
             log::info!("shutdown signal received");
             router.handle(Input::Shutdown, now, &mut out);
         }
-        let now = start.elapsed().as_micros() as u64;
+        let now = start.elapsed();
         if router.poll_timeout().is_some_and(|t| t <= now) {
             router.handle_timeout(now, &mut out);
         }
@@ -821,7 +821,7 @@ mod tests {
         assert_eq!(o.backend, DEFAULT_BACKEND);
         assert_eq!(o.admin, DEFAULT_ADMIN);
         assert_eq!(o.core.hwm, 10_000);
-        assert_eq!(o.core.heartbeat_interval, 3_000_000);
+        assert_eq!(o.core.heartbeat_interval, Duration::from_secs(3));
         assert_eq!(o.core.heartbeat_liveness, 3);
         assert_eq!(o.core.max_attempts, 5);
         assert_eq!(o.journal, emq_journal::default_journal_path());
@@ -846,7 +846,7 @@ mod tests {
         assert_eq!(o.backend, "tcp://127.0.0.1:2");
         assert_eq!(o.admin, "tcp://127.0.0.1:3");
         assert_eq!(o.core.hwm, 8);
-        assert_eq!(o.core.heartbeat_interval, 1_500_000);
+        assert_eq!(o.core.heartbeat_interval, Duration::from_millis(1500));
         assert_eq!(o.core.default_queues.0[0], (20, "high".to_string()));
     }
 

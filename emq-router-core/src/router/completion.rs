@@ -40,6 +40,8 @@
 //!   accepted. Dead letters are listed on the admin socket (the last
 //!   `dead_letter_keep`) and journaled.
 
+use std::time::Duration;
+
 use std::rc::Rc;
 
 use emqp_proto::{Command, Reply, ResultStatus};
@@ -48,7 +50,7 @@ use super::{frames_of, DeadLetter, Router};
 use crate::event::{Action, Socket};
 use crate::jobs::{Job, JobId, JobState};
 use crate::journal::Record;
-use crate::util::ident;
+use crate::util::{ident, micros};
 use crate::workers::{WorkerId, WorkerKind};
 
 impl Router {
@@ -57,7 +59,7 @@ impl Router {
     pub(super) fn complete_oldest_fire_and_forget(
         &mut self,
         id: WorkerId,
-        now: u64,
+        now: Duration,
         out: &mut Vec<Action>,
     ) {
         let Some(w) = self.pool.get(id) else { return };
@@ -89,7 +91,7 @@ impl Router {
         &mut self,
         id: WorkerId,
         r: Reply,
-        now: u64,
+        now: Duration,
         out: &mut Vec<Action>,
     ) {
         let Some(w) = self.pool.get(id) else { return };
@@ -144,7 +146,7 @@ impl Router {
         id: WorkerId,
         msgid: &str,
         r: &Reply,
-        now: u64,
+        now: Duration,
         out: &mut Vec<Action>,
     ) -> bool {
         let Some(jid) = self.store.find(msgid) else {
@@ -188,7 +190,7 @@ impl Router {
         worker: WorkerId,
         status: ResultStatus,
         payload: Option<Vec<u8>>,
-        now: u64,
+        now: Duration,
         out: &mut Vec<Action>,
     ) {
         let Some(job) = self.store.jobs.get_mut(&jid) else {
@@ -205,7 +207,7 @@ impl Router {
                 job.msgid(),
                 failures,
                 job.retry_count() + 1,
-                delay / 1000
+                delay.as_millis()
             );
             self.stats.retried += 1;
             let meta = Rc::clone(&job.meta);
@@ -231,7 +233,8 @@ impl Router {
                 } else {
                     m.processed += 1;
                 }
-                m.latency.observe(now.saturating_sub(job.accepted_at));
+                m.latency
+                    .observe(micros(now.saturating_sub(job.accepted_at())));
             }
         }
         if let Some(w) = self.pool.get(worker) {
@@ -255,7 +258,7 @@ impl Router {
             "job {} completed ({}) in {} ms",
             job.msgid(),
             status.as_str(),
-            now.saturating_sub(job.accepted_at) / 1000
+            now.saturating_sub(job.accepted_at()).as_millis()
         );
         self.journal.record(
             Record::Completed {
@@ -301,7 +304,7 @@ impl Router {
         job: Job,
         reason: String,
         error: Option<Vec<u8>>,
-        now: u64,
+        now: Duration,
         out: &mut Vec<Action>,
     ) {
         self.stats.dead_lettered += 1;
@@ -375,7 +378,7 @@ impl Router {
     }
 
     /// Delayed jobs whose retry delay ended go to the back of their queue.
-    pub(super) fn requeue_due_retries(&mut self, now: u64, out: &mut Vec<Action>) {
+    pub(super) fn requeue_due_retries(&mut self, now: Duration, out: &mut Vec<Action>) {
         let due = self.store.take_due(now);
         if due.is_empty() {
             return;

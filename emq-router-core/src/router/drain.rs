@@ -11,6 +11,8 @@
 //! acknowledgement and RESULT went out), or when `drain_timeout` has
 //! passed. Unfinished jobs stay in the journal.
 
+use std::time::Duration;
+
 use emqp_proto::Command;
 
 use super::{frames_of, Router};
@@ -18,7 +20,7 @@ use crate::event::{Action, Socket};
 use crate::workers::WorkerId;
 
 impl Router {
-    pub(super) fn start_shutdown(&mut self, why: &str, now: u64, out: &mut Vec<Action>) {
+    pub(super) fn start_shutdown(&mut self, why: &str, now: Duration, out: &mut Vec<Action>) {
         if self.is_draining() {
             return;
         }
@@ -48,7 +50,7 @@ impl Router {
         }
     }
 
-    pub(super) fn maybe_exit(&mut self, now: u64, out: &mut Vec<Action>) {
+    pub(super) fn maybe_exit(&mut self, now: Duration, out: &mut Vec<Action>) {
         let Some(deadline) = self.drain_deadline else {
             return;
         };

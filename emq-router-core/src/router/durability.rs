@@ -32,6 +32,8 @@
 //! The log says once that the journal failed and once that it
 //! recovered, with the number of requests refused meanwhile.
 
+use std::time::Duration;
+
 use std::collections::VecDeque;
 
 use super::Router;
@@ -42,13 +44,13 @@ use crate::util::FastMap;
 use emqp_proto::{Command, Reject, RejectReason};
 
 /// The longest an acknowledgement waits for its commit under load.
-pub(crate) const COMMIT_DELAY: u64 = 1_000;
+pub(crate) const COMMIT_DELAY: Duration = Duration::from_millis(1);
 /// A batch this small means light load: the next one is due at once.
 pub(crate) const SMALL_BATCH: usize = 16;
 /// Records that make the open batch due at once.
 pub(crate) const COMMIT_OPS: usize = 8192;
 /// Time between two tries of a failing journal.
-pub(crate) const RETRY_INTERVAL: u64 = 1_000_000;
+pub(crate) const RETRY_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The journal as the admin STATUS and `/metrics` show it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,7 +62,7 @@ pub enum JournalState {
     /// Batches fail; new work is refused until one commits.
     Failing {
         /// Core time of the first failure.
-        since: u64,
+        since: Duration,
         /// The store's last error.
         error: String,
         /// REQUESTs and SCHEDULEs refused since.
@@ -119,10 +121,10 @@ pub(crate) struct Durability {
     pending: Option<Pending>,
     held: VecDeque<Held>,
     durable_below: JobId,
-    last_emit: Option<u64>,
+    last_emit: Option<Duration>,
     last_batch_len: usize,
     state: JournalState,
-    retry_at: u64,
+    retry_at: Duration,
     /// Jobs whose two records cancelled (for the exit log).
     pub(crate) cancelled: u64,
 }
@@ -146,7 +148,7 @@ impl Durability {
             } else {
                 JournalState::Off
             },
-            retry_at: 0,
+            retry_at: Duration::ZERO,
             cancelled: 0,
         }
     }
@@ -246,7 +248,7 @@ impl Durability {
 
     /// When the open batch (or a retry) is due; `None` when nothing is
     /// to be written or a batch is in flight.
-    pub(crate) fn deadline(&self, draining: bool) -> Option<u64> {
+    pub(crate) fn deadline(&self, draining: bool) -> Option<Duration> {
         if !self.enabled || self.pending.is_some() {
             return None;
         }
@@ -257,9 +259,12 @@ impl Durability {
             return None;
         }
         if draining || self.open.len() >= COMMIT_OPS || self.last_batch_len < SMALL_BATCH {
-            return Some(0);
+            return Some(Duration::ZERO);
         }
-        Some(self.last_emit.map_or(0, |t| t.saturating_add(COMMIT_DELAY)))
+        Some(
+            self.last_emit
+                .map_or(Duration::ZERO, |t| t.saturating_add(COMMIT_DELAY)),
+        )
     }
 
     /// Nothing open, in flight, held or kept for a retry.
@@ -274,7 +279,7 @@ impl Durability {
     /// Close the open batch: the [`Batch`] to emit, if due at `now`.
     pub(crate) fn take_batch(
         &mut self,
-        now: u64,
+        now: Duration,
         draining: bool,
         next_job_id: JobId,
     ) -> Option<Batch> {
@@ -313,7 +318,7 @@ impl Durability {
 
 impl Router {
     /// Emit the open batch if it is due (see the module documentation).
-    pub(super) fn flush_journal(&mut self, now: u64, out: &mut Vec<Action>) {
+    pub(super) fn flush_journal(&mut self, now: Duration, out: &mut Vec<Action>) {
         let draining = self.is_draining();
         let next = self.store.next_id;
         if let Some(batch) = self.journal.take_batch(now, draining, next) {
@@ -325,7 +330,7 @@ impl Router {
     /// (tests: the harness commits after every input), unless the journal
     /// is failing and its retry is not due.
     #[cfg(test)]
-    pub(crate) fn flush_journal_now(&mut self, now: u64, out: &mut Vec<Action>) {
+    pub(crate) fn flush_journal_now(&mut self, now: Duration, out: &mut Vec<Action>) {
         if matches!(self.journal.state, JournalState::Failing { .. }) {
             // A failing journal is tried again on its own schedule.
             return self.flush_journal(now, out);
@@ -361,7 +366,7 @@ impl Router {
         &mut self,
         batch: BatchId,
         result: BatchResult,
-        now: u64,
+        now: Duration,
         out: &mut Vec<Action>,
     ) {
         let Some(p) = self.journal.pending.take() else {
@@ -384,12 +389,12 @@ impl Router {
         }
     }
 
-    fn batch_committed(&mut self, p: Pending, now: u64, out: &mut Vec<Action>) {
+    fn batch_committed(&mut self, p: Pending, now: Duration, out: &mut Vec<Action>) {
         let j = &mut self.journal;
         if let JournalState::Failing { since, refused, .. } = &j.state {
             log::info!(
                 "journal recovered after {:.1} s: accepting jobs again ({refused} request(s) refused meanwhile)",
-                now.saturating_sub(*since) as f64 / 1e6
+                now.saturating_sub(*since).as_secs_f64()
             );
         }
         j.state = JournalState::Healthy;
@@ -412,7 +417,7 @@ impl Router {
         }
     }
 
-    fn batch_failed(&mut self, p: Pending, error: String, now: u64, out: &mut Vec<Action>) {
+    fn batch_failed(&mut self, p: Pending, error: String, now: Duration, out: &mut Vec<Action>) {
         // The jobs of the batch were never acknowledged nor dispatched:
         // take them out; their acknowledgements become REJECTs.
         let failed: crate::util::FastSet<JobId> = p.jobs.iter().copied().collect();
@@ -465,7 +470,7 @@ impl Router {
                     "journal write failed: {error}; {reject_ids} job(s) of the batch refused \
                      (journal-unavailable), new jobs and schedules are refused until a write \
                      succeeds again (retrying every {} s)",
-                    RETRY_INTERVAL / 1_000_000
+                    RETRY_INTERVAL.as_secs()
                 );
                 j.state = JournalState::Failing {
                     since: now,

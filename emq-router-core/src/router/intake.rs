@@ -20,6 +20,8 @@
 //!   index, the `Accepted` record (not for restored jobs: they are in the
 //!   journal already), the queue buffer.
 
+use std::time::Duration;
+
 use emqp_proto::{
     Command, Headers, Message, PeerType, Reject, RejectReason, Reply, Request, DEFAULT_QUEUE,
     PROTOCOL_VERSION,
@@ -56,7 +58,7 @@ impl Router {
         &mut self,
         socket: Socket,
         mut frames: Frames,
-        now: u64,
+        now: Duration,
         out: &mut Vec<Action>,
     ) {
         if frames.is_empty() {
@@ -136,7 +138,7 @@ impl Router {
     }
 
     /// Any message counts as a heartbeat of a known peer.
-    pub(super) fn touch(&mut self, socket: Socket, identity: &[u8], now: u64) {
+    pub(super) fn touch(&mut self, socket: Socket, identity: &[u8], now: Duration) {
         match socket {
             Socket::Backend => self.pool.touch(identity, now),
             Socket::Frontend => {
@@ -153,7 +155,7 @@ impl Router {
         identity: Vec<u8>,
         msg: Message,
         raw: Option<Raw>,
-        now: u64,
+        now: Duration,
         out: &mut Vec<Action>,
     ) {
         let Message { msgid, command } = msg;
@@ -210,7 +212,7 @@ impl Router {
         msgid: String,
         r: Request,
         raw_headers: Option<Vec<u8>>,
-        now: u64,
+        now: Duration,
         out: &mut Vec<Action>,
     ) {
         let route = self.route_of(&r.queue).to_string();
@@ -289,7 +291,7 @@ impl Router {
     /// Make a job of `new`: intern its meta, index its msgid, record it
     /// (`Accepted`) and buffer it at the back of its route queue. The
     /// caller pumps the route.
-    pub(crate) fn accept(&mut self, new: NewJob<'_>, now: u64) -> JobId {
+    pub(crate) fn accept(&mut self, new: NewJob<'_>, now: Duration) -> JobId {
         let id = self.store.alloc_id();
         let meta =
             self.store
@@ -314,7 +316,7 @@ impl Router {
     pub(super) fn restore_jobs(
         &mut self,
         jobs: Vec<JobRecord>,
-        now: u64,
+        now: Duration,
         out: &mut Vec<Action>,
     ) -> usize {
         let mut n = 0;

@@ -24,8 +24,9 @@
 //! if `poll_timeout() <= now`, `handle_timeout(now)`; carry out the
 //! actions (feeding failures and journal outcomes back, which may add
 //! actions); stop after [`Action::Exit`]; sleep until `poll_timeout()` or
-//! input. Time is microseconds since the driver's start; the core reads no
-//! clock and draws no random numbers (msgids come from `Config::id_seed`).
+//! input. Time is a [`Duration`] since the driver's start (the same type as
+//! the job manager's connection core); the core reads no clock and draws
+//! no random numbers (msgids come from `Config::id_seed`).
 //!
 //! # Where each rule lives
 //!
@@ -39,6 +40,8 @@
 //! - `durability.rs`: the journal rule (batches, held sends, failures);
 //! - `drain.rs`: orderly shutdown;
 //! - `invariants.rs`: the bookkeeping checks the tests run after every input.
+
+use std::time::Duration;
 
 mod completion;
 mod dispatch;
@@ -57,7 +60,7 @@ use crate::config::Config;
 use crate::event::{Action, Frames, Input, Socket};
 use crate::jobs::{JobId, JobStore};
 use crate::journal::{DeadLetterRecord, Restored};
-use crate::util::{FastMap, LogLimiter};
+use crate::util::{micros, FastMap, LogLimiter};
 use crate::workers::WorkerPool;
 
 pub(crate) use durability::Durability;
@@ -67,7 +70,7 @@ pub use durability::JournalState;
 #[derive(Debug, Clone)]
 pub struct Scheduler {
     pub identity: Vec<u8>,
-    pub last_seen: u64,
+    pub last_seen: Duration,
 }
 
 /// A job that gave up for good, as the admin socket lists it.
@@ -159,8 +162,8 @@ pub struct Router {
     /// Built-in schedules (SCHEDULE with no external scheduler connected).
     pub(crate) book: emq_schedule::ScheduleBook,
     pub(crate) journal: Durability,
-    next_heartbeat: u64,
-    drain_deadline: Option<u64>,
+    next_heartbeat: Duration,
+    drain_deadline: Option<Duration>,
     exited: bool,
     ids: MsgIds,
     malformed_log: LogLimiter,
@@ -187,7 +190,7 @@ impl Router {
             restored_dead: 0,
             book: emq_schedule::ScheduleBook::new(),
             journal,
-            next_heartbeat: 0,
+            next_heartbeat: Duration::ZERO,
             drain_deadline: None,
             exited: false,
             malformed_log: LogLimiter::new("malformed messages", 20),
@@ -276,7 +279,7 @@ impl Router {
     pub fn restore(
         &mut self,
         restored: Restored,
-        now: u64,
+        now: Duration,
         out: &mut Vec<Action>,
     ) -> RestoreCounts {
         let jobs = self.restore_jobs(restored.jobs, now, out);
@@ -292,7 +295,7 @@ impl Router {
 
     /// Feed one input; actions are appended to `out` in the order the
     /// driver must carry them out.
-    pub fn handle(&mut self, input: Input, now: u64, out: &mut Vec<Action>) {
+    pub fn handle(&mut self, input: Input, now: Duration, out: &mut Vec<Action>) {
         match input {
             Input::Frames { socket, frames } => self.on_frames(socket, frames, now, out),
             Input::Message {
@@ -314,11 +317,11 @@ impl Router {
     /// The earliest time at which [`Router::handle_timeout`] has work, or
     /// `None` when nothing is timed (no peers, no delayed jobs, no
     /// schedules, nothing to commit).
-    pub fn poll_timeout(&self) -> Option<u64> {
+    pub fn poll_timeout(&self) -> Option<Duration> {
         let draining = self.is_draining();
         let peers = !self.pool.workers.is_empty() || !self.schedulers.is_empty();
-        let mut t: Option<u64> = None;
-        let mut at = |x: Option<u64>| {
+        let mut t: Option<Duration> = None;
+        let mut at = |x: Option<Duration>| {
             if let Some(x) = x {
                 t = Some(t.map_or(x, |t| t.min(x)));
             }
@@ -339,7 +342,7 @@ impl Router {
     /// Timers due at `now`: heartbeats, the dead-peer sweep, retries whose
     /// delay ended, schedule runs, the group commit or journal retry, the
     /// drain deadline.
-    pub fn handle_timeout(&mut self, now: u64, out: &mut Vec<Action>) {
+    pub fn handle_timeout(&mut self, now: Duration, out: &mut Vec<Action>) {
         self.send_heartbeats(now, out);
         self.sweep_dead_peers(now, out);
         self.requeue_due_retries(now, out);
@@ -356,7 +359,7 @@ impl Router {
         identity: Vec<u8>,
         msg: Message,
         raw: Option<intake::Raw>,
-        now: u64,
+        now: Duration,
         out: &mut Vec<Action>,
     ) {
         self.touch(socket, &identity, now);
@@ -370,7 +373,7 @@ impl Router {
     /// Admin socket: STATUS and the ROUTER_SHOW_* answer `REPLY [json]`
     /// rendered from [`Router::snapshot`]; DISCONNECT is ACKed and starts
     /// the orderly shutdown.
-    fn on_admin(&mut self, identity: Vec<u8>, msg: Message, now: u64, out: &mut Vec<Action>) {
+    fn on_admin(&mut self, identity: Vec<u8>, msg: Message, now: Duration, out: &mut Vec<Action>) {
         let Message { msgid, command } = msg;
         let json = match command {
             Command::Status => crate::admin::status_json(&self.snapshot(now)),
@@ -413,7 +416,7 @@ impl Router {
     }
 
     /// Unix milliseconds at core time `now`.
-    pub(crate) fn unix_ms(&self, now: u64) -> u64 {
-        self.cfg.epoch_unix_micros.saturating_add(now) / 1000
+    pub(crate) fn unix_ms(&self, now: Duration) -> u64 {
+        self.cfg.epoch_unix_micros.saturating_add(micros(now)) / 1000
     }
 }

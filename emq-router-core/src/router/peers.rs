@@ -28,31 +28,33 @@
 //!   redelivered, the job whose send failed first); to a scheduler removes
 //!   it; to a client drops the message (the job itself is already settled).
 
+use std::time::Duration;
+
 use emqp_proto::heartbeat::{timestamp_text, Liveness};
 use emqp_proto::{Command, Inform, Message, PeerType};
 
 use super::{frames_of, Router, Scheduler};
 use crate::event::{Action, Frames, SendFailure, Socket};
 use crate::jobs::JobId;
-use crate::util::ident;
+use crate::util::{ident, micros};
+
+const MICROSECOND: Duration = Duration::from_micros(1);
 use crate::workers::{WorkerId, WorkerKind};
 
 impl Router {
     pub(crate) fn liveness(&self) -> Liveness {
         Liveness {
-            interval: std::time::Duration::from_micros(self.cfg.heartbeat_interval),
+            interval: self.cfg.heartbeat_interval,
             liveness: self.cfg.heartbeat_liveness,
         }
     }
 
-    fn is_dead(&self, last_seen: u64, now: u64) -> bool {
-        use std::time::Duration;
-        self.liveness()
-            .is_dead(Duration::from_micros(last_seen), Duration::from_micros(now))
+    fn is_dead(&self, last_seen: Duration, now: Duration) -> bool {
+        self.liveness().is_dead(last_seen, now)
     }
 
     /// When the quietest peer will be dead.
-    pub(super) fn liveness_deadline(&self) -> Option<u64> {
+    pub(super) fn liveness_deadline(&self) -> Option<Duration> {
         let oldest = self
             .pool
             .workers
@@ -60,17 +62,14 @@ impl Router {
             .map(|w| w.last_seen)
             .chain(self.schedulers.iter().map(|s| s.last_seen))
             .min()?;
-        let d = self
-            .liveness()
-            .deadline(std::time::Duration::from_micros(oldest));
-        Some(u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+        Some(self.liveness().deadline(oldest))
     }
 
     pub(super) fn on_backend(
         &mut self,
         identity: Vec<u8>,
         msg: Message,
-        now: u64,
+        now: Duration,
         out: &mut Vec<Action>,
     ) {
         let Message { msgid, command } = msg;
@@ -110,7 +109,7 @@ impl Router {
         identity: Vec<u8>,
         msgid: String,
         inf: Inform,
-        now: u64,
+        now: Duration,
         out: &mut Vec<Action>,
     ) {
         if inf.peer_type == Some(PeerType::Scheduler) {
@@ -157,7 +156,7 @@ impl Router {
         &mut self,
         identity: Vec<u8>,
         msgid: String,
-        now: u64,
+        now: Duration,
         out: &mut Vec<Action>,
     ) {
         if self.is_draining() {
@@ -190,7 +189,7 @@ impl Router {
         }
     }
 
-    fn on_ready(&mut self, id: WorkerId, now: u64, out: &mut Vec<Action>) {
+    fn on_ready(&mut self, id: WorkerId, now: Duration, out: &mut Vec<Action>) {
         let Some(w) = self.pool.get_mut(id) else {
             return;
         };
@@ -217,8 +216,8 @@ impl Router {
         self.pool.add_slot(id);
     }
 
-    pub(super) fn heartbeat_frames(&mut self, now: u64) -> Frames {
-        let ts = timestamp_text(self.cfg.epoch_unix_micros.saturating_add(now));
+    pub(super) fn heartbeat_frames(&mut self, now: Duration) -> Frames {
+        let ts = timestamp_text(self.cfg.epoch_unix_micros.saturating_add(micros(now)));
         frames_of(
             self.ids.next_id(),
             Command::Heartbeat {
@@ -228,11 +227,11 @@ impl Router {
     }
 
     /// HEARTBEAT to every worker and scheduler when the interval is up.
-    pub(super) fn send_heartbeats(&mut self, now: u64, out: &mut Vec<Action>) {
+    pub(super) fn send_heartbeats(&mut self, now: Duration, out: &mut Vec<Action>) {
         if now < self.next_heartbeat {
             return;
         }
-        self.next_heartbeat = now.saturating_add(self.cfg.heartbeat_interval.max(1));
+        self.next_heartbeat = now.saturating_add(self.cfg.heartbeat_interval.max(MICROSECOND));
         let mut ids: Vec<(WorkerId, Vec<u8>)> = self
             .pool
             .workers
@@ -252,7 +251,7 @@ impl Router {
     }
 
     /// Remove every peer silent past the liveness limit.
-    pub(super) fn sweep_dead_peers(&mut self, now: u64, out: &mut Vec<Action>) {
+    pub(super) fn sweep_dead_peers(&mut self, now: Duration, out: &mut Vec<Action>) {
         let mut dead: Vec<WorkerId> = self
             .pool
             .workers
@@ -266,10 +265,7 @@ impl Router {
         }
         let live = self.liveness();
         self.schedulers.retain(|s| {
-            let alive = !live.is_dead(
-                std::time::Duration::from_micros(s.last_seen),
-                std::time::Duration::from_micros(now),
-            );
+            let alive = !live.is_dead(s.last_seen, now);
             if !alive {
                 log::info!(
                     "scheduler {} removed (heartbeat timeout)",
@@ -285,7 +281,7 @@ impl Router {
         socket: Socket,
         identity: Vec<u8>,
         reason: SendFailure,
-        now: u64,
+        now: Duration,
         out: &mut Vec<Action>,
     ) {
         let why = match &reason {
@@ -317,7 +313,7 @@ impl Router {
         &mut self,
         id: WorkerId,
         reason: &str,
-        now: u64,
+        now: Duration,
         out: &mut Vec<Action>,
     ) {
         let Some(w) = self.pool.remove(id) else {

@@ -19,6 +19,8 @@
 //! run a run missed while the router was down once. Schedule time is unix
 //! time: `Config::epoch_unix_micros + now`. No runs while draining.
 
+use std::time::Duration;
+
 use emqp_proto::{Command, Headers, RejectReason};
 
 use super::intake::NewJob;
@@ -34,7 +36,7 @@ impl Router {
         msgid: String,
         cmd: Command,
         raw: Option<Frames>,
-        now: u64,
+        now: Duration,
         out: &mut Vec<Action>,
     ) {
         let (sched, unschedule) = match cmd {
@@ -120,15 +122,17 @@ impl Router {
         }
     }
 
-    fn unix_ms_i64(&self, now: u64) -> i64 {
+    fn unix_ms_i64(&self, now: Duration) -> i64 {
         i64::try_from(self.unix_ms(now)).unwrap_or(i64::MAX)
     }
 
     /// When the next built-in schedule run is due (core time).
-    pub(super) fn next_schedule_run(&self) -> Option<u64> {
+    pub(super) fn next_schedule_run(&self) -> Option<Duration> {
         let t = self.book.next_wakeup()?;
         let unix_micros = u64::try_from(t).unwrap_or(0).saturating_mul(1000);
-        Some(unix_micros.saturating_sub(self.cfg.epoch_unix_micros))
+        Some(Duration::from_micros(
+            unix_micros.saturating_sub(self.cfg.epoch_unix_micros),
+        ))
     }
 
     /// Journal what the schedule book changed.
@@ -153,7 +157,7 @@ impl Router {
     }
 
     /// Built-in schedules whose time has come become jobs.
-    pub(super) fn run_schedules(&mut self, now: u64, out: &mut Vec<Action>) {
+    pub(super) fn run_schedules(&mut self, now: Duration, out: &mut Vec<Action>) {
         let now_ms = self.unix_ms_i64(now);
         match self.book.next_wakeup() {
             Some(t) if t <= now_ms => {}
@@ -221,7 +225,7 @@ impl Router {
     pub(super) fn restore_schedules(
         &mut self,
         records: Vec<(String, Vec<u8>)>,
-        now: u64,
+        now: Duration,
         out: &mut Vec<Action>,
     ) -> usize {
         let _ = out;

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::journal::Batch;
+use std::time::Duration;
 
 fn durable() -> H {
     H::with(Config {
@@ -138,11 +139,11 @@ fn group_commit_is_due_at_once_under_light_load_and_every_millisecond_under_load
     assert_eq!(acks, 100);
     // The last batch was large (load): the next is due 1 ms after it.
     r.handle(raw_request("c", "b0", ""), now, &mut out);
-    assert_eq!(r.poll_timeout(), Some(now + 1_000));
-    now += 999;
+    assert_eq!(r.poll_timeout(), Some(now + us(1_000)));
+    now += us(999);
     r.handle_timeout(now, &mut out);
     assert!(batches(&out).is_empty());
-    now += 1;
+    now += us(1);
     r.handle_timeout(now, &mut out);
     let b = batches(&out);
     assert_eq!(b.len(), 1);
@@ -174,7 +175,7 @@ fn accepted_and_completed_in_one_open_batch_cancel() {
     d.record(rec("d"), None);
     d.record(Record::Completed { msgid: "d".into() }, None);
     assert_eq!(d.cancelled, 1);
-    let b = d.take_batch(0, false, 1).unwrap();
+    let b = d.take_batch(Duration::ZERO, false, 1).unwrap();
     let names: Vec<String> = b
         .records
         .iter()
@@ -280,9 +281,9 @@ fn a_result_waits_for_its_completion_record_across_a_failure() {
     assert_eq!(h.r.journal_state().name(), "failing");
     h.fail_journal = None;
     // The retry is due one second after the failure.
-    h.now += SECOND - 1;
+    h.now += SECOND - us(1);
     assert!(results(&decode(h.timeout()), "c").is_empty());
-    h.now += 1;
+    h.now += us(1);
     let out = h.timeout();
     let rs = results(&decode(out), "c");
     assert_eq!(rs.len(), 1, "released with the retried record");
@@ -382,7 +383,7 @@ fn an_undecodable_schedule_is_rejected_malformed_with_the_reason() {
 #[test]
 fn poll_timeout_names_the_next_heartbeat_liveness_retry_and_schedule() {
     let mut h = H::with(Config {
-        epoch_unix_micros: 1_700_000_000 * SECOND,
+        epoch_unix_micros: 1_700_000_000_000_000,
         ..Config::default()
     });
     assert_eq!(h.r.poll_timeout(), None, "nothing timed without peers");
@@ -405,9 +406,9 @@ fn poll_timeout_names_the_next_heartbeat_liveness_retry_and_schedule() {
     let seen = h.now;
     h.now = hb;
     h.tick();
-    let dead_at = seen + 9 * SECOND + 1;
+    let dead_at = seen + 9 * SECOND + us(1);
     assert_eq!(h.r.poll_timeout(), Some(hb + 3 * SECOND));
-    h.now = dead_at - 1;
+    h.now = dead_at - us(1);
     h.tick();
     assert_eq!(h.r.worker_count(), 1);
     h.now = dead_at;
@@ -429,7 +430,7 @@ fn poll_timeout_names_the_next_heartbeat_liveness_retry_and_schedule() {
     let next = h.r.poll_timeout().unwrap();
     assert!(
         next > h.now && next <= h.now + 5 * SECOND,
-        "{next} vs {}",
+        "{next:?} vs {:?}",
         h.now
     );
 }

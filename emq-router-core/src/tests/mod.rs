@@ -10,7 +10,14 @@ use crate::event::{Action, Input, SendFailure, Socket};
 use crate::journal::{BatchResult, JobRecord, Record, Restored};
 use crate::{Config, Router};
 
+use std::time::Duration;
+
 use Socket::{Admin, Backend, Frontend};
+
+/// Microseconds, for the fake clock.
+pub(crate) fn us(n: u64) -> Duration {
+    Duration::from_micros(n)
+}
 
 mod durability;
 
@@ -19,7 +26,7 @@ mod durability;
 /// does after each input.
 pub(crate) struct H {
     pub(crate) r: Router,
-    pub(crate) now: u64,
+    pub(crate) now: Duration,
     /// Every record committed, in order.
     pub(crate) journal: Vec<Record>,
     pub(crate) fail_journal: Option<String>,
@@ -164,7 +171,7 @@ impl H {
         decode(self.timeout())
     }
 
-    pub(crate) fn advance(&mut self, micros: u64) -> Vec<Sent> {
+    pub(crate) fn advance(&mut self, micros: Duration) -> Vec<Sent> {
         self.now += micros;
         self.tick()
     }
@@ -995,13 +1002,13 @@ fn failed_reply_with_retry_count_retries_with_doubling_backoff_then_dead_letters
     assert!(results(&sent, "c").is_empty());
     assert!(forwarded(&h.ready("w1"), "w1").is_empty());
     assert_eq!(h.r.delayed_count(), 1);
-    assert!(forwarded(&h.advance(SECOND - 1), "w1").is_empty());
-    assert_eq!(forwarded(&h.advance(1), "w1"), vec!["r"]);
+    assert!(forwarded(&h.advance(SECOND - us(1)), "w1").is_empty());
+    assert_eq!(forwarded(&h.advance(us(1)), "w1"), vec!["r"]);
     // try 2 fails → retry after 2 s
     h.reply("w1", "r", fail, Some(ResultStatus::Failed));
     h.ready("w1");
-    assert!(forwarded(&h.advance(2 * SECOND - 1), "w1").is_empty());
-    assert_eq!(forwarded(&h.advance(1), "w1"), vec!["r"]);
+    assert!(forwarded(&h.advance(2 * SECOND - us(1)), "w1").is_empty());
+    assert_eq!(forwarded(&h.advance(us(1)), "w1"), vec!["r"]);
     // try 3 fails → retries exhausted → dead letter, failed RESULT with the last error
     let sent = h.reply("w1", "r", fail, Some(ResultStatus::Failed));
     let rs = results(&sent, "c");
@@ -1038,15 +1045,15 @@ fn retry_that_succeeds_gives_ok_result() {
 #[test]
 fn backoff_doubles_and_is_capped() {
     let cfg = Config {
-        retry_backoff_base: 100,
-        retry_backoff_max: 500,
+        retry_backoff_base: us(100),
+        retry_backoff_max: us(500),
         ..Config::default()
     };
     assert_eq!(
         (1..=5).map(|n| cfg.backoff(n)).collect::<Vec<_>>(),
-        vec![100, 200, 400, 500, 500]
+        [100, 200, 400, 500, 500].map(us)
     );
-    assert_eq!(cfg.backoff(1000), 500);
+    assert_eq!(cfg.backoff(1000), us(500));
     let d = Config::default();
     assert_eq!(d.backoff(1), SECOND);
     assert_eq!(d.backoff(10), 60 * SECOND);
@@ -1071,7 +1078,7 @@ fn heartbeats_go_to_workers_and_schedulers_every_interval_with_unix_time() {
         epoch_unix_micros: 1_796_000_000_000_000,
         ..Config::default()
     });
-    h.now = 500_000; // 0.5 s after start
+    h.now = us(500_000); // 0.5 s after start
     h.inform("w1", "", &[]);
     sched(&mut h, "s1");
     let sent = h.tick();
@@ -1657,7 +1664,7 @@ fn restored_attempt_counts_keep_counting_lost_deliveries() {
 #[test]
 fn journal_dead_letters_are_listed_on_the_admin_socket() {
     let mut h = H::with(Config {
-        epoch_unix_micros: 1_700_000_000 * SECOND,
+        epoch_unix_micros: 1_700_000_000_000_000,
         ..Config::default()
     });
     let n = h.r.restore_dead_letters(vec![crate::DeadLetter {
@@ -1679,7 +1686,8 @@ fn journal_dead_letters_are_listed_on_the_admin_socket() {
 
 // ----- built-in schedules ---------------------------------------------------
 
-const EPOCH: u64 = 1_700_000_000 * SECOND;
+/// Unix microseconds at the fake clock's zero.
+const EPOCH: u64 = 1_700_000_000_000_000;
 
 fn sched_h() -> H {
     H::with(Config {
@@ -1730,7 +1738,7 @@ fn interval_schedule_enqueues_and_dispatches_at_the_right_ticks() {
     // Not run before a tick (the core is consulted on ticks only)...
     assert!(forwarded(&sent, "w1").is_empty());
     // ...and at once on the next tick (no nohaste).
-    let sent = h.advance(100_000);
+    let sent = h.advance(us(100_000));
     let reqs = forwarded_requests(&sent, "w1");
     assert_eq!(reqs.len(), 1, "{sent:?}");
     let (msgid, req) = &reqs[0];
@@ -1740,10 +1748,10 @@ fn interval_schedule_enqueues_and_dispatches_at_the_right_ticks() {
     let first = msgid.clone();
     for _ in 0..98 {
         h.heartbeat("w1");
-        assert!(forwarded(&h.advance(100_000), "w1").is_empty());
+        assert!(forwarded(&h.advance(us(100_000)), "w1").is_empty());
     }
     h.heartbeat("w1");
-    let sent = h.advance(100_000);
+    let sent = h.advance(us(100_000));
     assert_eq!(forwarded(&sent, "w1").len(), 1, "second run 10 s later");
     assert_eq!(h.r.stats().scheduled_runs, 2);
     // Completing a scheduled job sends nothing to any client.
@@ -1769,7 +1777,7 @@ fn scheduled_runs_are_journalled_as_accepted_jobs_with_the_schedule_record() {
         .position(|a| matches!(a, Action::Send { .. }))
         .unwrap();
     assert!(put < ack, "journal before the ack");
-    h.now += 100_000;
+    h.now += us(100_000);
     let before = h.journal.len();
     h.timeout();
     let accepted: Vec<&JobRecord> = h.journal[before..]
@@ -1801,7 +1809,7 @@ fn nohaste_schedule_first_runs_one_interval_later() {
     let mut runs = Vec::new();
     for i in 0..50 {
         h.heartbeat("w1");
-        if !forwarded(&h.advance(100_000), "w1").is_empty() {
+        if !forwarded(&h.advance(us(100_000)), "w1").is_empty() {
             runs.push(i);
         }
     }
@@ -1813,7 +1821,7 @@ fn nohaste_schedule_first_runs_one_interval_later() {
         let mut got = Vec::new();
         for _ in 0..25 {
             h.heartbeat("w1");
-            got.extend(h.advance(100_000));
+            got.extend(h.advance(us(100_000)));
         }
         got
     };
@@ -1831,7 +1839,7 @@ fn same_schedule_twice_is_one_schedule() {
         assert!(is_ack_of(&sent[0].2, m));
     }
     assert_eq!(h.r.schedules().len(), 1);
-    let sent = h.advance(100_000);
+    let sent = h.advance(us(100_000));
     assert_eq!(forwarded(&sent, "w1").len(), 1, "one run, not two");
     let v = admin(&mut h, Command::RouterShowSchedulers);
     assert_eq!(v["schedules"].as_array().unwrap().len(), 1, "{v}");
@@ -1851,7 +1859,7 @@ fn unschedule_stops_the_schedule() {
         "s1",
         schedule_msg("default", "", 1, "", "[7]"),
     );
-    assert_eq!(forwarded(&h.advance(100_000), "w1").len(), 1);
+    assert_eq!(forwarded(&h.advance(us(100_000)), "w1").len(), 1);
     let Command::Schedule(s) = schedule_msg("default", "", 1, "", "[7]") else {
         unreachable!()
     };
@@ -1875,7 +1883,7 @@ fn unschedule_stops_the_schedule() {
     assert!(h.r.schedules().is_empty());
     for _ in 0..30 {
         h.heartbeat("w1");
-        assert!(forwarded(&h.advance(100_000), "w1").is_empty());
+        assert!(forwarded(&h.advance(us(100_000)), "w1").is_empty());
     }
 }
 
@@ -1905,18 +1913,18 @@ fn schedules_restored_from_journal_ops_run_a_missed_run_once() {
             .encode_routed(b"c1".to_vec()),
     });
     keep(&out, &mut records);
-    h.now += 100_000;
+    h.now += us(100_000);
     let out = h.timeout();
     keep(&out, &mut records);
     assert_eq!(h.r.stats().scheduled_runs, 1);
     assert_eq!(records.len(), 1);
     // The router is down for a minute (6 runs missed); a new one restores.
     let mut h2 = H::with(Config {
-        epoch_unix_micros: EPOCH + h.now + 60 * SECOND,
+        epoch_unix_micros: EPOCH + (h.now + 60 * SECOND).as_micros() as u64,
         journal: true,
         ..Config::default()
     });
-    h2.now = 0;
+    h2.now = us(0);
     let mut out = Vec::new();
     let mut bad = records.clone().into_iter().collect::<Vec<_>>();
     bad.push(("bogus".into(), b"not a record".to_vec()));
@@ -1925,7 +1933,7 @@ fn schedules_restored_from_journal_ops_run_a_missed_run_once() {
             schedules: bad,
             ..Restored::default()
         },
-        0,
+        Duration::ZERO,
         &mut out,
     );
     assert_eq!(n.schedules, 1);
@@ -1934,11 +1942,11 @@ fn schedules_restored_from_journal_ops_run_a_missed_run_once() {
         .journal
         .contains(&Record::DeleteSchedule { id: "bogus".into() }));
     worker(&mut h2, "w1", "", 10);
-    let sent = h2.advance(100_000);
+    let sent = h2.advance(us(100_000));
     assert_eq!(forwarded(&sent, "w1").len(), 1, "the missed run, once");
     for _ in 0..50 {
         h2.heartbeat("w1");
-        assert!(forwarded(&h2.advance(100_000), "w1").is_empty());
+        assert!(forwarded(&h2.advance(us(100_000)), "w1").is_empty());
     }
     let v = admin(&mut h2, Command::RouterShowSchedulers);
     assert_eq!(v["schedules"][0]["run_count"], 2, "{v}");
@@ -2019,7 +2027,7 @@ fn metrics_count_per_queue_and_the_latency_histogram() {
     let mut h = H::new();
     worker(&mut h, "w1", r#"[[10, "default"], [5, "mail"]]"#, 1);
     h.request("c", "j1", "default", "");
-    h.now += 3_000; // 3 ms
+    h.now += us(3_000); // 3 ms
     h.reply("w1", "j1", "{}", Some(ResultStatus::Ok));
     h.ready("w1");
     h.request("c", "j2", "mail", "retry-count:1");
@@ -2081,7 +2089,7 @@ fn core_throughput() {
                 socket: Backend,
                 frames: f,
             },
-            0,
+            Duration::ZERO,
             &mut out,
         );
         for _ in 0..16 {
@@ -2090,7 +2098,7 @@ fn core_throughput() {
                     socket: Backend,
                     frames: frames_routed(w, &["READY", "r"]),
                 },
-                0,
+                Duration::ZERO,
                 &mut out,
             );
         }
@@ -2115,7 +2123,7 @@ fn core_throughput() {
                 socket: Frontend,
                 frames: f,
             },
-            i,
+            us(i),
             &mut out,
         );
         let mut to_worker = None;
@@ -2136,7 +2144,7 @@ fn core_throughput() {
                 socket: Backend,
                 frames: f,
             },
-            i,
+            us(i),
             &mut out,
         );
         r.handle(
@@ -2144,7 +2152,7 @@ fn core_throughput() {
                 socket: Backend,
                 frames: frames_routed(&w, &["READY", "r"]),
             },
-            i,
+            us(i),
             &mut out,
         );
         out.clear();
