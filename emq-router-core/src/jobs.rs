@@ -21,7 +21,7 @@ use std::rc::Rc;
 use crate::util::{FastMap, FastSet};
 use crate::workers::WorkerId;
 
-pub type JobId = u64;
+pub use crate::ids::{DispatchSeq, JobId};
 
 /// Where a job is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,7 +29,7 @@ pub enum JobState {
     /// In the buffer of its route queue.
     Queued,
     /// Dispatched to a worker; `seq` orders the worker's in-flight table.
-    InFlight { worker: WorkerId, seq: u64 },
+    InFlight { worker: WorkerId, seq: DispatchSeq },
     /// Waiting for a retry after a failed REPLY.
     Delayed { due: Duration },
 }
@@ -312,7 +312,8 @@ impl MetaTable {
 /// side map (`old`) and the deque is trimmed past them.
 #[derive(Debug, Default, Clone)]
 pub struct JobSlab {
-    base: JobId,
+    /// The id number of `slots[0]`.
+    base: u64,
     slots: VecDeque<Option<Job>>,
     /// Jobs in `slots`.
     live: usize,
@@ -324,7 +325,7 @@ const SLAB_SLACK: usize = 4096;
 
 impl JobSlab {
     fn index(&self, id: JobId) -> Option<usize> {
-        let i = id.checked_sub(self.base)?;
+        let i = id.0.checked_sub(self.base)?;
         let i = usize::try_from(i).ok()?;
         (i < self.slots.len()).then_some(i)
     }
@@ -365,7 +366,7 @@ impl JobSlab {
             return;
         }
         if self.slots.is_empty() {
-            self.base = id;
+            self.base = id.0;
         }
         if let Some(i) = self.index(id) {
             if self.slots[i].is_none() {
@@ -377,8 +378,8 @@ impl JobSlab {
         let end = self.base + self.slots.len() as u64;
         // Ids at (or a little past) the end extend the deque; anything else
         // (older ids, far jumps from a journal) goes to the side map.
-        if id >= end && id - end <= SLAB_SLACK as u64 {
-            while self.base + (self.slots.len() as u64) < id {
+        if id.0 >= end && id.0 - end <= SLAB_SLACK as u64 {
+            while self.base + (self.slots.len() as u64) < id.0 {
                 self.slots.push_back(None);
             }
             self.slots.push_back(Some(job));
@@ -410,7 +411,7 @@ impl JobSlab {
                 match self.slots.pop_front() {
                     Some(Some(job)) => {
                         self.live -= 1;
-                        self.old.insert(self.base, job);
+                        self.old.insert(JobId(self.base), job);
                     }
                     Some(None) => {}
                     None => break,
@@ -440,7 +441,7 @@ impl JobSlab {
             self.slots
                 .iter()
                 .enumerate()
-                .filter_map(move |(i, j)| j.as_ref().map(|j| (base + i as u64, j))),
+                .filter_map(move |(i, j)| j.as_ref().map(|j| (JobId(base + i as u64), j))),
         )
     }
 
@@ -479,14 +480,14 @@ pub struct JobStore {
 impl JobStore {
     pub fn new() -> JobStore {
         JobStore {
-            next_id: 1,
+            next_id: JobId(1),
             ..JobStore::default()
         }
     }
 
     pub fn alloc_id(&mut self) -> JobId {
         let id = self.next_id;
-        self.next_id += 1;
+        self.next_id = id.next();
         id
     }
 
@@ -738,24 +739,24 @@ mod tests {
     #[test]
     fn slab_keeps_every_job_with_a_pinned_old_one() {
         let mut s = JobSlab::default();
-        s.insert(1, job(1));
+        s.insert(JobId(1), job(1));
         for id in 2..20_000u64 {
-            s.insert(id, job(id));
-            assert!(s.remove(&id).is_some());
+            s.insert(JobId(id), job(id));
+            assert!(s.remove(&JobId(id)).is_some());
         }
         assert_eq!(s.len(), 1);
         // The deque did not keep 20,000 holes behind job 1.
         assert!(s.slots.len() <= SLAB_SLACK + 1, "{}", s.slots.len());
         assert_eq!(
-            s.get(&1).map(|j| j.msgid().to_string()).as_deref(),
+            s.get(&JobId(1)).map(|j| j.msgid().to_string()).as_deref(),
             Some("m1")
         );
-        s.insert(20_000, job(20_000));
+        s.insert(JobId(20_000), job(20_000));
         assert_eq!(s.len(), 2);
-        assert!(s.remove(&1).is_some());
-        assert!(s.get(&1).is_none());
+        assert!(s.remove(&JobId(1)).is_some());
+        assert!(s.get(&JobId(1)).is_none());
         assert_eq!(
-            s.get(&20_000).map(|j| j.accepted_at()),
+            s.get(&JobId(20_000)).map(|j| j.accepted_at()),
             Some(Duration::from_micros(20_000))
         );
     }
@@ -763,24 +764,24 @@ mod tests {
     #[test]
     fn slab_takes_out_of_order_and_far_ids() {
         let mut s = JobSlab::default();
-        s.insert(10, job(10));
-        s.insert(1_000_000, job(1_000_000));
-        s.insert(5, job(5));
-        s.insert(12, job(12));
+        s.insert(JobId(10), job(10));
+        s.insert(JobId(1_000_000), job(1_000_000));
+        s.insert(JobId(5), job(5));
+        s.insert(JobId(12), job(12));
         for id in 13..20 {
-            s.insert(id, job(id));
+            s.insert(JobId(id), job(id));
         }
         assert_eq!(s.len(), 11);
-        let mut ids: Vec<u64> = s.iter().map(|(id, _)| id).collect();
+        let mut ids: Vec<u64> = s.iter().map(|(id, _)| id.0).collect();
         ids.sort_unstable();
         assert_eq!(ids, [5, 10, 12, 13, 14, 15, 16, 17, 18, 19, 1_000_000]);
         for id in ids {
             assert_eq!(
-                s.get(&id).map(|j| j.msgid().to_string()),
+                s.get(&JobId(id)).map(|j| j.msgid().to_string()),
                 Some(format!("m{id}"))
             );
-            assert!(s.remove(&id).is_some());
-            assert!(!s.contains_key(&id));
+            assert!(s.remove(&JobId(id)).is_some());
+            assert!(!s.contains_key(&JobId(id)));
         }
         assert!(s.is_empty());
     }

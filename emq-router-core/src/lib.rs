@@ -21,7 +21,8 @@
 //!   JSON) and [`metrics`] (Prometheus text) render it;
 //! - [`workers`]: worker registry and the per-queue free-slot index;
 //! - [`jobs`]: jobs, queue buffers, the retry delay set, the msgid index;
-//! - [`config`]: tunables; [`event`]: inputs and actions;
+//! - [`config`]: tunables; [`event`]: inputs and actions; [`ids`]: job,
+//!   worker and dispatch ids as types;
 //! - [`prometheus`]: the text exposition format; [`util`]: small helpers.
 
 #![warn(unreachable_pub)]
@@ -29,6 +30,7 @@
 pub mod admin;
 pub mod config;
 pub mod event;
+pub mod ids;
 pub mod jobs;
 pub mod journal;
 pub mod metrics;

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::jobs::JobId;
 use crate::util::FastMap;
 
-pub type WorkerId = u64;
+pub use crate::ids::{DispatchSeq, WorkerId};
 
 type SlotKey = (Reverse<u32>, u64, WorkerId);
 
@@ -63,19 +63,19 @@ pub struct Worker {
     pub last_seen: Duration,
     pub lru: u64,
     /// Dispatch sequence → job, oldest first.
-    pub inflight: BTreeMap<u64, JobId>,
+    pub inflight: BTreeMap<DispatchSeq, JobId>,
     /// Job msgid → dispatch sequence, for REPLY lookup.
-    pub by_msgid: FastMap<String, u64>,
+    pub by_msgid: FastMap<String, DispatchSeq>,
 }
 
 impl Worker {
     /// Forget an in-flight entry; returns the job id.
-    pub fn take_inflight(&mut self, seq: u64) -> Option<JobId> {
+    pub fn take_inflight(&mut self, seq: DispatchSeq) -> Option<JobId> {
         self.inflight.remove(&seq)
     }
 
     /// Remove the msgid index entry if it points at `seq`.
-    pub fn unindex(&mut self, msgid: &str, seq: u64) {
+    pub fn unindex(&mut self, msgid: &str, seq: DispatchSeq) {
         if self.by_msgid.get(msgid) == Some(&seq) {
             self.by_msgid.remove(msgid);
         }
@@ -133,7 +133,7 @@ impl WorkerPool {
         features: Vec<String>,
         now: Duration,
     ) -> WorkerId {
-        self.next_id += 1;
+        self.next_id = WorkerId(self.next_id.0 + 1);
         let id = self.next_id;
         let mut queues: Vec<(u32, String)> = Vec::with_capacity(announced.len());
         for (w, q) in &announced {
@@ -252,15 +252,15 @@ impl WorkerPool {
         job: JobId,
         msgid: &str,
         consume_slot: bool,
-    ) -> Option<u64> {
+    ) -> Option<DispatchSeq> {
         self.unlist(id);
         self.lru_clock += 1;
-        let seq = self.lru_clock;
+        let seq = DispatchSeq(self.lru_clock);
         let w = self.workers.get_mut(&id)?;
         if consume_slot {
             w.slots = w.slots.saturating_sub(1);
         }
-        w.lru = seq;
+        w.lru = seq.0;
         w.inflight.insert(seq, job);
         w.by_msgid.insert(msgid.to_string(), seq);
         self.inflight_total += 1;
@@ -269,7 +269,7 @@ impl WorkerPool {
     }
 
     /// Remove an in-flight entry (completion); returns the job id.
-    pub fn finish(&mut self, id: WorkerId, seq: u64, msgid: &str) -> Option<JobId> {
+    pub fn finish(&mut self, id: WorkerId, seq: DispatchSeq, msgid: &str) -> Option<JobId> {
         let w = self.workers.get_mut(&id)?;
         let job = w.take_inflight(seq)?;
         w.unindex(msgid, seq);

@@ -51,7 +51,7 @@ use crate::event::{Action, Socket};
 use crate::jobs::{Job, JobId, JobState};
 use crate::journal::Record;
 use crate::util::{ident, micros};
-use crate::workers::{WorkerId, WorkerKind};
+use crate::workers::{DispatchSeq, WorkerId, WorkerKind};
 
 impl Router {
     /// Legacy READY: the oldest in-flight job of the worker that is not
@@ -81,7 +81,7 @@ impl Router {
     }
 
     /// Take the in-flight entry `seq` off worker `id`.
-    fn finish_inflight(&mut self, id: WorkerId, seq: u64) -> Option<JobId> {
+    fn finish_inflight(&mut self, id: WorkerId, seq: DispatchSeq) -> Option<JobId> {
         let jid = *self.pool.get(id)?.inflight.get(&seq)?;
         let msgid = self.store.jobs.get(&jid)?.msgid().to_string();
         self.pool.finish(id, seq, &msgid)

@@ -140,7 +140,7 @@ impl Durability {
             next_batch: 1,
             pending: None,
             held: VecDeque::new(),
-            durable_below: 1,
+            durable_below: JobId(1),
             last_emit: None,
             last_batch_len: 0,
             state: if enabled {

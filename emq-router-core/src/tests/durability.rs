@@ -175,7 +175,9 @@ fn accepted_and_completed_in_one_open_batch_cancel() {
     d.record(rec("d"), None);
     d.record(Record::Completed { msgid: "d".into() }, None);
     assert_eq!(d.cancelled, 1);
-    let b = d.take_batch(Duration::ZERO, false, 1).unwrap();
+    let b = d
+        .take_batch(Duration::ZERO, false, crate::ids::JobId(1))
+        .unwrap();
     let names: Vec<String> = b
         .records
         .iter()
