@@ -97,6 +97,8 @@ pub fn fields(cmd: &Command) -> Value {
             "reason": r.reason.as_str(),
             "text": r.text,
         }),
+        Command::Admin { request } => json!({ "request": json_or_text(request) }),
+        Command::Cancel { orig_msgid } => json!({ "orig_msgid": orig_msgid }),
         Command::Ready
         | Command::Disconnect
         | Command::Kbye

@@ -41,6 +41,9 @@ pub struct Inform {
 /// The INFORM feature by which a worker promises a REPLY for every job.
 pub const FEATURE_JOB_ACK: &str = "job-ack";
 
+/// INFORM feature: the worker stops a running job on CANCEL (emq).
+pub const FEATURE_CANCEL: &str = "cancel";
+
 impl Inform {
     pub fn has_feature(&self, name: &str) -> bool {
         self.features.iter().any(|f| f == name)
@@ -222,6 +225,16 @@ pub enum Command {
     Status,
     RouterShowWorkers,
     RouterShowSchedulers,
+    /// emq: a control-plane request on the admin socket, `REQUEST_JSON`
+    /// (see docs/PROTOCOL.md, "Control plane").
+    Admin {
+        request: Vec<u8>,
+    },
+    /// emq: router → worker with the `cancel` feature: stop running the
+    /// job `orig_msgid`.
+    Cancel {
+        orig_msgid: String,
+    },
     Result(JobResult),
     Reject(Reject),
 }
@@ -244,6 +257,8 @@ impl Command {
             Command::Status => "STATUS",
             Command::RouterShowWorkers => "ROUTER_SHOW_WORKERS",
             Command::RouterShowSchedulers => "ROUTER_SHOW_SCHEDULERS",
+            Command::Admin { .. } => "ADMIN",
+            Command::Cancel { .. } => "CANCEL",
             Command::Result(_) => "RESULT",
             Command::Reject(_) => "REJECT",
         }
@@ -333,6 +348,12 @@ impl Command {
             "STATUS" => Command::Status,
             "ROUTER_SHOW_WORKERS" => Command::RouterShowWorkers,
             "ROUTER_SHOW_SCHEDULERS" => Command::RouterShowSchedulers,
+            "ADMIN" => Command::Admin {
+                request: frames.next(1)?,
+            },
+            "CANCEL" => Command::Cancel {
+                orig_msgid: utf8(frames.next(1)?, "original msgid")?,
+            },
             "RESULT" => Command::Result(JobResult {
                 orig_msgid: utf8(frames.next(3)?, "original msgid")?,
                 status: ResultStatus::parse(frames.next(3)?)?,
@@ -400,6 +421,8 @@ impl Command {
                 out.push(topic.into_bytes());
                 out.push(message);
             }
+            Command::Admin { request } => out.push(request),
+            Command::Cancel { orig_msgid } => out.push(orig_msgid.into_bytes()),
             Command::Result(r) => {
                 out.push(r.orig_msgid.into_bytes());
                 out.push(r.status.as_str().as_bytes().to_vec());
@@ -457,7 +480,7 @@ fn decode_interval(frame: &[u8]) -> Result<Interval, DecodeError> {
 }
 
 /// Every command name this crate knows.
-pub const NAMES: [&str; 16] = [
+pub const NAMES: [&str; 18] = [
     "INFORM",
     "ACK",
     "READY",
@@ -474,6 +497,8 @@ pub const NAMES: [&str; 16] = [
     "ROUTER_SHOW_SCHEDULERS",
     "RESULT",
     "REJECT",
+    "ADMIN",
+    "CANCEL",
 ];
 
 /// Map the command frame to its canonical name. Upper case is what every

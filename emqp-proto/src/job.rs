@@ -132,6 +132,8 @@ pub enum ErrorKind {
     /// The job's result was bigger than the largest message the router
     /// accepts (`--max-message-size`), so it was not sent (emq job manager).
     ResultTooLarge,
+    /// An operator cancelled the job (emq control plane).
+    Cancelled,
 }
 
 /// The failure object of a result: `{"error": JobError}`.

@@ -71,6 +71,12 @@ fn every_command() -> Vec<Command> {
         Command::Status,
         Command::RouterShowWorkers,
         Command::RouterShowSchedulers,
+        Command::Admin {
+            request: br#"{"op": "job", "msgid": "abc"}"#.to_vec(),
+        },
+        Command::Cancel {
+            orig_msgid: "abc".into(),
+        },
         Command::Result(JobResult {
             orig_msgid: "abc".into(),
             status: ResultStatus::Ok,
