@@ -85,10 +85,10 @@ pub fn status_json(snap: &Snapshot) -> String {
         .iter()
         .map(|d| {
             json!({
-                "msgid": d.msgid,
-                "queue": d.queue,
-                "client": ident(&d.client),
-                "attempts": d.attempts,
+                "msgid": d.job.msgid,
+                "queue": d.job.route,
+                "client": ident(&d.job.client),
+                "attempts": d.job.attempts,
                 "reason": d.reason,
                 "error": d.error.as_deref().map(|e| String::from_utf8_lossy(e).into_owned()),
                 "age_ms": snap.unix_ms.saturating_sub(d.at_unix_ms),

@@ -35,8 +35,14 @@ pub struct Config {
     /// acknowledgements and dispatches until they are committed (see
     /// `router/durability.rs`). Off: memory only.
     pub journal: bool,
-    /// How many dead-lettered jobs the admin socket lists (the count is total).
+    /// Dead letters kept (in memory and in the journal); the oldest go.
     pub dead_letter_keep: usize,
+    /// Finished jobs kept for lookups (0: none).
+    pub retain_finished: usize,
+    /// The longest a finished job is kept.
+    pub retain_for: Duration,
+    /// Results larger than this are not kept (only that they were larger).
+    pub retain_result_bytes: usize,
     /// Unix time in microseconds at `now == 0` (a unix time, not a
     /// duration); HEARTBEAT bodies carry `(epoch_unix_micros + now)` as
     /// Python's `str(time.time())`.
@@ -59,7 +65,10 @@ impl Default for Config {
             drain_timeout: 10 * SECOND,
             default_queues: QueueSpec::default(),
             journal: false,
-            dead_letter_keep: 1000,
+            dead_letter_keep: 10_000,
+            retain_finished: 10_000,
+            retain_for: Duration::from_secs(3600),
+            retain_result_bytes: 8192,
             epoch_unix_micros: 0,
             id_seed: 0,
         }

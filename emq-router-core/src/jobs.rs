@@ -62,6 +62,11 @@ pub struct JobExtra {
     /// Unix micros of acceptance when it is not `epoch + accepted_at`
     /// (jobs restored from a journal).
     pub accepted_unix: Option<u64>,
+    /// A delayed job's run time, unix milliseconds (journaled).
+    pub run_at_unix_ms: Option<u64>,
+    /// An operator cancelled it while it ran: its REPLY ends it as
+    /// cancelled (no retry), its worker's death too (no redelivery).
+    pub cancelling: bool,
 }
 
 /// `Job::msgid_len` of a msgid stored as the 16 bytes of a uuid.
@@ -445,6 +450,72 @@ impl JobSlab {
         )
     }
 
+    /// Visit jobs in id order (`newest` first or oldest first), starting
+    /// after `cursor` (exclusive) when given, until `visit` returns false.
+    /// Cost: the jobs visited, plus a sort of the side map (few jobs).
+    pub fn scan(
+        &self,
+        newest: bool,
+        cursor: Option<JobId>,
+        mut visit: impl FnMut(JobId, &Job) -> bool,
+    ) {
+        let mut old: Vec<JobId> = self.old.keys().copied().collect();
+        old.sort_unstable();
+        if newest {
+            old.reverse();
+        }
+        let after = |id: JobId| match cursor {
+            None => true,
+            Some(c) if newest => id < c,
+            Some(c) => id > c,
+        };
+        let mut old = old.into_iter().filter(|id| after(*id)).peekable();
+        let n = self.slots.len() as u64;
+        let mut idx: Box<dyn Iterator<Item = u64>> = if newest {
+            Box::new((0..n).rev())
+        } else {
+            Box::new(0..n)
+        };
+        let mut next_deque = || loop {
+            let i = idx.next()?;
+            let id = JobId(self.base + i);
+            if !after(id) {
+                continue;
+            }
+            if let Some(j) = self.slots[i as usize].as_ref() {
+                return Some((id, j));
+            }
+        };
+        let mut d = next_deque();
+        loop {
+            let take_old = match (old.peek(), &d) {
+                (None, None) => return,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (Some(o), Some((id, _))) => {
+                    if newest {
+                        *o > *id
+                    } else {
+                        *o < *id
+                    }
+                }
+            };
+            if take_old {
+                let id = old.next().expect("peeked");
+                if let Some(j) = self.old.get(&id) {
+                    if !visit(id, j) {
+                        return;
+                    }
+                }
+            } else if let Some((id, j)) = d.take() {
+                if !visit(id, j) {
+                    return;
+                }
+                d = next_deque();
+            }
+        }
+    }
+
     pub fn values(&self) -> impl Iterator<Item = &Job> + '_ {
         self.iter().map(|(_, j)| j)
     }
@@ -630,6 +701,35 @@ impl JobStore {
         self.queue_mut(&meta.route).push_back(id);
         self.buffered += 1;
         self.jobs.insert(id, job);
+    }
+
+    /// Insert a new job `id` that waits until `due` (a delayed job).
+    pub fn insert_delayed(&mut self, id: JobId, job: Job, due: Duration) {
+        let meta = Rc::clone(&job.meta);
+        self.age_add(&meta.route, job.accepted_us, true);
+        self.jobs.insert(id, job);
+        self.delay(id, due);
+    }
+
+    /// Take every buffered and delayed job of route `queue` out (they
+    /// stay in the map; the caller finishes them).
+    pub fn take_waiting(&mut self, queue: &str) -> Vec<JobId> {
+        let mut out: Vec<JobId> = match self.queues.get_mut(queue) {
+            Some(q) => std::mem::take(q).into_iter().collect(),
+            None => Vec::new(),
+        };
+        self.buffered -= out.len();
+        let delayed: Vec<(Duration, JobId)> = self
+            .delayed
+            .iter()
+            .filter(|(_, id)| self.jobs.get(id).is_some_and(|j| j.route() == queue))
+            .copied()
+            .collect();
+        for d in delayed {
+            self.delayed.remove(&d);
+            out.push(d.1);
+        }
+        out
     }
 
     /// Put an existing job back into its route queue.

@@ -34,6 +34,23 @@ pub struct JobRecord {
     pub attempts: u32,
     /// Unix milliseconds when the router accepted the job.
     pub accepted_at_unix_ms: u64,
+    /// A delayed job (`delay:SECS`): unix milliseconds before which it is
+    /// not dispatched.
+    pub run_at_unix_ms: Option<u64>,
+}
+
+/// A finished job kept for lookups (`--retain-finished`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FinishedRecord {
+    /// The job as accepted (payload kept up to 1,000 bytes).
+    pub job: JobRecord,
+    /// `done`, `failed` or `cancelled`.
+    pub outcome: String,
+    pub finished_at_unix_ms: u64,
+    /// The RESULT payload, when it is small enough to keep.
+    pub result: Option<Vec<u8>>,
+    /// The result was larger than the router keeps.
+    pub result_truncated: bool,
 }
 
 /// One change to the journal.
@@ -44,6 +61,19 @@ pub enum Record {
     /// The job finished (ok, or failed with no retry left): forget it.
     /// Unknown msgids are ignored.
     Completed { msgid: String },
+    /// The job finished and is kept for lookups: forget the unfinished
+    /// job, keep this (the store keeps the newest `keep` and drops those
+    /// finished before `drop_before_unix_ms`).
+    Finished {
+        record: FinishedRecord,
+        keep: usize,
+        drop_before_unix_ms: u64,
+    },
+    /// A queue was paused (no dispatch) or resumed.
+    QueuePaused { queue: String, paused: bool },
+    /// A dead letter was retried or discarded: forget it. Unknown msgids
+    /// are ignored.
+    DeadLetterRemoved { msgid: String },
     /// The job failed for good: it moves to the dead letters with `reason`.
     /// Unknown msgids are ignored.
     DeadLettered { msgid: String, reason: String },
@@ -98,6 +128,10 @@ pub struct Restored {
     pub dead_letters: Vec<DeadLetterRecord>,
     /// Built-in schedules: `(id, blob)`.
     pub schedules: Vec<(String, Vec<u8>)>,
+    /// Paused queues.
+    pub paused_queues: Vec<String>,
+    /// Finished jobs kept for lookups, oldest first.
+    pub finished: Vec<FinishedRecord>,
 }
 
 /// A durable store of [`Record`]s.

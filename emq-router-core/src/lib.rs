@@ -21,6 +21,7 @@
 //!   JSON) and [`metrics`] (Prometheus text) render it;
 //! - [`workers`]: worker registry and the per-queue free-slot index;
 //! - [`jobs`]: jobs, queue buffers, the retry delay set, the msgid index;
+//!   [`finished`]: finished jobs kept for lookups;
 //! - [`config`]: tunables; [`event`]: inputs and actions; [`ids`]: job,
 //!   worker and dispatch ids as types;
 //! - [`prometheus`]: the text exposition format; [`util`]: small helpers.
@@ -30,6 +31,7 @@
 pub mod admin;
 pub mod config;
 pub mod event;
+pub mod finished;
 pub mod ids;
 pub mod jobs;
 pub mod journal;
@@ -48,7 +50,8 @@ mod tests;
 pub use config::{Config, SECOND};
 pub use event::{Action, Frames, Input, SendFailure, Socket};
 pub use journal::{
-    Batch, BatchId, BatchResult, DeadLetterRecord, JobRecord, JournalStore, Record, Restored,
+    Batch, BatchId, BatchResult, DeadLetterRecord, FinishedRecord, JobRecord, JournalStore, Record,
+    Restored,
 };
 pub use router::{DeadLetter, JournalState, RestoreCounts, Router, Scheduler, Stats};
 pub use snapshot::Snapshot;

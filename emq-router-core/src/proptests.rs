@@ -100,7 +100,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<bool>().prop_map(Op::JournalFails),
         1 => (0..3u8, 0..6usize, any::<bool>())
             .prop_map(|(socket, who, eagain)| Op::SendFailed { socket, who, eagain }),
-        1 => (0..4u8).prop_map(Op::Admin),
+        2 => (0..12u8).prop_map(Op::Admin),
         1 => prop::bool::weighted(0.1).prop_filter_map("rare", |b| b.then_some(Op::Shutdown)),
     ]
 }
@@ -211,6 +211,24 @@ fn to_input(op: &Op) -> Option<Input> {
             }
         }
         Op::Admin(n) => {
+            // The control plane too: state changes under random traffic.
+            let control: Option<&str> = match n {
+                4 => Some(r#"{"op": "pause", "queue": "default"}"#),
+                5 => Some(r#"{"op": "resume", "queue": "default"}"#),
+                6 => Some(r#"{"op": "cancel", "msgid": "m1"}"#),
+                7 => Some(r#"{"op": "purge", "queue": "q1"}"#),
+                8 => Some(r#"{"op": "drain", "worker": "w0"}"#),
+                9 => Some(r#"{"op": "undrain", "worker": "w0"}"#),
+                10 => Some(r#"{"op": "dead-retry", "all": true}"#),
+                11 => Some(r#"{"op": "jobs", "state": "queued", "limit": 2}"#),
+                _ => None,
+            };
+            if let Some(req) = control {
+                return Some(fr(
+                    Socket::Admin,
+                    frames("adm", &[b"ADMIN", b"a", req.as_bytes()]),
+                ));
+            }
             let cmd: &[u8] = match n {
                 0 => b"STATUS",
                 1 => b"ROUTER_SHOW_WORKERS",

@@ -131,7 +131,7 @@ impl Router {
         }
         let mut inflight: BTreeMap<String, u64> = BTreeMap::new();
         for w in self.pool.workers.values() {
-            for jid in w.inflight.values() {
+            for jid in w.inflight.values().map(|i| &i.job) {
                 if let Some(j) = self.store.jobs.get(jid) {
                     *inflight.entry(j.route().to_string()).or_default() += 1;
                     ages.push(note(j.route(), j.accepted_at()));

@@ -19,6 +19,14 @@ pub use crate::ids::{DispatchSeq, WorkerId};
 
 type SlotKey = (Reverse<u32>, u64, WorkerId);
 
+/// A job on a worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Inflight {
+    pub job: JobId,
+    /// Core time of the dispatch.
+    pub since: Duration,
+}
+
 /// How a worker reports that a job ended (see `router/completion.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WorkerKind {
@@ -58,12 +66,17 @@ pub struct Worker {
     /// How the worker reports finished jobs.
     pub kind: WorkerKind,
     pub slots: u32,
+    /// Drained by an operator: finishes what it runs, is handed nothing
+    /// new (its READYs are kept as slots).
+    pub draining: bool,
+    /// Core time of its registration.
+    pub connected_at: Duration,
     /// READYs received (an upper bound for `slots`).
     pub readies: u64,
     pub last_seen: Duration,
     pub lru: u64,
-    /// Dispatch sequence → job, oldest first.
-    pub inflight: BTreeMap<DispatchSeq, JobId>,
+    /// Dispatch sequence → job and when it was dispatched, oldest first.
+    pub inflight: BTreeMap<DispatchSeq, Inflight>,
     /// Job msgid → dispatch sequence, for REPLY lookup.
     pub by_msgid: FastMap<String, DispatchSeq>,
 }
@@ -71,7 +84,7 @@ pub struct Worker {
 impl Worker {
     /// Forget an in-flight entry; returns the job id.
     pub fn take_inflight(&mut self, seq: DispatchSeq) -> Option<JobId> {
-        self.inflight.remove(&seq)
+        self.inflight.remove(&seq).map(|i| i.job)
     }
 
     /// Remove the msgid index entry if it points at `seq`.
@@ -168,6 +181,8 @@ impl WorkerPool {
                 features,
                 kind,
                 slots: 0,
+                draining: false,
+                connected_at: now,
                 readies: 0,
                 last_seen: now,
                 lru: 0,
@@ -222,7 +237,7 @@ impl WorkerPool {
         let Some(w) = self.workers.get(&id) else {
             return;
         };
-        if w.slots == 0 {
+        if w.slots == 0 || w.draining {
             return;
         }
         for (weight, q) in &w.queues {
@@ -231,6 +246,15 @@ impl WorkerPool {
                 .or_default()
                 .insert((Reverse(*weight), w.lru, id));
         }
+    }
+
+    /// Drain (`true`: hand it nothing new) or resume a worker.
+    pub fn set_draining(&mut self, id: WorkerId, draining: bool) {
+        self.unlist(id);
+        if let Some(w) = self.workers.get_mut(&id) {
+            w.draining = draining;
+        }
+        self.list(id);
     }
 
     /// One more free slot.
@@ -252,6 +276,7 @@ impl WorkerPool {
         job: JobId,
         msgid: &str,
         consume_slot: bool,
+        now: Duration,
     ) -> Option<DispatchSeq> {
         self.unlist(id);
         self.lru_clock += 1;
@@ -261,7 +286,7 @@ impl WorkerPool {
             w.slots = w.slots.saturating_sub(1);
         }
         w.lru = seq.0;
-        w.inflight.insert(seq, job);
+        w.inflight.insert(seq, Inflight { job, since: now });
         w.by_msgid.insert(msgid.to_string(), seq);
         self.inflight_total += 1;
         self.list(id);

@@ -136,10 +136,52 @@ impl Headers {
             })
             .filter(|n| *n > 0)
     }
+
+    /// `delay:SECS` (emq): run the job no earlier than SECS after it is
+    /// accepted; fractions allowed, the last one if given twice. Kept as an
+    /// unknown header on the wire (0.3.13 peers ignore it). `Err` names a
+    /// value that is not a finite, non-negative number of seconds below
+    /// ten years.
+    pub fn delay(&self) -> Result<Option<std::time::Duration>, String> {
+        let Some(text) = self.0.iter().rev().find_map(|h| match h {
+            Header::Other(o) => o.strip_prefix("delay:"),
+            _ => None,
+        }) else {
+            return Ok(None);
+        };
+        let secs: f64 = text
+            .trim()
+            .parse()
+            .map_err(|_| format!("bad delay header {text:?}: not a number of seconds"))?;
+        if !secs.is_finite() || !(0.0..=315_360_000.0).contains(&secs) {
+            return Err(format!(
+                "bad delay header {text:?}: must be between 0 and 315360000 seconds"
+            ));
+        }
+        Ok(Some(std::time::Duration::from_secs_f64(secs)))
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    #[test]
+    fn delay_header_is_seconds_kept_as_an_unknown_header() {
+        let h = Headers::parse(b"reply-requested,delay:1.5").unwrap();
+        assert_eq!(h.delay(), Ok(Some(Duration::from_millis(1500))));
+        assert_eq!(h.encode(), "reply-requested,delay:1.5");
+        assert_eq!(Headers::parse(b"").unwrap().delay(), Ok(None));
+        assert_eq!(
+            Headers::parse(b"delay:0").unwrap().delay(),
+            Ok(Some(Duration::ZERO))
+        );
+        for bad in ["delay:abc", "delay:-1", "delay:inf", "delay:1e12"] {
+            let e = Headers::parse(bad.as_bytes()).unwrap().delay().unwrap_err();
+            assert!(e.contains("delay"), "{e}");
+        }
+    }
+
     use super::*;
 
     #[test]

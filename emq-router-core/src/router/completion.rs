@@ -49,7 +49,10 @@ use emqp_proto::{Command, Reply, ResultStatus};
 use super::{frames_of, DeadLetter, Router};
 use crate::event::{Action, Socket};
 use crate::jobs::{Job, JobId, JobState};
-use crate::journal::Record;
+use crate::journal::{FinishedRecord, Record};
+
+/// Payload bytes a finished job or dead letter keeps for lookups.
+pub(crate) const PAYLOAD_KEPT: usize = 1000;
 use crate::util::{ident, micros};
 use crate::workers::{DispatchSeq, WorkerId, WorkerKind};
 
@@ -66,10 +69,10 @@ impl Router {
         let found = w
             .inflight
             .iter()
-            .find(|(_, jid)| {
+            .find(|(_, i)| {
                 self.store
                     .jobs
-                    .get(jid)
+                    .get(&i.job)
                     .is_some_and(|j| !j.reply_requested())
             })
             .map(|(seq, _)| *seq);
@@ -82,7 +85,7 @@ impl Router {
 
     /// Take the in-flight entry `seq` off worker `id`.
     fn finish_inflight(&mut self, id: WorkerId, seq: DispatchSeq) -> Option<JobId> {
-        let jid = *self.pool.get(id)?.inflight.get(&seq)?;
+        let jid = self.pool.get(id)?.inflight.get(&seq)?.job;
         let msgid = self.store.jobs.get(&jid)?.msgid().to_string();
         self.pool.finish(id, seq, &msgid)
     }
@@ -100,10 +103,10 @@ impl Router {
             None => w
                 .inflight
                 .iter()
-                .find(|(_, jid)| {
+                .find(|(_, i)| {
                     self.store
                         .jobs
-                        .get(jid)
+                        .get(&i.job)
                         .is_some_and(|j| j.reply_requested())
                 })
                 .map(|(seq, _)| *seq),
@@ -196,6 +199,15 @@ impl Router {
         let Some(job) = self.store.jobs.get_mut(&jid) else {
             return;
         };
+        let cancelling = job.extra.as_ref().is_some_and(|e| e.cancelling);
+        if status == ResultStatus::Failed && cancelling {
+            // Cancelled by an operator: its job manager stopped it.
+            let Some(job) = self.store.remove_job(jid) else {
+                return;
+            };
+            self.finish_cancelled(job, "cancelled while it ran", now, out);
+            return;
+        }
         if status == ResultStatus::Failed && job.failures() < job.retry_count() {
             let extra = job.extra_mut();
             extra.failures += 1;
@@ -260,18 +272,100 @@ impl Router {
             status.as_str(),
             now.saturating_sub(job.accepted_at()).as_millis()
         );
-        self.journal.record(
-            Record::Completed {
-                msgid: job.msgid().to_string(),
-            },
-            None,
-        );
+        let payload = payload.unwrap_or_else(|| br#"{"value": null}"#.to_vec());
+        let outcome = match status {
+            ResultStatus::Ok => "done",
+            ResultStatus::Failed => "failed",
+        };
+        self.record_finished(&job, outcome, Some(&payload), now);
         if job.reply_requested() && !job.client().is_empty() {
-            let payload = payload.unwrap_or_else(|| br#"{"value": null}"#.to_vec());
             self.send_result(
                 job.client().to_vec(),
                 job.msgid().to_string(),
                 status,
+                payload,
+                out,
+            );
+        }
+    }
+
+    /// Journal a finished job, and keep it for lookups (when retention is
+    /// on): a `Finished` record, else `Completed`.
+    pub(super) fn record_finished(
+        &mut self,
+        job: &Job,
+        outcome: &str,
+        result: Option<&[u8]>,
+        now: Duration,
+    ) {
+        let keep = self.cfg.retain_finished;
+        if keep == 0 {
+            self.journal.record(
+                Record::Completed {
+                    msgid: job.msgid().to_string(),
+                },
+                None,
+            );
+            return;
+        }
+        let finished_at = self.unix_ms(now);
+        let drop_before = finished_at
+            .saturating_sub(u64::try_from(self.cfg.retain_for.as_millis()).unwrap_or(u64::MAX));
+        let mut j = self.job_record(job);
+        j.payload.truncate(PAYLOAD_KEPT);
+        let (result, result_truncated) = match result {
+            Some(r) if r.len() > self.cfg.retain_result_bytes => (None, true),
+            Some(r) => (Some(r.to_vec()), false),
+            None => (None, false),
+        };
+        let record = FinishedRecord {
+            job: j,
+            outcome: outcome.to_string(),
+            finished_at_unix_ms: finished_at,
+            result,
+            result_truncated,
+        };
+        self.finished.push(record.clone(), keep, drop_before);
+        self.journal.record(
+            Record::Finished {
+                record,
+                keep,
+                drop_before_unix_ms: drop_before,
+            },
+            None,
+        );
+    }
+
+    /// A job (already out of the store) ends cancelled: journaled and
+    /// kept as `cancelled`, a `reply-requested` client gets a failed
+    /// RESULT of kind `cancelled`.
+    pub(super) fn finish_cancelled(
+        &mut self,
+        job: Job,
+        why: &str,
+        now: Duration,
+        out: &mut Vec<Action>,
+    ) {
+        self.stats.cancelled += 1;
+        log::info!(
+            "job {} (queue {}) cancelled: {why}",
+            job.msgid(),
+            job.route()
+        );
+        let payload = serde_json::to_vec(&serde_json::json!({
+            "error": {
+                "kind": "cancelled",
+                "message": format!("cancelled by an operator ({why})"),
+                "attempts": job.attempts,
+            }
+        }))
+        .unwrap_or_default();
+        self.record_finished(&job, "cancelled", Some(&payload), now);
+        if job.reply_requested() && !job.client().is_empty() {
+            self.send_result(
+                job.client().to_vec(),
+                job.msgid().to_string(),
+                ResultStatus::Failed,
                 payload,
                 out,
             );
@@ -342,11 +436,10 @@ impl Router {
                 out,
             );
         }
+        // The whole job: a dead-letter retry accepts it again.
+        let record = self.job_record(&job);
         self.keep_dead_letter(DeadLetter {
-            msgid: job.msgid().to_string(),
-            client: job.client().to_vec(),
-            queue: job.route().to_string(),
-            attempts: job.attempts,
+            job: record,
             reason,
             error,
             at_unix_ms: self.unix_ms(now),
@@ -394,7 +487,7 @@ impl Router {
             }
         }
         for r in routes {
-            self.pump(&r, out);
+            self.pump(&r, now, out);
         }
     }
 }

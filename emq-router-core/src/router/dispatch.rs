@@ -8,7 +8,10 @@
 //! job whose batch fails can still be refused. New jobs sit at the back of
 //! their buffer, so the dispatchable ones form its front; a queue whose
 //! front is not yet durable waits for the commit, which pumps it again.
-//! Nothing is dispatched while draining.
+//! Nothing is dispatched while the router drains, from a paused queue, or
+//! to a drained worker.
+
+use std::time::Duration;
 
 use emqp_proto::PROTOCOL_VERSION;
 
@@ -36,15 +39,15 @@ impl Router {
     }
 
     /// Hand dispatchable jobs of `queue` to free workers.
-    pub(crate) fn pump(&mut self, queue: &str, out: &mut Vec<Action>) {
-        if self.is_draining() {
+    pub(crate) fn pump(&mut self, queue: &str, now: Duration, out: &mut Vec<Action>) {
+        if self.is_draining() || self.paused.contains(queue) {
             return;
         }
         while let Some(wid) = self.pool.pick(queue) {
             let Some(jid) = self.pop_dispatchable(queue) else {
                 return;
             };
-            self.dispatch(jid, wid, true, out);
+            self.dispatch(jid, wid, true, now, out);
         }
     }
 
@@ -54,13 +57,17 @@ impl Router {
         jid: JobId,
         wid: WorkerId,
         consume_slot: bool,
+        now: Duration,
         out: &mut Vec<Action>,
     ) {
         let Some(job) = self.store.jobs.get(&jid) else {
             return;
         };
         let msgid = job.msgid().to_string();
-        let Some(seq) = self.pool.record_dispatch(wid, jid, &msgid, consume_slot) else {
+        let Some(seq) = self
+            .pool
+            .record_dispatch(wid, jid, &msgid, consume_slot, now)
+        else {
             // Unknown worker: cannot happen (callers pick live workers);
             // keep the job rather than lose it.
             self.store.requeue(jid, true);

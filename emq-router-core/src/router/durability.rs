@@ -216,6 +216,24 @@ impl Durability {
                 }
                 self.open.push(Some(Record::Completed { msgid }));
             }
+            Record::Finished {
+                record,
+                keep,
+                drop_before_unix_ms,
+            } => {
+                // Its `Accepted` in this batch needs no row; the finished
+                // record is kept.
+                if let Some(Some(i)) = self.open_accepted.get(&record.job.msgid).copied() {
+                    self.open_accepted.remove(&record.job.msgid);
+                    self.open[i] = None;
+                    self.cancelled += 1;
+                }
+                self.open.push(Some(Record::Finished {
+                    record,
+                    keep,
+                    drop_before_unix_ms,
+                }));
+            }
             other => self.open.push(Some(other)),
         }
     }
@@ -413,7 +431,7 @@ impl Router {
             }
         }
         for r in routes {
-            self.pump(&r, out);
+            self.pump(&r, now, out);
         }
     }
 

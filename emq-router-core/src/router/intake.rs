@@ -51,6 +51,9 @@ pub(crate) struct NewJob<'a> {
     pub payload: &'a [u8],
     /// `(reply_requested, retry_count)`, parsed only for a new meta.
     pub parse: &'a dyn Fn() -> (bool, u32),
+    /// A delayed job: core time before which it is not dispatched, and
+    /// the same as unix milliseconds (journaled).
+    pub run_at: Option<(Duration, u64)>,
 }
 
 impl Router {
@@ -92,10 +95,12 @@ impl Router {
             Some(b"SCHEDULE") | Some(b"UNSCHEDULE") => raw_frames = Some(frames.clone()),
             _ => {}
         }
-        if matches!(
-            cmd,
-            Some(b"REQUEST") | Some(b"SCHEDULE") | Some(b"UNSCHEDULE")
-        ) {
+        if socket == Socket::Admin
+            || matches!(
+                cmd,
+                Some(b"REQUEST") | Some(b"SCHEDULE") | Some(b"UNSCHEDULE")
+            )
+        {
             answer_msgid = frames
                 .get(3)
                 .and_then(|m| std::str::from_utf8(m).ok())
@@ -123,7 +128,11 @@ impl Router {
                         ident(&identity)
                     );
                 }
-                if let (Socket::Frontend, Some(msgid)) = (socket, answer_msgid) {
+                if socket == Socket::Admin {
+                    // Never silence on the admin socket.
+                    let v = super::control::undecodable_answer(&e);
+                    self.admin_answer(identity, answer_msgid.unwrap_or_default(), &v, out);
+                } else if let (Socket::Frontend, Some(msgid)) = (socket, answer_msgid) {
                     self.stats.rejected_malformed += 1;
                     self.reject(
                         identity,
@@ -216,12 +225,16 @@ impl Router {
         out: &mut Vec<Action>,
     ) {
         let route = self.route_of(&r.queue).to_string();
+        let delay = r.headers.delay();
         let refusal = if self.is_draining() {
             self.stats.rejected_shutting_down += 1;
             Some((
                 RejectReason::ShuttingDown,
                 "the router is shutting down".to_string(),
             ))
+        } else if let Err(why) = &delay {
+            self.stats.rejected_malformed += 1;
+            Some((RejectReason::Malformed, why.clone()))
         } else if let Some(why) = self.journal.refusal() {
             self.stats.rejected_journal += 1;
             Some((RejectReason::JournalUnavailable, why))
@@ -273,10 +286,16 @@ impl Router {
                 headers: &headers,
                 payload: &r.message,
                 parse: &parse,
+                run_at: match delay {
+                    Ok(Some(d)) if !d.is_zero() => {
+                        Some((now.saturating_add(d), self.unix_ms(now.saturating_add(d))))
+                    }
+                    _ => None,
+                },
             },
             now,
         );
-        self.pump(&route, out);
+        self.pump(&route, now, out);
         let ack = frames_of(self.ids.next_id(), Command::Reply(Reply::ack_of(&msgid)));
         let action = Action::Send {
             socket: Socket::Frontend,
@@ -297,14 +316,20 @@ impl Router {
             self.store
                 .metas
                 .intern(new.client, new.queue, new.route, new.headers, new.parse);
-        let job = Job::new(new.msgid, new.payload, meta, now);
+        let mut job = Job::new(new.msgid, new.payload, meta, now);
+        if let Some((_, unix_ms)) = new.run_at {
+            job.extra_mut().run_at_unix_ms = Some(unix_ms);
+        }
         self.stats.accepted += 1;
         if self.journal.enabled() {
             let record = self.job_record(&job);
             self.journal.record(Record::Accepted(record), Some(id));
         }
         self.store.index(new.msgid, id);
-        self.store.insert_queued(id, job);
+        match new.run_at {
+            Some((due, _)) => self.store.insert_delayed(id, job, due),
+            None => self.store.insert_queued(id, job),
+        }
         id
     }
 
@@ -351,10 +376,18 @@ impl Router {
             job.extra = Some(Box::new(JobExtra {
                 lost,
                 accepted_unix: Some(s.accepted_at_unix_ms.saturating_mul(1000)),
+                run_at_unix_ms: s.run_at_unix_ms,
                 ..JobExtra::default()
             }));
             self.store.index(&s.msgid, id);
-            self.store.insert_queued(id, job);
+            let now_ms = self.unix_ms(now);
+            match s.run_at_unix_ms {
+                Some(at) if at > now_ms => {
+                    let due = now.saturating_add(Duration::from_millis(at - now_ms));
+                    self.store.insert_delayed(id, job, due);
+                }
+                _ => self.store.insert_queued(id, job),
+            }
             self.stats.accepted += 1;
             self.stats.restored += 1;
             n += 1;
@@ -362,7 +395,7 @@ impl Router {
         // Restored jobs are durable: dispatchable at once.
         self.journal.mark_durable_below(self.store.next_id);
         for r in routes {
-            self.pump(&r, out);
+            self.pump(&r, now, out);
         }
         n
     }
@@ -378,6 +411,7 @@ impl Router {
             payload: job.payload().to_vec(),
             attempts: job.attempts,
             accepted_at_unix_ms: job.accepted_unix(self.cfg.epoch_unix_micros) / 1000,
+            run_at_unix_ms: job.extra.as_ref().and_then(|e| e.run_at_unix_ms),
         }
     }
 

@@ -40,7 +40,7 @@ impl Router {
                         .pool
                         .get(worker)
                         .ok_or_else(|| format!("job {id} in flight on missing worker"))?;
-                    if w.inflight.get(&seq) != Some(id) {
+                    if w.inflight.get(&seq).map(|i| i.job) != Some(*id) {
                         return Err(format!("job {id} not in its worker's in-flight table"));
                     }
                     if self.store.queues.values().any(|q| q.contains(id)) {
@@ -71,7 +71,7 @@ impl Router {
             if u64::from(w.slots) > w.readies {
                 return Err(format!("worker {} has more slots than READYs", w.id));
             }
-            for jid in w.inflight.values() {
+            for jid in w.inflight.values().map(|i| &i.job) {
                 match self.store.jobs.get(jid).map(|j| j.state) {
                     Some(JobState::InFlight { worker, .. }) if worker == w.id => {}
                     other => return Err(format!("in-flight entry {jid} has state {other:?}")),
@@ -83,10 +83,15 @@ impl Router {
                     .available
                     .get(q)
                     .is_some_and(|s| s.contains(&(std::cmp::Reverse(*weight), w.lru, w.id)));
-                if listed != (w.slots > 0) {
+                if listed != (w.slots > 0 && !w.draining) {
                     return Err(format!("worker {} availability index wrong on {q}", w.id));
                 }
-                if w.slots > 0 && !self.is_draining() && self.front_dispatchable(q) {
+                if w.slots > 0
+                    && !w.draining
+                    && !self.is_draining()
+                    && !self.paused.contains(q)
+                    && self.front_dispatchable(q)
+                {
                     return Err(format!("worker {} idle while {q} has jobs", w.id));
                 }
             }
@@ -96,7 +101,7 @@ impl Router {
             .pool
             .workers
             .values()
-            .filter(|w| w.slots > 0)
+            .filter(|w| w.slots > 0 && !w.draining)
             .map(|w| w.queues.len())
             .sum();
         if listed != expected {
@@ -132,7 +137,7 @@ impl Router {
                 }
             }
         }
-        let finished = self.stats.completed + self.stats.dead_lettered;
+        let finished = self.stats.completed + self.stats.dead_lettered + self.stats.cancelled;
         if self.stats.results_forwarded > finished {
             return Err(format!(
                 "{} RESULTs forwarded for {finished} finished jobs",

@@ -37,6 +37,8 @@
 //! - `dispatch.rs`: handing buffered jobs to free slots;
 //! - `completion.rs`: REPLYs, retries, dead letters, RESULTs;
 //! - `schedules.rs`: SCHEDULE / UNSCHEDULE and the built-in book;
+//! - `control.rs`: the control plane (ADMIN ops: lookups, cancel, dead
+//!   letters, pause, purge, drain);
 //! - `durability.rs`: the journal rule (batches, held sends, failures);
 //! - `drain.rs`: orderly shutdown;
 //! - `invariants.rs`: the bookkeeping checks the tests run after every input.
@@ -44,6 +46,7 @@
 use std::time::Duration;
 
 mod completion;
+mod control;
 mod dispatch;
 mod drain;
 mod durability;
@@ -58,11 +61,13 @@ use emqp_proto::{Command, Message, MsgIds};
 
 use crate::config::Config;
 use crate::event::{Action, Frames, Input, Socket};
+use crate::finished::Finished;
 use crate::jobs::{JobId, JobStore};
-use crate::journal::{DeadLetterRecord, Restored};
-use crate::util::{micros, FastMap, LogLimiter};
+use crate::journal::{DeadLetterRecord, JobRecord, Restored};
+use crate::util::{micros, FastMap, FastSet, LogLimiter};
 use crate::workers::WorkerPool;
 
+pub use control::admin_request;
 pub(crate) use durability::Durability;
 pub use durability::JournalState;
 
@@ -73,13 +78,12 @@ pub struct Scheduler {
     pub last_seen: Duration,
 }
 
-/// A job that gave up for good, as the admin socket lists it.
+/// A job that gave up for good, as the admin socket lists it: the whole
+/// job (a retry accepts it again), why, and when.
 #[derive(Debug, Clone)]
 pub struct DeadLetter {
-    pub msgid: String,
-    pub client: Vec<u8>,
-    pub queue: String,
-    pub attempts: u32,
+    /// The job as accepted (`route` is the queue it was buffered under).
+    pub job: JobRecord,
     pub reason: String,
     /// The last error payload (worker's REPLY), if any.
     pub error: Option<Vec<u8>>,
@@ -90,10 +94,7 @@ pub struct DeadLetter {
 impl From<DeadLetterRecord> for DeadLetter {
     fn from(d: DeadLetterRecord) -> DeadLetter {
         DeadLetter {
-            msgid: d.job.msgid,
-            client: d.job.client,
-            queue: d.job.route,
-            attempts: d.job.attempts,
+            job: d.job,
             reason: d.reason,
             error: None,
             at_unix_ms: d.dead_at_unix_ms,
@@ -119,6 +120,8 @@ pub struct Stats {
     /// REQUESTs and SCHEDULEs refused `journal-unavailable` (including
     /// jobs whose batch failed: they were never acknowledged).
     pub rejected_journal: u64,
+    /// Jobs cancelled by an operator (cancel, purge).
+    pub cancelled: u64,
     pub malformed_dropped: u64,
     pub results_forwarded: u64,
     /// Jobs enqueued by built-in schedules.
@@ -146,6 +149,8 @@ pub struct RestoreCounts {
     pub jobs: usize,
     pub dead_letters: usize,
     pub schedules: usize,
+    pub paused_queues: usize,
+    pub finished: usize,
 }
 
 /// The router core. See the module documentation for the call order.
@@ -162,6 +167,10 @@ pub struct Router {
     /// Built-in schedules (SCHEDULE with no external scheduler connected).
     pub(crate) book: emq_schedule::ScheduleBook,
     pub(crate) journal: Durability,
+    /// Paused queues: they buffer, nothing is dispatched from them.
+    pub(crate) paused: FastSet<String>,
+    /// Finished jobs kept for lookups.
+    pub(crate) finished: Finished,
     next_heartbeat: Duration,
     drain_deadline: Option<Duration>,
     exited: bool,
@@ -190,6 +199,8 @@ impl Router {
             restored_dead: 0,
             book: emq_schedule::ScheduleBook::new(),
             journal,
+            paused: FastSet::default(),
+            finished: Finished::default(),
             next_heartbeat: Duration::ZERO,
             drain_deadline: None,
             exited: false,
@@ -282,14 +293,27 @@ impl Router {
         now: Duration,
         out: &mut Vec<Action>,
     ) -> RestoreCounts {
+        // Paused first: restored jobs of a paused queue stay buffered.
+        let paused = restored.paused_queues.len();
+        self.paused.extend(restored.paused_queues);
         let jobs = self.restore_jobs(restored.jobs, now, out);
         let dead_letters = restored.dead_letters.len();
         self.restore_dead_letters(restored.dead_letters.into_iter().map(DeadLetter::from));
         let schedules = self.restore_schedules(restored.schedules, now, out);
+        let finished = restored.finished.len();
+        let keep = self.cfg.retain_finished;
+        let drop_before = self
+            .unix_ms(now)
+            .saturating_sub(u64::try_from(self.cfg.retain_for.as_millis()).unwrap_or(u64::MAX));
+        for f in restored.finished {
+            self.finished.push(f, keep, drop_before);
+        }
         RestoreCounts {
             jobs,
             dead_letters,
             schedules,
+            paused_queues: paused,
+            finished,
         }
     }
 
@@ -349,6 +373,10 @@ impl Router {
         if !self.is_draining() {
             self.run_schedules(now, out);
         }
+        let drop_before = self
+            .unix_ms(now)
+            .saturating_sub(u64::try_from(self.cfg.retain_for.as_millis()).unwrap_or(u64::MAX));
+        self.finished.trim(self.cfg.retain_finished, drop_before);
         self.flush_journal(now, out);
         self.maybe_exit(now, out);
     }
@@ -379,6 +407,10 @@ impl Router {
             Command::Status => crate::admin::status_json(&self.snapshot(now)),
             Command::RouterShowWorkers => crate::admin::workers_json(&self.snapshot(now)),
             Command::RouterShowSchedulers => crate::admin::schedulers_json(&self.snapshot(now)),
+            Command::Admin { request } => {
+                self.on_admin_request(identity, msgid, &request, now, out);
+                return;
+            }
             Command::Disconnect => {
                 let ack = frames_of(self.ids.next_id(), Command::Ack { acked_msgid: msgid });
                 self.send(Socket::Admin, identity, ack, out);

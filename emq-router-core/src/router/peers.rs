@@ -202,13 +202,17 @@ impl Router {
                 self.complete_oldest_fire_and_forget(id, now, out);
             }
         }
-        if !self.is_draining() {
+        let drained = self.pool.get(id).is_some_and(|w| w.draining);
+        if !self.is_draining() && !drained {
             let nq = self.pool.get(id).map_or(0, |w| w.queues.len());
             for i in 0..nq {
                 let Some(w) = self.pool.get(id) else { return };
                 let q = w.queues[i].1.clone();
+                if self.paused.contains(&q) {
+                    continue;
+                }
                 if let Some(jid) = self.pop_dispatchable(&q) {
-                    self.dispatch(jid, id, false, out);
+                    self.dispatch(jid, id, false, now, out);
                     return;
                 }
             }
@@ -321,8 +325,13 @@ impl Router {
         };
         let mut back: Vec<JobId> = Vec::new();
         let mut dead: Vec<JobId> = Vec::new();
-        for jid in w.inflight.values() {
+        let mut cancelled: Vec<JobId> = Vec::new();
+        for jid in w.inflight.values().map(|i| &i.job) {
             if let Some(job) = self.store.jobs.get_mut(jid) {
+                if job.extra.as_ref().is_some_and(|e| e.cancelling) {
+                    cancelled.push(*jid);
+                    continue;
+                }
                 let extra = job.extra_mut();
                 extra.lost += 1;
                 if extra.lost >= self.cfg.max_attempts {
@@ -360,8 +369,18 @@ impl Router {
                 self.dead_letter(job, reason, None, now, out);
             }
         }
+        for jid in cancelled {
+            if let Some(job) = self.store.remove_job(jid) {
+                self.finish_cancelled(
+                    job,
+                    "its worker left while it was being cancelled",
+                    now,
+                    out,
+                );
+            }
+        }
         for r in routes {
-            self.pump(&r, out);
+            self.pump(&r, now, out);
         }
     }
 }

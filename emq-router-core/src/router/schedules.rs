@@ -136,7 +136,7 @@ impl Router {
     }
 
     /// Journal what the schedule book changed.
-    fn journal_schedules(&mut self) {
+    pub(super) fn journal_schedules(&mut self) {
         if !self.book.has_changes() {
             return;
         }
@@ -204,6 +204,7 @@ impl Router {
                     headers: &headers,
                     payload: &run.message,
                     parse: &parse,
+                    run_at: None,
                 },
                 now,
             );
@@ -214,7 +215,7 @@ impl Router {
         }
         self.journal_schedules();
         for r in routes {
-            self.pump(&r, out);
+            self.pump(&r, now, out);
         }
     }
 

@@ -1,0 +1,813 @@
+//! The control plane: `ADMIN [request JSON]` on the admin socket (an emq
+//! extension; docs/PROTOCOL.md, "Control plane").
+//!
+//! - Every request gets one answer, `REPLY [answer JSON, msgid]`:
+//!   `{"ok": true, ...}` or `{"ok": false, "error": {"kind", "message"}}`.
+//!   An unknown op, a missing or malformed argument, or an ADMIN that
+//!   does not decode is a `bad-request` — never silence.
+//! - Lookups (`job`, `jobs`, `dead`, `queues`, `workers`, `schedules`,
+//!   `status`) read the core; none walks every job: `jobs` pages through
+//!   the jobs in acceptance order from a cursor and looks at no more than
+//!   [`SCAN_LIMIT`] jobs per call.
+//! - State changes (`cancel`, `dead-retry`, `dead-discard`, `pause`,
+//!   `resume`, `purge`, `unschedule`) are journaled like everything else,
+//!   and refused `journal-unavailable` while the journal fails (a change
+//!   the journal could lose is not made). `drain` / `undrain` act on a
+//!   connection, which does not outlive the router, and are not journaled.
+//! - **Cancel.** A delayed, queued or retrying job is removed at once and
+//!   ends `cancelled`. A running job is cancelled by its job manager: the
+//!   router sends `CANCEL [msgid]` to a worker with the `cancel` feature
+//!   and marks the job `cancelling`; its failed REPLY ends it `cancelled`
+//!   (no retry), and so does its worker's death (no redelivery); a REPLY
+//!   `ok` that crossed the CANCEL ends it `done`. A 0.3.13 job manager
+//!   cannot cancel: `unsupported`. A `reply-requested` client gets a
+//!   failed RESULT of kind `cancelled`.
+//! - **Pause.** A paused queue buffers and accepts jobs but dispatches
+//!   none; the state is journaled and survives a restart.
+
+use std::time::Duration;
+
+use emqp_proto::{Command, Headers, Message, Reply};
+use serde_json::{json, Map, Value};
+
+use super::completion::PAYLOAD_KEPT;
+use super::intake::NewJob;
+use super::{frames_of, Router};
+use crate::event::{Action, Socket};
+use crate::jobs::{Job, JobId, JobState};
+use crate::journal::{FinishedRecord, Record};
+use crate::util::ident;
+
+/// Jobs one `jobs` call looks at, at most.
+pub(crate) const SCAN_LIMIT: usize = 100_000;
+/// Default and largest page of `jobs` and `dead`.
+const PAGE: usize = 50;
+const PAGE_MAX: usize = 1000;
+
+/// Why an op failed: `(kind, message)`.
+type OpError = (&'static str, String);
+
+fn bad(message: impl Into<String>) -> OpError {
+    ("bad-request", message.into())
+}
+
+fn not_found(message: impl Into<String>) -> OpError {
+    ("not-found", message.into())
+}
+
+/// A payload or result as JSON when it is JSON, else as text.
+fn json_or_text(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()))
+}
+
+/// The first bytes of a MSG frame as text, and whether it was cut.
+fn payload_preview(bytes: &[u8]) -> (String, bool) {
+    let cut = bytes.len() > PAYLOAD_KEPT;
+    let b = &bytes[..bytes.len().min(PAYLOAD_KEPT)];
+    (String::from_utf8_lossy(b).into_owned(), cut)
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    needle.is_empty()
+        || haystack
+            .windows(needle.len())
+            .any(|w| w == needle.as_bytes())
+}
+
+/// The filters of `jobs` and `dead`.
+struct Filter {
+    queue: Option<String>,
+    state: Option<String>,
+    contains: Option<String>,
+}
+
+impl Filter {
+    fn of(req: &Map<String, Value>) -> Result<Filter, OpError> {
+        Ok(Filter {
+            queue: opt_str(req, "queue")?,
+            state: opt_str(req, "state")?,
+            contains: opt_str(req, "contains")?,
+        })
+    }
+
+    fn admits(&self, queue: &str, route: &str, state: &str, payload: &[u8]) -> bool {
+        self.queue
+            .as_deref()
+            .is_none_or(|q| q == queue || q == route)
+            && self.state.as_deref().is_none_or(|s| s == state)
+            && self
+                .contains
+                .as_deref()
+                .is_none_or(|c| contains(payload, c))
+    }
+}
+
+fn opt_str(req: &Map<String, Value>, key: &str) -> Result<Option<String>, OpError> {
+    match req.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(bad(format!("{key} must be a string, got {other}"))),
+    }
+}
+
+fn req_str(req: &Map<String, Value>, key: &str) -> Result<String, OpError> {
+    opt_str(req, key)?.ok_or_else(|| bad(format!("missing argument {key}")))
+}
+
+fn limit_of(req: &Map<String, Value>) -> Result<usize, OpError> {
+    match req.get("limit") {
+        None | Some(Value::Null) => Ok(PAGE),
+        Some(v) => match v.as_u64() {
+            Some(n) if n >= 1 => Ok((n as usize).min(PAGE_MAX)),
+            _ => Err(bad(format!("limit must be a positive integer, got {v}"))),
+        },
+    }
+}
+
+fn newest_of(req: &Map<String, Value>) -> Result<bool, OpError> {
+    match opt_str(req, "order")?.as_deref() {
+        None | Some("newest") => Ok(true),
+        Some("oldest") => Ok(false),
+        Some(o) => Err(bad(format!("order must be newest or oldest, got {o}"))),
+    }
+}
+
+const UNFINISHED_STATES: [&str; 5] = ["delayed", "queued", "in-flight", "cancelling", "retrying"];
+const FINISHED_STATES: [&str; 3] = ["done", "failed", "cancelled"];
+
+impl Router {
+    /// An ADMIN request (decoded) from `identity`.
+    pub(super) fn on_admin_request(
+        &mut self,
+        identity: Vec<u8>,
+        msgid: String,
+        request: &[u8],
+        now: Duration,
+        out: &mut Vec<Action>,
+    ) {
+        let answer = match serde_json::from_slice::<Value>(request) {
+            Ok(Value::Object(req)) => self.admin_op(&req, now, out),
+            Ok(other) => Err(bad(format!(
+                "the request must be a JSON object, got {other}"
+            ))),
+            Err(e) => Err(bad(format!("the request is not JSON: {e}"))),
+        };
+        let value = match answer {
+            Ok(Value::Object(mut m)) => {
+                m.insert("ok".into(), Value::Bool(true));
+                Value::Object(m)
+            }
+            Ok(other) => json!({"ok": true, "value": other}),
+            Err((kind, message)) => {
+                log::debug!(
+                    "admin request from {} refused: {kind}: {message}",
+                    ident(&identity)
+                );
+                json!({"ok": false, "error": {"kind": kind, "message": message}})
+            }
+        };
+        self.admin_answer(identity, msgid, &value, out);
+    }
+
+    /// `REPLY [answer, msgid]` on the admin socket.
+    pub(super) fn admin_answer(
+        &mut self,
+        identity: Vec<u8>,
+        msgid: String,
+        value: &Value,
+        out: &mut Vec<Action>,
+    ) {
+        let reply = Reply {
+            payload: value.to_string().into_bytes(),
+            orig_msgid: Some(msgid),
+            status: None,
+        };
+        let f = frames_of(self.ids.next_id(), Command::Reply(reply));
+        self.send(Socket::Admin, identity, f, out);
+    }
+
+    fn admin_op(
+        &mut self,
+        req: &Map<String, Value>,
+        now: Duration,
+        out: &mut Vec<Action>,
+    ) -> Result<Value, OpError> {
+        let op = req_str(req, "op")?;
+        let changes = matches!(
+            op.as_str(),
+            "cancel" | "dead-retry" | "dead-discard" | "pause" | "resume" | "purge" | "unschedule"
+        );
+        if changes {
+            if let Some(why) = self.journal.refusal() {
+                return Err(("journal-unavailable", why));
+            }
+        }
+        match op.as_str() {
+            "status" => {
+                let mut v: Value =
+                    serde_json::from_str(&crate::admin::status_json(&self.snapshot(now)))
+                        .unwrap_or(Value::Null);
+                if let Some(m) = v.as_object_mut() {
+                    m.insert("version".into(), env!("CARGO_PKG_VERSION").into());
+                }
+                Ok(v)
+            }
+            "job" => {
+                let msgid = req_str(req, "msgid")?;
+                self.job_view_by_msgid(&msgid, now)
+                    .map(|v| json!({ "job": v }))
+                    .ok_or_else(|| {
+                        not_found(format!(
+                            "no job {msgid} (unfinished, retained finished or dead-lettered)"
+                        ))
+                    })
+            }
+            "jobs" => self.op_jobs(req, now),
+            "cancel" => self.op_cancel(&req_str(req, "msgid")?, now, out),
+            "dead" => self.op_dead(req),
+            "dead-retry" => self.op_dead_take(req, true, now, out),
+            "dead-discard" => self.op_dead_take(req, false, now, out),
+            "queues" => Ok(self.op_queues(now)),
+            "pause" | "resume" => {
+                let queue = req_str(req, "queue")?;
+                let paused = op == "pause";
+                let changed = if paused {
+                    self.paused.insert(queue.clone())
+                } else {
+                    self.paused.remove(&queue)
+                };
+                if changed {
+                    log::info!(
+                        "queue {queue} {}",
+                        if paused { "paused" } else { "resumed" }
+                    );
+                    self.journal.record(
+                        Record::QueuePaused {
+                            queue: queue.clone(),
+                            paused,
+                        },
+                        None,
+                    );
+                    if !paused {
+                        self.pump(&queue, now, out);
+                    }
+                }
+                Ok(json!({ "queue": queue, "paused": paused }))
+            }
+            "purge" => {
+                let queue = req_str(req, "queue")?;
+                let ids = self.store.take_waiting(&queue);
+                let n = ids.len();
+                for jid in ids {
+                    if let Some(job) = self.store.remove_job(jid) {
+                        self.finish_cancelled(job, "queue purged", now, out);
+                    }
+                }
+                log::info!("queue {queue} purged: {n} waiting job(s) cancelled");
+                Ok(json!({ "queue": queue, "purged": n }))
+            }
+            "workers" => Ok(self.op_workers(now)),
+            "drain" | "undrain" => {
+                let worker = req_str(req, "worker")?;
+                let id = self
+                    .pool
+                    .id_of(worker.as_bytes())
+                    .ok_or_else(|| not_found(format!("no connected worker {worker}")))?;
+                let draining = op == "drain";
+                self.pool.set_draining(id, draining);
+                log::info!(
+                    "worker {worker} {}",
+                    if draining {
+                        "drained: no new jobs"
+                    } else {
+                        "resumed"
+                    }
+                );
+                if !draining {
+                    let queues: Vec<String> = self
+                        .pool
+                        .get(id)
+                        .map(|w| w.queues.iter().map(|(_, q)| q.clone()).collect())
+                        .unwrap_or_default();
+                    for q in queues {
+                        self.pump(&q, now, out);
+                    }
+                }
+                Ok(json!({ "worker": worker, "draining": draining }))
+            }
+            "schedules" => Ok(json!({ "schedules": self.book.list() })),
+            "unschedule" => {
+                let id = req_str(req, "id")?;
+                let sid = emq_schedule::ScheduleId::parse(&id)
+                    .ok_or_else(|| bad(format!("{id} is not a schedule id")))?;
+                if !self.book.unschedule(&sid) {
+                    return Err(not_found(format!("no schedule {id}")));
+                }
+                self.journal_schedules();
+                Ok(json!({ "removed": id }))
+            }
+            "shutdown" => {
+                self.start_shutdown("admin shutdown", now, out);
+                Ok(json!({ "shutting_down": true }))
+            }
+            other => Err(bad(format!(
+                "unknown op {other:?} (ops: status, job, jobs, cancel, dead, dead-retry, \
+                 dead-discard, queues, pause, resume, purge, workers, drain, undrain, \
+                 schedules, unschedule, shutdown)"
+            ))),
+        }
+    }
+
+    // ----- jobs ---------------------------------------------------------------
+
+    /// The state name of an unfinished job.
+    fn state_of(&self, job: &Job) -> &'static str {
+        let cancelling = job.extra.as_ref().is_some_and(|e| e.cancelling);
+        match job.state {
+            JobState::Queued => "queued",
+            JobState::InFlight { .. } if cancelling => "cancelling",
+            JobState::InFlight { .. } => "in-flight",
+            JobState::Delayed { .. } if job.failures() > 0 => "retrying",
+            JobState::Delayed { .. } => "delayed",
+        }
+    }
+
+    fn unfinished_view(&self, job: &Job, now: Duration) -> Value {
+        let (payload, cut) = payload_preview(job.payload());
+        let mut v = json!({
+            "msgid": job.msgid().to_string(),
+            "queue": job.queue(),
+            "route": job.route(),
+            "state": self.state_of(job),
+            "headers": String::from_utf8_lossy(job.headers()),
+            "attempts": job.attempts,
+            "accepted_at_ms": job.accepted_unix(self.cfg.epoch_unix_micros) / 1000,
+            "client": ident(job.client()),
+            "payload": payload,
+        });
+        let m = v.as_object_mut().expect("an object");
+        if cut {
+            m.insert("payload_truncated".into(), true.into());
+        }
+        match job.state {
+            JobState::InFlight { worker, seq } => {
+                if let Some(w) = self.pool.get(worker) {
+                    m.insert("worker".into(), ident(&w.identity).into());
+                    if let Some(i) = w.inflight.get(&seq) {
+                        m.insert("dispatched_at_ms".into(), self.unix_ms(i.since).into());
+                        m.insert(
+                            "running_ms".into(),
+                            (now.saturating_sub(i.since).as_millis() as u64).into(),
+                        );
+                    }
+                }
+            }
+            JobState::Delayed { due } => {
+                m.insert("run_at_ms".into(), self.unix_ms(due).into());
+            }
+            JobState::Queued => {}
+        }
+        if let Some(e) = job.extra.as_ref().and_then(|e| e.last_error.as_deref()) {
+            m.insert("last_error".into(), json_or_text(e));
+        }
+        v
+    }
+
+    fn finished_view(r: &FinishedRecord) -> Value {
+        let (payload, cut) = payload_preview(&r.job.payload);
+        let mut v = json!({
+            "msgid": r.job.msgid,
+            "queue": r.job.queue,
+            "route": r.job.route,
+            "state": r.outcome,
+            "headers": String::from_utf8_lossy(&r.job.headers),
+            "attempts": r.job.attempts,
+            "accepted_at_ms": r.job.accepted_at_unix_ms,
+            "finished_at_ms": r.finished_at_unix_ms,
+            "client": ident(&r.job.client),
+            "payload": payload,
+            "result": r.result.as_deref().map(json_or_text),
+        });
+        let m = v.as_object_mut().expect("an object");
+        if cut {
+            m.insert("payload_truncated".into(), true.into());
+        }
+        if r.result_truncated {
+            m.insert("result_truncated".into(), true.into());
+        }
+        if r.outcome != "done" {
+            if let Some(res) = &r.result {
+                if let Some(e) = json_or_text(res).get("error") {
+                    m.insert("last_error".into(), e.clone());
+                }
+            }
+        }
+        v
+    }
+
+    fn dead_view(d: &super::DeadLetter) -> Value {
+        let (payload, cut) = payload_preview(&d.job.payload);
+        json!({
+            "msgid": d.job.msgid,
+            "queue": d.job.queue,
+            "route": d.job.route,
+            "state": "dead-lettered",
+            "headers": String::from_utf8_lossy(&d.job.headers),
+            "attempts": d.job.attempts,
+            "accepted_at_ms": d.job.accepted_at_unix_ms,
+            "finished_at_ms": d.at_unix_ms,
+            "at_ms": d.at_unix_ms,
+            "client": ident(&d.job.client),
+            "reason": d.reason,
+            "error": d.error.as_deref().map(json_or_text),
+            "last_error": d.error.as_deref().map(json_or_text),
+            "payload": payload,
+            "payload_truncated": cut,
+        })
+    }
+
+    fn job_view_by_msgid(&self, msgid: &str, now: Duration) -> Option<Value> {
+        if let Some(jid) = self.store.find(msgid) {
+            return self
+                .store
+                .jobs
+                .get(&jid)
+                .map(|j| self.unfinished_view(j, now));
+        }
+        if let Some(r) = self.finished.get(msgid) {
+            return Some(Self::finished_view(r));
+        }
+        self.dead
+            .iter()
+            .rev()
+            .find(|d| d.job.msgid == msgid)
+            .map(Self::dead_view)
+    }
+
+    /// `jobs`: the unfinished jobs in acceptance order, then the retained
+    /// finished ones in finishing order (each newest or oldest first),
+    /// filtered; one page, from a cursor (`u<job id>` or `f<sequence>`).
+    fn op_jobs(&self, req: &Map<String, Value>, now: Duration) -> Result<Value, OpError> {
+        let filter = Filter::of(req)?;
+        if let Some(s) = &filter.state {
+            if !UNFINISHED_STATES.contains(&s.as_str()) && !FINISHED_STATES.contains(&s.as_str()) {
+                return Err(bad(format!(
+                    "unknown state {s:?} (states: {}, {})",
+                    UNFINISHED_STATES.join(", "),
+                    FINISHED_STATES.join(", ")
+                )));
+            }
+        }
+        let newest = newest_of(req)?;
+        let limit = limit_of(req)?;
+        let cursor = opt_str(req, "cursor")?;
+        let (in_finished, cursor_n) = match cursor.as_deref() {
+            None => (false, None),
+            Some(c) => {
+                let (phase, n) = c.split_at(c.len().min(1));
+                let n: u64 = n.parse().map_err(|_| bad(format!("bad cursor {c:?}")))?;
+                match phase {
+                    "u" => (false, Some(n)),
+                    "f" => (true, Some(n)),
+                    _ => return Err(bad(format!("bad cursor {c:?}"))),
+                }
+            }
+        };
+        let wants_unfinished = filter
+            .state
+            .as_deref()
+            .is_none_or(|s| UNFINISHED_STATES.contains(&s));
+        let wants_finished = filter
+            .state
+            .as_deref()
+            .is_none_or(|s| FINISHED_STATES.contains(&s));
+        let mut page: Vec<Value> = Vec::new();
+        let mut scanned = 0usize;
+        let mut next: Option<String> = None;
+        if wants_unfinished && !in_finished {
+            let mut last: Option<JobId> = None;
+            self.store
+                .jobs
+                .scan(newest, cursor_n.map(JobId), |id, job| {
+                    if page.len() >= limit || scanned >= SCAN_LIMIT {
+                        next = Some(format!("u{}", last.map_or(id.0, |l| l.0)));
+                        return false;
+                    }
+                    scanned += 1;
+                    last = Some(id);
+                    if filter.admits(job.queue(), job.route(), self.state_of(job), job.payload()) {
+                        page.push(self.unfinished_view(job, now));
+                    }
+                    true
+                });
+            // `next` from inside the scan names the last job looked at.
+            if let Some(n) = next.as_mut() {
+                if let Some(l) = last {
+                    *n = format!("u{}", l.0);
+                }
+            }
+        }
+        if next.is_none() && wants_finished {
+            let start = if in_finished { cursor_n } else { None };
+            let mut last: Option<u64> = None;
+            for (seq, r) in self.finished.iter(newest, start) {
+                if page.len() >= limit || scanned >= SCAN_LIMIT {
+                    next = last.map(|l| format!("f{l}"));
+                    break;
+                }
+                scanned += 1;
+                last = Some(seq);
+                if filter.admits(&r.job.queue, &r.job.route, &r.outcome, &r.job.payload) {
+                    page.push(Self::finished_view(r));
+                }
+            }
+        }
+        Ok(json!({ "jobs": page, "next_cursor": next, "scanned": scanned }))
+    }
+
+    fn op_cancel(
+        &mut self,
+        msgid: &str,
+        now: Duration,
+        out: &mut Vec<Action>,
+    ) -> Result<Value, OpError> {
+        let Some(jid) = self.store.find(msgid) else {
+            if let Some(r) = self.finished.get(msgid) {
+                return Err((
+                    "conflict",
+                    format!("job {msgid} already finished ({})", r.outcome),
+                ));
+            }
+            if self.dead.iter().any(|d| d.job.msgid == msgid) {
+                return Err((
+                    "conflict",
+                    format!("job {msgid} is dead-lettered (discard it with dead-discard)"),
+                ));
+            }
+            return Err(not_found(format!("no job {msgid}")));
+        };
+        let Some(job) = self.store.jobs.get(&jid) else {
+            return Err(not_found(format!("no job {msgid}")));
+        };
+        let was = self.state_of(job);
+        match job.state {
+            JobState::Queued | JobState::Delayed { .. } => {
+                match job.state {
+                    JobState::Queued => self.store.remove_queued(jid),
+                    JobState::Delayed { due } => {
+                        self.store.delayed.remove(&(due, jid));
+                    }
+                    JobState::InFlight { .. } => {}
+                }
+                if let Some(job) = self.store.remove_job(jid) {
+                    self.finish_cancelled(job, "cancel", now, out);
+                }
+                Ok(json!({ "msgid": msgid, "was": was, "state": "cancelled" }))
+            }
+            JobState::InFlight { worker, .. } => {
+                let Some(w) = self.pool.get(worker) else {
+                    return Err(not_found(format!("no job {msgid}")));
+                };
+                if was == "cancelling" {
+                    return Ok(json!({ "msgid": msgid, "was": was, "state": "cancelling" }));
+                }
+                if !w
+                    .features
+                    .iter()
+                    .any(|f| f == emqp_proto::command::FEATURE_CANCEL)
+                {
+                    return Err((
+                        "unsupported",
+                        format!(
+                            "job {msgid} runs on worker {}, which cannot cancel jobs (a 0.3.13 job manager)",
+                            ident(&w.identity)
+                        ),
+                    ));
+                }
+                let identity = w.identity.clone();
+                if let Some(j) = self.store.jobs.get_mut(&jid) {
+                    j.extra_mut().cancelling = true;
+                }
+                log::info!(
+                    "job {msgid} cancelling: CANCEL to worker {}",
+                    ident(&identity)
+                );
+                let f = frames_of(
+                    self.ids.next_id(),
+                    Command::Cancel {
+                        orig_msgid: msgid.to_string(),
+                    },
+                );
+                self.send(Socket::Backend, identity, f, out);
+                Ok(json!({ "msgid": msgid, "was": was, "state": "cancelling" }))
+            }
+        }
+    }
+
+    // ----- dead letters -------------------------------------------------------
+
+    fn op_dead(&self, req: &Map<String, Value>) -> Result<Value, OpError> {
+        let filter = Filter::of(req)?;
+        let limit = limit_of(req)?;
+        let skip: usize = match opt_str(req, "cursor")? {
+            None => 0,
+            Some(c) => c.parse().map_err(|_| bad(format!("bad cursor {c:?}")))?,
+        };
+        let matching =
+            self.dead.iter().rev().filter(|d| {
+                filter.admits(&d.job.queue, &d.job.route, "dead-lettered", &d.job.payload)
+            });
+        let page: Vec<Value> = matching
+            .clone()
+            .skip(skip)
+            .take(limit)
+            .map(Self::dead_view)
+            .collect();
+        let count = matching.count();
+        let next = (skip + page.len() < count).then(|| (skip + page.len()).to_string());
+        Ok(json!({ "dead_letters": page, "next_cursor": next, "count": count }))
+    }
+
+    /// `dead-retry` (`retry`) or `dead-discard`: one msgid, or all that
+    /// match the filters.
+    fn op_dead_take(
+        &mut self,
+        req: &Map<String, Value>,
+        retry: bool,
+        now: Duration,
+        out: &mut Vec<Action>,
+    ) -> Result<Value, OpError> {
+        let all = matches!(req.get("all"), Some(Value::Bool(true)));
+        let msgid = opt_str(req, "msgid")?;
+        let filter = Filter::of(req)?;
+        if all == msgid.is_some() {
+            return Err(bad("give either msgid or all: true"));
+        }
+        if retry && self.is_draining() {
+            return Err(("shutting-down", "the router is shutting down".into()));
+        }
+        let take = |d: &super::DeadLetter| match &msgid {
+            Some(m) => d.job.msgid == *m,
+            None => filter.admits(&d.job.queue, &d.job.route, "dead-lettered", &d.job.payload),
+        };
+        let mut taken = Vec::new();
+        let mut kept = std::collections::VecDeque::with_capacity(self.dead.len());
+        for d in std::mem::take(&mut self.dead) {
+            if take(&d) {
+                taken.push(d);
+            } else {
+                kept.push_back(d);
+            }
+        }
+        self.dead = kept;
+        if taken.is_empty() {
+            if let Some(m) = msgid {
+                return Err(not_found(format!("no dead letter {m}")));
+            }
+        }
+        let mut done = 0usize;
+        let mut skipped = 0usize;
+        let mut routes: Vec<String> = Vec::new();
+        for d in taken {
+            if retry && self.store.find(&d.job.msgid).is_some() {
+                // The msgid is held by another unfinished job: keep it.
+                skipped += 1;
+                self.dead.push_back(d);
+                continue;
+            }
+            self.journal.record(
+                Record::DeadLetterRemoved {
+                    msgid: d.job.msgid.clone(),
+                },
+                None,
+            );
+            if retry {
+                let route = self.route_of(&d.job.queue).to_string();
+                let h = Headers::parse(&d.job.headers).unwrap_or_default();
+                let parse = || (h.reply_requested(), h.retry_count().unwrap_or(0));
+                self.accept(
+                    NewJob {
+                        msgid: &d.job.msgid,
+                        client: &d.job.client,
+                        queue: &d.job.queue,
+                        route: &route,
+                        headers: &d.job.headers,
+                        payload: &d.job.payload,
+                        parse: &parse,
+                        run_at: None,
+                    },
+                    now,
+                );
+                if !routes.contains(&route) {
+                    routes.push(route);
+                }
+            }
+            done += 1;
+        }
+        for r in routes {
+            self.pump(&r, now, out);
+        }
+        log::info!(
+            "{done} dead letter(s) {}",
+            if retry { "retried" } else { "discarded" }
+        );
+        let key = if retry { "retried" } else { "discarded" };
+        let mut v = json!({ key: done });
+        if skipped > 0 {
+            v["skipped_msgid_in_use"] = skipped.into();
+        }
+        Ok(v)
+    }
+
+    // ----- queues, workers ---------------------------------------------------
+
+    fn op_queues(&self, now: Duration) -> Value {
+        let snap = self.snapshot(now);
+        let mut delayed: std::collections::BTreeMap<&str, u64> = Default::default();
+        for (_, jid) in &self.store.delayed {
+            if let Some(j) = self.store.jobs.get(jid) {
+                if j.failures() == 0 {
+                    *delayed.entry(j.route()).or_default() += 1;
+                }
+            }
+        }
+        let mut names: Vec<&str> = snap.queues.iter().map(|q| q.name.as_str()).collect();
+        for p in &self.paused {
+            if !names.contains(&p.as_str()) {
+                names.push(p);
+            }
+        }
+        names.sort_unstable();
+        let queues: Vec<Value> = names
+            .iter()
+            .map(|name| {
+                let q = snap.queues.iter().find(|q| q.name == *name);
+                let d = delayed.get(name).copied().unwrap_or(0);
+                json!({
+                    "name": name,
+                    "depth": q.map_or(0, |q| q.depth),
+                    "inflight": q.map_or(0, |q| q.inflight),
+                    "retry_waiting": q.map_or(0, |q| q.retry_waiting.saturating_sub(d)),
+                    "delayed": d,
+                    "oldest_age_ms": q.map_or(0, |q| q.max_age_ms),
+                    "paused": self.paused.contains(*name),
+                    "processed": q.map_or(0, |q| q.metrics.processed),
+                    "failed": q.map_or(0, |q| q.metrics.failed),
+                    "workers": q.map_or(0, |q| q.serving.len()),
+                })
+            })
+            .collect();
+        json!({ "queues": queues })
+    }
+
+    fn op_workers(&self, now: Duration) -> Value {
+        let mut workers: Vec<Value> = self
+            .pool
+            .workers
+            .values()
+            .map(|w| {
+                let running: Vec<Value> = w
+                    .inflight
+                    .values()
+                    .filter_map(|i| {
+                        self.store.jobs.get(&i.job).map(|j| {
+                            json!({
+                                "msgid": j.msgid().to_string(),
+                                "queue": j.queue(),
+                                "running_ms": now.saturating_sub(i.since).as_millis() as u64,
+                            })
+                        })
+                    })
+                    .collect();
+                json!({
+                    "identity": ident(&w.identity),
+                    "queues": w.announced.iter().map(|(wt, q)| json!([wt, q])).collect::<Vec<_>>(),
+                    "free_slots": w.slots,
+                    "inflight": w.inflight.len(),
+                    "running": running,
+                    "connected_ms": now.saturating_sub(w.connected_at).as_millis() as u64,
+                    "draining": w.draining,
+                    "features": w.features,
+                })
+            })
+            .collect();
+        workers.sort_by(|a, b| a["identity"].as_str().cmp(&b["identity"].as_str()));
+        json!({ "workers": workers })
+    }
+}
+
+/// An ADMIN frame that did not decode: the `bad-request` answer.
+pub(super) fn undecodable_answer(e: &dyn std::fmt::Display) -> Value {
+    json!({"ok": false, "error": {"kind": "bad-request", "message": format!("undecodable admin message: {e}")}})
+}
+
+/// For tests and tools: an ADMIN request's frames.
+pub fn admin_request(msgid: &str, request: &Value) -> Message {
+    Message::with_msgid(
+        msgid,
+        Command::Admin {
+            request: request.to_string().into_bytes(),
+        },
+    )
+}
