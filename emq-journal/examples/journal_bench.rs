@@ -24,6 +24,7 @@ fn job(i: u64) -> JournaledJob {
         message: br#"["call",{"handler":"echo","args":[1,2,3]}]"#.to_vec(),
         attempts: 0,
         accepted_at_unix_ms: 1_700_000_000_000 + i as i64,
+        run_at_unix_ms: None,
     }
 }
 

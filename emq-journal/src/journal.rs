@@ -14,9 +14,10 @@ use crate::row_index::{Key, RowIndex, Staged};
 pub type Result<T, E = JournalError> = std::result::Result<T, E>;
 
 /// The schema version this crate writes (`PRAGMA user_version`). Version 1
-/// (the same tables with a UNIQUE index on `jobs.msgid`) is migrated when
-/// opened.
-pub const SCHEMA_VERSION: i64 = 2;
+/// (the same tables with a UNIQUE index on `jobs.msgid`) and version 2 (no
+/// `run_at` column, no `finished` and `paused_queues` tables) are migrated
+/// when opened.
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// The first 16 bytes of every SQLite database file.
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
@@ -41,6 +42,19 @@ pub struct JournaledJob {
     /// Dispatch attempts so far.
     pub attempts: u32,
     pub accepted_at_unix_ms: i64,
+    /// A delayed job's run time (unix ms).
+    pub run_at_unix_ms: Option<i64>,
+}
+
+/// A finished job kept for lookups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FinishedJob {
+    pub job: JournaledJob,
+    /// `done`, `failed` or `cancelled`.
+    pub outcome: String,
+    pub finished_at_unix_ms: i64,
+    pub result: Option<Vec<u8>>,
+    pub result_truncated: bool,
 }
 
 /// One change to the journal. The router core emits these; the binary hands
@@ -54,9 +68,25 @@ pub enum JournalOp {
     /// The job finished (ok or failed-and-reported): its row is deleted.
     /// Unknown msgids are ignored.
     Completed { msgid: String },
-    /// The job failed for good: it moves to the dead-letter table.
-    /// Unknown msgids are ignored.
-    DeadLettered { msgid: String, error: String },
+    /// The job failed for good: it moves to the dead-letter table, which
+    /// keeps the newest `keep`. Unknown msgids are ignored.
+    DeadLettered {
+        msgid: String,
+        error: String,
+        keep: usize,
+    },
+    /// The job finished and is kept for lookups: its unfinished row goes,
+    /// the finished row is written; the table keeps the newest `keep`
+    /// finished at or after `drop_before_unix_ms`.
+    Finished {
+        job: FinishedJob,
+        keep: usize,
+        drop_before_unix_ms: i64,
+    },
+    /// A queue was paused or resumed.
+    QueuePaused { queue: String, paused: bool },
+    /// A dead letter was retried or discarded. Unknown msgids are ignored.
+    DeadLetterRemoved { msgid: String },
     /// The job's attempt counter changed (it was dispatched again).
     Attempt { msgid: String, attempts: u32 },
     /// A schedule was created or replaced (emq schedules, opaque blob).
@@ -164,6 +194,32 @@ macro_rules! jobs_columns {
     };
 }
 
+/// Version 3's additions: a delayed job's run time, finished jobs kept for
+/// lookups, paused queues (also the 2 → 3 migration).
+const SCHEMA_3_ADDITIONS: &str = "
+ALTER TABLE jobs ADD COLUMN run_at INTEGER;
+CREATE TABLE finished (
+    seq         INTEGER PRIMARY KEY,
+    msgid       TEXT    NOT NULL,
+    client      BLOB    NOT NULL,
+    queue       TEXT    NOT NULL,
+    route       TEXT    NOT NULL,
+    headers     TEXT    NOT NULL,
+    message     BLOB    NOT NULL,
+    attempts    INTEGER NOT NULL,
+    accepted_at INTEGER NOT NULL,
+    run_at      INTEGER,
+    outcome     TEXT    NOT NULL,
+    finished_at INTEGER NOT NULL,
+    result      BLOB,
+    result_truncated INTEGER NOT NULL
+);
+CREATE INDEX finished_at ON finished (finished_at);
+CREATE TABLE paused_queues (
+    queue TEXT PRIMARY KEY
+) WITHOUT ROWID;
+";
+
 const SCHEMA: &str = concat!(
     "CREATE TABLE jobs (",
     jobs_columns!(),
@@ -203,12 +259,25 @@ ALTER TABLE jobs_v2 RENAME TO jobs;
 "
 );
 
-const INSERT_JOB: &str =
-    "INSERT INTO jobs (msgid, client, queue, route, headers, message, attempts, accepted_at)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+const INSERT_JOB: &str = "INSERT INTO jobs
+        (msgid, client, queue, route, headers, message, attempts, accepted_at, run_at)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
 /// A msgid accepted again: new fields, same place in the acceptance order.
 const REPLACE_JOB: &str = "UPDATE jobs SET client = ?2, queue = ?3, route = ?4, headers = ?5,
-     message = ?6, attempts = ?7, accepted_at = ?8 WHERE seq = ?1";
+     message = ?6, attempts = ?7, accepted_at = ?8, run_at = ?9 WHERE seq = ?1";
+const INSERT_FINISHED: &str = "INSERT INTO finished
+        (msgid, client, queue, route, headers, message, attempts, accepted_at, run_at,
+         outcome, finished_at, result, result_truncated)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
+/// Keep the newest ?1 finished rows, none finished before ?2.
+const TRIM_FINISHED: &str = "DELETE FROM finished WHERE finished_at < ?2 OR seq <=
+     (SELECT seq FROM finished ORDER BY seq DESC LIMIT 1 OFFSET ?1)";
+/// Keep the newest ?1 dead letters.
+const TRIM_DEAD: &str = "DELETE FROM dead_letters WHERE seq <=
+     (SELECT seq FROM dead_letters ORDER BY seq DESC LIMIT 1 OFFSET ?1)";
+const DELETE_DEAD: &str = "DELETE FROM dead_letters WHERE msgid = ?1";
+const PAUSE_QUEUE: &str = "INSERT OR IGNORE INTO paused_queues (queue) VALUES (?1)";
+const RESUME_QUEUE: &str = "DELETE FROM paused_queues WHERE queue = ?1";
 const DELETE_JOB: &str = "DELETE FROM jobs WHERE seq = ?1";
 const UPDATE_ATTEMPTS: &str = "UPDATE jobs SET attempts = ?2 WHERE seq = ?1";
 const MOVE_TO_DEAD: &str = "INSERT INTO dead_letters
@@ -444,17 +513,23 @@ impl Journal {
                         });
                     }
                     c.execute_batch(SCHEMA).map_err(self.err("create schema"))?;
+                    c.execute_batch(SCHEMA_3_ADDITIONS)
+                        .map_err(self.err("create schema"))?;
                     c.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
                         .map_err(self.err("create schema"))?;
                     Ok(())
                 }
-                1 => {
-                    c.execute_batch(MIGRATE_1_TO_2)
-                        .map_err(self.err("migrate schema 1 to 2"))?;
+                1 | 2 => {
+                    if version == 1 {
+                        c.execute_batch(MIGRATE_1_TO_2)
+                            .map_err(self.err("migrate schema 1 to 2"))?;
+                    }
+                    c.execute_batch(SCHEMA_3_ADDITIONS)
+                        .map_err(self.err("migrate schema to 3"))?;
                     c.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
-                        .map_err(self.err("migrate schema 1 to 2"))?;
+                        .map_err(self.err("migrate schema"))?;
                     log::info!(
-                        "journal {}: schema migrated from version 1 to {SCHEMA_VERSION}",
+                        "journal {}: schema migrated from version {version} to {SCHEMA_VERSION}",
                         self.path.display()
                     );
                     Ok(())
@@ -498,6 +573,9 @@ impl Journal {
         let tx = self.conn.transaction().map_err(err)?;
         {
             let mut dead_at = None;
+            // Trims run once per batch, after its records.
+            let mut trim_finished: Option<(usize, i64)> = None;
+            let mut trim_dead: Option<usize> = None;
             for op in ops {
                 match op {
                     JournalOp::Accepted(job) => {
@@ -517,7 +595,8 @@ impl Journal {
                             job.headers,
                             job.message,
                             job.attempts,
-                            job.accepted_at_unix_ms
+                            job.accepted_at_unix_ms,
+                            job.run_at_unix_ms
                         ])
                         .map_err(err)?;
                         if existing.is_none() {
@@ -538,7 +617,8 @@ impl Journal {
                             s.execute(params![seq, attempts]).map_err(err)?;
                         }
                     }
-                    JournalOp::DeadLettered { msgid, error } => {
+                    JournalOp::DeadLettered { msgid, error, keep } => {
+                        trim_dead = Some(trim_dead.map_or(*keep, |k: usize| k.min(*keep)));
                         let key = Key::of(msgid);
                         let Some(seq) = staged.get(rows, &key) else {
                             log::debug!("journal: dead letter for unknown job {msgid}");
@@ -559,6 +639,46 @@ impl Journal {
                         let mut s = tx.prepare_cached(DELETE_SCHEDULE).map_err(err)?;
                         s.execute(params![id]).map_err(err)?;
                     }
+                    JournalOp::Finished {
+                        job,
+                        keep,
+                        drop_before_unix_ms,
+                    } => {
+                        let key = Key::of(&job.job.msgid);
+                        if let Some(seq) = staged.get(rows, &key) {
+                            let mut s = tx.prepare_cached(DELETE_JOB).map_err(err)?;
+                            s.execute(params![seq]).map_err(err)?;
+                            staged.set(key, None);
+                        }
+                        let j = &job.job;
+                        let mut s = tx.prepare_cached(INSERT_FINISHED).map_err(err)?;
+                        s.execute(params![
+                            j.msgid,
+                            j.client,
+                            j.queue,
+                            j.route,
+                            j.headers,
+                            j.message,
+                            j.attempts,
+                            j.accepted_at_unix_ms,
+                            j.run_at_unix_ms,
+                            job.outcome,
+                            job.finished_at_unix_ms,
+                            job.result,
+                            job.result_truncated
+                        ])
+                        .map_err(err)?;
+                        trim_finished = Some((*keep, *drop_before_unix_ms));
+                    }
+                    JournalOp::QueuePaused { queue, paused } => {
+                        let sql = if *paused { PAUSE_QUEUE } else { RESUME_QUEUE };
+                        let mut s = tx.prepare_cached(sql).map_err(err)?;
+                        s.execute(params![queue]).map_err(err)?;
+                    }
+                    JournalOp::DeadLetterRemoved { msgid } => {
+                        let mut s = tx.prepare_cached(DELETE_DEAD).map_err(err)?;
+                        s.execute(params![msgid]).map_err(err)?;
+                    }
                     JournalOp::Probe => {
                         tx.execute_batch(
                             "CREATE TABLE IF NOT EXISTS probe (x BLOB);
@@ -568,6 +688,16 @@ impl Journal {
                         .map_err(err)?;
                     }
                 }
+            }
+            if let Some((keep, before)) = trim_finished {
+                let mut s = tx.prepare_cached(TRIM_FINISHED).map_err(err)?;
+                s.execute(params![i64::try_from(keep).unwrap_or(i64::MAX), before])
+                    .map_err(err)?;
+            }
+            if let Some(keep) = trim_dead {
+                let mut s = tx.prepare_cached(TRIM_DEAD).map_err(err)?;
+                s.execute(params![i64::try_from(keep).unwrap_or(i64::MAX)])
+                    .map_err(err)?;
             }
         }
         tx.commit().map_err(err)?;
@@ -584,7 +714,8 @@ impl Journal {
         let mut stmt = self
             .conn
             .prepare(
-                "SELECT msgid, client, queue, route, headers, message, attempts, accepted_at
+                "SELECT msgid, client, queue, route, headers, message, attempts, accepted_at,
+                        run_at
                  FROM jobs ORDER BY seq",
             )
             .map_err(self.err("load unfinished jobs"))?;
@@ -601,7 +732,7 @@ impl Journal {
             .conn
             .prepare(
                 "SELECT msgid, client, queue, route, headers, message, attempts, accepted_at,
-                        error, dead_at
+                        NULL, error, dead_at
                  FROM dead_letters ORDER BY seq",
             )
             .map_err(self.err("load dead letters"))?;
@@ -609,13 +740,51 @@ impl Journal {
             .query_map([], |r| {
                 Ok(DeadLetter {
                     job: job_from_row(r)?,
-                    error: r.get(8)?,
-                    dead_at_unix_ms: r.get(9)?,
+                    error: r.get(9)?,
+                    dead_at_unix_ms: r.get(10)?,
                 })
             })
             .and_then(|rows| rows.collect())
             .map_err(self.err("load dead letters"))?;
         Ok(letters)
+    }
+
+    /// Finished jobs kept for lookups, oldest first.
+    pub fn finished(&self) -> Result<Vec<FinishedJob>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT msgid, client, queue, route, headers, message, attempts, accepted_at,
+                        run_at, outcome, finished_at, result, result_truncated
+                 FROM finished ORDER BY seq",
+            )
+            .map_err(self.err("load finished jobs"))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(FinishedJob {
+                    job: job_from_row(r)?,
+                    outcome: r.get(9)?,
+                    finished_at_unix_ms: r.get(10)?,
+                    result: r.get(11)?,
+                    result_truncated: r.get(12)?,
+                })
+            })
+            .and_then(|rows| rows.collect())
+            .map_err(self.err("load finished jobs"))?;
+        Ok(rows)
+    }
+
+    /// Paused queues.
+    pub fn paused_queues(&self) -> Result<Vec<String>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT queue FROM paused_queues ORDER BY queue")
+            .map_err(self.err("load paused queues"))?;
+        let rows = stmt
+            .query_map([], |r| r.get(0))
+            .and_then(|rows| rows.collect())
+            .map_err(self.err("load paused queues"))?;
+        Ok(rows)
     }
 
     /// Keep only the newest `keep` dead letters; returns how many were
@@ -738,5 +907,6 @@ fn job_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JournaledJob> {
         message: r.get(5)?,
         attempts: r.get(6)?,
         accepted_at_unix_ms: r.get(7)?,
+        run_at_unix_ms: r.get(8)?,
     })
 }

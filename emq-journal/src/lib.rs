@@ -55,8 +55,8 @@ mod writer;
 
 pub use error::JournalError;
 pub use journal::{
-    DeadLetter, Journal, JournalOp, JournalOptions, JournalStats, JournaledJob, Result, SyncMode,
-    SCHEMA_VERSION,
+    DeadLetter, FinishedJob, Journal, JournalOp, JournalOptions, JournalStats, JournaledJob,
+    Result, SyncMode, SCHEMA_VERSION,
 };
 pub use path::{
     default_journal_path, default_journal_path_from, resolve_journal_path, JOURNAL_FILE_NAME,

@@ -3,35 +3,71 @@
 //! record model and this crate's SQL-facing types.
 
 use emq_router_core::journal::{
-    Batch, DeadLetterRecord, JobRecord, JournalStore, Record, Restored,
+    Batch, DeadLetterRecord, FinishedRecord, JobRecord, JournalStore, Record, Restored,
 };
 
-use crate::journal::{DeadLetter, Journal, JournalOp, JournaledJob};
+use crate::journal::{DeadLetter, FinishedJob, Journal, JournalOp, JournaledJob};
 use crate::JournalError;
+
+fn ms(t: u64) -> i64 {
+    i64::try_from(t).unwrap_or(i64::MAX)
+}
+
+fn journaled(j: &JobRecord) -> JournaledJob {
+    JournaledJob {
+        // Empty: the route is the queue (the common case costs no text).
+        route: if j.route == j.queue {
+            String::new()
+        } else {
+            j.route.clone()
+        },
+        msgid: j.msgid.clone(),
+        client: j.client.clone(),
+        queue: j.queue.clone(),
+        headers: String::from_utf8_lossy(&j.headers).into_owned(),
+        message: j.payload.clone(),
+        attempts: j.attempts,
+        accepted_at_unix_ms: ms(j.accepted_at_unix_ms),
+        run_at_unix_ms: j.run_at_unix_ms.map(ms),
+    }
+}
 
 fn op(r: &Record) -> JournalOp {
     match r {
-        Record::Accepted(j) => JournalOp::Accepted(JournaledJob {
-            // Empty: the route is the queue (the common case costs no text).
-            route: if j.route == j.queue {
-                String::new()
-            } else {
-                j.route.clone()
+        Record::Accepted(j) => JournalOp::Accepted(journaled(j)),
+        Record::Finished {
+            record,
+            keep,
+            drop_before_unix_ms,
+        } => JournalOp::Finished {
+            job: FinishedJob {
+                job: journaled(&record.job),
+                outcome: record.outcome.clone(),
+                finished_at_unix_ms: ms(record.finished_at_unix_ms),
+                result: record.result.clone(),
+                result_truncated: record.result_truncated,
             },
-            msgid: j.msgid.clone(),
-            client: j.client.clone(),
-            queue: j.queue.clone(),
-            headers: String::from_utf8_lossy(&j.headers).into_owned(),
-            message: j.payload.clone(),
-            attempts: j.attempts,
-            accepted_at_unix_ms: i64::try_from(j.accepted_at_unix_ms).unwrap_or(i64::MAX),
-        }),
+            keep: *keep,
+            drop_before_unix_ms: ms(*drop_before_unix_ms),
+        },
+        Record::QueuePaused { queue, paused } => JournalOp::QueuePaused {
+            queue: queue.clone(),
+            paused: *paused,
+        },
+        Record::DeadLetterRemoved { msgid } => JournalOp::DeadLetterRemoved {
+            msgid: msgid.clone(),
+        },
         Record::Completed { msgid } => JournalOp::Completed {
             msgid: msgid.clone(),
         },
-        Record::DeadLettered { msgid, reason } => JournalOp::DeadLettered {
+        Record::DeadLettered {
+            msgid,
+            reason,
+            keep,
+        } => JournalOp::DeadLettered {
             msgid: msgid.clone(),
             error: reason.clone(),
+            keep: *keep,
         },
         Record::Attempt { msgid, attempts } => JournalOp::Attempt {
             msgid: msgid.clone(),
@@ -60,6 +96,17 @@ fn job(j: JournaledJob) -> JobRecord {
         payload: j.message,
         attempts: j.attempts,
         accepted_at_unix_ms: u64::try_from(j.accepted_at_unix_ms).unwrap_or(0),
+        run_at_unix_ms: j.run_at_unix_ms.and_then(|t| u64::try_from(t).ok()),
+    }
+}
+
+fn finished(f: FinishedJob) -> FinishedRecord {
+    FinishedRecord {
+        job: job(f.job),
+        outcome: f.outcome,
+        finished_at_unix_ms: u64::try_from(f.finished_at_unix_ms).unwrap_or(0),
+        result: f.result,
+        result_truncated: f.result_truncated,
     }
 }
 
@@ -84,6 +131,8 @@ impl JournalStore for Journal {
             jobs: self.load_unfinished()?.into_iter().map(job).collect(),
             dead_letters: self.dead_letters()?.into_iter().map(dead).collect(),
             schedules: self.schedules()?,
+            paused_queues: self.paused_queues()?,
+            finished: self.finished()?.into_iter().map(finished).collect(),
         })
     }
 
@@ -107,6 +156,7 @@ mod tests {
             payload: b"[]".to_vec(),
             attempts: 1,
             accepted_at_unix_ms: 1_700_000_000_123,
+            run_at_unix_ms: None,
         }
     }
 
@@ -127,6 +177,7 @@ mod tests {
                 Record::DeadLettered {
                     msgid: "c".into(),
                     reason: "lost".into(),
+                    keep: 10,
                 },
                 Record::PutSchedule {
                     id: "s".into(),
@@ -149,5 +200,119 @@ mod tests {
         assert_eq!(r.dead_letters[0].job.route, "odd");
         assert_eq!(r.dead_letters[0].reason, "lost");
         assert_eq!(r.schedules, vec![("s".to_string(), vec![7])]);
+    }
+
+    fn finished(msgid: &str, at: u64) -> Record {
+        Record::Finished {
+            record: FinishedRecord {
+                job: record(msgid, "odd"),
+                outcome: "done".into(),
+                finished_at_unix_ms: at,
+                result: Some(br#"{"value": 1}"#.to_vec()),
+                result_truncated: false,
+            },
+            keep: 2,
+            drop_before_unix_ms: 1_000,
+        }
+    }
+
+    #[test]
+    fn finished_jobs_paused_queues_and_delays_survive_a_reopen_and_are_trimmed() {
+        let mut j = Journal::open_in_memory().unwrap();
+        let delayed = JobRecord {
+            run_at_unix_ms: Some(1_800_000_000_000),
+            ..record("later", "odd")
+        };
+        let batch = Batch {
+            id: BatchId(1),
+            records: vec![
+                Record::Accepted(delayed.clone()),
+                Record::Accepted(record("f1", "odd")),
+                Record::Accepted(record("f2", "odd")),
+                finished("f1", 2_000),
+                finished("f2", 3_000),
+                finished("f3", 4_000),
+                Record::QueuePaused {
+                    queue: "odd".into(),
+                    paused: true,
+                },
+                Record::QueuePaused {
+                    queue: "even".into(),
+                    paused: true,
+                },
+                Record::QueuePaused {
+                    queue: "even".into(),
+                    paused: false,
+                },
+            ],
+        };
+        JournalStore::append(&mut j, &batch).unwrap();
+        let r = j.load().unwrap();
+        assert_eq!(r.jobs, vec![delayed], "finished rows left the jobs table");
+        let kept: Vec<&str> = r.finished.iter().map(|f| f.job.msgid.as_str()).collect();
+        assert_eq!(kept, ["f2", "f3"], "the newest 2");
+        assert_eq!(
+            r.finished[0].result.as_deref(),
+            Some(&br#"{"value": 1}"#[..])
+        );
+        assert_eq!(r.paused_queues, ["odd"]);
+        // Older than the cut-off goes too.
+        let mut late = finished("f4", 5_000);
+        if let Record::Finished {
+            drop_before_unix_ms,
+            ..
+        } = &mut late
+        {
+            *drop_before_unix_ms = 4_500;
+        }
+        JournalStore::append(
+            &mut j,
+            &Batch {
+                id: BatchId(2),
+                records: vec![late],
+            },
+        )
+        .unwrap();
+        let kept: Vec<String> = j
+            .load()
+            .unwrap()
+            .finished
+            .into_iter()
+            .map(|f| f.job.msgid)
+            .collect();
+        assert_eq!(kept, ["f4"]);
+    }
+
+    #[test]
+    fn dead_letters_are_trimmed_to_keep_and_removed_by_msgid() {
+        let mut j = Journal::open_in_memory().unwrap();
+        let mut records = Vec::new();
+        for i in 0..5 {
+            let m = format!("d{i}");
+            records.push(Record::Accepted(record(&m, "odd")));
+            records.push(Record::DeadLettered {
+                msgid: m,
+                reason: "lost".into(),
+                keep: 3,
+            });
+        }
+        records.push(Record::DeadLetterRemoved { msgid: "d3".into() });
+        JournalStore::append(
+            &mut j,
+            &Batch {
+                id: BatchId(1),
+                records,
+            },
+        )
+        .unwrap();
+        let dead: Vec<String> = j
+            .load()
+            .unwrap()
+            .dead_letters
+            .into_iter()
+            .map(|d| d.job.msgid)
+            .collect();
+        // Trimmed at the end of the batch, after the removal: the newest 3.
+        assert_eq!(dead, ["d1", "d2", "d4"]);
     }
 }

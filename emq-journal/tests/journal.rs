@@ -26,6 +26,7 @@ fn append_reopen_load_round_trips_every_field() {
         message: vec![0xde, 0xad, 0, 0xbe, 0xef],
         attempts: 2,
         accepted_at_unix_ms: -5,
+        run_at_unix_ms: None,
     };
     {
         let mut j = Journal::open(&path).unwrap();
@@ -72,10 +73,12 @@ fn dead_letters_are_listed_and_not_unfinished() {
             JournalOp::DeadLettered {
                 msgid: "a".into(),
                 error: "max attempts (5) reached".into(),
+                keep: usize::MAX,
             },
             JournalOp::DeadLettered {
                 msgid: "unknown".into(),
                 error: "ignored".into(),
+                keep: usize::MAX,
             },
         ])
         .unwrap();
@@ -100,6 +103,7 @@ fn trim_dead_letters_keeps_the_newest() {
         ops.push(JournalOp::DeadLettered {
             msgid: format!("d{i}"),
             error: "boom".into(),
+            keep: usize::MAX,
         });
     }
     j.append(&ops).unwrap();
@@ -188,6 +192,7 @@ fn rows_are_found_by_msgid_within_a_batch_and_after_reopening() {
             JournalOp::DeadLettered {
                 msgid: "free-form".into(),
                 error: "gave up".into(),
+                keep: usize::MAX,
             },
             completed(&u(3)),
         ])

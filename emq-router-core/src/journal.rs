@@ -74,9 +74,13 @@ pub enum Record {
     /// A dead letter was retried or discarded: forget it. Unknown msgids
     /// are ignored.
     DeadLetterRemoved { msgid: String },
-    /// The job failed for good: it moves to the dead letters with `reason`.
-    /// Unknown msgids are ignored.
-    DeadLettered { msgid: String, reason: String },
+    /// The job failed for good: it moves to the dead letters with `reason`
+    /// (the store keeps the newest `keep`). Unknown msgids are ignored.
+    DeadLettered {
+        msgid: String,
+        reason: String,
+        keep: usize,
+    },
     /// The job is being delivered again: its delivery count is `attempts`.
     Attempt { msgid: String, attempts: u32 },
     /// A built-in schedule was created, changed or ran: store `blob`

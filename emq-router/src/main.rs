@@ -51,7 +51,8 @@ Every option can also come from the environment (EVENTMQ_<KEY>) or from the
 (default /etc/eventmq.conf). Command-line flags win over the environment,
 which wins over the file. Keys: FRONTEND_ADDR, BACKEND_ADDR,
 ADMINISTRATIVE_ADDR, HWM, HEARTBEAT_INTERVAL, HEARTBEAT_LIVENESS,
-MAX_ATTEMPTS, RETRY_BACKOFF, RETRY_BACKOFF_MAX, DRAIN_TIMEOUT, QUEUES
+MAX_ATTEMPTS, RETRY_BACKOFF, RETRY_BACKOFF_MAX, DRAIN_TIMEOUT, QUEUES,
+RETAIN_FINISHED, RETAIN_FOR, RETAIN_RESULT_BYTES, DEAD_LETTER_KEEP
 (default queues of a worker whose INFORM names none), JOURNAL, METRICS_ADDR,
 MAX_MESSAGE_SIZE, ALLOW_FRONTEND, ALLOW_BACKEND, ALLOW_ADMIN, PLAIN_USERS.
 
@@ -132,6 +133,26 @@ struct Cli {
     /// [env: EVENTMQ_DRAIN_TIMEOUT] [default: 10]
     #[arg(long, value_name = "SECS")]
     drain_timeout: Option<f64>,
+
+    /// Finished jobs kept for lookups (emq-cli job, the control plane);
+    /// 0 keeps none [env: EVENTMQ_RETAIN_FINISHED] [default: 10000]
+    #[arg(long, value_name = "N")]
+    retain_finished: Option<usize>,
+
+    /// The longest a finished job is kept for lookups
+    /// [env: EVENTMQ_RETAIN_FOR] [default: 3600]
+    #[arg(long, value_name = "SECS")]
+    retain_for: Option<f64>,
+
+    /// A finished job's result is kept when it is at most this big
+    /// [env: EVENTMQ_RETAIN_RESULT_BYTES] [default: 8192]
+    #[arg(long, value_name = "BYTES")]
+    retain_result_bytes: Option<usize>,
+
+    /// Dead letters kept, in memory and in the journal (the oldest go)
+    /// [env: EVENTMQ_DEAD_LETTER_KEEP] [default: 10000]
+    #[arg(long, value_name = "N")]
+    dead_letter_keep: Option<usize>,
 
     /// Queues of a worker whose INFORM names none, e.g. "10:default,15:email"
     /// or '[[10, "default"]]' [env: EVENTMQ_QUEUES] [default: 10:default]
@@ -294,6 +315,7 @@ impl Options {
         let backoff = pick(cli.retry_backoff, s, "RETRY_BACKOFF", 1.0)?;
         let backoff_max = pick(cli.retry_backoff_max, s, "RETRY_BACKOFF_MAX", 60.0)?;
         let drain = pick(cli.drain_timeout, s, "DRAIN_TIMEOUT", 10.0)?;
+        let retain_for = pick(cli.retain_for, s, "RETAIN_FOR", 3600.0)?;
         let max_attempts = pick(cli.max_attempts, s, "MAX_ATTEMPTS", 5)?;
         if max_attempts == 0 {
             return Err("--max-attempts must be at least 1".into());
@@ -388,6 +410,10 @@ impl Options {
             retry_backoff_base: secs_to_duration(backoff, "--retry-backoff", true)?,
             retry_backoff_max: secs_to_duration(backoff_max, "--retry-backoff-max", true)?,
             drain_timeout: secs_to_duration(drain, "--drain-timeout", true)?,
+            retain_finished: pick(cli.retain_finished, s, "RETAIN_FINISHED", 10_000)?,
+            retain_for: secs_to_duration(retain_for, "--retain-for", true)?,
+            retain_result_bytes: pick(cli.retain_result_bytes, s, "RETAIN_RESULT_BYTES", 8192)?,
+            dead_letter_keep: pick(cli.dead_letter_keep, s, "DEAD_LETTER_KEEP", 10_000)?,
             default_queues,
             journal: journal.is_some(),
             ..Config::default()
@@ -640,11 +666,14 @@ fn run(cli: Cli) -> Result<(), Fail> {
         let now = start.elapsed();
         let n = router.restore(restored, now, &mut out);
         log::info!(
-            "journal {}: {} unfinished job(s) queued again, {} dead letter(s) loaded, {} schedule(s) restored",
+            "journal {}: {} unfinished job(s) queued again, {} dead letter(s), {} schedule(s), \
+             {} paused queue(s), {} finished job(s) restored",
             j.describe(),
             n.jobs,
             n.dead_letters,
-            n.schedules
+            n.schedules,
+            n.paused_queues,
+            n.finished
         );
     } else if opts.journal_default {
         log::warn!(

@@ -49,6 +49,7 @@ pub fn job(msgid: &str) -> JournaledJob {
         message: format!(r#"["call",{{"handler":"echo","args":"{msgid}"}}]"#).into_bytes(),
         attempts: 0,
         accepted_at_unix_ms: 1_700_000_000_000,
+        run_at_unix_ms: None,
     }
 }
 

@@ -413,6 +413,7 @@ impl Router {
             Record::DeadLettered {
                 msgid: job.msgid().to_string(),
                 reason: reason.clone(),
+                keep: self.cfg.dead_letter_keep,
             },
             None,
         );
