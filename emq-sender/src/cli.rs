@@ -197,6 +197,12 @@ pub struct Cli {
     #[arg(long)]
     pub reply: bool,
 
+    /// Run the job no earlier than SECS after the router accepts it (the
+    /// emq header delay:SECS; fractions allowed). The router acknowledges
+    /// and journals it at once
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    pub delay: Option<f64>,
+
     /// Wait for the job's result and print it (implies --reply)
     #[arg(long, short = 'w')]
     pub wait: bool,
@@ -504,10 +510,17 @@ impl Cli {
         if self.queue.trim().is_empty() {
             return err("--queue: empty queue name");
         }
+        if self.delay.is_some() && schedule.is_some() {
+            return err("--delay: a schedule has its own timing (--schedule-*)");
+        }
         let headers = if schedule.is_some() {
             payload::build_schedule_headers(&self.headers, self.nohaste, self.run_count)?
         } else {
-            payload::build_headers(&self.headers, self.reply || self.wait)?
+            let mut h = payload::build_headers(&self.headers, self.reply || self.wait)?;
+            if let Some(d) = self.delay {
+                h.push(emqp_proto::Header::Other(format!("delay:{d}")));
+            }
+            h
         };
         let plain = emq_transport::plain_credentials(
             &emq_transport::PlainArgs {
@@ -580,6 +593,15 @@ mod tests {
         assert_eq!(p.timeout, Duration::from_secs(10));
         assert_eq!(p.window, DEFAULT_WINDOW);
         assert_eq!(single_text(&p), "[1]");
+    }
+
+    #[test]
+    fn delay_adds_the_delay_header() {
+        let p = plan(&["--delay", "2.5", "--wait", "[1]"]).unwrap();
+        assert_eq!(p.headers.encode(), "reply-requested,delay:2.5");
+        assert_eq!(p.headers.delay(), Ok(Some(Duration::from_millis(2500))));
+        assert!(plan(&["--delay", "soon", "[1]"]).is_err());
+        assert!(plan(&["--delay", "5", "--schedule-interval", "60", "[1]"]).is_err());
     }
 
     #[test]
