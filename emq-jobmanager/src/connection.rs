@@ -29,7 +29,7 @@
 //!   [`Connection::malformed_count`].
 //!
 //! Rules (see the tests for each):
-//! - connect → one INFORM `[queues, "worker", "job-ack"]`; no ACK within
+//! - connect → one INFORM `[queues, "worker", "job-ack,cancel"]`; no ACK within
 //!   `ack_timeout` → a fresh connection (new identity, next broker), INFORM
 //!   again.
 //! - ACK → queued REPLYs, then one READY per free slot. No waiting for a
@@ -41,6 +41,21 @@
 //!   READY for its slot.
 //! - `timeout:N` → cancel after N s from the job's start, failed REPLY of
 //!   kind `timeout`, slot freed exactly once.
+//! - `CANCEL [orig_msgid]` (the router's control plane) for a job this
+//!   connection runs → the pool stops it ([`Action::CancelJob`] with
+//!   [`CancelReason::Router`]); once the pool reports it finished, one
+//!   `REPLY [{"error": {"kind": "cancelled", "message": "cancelled by the
+//!   router", "attempts": 1}}, orig_msgid, failed]`, then the READY. Exactly
+//!   once per job: a second CANCEL, or one for a job already being killed
+//!   for its timeout, sends no second kill (the REPLY then says
+//!   `cancelled`: the router is waiting for that answer); a job that
+//!   succeeds before the kill reaches it is replied with its real result (a
+//!   failure after the CANCEL cannot be told from the kill, and is replied
+//!   `cancelled`). A CANCEL for a job not running here (finished, never
+//!   delivered, its REPLY queued) is ignored, logged at debug. The kill is
+//!   the pool's business: a shell job's process group, a Python job's
+//!   worker process (replaced), or, for a Rust handler, no more waiting
+//!   for it.
 //! - A result whose payload is bigger than `max_message_size` (the router
 //!   disconnects a peer that sends a bigger frame) is replaced by a failed
 //!   REPLY of kind `result-too-large` giving the size and the limit.
@@ -67,7 +82,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use emqp_proto::command::FEATURE_JOB_ACK;
+use emqp_proto::command::{FEATURE_CANCEL, FEATURE_JOB_ACK};
 use emqp_proto::heartbeat::{timestamp_text, Liveness};
 use emqp_proto::job::{ErrorKind, Job, JobError, JobOutcome};
 use emqp_proto::{
@@ -174,16 +189,31 @@ pub enum Action {
     /// [`Input::SendFailed`].
     Send(Message),
     StartJob(JobStart),
-    /// Kill `run` on `slot` (it timed out); the pool still reports it finished.
+    /// Stop `run` on `slot` (it timed out, or the router cancelled it); the
+    /// pool still reports it finished.
     CancelJob {
         slot: usize,
         run: u64,
+        reason: CancelReason,
     },
     /// Kill every running job (end of the grace period).
     KillAll,
     /// Stop the process with this exit code.
     Exit(i32),
 }
+
+/// Why a running job is stopped: it decides the failure the pool reports
+/// (`timeout` or `cancelled`) and what the logs say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelReason {
+    /// It ran past its `timeout:N`.
+    Timeout,
+    /// The router sent CANCEL.
+    Router,
+}
+
+/// The `message` of the failed REPLY of a job the router cancelled.
+pub const CANCELLED_MESSAGE: &str = "cancelled by the router";
 
 #[derive(Debug, Clone, PartialEq)]
 enum Phase {
@@ -212,7 +242,9 @@ struct Running {
     run: u64,
     timeout: Option<Duration>,
     deadline: Option<Duration>,
-    timed_out: bool,
+    /// The pool was told to stop the job, and why. Set once (no second
+    /// kill); a CANCEL after a timeout kill only changes the reason.
+    stopping: Option<CancelReason>,
 }
 
 #[derive(Debug, Clone)]
@@ -378,7 +410,7 @@ impl Connection {
             Phase::Stopped => return None,
         };
         let jobs = self.slots.iter().filter_map(|s| match s {
-            Slot::Busy(r) if !r.timed_out => r.deadline,
+            Slot::Busy(r) if r.stopping.is_none() => r.deadline,
             _ => None,
         });
         link.into_iter().chain(jobs).min()
@@ -395,14 +427,18 @@ impl Connection {
         // Job timers first: a timeout does not depend on the link.
         for (slot, s) in self.slots.iter_mut().enumerate() {
             let Slot::Busy(r) = s else { continue };
-            if !r.timed_out && r.deadline.is_some_and(|d| now >= d) {
-                r.timed_out = true;
+            if r.stopping.is_none() && r.deadline.is_some_and(|d| now >= d) {
+                r.stopping = Some(CancelReason::Timeout);
                 warn!(
                     "job {} on slot {slot} ran past its timeout of {:?}; killing it",
                     r.msgid,
                     r.timeout.unwrap_or_default()
                 );
-                out.push(Action::CancelJob { slot, run: r.run });
+                out.push(Action::CancelJob {
+                    slot,
+                    run: r.run,
+                    reason: CancelReason::Timeout,
+                });
             }
         }
         match self.phase {
@@ -468,7 +504,7 @@ impl Connection {
         let inform = Command::Inform(Inform {
             queues: self.cfg.queues.clone(),
             peer_type: Some(PeerType::Worker),
-            features: vec![FEATURE_JOB_ACK.to_string()],
+            features: vec![FEATURE_JOB_ACK.to_string(), FEATURE_CANCEL.to_string()],
         });
         let inform_msgid = self.send(inform, now, out);
         self.phase = Phase::AwaitingAck {
@@ -569,6 +605,7 @@ impl Connection {
             Command::Ack { acked_msgid } => self.on_ack(&acked_msgid, now, out),
             Command::Heartbeat { .. } => {}
             Command::Request(req) => self.on_request(msg.msgid, req, now, out),
+            Command::Cancel { orig_msgid } => self.on_cancel(&orig_msgid, out),
             Command::Kbye | Command::Disconnect => {
                 let said = if matches!(msg.command, Command::Kbye) {
                     "KBYE"
@@ -672,7 +709,7 @@ impl Connection {
             run,
             timeout,
             deadline: timeout.map(|t| now + t),
-            timed_out: false,
+            stopping: None,
         }));
         out.push(Action::StartJob(JobStart {
             slot,
@@ -687,7 +724,7 @@ impl Connection {
         if let Some(Slot::Busy(r)) = self.slots.get_mut(slot) {
             if r.run == run {
                 debug!("job {} started on slot {slot}", r.msgid);
-                if !r.timed_out {
+                if r.stopping.is_none() {
                     r.deadline = r.timeout.map(|t| now + t);
                 }
             }
@@ -711,15 +748,20 @@ impl Connection {
             return;
         }
         let msgid = r.msgid.clone();
-        let outcome = match outcome {
-            JobOutcome::Error(_) if r.timed_out => {
+        // A job stopped by us that still succeeded finished on its own
+        // before the kill reached it: its real result goes out.
+        let outcome = match (outcome, r.stopping) {
+            (JobOutcome::Error(_), Some(CancelReason::Timeout)) => {
                 let secs = r.timeout.map(|t| t.as_secs()).unwrap_or(0);
                 JobOutcome::Error(JobError::new(
                     ErrorKind::Timeout,
                     format!("job ran past its timeout of {secs} s and was killed"),
                 ))
             }
-            o => o,
+            (JobOutcome::Error(_), Some(CancelReason::Router)) => {
+                JobOutcome::Error(JobError::new(ErrorKind::Cancelled, CANCELLED_MESSAGE))
+            }
+            (o, _) => o,
         };
         match &outcome {
             JobOutcome::Value(_) => debug!("job {msgid} finished ok on slot {slot}"),
@@ -729,6 +771,40 @@ impl Connection {
             ),
         }
         self.finish_slot(slot, &msgid, outcome, now, out);
+    }
+
+    /// CANCEL from the router: stop every run of `orig_msgid` (one, unless
+    /// the router delivered the same msgid twice); its REPLY goes out when
+    /// the pool reports it finished.
+    fn on_cancel(&mut self, orig_msgid: &str, out: &mut Vec<Action>) {
+        let mut found = false;
+        for (slot, s) in self.slots.iter_mut().enumerate() {
+            let Slot::Busy(r) = s else { continue };
+            if r.msgid != orig_msgid {
+                continue;
+            }
+            found = true;
+            match r.stopping.replace(CancelReason::Router) {
+                None => {
+                    info!("CANCEL of job {orig_msgid}: stopping it on slot {slot}");
+                    out.push(Action::CancelJob {
+                        slot,
+                        run: r.run,
+                        reason: CancelReason::Router,
+                    });
+                }
+                Some(CancelReason::Timeout) => debug!(
+                    "CANCEL of job {orig_msgid}: already being killed for its timeout; \
+                     it will be replied cancelled"
+                ),
+                Some(CancelReason::Router) => {
+                    debug!("CANCEL of job {orig_msgid} again: already being cancelled")
+                }
+            }
+        }
+        if !found {
+            debug!("ignoring CANCEL of job {orig_msgid}: not running here");
+        }
     }
 
     /// A job is done: REPLY, then the READY that frees the slot (or, when

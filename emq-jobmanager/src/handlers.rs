@@ -14,10 +14,12 @@
 //! A handler registered with [`Handlers::register`] runs on its slot's
 //! thread, with no thread start per job. A panic is caught and reported as
 //! an `exception` failure. A Rust thread cannot be killed: when a handler
-//! runs past its `timeout:N`, the job is reported as a `timeout` failure
-//! and its slot is freed at once; a fresh thread takes the slot over and
-//! the old one is abandoned, ending (and reporting nothing) when the
-//! handler finally returns.
+//! runs past its `timeout:N`, or the router cancels its job (CANCEL), the
+//! job is reported as a `timeout` (or `cancelled`) failure and its slot is
+//! freed at once; a fresh thread takes the slot over and the old one is
+//! abandoned: it stays busy in the handler, and ends (reporting nothing,
+//! its result discarded) when the handler finally returns. A handler that
+//! must really stop has to watch for it itself (e.g. its own deadline).
 //!
 //! A handler registered with [`Handlers::register_inline`] runs on the
 //! socket loop's own thread instead, the moment its REQUEST is read: no

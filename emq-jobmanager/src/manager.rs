@@ -364,7 +364,7 @@ impl JobManager {
                             None => pool.start(job),
                         }
                     }
-                    Action::CancelJob { slot, run } => pool.cancel(slot, run),
+                    Action::CancelJob { slot, run, reason } => pool.cancel(slot, run, reason),
                     Action::KillAll => pool.kill_all(),
                     Action::Exit(code) => {
                         drop(pool);

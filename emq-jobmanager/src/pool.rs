@@ -10,12 +10,29 @@
 //! ([`crate::handlers`]) on the slot thread, or, for a handler registered
 //! inline, on the caller's thread at once ([`Pool::run_inline`]).
 //!
-//! Cancelling (a timeout) and killing (end of the shutdown grace period)
-//! kill the process group that runs the job; the slot thread then reports
-//! the job finished, exactly once per [`JobStart`]. A `call` handler cannot
-//! be killed: its run is reported at once by the pool and its thread is
-//! abandoned (a fresh thread takes the slot over; the old one reports
-//! nothing and ends when the handler returns).
+//! Cancelling ([`Pool::cancel`]: a timeout, or the router's CANCEL) and
+//! killing ([`Pool::kill_all`]: end of the shutdown grace period) kill the
+//! process group that runs the job; the slot thread then reports the job
+//! finished, exactly once per [`JobStart`], as a failure of the reason's
+//! kind (`timeout`, `cancelled`) unless it succeeded before the kill
+//! reached it. Per job kind:
+//! - `shell`: the job's process group (the command and all it started).
+//! - `run`: the slot's Python worker process (its own group), which the
+//!   slot thread then replaces before it takes the next job. A cancelled
+//!   run never keeps its worker, even if the kill arrived just after the
+//!   answer was read: a worker the pool aimed a kill at is not reused.
+//! - `call`: a Rust handler cannot be killed. Its run is reported at once
+//!   by the pool (the handler's eventual return is discarded) and its
+//!   thread is abandoned: a fresh thread takes the slot over, and the old
+//!   one, still busy in the handler, reports nothing and ends when the
+//!   handler returns. A fresh thread rather than keeping the slot until the
+//!   handler returns, because the router has been told the job is over and
+//!   gets a READY for the slot at once; a handler that never returns
+//!   would otherwise hold the slot for ever. The cost: until it returns,
+//!   the abandoned thread runs beyond `--concurrency` (one per stuck
+//!   handler).
+//! - A job still waiting in the slot's mailbox (its thread busy starting
+//!   a Python worker) is taken out and reported at once, never started.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -25,7 +42,7 @@ use crossbeam_channel::{unbounded, Receiver, Sender};
 use emqp_proto::job::{ErrorKind, Job, JobError, JobOutcome};
 use log::{debug, warn};
 
-use crate::connection::JobStart;
+use crate::connection::{CancelReason, JobStart, CANCELLED_MESSAGE};
 use crate::handlers::Handlers;
 use crate::python::{PythonConfig, PythonWorker};
 
@@ -81,8 +98,8 @@ pub(crate) struct SlotState {
     closed: bool,
     /// The run in progress.
     run: Option<u64>,
-    /// The run that was cancelled.
-    cancelled: Option<u64>,
+    /// The run the pool stopped, and why.
+    stopped: Option<(u64, Stop)>,
     /// The process group running the current job.
     job_pgid: Option<i32>,
     /// The slot's Python worker process (its own process group).
@@ -98,6 +115,33 @@ pub(crate) struct SlotState {
     /// `kill_all` was called: the pool is being torn down; nothing new
     /// is started.
     killed: bool,
+}
+
+/// Why the pool stopped a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// [`Pool::cancel`]: a timeout or the router's CANCEL.
+    Cancel(CancelReason),
+    /// [`Pool::kill_all`]: the end of the shutdown grace period.
+    Kill,
+}
+
+impl Stop {
+    /// The failure reported for a run stopped this way.
+    fn error(self) -> JobError {
+        match self {
+            Stop::Cancel(CancelReason::Timeout) => JobError::new(
+                ErrorKind::Timeout,
+                "job was cancelled (timed out) and killed",
+            ),
+            Stop::Cancel(CancelReason::Router) => {
+                JobError::new(ErrorKind::Cancelled, CANCELLED_MESSAGE)
+            }
+            Stop::Kill => {
+                JobError::new(ErrorKind::Crash, "killed: the job manager is shutting down")
+            }
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -166,6 +210,9 @@ enum Stopped {
         run: u64,
         queued: VecDeque<JobStart>,
     },
+    /// The run was still queued: taken out, never started; the caller
+    /// reports it finished.
+    Dequeued,
 }
 
 impl SlotShared {
@@ -180,7 +227,7 @@ impl SlotShared {
         let mut s = self.lock();
         s.job_pgid = pgid;
         if let Some(p) = pgid {
-            if s.cancelled == Some(run) {
+            if s.stopped.is_some_and(|(r, _)| r == run) {
                 kill_group(p);
             }
         }
@@ -230,7 +277,7 @@ impl SlotShared {
         loop {
             if let Some(js) = s.queue.pop_front() {
                 s.run = Some(js.run);
-                s.cancelled = None;
+                s.stopped = None;
                 s.job_pgid = None;
                 s.inline_call = match &js.job {
                     Job::Call(c) if !s.killed => Some(c.handler.clone()),
@@ -248,24 +295,24 @@ impl SlotShared {
 
     /// The run is over: `None` if the thread was abandoned meanwhile (the
     /// pool reported the run; the thread must report nothing and end),
-    /// else whether the run had been cancelled.
-    fn end(&self, run: u64) -> Option<bool> {
+    /// else why the pool stopped the run, if it did.
+    fn end(&self, run: u64) -> Option<Option<Stop>> {
         let mut s = self.lock();
         if s.abandoned {
             return None;
         }
-        let cancelled = s.cancelled == Some(run);
+        let stopped = s.stopped.filter(|(r, _)| *r == run).map(|(_, why)| why);
         s.run = None;
-        s.cancelled = None;
+        s.stopped = None;
         s.job_pgid = None;
         s.inline_call = None;
-        Some(cancelled)
+        Some(stopped)
     }
 
     /// Give up on the thread running an inline handler.
-    fn abandon(s: &mut SlotState, run: u64) -> Stopped {
+    fn abandon(s: &mut SlotState, run: u64, why: Stop) -> Stopped {
         s.abandoned = true;
-        s.cancelled = Some(run);
+        s.stopped = Some((run, why));
         // The abandoned thread's idle Python worker goes now, not when
         // the handler returns.
         if let Some(p) = s.python_pgid {
@@ -278,16 +325,27 @@ impl SlotShared {
         }
     }
 
-    /// Cancel `run` if it is the one in progress.
-    fn cancel(&self, run: u64) -> Stopped {
+    /// Cancel `run` if it is the one in progress, or take it out of the
+    /// mailbox if it has not started.
+    fn cancel(&self, run: u64, reason: CancelReason) -> Stopped {
         let mut s = self.lock();
-        if s.run != Some(run) || s.abandoned {
+        if s.abandoned {
             return Stopped::Nothing;
         }
-        if s.inline_call.is_some() {
-            return SlotShared::abandon(&mut s, run);
+        if s.run != Some(run) {
+            return match s.queue.iter().position(|js| js.run == run) {
+                Some(i) => {
+                    s.queue.remove(i);
+                    Stopped::Dequeued
+                }
+                None => Stopped::Nothing,
+            };
         }
-        s.cancelled = Some(run);
+        let why = Stop::Cancel(reason);
+        if s.inline_call.is_some() {
+            return SlotShared::abandon(&mut s, run, why);
+        }
+        s.stopped = Some((run, why));
         if let Some(p) = s.job_pgid {
             kill_group(p);
         }
@@ -305,9 +363,9 @@ impl SlotShared {
             return Stopped::Nothing;
         };
         if s.inline_call.is_some() {
-            return SlotShared::abandon(&mut s, run);
+            return SlotShared::abandon(&mut s, run, Stop::Kill);
         }
-        s.cancelled = Some(run);
+        s.stopped = Some((run, Stop::Kill));
         if let Some(p) = s.job_pgid {
             kill_group(p);
         }
@@ -429,25 +487,46 @@ impl Pool {
         }
     }
 
-    /// Kill `run` on `slot` if it is still running there. A child process
-    /// is killed and the slot thread reports the run; a `call` handler
-    /// (a Rust function, which cannot be killed) is reported timed out at
-    /// once and its thread abandoned: a fresh thread takes over the slot,
-    /// the old one ends, reporting nothing, when the handler returns.
-    pub fn cancel(&self, slot: usize, run: u64) {
+    /// Stop `run` on `slot` (it timed out, or the router cancelled it) if
+    /// it is still running or queued there; it is reported finished as a
+    /// failure of the reason's kind. A child process is killed and the
+    /// slot thread reports the run (a Python worker is replaced); a queued
+    /// run is taken out and reported at once; a `call` handler (a Rust
+    /// function, which cannot be killed) is reported at once and its
+    /// thread abandoned: a fresh thread takes over the slot, the old one
+    /// ends, reporting nothing, when the handler returns (see the module
+    /// docs). A run that already finished is left alone.
+    pub fn cancel(&self, slot: usize, run: u64, reason: CancelReason) {
         let Some(h) = self.slots.get(slot) else {
             return;
         };
         let mut h = lock_handle(h);
-        match h.shared.cancel(run) {
+        let why = Stop::Cancel(reason);
+        match h.shared.cancel(run, reason) {
             Stopped::Nothing => {}
-            Stopped::Killed => debug!("cancelled run {run} on slot {slot}"),
+            Stopped::Killed => debug!("stopping run {run} on slot {slot} ({reason:?})"),
+            Stopped::Dequeued => {
+                debug!("run {run} on slot {slot} stopped ({reason:?}) before it started");
+                self.env.emit(PoolEvent::Finished {
+                    slot,
+                    run,
+                    outcome: JobOutcome::Error(why.error()),
+                });
+            }
             Stopped::Abandoned {
                 handler,
                 run,
                 queued,
             } => {
-                warn!("handler {handler:?} (run {run}, slot {slot}) ignores its timeout; abandoning its thread");
+                let what = match reason {
+                    CancelReason::Timeout => "ran past its timeout",
+                    CancelReason::Router => "was cancelled",
+                };
+                warn!(
+                    "handler {handler:?} (run {run}, slot {slot}) {what} and cannot be \
+                     interrupted; abandoning its thread (it stays busy until the handler \
+                     returns, its result is discarded)"
+                );
                 // Detach the old thread; it ends when the handler returns.
                 h.thread.take();
                 match self.env.spawn(slot, false) {
@@ -467,13 +546,19 @@ impl Pool {
                         }
                     }
                 }
+                let mut error = why.error();
+                error.message = match reason {
+                    CancelReason::Timeout => {
+                        format!("handler {handler:?} timed out (left running in the background)")
+                    }
+                    CancelReason::Router => format!(
+                        "handler {handler:?} was cancelled (left running in the background)"
+                    ),
+                };
                 self.env.emit(PoolEvent::Finished {
                     slot,
                     run,
-                    outcome: JobOutcome::Error(JobError::new(
-                        ErrorKind::Timeout,
-                        format!("handler {handler:?} timed out (left running in the background)"),
-                    )),
+                    outcome: JobOutcome::Error(error),
                 });
             }
         }
@@ -580,18 +665,17 @@ impl SlotThread {
                     .handlers
                     .call(&job.handler, std::mem::take(&mut job.args)),
             };
-            let Some(cancelled) = self.shared.end(run) else {
-                debug!("abandoned slot thread of run {run} ends");
+            let Some(stopped) = self.shared.end(run) else {
+                debug!("abandoned slot thread of run {run} ends; its result is discarded");
                 break;
             };
-            let outcome = match outcome {
-                JobOutcome::Error(e) if cancelled && e.kind != ErrorKind::Timeout => {
-                    JobOutcome::Error(JobError::new(
-                        ErrorKind::Timeout,
-                        "job was cancelled (timed out) and killed",
-                    ))
+            // A stopped run that still succeeded finished before the kill
+            // reached it: its real result stands.
+            let outcome = match (outcome, stopped) {
+                (JobOutcome::Error(e), Some(why)) if e.kind != why.error().kind => {
+                    JobOutcome::Error(why.error())
                 }
-                o => o,
+                (o, _) => o,
             };
             self.emit(
                 PoolEvent::Finished {
@@ -602,8 +686,13 @@ impl SlotThread {
                 true,
             );
             if matches!(js.job, Job::Run(_)) {
-                // A worker killed by a timeout or a crash is replaced now,
-                // not when the next job arrives.
+                if stopped.is_some() {
+                    // The kill may have landed after the answer was read:
+                    // a worker the pool aimed a kill at is never reused.
+                    self.python.stop(&self.shared);
+                }
+                // A worker killed by a cancel, a timeout or a crash is
+                // replaced now, not when the next job arrives.
                 self.python.ensure_started(&self.shared);
             }
         }

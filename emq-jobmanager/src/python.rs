@@ -2,8 +2,9 @@
 //! process per slot.
 //!
 //! The worker script (`python/emq_worker.py`, embedded here) is started as
-//! `PYTHON -u -c SCRIPT` in its own process group, so that a timeout kills
-//! it together with anything the job started. It speaks JSON lines over its
+//! `PYTHON -u -c SCRIPT` in its own process group, so that a timeout or a
+//! CANCEL kills it together with anything the job started (the slot then
+//! starts a fresh worker). It speaks JSON lines over its
 //! original stdin/stdout (see the script's docstring); the job's own prints
 //! go to the job manager's stderr. `PYTHONPATH` and the working directory
 //! are inherited (with `-c`, the working directory is on `sys.path`, as for
@@ -211,7 +212,8 @@ impl PythonWorker {
         }
     }
 
-    /// Stop the worker (end of the slot thread).
+    /// Kill and reap the worker (end of the slot thread, or after a run
+    /// the pool stopped).
     pub(crate) fn stop(&mut self, shared: &SlotShared) {
         if let Some(p) = self.proc.take() {
             kill_and_reap(p, shared);

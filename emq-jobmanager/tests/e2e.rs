@@ -226,7 +226,7 @@ fn inform_ready_request_reply_and_sigterm_kbye_exit_0() {
     assert_eq!(frames[4].len(), 36);
     assert_eq!(frames[5], br#"[[10, "default"], [15, "email"]]"#);
     assert_eq!(frames[6], b"worker");
-    assert_eq!(frames[7], b"job-ack");
+    assert_eq!(frames[7], b"job-ack,cancel");
     let id = frames[0].clone();
     assert_eq!(id.len(), 36, "uuid4 identity");
     // Nothing before the ACK, then READY x concurrency (no router HEARTBEAT needed).
@@ -793,4 +793,194 @@ fn inline_handlers_answer_a_batch_run_once_under_retry_count_and_keep_slot_accou
     let (_, m) = r.expect("KBYE", Some(&id));
     assert_eq!(m.command, Cmd::Kbye);
     assert_eq!(thread.join().unwrap(), 0);
+}
+
+/// A fresh empty directory under the temporary directory, removed on drop.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("emq-jm-e2e-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The Python interpreter: the project venv's when `EMQ_PY_VENV` is set
+/// (only the standard library is needed), else `python3`.
+fn interpreter() -> String {
+    match std::env::var("EMQ_PY_VENV") {
+        Ok(v) if !v.is_empty() => format!("{v}/bin/python"),
+        _ => "python3".to_string(),
+    }
+}
+
+/// Wait (bounded, keeping the connection alive) for a job to write its
+/// pids to `path` (a temporary name renamed into place); nothing else may
+/// arrive meanwhile.
+fn pids_written(r: &Router, id: &[u8], path: &std::path::Path) -> Vec<i32> {
+    let t = Instant::now();
+    while !path.exists() && t.elapsed() < Duration::from_secs(10) {
+        if let Some((_, m)) = r.next(Duration::from_millis(20), Some(id)) {
+            panic!("unexpected {m:?} while the job runs");
+        }
+    }
+    std::fs::read_to_string(path)
+        .expect("the job wrote its pids")
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect()
+}
+
+/// Poll `/proc` until none of `pids` runs (at most 10 s).
+fn all_gone(pids: &[i32]) -> bool {
+    let t = Instant::now();
+    while pids.iter().any(|&p| running(p)) && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    !pids.iter().any(|&p| running(p))
+}
+
+/// The REPLY to a cancelled job: exactly the documented payload.
+fn expect_cancelled_reply(r: &Router, id: &[u8], msgid: &str) {
+    let (_, m) = r.expect("the cancelled REPLY", Some(id));
+    let Cmd::Reply(_) = &m.command else {
+        panic!("expected REPLY, got {m:?}")
+    };
+    assert_eq!(
+        &m.clone().encode()[4..],
+        [
+            &br#"{"error":{"kind":"cancelled","message":"cancelled by the router","attempts":1}}"#
+                [..],
+            msgid.as_bytes(),
+            b"failed"
+        ]
+    );
+    assert!(is_ready(&r.expect("READY", Some(id)).1));
+}
+
+fn cancel(r: &Router, id: &[u8], msgid: &str) {
+    r.send(
+        id,
+        Cmd::Cancel {
+            orig_msgid: msgid.into(),
+        },
+    );
+}
+
+#[test]
+fn cancel_kills_a_running_shell_job_and_the_freed_slot_runs_the_next_job() {
+    let dir = TempDir::new("cancel-sh");
+    let pidfile = dir.0.join("pids");
+    let r = Router::new();
+    let _jm = Jm::spawn(
+        &r.endpoint,
+        &["--concurrency", "1", "--heartbeat-interval", "1"],
+    );
+    let id = r.register();
+    assert_eq!(readies(&r, Duration::from_millis(500), &id), 1);
+    let script = format!(
+        "sleep 30 & echo $$ $! > {0}.tmp; mv {0}.tmp {0}; wait",
+        pidfile.display()
+    );
+    r.request(
+        &id,
+        "long",
+        "reply-requested",
+        json!(["shell", {"argv": ["sh", "-c", script]}]),
+    );
+    let pids = pids_written(&r, &id, &pidfile);
+    assert_eq!(pids.len(), 2, "the shell and its sleep 30");
+    assert!(pids.iter().all(|&p| running(p)));
+    let t = Instant::now();
+    cancel(&r, &id, "long");
+    expect_cancelled_reply(&r, &id, "long");
+    assert!(t.elapsed() < Duration::from_secs(5));
+    assert!(all_gone(&pids), "the cancelled job's processes are gone");
+    // A CANCEL for a job no longer running is ignored: the next message is
+    // the REPLY of the next job, on the freed slot.
+    cancel(&r, &id, "long");
+    r.request(
+        &id,
+        "after",
+        "",
+        json!(["shell", {"argv": ["echo", "next"]}]),
+    );
+    let (_, m) = r.expect("REPLY", Some(&id));
+    let (mid, status, out) = reply_of(&m);
+    assert_eq!((mid.as_str(), status.as_str()), ("after", "ok"));
+    let JobOutcome::Value(v) = out else { panic!() };
+    assert_eq!(v["stdout"], json!("next\n"));
+    assert!(is_ready(&r.expect("READY", Some(&id)).1));
+}
+
+#[test]
+fn cancel_kills_a_running_python_job_and_the_next_python_job_runs() {
+    let dir = TempDir::new("cancel-py");
+    std::fs::write(
+        dir.0.join("emqcanceljobs.py"),
+        "import os, time\n\
+         def sleep_marked(path, secs):\n\
+         \x20   with open(path + '.tmp', 'w') as f:\n\
+         \x20       f.write(str(os.getpid()))\n\
+         \x20   os.rename(path + '.tmp', path)\n\
+         \x20   time.sleep(secs)\n\
+         \x20   return 'slept'\n",
+    )
+    .unwrap();
+    let marker = dir.0.join("pid");
+    let r = Router::new();
+    let python = interpreter();
+    let pythonpath = dir.0.to_string_lossy().into_owned();
+    let _jm = Jm::spawn_env(
+        Some(&r.endpoint),
+        &[
+            "--concurrency",
+            "1",
+            "--heartbeat-interval",
+            "1",
+            "--python",
+            &python,
+        ],
+        &[("PYTHONPATH", &pythonpath)],
+    );
+    let id = r.register();
+    assert_eq!(readies(&r, Duration::from_millis(500), &id), 1);
+    r.request(
+        &id,
+        "nap",
+        "reply-requested",
+        json!(["run", {"path": "emqcanceljobs", "callable": "sleep_marked",
+                       "args": [marker.to_string_lossy(), 30]}]),
+    );
+    // The job is inside time.sleep on the slot's worker process.
+    let pids = pids_written(&r, &id, &marker);
+    assert_eq!(pids.len(), 1);
+    let worker = pids[0];
+    assert!(running(worker));
+    cancel(&r, &id, "nap");
+    expect_cancelled_reply(&r, &id, "nap");
+    assert!(all_gone(&[worker]), "the worker process is gone");
+    // The slot's next Python job runs, on a fresh worker process.
+    r.request(
+        &id,
+        "next",
+        "",
+        json!(["run", {"path": "os", "callable": "getpid"}]),
+    );
+    let (_, m) = r.expect("REPLY", Some(&id));
+    let (mid, status, out) = reply_of(&m);
+    assert_eq!((mid.as_str(), status.as_str()), ("next", "ok"));
+    let JobOutcome::Value(v) = out else { panic!() };
+    let fresh = v.as_i64().unwrap() as i32;
+    assert_ne!(fresh, worker);
+    assert!(running(fresh));
+    assert!(is_ready(&r.expect("READY", Some(&id)).1));
 }

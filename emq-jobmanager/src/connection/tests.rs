@@ -212,7 +212,7 @@ fn registered(concurrency: usize) -> Harness {
 }
 
 #[test]
-fn start_connects_and_sends_one_inform_with_queues_worker_and_job_ack() {
+fn start_connects_and_sends_one_inform_with_queues_worker_and_features() {
     let (mut h, a) = Harness::new(2);
     assert_eq!(names(&a), ["connect", "INFORM"]);
     let ids = seeded_ids(SEED, 2);
@@ -231,7 +231,7 @@ fn start_connects_and_sends_one_inform_with_queues_worker_and_job_ack() {
     );
     assert_eq!(frames[4], br#"[[10, "default"], [15, "email"]]"#);
     assert_eq!(frames[5], b"worker");
-    assert_eq!(frames[6], b"job-ack");
+    assert_eq!(frames[6], b"job-ack,cancel");
     // Nothing more (no second INFORM, no READY, no HEARTBEAT) before the ACK timeout.
     assert_eq!(h.c.poll_timeout(), Some(ms(5000)));
     assert!(h.advance(ms(4999)).is_empty());
@@ -890,7 +890,8 @@ fn timeout_cancels_the_job_frees_the_slot_once_and_replies_timeout() {
         a,
         vec![Action::CancelJob {
             slot: 0,
-            run: s[0].run
+            run: s[0].run,
+            reason: CancelReason::Timeout,
         }]
     );
     assert_eq!(h.c.poll_timeout(), Some(ms(3010)), "cancel once");
@@ -964,6 +965,152 @@ fn works_with_a_0_3_13_router_flow() {
     assert!(matches!(&s[0].job, Job::Run(r) if r.callable == "noop"));
 }
 
+fn cancel(msgid: &str) -> Command {
+    Command::Cancel {
+        orig_msgid: msgid.into(),
+    }
+}
+
+fn cancel_job(j: &JobStart) -> Action {
+    Action::CancelJob {
+        slot: j.slot,
+        run: j.run,
+        reason: CancelReason::Router,
+    }
+}
+
+/// The exact payload of the REPLY to a cancelled job.
+const CANCELLED_PAYLOAD: &[u8] =
+    br#"{"error":{"kind":"cancelled","message":"cancelled by the router","attempts":1}}"#;
+
+#[test]
+fn cancel_stops_the_job_and_once_it_ends_replies_cancelled_then_ready() {
+    let mut h = registered(2);
+    let s = starts(&h.at(ms(100), req_msg("c", Headers::new())));
+    let other = starts(&h.at(ms(110), req_msg("other", Headers::new())));
+    // The CANCEL frame as the router sends it.
+    let frames = Message::with_msgid("x1", cancel("c")).encode();
+    assert_eq!(&frames[2..], [&b"CANCEL"[..], b"x1", b"c"]);
+    let a = h.at(ms(200), Input::Frames(frames));
+    assert_eq!(a, vec![cancel_job(&s[0])], "only this job is stopped");
+    assert_eq!(h.c.slot_counts().busy, 2, "busy until the pool reports it");
+    // The pool reports the killed job (a shell job killed by SIGKILL).
+    let a = h.at(ms(300), finished(&s[0], failed(ErrorKind::Exit)));
+    assert_eq!(names(&a), ["REPLY", "READY"]);
+    let Action::Send(m) = &a[0] else { panic!() };
+    assert_eq!(
+        &m.clone().encode()[4..],
+        [CANCELLED_PAYLOAD, b"c", b"failed"]
+    );
+    // Exactly once: a second report, a late CANCEL, change nothing.
+    assert!(h
+        .at(ms(400), finished(&s[0], failed(ErrorKind::Exit)))
+        .is_empty());
+    assert!(h.msg(ms(500), cancel("c")).is_empty());
+    // The other job is untouched and replies as usual.
+    let a = h.at(ms(600), finished(&other[0], JobOutcome::Value(json!(2))));
+    assert_eq!(names(&a), ["REPLY", "READY"]);
+    assert_eq!(replies(&a)[0].status, Some(ResultStatus::Ok));
+    assert_eq!(h.c.slot_counts().offered, 2);
+}
+
+#[test]
+fn a_second_cancel_sends_no_second_kill_and_the_job_is_replied_once() {
+    let mut h = registered(1);
+    let s = starts(&h.at(ms(100), req_msg("c", Headers::new())));
+    assert_eq!(h.msg(ms(200), cancel("c")), vec![cancel_job(&s[0])]);
+    assert!(h.msg(ms(250), cancel("c")).is_empty());
+    let a = h.at(ms(300), finished(&s[0], failed(ErrorKind::Crash)));
+    assert_eq!(names(&a), ["REPLY", "READY"]);
+    assert_eq!(replies(&a)[0].payload, CANCELLED_PAYLOAD);
+    // A new job on the freed slot is not hit by the old CANCEL.
+    let s2 = starts(&h.at(ms(400), req_msg("next", Headers::new())));
+    assert_eq!(s2[0].slot, s[0].slot);
+    let a = h.at(ms(500), finished(&s2[0], JobOutcome::Value(json!("n"))));
+    assert_eq!(replies(&a)[0].status, Some(ResultStatus::Ok));
+}
+
+#[test]
+fn a_job_that_succeeds_before_the_kill_reaches_it_is_replied_with_its_result() {
+    let mut h = registered(1);
+    let s = starts(&h.at(ms(100), req_msg("c", Headers::new())));
+    assert_eq!(h.msg(ms(200), cancel("c")), vec![cancel_job(&s[0])]);
+    // Its result was already on its way when the kill was ordered.
+    let a = h.at(ms(210), finished(&s[0], JobOutcome::Value(json!("done"))));
+    assert_eq!(names(&a), ["REPLY", "READY"]);
+    let r = &replies(&a)[0];
+    assert_eq!(
+        (r.payload.as_slice(), r.status),
+        (&br#"{"value":"done"}"#[..], Some(ResultStatus::Ok))
+    );
+}
+
+#[test]
+fn cancel_of_a_job_not_running_here_is_ignored() {
+    let mut h = registered(2);
+    let s = starts(&h.at(ms(100), req_msg("a", Headers::new())));
+    assert!(h.msg(ms(200), cancel("never-delivered")).is_empty());
+    // Finished, its REPLY sent: a CANCEL that crossed it is ignored.
+    assert_eq!(
+        names(&h.at(ms(300), finished(&s[0], JobOutcome::Value(json!(1))))),
+        ["REPLY", "READY"]
+    );
+    assert!(h.msg(ms(400), cancel("a")).is_empty());
+    assert_eq!(
+        h.c.slot_counts(),
+        SlotCounts {
+            offered: 2,
+            idle: 0,
+            busy: 0
+        }
+    );
+    // A CANCEL counts as router life, like any message.
+    assert_eq!(h.c.poll_timeout(), Some(ms(3300)));
+}
+
+#[test]
+fn cancel_and_timeout_stop_a_job_once_and_the_reply_says_cancelled() {
+    let mut hd = Headers::new();
+    hd.push(Header::Timeout(1));
+    // The timeout fires first; the CANCEL then sends no second kill.
+    let mut h = registered(1);
+    let s = starts(&h.at(ms(100), req_msg("t", hd.clone())));
+    assert_eq!(names(&h.fire_at(ms(1100))), ["cancel"]);
+    assert!(h.msg(ms(1150), cancel("t")).is_empty());
+    let a = h.at(ms(1200), finished(&s[0], failed(ErrorKind::Timeout)));
+    assert_eq!(names(&a), ["REPLY", "READY"]);
+    assert_eq!(replies(&a)[0].payload, CANCELLED_PAYLOAD);
+    // The CANCEL comes first; the timeout then fires no kill.
+    let mut h = registered(1);
+    let s = starts(&h.at(ms(100), req_msg("t", hd)));
+    assert_eq!(h.msg(ms(500), cancel("t")), vec![cancel_job(&s[0])]);
+    h.msg(ms(2000), Command::Heartbeat { timestamp: None });
+    assert_eq!(count(&h.advance(ms(2500)), "cancel"), 0);
+    let a = h.at(ms(2600), finished(&s[0], failed(ErrorKind::Cancelled)));
+    assert_eq!(replies(&a)[0].payload, CANCELLED_PAYLOAD);
+}
+
+#[test]
+fn cancel_while_leaving_stops_the_job_and_its_reply_still_goes_out() {
+    // After the router's KBYE: the REPLY on the same connection, no READY.
+    let mut h = registered(1);
+    let s = starts(&h.at(ms(100), req_msg("k", Headers::new())));
+    h.msg(ms(200), Command::Kbye);
+    assert!(h.c.is_draining());
+    assert_eq!(h.msg(ms(300), cancel("k")), vec![cancel_job(&s[0])]);
+    let a = h.at(ms(400), finished(&s[0], failed(ErrorKind::Exit)));
+    assert_eq!(names(&a), ["REPLY"]);
+    assert_eq!(replies(&a)[0].payload, CANCELLED_PAYLOAD);
+    // During our own shutdown: the REPLY, then the exit.
+    let mut h = registered(1);
+    let s = starts(&h.at(ms(100), req_msg("s", Headers::new())));
+    assert_eq!(names(&h.at(ms(200), Input::Shutdown)), ["KBYE"]);
+    assert_eq!(h.msg(ms(300), cancel("s")), vec![cancel_job(&s[0])]);
+    let a = h.at(ms(400), finished(&s[0], failed(ErrorKind::Exit)));
+    assert_eq!(names(&a), ["REPLY", "exit 0"]);
+    assert_eq!(replies(&a)[0].payload, CANCELLED_PAYLOAD);
+}
+
 /// A tiny deterministic generator for the accounting fuzz test.
 struct Lcg(u64);
 impl Lcg {
@@ -988,6 +1135,9 @@ fn slot_accounting_holds_under_random_events_and_send_failures() {
         let mut credit: i64 = 0;
         let mut n = 0;
         let mut delivered_replies: Vec<String> = Vec::new();
+        // Jobs the router cancelled, and the kills ordered (one per run).
+        let mut cancelled = std::collections::HashSet::new();
+        let mut kills = std::collections::HashSet::new();
         for _ in 0..400 {
             t += 1 + rng.next(1500);
             let now = ms(t);
@@ -1019,6 +1169,19 @@ fn slot_accounting_holds_under_random_events_and_send_failures() {
                     };
                     finished(&j, o)
                 }
+                5 if !running.is_empty() && rng.next(2) == 0 => {
+                    // The job keeps running until the pool reports it.
+                    let j = &running[rng.next(running.len() as u64) as usize];
+                    let target = if rng.next(4) == 0 {
+                        "unknown"
+                    } else {
+                        &j.msgid
+                    };
+                    if target == j.msgid {
+                        cancelled.insert(j.msgid.clone());
+                    }
+                    Input::Frames(Message::new(cancel(target)).encode())
+                }
                 5 => Input::Frames(Message::new(Command::Heartbeat { timestamp: None }).encode()),
                 6 if rng.next(20) == 0 => {
                     // The router that says KBYE forgets our READYs.
@@ -1040,8 +1203,21 @@ fn slot_accounting_holds_under_random_events_and_send_failures() {
                     Action::Send(Message {
                         command: Command::Reply(r),
                         ..
-                    }) => delivered_replies.push(r.orig_msgid.clone().unwrap()),
+                    }) => {
+                        let msgid = r.orig_msgid.clone().unwrap();
+                        if cancelled.contains(&msgid) && r.status == Some(ResultStatus::Failed) {
+                            assert_eq!(r.payload, CANCELLED_PAYLOAD, "seed {seed}: {msgid}");
+                        }
+                        delivered_replies.push(msgid);
+                    }
                     Action::StartJob(j) => running.push(j.clone()),
+                    Action::CancelJob { slot, run, .. } => {
+                        assert!(
+                            running.iter().any(|j| (j.slot, j.run) == (*slot, *run)),
+                            "seed {seed}: a kill for a job not running"
+                        );
+                        assert!(kills.insert(*run), "seed {seed}: run {run} killed twice");
+                    }
                     _ => {}
                 }
             }

@@ -1,5 +1,7 @@
-//! Runner tests with real processes: a python3 worker running jobs from a
-//! temporary module, shell commands, Rust handlers.
+//! Runner tests with real processes: a Python worker running jobs from a
+//! temporary module (`$EMQ_PY_VENV/bin/python` when that is set, else
+//! `python3`; the module needs only the standard library), shell commands,
+//! Rust handlers.
 
 use super::*;
 use emqp_proto::job::{CallJob, RunJob, ShellJob};
@@ -36,6 +38,13 @@ def exit_hard():
     os._exit(7)
 
 def sleep(secs):
+    time.sleep(secs)
+    return "slept"
+
+def sleep_marked(path, secs):
+    with open(path + ".tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.rename(path + ".tmp", path)
     time.sleep(secs)
     return "slept"
 
@@ -84,10 +93,19 @@ impl Drop for TempDir {
     }
 }
 
+/// The interpreter: the project venv's when `EMQ_PY_VENV` is set.
+fn interpreter() -> String {
+    match std::env::var("EMQ_PY_VENV") {
+        Ok(v) if !v.is_empty() => format!("{v}/bin/python"),
+        _ => "python3".to_string(),
+    }
+}
+
 fn python_pool(name: &str, concurrency: usize) -> (Pool, TempDir) {
     let dir = TempDir::new(name);
     std::fs::write(dir.0.join("emqtestmod.py"), MODULE).unwrap();
     let mut cfg = PoolConfig::new(concurrency);
+    cfg.python.interpreter = interpreter();
     cfg.python.python_path = vec![dir.0.clone()];
     (Pool::new(cfg, None).unwrap(), dir)
 }
@@ -272,7 +290,7 @@ fn python_timeout_kill_restarts_the_worker() {
     start(&pool, 0, 2, run_job("emqtestmod", "sleep", json!([30])));
     std::thread::sleep(Duration::from_millis(300));
     let t = Instant::now();
-    pool.cancel(0, 2);
+    pool.cancel(0, 2, CancelReason::Timeout);
     let e = err(wait(&pool, 2));
     assert_eq!(e.kind, ErrorKind::Timeout);
     assert!(t.elapsed() < Duration::from_secs(5));
@@ -320,7 +338,7 @@ fn stale_cancel_does_not_touch_the_next_job() {
         val(exec(&pool, 1, run_job("emqtestmod", "bump", json!([])))),
         json!(1)
     );
-    pool.cancel(0, 1);
+    pool.cancel(0, 1, CancelReason::Timeout);
     assert_eq!(
         val(exec(&pool, 2, run_job("emqtestmod", "bump", json!([])))),
         json!(2)
@@ -404,7 +422,7 @@ fn shell_timeout_kills_the_whole_process_group() {
         .trim()
         .parse()
         .unwrap();
-    pool.cancel(0, 1);
+    pool.cancel(0, 1, CancelReason::Timeout);
     let e = err(wait(&pool, 1));
     assert_eq!(e.kind, ErrorKind::Timeout);
     assert!(t.elapsed() < Duration::from_secs(10));
@@ -466,7 +484,7 @@ fn call_builtins_custom_handlers_unknown_and_panics() {
     start(&pool, 0, 7, call("sleepy", json!(null)));
     std::thread::sleep(Duration::from_millis(100));
     let t = Instant::now();
-    pool.cancel(0, 7);
+    pool.cancel(0, 7, CancelReason::Timeout);
     assert_eq!(err(wait(&pool, 7)).kind, ErrorKind::Timeout);
     assert!(t.elapsed() < Duration::from_secs(2));
     // The abandoned handler's slot is served by a fresh thread at once.
@@ -548,7 +566,7 @@ fn abandoned_handler_reports_nothing_more_and_kill_all_does_not_wait_for_handler
     };
     start(&pool, 0, 1, call("sleepy", json!(null)));
     started(1);
-    pool.cancel(0, 1);
+    pool.cancel(0, 1, CancelReason::Timeout);
     match pool.events().recv_timeout(Duration::from_secs(1)) {
         Ok(PoolEvent::Finished {
             run: 1, outcome, ..
@@ -658,4 +676,178 @@ fn slow_call_handlers_on_different_slots_run_in_parallel() {
         "4 x 400 ms handlers took {:?}: not in parallel",
         t.elapsed()
     );
+}
+
+/// Poll `cond` every 10 ms for at most 10 s; whether it became true.
+fn eventually(mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cond() {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    true
+}
+
+/// The pids a job wrote to `path` (written to a temporary name, then
+/// renamed: the file is complete once it exists).
+fn read_pids(path: &std::path::Path) -> Vec<i32> {
+    assert!(
+        eventually(|| path.exists()),
+        "{} never written",
+        path.display()
+    );
+    std::fs::read_to_string(path)
+        .unwrap()
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect()
+}
+
+fn assert_cancelled(o: JobOutcome) {
+    let e = err(o);
+    assert_eq!(
+        (e.kind, e.message.as_str()),
+        (ErrorKind::Cancelled, CANCELLED_MESSAGE)
+    );
+}
+
+#[test]
+fn cancelled_shell_job_loses_its_process_group_and_the_slot_runs_the_next_job() {
+    let pool = Pool::new(PoolConfig::new(1), None).unwrap();
+    let dir = TempDir::new("cancel-sh");
+    let pidfile = dir.0.join("pids");
+    let script = format!(
+        "sleep 30 & echo $$ $! > {0}.tmp; mv {0}.tmp {0}; wait",
+        pidfile.display()
+    );
+    start(&pool, 0, 1, Job::Shell(shell(&["sh", "-c", &script])));
+    let pids = read_pids(&pidfile);
+    assert_eq!(pids.len(), 2);
+    assert!(pids.iter().all(|&p| running(p)));
+    pool.cancel(0, 1, CancelReason::Router);
+    assert_cancelled(wait(&pool, 1));
+    for p in pids {
+        assert!(eventually(|| !running(p)), "{p} outlived the cancel");
+    }
+    // A second cancel of the finished run touches nothing.
+    pool.cancel(0, 1, CancelReason::Router);
+    assert_eq!(
+        val(exec(&pool, 2, Job::Shell(shell(&["echo", "next"]))))["stdout"],
+        json!("next\n")
+    );
+}
+
+#[test]
+fn cancelled_python_job_loses_its_worker_which_is_replaced_before_the_next_job() {
+    let (pool, dir) = python_pool("cancel-py", 1);
+    let pid1 = val(exec(&pool, 1, run_job("emqtestmod", "bump", json!([]))));
+    assert_eq!(pid1, json!(1));
+    let old = pool.python_pid(0).expect("a worker");
+    let marker = dir.0.join("in-job");
+    let path = marker.to_string_lossy().into_owned();
+    start(
+        &pool,
+        0,
+        2,
+        run_job("emqtestmod", "sleep_marked", json!([path, 30])),
+    );
+    // The job is inside time.sleep on the old worker.
+    assert_eq!(read_pids(&marker), [old]);
+    pool.cancel(0, 2, CancelReason::Router);
+    assert_cancelled(wait(&pool, 2));
+    assert!(eventually(|| !running(old)), "the old worker is gone");
+    // A fresh worker is started at once, before any job asks for one.
+    assert!(
+        eventually(|| pool.python_pid(0).is_some_and(|p| p != old)),
+        "no fresh worker"
+    );
+    let fresh = pool.python_pid(0).unwrap();
+    assert_eq!(
+        val(exec(&pool, 3, run_job("emqtestmod", "pid", json!([])))),
+        json!(fresh)
+    );
+    assert_eq!(
+        val(exec(&pool, 4, run_job("emqtestmod", "bump", json!([])))),
+        json!(1),
+        "a new process: module state starts over"
+    );
+}
+
+/// A handler that reports its thread, then blocks until released.
+fn gated_pool() -> (Pool, Receiver<String>, Sender<()>) {
+    let (started_tx, started_rx) = unbounded::<String>();
+    let (gate_tx, gate_rx) = unbounded::<()>();
+    let mut cfg = PoolConfig::new(1);
+    cfg.python.prestart = false;
+    cfg.handlers.register("gated", move |_| {
+        let me = format!("{:?}", std::thread::current().id());
+        let _ = started_tx.send(me.clone());
+        let _ = gate_rx.recv_timeout(Duration::from_secs(20));
+        Ok(json!(me))
+    });
+    cfg.handlers.register("whoami", |_| {
+        Ok(json!(format!("{:?}", std::thread::current().id())))
+    });
+    (Pool::new(cfg, None).unwrap(), started_rx, gate_tx)
+}
+
+#[test]
+fn cancelled_call_job_is_reported_at_once_and_a_fresh_thread_serves_the_slot() {
+    let (pool, started, gate) = gated_pool();
+    start(&pool, 0, 1, call("gated", json!(null)));
+    let stuck = started.recv_timeout(Duration::from_secs(10)).unwrap();
+    pool.cancel(0, 1, CancelReason::Router);
+    let e = err(wait(&pool, 1));
+    assert_eq!(e.kind, ErrorKind::Cancelled);
+    assert!(e.message.contains("was cancelled"), "{}", e.message);
+    // The handler is still blocked: the next job runs on another thread.
+    let fresh = val(exec(&pool, 2, call("whoami", json!(null))));
+    assert_ne!(fresh, json!(stuck));
+    // Once released, the abandoned handler's result is discarded: the
+    // events that follow are those of the next job only.
+    gate.send(()).unwrap();
+    start(&pool, 0, 3, call("whoami", json!(null)));
+    loop {
+        match pool.events().recv_timeout(Duration::from_secs(10)) {
+            Ok(PoolEvent::Finished {
+                run: 3, outcome, ..
+            }) => {
+                assert_eq!(val(outcome), fresh, "same fresh thread");
+                break;
+            }
+            Ok(PoolEvent::Started { run: 3, .. }) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_job_cancelled_before_its_slot_thread_takes_it_never_starts() {
+    let (pool, started, gate) = gated_pool();
+    start(&pool, 0, 1, call("gated", json!(null)));
+    started.recv_timeout(Duration::from_secs(10)).unwrap();
+    // Run 2 waits in the slot's mailbox behind run 1.
+    start(&pool, 0, 2, call("whoami", json!(null)));
+    pool.cancel(0, 2, CancelReason::Router);
+    match pool.events().recv_timeout(Duration::from_secs(10)) {
+        Ok(PoolEvent::Started { run: 1, .. }) => {}
+        other => panic!("expected Started of run 1, got {other:?}"),
+    }
+    match pool.events().recv_timeout(Duration::from_secs(10)) {
+        Ok(PoolEvent::Finished {
+            run: 2, outcome, ..
+        }) => assert_cancelled(outcome),
+        other => panic!("expected Finished of run 2, got {other:?}"),
+    }
+    gate.send(()).unwrap();
+    match pool.events().recv_timeout(Duration::from_secs(10)) {
+        Ok(PoolEvent::Finished {
+            run: 1, outcome, ..
+        }) => assert!(outcome.is_ok()),
+        other => panic!("expected Finished of run 1, got {other:?}"),
+    }
+    // Run 2 never started; the slot takes the next job.
+    assert_eq!(val(exec(&pool, 3, call("echo", json!(3)))), json!(3));
 }
