@@ -1,6 +1,7 @@
 //! Micro-benchmark of the journal: the life cycle of a job (Accepted, then
-//! Completed) with batches of 1, 100, 1000 and 10000 jobs, directly and
-//! through the background `JournalWriter`.
+//! Completed) with batches of 1, 100, 1000 and 10000 jobs, and the start
+//! of a router with a backlog. Batches are appended as the router appends
+//! the core's: `JournalStore::append`, one transaction each.
 //!
 //! `cargo run --release -p emq-journal --example journal_bench [DIR] [JOBS]`
 //! (DIR defaults to the system temp dir; JOBS per run to 100000; batch size
@@ -9,21 +10,22 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use emq_journal::{Journal, JournalOp, JournalOptions, JournalWriter, JournaledJob, SyncMode};
+use emq_journal::{Journal, JournalOptions, SyncMode};
+use emq_router_core::journal::{Batch, BatchId, JobRecord, JournalStore, Record};
 
-fn job(i: u64) -> JournaledJob {
-    JournaledJob {
+fn job(i: u64) -> JobRecord {
+    JobRecord {
         msgid: format!(
             "{i:08x}-6f1c-4b7e-9a3d-{:012x}",
             i.wrapping_mul(0x9e37_79b9)
         ),
         client: b"3c7e1f0a-client-identity".to_vec(),
         queue: "default".into(),
-        route: String::new(),
-        headers: "reply-requested,guarantee".into(),
-        message: br#"["call",{"handler":"echo","args":[1,2,3]}]"#.to_vec(),
+        route: "default".into(),
+        headers: b"reply-requested,guarantee".to_vec(),
+        payload: br#"["call",{"handler":"echo","args":[1,2,3]}]"#.to_vec(),
         attempts: 0,
-        accepted_at_unix_ms: 1_700_000_000_000 + i as i64,
+        accepted_at_unix_ms: 1_700_000_000_000 + i,
         run_at_unix_ms: None,
     }
 }
@@ -32,26 +34,35 @@ fn job(i: u64) -> JournaledJob {
 /// jobs of the previous batch completed (as a router under steady load).
 fn run(journal: &mut Journal, batch: u64, jobs: u64) -> f64 {
     let mut next = 0u64;
+    let mut id = 0u64;
     let mut prev: Vec<String> = Vec::new();
+    let mut append = |records: Vec<Record>| {
+        id += 1;
+        let batch = Batch {
+            id: BatchId(id),
+            records,
+        };
+        JournalStore::append(journal, &batch).expect("append");
+    };
     let t = Instant::now();
     while next < jobs {
-        let mut ops: Vec<JournalOp> = Vec::with_capacity(2 * batch as usize);
+        let mut records: Vec<Record> = Vec::with_capacity(2 * batch as usize);
         let mut this = Vec::with_capacity(batch as usize);
         for _ in 0..batch {
             let j = job(next);
             next += 1;
             this.push(j.msgid.clone());
-            ops.push(JournalOp::Accepted(j));
+            records.push(Record::Accepted(j));
         }
-        ops.extend(prev.drain(..).map(|msgid| JournalOp::Completed { msgid }));
-        journal.append(&ops).expect("append");
+        records.extend(prev.drain(..).map(|msgid| Record::Completed { msgid }));
+        append(records);
         prev = this;
     }
-    let ops: Vec<JournalOp> = prev
-        .drain(..)
-        .map(|msgid| JournalOp::Completed { msgid })
-        .collect();
-    journal.append(&ops).expect("append");
+    append(
+        prev.drain(..)
+            .map(|msgid| Record::Completed { msgid })
+            .collect(),
+    );
     t.elapsed().as_secs_f64()
 }
 
@@ -80,7 +91,7 @@ fn main() {
             };
             let secs = run(&mut j, batch, n);
             println!(
-                "sync={sync:?} batch={batch:>5}: {n:>7} jobs (2 ops each) in {secs:>7.3}s = {:>9.0} jobs/s, {:>9.0} ops/s, {:>8.1} us/batch",
+                "sync={sync:?} batch={batch:>5}: {n:>7} jobs (2 records each) in {secs:>7.3}s = {:>9.0} jobs/s, {:>9.0} records/s, {:>8.1} us/batch",
                 n as f64 / secs,
                 2.0 * n as f64 / secs,
                 secs * 1e6 / (n as f64 / batch as f64)
@@ -94,8 +105,8 @@ fn main() {
     let _ = std::fs::remove_file(&path);
     {
         let mut j = Journal::open(&path).expect("open");
-        let ops: Vec<JournalOp> = (0..jobs).map(|n| JournalOp::Accepted(job(n))).collect();
-        for chunk in ops.chunks(10_000) {
+        let records: Vec<Record> = (0..jobs).map(|n| Record::Accepted(job(n))).collect();
+        for chunk in records.chunks(10_000) {
             j.append(chunk).expect("append");
         }
     }
@@ -109,34 +120,6 @@ fn main() {
         opened,
         t.elapsed() - opened,
         j.stats().expect("stats").file_bytes
-    );
-    drop(j);
-    let _ = std::fs::remove_file(&path);
-
-    // Through the writer thread: many small submits merged into group commits.
-    let path = dir.join("bench-writer.sqlite");
-    let _ = std::fs::remove_file(&path);
-    let writer = JournalWriter::spawn(Journal::open(&path).expect("open")).expect("spawn");
-    let t = Instant::now();
-    let batch = 10u64;
-    let mut i = 0u64;
-    while i < jobs {
-        let ops: Vec<JournalOp> = (i..i + batch)
-            .flat_map(|n| {
-                let j = job(n);
-                let msgid = j.msgid.clone();
-                [JournalOp::Accepted(j), JournalOp::Completed { msgid }]
-            })
-            .collect();
-        writer.submit(ops, |r| r.expect("append")).expect("submit");
-        i += batch;
-    }
-    let j = writer.shutdown().expect("shutdown");
-    let secs = t.elapsed().as_secs_f64();
-    println!(
-        "writer thread, submits of {batch} jobs: {jobs} jobs in {secs:.3}s = {:.0} jobs/s ({} commits)",
-        jobs as f64 / secs,
-        j.stats().expect("stats").batches_appended
     );
     drop(j);
     let _ = std::fs::remove_dir_all(&dir);

@@ -8,8 +8,7 @@ use rusqlite::ErrorCode;
 
 /// Why the journal could not be opened, read or written.
 ///
-/// The type is `Clone` (it keeps the underlying error as text) so that one
-/// failed group commit can be reported to every batch it contained.
+/// The type is `Clone` and `Eq`: it keeps the underlying error as text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JournalError {
     /// The file is an SQLite database but damaged: a torn page, garbage
@@ -40,21 +39,18 @@ pub enum JournalError {
         context: &'static str,
         detail: String,
     },
-    /// The background [`JournalWriter`](crate::JournalWriter) thread is gone.
-    WriterClosed,
 }
 
 impl JournalError {
-    /// The journal file the error is about, if any.
-    pub fn path(&self) -> Option<&Path> {
+    /// The journal file the error is about.
+    pub fn path(&self) -> &Path {
         match self {
             JournalError::Corrupt { path, .. }
             | JournalError::NotADatabase { path, .. }
             | JournalError::Locked { path, .. }
             | JournalError::UnsupportedVersion { path, .. }
             | JournalError::Io { path, .. }
-            | JournalError::Sqlite { path, .. } => Some(path),
-            JournalError::WriterClosed => None,
+            | JournalError::Sqlite { path, .. } => path,
         }
     }
 
@@ -134,7 +130,6 @@ impl fmt::Display for JournalError {
                 context,
                 detail,
             } => write!(f, "journal {}: {context} failed: {detail}", path.display()),
-            JournalError::WriterClosed => write!(f, "journal writer thread has stopped"),
         }
     }
 }

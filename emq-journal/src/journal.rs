@@ -5,6 +5,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use emq_router_core::journal::{DeadLetterRecord, FinishedRecord, JobRecord, Record};
+use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
 use crate::error::JournalError;
@@ -14,98 +16,12 @@ use crate::row_index::{Key, RowIndex, Staged};
 pub type Result<T, E = JournalError> = std::result::Result<T, E>;
 
 /// The schema version this crate writes (`PRAGMA user_version`). Version 1
-/// (the same tables with a UNIQUE index on `jobs.msgid`) and version 2 (no
-/// `run_at` column, no `finished` and `paused_queues` tables) are migrated
-/// when opened.
+/// (the same tables with a UNIQUE index on `jobs.msgid`) is migrated when
+/// opened.
 pub const SCHEMA_VERSION: i64 = 3;
 
 /// The first 16 bytes of every SQLite database file.
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
-
-/// One accepted job, as the router needs it to queue the job again.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JournaledJob {
-    /// The REQUEST msgid (the job's identity everywhere).
-    pub msgid: String,
-    /// The submitting client's ROUTER identity (raw bytes).
-    pub client: Vec<u8>,
-    /// The QUEUE frame as the client sent it.
-    pub queue: String,
-    /// The queue the router routes the job through when that differs from
-    /// `queue` (e.g. `default` for a queue no worker serves); empty means
-    /// "same as `queue`" / let the router decide again.
-    pub route: String,
-    /// The HEADERS frame exactly as received.
-    pub headers: String,
-    /// The job payload (MSG frame) exactly as received.
-    pub message: Vec<u8>,
-    /// Dispatch attempts so far.
-    pub attempts: u32,
-    pub accepted_at_unix_ms: i64,
-    /// A delayed job's run time (unix ms).
-    pub run_at_unix_ms: Option<i64>,
-}
-
-/// A finished job kept for lookups.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FinishedJob {
-    pub job: JournaledJob,
-    /// `done`, `failed` or `cancelled`.
-    pub outcome: String,
-    pub finished_at_unix_ms: i64,
-    pub result: Option<Vec<u8>>,
-    pub result_truncated: bool,
-}
-
-/// One change to the journal. The router core emits these; the binary hands
-/// each poll iteration's ops to [`Journal::append`] in one call.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum JournalOp {
-    /// A job was accepted. Must be durable before the client is acked.
-    /// A second `Accepted` with the same msgid replaces the job's fields and
-    /// keeps its place in the acceptance order.
-    Accepted(JournaledJob),
-    /// The job finished (ok or failed-and-reported): its row is deleted.
-    /// Unknown msgids are ignored.
-    Completed { msgid: String },
-    /// The job failed for good: it moves to the dead-letter table, which
-    /// keeps the newest `keep`. Unknown msgids are ignored.
-    DeadLettered {
-        msgid: String,
-        error: String,
-        keep: usize,
-    },
-    /// The job finished and is kept for lookups: its unfinished row goes,
-    /// the finished row is written; the table keeps the newest `keep`
-    /// finished at or after `drop_before_unix_ms`.
-    Finished {
-        job: FinishedJob,
-        keep: usize,
-        drop_before_unix_ms: i64,
-    },
-    /// A queue was paused or resumed.
-    QueuePaused { queue: String, paused: bool },
-    /// A dead letter was retried or discarded. Unknown msgids are ignored.
-    DeadLetterRemoved { msgid: String },
-    /// The job's attempt counter changed (it was dispatched again).
-    Attempt { msgid: String, attempts: u32 },
-    /// A schedule was created or replaced (emq schedules, opaque blob).
-    PutSchedule { id: String, blob: Vec<u8> },
-    /// A schedule was removed. Unknown ids are ignored.
-    DeleteSchedule { id: String },
-    /// Nothing to keep: a real write that leaves no trace (a 4 KiB row
-    /// inserted and deleted in the transaction), to learn whether the
-    /// journal can write again after a failure (disk full).
-    Probe,
-}
-
-/// A job that failed for good.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeadLetter {
-    pub job: JournaledJob,
-    pub error: String,
-    pub dead_at_unix_ms: i64,
-}
 
 /// When a commit is durable; see the crate documentation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -149,18 +65,18 @@ pub struct JournalStats {
     /// Size of the database file and of its WAL file, in bytes.
     pub file_bytes: u64,
     pub wal_bytes: u64,
-    /// Batches (transactions) and ops appended since open.
+    /// Batches (transactions) and records appended since open.
     pub batches_appended: u64,
-    pub ops_appended: u64,
+    pub records_appended: u64,
 }
 
 /// The durable job journal. Not `Sync`: one owner (the router binary's
-/// poll loop, or a [`JournalWriter`](crate::JournalWriter) thread).
+/// poll loop).
 pub struct Journal {
     conn: Connection,
     path: PathBuf,
     batches: u64,
-    ops: u64,
+    records: u64,
     /// msgid → rowid of every unfinished job (see [`crate::row_index`]).
     rows: RowIndex,
 }
@@ -170,7 +86,7 @@ impl std::fmt::Debug for Journal {
         f.debug_struct("Journal")
             .field("path", &self.path)
             .field("batches", &self.batches)
-            .field("ops", &self.ops)
+            .field("records", &self.records)
             .finish()
     }
 }
@@ -290,8 +206,81 @@ const DELETE_SCHEDULE: &str = "DELETE FROM schedules WHERE id = ?1";
 fn now_unix_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
         .unwrap_or(0)
+}
+
+// How a `JobRecord` is laid out in a row (the same in `jobs` and
+// `dead_letters`). These choices stay inside the store; the records are
+// the core's.
+//
+// - `route`: empty when it equals `queue` (the common case costs no text);
+//   read back as the queue.
+// - `headers`: the bytes as TEXT when they are UTF-8 (always, in
+//   practice: what every earlier emq wrote, and what an earlier emq
+//   reading this file expects), as a BLOB otherwise. Read back as bytes
+//   either way.
+// - times: unix milliseconds as SQLite's signed 64-bit INTEGER; a time
+//   past `i64::MAX` ms (year 292 million) is stored as `i64::MAX`, and a
+//   negative one (only from a hand-edited file) reads as 0.
+
+/// The `route` column for `job`.
+fn route_column(job: &JobRecord) -> &str {
+    if job.route == job.queue {
+        ""
+    } else {
+        &job.route
+    }
+}
+
+/// The `headers` column: TEXT if the bytes are UTF-8, else a BLOB.
+fn headers_column(headers: &[u8]) -> ToSqlOutput<'_> {
+    match std::str::from_utf8(headers) {
+        Ok(text) => ToSqlOutput::Borrowed(ValueRef::Text(text.as_bytes())),
+        Err(_) => ToSqlOutput::Borrowed(ValueRef::Blob(headers)),
+    }
+}
+
+fn unix_ms_column(ms: u64) -> i64 {
+    i64::try_from(ms).unwrap_or(i64::MAX)
+}
+
+fn unix_ms_from_column(ms: i64) -> u64 {
+    u64::try_from(ms).unwrap_or(0)
+}
+
+/// A TEXT or BLOB column as bytes (rusqlite's `Vec<u8>` reads only BLOBs).
+fn bytes_column(r: &rusqlite::Row<'_>, idx: usize) -> rusqlite::Result<Vec<u8>> {
+    match r.get_ref(idx)? {
+        ValueRef::Text(b) | ValueRef::Blob(b) => Ok(b.to_vec()),
+        other => Err(rusqlite::Error::InvalidColumnType(
+            idx,
+            r.as_ref().column_name(idx)?.to_string(),
+            other.data_type(),
+        )),
+    }
+}
+
+/// A job from the first eight columns of `SELECT msgid, client, queue,
+/// route, headers, message, attempts, accepted_at`.
+fn job_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JobRecord> {
+    let queue: String = r.get(2)?;
+    let route: String = r.get(3)?;
+    Ok(JobRecord {
+        msgid: r.get(0)?,
+        client: r.get(1)?,
+        route: if route.is_empty() {
+            queue.clone()
+        } else {
+            route
+        },
+        queue,
+        headers: bytes_column(r, 4)?,
+        payload: r.get(5)?,
+        attempts: r.get(6)?,
+        accepted_at_unix_ms: unix_ms_from_column(r.get(7)?),
+        run_at_unix_ms: r.get::<_, Option<i64>>(8)?.map(unix_ms_from_column),
+    })
 }
 
 /// Look at the first bytes before SQLite does, to tell "not a database"
@@ -358,7 +347,7 @@ impl Journal {
             conn,
             path,
             batches: 0,
-            ops: 0,
+            records: 0,
             rows: RowIndex::default(),
         };
         journal.configure(options, true)?;
@@ -375,7 +364,7 @@ impl Journal {
             conn,
             path,
             batches: 0,
-            ops: 0,
+            records: 0,
             rows: RowIndex::default(),
         };
         journal.configure(&JournalOptions::default(), false)?;
@@ -556,14 +545,22 @@ impl Journal {
         &self.path
     }
 
-    /// Apply `ops` in order, in ONE transaction (group commit): when this
-    /// returns `Ok`, all of them are durable (see [`SyncMode`]); on `Err`
-    /// none of them is, and the journal is still usable.
+    /// Apply `records` in order, in ONE transaction (group commit): when
+    /// this returns `Ok`, all of them are durable (see [`SyncMode`]); on
+    /// `Err` none of them is, and the journal is still usable.
     ///
-    /// Call it once per poll iteration with every op of the iteration, and
-    /// only then send the acks of the accepted jobs.
-    pub fn append(&mut self, ops: &[JournalOp]) -> Result<()> {
-        if ops.is_empty() {
+    /// The router appends each [`Batch`](emq_router_core::journal::Batch)
+    /// the core emits (through [`JournalStore::append`](emq_router_core::journal::JournalStore::append))
+    /// and reports the outcome to the core, which sends the acks of the
+    /// batch's accepted jobs only after `Ok`.
+    ///
+    /// An `Accepted` for a msgid already unfinished replaces the job's
+    /// fields and keeps its place in the acceptance order. `Completed`,
+    /// `DeadLettered` and `Attempt` for an unknown msgid, and
+    /// `DeleteSchedule` for an unknown id, are ignored. A dead letter's
+    /// time is the time of the append.
+    pub fn append(&mut self, records: &[Record]) -> Result<()> {
+        if records.is_empty() {
             return Ok(());
         }
         let path = &self.path;
@@ -576,9 +573,9 @@ impl Journal {
             // Trims run once per batch, after its records.
             let mut trim_finished: Option<(usize, i64)> = None;
             let mut trim_dead: Option<usize> = None;
-            for op in ops {
-                match op {
-                    JournalOp::Accepted(job) => {
+            for record in records {
+                match record {
+                    Record::Accepted(job) => {
                         let key = Key::of(&job.msgid);
                         // ?1 is the row (replace) or the msgid (insert).
                         let existing = staged.get(rows, &key);
@@ -591,19 +588,19 @@ impl Journal {
                             first,
                             job.client,
                             job.queue,
-                            job.route,
-                            job.headers,
-                            job.message,
+                            route_column(job),
+                            headers_column(&job.headers),
+                            job.payload,
                             job.attempts,
-                            job.accepted_at_unix_ms,
-                            job.run_at_unix_ms
+                            unix_ms_column(job.accepted_at_unix_ms),
+                            job.run_at_unix_ms.map(unix_ms_column)
                         ])
                         .map_err(err)?;
                         if existing.is_none() {
                             staged.set(key, Some(tx.last_insert_rowid()));
                         }
                     }
-                    JournalOp::Completed { msgid } => {
+                    Record::Completed { msgid } => {
                         let key = Key::of(msgid);
                         if let Some(seq) = staged.get(rows, &key) {
                             let mut s = tx.prepare_cached(DELETE_JOB).map_err(err)?;
@@ -611,13 +608,17 @@ impl Journal {
                             staged.set(key, None);
                         }
                     }
-                    JournalOp::Attempt { msgid, attempts } => {
+                    Record::Attempt { msgid, attempts } => {
                         if let Some(seq) = staged.get(rows, &Key::of(msgid)) {
                             let mut s = tx.prepare_cached(UPDATE_ATTEMPTS).map_err(err)?;
                             s.execute(params![seq, attempts]).map_err(err)?;
                         }
                     }
-                    JournalOp::DeadLettered { msgid, error, keep } => {
+                    Record::DeadLettered {
+                        msgid,
+                        reason,
+                        keep,
+                    } => {
                         trim_dead = Some(trim_dead.map_or(*keep, |k: usize| k.min(*keep)));
                         let key = Key::of(msgid);
                         let Some(seq) = staged.get(rows, &key) else {
@@ -626,60 +627,60 @@ impl Journal {
                         };
                         let at = *dead_at.get_or_insert_with(now_unix_ms);
                         let mut d = tx.prepare_cached(MOVE_TO_DEAD).map_err(err)?;
-                        d.execute(params![seq, error, at]).map_err(err)?;
+                        d.execute(params![seq, reason, at]).map_err(err)?;
                         let mut del = tx.prepare_cached(DELETE_JOB).map_err(err)?;
                         del.execute(params![seq]).map_err(err)?;
                         staged.set(key, None);
                     }
-                    JournalOp::PutSchedule { id, blob } => {
+                    Record::PutSchedule { id, blob } => {
                         let mut s = tx.prepare_cached(PUT_SCHEDULE).map_err(err)?;
                         s.execute(params![id, blob]).map_err(err)?;
                     }
-                    JournalOp::DeleteSchedule { id } => {
+                    Record::DeleteSchedule { id } => {
                         let mut s = tx.prepare_cached(DELETE_SCHEDULE).map_err(err)?;
                         s.execute(params![id]).map_err(err)?;
                     }
-                    JournalOp::Finished {
-                        job,
+                    Record::Finished {
+                        record: f,
                         keep,
                         drop_before_unix_ms,
                     } => {
-                        let key = Key::of(&job.job.msgid);
+                        let j = &f.job;
+                        let key = Key::of(&j.msgid);
                         if let Some(seq) = staged.get(rows, &key) {
                             let mut s = tx.prepare_cached(DELETE_JOB).map_err(err)?;
                             s.execute(params![seq]).map_err(err)?;
                             staged.set(key, None);
                         }
-                        let j = &job.job;
                         let mut s = tx.prepare_cached(INSERT_FINISHED).map_err(err)?;
                         s.execute(params![
                             j.msgid,
                             j.client,
                             j.queue,
-                            j.route,
-                            j.headers,
-                            j.message,
+                            route_column(j),
+                            headers_column(&j.headers),
+                            j.payload,
                             j.attempts,
-                            j.accepted_at_unix_ms,
-                            j.run_at_unix_ms,
-                            job.outcome,
-                            job.finished_at_unix_ms,
-                            job.result,
-                            job.result_truncated
+                            unix_ms_column(j.accepted_at_unix_ms),
+                            j.run_at_unix_ms.map(unix_ms_column),
+                            f.outcome,
+                            unix_ms_column(f.finished_at_unix_ms),
+                            f.result,
+                            f.result_truncated
                         ])
                         .map_err(err)?;
-                        trim_finished = Some((*keep, *drop_before_unix_ms));
+                        trim_finished = Some((*keep, unix_ms_column(*drop_before_unix_ms)));
                     }
-                    JournalOp::QueuePaused { queue, paused } => {
+                    Record::QueuePaused { queue, paused } => {
                         let sql = if *paused { PAUSE_QUEUE } else { RESUME_QUEUE };
                         let mut s = tx.prepare_cached(sql).map_err(err)?;
                         s.execute(params![queue]).map_err(err)?;
                     }
-                    JournalOp::DeadLetterRemoved { msgid } => {
+                    Record::DeadLetterRemoved { msgid } => {
                         let mut s = tx.prepare_cached(DELETE_DEAD).map_err(err)?;
                         s.execute(params![msgid]).map_err(err)?;
                     }
-                    JournalOp::Probe => {
+                    Record::Probe => {
                         tx.execute_batch(
                             "CREATE TABLE IF NOT EXISTS probe (x BLOB);
                              INSERT INTO probe VALUES (zeroblob(4096));
@@ -704,13 +705,13 @@ impl Journal {
         // Only now: a failed batch leaves the index as the database is.
         staged.apply(&mut self.rows);
         self.batches += 1;
-        self.ops += ops.len() as u64;
+        self.records += records.len() as u64;
         Ok(())
     }
 
     /// Every accepted job not yet completed or dead-lettered, in acceptance
     /// order. Called once at startup to queue them again.
-    pub fn load_unfinished(&self) -> Result<Vec<JournaledJob>> {
+    pub fn load_unfinished(&self) -> Result<Vec<JobRecord>> {
         let mut stmt = self
             .conn
             .prepare(
@@ -726,31 +727,8 @@ impl Journal {
         Ok(jobs)
     }
 
-    /// Dead-lettered jobs, oldest first.
-    pub fn dead_letters(&self) -> Result<Vec<DeadLetter>> {
-        let mut stmt = self
-            .conn
-            .prepare(
-                "SELECT msgid, client, queue, route, headers, message, attempts, accepted_at,
-                        NULL, error, dead_at
-                 FROM dead_letters ORDER BY seq",
-            )
-            .map_err(self.err("load dead letters"))?;
-        let letters = stmt
-            .query_map([], |r| {
-                Ok(DeadLetter {
-                    job: job_from_row(r)?,
-                    error: r.get(9)?,
-                    dead_at_unix_ms: r.get(10)?,
-                })
-            })
-            .and_then(|rows| rows.collect())
-            .map_err(self.err("load dead letters"))?;
-        Ok(letters)
-    }
-
     /// Finished jobs kept for lookups, oldest first.
-    pub fn finished(&self) -> Result<Vec<FinishedJob>> {
+    pub fn finished(&self) -> Result<Vec<FinishedRecord>> {
         let mut stmt = self
             .conn
             .prepare(
@@ -761,10 +739,10 @@ impl Journal {
             .map_err(self.err("load finished jobs"))?;
         let rows = stmt
             .query_map([], |r| {
-                Ok(FinishedJob {
+                Ok(FinishedRecord {
                     job: job_from_row(r)?,
                     outcome: r.get(9)?,
-                    finished_at_unix_ms: r.get(10)?,
+                    finished_at_unix_ms: unix_ms_from_column(r.get(10)?),
                     result: r.get(11)?,
                     result_truncated: r.get(12)?,
                 })
@@ -787,6 +765,29 @@ impl Journal {
         Ok(rows)
     }
 
+    /// Dead-lettered jobs, oldest first.
+    pub fn dead_letters(&self) -> Result<Vec<DeadLetterRecord>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT msgid, client, queue, route, headers, message, attempts, accepted_at,
+                        NULL, error, dead_at
+                 FROM dead_letters ORDER BY seq",
+            )
+            .map_err(self.err("load dead letters"))?;
+        let letters = stmt
+            .query_map([], |r| {
+                Ok(DeadLetterRecord {
+                    job: job_from_row(r)?,
+                    reason: r.get(9)?,
+                    dead_at_unix_ms: unix_ms_from_column(r.get(10)?),
+                })
+            })
+            .and_then(|rows| rows.collect())
+            .map_err(self.err("load dead letters"))?;
+        Ok(letters)
+    }
+
     /// Keep only the newest `keep` dead letters; returns how many were
     /// deleted. Dead letters are the only rows that are never deleted by
     /// the job life cycle, so call this (with a generous limit) to keep
@@ -803,9 +804,9 @@ impl Journal {
     }
 
     /// Create or replace a schedule (its own transaction; inside a batch use
-    /// [`JournalOp::PutSchedule`]).
+    /// [`Record::PutSchedule`]).
     pub fn put_schedule(&mut self, id: &str, blob: &[u8]) -> Result<()> {
-        self.append(&[JournalOp::PutSchedule {
+        self.append(&[Record::PutSchedule {
             id: id.to_string(),
             blob: blob.to_vec(),
         }])
@@ -843,7 +844,7 @@ impl Journal {
             .map_err(self.err("load schedule"))
     }
 
-    /// Completed jobs are deleted when their `Completed` op is appended, so
+    /// Completed jobs are deleted when their `Completed` record is appended, so
     /// the database holds only unfinished jobs, dead letters and schedules.
     /// `compact` additionally copies the WAL into the database and truncates
     /// it, and returns free pages to the file system. Cheap enough to call
@@ -892,21 +893,7 @@ impl Journal {
             file_bytes: size(&self.path),
             wal_bytes: size(Path::new(&wal)),
             batches_appended: self.batches,
-            ops_appended: self.ops,
+            records_appended: self.records,
         })
     }
-}
-
-fn job_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<JournaledJob> {
-    Ok(JournaledJob {
-        msgid: r.get(0)?,
-        client: r.get(1)?,
-        queue: r.get(2)?,
-        route: r.get(3)?,
-        headers: r.get(4)?,
-        message: r.get(5)?,
-        attempts: r.get(6)?,
-        accepted_at_unix_ms: r.get(7)?,
-        run_at_unix_ms: r.get(8)?,
-    })
 }

@@ -1,21 +1,33 @@
-//! The durable job journal of `emq-router`.
+//! The durable job journal of `emq-router`: the SQLite [`JournalStore`].
 //!
-//! The router core is sans-IO: it emits [`JournalOp`]s (a job was accepted,
-//! completed, dead-lettered, dispatched again; a schedule was put or
-//! deleted). The router binary collects the ops of one poll iteration and
-//! writes them with [`Journal::append`] — one SQLite transaction per batch
-//! (group commit) — and only then sends the acknowledgements (`REPLY
-//! [msgid]`) of the jobs accepted in that iteration. On restart,
-//! [`Journal::load_unfinished`] returns every job accepted but not finished,
-//! in acceptance order, to be queued again.
+//! The router core (`emq-router-core`) is sans-IO and owns the journal
+//! model: the plain-data [`Record`]s (a job was accepted, completed,
+//! dead-lettered, delivered again; a schedule was put or deleted; a
+//! probe), the [`Batch`]es they travel in, and the [`Restored`] data it
+//! takes back at start. This crate stores those types as they are; it has
+//! no record types of its own.
+//!
+//! The core decides what goes into a batch and when a batch is due (group
+//! commit) and emits it as `Action::Journal`. The router binary appends
+//! each batch with [`JournalStore::append`] — one SQLite transaction per
+//! batch — and reports the outcome to the core (`Input::JournalDone`:
+//! committed, or failed with the error's text). The core holds the
+//! acknowledgements and dispatches of a batch's jobs until it hears that
+//! the batch committed, refuses new work while batches fail, and writes
+//! the failed records again (or a [`Record::Probe`]) until the store
+//! recovers. At start the router calls [`JournalStore::load`]: every job
+//! accepted but not finished, in acceptance order, the dead letters and
+//! the schedules go back into the core. [`Journal::append`],
+//! [`Journal::load_unfinished`], [`Journal::dead_letters`] and
+//! [`Journal::schedules`] are the same operations without the trait.
 //!
 //! # Durability guarantee
 //!
-//! **A job whose ack the client received is in the journal**, provided the
-//! router acks only after `append` returned `Ok` for the batch holding the
-//! job's [`JournalOp::Accepted`] (or, with [`JournalWriter`], from that
-//! batch's `Ok` callback). A batch is atomic: after a crash either all of
-//! its ops are in the journal or none is.
+//! **A job whose ack the client received is in the journal**: the core
+//! acks a job only after `append` returned `Ok` for the batch holding its
+//! [`Record::Accepted`]. A batch is atomic: after a crash either all of
+//! its records are in the journal or none is; after `Err`, none of them
+//! was written and the journal is still usable.
 //!
 //! The journal uses SQLite in WAL mode with `synchronous=NORMAL` by default
 //! ([`SyncMode::Normal`]): a commit has been written to the WAL file with
@@ -32,9 +44,16 @@
 //!
 //! # Bounded size
 //!
-//! `Completed` deletes the job's row, so the database holds only unfinished
-//! jobs, dead letters (trim them with [`Journal::trim_dead_letters`]) and
-//! schedules. [`Journal::compact`] truncates the WAL and returns free pages.
+//! `Completed` deletes the job's row, and `Finished` and `DeadLettered`
+//! move it, so the `jobs` table holds only unfinished jobs. The `finished`
+//! table keeps what each `Finished` record says (the newest `keep`, none
+//! older than its cut-off), the `dead_letters` table the newest `keep` of
+//! the last `DeadLettered` record; both are trimmed once per batch.
+//! `paused_queues` holds the paused queue names. [`Journal::trim_dead_letters`]
+//! trims by hand.
+//! [`Journal::compact`] truncates the WAL and returns free pages to the
+//! file system; the WAL is also kept under 64 MiB after checkpoints
+//! (`journal_size_limit`).
 //!
 //! # Damaged files
 //!
@@ -44,21 +63,27 @@
 //! [`JournalError::NotADatabase`], each naming the file and what to do. No
 //! function of this crate panics on a bad file. A second process opening the
 //! same journal gets [`JournalError::Locked`] (the journal holds an
-//! exclusive lock while open).
+//! exclusive lock while open). A journal of schema version 1 is migrated
+//! on open; one written by a newer emq is refused
+//! ([`JournalError::UnsupportedVersion`]).
+//!
+//! [`JournalStore`]: emq_router_core::journal::JournalStore
+//! [`JournalStore::append`]: emq_router_core::journal::JournalStore::append
+//! [`JournalStore::load`]: emq_router_core::journal::JournalStore::load
+//! [`Record`]: emq_router_core::journal::Record
+//! [`Record::Accepted`]: emq_router_core::journal::Record::Accepted
+//! [`Record::Probe`]: emq_router_core::journal::Record::Probe
+//! [`Batch`]: emq_router_core::journal::Batch
+//! [`Restored`]: emq_router_core::journal::Restored
 
 mod error;
 mod journal;
 mod path;
 mod row_index;
 mod store;
-mod writer;
 
 pub use error::JournalError;
-pub use journal::{
-    DeadLetter, FinishedJob, Journal, JournalOp, JournalOptions, JournalStats, JournaledJob,
-    Result, SyncMode, SCHEMA_VERSION,
-};
+pub use journal::{Journal, JournalOptions, JournalStats, Result, SyncMode, SCHEMA_VERSION};
 pub use path::{
     default_journal_path, default_journal_path_from, resolve_journal_path, JOURNAL_FILE_NAME,
 };
-pub use writer::{JournalWriter, OnDurable};

@@ -1,138 +1,26 @@
-//! The SQLite journal as a [`JournalStore`]: the core's records in, the
-//! core's restore data out. The only place that maps between the core's
-//! record model and this crate's SQL-facing types.
+//! The SQLite journal as a [`JournalStore`]: the core's batches in, the
+//! core's restore data out. [`Journal`] works on the core's records
+//! directly, so this is only the trait's plumbing.
 
-use emq_router_core::journal::{
-    Batch, DeadLetterRecord, FinishedRecord, JobRecord, JournalStore, Record, Restored,
-};
+use emq_router_core::journal::{Batch, JournalStore, Restored};
 
-use crate::journal::{DeadLetter, FinishedJob, Journal, JournalOp, JournaledJob};
+use crate::journal::Journal;
 use crate::JournalError;
-
-fn ms(t: u64) -> i64 {
-    i64::try_from(t).unwrap_or(i64::MAX)
-}
-
-fn journaled(j: &JobRecord) -> JournaledJob {
-    JournaledJob {
-        // Empty: the route is the queue (the common case costs no text).
-        route: if j.route == j.queue {
-            String::new()
-        } else {
-            j.route.clone()
-        },
-        msgid: j.msgid.clone(),
-        client: j.client.clone(),
-        queue: j.queue.clone(),
-        headers: String::from_utf8_lossy(&j.headers).into_owned(),
-        message: j.payload.clone(),
-        attempts: j.attempts,
-        accepted_at_unix_ms: ms(j.accepted_at_unix_ms),
-        run_at_unix_ms: j.run_at_unix_ms.map(ms),
-    }
-}
-
-fn op(r: &Record) -> JournalOp {
-    match r {
-        Record::Accepted(j) => JournalOp::Accepted(journaled(j)),
-        Record::Finished {
-            record,
-            keep,
-            drop_before_unix_ms,
-        } => JournalOp::Finished {
-            job: FinishedJob {
-                job: journaled(&record.job),
-                outcome: record.outcome.clone(),
-                finished_at_unix_ms: ms(record.finished_at_unix_ms),
-                result: record.result.clone(),
-                result_truncated: record.result_truncated,
-            },
-            keep: *keep,
-            drop_before_unix_ms: ms(*drop_before_unix_ms),
-        },
-        Record::QueuePaused { queue, paused } => JournalOp::QueuePaused {
-            queue: queue.clone(),
-            paused: *paused,
-        },
-        Record::DeadLetterRemoved { msgid } => JournalOp::DeadLetterRemoved {
-            msgid: msgid.clone(),
-        },
-        Record::Completed { msgid } => JournalOp::Completed {
-            msgid: msgid.clone(),
-        },
-        Record::DeadLettered {
-            msgid,
-            reason,
-            keep,
-        } => JournalOp::DeadLettered {
-            msgid: msgid.clone(),
-            error: reason.clone(),
-            keep: *keep,
-        },
-        Record::Attempt { msgid, attempts } => JournalOp::Attempt {
-            msgid: msgid.clone(),
-            attempts: *attempts,
-        },
-        Record::PutSchedule { id, blob } => JournalOp::PutSchedule {
-            id: id.clone(),
-            blob: blob.clone(),
-        },
-        Record::DeleteSchedule { id } => JournalOp::DeleteSchedule { id: id.clone() },
-        Record::Probe => JournalOp::Probe,
-    }
-}
-
-fn job(j: JournaledJob) -> JobRecord {
-    JobRecord {
-        route: if j.route.is_empty() {
-            j.queue.clone()
-        } else {
-            j.route
-        },
-        msgid: j.msgid,
-        client: j.client,
-        queue: j.queue,
-        headers: j.headers.into_bytes(),
-        payload: j.message,
-        attempts: j.attempts,
-        accepted_at_unix_ms: u64::try_from(j.accepted_at_unix_ms).unwrap_or(0),
-        run_at_unix_ms: j.run_at_unix_ms.and_then(|t| u64::try_from(t).ok()),
-    }
-}
-
-fn finished(f: FinishedJob) -> FinishedRecord {
-    FinishedRecord {
-        job: job(f.job),
-        outcome: f.outcome,
-        finished_at_unix_ms: u64::try_from(f.finished_at_unix_ms).unwrap_or(0),
-        result: f.result,
-        result_truncated: f.result_truncated,
-    }
-}
-
-fn dead(d: DeadLetter) -> DeadLetterRecord {
-    DeadLetterRecord {
-        job: job(d.job),
-        reason: d.error,
-        dead_at_unix_ms: u64::try_from(d.dead_at_unix_ms).unwrap_or(0),
-    }
-}
 
 impl JournalStore for Journal {
     type Error = JournalError;
 
     fn append(&mut self, batch: &Batch) -> Result<(), JournalError> {
-        let ops: Vec<JournalOp> = batch.records.iter().map(op).collect();
-        Journal::append(self, &ops)
+        Journal::append(self, &batch.records)
     }
 
     fn load(&mut self) -> Result<Restored, JournalError> {
         Ok(Restored {
-            jobs: self.load_unfinished()?.into_iter().map(job).collect(),
-            dead_letters: self.dead_letters()?.into_iter().map(dead).collect(),
+            jobs: self.load_unfinished()?,
+            dead_letters: self.dead_letters()?,
             schedules: self.schedules()?,
             paused_queues: self.paused_queues()?,
-            finished: self.finished()?.into_iter().map(finished).collect(),
+            finished: self.finished()?,
         })
     }
 
@@ -144,7 +32,7 @@ impl JournalStore for Journal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use emq_router_core::journal::BatchId;
+    use emq_router_core::journal::{BatchId, FinishedRecord, JobRecord, Record};
 
     fn record(msgid: &str, route: &str) -> JobRecord {
         JobRecord {

@@ -1,6 +1,7 @@
 //! Crash safety: a child process (this test binary re-invoked with an env
-//! var) appends batches in a tight loop and prints "committed N" after each
-//! `append` returns; the parent SIGKILLs it mid-stream, reopens the journal
+//! var) appends batches in a tight loop, as the router does
+//! (`JournalStore::append`), and prints "committed N" after each append
+//! returns; the parent SIGKILLs it mid-stream, reopens the journal
 //! and checks that every reported batch is there, that every batch is all
 //! or nothing, and that acceptance order held.
 
@@ -13,7 +14,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::{accepted, completed, TempDir};
-use emq_journal::{Journal, JournalOp};
+use emq_journal::Journal;
+use emq_router_core::journal::{Batch, BatchId, JournalStore, Record};
 
 const CHILD_ENV: &str = "EMQ_JOURNAL_CRASH_CHILD";
 const JOBS_PER_BATCH: usize = 40;
@@ -30,16 +32,16 @@ fn msgid(batch: u64, k: usize) -> String {
 /// jobs of batch b-1. So after a crash: odd jobs of every committed batch
 /// are present; even jobs of batch b are present iff batch b+1 did not
 /// commit.
-fn batch_ops(b: u64) -> Vec<JournalOp> {
-    let mut ops: Vec<JournalOp> = (0..JOBS_PER_BATCH)
+fn batch_records(b: u64) -> Vec<Record> {
+    let mut records: Vec<Record> = (0..JOBS_PER_BATCH)
         .map(|k| accepted(&msgid(b, k)))
         .collect();
     if b > 0 {
         for k in (0..JOBS_PER_BATCH).step_by(2) {
-            ops.push(completed(&msgid(b - 1, k)));
+            records.push(completed(&msgid(b - 1, k)));
         }
     }
-    ops
+    records
 }
 
 /// The child's body; a no-op unless the env var names a journal path.
@@ -55,7 +57,12 @@ fn crash_child_entry() {
         if start.elapsed() > Duration::from_secs(CHILD_MAX_SECS) {
             break;
         }
-        j.append(&batch_ops(b)).expect("child: append");
+        // As the router appends the core's batches.
+        let batch = Batch {
+            id: BatchId(b + 1),
+            records: batch_records(b),
+        };
+        JournalStore::append(&mut j, &batch).expect("child: append");
         // Reported only once append has returned.
         writeln!(out, "committed {b}").expect("child: stdout");
         out.flush().expect("child: flush");

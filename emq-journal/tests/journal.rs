@@ -1,5 +1,6 @@
 //! Journal behaviour on a real file: round trips, ordering, dead letters,
-//! schedules, damaged files, locking, the background writer.
+//! schedules, storage of the core's records, damaged files, locking, the
+//! `JournalStore` the router drives.
 
 mod common;
 
@@ -8,29 +9,28 @@ use std::io::{Seek, SeekFrom, Write};
 use std::time::Instant;
 
 use common::{accepted, completed, job, msgids, TempDir};
-use emq_journal::{
-    Journal, JournalError, JournalOp, JournalOptions, JournalWriter, JournaledJob, SyncMode,
-    SCHEMA_VERSION,
-};
+use emq_journal::{Journal, JournalError, JournalOptions, SyncMode, SCHEMA_VERSION};
+use emq_router_core::journal::{Batch, BatchId, JobRecord, JournalStore, Record};
 
 #[test]
 fn append_reopen_load_round_trips_every_field() {
     let dir = TempDir::new("roundtrip");
     let path = dir.journal();
-    let odd = JournaledJob {
+    let odd = JobRecord {
         msgid: "6f1c-odd".into(),
         client: vec![0, 0xff, 0x80, 7],
         queue: "email".into(),
         route: "default".into(),
-        headers: "retry-count:3,timeout:10,x-custom".into(),
-        message: vec![0xde, 0xad, 0, 0xbe, 0xef],
+        headers: b"retry-count:3,timeout:10,x-custom".to_vec(),
+        payload: vec![0xde, 0xad, 0, 0xbe, 0xef],
         attempts: 2,
-        accepted_at_unix_ms: -5,
+        // The largest time SQLite's INTEGER holds.
+        accepted_at_unix_ms: i64::MAX as u64,
         run_at_unix_ms: None,
     };
     {
         let mut j = Journal::open(&path).unwrap();
-        j.append(&[accepted("a"), JournalOp::Accepted(odd.clone())])
+        j.append(&[accepted("a"), Record::Accepted(odd.clone())])
             .unwrap();
         j.append(&[accepted("c")]).unwrap();
     }
@@ -66,18 +66,18 @@ fn dead_letters_are_listed_and_not_unfinished() {
         let mut j = Journal::open(&path).unwrap();
         j.append(&[accepted("a"), accepted("b")]).unwrap();
         j.append(&[
-            JournalOp::Attempt {
+            Record::Attempt {
                 msgid: "a".into(),
                 attempts: 5,
             },
-            JournalOp::DeadLettered {
+            Record::DeadLettered {
                 msgid: "a".into(),
-                error: "max attempts (5) reached".into(),
+                reason: "max attempts (5) reached".into(),
                 keep: usize::MAX,
             },
-            JournalOp::DeadLettered {
+            Record::DeadLettered {
                 msgid: "unknown".into(),
-                error: "ignored".into(),
+                reason: "ignored".into(),
                 keep: usize::MAX,
             },
         ])
@@ -90,7 +90,7 @@ fn dead_letters_are_listed_and_not_unfinished() {
     let mut expected = job("a");
     expected.attempts = 5;
     assert_eq!(dead[0].job, expected);
-    assert_eq!(dead[0].error, "max attempts (5) reached");
+    assert_eq!(dead[0].reason, "max attempts (5) reached");
     assert!(dead[0].dead_at_unix_ms > 1_600_000_000_000);
 }
 
@@ -100,9 +100,9 @@ fn trim_dead_letters_keeps_the_newest() {
     let mut ops = Vec::new();
     for i in 0..10 {
         ops.push(accepted(&format!("d{i}")));
-        ops.push(JournalOp::DeadLettered {
+        ops.push(Record::DeadLettered {
             msgid: format!("d{i}"),
-            error: "boom".into(),
+            reason: "boom".into(),
             keep: usize::MAX,
         });
     }
@@ -125,7 +125,7 @@ fn acceptance_order_is_preserved_and_reaccept_keeps_place() {
     {
         let mut j = Journal::open(&path).unwrap();
         for chunk in names.chunks(37) {
-            let ops: Vec<JournalOp> = chunk.iter().map(|m| accepted(m)).collect();
+            let ops: Vec<Record> = chunk.iter().map(|m| accepted(m)).collect();
             j.append(&ops).unwrap();
         }
         // Complete the last one, then accept a fresh one: it goes last.
@@ -134,8 +134,8 @@ fn acceptance_order_is_preserved_and_reaccept_keeps_place() {
         // Re-accepting an existing msgid replaces its fields, not its place.
         let mut again = job(&names[3]);
         again.queue = "other".into();
-        j.append(&[JournalOp::Accepted(again)]).unwrap();
-        j.append(&[JournalOp::Attempt {
+        j.append(&[Record::Accepted(again)]).unwrap();
+        j.append(&[Record::Attempt {
             msgid: names[4].clone(),
             attempts: 3,
         }])
@@ -166,8 +166,8 @@ fn rows_are_found_by_msgid_within_a_batch_and_after_reopening() {
             accepted(&u(1)),
             accepted("free-form"),
             accepted(&u(2)),
-            JournalOp::Accepted(again),
-            JournalOp::Attempt {
+            Record::Accepted(again),
+            Record::Attempt {
                 msgid: "free-form".into(),
                 attempts: 4,
             },
@@ -189,9 +189,9 @@ fn rows_are_found_by_msgid_within_a_batch_and_after_reopening() {
         // The map was rebuilt from the file: these find their rows.
         j.append(&[
             completed(&u(1)),
-            JournalOp::DeadLettered {
+            Record::DeadLettered {
                 msgid: "free-form".into(),
-                error: "gave up".into(),
+                reason: "gave up".into(),
                 keep: usize::MAX,
             },
             completed(&u(3)),
@@ -234,6 +234,13 @@ fn a_version_1_journal_is_migrated_and_keeps_its_jobs_in_order() {
         let jobs = j.load_unfinished().unwrap();
         assert_eq!(msgids(&jobs), vec!["first", "second"]);
         assert_eq!((jobs[0].attempts, jobs[0].route.as_str()), (2, "default"));
+        // Headers written as TEXT load as their bytes; an empty route is
+        // the queue.
+        assert_eq!(jobs[0].headers, b"h");
+        assert_eq!(
+            (jobs[1].headers.as_slice(), jobs[1].route.as_str()),
+            (&b""[..], "default")
+        );
         assert_eq!(j.schedules().unwrap(), vec![("s1".to_string(), vec![0xff])]);
         j.append(&[completed("first"), accepted("third")]).unwrap();
     }
@@ -280,11 +287,11 @@ fn schedules_put_replace_delete_list_and_persist() {
         // Schedule ops also ride in a job batch.
         j.append(&[
             accepted("job"),
-            JournalOp::PutSchedule {
+            Record::PutSchedule {
                 id: "c".into(),
                 blob: vec![0, 1, 2],
             },
-            JournalOp::DeleteSchedule { id: "a".into() },
+            Record::DeleteSchedule { id: "a".into() },
         ])
         .unwrap();
     }
@@ -305,13 +312,13 @@ fn schedules_put_replace_delete_list_and_persist() {
 fn batch_of_10000_appends_timing() {
     let dir = TempDir::new("batch10k");
     let mut j = Journal::open(dir.journal()).unwrap();
-    let ops: Vec<JournalOp> = (0..10_000)
+    let ops: Vec<Record> = (0..10_000)
         .map(|i| accepted(&format!("{i:08}-0000-4000-8000-000000000000")))
         .collect();
     let t = Instant::now();
     j.append(&ops).unwrap();
     let accept = t.elapsed();
-    let done: Vec<JournalOp> = (0..10_000)
+    let done: Vec<Record> = (0..10_000)
         .map(|i| completed(&format!("{i:08}-0000-4000-8000-000000000000")))
         .collect();
     let t = Instant::now();
@@ -342,7 +349,7 @@ fn open_creates_missing_directories() {
 fn populated(dir: &TempDir) -> std::path::PathBuf {
     let path = dir.journal();
     let mut j = Journal::open(&path).unwrap();
-    let ops: Vec<JournalOp> = (0..3000)
+    let ops: Vec<Record> = (0..3000)
         .map(|i| accepted(&format!("job-{i:06}")))
         .collect();
     j.append(&ops).unwrap();
@@ -373,7 +380,7 @@ fn assert_clear(err: &JournalError, path: &std::path::Path) {
         "message names the file: {text}"
     );
     assert!(err.is_corruption());
-    assert_eq!(err.path(), Some(path));
+    assert_eq!(err.path(), path);
 }
 
 #[test]
@@ -516,14 +523,14 @@ fn full_sync_mode_works_too() {
 fn compact_truncates_the_wal_and_stats_report_sizes() {
     let dir = TempDir::new("compact");
     let mut j = Journal::open(dir.journal()).unwrap();
-    let ops: Vec<JournalOp> = (0..2000).map(|i| accepted(&format!("c{i}"))).collect();
+    let ops: Vec<Record> = (0..2000).map(|i| accepted(&format!("c{i}"))).collect();
     j.append(&ops).unwrap();
-    let done: Vec<JournalOp> = (0..2000).map(|i| completed(&format!("c{i}"))).collect();
+    let done: Vec<Record> = (0..2000).map(|i| completed(&format!("c{i}"))).collect();
     j.append(&done).unwrap();
     let before = j.stats().unwrap();
     assert!(before.wal_bytes > 0, "{before:?}");
     assert_eq!(before.batches_appended, 2);
-    assert_eq!(before.ops_appended, 4000);
+    assert_eq!(before.records_appended, 4000);
     j.compact().unwrap();
     let after = j.stats().unwrap();
     println!("before compact {before:?}\nafter compact  {after:?}");
@@ -536,58 +543,147 @@ fn compact_truncates_the_wal_and_stats_report_sizes() {
 }
 
 #[test]
-fn writer_reports_durable_batches_in_order() {
-    let dir = TempDir::new("writer");
+fn the_store_appends_the_cores_batches_in_order_and_loads_them_back() {
+    let dir = TempDir::new("store");
     let path = dir.journal();
-    let writer = JournalWriter::spawn(Journal::open(&path).unwrap()).unwrap();
-    let (tx, rx) = crossbeam_channel::unbounded();
-    for b in 0..50 {
-        let ops: Vec<JournalOp> = (0..20)
-            .map(|i| accepted(&format!("w{b:03}-{i:02}")))
-            .collect();
-        let tx = tx.clone();
-        writer
-            .submit(ops, move |r| {
-                let _ = tx.send((b, r));
-            })
-            .unwrap();
+    let mut j = Journal::open(&path).unwrap();
+    for b in 0..50u64 {
+        let batch = Batch {
+            id: BatchId(b + 1),
+            records: (0..20)
+                .map(|i| accepted(&format!("w{b:03}-{i:02}")))
+                .collect(),
+        };
+        JournalStore::append(&mut j, &batch).unwrap();
     }
-    writer.submit_and_wait(vec![completed("w000-00")]).unwrap();
-    let got: Vec<(i32, emq_journal::Result<()>)> = rx.try_iter().collect();
-    assert_eq!(got.len(), 50);
-    for (i, (b, r)) in got.iter().enumerate() {
-        assert_eq!(*b, i as i32);
-        assert!(r.is_ok(), "{r:?}");
-    }
-    let j = writer.shutdown().unwrap();
-    let jobs = j.load_unfinished().unwrap();
-    assert_eq!(jobs.len(), 50 * 20 - 1);
-    assert_eq!(jobs[0].msgid, "w000-01");
+    let last = Batch {
+        id: BatchId(51),
+        records: vec![completed("w000-00")],
+    };
+    JournalStore::append(&mut j, &last).unwrap();
+    assert_eq!(j.stats().unwrap().batches_appended, 51);
+    let restored = JournalStore::load(&mut j).unwrap();
+    assert_eq!(restored.jobs.len(), 50 * 20 - 1);
+    assert_eq!(restored.jobs[0].msgid, "w000-01");
+    let expected: Vec<String> = (0..50)
+        .flat_map(|b| (0..20).map(move |i| format!("w{b:03}-{i:02}")))
+        .skip(1)
+        .collect();
+    assert_eq!(msgids(&restored.jobs), expected);
+    assert!(restored.dead_letters.is_empty() && restored.schedules.is_empty());
+    assert_eq!(JournalStore::describe(&j), path.display().to_string());
     drop(j);
-    assert_eq!(
-        Journal::open(&path)
-            .unwrap()
-            .load_unfinished()
-            .unwrap()
-            .len(),
-        999
-    );
+    let mut j = Journal::open(&path).unwrap();
+    let restored = JournalStore::load(&mut j).unwrap();
+    assert_eq!(restored.jobs.len(), 999);
+    assert_eq!(msgids(&restored.jobs), expected);
 }
 
 #[test]
-fn dropping_the_writer_flushes_pending_batches() {
-    let dir = TempDir::new("writer-drop");
+fn a_probe_writes_and_leaves_no_trace() {
+    let dir = TempDir::new("probe");
     let path = dir.journal();
     {
-        let writer = JournalWriter::spawn(Journal::open(&path).unwrap()).unwrap();
-        for b in 0..10 {
-            writer
-                .submit(vec![accepted(&format!("d{b}"))], |_| {})
-                .unwrap();
-        }
+        let mut j = Journal::open(&path).unwrap();
+        j.append(&[accepted("a")]).unwrap();
+        j.append(&[Record::Probe]).unwrap();
+        j.append(&[Record::Probe, accepted("b"), Record::Probe])
+            .unwrap();
+        let st = j.stats().unwrap();
+        assert_eq!((st.batches_appended, st.records_appended), (3, 5));
+        assert_eq!((st.unfinished, st.dead_letters, st.schedules), (2, 0, 0));
     }
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let probe_rows: i64 = c
+        .query_row("SELECT count(*) FROM probe", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(probe_rows, 0);
+    drop(c);
     let j = Journal::open(&path).unwrap();
-    assert_eq!(j.load_unfinished().unwrap().len(), 10);
+    assert_eq!(msgids(&j.load_unfinished().unwrap()), vec!["a", "b"]);
+}
+
+#[test]
+fn records_are_stored_compactly_and_old_text_headers_load() {
+    let dir = TempDir::new("layout");
+    let path = dir.journal();
+    let binary = JobRecord {
+        headers: vec![0xff, 0xfe, b',', 0],
+        route: "email".into(),
+        accepted_at_unix_ms: u64::MAX,
+        ..job("binary")
+    };
+    {
+        let mut j = Journal::open(&path).unwrap();
+        j.append(&[accepted("text"), Record::Accepted(binary.clone())])
+            .unwrap();
+    }
+    {
+        // The layout inside the file: UTF-8 headers as TEXT (what older emq
+        // wrote and reads), others as a BLOB; a route equal to the queue as
+        // ''; a time past i64::MAX ms as i64::MAX.
+        let c = rusqlite::Connection::open(&path).unwrap();
+        let rows: Vec<(String, String, String, i64)> = c
+            .prepare("SELECT msgid, typeof(headers), route, accepted_at FROM jobs ORDER BY seq")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            rows,
+            vec![
+                ("text".into(), "text".into(), "".into(), 1_700_000_000_000),
+                ("binary".into(), "blob".into(), "email".into(), i64::MAX),
+            ]
+        );
+        // A row as an older emq wrote it: TEXT headers.
+        c.execute(
+            "INSERT INTO jobs (msgid, client, queue, route, headers, message, attempts,
+                 accepted_at) VALUES ('old', x'01', 'email', '', 'retry-count:2', x'5b5d', 1, 7)",
+            [],
+        )
+        .unwrap();
+    }
+    let mut j = Journal::open(&path).unwrap();
+    let jobs = j.load_unfinished().unwrap();
+    assert_eq!(jobs[0], job("text"));
+    assert_eq!(
+        jobs[1],
+        JobRecord {
+            accepted_at_unix_ms: i64::MAX as u64,
+            ..binary
+        }
+    );
+    assert_eq!(
+        jobs[2],
+        JobRecord {
+            msgid: "old".into(),
+            client: vec![1],
+            queue: "email".into(),
+            route: "email".into(),
+            headers: b"retry-count:2".to_vec(),
+            payload: b"[]".to_vec(),
+            attempts: 1,
+            accepted_at_unix_ms: 7,
+            run_at_unix_ms: None,
+        }
+    );
+    // Dead letters keep the bytes too; the old row is found by msgid.
+    j.append(&[
+        Record::DeadLettered {
+            msgid: "binary".into(),
+            reason: "r".into(),
+            keep: usize::MAX,
+        },
+        completed("old"),
+    ])
+    .unwrap();
+    assert_eq!(
+        j.dead_letters().unwrap()[0].job.headers,
+        vec![0xff, 0xfe, b',', 0]
+    );
+    assert_eq!(msgids(&j.load_unfinished().unwrap()), vec!["text"]);
 }
 
 #[test]
@@ -598,7 +694,7 @@ fn torn_wal_tail_loses_only_the_torn_batch() {
     let path = dir.journal();
     let mut j = Journal::open(&path).unwrap();
     j.append(&[accepted("a1"), accepted("a2")]).unwrap();
-    let big: Vec<JournalOp> = (0..200).map(|i| accepted(&format!("b{i:03}"))).collect();
+    let big: Vec<Record> = (0..200).map(|i| accepted(&format!("b{i:03}"))).collect();
     j.append(&big).unwrap();
     let copy = dir.path().join("copy.sqlite");
     let wal = |p: &std::path::Path| {
@@ -615,4 +711,44 @@ fn torn_wal_tail_loses_only_the_torn_batch() {
     drop(f);
     let j = Journal::open(&copy).unwrap();
     assert_eq!(msgids(&j.load_unfinished().unwrap()), vec!["a1", "a2"]);
+}
+
+#[test]
+fn a_version_2_journal_gets_run_at_finished_and_paused_queues() {
+    let dir = TempDir::new("migrate2");
+    let path = dir.journal();
+    {
+        // The version 2 schema: version 1 without the msgid index.
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch(
+            "PRAGMA journal_mode = WAL;
+             CREATE TABLE jobs (
+                 seq INTEGER PRIMARY KEY, msgid TEXT NOT NULL, client BLOB NOT NULL,
+                 queue TEXT NOT NULL, route TEXT NOT NULL, headers TEXT NOT NULL,
+                 message BLOB NOT NULL, attempts INTEGER NOT NULL, accepted_at INTEGER NOT NULL);
+             CREATE TABLE dead_letters (
+                 seq INTEGER PRIMARY KEY, msgid TEXT NOT NULL, client BLOB NOT NULL,
+                 queue TEXT NOT NULL, route TEXT NOT NULL, headers TEXT NOT NULL,
+                 message BLOB NOT NULL, attempts INTEGER NOT NULL, accepted_at INTEGER NOT NULL,
+                 error TEXT NOT NULL, dead_at INTEGER NOT NULL);
+             CREATE TABLE schedules (id TEXT PRIMARY KEY, blob BLOB NOT NULL) WITHOUT ROWID;
+             INSERT INTO jobs VALUES (1, 'old', x'01', 'default', '', '', x'5b5d', 0, 5);
+             PRAGMA user_version = 2;",
+        )
+        .unwrap();
+    }
+    let mut j = Journal::open(&path).unwrap();
+    let jobs = j.load_unfinished().unwrap();
+    assert_eq!(msgids(&jobs), vec!["old"]);
+    assert_eq!(jobs[0].run_at_unix_ms, None);
+    assert!(j.finished().unwrap().is_empty());
+    assert!(j.paused_queues().unwrap().is_empty());
+    j.append(&[Record::QueuePaused {
+        queue: "default".into(),
+        paused: true,
+    }])
+    .unwrap();
+    drop(j);
+    let j = Journal::open(&path).unwrap();
+    assert_eq!(j.paused_queues().unwrap(), vec!["default".to_string()]);
 }

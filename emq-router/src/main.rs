@@ -770,9 +770,9 @@ fn run(cli: Cli) -> Result<(), Fail> {
     if let Some(j) = journal.as_ref() {
         if let Ok(st) = j.stats() {
             log::info!(
-                "journal: {} transaction(s), {} op(s) this run",
+                "journal: {} transaction(s), {} record(s) this run",
                 st.batches_appended,
-                st.ops_appended
+                st.records_appended
             );
         }
     }

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use emq_journal::{JournalOp, JournaledJob};
+use emq_router_core::journal::{JobRecord, Record};
 
 pub struct TempDir(PathBuf);
 
@@ -39,30 +39,30 @@ impl Drop for TempDir {
     }
 }
 
-pub fn job(msgid: &str) -> JournaledJob {
-    JournaledJob {
+pub fn job(msgid: &str) -> JobRecord {
+    JobRecord {
         msgid: msgid.to_string(),
         client: format!("client-{msgid}").into_bytes(),
         queue: "default".into(),
-        route: String::new(),
-        headers: "reply-requested,guarantee".into(),
-        message: format!(r#"["call",{{"handler":"echo","args":"{msgid}"}}]"#).into_bytes(),
+        route: "default".into(),
+        headers: b"reply-requested,guarantee".to_vec(),
+        payload: format!(r#"["call",{{"handler":"echo","args":"{msgid}"}}]"#).into_bytes(),
         attempts: 0,
         accepted_at_unix_ms: 1_700_000_000_000,
         run_at_unix_ms: None,
     }
 }
 
-pub fn accepted(msgid: &str) -> JournalOp {
-    JournalOp::Accepted(job(msgid))
+pub fn accepted(msgid: &str) -> Record {
+    Record::Accepted(job(msgid))
 }
 
-pub fn completed(msgid: &str) -> JournalOp {
-    JournalOp::Completed {
+pub fn completed(msgid: &str) -> Record {
+    Record::Completed {
         msgid: msgid.to_string(),
     }
 }
 
-pub fn msgids(jobs: &[JournaledJob]) -> Vec<String> {
+pub fn msgids(jobs: &[JobRecord]) -> Vec<String> {
     jobs.iter().map(|j| j.msgid.clone()).collect()
 }
