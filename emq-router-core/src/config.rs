@@ -6,6 +6,9 @@ use emqp_proto::QueueSpec;
 /// One second in the core's time unit.
 pub const SECOND: u64 = 1_000_000;
 
+/// The default of [`Config::max_message_size`]: 16 MiB.
+pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
+
 /// Tunables of the routing core. `Config::default()` matches the CLI
 /// defaults of `emq-router`.
 #[derive(Debug, Clone)]
@@ -36,6 +39,13 @@ pub struct Config {
     /// Unix time in microseconds at `now == 0`; HEARTBEAT bodies carry
     /// `(epoch_unix_micros + now)` as Python's `str(time.time())`.
     pub epoch_unix_micros: u64,
+    /// The largest frame the core takes, in bytes (`--max-message-size`);
+    /// `None`: no limit. A message with a bigger frame is dropped with a
+    /// warning, and an oversized REQUEST, SCHEDULE or UNSCHEDULE whose
+    /// msgid is readable is refused `malformed` (see `router/intake.rs`).
+    /// The binary lets libzmq cut only frames over twice this, so that
+    /// the sender hears why.
+    pub max_message_size: Option<usize>,
     /// Seed of the msgids the router makes (acks, heartbeats, schedule
     /// runs): the driver passes a random one; tests a fixed one, so that
     /// frames are the same on every run.
@@ -56,6 +66,7 @@ impl Default for Config {
             journal: false,
             dead_letter_keep: 1000,
             epoch_unix_micros: 0,
+            max_message_size: Some(DEFAULT_MAX_MESSAGE_SIZE),
             id_seed: 0,
         }
     }

@@ -13,6 +13,7 @@ use crate::{Config, Router};
 use Socket::{Admin, Backend, Frontend};
 
 mod durability;
+mod limits;
 
 /// A router with a fake clock, and a fake journal store that commits
 /// every batch (or fails it while `fail_journal` is set), as a driver
