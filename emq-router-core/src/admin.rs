@@ -133,6 +133,7 @@ pub fn status_json(snap: &Snapshot) -> String {
             "rejected_shutting_down": s.rejected_shutting_down,
             "rejected_duplicate_msgid": s.rejected_duplicate,
             "rejected_journal_unavailable": s.rejected_journal,
+            "rejected_too_large": s.rejected_too_large,
             "malformed_dropped": s.malformed_dropped,
         },
         "dead_letter": {

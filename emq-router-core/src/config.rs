@@ -10,6 +10,9 @@ use emqp_proto::QueueSpec;
 /// One second.
 pub const SECOND: Duration = Duration::from_secs(1);
 
+/// The default of [`Config::max_message_size`]: 16 MiB.
+pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
+
 /// Tunables of the routing core. `Config::default()` matches the CLI
 /// defaults of `emq-router`.
 #[derive(Debug, Clone)]
@@ -47,6 +50,13 @@ pub struct Config {
     /// duration); HEARTBEAT bodies carry `(epoch_unix_micros + now)` as
     /// Python's `str(time.time())`.
     pub epoch_unix_micros: u64,
+    /// The largest frame the core takes, in bytes (`--max-message-size`);
+    /// `None`: no limit. A message with a bigger frame is dropped with a
+    /// warning, and an oversized REQUEST, SCHEDULE or UNSCHEDULE whose
+    /// msgid is readable is refused `malformed` (see `router/intake.rs`).
+    /// The binary lets libzmq cut only frames over twice this, so that
+    /// the sender hears why.
+    pub max_message_size: Option<usize>,
     /// Seed of the msgids the router makes (acks, heartbeats, schedule
     /// runs): the driver passes a random one; tests a fixed one, so that
     /// frames are the same on every run.
@@ -70,6 +80,7 @@ impl Default for Config {
             retain_for: Duration::from_secs(3600),
             retain_result_bytes: 8192,
             epoch_unix_micros: 0,
+            max_message_size: Some(DEFAULT_MAX_MESSAGE_SIZE),
             id_seed: 0,
         }
     }

@@ -18,7 +18,9 @@
 //! Start-up order: options, journal (default: the data dir; damaged or
 //! locked → exit 2), ZAP handler (when any access rule is active — the
 //! admin loopback default always is), the three sockets (ZAP domain /
-//! PLAIN server and ZMQ_MAXMSGSIZE set before bind), metrics endpoint,
+//! PLAIN server and ZMQ_MAXMSGSIZE — twice `--max-message-size`: the core
+//! refuses what is over the limit itself, with a REJECT and a log line —
+//! set before bind), metrics endpoint,
 //! then the journal's jobs, dead letters and schedules go into the core.
 
 use std::path::PathBuf;
@@ -174,8 +176,11 @@ struct Cli {
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
 
-    /// Largest message (frame) accepted on any socket, in bytes; a peer
-    /// sending a bigger one is disconnected by libzmq. 0 or -1: no limit
+    /// Largest message (frame) accepted on any socket, in bytes. A bigger
+    /// one is dropped with a warning, and a REQUEST or SCHEDULE is refused
+    /// `malformed` (saying the size and the limit); a frame over twice the
+    /// limit is cut by libzmq, which disconnects its sender without a word
+    /// (ZMQ_MAXMSGSIZE). 0 or -1: no limit
     /// [env: EVENTMQ_MAX_MESSAGE_SIZE] [default: 16777216 (16 MiB)]
     #[arg(long, value_name = "BYTES", allow_negative_numbers = true)]
     max_message_size: Option<i64>,
@@ -240,6 +245,9 @@ struct Options {
     /// data dir is known).
     journal_default: bool,
     metrics: Option<String>,
+    /// `--max-message-size`; -1: no limit. The core checks it
+    /// (`core.max_message_size`); the sockets get
+    /// [`Options::socket_max_message_size`].
     max_message_size: i64,
     access: AccessPolicy,
     /// One line per guarded socket, logged at start.
@@ -282,6 +290,17 @@ fn secs_to_duration(secs: f64, what: &str, allow_zero: bool) -> Result<Duration,
 }
 
 impl Options {
+    /// ZMQ_MAXMSGSIZE of the router's sockets: twice the limit the core
+    /// checks (so that a frame a little over it reaches the core and its
+    /// sender gets a REJECT), -1 when there is no limit.
+    fn socket_max_message_size(&self) -> i64 {
+        if self.max_message_size < 0 {
+            -1
+        } else {
+            self.max_message_size.saturating_mul(2)
+        }
+    }
+
     fn resolve(cli: Cli, s: &Settings) -> Result<Options, String> {
         let text = |flag: Option<String>, key: &str, default: &str| -> String {
             flag.or_else(|| s.get(key).map(str::to_string))
@@ -416,6 +435,7 @@ impl Options {
             dead_letter_keep: pick(cli.dead_letter_keep, s, "DEAD_LETTER_KEEP", 10_000)?,
             default_queues,
             journal: journal.is_some(),
+            max_message_size: usize::try_from(max_message_size).ok(),
             ..Config::default()
         };
         Ok(Options {
@@ -596,7 +616,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
 
     let mut ctx = zmq::Context::new();
     let sock_opts = SocketOptions {
-        max_message_size: opts.max_message_size,
+        max_message_size: opts.socket_max_message_size(),
         ..SocketOptions::default()
     };
     for line in &opts.access_warnings {
@@ -907,6 +927,8 @@ mod tests {
     fn access_metrics_and_size_defaults_and_flags() {
         let o = Options::resolve(cli(&[]), &settings(&[])).unwrap();
         assert_eq!(o.max_message_size, 16 * 1024 * 1024);
+        assert_eq!(o.core.max_message_size, Some(16 * 1024 * 1024));
+        assert_eq!(o.socket_max_message_size(), 32 * 1024 * 1024);
         assert!(o.metrics.is_none());
         // Only the admin socket is guarded by default (loopback).
         assert_eq!(o.access.domains.len(), 1);
@@ -940,6 +962,8 @@ mod tests {
         .unwrap();
         assert_eq!(o.metrics.as_deref(), Some("127.0.0.1:9464"));
         assert_eq!(o.max_message_size, -1);
+        assert_eq!(o.core.max_message_size, None);
+        assert_eq!(o.socket_max_message_size(), -1);
         assert!(!o.access.domains.contains_key("admin"));
         assert_eq!(o.access.domains["frontend"].allow.len(), 2);
         assert!(o.access.domains["backend"].allow[0].contains("192.168.1.7".parse().unwrap()));

@@ -2,7 +2,7 @@
 //! `emq-sender --wait`: a Python job whose result is bigger than the
 //! router accepts ends with a failed result of kind `result-too-large`
 //! (the job manager replaces it), not with a client timeout — the router
-//! would have disconnected the job manager for the oversized frame.
+//! would have dropped the oversized REPLY.
 
 use std::time::Duration;
 

@@ -5,6 +5,16 @@
 //!   sender's heartbeat. An undecodable REQUEST, SCHEDULE or UNSCHEDULE
 //!   whose msgid is readable gets `REJECT [msgid, malformed, reason]`.
 //!   Nothing here panics on input.
+//! - **Size.** Before decoding, every frame is measured against
+//!   `Config::max_message_size` (per frame, as libzmq's ZMQ_MAXMSGSIZE,
+//!   and as the job manager measures its results). A message with a
+//!   bigger frame is dropped with a rate-limited warning naming the
+//!   socket, the peer and the size, and counts as the sender's heartbeat;
+//!   a REQUEST, SCHEDULE or UNSCHEDULE on the frontend whose msgid is
+//!   readable gets `REJECT [msgid, malformed, "message of N bytes is over
+//!   the router's limit of M bytes"]`. The binary sets ZMQ_MAXMSGSIZE to
+//!   twice the limit, so that libzmq cuts (silently) only what is too big
+//!   to be worth reading.
 //! - **REQUEST.** Routed through its queue if a connected worker serves
 //!   it, else through `default`; the frames are forwarded unchanged (queue
 //!   frame as sent, same msgid, headers frame byte for byte). Every
@@ -70,6 +80,12 @@ impl Router {
                 log::warn!("{}: dropped an empty message", socket.name());
             }
             return;
+        }
+        if let Some(limit) = self.cfg.max_message_size {
+            if let Some(size) = frames.iter().map(Vec::len).max().filter(|&n| n > limit) {
+                self.on_oversized(socket, frames, size, limit, now, out);
+                return;
+            }
         }
         if socket == Socket::Frontend && frames.get(3).map(Vec::as_slice) == Some(b"REQUEST") {
             // Hot path: take the REQUEST apart without copying any frame.
@@ -144,6 +160,58 @@ impl Router {
                 }
             }
         }
+    }
+
+    /// A message with a frame of `size` bytes, over `limit`: dropped with a
+    /// warning; a client's REQUEST, SCHEDULE or UNSCHEDULE with a readable
+    /// msgid is refused `malformed`. `frames` still has the identity first.
+    fn on_oversized(
+        &mut self,
+        socket: Socket,
+        frames: Frames,
+        size: usize,
+        limit: usize,
+        now: Duration,
+        out: &mut Vec<Action>,
+    ) {
+        let mut frames = frames;
+        let identity = std::mem::take(&mut frames[0]);
+        self.touch(socket, &identity, now);
+        self.stats.malformed_dropped += 1;
+        let cmd = frames.get(3).map(Vec::as_slice);
+        let msgid = frames.get(4).and_then(|m| std::str::from_utf8(m).ok());
+        if self.oversized_log.allow(now) {
+            log::warn!(
+                "{}: dropped {} {} from {}: a frame of {size} bytes, over the limit of \
+                 {limit} bytes (--max-message-size)",
+                socket.name(),
+                cmd.map(String::from_utf8_lossy).unwrap_or_default(),
+                msgid.unwrap_or("(no msgid)"),
+                ident(&identity)
+            );
+        }
+        let refusable = matches!(
+            cmd,
+            Some(b"REQUEST") | Some(b"SCHEDULE") | Some(b"UNSCHEDULE")
+        );
+        let (Socket::Frontend, true, Some(msgid)) = (socket, refusable, msgid) else {
+            return;
+        };
+        if cmd == Some(b"REQUEST") {
+            if let Some(queue) = frames.get(5).and_then(|q| std::str::from_utf8(q).ok()) {
+                let route = self.route_of(queue).to_string();
+                self.stats.queue_mut(&route).rejected += 1;
+            }
+        }
+        self.stats.rejected_too_large += 1;
+        let text = format!("message of {size} bytes is over the router's limit of {limit} bytes");
+        self.reject(
+            identity,
+            msgid.to_string(),
+            RejectReason::Malformed,
+            text,
+            out,
+        );
     }
 
     /// Any message counts as a heartbeat of a known peer.

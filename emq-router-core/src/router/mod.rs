@@ -122,6 +122,11 @@ pub struct Stats {
     pub rejected_journal: u64,
     /// Jobs cancelled by an operator (cancel, purge).
     pub cancelled: u64,
+    /// REQUESTs, SCHEDULEs and UNSCHEDULEs refused (`malformed`) for a
+    /// frame over [`Config::max_message_size`].
+    pub rejected_too_large: u64,
+    /// Messages dropped undecoded: malformed, or with a frame over
+    /// [`Config::max_message_size`] (refused or not).
     pub malformed_dropped: u64,
     pub results_forwarded: u64,
     /// Jobs enqueued by built-in schedules.
@@ -176,6 +181,7 @@ pub struct Router {
     exited: bool,
     ids: MsgIds,
     malformed_log: LogLimiter,
+    oversized_log: LogLimiter,
     unknown_log: LogLimiter,
     reject_log: LogLimiter,
     gone_log: LogLimiter,
@@ -205,6 +211,7 @@ impl Router {
             drain_deadline: None,
             exited: false,
             malformed_log: LogLimiter::new("malformed messages", 20),
+            oversized_log: LogLimiter::new("messages over the size limit", 20),
             unknown_log: LogLimiter::new("messages from unknown workers", 20),
             reject_log: LogLimiter::new("rejected requests", 20),
             gone_log: LogLimiter::new("messages to gone clients", 20),
