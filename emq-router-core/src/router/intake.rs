@@ -190,6 +190,38 @@ impl Router {
                 ident(&identity)
             );
         }
+        // A worker's REPLY that is too big still ends its job: as failed
+        // with kind `result-too-large`, or the job would stay in flight on
+        // a live worker for ever. (Frames: '', eMQP/1.0, REPLY, msgid,
+        // payload, orig_msgid, status.)
+        if socket == Socket::Backend && cmd == Some(b"REPLY") {
+            let orig = frames
+                .get(6)
+                .and_then(|m| std::str::from_utf8(m).ok())
+                .map(str::to_string);
+            if let (Some(id), Some(orig)) = (self.pool.id_of(&identity), orig) {
+                let payload = serde_json::to_vec(&serde_json::json!({"error": {
+                    "kind": "result-too-large",
+                    "message": format!(
+                        "the job's result had a frame of {size} bytes, over the router's limit of {limit} bytes"
+                    ),
+                }}))
+                .unwrap_or_default();
+                let r = Reply {
+                    payload,
+                    orig_msgid: Some(orig),
+                    status: Some(emqp_proto::ResultStatus::Failed),
+                };
+                self.on_worker_reply(id, r, now, out);
+            }
+            return;
+        }
+        if socket == Socket::Admin {
+            let e = format!("a frame of {size} bytes is over the router's limit of {limit} bytes");
+            let v = super::control::undecodable_answer(&e);
+            self.admin_answer(identity, msgid.unwrap_or_default().to_string(), &v, out);
+            return;
+        }
         let refusable = matches!(
             cmd,
             Some(b"REQUEST") | Some(b"SCHEDULE") | Some(b"UNSCHEDULE")

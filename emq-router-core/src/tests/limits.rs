@@ -98,7 +98,7 @@ fn a_schedule_over_the_limit_is_refused_and_a_big_frame_anywhere_counts() {
 }
 
 #[test]
-fn oversized_messages_without_a_readable_msgid_or_from_workers_are_dropped_silently_to_the_peer() {
+fn oversized_messages_are_dropped_and_answered_where_someone_waits() {
     let mut h = limited();
     worker(&mut h, "w1", "", 1);
     let big = vec![b'x'; LIMIT + 1];
@@ -108,23 +108,29 @@ fn oversized_messages_without_a_readable_msgid_or_from_workers_are_dropped_silen
         frames("c1", "REQUEST", &[0xff, 0xfe], &[b"default", b"", &big]),
     );
     assert!(sent.is_empty(), "{sent:?}");
-    // A worker's REPLY over the limit is dropped; the worker stays (its
-    // message counted as a heartbeat).
+    // A worker's REPLY over the limit is dropped, and ends its job as
+    // failed (`result-too-large`); the worker stays (its message counted
+    // as a heartbeat).
     h.request("c2", "j1", "default", "");
-    let sent = h.frames(
+    h.frames(
         Backend,
         frames("w1", "REPLY", b"rep", &[&big, b"j1", b"ok"]),
     );
-    assert!(sent.is_empty(), "{sent:?}");
-    // An admin command over the limit gets no answer either.
+    // An admin command over the limit is answered `bad-request`.
     let sent = h.frames(Admin, frames("adm", "STATUS", b"admin:1", &[&big]));
-    assert!(sent.is_empty(), "{sent:?}");
+    let m = to(&sent, Admin, "adm");
+    assert_eq!(m.len(), 1, "{sent:?}");
+    let Command::Reply(r) = &m[0].command else {
+        panic!("{sent:?}")
+    };
+    let v: serde_json::Value = serde_json::from_slice(&r.payload).unwrap();
+    assert_eq!(v["error"]["kind"], "bad-request", "{v}");
     let s = h.r.stats();
     assert_eq!(s.malformed_dropped, 3);
     assert_eq!(s.rejected_too_large, 0);
-    assert_eq!(s.completed, 0, "the oversized REPLY completed nothing");
+    assert_eq!((s.completed, s.failed), (1, 1), "the job ended failed");
     assert_eq!(h.r.worker_count(), 1);
-    assert_eq!(h.r.inflight_count(), 1);
+    assert_eq!(h.r.inflight_count(), 0);
 }
 
 #[test]
@@ -148,4 +154,20 @@ fn no_limit_takes_any_size_and_a_flood_of_oversized_requests_is_refused_one_by_o
         assert_eq!(rejects(&sent, "c1").len(), 1, "{id}");
     }
     assert_eq!(h.r.stats().rejected_too_large, 100);
+}
+
+#[test]
+fn a_worker_reply_over_the_limit_fails_its_job_result_too_large_instead_of_leaving_it_in_flight() {
+    let mut h = limited();
+    worker(&mut h, "w1", "", 1);
+    h.request("c1", "j1", "default", "reply-requested");
+    assert_eq!(h.r.inflight_count(), 1);
+    let big = vec![b'y'; LIMIT + 1];
+    let sent = h.frames(Backend, frames("w1", "REPLY", b"r1", &[&big, b"j1", b"ok"]));
+    assert_eq!(h.r.inflight_count(), 0, "the job is not left in flight");
+    let rs = results(&sent, "c1");
+    assert_eq!(rs.len(), 1, "{sent:?}");
+    assert_eq!(rs[0].status, ResultStatus::Failed);
+    let v: serde_json::Value = serde_json::from_slice(&rs[0].payload).unwrap();
+    assert_eq!(v["error"]["kind"], "result-too-large", "{v}");
 }
