@@ -39,34 +39,7 @@ type Frames = Vec<Vec<u8>>;
 
 // ----- time at the boundary ------------------------------------------------
 
-/// The router core's time type: `u64` microseconds since start, today.
-/// When the core takes `Duration`, this alias is the one line to change;
-/// everything else goes through [`CoreTime`].
-type RouterTime = u64;
-
-/// A core's time type, to and from the simulation's `Duration`.
-trait CoreTime: Copy {
-    fn from_sim(t: Duration) -> Self;
-    fn to_sim(self) -> Duration;
-}
-
-impl CoreTime for u64 {
-    fn from_sim(t: Duration) -> u64 {
-        u64::try_from(t.as_micros()).unwrap_or(u64::MAX)
-    }
-    fn to_sim(self) -> Duration {
-        Duration::from_micros(self)
-    }
-}
-
-impl CoreTime for Duration {
-    fn from_sim(t: Duration) -> Duration {
-        t
-    }
-    fn to_sim(self) -> Duration {
-        self
-    }
-}
+// Both cores take `Duration` since start: the simulation's clock is theirs.
 
 fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
@@ -721,10 +694,7 @@ impl Sim {
         };
         consider(self.queue.keys().next().map(|k| k.0), Next::Event);
         if self.router.is_up() {
-            consider(
-                self.router.core.poll_timeout().map(CoreTime::to_sim),
-                Next::RouterTimer,
-            );
+            consider(self.router.core.poll_timeout(), Next::RouterTimer);
         }
         for (i, j) in self.jms.iter().enumerate() {
             if j.exited.is_none() {
@@ -745,7 +715,7 @@ impl Sim {
             }
             Next::RouterTimer => {
                 let mut out = Vec::new();
-                let now = RouterTime::from_sim(self.now);
+                let now = self.now;
                 self.router.core.handle_timeout(now, &mut out);
                 self.router_actions(out);
             }
@@ -843,7 +813,7 @@ impl Sim {
     /// Feed the router one input now and carry out its actions.
     fn router_input(&mut self, input: rc::Input) {
         let mut out = Vec::new();
-        let now = RouterTime::from_sim(self.now);
+        let now = self.now;
         self.router.core.handle(input, now, &mut out);
         self.router_actions(out);
     }
@@ -869,7 +839,7 @@ impl Sim {
                             identity,
                             reason: rc::SendFailure::HostUnreachable,
                         };
-                        let now = RouterTime::from_sim(self.now);
+                        let now = self.now;
                         self.router.core.handle(failed, now, &mut more);
                         todo.extend(more);
                     }
@@ -990,7 +960,7 @@ impl Sim {
                     self.schedule(ends, Event::JobEnds { jm: i, slot, run });
                     back.push(jm::Input::JobStarted { slot, run });
                 }
-                jm::Action::CancelJob { slot, run } => {
+                jm::Action::CancelJob { slot, run, .. } => {
                     let killed = JobOutcome::Error(JobError::new(ErrorKind::Crash, "cancelled"));
                     let j = &mut self.jms[i];
                     if let Some(outcome) =
@@ -1119,7 +1089,7 @@ impl Sim {
 
     /// The router's heartbeat silence limit (interval × liveness).
     fn router_peer_timeout(&self) -> Duration {
-        self.router.core.config().peer_timeout().to_sim()
+        self.router.core.config().peer_timeout()
     }
 }
 
@@ -1211,7 +1181,7 @@ fn a_silent_job_manager_is_removed_its_jobs_redelivered_and_it_comes_back() {
     let last_heard = sim.trace.heard_by_router[&old];
     assert!(last_heard <= t_silent + ms(1));
     assert_eq!(t_removed, last_heard + limit + us(1), "removal time");
-    let snap = sim.router.core.snapshot(RouterTime::from_sim(sim.now));
+    let snap = sim.router.core.snapshot(sim.now);
     assert!(snap.workers.iter().all(|w| w.identity != old));
     assert_eq!(sim.router.core.stats().redelivered, 4);
 
@@ -1350,7 +1320,7 @@ fn a_failing_retry_job_runs_three_times_with_backoff_1s_then_2s() {
     let cfg = sim.router.core.config().clone();
     for (k, w) in runs.windows(2).enumerate() {
         let gap = w[1].started - w[0].ended.unwrap();
-        let expected = cfg.backoff(k as u32 + 1).to_sim();
+        let expected = cfg.backoff(k as u32 + 1);
         assert_eq!(expected, secs(1 << k), "router default backoff");
         assert_eq!(gap, expected + round_trip, "gap {k}");
     }
@@ -1417,7 +1387,7 @@ fn a_lost_reply_keeps_the_job_in_flight_until_its_job_manager_leaves() {
         "no RESULT while connected"
     );
     assert_eq!(sim.router.core.inflight_count(), 1);
-    let snap = sim.router.core.snapshot(RouterTime::from_sim(sim.now));
+    let snap = sim.router.core.snapshot(sim.now);
     let w0 = snap.workers.iter().find(|w| w.identity == jm0).unwrap();
     assert_eq!(
         w0.inflight, 1,
@@ -1498,7 +1468,7 @@ fn bug_a_lost_ready_leaks_its_slot_while_the_job_manager_stays_connected() {
     let done = sim.run_until(sim.now + secs(60), |s| s.client.result_count() >= 20);
     assert!(done);
     assert_one_ok_result_each(&sim, &msgids);
-    let snap = sim.router.core.snapshot(RouterTime::from_sim(sim.now));
+    let snap = sim.router.core.snapshot(sim.now);
     assert_eq!(
         snap.workers[0].free_slots,
         2,
@@ -1571,7 +1541,7 @@ fn quiet_links_heartbeat_both_ways_for_a_minute() {
     sim.run_for(secs(60));
     sim.router.check(true);
 
-    let interval = sim.router.core.config().heartbeat_interval.to_sim();
+    let interval = sim.router.core.config().heartbeat_interval;
     assert_eq!(interval, secs(3));
     assert_eq!(sim.router.core.worker_count(), 2);
     assert_eq!(sim.trace.worker_counts.last().unwrap().1, 2);
