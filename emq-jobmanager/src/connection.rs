@@ -76,8 +76,12 @@
 //!   no job runs (at once if none did) → reconnect after `reconnect_delay`
 //!   (new identity, next broker). Router silence meanwhile → reconnect at
 //!   once, as above (the REPLYs then wait for the next ACK).
-//! - Shutdown → KBYE, no new jobs, running jobs get `grace_period`, then are
-//!   killed (failed REPLY each) and the process exits 0.
+//! - Shutdown → no more READYs; running jobs get `grace_period` and their
+//!   REPLYs go out as usual; KBYE only when leaving — once no job runs, or
+//!   at the end of the grace period, when the rest are killed without a
+//!   REPLY (the router redelivers them elsewhere on the KBYE) — then the
+//!   process exits 0. (A KBYE at the start would make the router
+//!   redeliver the running jobs while they still run: twice.)
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -406,7 +410,11 @@ impl Connection {
                     .min(self.liveness.deadline(self.last_received)),
             ),
             Phase::Waiting { until } => Some(*until),
-            Phase::ShuttingDown { deadline } => Some(*deadline),
+            // Heartbeats go on while running jobs finish: a router that
+            // heard nothing for interval × liveness would redeliver them.
+            Phase::ShuttingDown { deadline } => {
+                Some((*deadline).min(self.last_sent + self.cfg.heartbeat_interval))
+            }
             Phase::Stopped => return None,
         };
         let jobs = self.slots.iter().filter_map(|s| match s {
@@ -458,14 +466,7 @@ impl Connection {
                     // What a failed send left behind goes out in place of
                     // the HEARTBEAT (any message counts as one).
                     if !self.flush(now, out) {
-                        let micros = self
-                            .cfg
-                            .unix_micros_at_start
-                            .saturating_add(now.as_micros() as u64);
-                        let hb = Command::Heartbeat {
-                            timestamp: Some(timestamp_text(micros)),
-                        };
-                        self.send(hb, now, out);
+                        self.send_heartbeat(now, out);
                     }
                 }
             }
@@ -477,10 +478,23 @@ impl Connection {
             Phase::ShuttingDown { deadline } => {
                 if now >= deadline {
                     self.kill_remaining(now, out);
+                } else if now >= self.last_sent + self.cfg.heartbeat_interval {
+                    self.send_heartbeat(now, out);
                 }
             }
             Phase::Stopped => {}
         }
+    }
+
+    fn send_heartbeat(&mut self, now: Duration, out: &mut Vec<Action>) {
+        let micros = self
+            .cfg
+            .unix_micros_at_start
+            .saturating_add(now.as_micros() as u64);
+        let hb = Command::Heartbeat {
+            timestamp: Some(timestamp_text(micros)),
+        };
+        self.send(hb, now, out);
     }
 
     // ---- connection -----------------------------------------------------
@@ -832,7 +846,7 @@ impl Connection {
                     until: now + self.cfg.reconnect_delay,
                 };
             }
-            Phase::ShuttingDown { .. } => self.maybe_exit(out),
+            Phase::ShuttingDown { .. } => self.maybe_exit(now, out),
             _ => {}
         }
     }
@@ -928,51 +942,54 @@ impl Connection {
         }
     }
 
+    /// SIGTERM/SIGINT: no more READYs; running jobs get the grace period
+    /// and their REPLYs go out as usual on this connection. KBYE is said
+    /// only when leaving (every job done, or the grace period over): a
+    /// router removes a worker on KBYE and redelivers what it still holds,
+    /// so a KBYE at the start would make every running job run twice.
     fn on_shutdown(&mut self, now: Duration, out: &mut Vec<Action>) {
         if self.is_shutting_down() {
             return;
         }
         let busy = self.slot_counts().busy;
         info!(
-            "shutting down: KBYE to {}, {busy} running job(s) get {:?}",
-            self.endpoint(),
-            self.cfg.grace_period
+            "shutting down: no new jobs, {busy} running job(s) get {:?}, then KBYE to {}",
+            self.cfg.grace_period,
+            self.endpoint()
         );
         while let Some(reply) = self.pending_replies.pop_front() {
             self.send_message(reply, now, out);
         }
-        self.send(Command::Kbye, now, out);
         self.phase = Phase::ShuttingDown {
             deadline: now + self.cfg.grace_period,
         };
-        self.maybe_exit(out);
+        self.maybe_exit(now, out);
     }
 
-    fn maybe_exit(&mut self, out: &mut Vec<Action>) {
+    fn maybe_exit(&mut self, now: Duration, out: &mut Vec<Action>) {
         if self.slot_counts().busy == 0 {
-            info!("no jobs running; exiting");
+            info!("no jobs running; KBYE and exit");
+            self.send(Command::Kbye, now, out);
             self.phase = Phase::Stopped;
             out.push(Action::Exit(0));
         }
     }
 
+    /// End of the grace period: kill what still runs, without a REPLY for
+    /// it (the job did not fail: the job manager left), and say KBYE: the
+    /// router redelivers the jobs still in flight to another job manager.
     fn kill_remaining(&mut self, now: Duration, out: &mut Vec<Action>) {
         warn!(
-            "grace period over; killing {} running job(s)",
+            "grace period over; killing {} running job(s), which the router redelivers after our KBYE",
             self.slot_counts().busy
         );
         out.push(Action::KillAll);
         for slot in 0..self.slots.len() {
-            if let Slot::Busy(r) = &self.slots[slot] {
-                let msgid = r.msgid.clone();
-                let err = JobError::new(
-                    ErrorKind::Crash,
-                    "killed: the job manager shut down and the grace period ran out",
-                );
+            if let Slot::Busy(_) = &self.slots[slot] {
                 self.slots[slot] = Slot::Free { offered: false };
-                self.queue_or_send_reply(&msgid, JobOutcome::Error(err), now, out);
             }
         }
+        self.send(Command::Kbye, now, out);
         self.phase = Phase::Stopped;
         out.push(Action::Exit(0));
     }
