@@ -41,9 +41,6 @@ const DEFAULT_BACKEND: &str = "tcp://127.0.0.1:47290";
 const DEFAULT_ADMIN: &str = "tcp://127.0.0.1:47293";
 /// Most messages read from one socket per poll round (fairness).
 const READ_BATCH: usize = 4096;
-/// The longest the loop sleeps with no deadline from the core (signals
-/// are checked at least this often).
-const IDLE_WAKE: Duration = Duration::from_millis(250);
 /// How often the metrics text is rendered (when --metrics is on).
 const METRICS_EVERY: Duration = Duration::from_millis(500);
 
@@ -676,7 +673,8 @@ fn run(cli: Cli) -> Result<(), Fail> {
             (Some(text), Some(server))
         }
     };
-    let flag = emq_transport::shutdown_flag().map_err(|e| format!("signal handlers: {e}"))?;
+    let signals =
+        emq_transport::ShutdownSignal::install().map_err(|e| format!("signal handlers: {e}"))?;
 
     let mut router = Router::new(opts.core.clone());
     let mut out: Vec<Action> = Vec::with_capacity(1024);
@@ -722,22 +720,25 @@ fn run(cli: Cli) -> Result<(), Fail> {
     let mut msg = zmq::Message::new();
     loop {
         if !busy {
+            // Sleep until input, a signal, the core's next deadline, or
+            // (with --metrics) the next render of the metrics text.
             let now = start.elapsed();
-            let timeout = match router.poll_timeout() {
-                Some(t) => t.saturating_sub(now).min(IDLE_WAKE),
-                None => IDLE_WAKE,
-            };
-            let timeout = if metrics_text.is_some() {
-                timeout.min(next_metrics.saturating_sub(start.elapsed()))
-            } else {
-                timeout
+            let mut timeout = router.poll_timeout().map(|t| t.saturating_sub(now));
+            if metrics_text.is_some() {
+                let m = next_metrics.saturating_sub(start.elapsed());
+                timeout = Some(timeout.map_or(m, |t| t.min(m)));
+            }
+            let timeout_ms = match timeout {
+                Some(t) => i64::try_from(t.as_micros().div_ceil(1000)).unwrap_or(i64::MAX),
+                None => -1,
             };
             let mut items = [
                 socks.frontend.as_poll_item(zmq::POLLIN),
                 socks.backend.as_poll_item(zmq::POLLIN),
                 socks.admin.as_poll_item(zmq::POLLIN),
+                signals.poll_item(),
             ];
-            match zmq::poll(&mut items, timeout.as_micros().div_ceil(1000) as i64) {
+            match zmq::poll(&mut items, timeout_ms) {
                 Ok(_) | Err(zmq::Error::EINTR) => {}
                 Err(e) => return Err(format!("poll failed: {e}").into()),
             }
@@ -762,7 +763,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
                 }
             }
         }
-        if emq_transport::shutdown_requested(&flag) && !router.is_draining() {
+        if signals.requested() && !router.is_draining() {
             log::info!("shutdown signal received");
             router.handle(Input::Shutdown, now, &mut out);
         }

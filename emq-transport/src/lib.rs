@@ -313,6 +313,49 @@ pub fn shutdown_flag() -> std::io::Result<Arc<AtomicBool>> {
     Ok(flag)
 }
 
+/// SIGTERM, SIGINT and SIGQUIT as a flag and as a file descriptor that
+/// turns readable when one arrives, so a poll loop can sleep until its
+/// next deadline or a signal — no periodic wake-up to look at a flag.
+pub struct ShutdownSignal {
+    flag: Arc<AtomicBool>,
+    read: std::os::unix::net::UnixStream,
+}
+
+impl ShutdownSignal {
+    /// Install the handlers (signal-hook's flag and self-pipe).
+    pub fn install() -> std::io::Result<ShutdownSignal> {
+        let flag = shutdown_flag()?;
+        let (read, write) = std::os::unix::net::UnixStream::pair()?;
+        read.set_nonblocking(true)?;
+        for sig in [
+            signal_hook::consts::SIGTERM,
+            signal_hook::consts::SIGINT,
+            signal_hook::consts::SIGQUIT,
+        ] {
+            signal_hook::low_level::pipe::register(sig, write.try_clone()?)?;
+        }
+        Ok(ShutdownSignal { flag, read })
+    }
+
+    /// Whether a signal has arrived (an atomic load; once one has, the
+    /// pipe is emptied too, so that it does not keep a poll awake).
+    pub fn requested(&self) -> bool {
+        if !shutdown_requested(&self.flag) {
+            return false;
+        }
+        use std::io::Read;
+        let mut buf = [0u8; 64];
+        while matches!((&self.read).read(&mut buf), Ok(n) if n > 0) {}
+        true
+    }
+
+    /// A `zmq::poll` item that is readable once a signal arrived.
+    pub fn poll_item(&self) -> zmq::PollItem<'static> {
+        use std::os::fd::AsRawFd;
+        zmq::PollItem::from_fd(self.read.as_raw_fd(), zmq::POLLIN)
+    }
+}
+
 /// Whether a shutdown signal has arrived.
 pub fn shutdown_requested(flag: &AtomicBool) -> bool {
     flag.load(Ordering::Relaxed)
