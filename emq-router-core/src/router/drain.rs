@@ -16,8 +16,7 @@ use std::time::Duration;
 use emqp_proto::Command;
 
 use super::{frames_of, Router};
-use crate::event::{Action, Socket};
-use crate::workers::WorkerId;
+use crate::event::Action;
 
 impl Router {
     pub(super) fn start_shutdown(&mut self, why: &str, now: Duration, out: &mut Vec<Action>) {
@@ -32,21 +31,9 @@ impl Router {
             self.inflight_count(),
             self.buffered_count() + self.delayed_count()
         );
-        let mut ids: Vec<(WorkerId, Vec<u8>)> = self
-            .pool
-            .workers
-            .values()
-            .map(|w| (w.id, w.identity.clone()))
-            .collect();
-        ids.sort_unstable_by_key(|(id, _)| *id);
-        for (_, identity) in ids {
+        for (socket, identity) in self.peers() {
             let f = frames_of(self.ids.next_id(), Command::Kbye);
-            self.send(Socket::Backend, identity, f, out);
-        }
-        let scheds: Vec<Vec<u8>> = self.schedulers.iter().map(|s| s.identity.clone()).collect();
-        for identity in scheds {
-            let f = frames_of(self.ids.next_id(), Command::Kbye);
-            self.send(Socket::Frontend, identity, f, out);
+            self.send(socket, identity, f, out);
         }
     }
 

@@ -236,22 +236,31 @@ impl Router {
             return;
         }
         self.next_heartbeat = now.saturating_add(self.cfg.heartbeat_interval.max(MICROSECOND));
-        let mut ids: Vec<(WorkerId, Vec<u8>)> = self
+        for (socket, identity) in self.peers() {
+            let hb = self.heartbeat_frames(now);
+            self.send(socket, identity, hb, out);
+        }
+    }
+
+    /// Every peer the router talks to unasked: workers on the backend in
+    /// registration order, then 0.3.13 schedulers on the frontend.
+    pub(super) fn peers(&self) -> Vec<(Socket, Vec<u8>)> {
+        let mut workers: Vec<(WorkerId, Vec<u8>)> = self
             .pool
             .workers
             .values()
             .map(|w| (w.id, w.identity.clone()))
             .collect();
-        ids.sort_unstable_by_key(|(id, _)| *id);
-        for (_, identity) in ids {
-            let hb = self.heartbeat_frames(now);
-            self.send(Socket::Backend, identity, hb, out);
-        }
-        let scheds: Vec<Vec<u8>> = self.schedulers.iter().map(|s| s.identity.clone()).collect();
-        for identity in scheds {
-            let hb = self.heartbeat_frames(now);
-            self.send(Socket::Frontend, identity, hb, out);
-        }
+        workers.sort_unstable_by_key(|(id, _)| *id);
+        workers
+            .into_iter()
+            .map(|(_, identity)| (Socket::Backend, identity))
+            .chain(
+                self.schedulers
+                    .iter()
+                    .map(|s| (Socket::Frontend, s.identity.clone())),
+            )
+            .collect()
     }
 
     /// Remove every peer silent past the liveness limit.
