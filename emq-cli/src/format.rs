@@ -277,15 +277,16 @@ pub fn render(op: &Op, answer: &Value, now_ms: u64) -> String {
             Some(Value::String(r)) => format!("removed schedule {r}\n"),
             _ => format!("removed schedule {id}\n"),
         },
-        Op::Shutdown => {
-            "the router is shutting down: it finishes its jobs in flight, then exits\n".into()
-        }
+        Op::Shutdown => "the router is shutting down\n".into(),
     }
 }
 
 /// STATUS (emq's, with `version` when asked through ADMIN, or 0.3.13's).
 fn status(v: &Value) -> String {
     let mut kv = KeyValues::default();
+    // The counters get a block of their own: their long names would push
+    // the values of the short keys far right.
+    let mut counters = KeyValues::default();
     let emq = v.get("counters").is_some_and(Value::is_object);
     if emq {
         kv.push("router", format!("emq {}", cell(v.get("version"))));
@@ -318,13 +319,17 @@ fn status(v: &Value) -> String {
         );
         if let Some(Value::Object(c)) = v.get("counters") {
             for (k, n) in c {
-                kv.push(k.replace('_', " "), cell(Some(n)));
+                counters.push(k.replace('_', " "), cell(Some(n)));
             }
         }
     } else {
         kv.push("router", "EventMQ 0.3.13 (no control plane)");
     }
     let mut out = kv.render();
+    if !counters.0.is_empty() {
+        out.push('\n');
+        out.push_str(&counters.render());
+    }
     // Per-queue figures: each column only when the router sends its map.
     let columns: [(&'static str, &str, bool); 6] = [
         ("WAITING", "waiting_messages_by_queue", false),
@@ -825,6 +830,7 @@ mod tests {
              journal:       ok\n\
              retry waiting: 1\n\
              dead letters:  2\n\
+             \n\
              accepted:      5\n\
              dead lettered: 2\n\
              \n\
