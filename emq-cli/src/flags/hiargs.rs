@@ -1,0 +1,486 @@
+//! The checked plan: [`Cli`] plus the environment and the config file,
+//! turned into what emq-cli will do ([`Plan`]), or a usage error (exit 2).
+//!
+//! Where the admin address comes from, first match wins: `--admin`;
+//! `EVENTMQ_ADMINISTRATIVE_ADDR`; `ADMINISTRATIVE_ADDR` in the config
+//! file's `[cli]` section, then `[router]` (the router's own setting is
+//! where its admin socket is), then `[global]`; the 0.3.13 default. The
+//! file is read with [`Settings`], as the router and the job manager read
+//! theirs, so the same `/etc/eventmq.conf` serves every binary.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use emqp_proto::settings::{Settings, SettingsError};
+
+use super::lowargs::{
+    Cli, CliCommand, DeadCommand, DeadTarget, DEFAULT_ADMIN, DEFAULT_TIMEOUT_SECS,
+};
+use crate::op::{Op, Target};
+
+/// A usage error: printed as `emq-cli: error: ...`, exit 2.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// What emq-cli does: talk to a router, or print something generated from
+/// the command line definition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mode {
+    Admin(Op),
+    Completions(clap_complete::Shell),
+    Man,
+}
+
+/// Everything emq-cli will do, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub mode: Mode,
+    /// The router's admin endpoint.
+    pub admin: String,
+    /// Where `admin` came from (for error messages).
+    pub admin_source: String,
+    /// How long to wait for each answer.
+    pub timeout: Duration,
+    pub json: bool,
+    /// What to confirm on the terminal before sending (purge, dead discard
+    /// --all without --yes), e.g. "remove every waiting job ...".
+    pub confirm: Option<String>,
+}
+
+impl Cli {
+    /// Check the arguments. `env` is the process environment (injected for
+    /// tests); `stdin_tty` whether a confirmation can be asked.
+    pub fn plan(&self, env: &HashMap<String, String>, stdin_tty: bool) -> Result<Plan, UsageError> {
+        let (mode, yes) = self.mode()?;
+        let (admin, admin_source) = match &self.admin {
+            Some(a) => (a.trim().to_string(), "--admin".to_string()),
+            None => admin_from_settings(env).map_err(|e| UsageError(e.to_string()))?,
+        };
+        let admin = loopback_for_wildcard(&admin);
+        if matches!(mode, Mode::Admin(_)) {
+            emq_transport::check_endpoint(&admin)
+                .map_err(|e| UsageError(format!("admin address (from {admin_source}): {e}")))?;
+        }
+        let confirm = match &mode {
+            Mode::Admin(op) if !yes => op.confirmation(),
+            _ => None,
+        };
+        if let (Some(what), false) = (&confirm, stdin_tty) {
+            return Err(UsageError(format!(
+                "refusing to {what} without a confirmation: stdin is not a terminal; add --yes"
+            )));
+        }
+        Ok(Plan {
+            mode,
+            admin,
+            admin_source,
+            timeout: Duration::from_secs_f64(self.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS)),
+            json: self.json,
+            confirm,
+        })
+    }
+
+    /// The mode, and whether `--yes` was given.
+    fn mode(&self) -> Result<(Mode, bool), UsageError> {
+        let nonempty = |what: &str, v: &str| {
+            if v.trim().is_empty() {
+                Err(UsageError(format!("{what}: must not be empty")))
+            } else {
+                Ok(v.to_string())
+            }
+        };
+        let op = match &self.command {
+            CliCommand::Completions { shell } => return Ok((Mode::Completions(*shell), false)),
+            CliCommand::Man => return Ok((Mode::Man, false)),
+            CliCommand::Status => Op::Status,
+            CliCommand::Queues => Op::Queues,
+            CliCommand::Workers => Op::Workers,
+            CliCommand::Schedules => Op::Schedules,
+            CliCommand::Shutdown => Op::Shutdown,
+            CliCommand::Job { msgid } => Op::Job {
+                msgid: nonempty("MSGID", msgid)?,
+            },
+            CliCommand::Cancel { msgid } => Op::Cancel {
+                msgid: nonempty("MSGID", msgid)?,
+            },
+            CliCommand::Jobs(a) => Op::Jobs {
+                queue: a.queue.clone(),
+                state: a.state.map(|s| s.name().to_string()),
+                contains: a.contains.clone(),
+                oldest: a.oldest,
+                limit: a.limit,
+                all: a.all,
+            },
+            CliCommand::Dead(DeadCommand::List {
+                queue,
+                contains,
+                limit,
+                all,
+            }) => Op::DeadList {
+                queue: queue.clone(),
+                contains: contains.clone(),
+                limit: *limit,
+                all: *all,
+            },
+            CliCommand::Dead(DeadCommand::Retry(t)) => Op::DeadRetry(target(t)?),
+            CliCommand::Dead(DeadCommand::Discard { target: t, yes }) => {
+                return Ok((Mode::Admin(Op::DeadDiscard(target(t)?)), *yes))
+            }
+            CliCommand::Pause { queue } => Op::Pause {
+                queue: nonempty("QUEUE", queue)?,
+            },
+            CliCommand::Resume { queue } => Op::Resume {
+                queue: nonempty("QUEUE", queue)?,
+            },
+            CliCommand::Purge { queue, yes } => {
+                return Ok((
+                    Mode::Admin(Op::Purge {
+                        queue: nonempty("QUEUE", queue)?,
+                    }),
+                    *yes,
+                ))
+            }
+            CliCommand::Drain { worker } => Op::Drain {
+                worker: nonempty("WORKER", worker)?,
+            },
+            CliCommand::Undrain { worker } => Op::Undrain {
+                worker: nonempty("WORKER", worker)?,
+            },
+            CliCommand::Unschedule { id } => Op::Unschedule {
+                id: nonempty("ID", id)?,
+            },
+        };
+        Ok((Mode::Admin(op), false))
+    }
+}
+
+fn target(t: &DeadTarget) -> Result<Target, UsageError> {
+    // clap's group makes exactly one of MSGID and --all present; its
+    // `requires = "all"` does not catch --queue with MSGID (a flag's
+    // default `false` counts as present).
+    if t.msgid.is_some() && (t.queue.is_some() || t.contains.is_some()) {
+        return Err(UsageError(
+            "--queue and --contains go with --all, not with a MSGID".into(),
+        ));
+    }
+    match (&t.msgid, t.all) {
+        (Some(m), false) if !m.trim().is_empty() => Ok(Target::One(m.clone())),
+        (Some(_), false) => Err(UsageError("MSGID: must not be empty".into())),
+        (None, true) => Ok(Target::All {
+            queue: t.queue.clone(),
+            contains: t.contains.clone(),
+        }),
+        _ => Err(UsageError("give either a MSGID or --all".into())),
+    }
+}
+
+/// The admin address from the environment and the config file (see the
+/// module docs), and where it came from.
+fn admin_from_settings(env: &HashMap<String, String>) -> Result<(String, String), SettingsError> {
+    const KEY: &str = "ADMINISTRATIVE_ADDR";
+    let cli = Settings::load_from("cli", env)?;
+    // `Settings` gives [global] only when the section itself lacks the key;
+    // so a [global] value from the `cli` load must still lose to [router].
+    let from_global = |s: &Settings| s.source(KEY).is_some_and(|w| w.ends_with("[global]"));
+    if let Some(v) = cli.get(KEY).filter(|_| !from_global(&cli)) {
+        return Ok((v.trim().to_string(), cli.source(KEY).unwrap_or("").into()));
+    }
+    let router = Settings::load_from("router", env)?;
+    if let Some(v) = router.get(KEY) {
+        return Ok((
+            v.trim().to_string(),
+            router.source(KEY).unwrap_or("").into(),
+        ));
+    }
+    Ok((DEFAULT_ADMIN.to_string(), "the default".into()))
+}
+
+/// A router binds `tcp://*:P` or `tcp://0.0.0.0:P`; a client reaches it at
+/// 127.0.0.1.
+fn loopback_for_wildcard(addr: &str) -> String {
+    for wildcard in ["tcp://*:", "tcp://0.0.0.0:"] {
+        if let Some(port) = addr.strip_prefix(wildcard) {
+            return format!("tcp://127.0.0.1:{port}");
+        }
+    }
+    addr.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::error::ErrorKind;
+    use clap::Parser;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("emq-cli").chain(args.iter().copied()))
+    }
+
+    fn plan_env(args: &[&str], env: &[(&str, &str)], tty: bool) -> Result<Plan, UsageError> {
+        let env: HashMap<String, String> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<HashMap<_, _>>();
+        // No config file unless the test names one.
+        let mut env = env;
+        env.entry("EVENTMQ_CONFIG_FILE".into())
+            .or_insert_with(|| "/dev/null".into());
+        parse(args).expect("parses").plan(&env, tty)
+    }
+
+    fn plan(args: &[&str]) -> Plan {
+        plan_env(args, &[], false).expect("a plan")
+    }
+
+    fn op(args: &[&str]) -> Op {
+        match plan(args).mode {
+            Mode::Admin(op) => op,
+            other => panic!("not an admin op: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn subcommands_map_to_ops() {
+        assert_eq!(op(&["status"]), Op::Status);
+        assert_eq!(op(&["queues"]), Op::Queues);
+        assert_eq!(op(&["workers"]), Op::Workers);
+        assert_eq!(op(&["schedules"]), Op::Schedules);
+        assert_eq!(op(&["shutdown"]), Op::Shutdown);
+        assert_eq!(op(&["job", "m1"]), Op::Job { msgid: "m1".into() });
+        assert_eq!(op(&["cancel", "m1"]), Op::Cancel { msgid: "m1".into() });
+        assert_eq!(
+            op(&[
+                "jobs",
+                "-q",
+                "email",
+                "--state",
+                "in-flight",
+                "--contains",
+                "x",
+                "--oldest",
+                "-n",
+                "10",
+                "--all"
+            ]),
+            Op::Jobs {
+                queue: Some("email".into()),
+                state: Some("in-flight".into()),
+                contains: Some("x".into()),
+                oldest: true,
+                limit: Some(10),
+                all: true,
+            }
+        );
+        assert_eq!(
+            op(&["dead", "list", "--queue", "q"]),
+            Op::DeadList {
+                queue: Some("q".into()),
+                contains: None,
+                limit: None,
+                all: false
+            }
+        );
+        assert_eq!(
+            op(&["dead", "retry", "m1"]),
+            Op::DeadRetry(Target::One("m1".into()))
+        );
+        assert_eq!(
+            op(&["dead", "retry", "--all", "--contains", "t"]),
+            Op::DeadRetry(Target::All {
+                queue: None,
+                contains: Some("t".into())
+            })
+        );
+        assert_eq!(
+            op(&["dead", "discard", "m1"]),
+            Op::DeadDiscard(Target::One("m1".into()))
+        );
+        assert_eq!(op(&["pause", "q"]), Op::Pause { queue: "q".into() });
+        assert_eq!(op(&["resume", "q"]), Op::Resume { queue: "q".into() });
+        assert_eq!(
+            op(&["purge", "q", "--yes"]),
+            Op::Purge { queue: "q".into() }
+        );
+        assert_eq!(op(&["drain", "w"]), Op::Drain { worker: "w".into() });
+        assert_eq!(op(&["undrain", "w"]), Op::Undrain { worker: "w".into() });
+        assert_eq!(op(&["unschedule", "s"]), Op::Unschedule { id: "s".into() });
+        assert_eq!(plan(&["man"]).mode, Mode::Man);
+        assert_eq!(
+            plan(&["completions", "zsh"]).mode,
+            Mode::Completions(clap_complete::Shell::Zsh)
+        );
+    }
+
+    #[test]
+    fn global_options_go_before_or_after_the_subcommand() {
+        let a = plan(&[
+            "--json",
+            "--timeout",
+            "0.5",
+            "--admin",
+            "tcp://10.0.0.1:9",
+            "queues",
+        ]);
+        let b = plan(&["queues", "--json", "-t", "0.5", "-a", "tcp://10.0.0.1:9"]);
+        assert_eq!(a, b);
+        assert!(a.json);
+        assert_eq!(a.timeout, Duration::from_millis(500));
+        assert_eq!(a.admin, "tcp://10.0.0.1:9");
+        assert_eq!(plan(&["status"]).timeout, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn conflicting_and_missing_arguments_are_usage_errors() {
+        let usage = |args: &[&str]| {
+            let e = parse(args).expect_err(&format!("{args:?} must not parse"));
+            assert_eq!(e.exit_code(), 2, "{args:?}: {e}");
+            e.kind()
+        };
+        assert_eq!(
+            usage(&[]),
+            ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+        );
+        assert_eq!(usage(&["job"]), ErrorKind::MissingRequiredArgument);
+        assert_eq!(usage(&["cancel"]), ErrorKind::MissingRequiredArgument);
+        assert_eq!(usage(&["pause"]), ErrorKind::MissingRequiredArgument);
+        assert_eq!(
+            usage(&["dead", "retry"]),
+            ErrorKind::MissingRequiredArgument
+        );
+        assert_eq!(
+            usage(&["dead", "discard", "--queue", "q"]),
+            ErrorKind::MissingRequiredArgument
+        );
+        assert_eq!(
+            usage(&["dead", "retry", "m", "--all"]),
+            ErrorKind::ArgumentConflict
+        );
+        assert_eq!(
+            usage(&["jobs", "--state", "sleeping"]),
+            ErrorKind::InvalidValue
+        );
+        assert_eq!(usage(&["jobs", "--limit", "0"]), ErrorKind::ValueValidation);
+        assert_eq!(
+            usage(&["jobs", "--limit", "1001"]),
+            ErrorKind::ValueValidation
+        );
+        assert_eq!(
+            usage(&["status", "--timeout=-1"]),
+            ErrorKind::ValueValidation
+        );
+        assert_eq!(
+            usage(&["status", "--timeout", "soon"]),
+            ErrorKind::ValueValidation
+        );
+        assert_eq!(usage(&["completions", "tcsh"]), ErrorKind::InvalidValue);
+        assert_eq!(usage(&["frobnicate"]), ErrorKind::InvalidSubcommand);
+        assert_eq!(usage(&["pause", "a", "b"]), ErrorKind::UnknownArgument);
+        assert_eq!(usage(&["status", "--yes"]), ErrorKind::UnknownArgument);
+        // Caught after clap, still usage errors (exit 2).
+        for args in [
+            &["dead", "retry", "m", "--queue", "q"][..],
+            &["dead", "discard", "m", "--contains", "t"],
+            &["job", ""],
+            &["pause", " "],
+            &["status", "--admin", "localhost:47293"],
+        ] {
+            assert!(plan_env(args, &[], true).is_err(), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn destructive_ops_need_a_tty_or_yes() {
+        // No terminal, no --yes: refused before anything is sent.
+        for args in [&["purge", "q"][..], &["dead", "discard", "--all"]] {
+            let e = plan_env(args, &[], false).expect_err("refused");
+            assert!(e.0.contains("--yes"), "{e}");
+        }
+        // A terminal: the plan carries what to confirm.
+        let p = plan_env(&["purge", "q"], &[], true).unwrap();
+        assert!(p.confirm.as_deref().unwrap().contains("queue \"q\""));
+        let p = plan_env(
+            &["dead", "discard", "--all", "-q", "e", "-c", "x"],
+            &[],
+            true,
+        )
+        .unwrap();
+        let what = p.confirm.unwrap();
+        assert!(
+            what.contains("of queue \"e\"") && what.contains("containing \"x\""),
+            "{what}"
+        );
+        // --yes: nothing to confirm, no terminal needed.
+        assert_eq!(plan(&["purge", "q", "-y"]).confirm, None);
+        assert_eq!(plan(&["dead", "discard", "--all", "--yes"]).confirm, None);
+        // One dead letter by msgid, and retries, need no confirmation.
+        assert_eq!(plan(&["dead", "discard", "m"]).confirm, None);
+        assert_eq!(plan(&["dead", "retry", "--all"]).confirm, None);
+    }
+
+    #[test]
+    fn admin_address_precedence() {
+        let dir = std::env::temp_dir().join(format!("emq-cli-conf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |name: &str, text: &str| {
+            let p = dir.join(name);
+            std::fs::write(&p, text).unwrap();
+            p.display().to_string()
+        };
+        let all = write(
+            "all.conf",
+            "[global]\nadministrative_addr=tcp://127.0.0.1:1\n\
+             [router]\nadministrative_addr=tcp://127.0.0.1:2\n\
+             [cli]\nadministrative_addr=tcp://127.0.0.1:3\n",
+        );
+        let router = write(
+            "router.conf",
+            "[global]\nadministrative_addr=tcp://127.0.0.1:1\n\
+             [router]\nadministrative_addr=tcp://*:2\n",
+        );
+        let global = write(
+            "global.conf",
+            "[global]\nadministrative_addr=tcp://127.0.0.1:1\n",
+        );
+        let addr = |args: &[&str], env: &[(&str, &str)]| {
+            let p = plan_env(args, env, false).unwrap();
+            (p.admin, p.admin_source)
+        };
+        const CONF: &str = "EVENTMQ_CONFIG_FILE";
+        // [cli] beats [router] beats [global]; a wildcard bind is reached on loopback.
+        assert_eq!(addr(&["status"], &[(CONF, &all)]).0, "tcp://127.0.0.1:3");
+        assert_eq!(addr(&["status"], &[(CONF, &router)]).0, "tcp://127.0.0.1:2");
+        let (a, src) = addr(&["status"], &[(CONF, &global)]);
+        assert_eq!(a, "tcp://127.0.0.1:1");
+        assert!(src.ends_with("[global]"), "{src}");
+        // The environment beats the file; --admin beats both.
+        let env = [
+            (CONF, all.as_str()),
+            ("EVENTMQ_ADMINISTRATIVE_ADDR", "tcp://127.0.0.1:4"),
+        ];
+        let (a, src) = addr(&["status"], &env);
+        assert_eq!(a, "tcp://127.0.0.1:4");
+        assert_eq!(src, "environment EVENTMQ_ADMINISTRATIVE_ADDR");
+        assert_eq!(
+            addr(&["status", "--admin", "tcp://127.0.0.1:5"], &env),
+            ("tcp://127.0.0.1:5".to_string(), "--admin".to_string())
+        );
+        // Nothing set: 0.3.13's default.
+        assert_eq!(addr(&["status"], &[]).0, DEFAULT_ADMIN);
+        // A named config file that is missing is a usage error.
+        assert!(plan_env(
+            &["status"],
+            &[("EVENTMQ_CONFIG_FILE", "/nonexistent/e.conf")],
+            false
+        )
+        .is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

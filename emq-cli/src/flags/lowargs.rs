@@ -1,0 +1,294 @@
+//! The command line as clap parses it: as close to what was typed as
+//! possible. [`super::hiargs`] checks it and turns it into a [`super::Plan`].
+
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+
+/// The admin address 0.3.13 and emq routers bind by default.
+pub const DEFAULT_ADMIN: &str = "tcp://127.0.0.1:47293";
+/// Default `--timeout`, seconds.
+pub const DEFAULT_TIMEOUT_SECS: f64 = 5.0;
+/// The router's largest page.
+pub const MAX_PAGE: u32 = 1000;
+
+const LONG_ABOUT: &str = "\
+Operate an EventMQ (eMQP/1.0) router through its admin socket: look at its
+status, queues, workers, schedules, jobs and dead letters, cancel jobs, retry
+or discard dead letters, pause, resume or purge queues, drain workers, remove
+schedules and shut it down.
+
+emq-cli connects a DEALER to the router's administrative socket and asks
+STATUS first. An emq router (its STATUS has a \"counters\" object) is then sent
+ADMIN [{\"op\": ...}] and answers REPLY [answer, msgid]; the answer is
+{\"ok\": true, ...} or {\"ok\": false, \"error\": {\"kind\", \"message\"}}. An
+EventMQ 0.3.13 router has no ADMIN: status, workers, schedules and shutdown use
+its own STATUS, ROUTER_SHOW_WORKERS, ROUTER_SHOW_SCHEDULERS and DISCONNECT,
+every other command exits 4.
+
+Output: tables and `key: value` lines for people (times as ages, e.g. 3m12s
+ago, or in 40s); with --json the router's answer object, unchanged, on one
+line (jobs --all and dead list --all: the pages merged into one object, the
+lists concatenated; 0.3.13 shutdown: {\"ok\":true,\"shutting_down\":true}).
+
+The admin address: --admin, else $EVENTMQ_ADMINISTRATIVE_ADDR, else
+ADMINISTRATIVE_ADDR from the INI file named by $EVENTMQ_CONFIG_FILE (default
+/etc/eventmq.conf), section [cli], then [router], then [global], else
+tcp://127.0.0.1:47293. A wildcard host (tcp://*:P, tcp://0.0.0.0:P) is
+reached at 127.0.0.1. The admin socket takes no PLAIN credentials (the router
+guards it with --allow-admin, loopback by default).
+
+Exit codes:
+  0  ok
+  1  no answer within --timeout, connection or internal error
+  2  usage error (bad or conflicting arguments, bad config file, a purge or
+     dead discard --all not confirmed)
+  3  the router refused the request (not-found, conflict, unsupported,
+     bad-request, journal-unavailable, shutting-down); its message is printed
+  4  the router does not support the command (EventMQ 0.3.13)";
+
+const EXAMPLES: &str = "\
+Examples:
+  emq-cli status
+  emq-cli queues
+  emq-cli jobs --queue email --state failed --limit 20
+  emq-cli jobs --contains customer-42 --all --json | jq '.jobs[].msgid'
+  emq-cli job 4f0c…-…                   # one job, with its result or error
+  emq-cli cancel 4f0c…-…
+  emq-cli dead list --queue email
+  emq-cli dead retry --all --queue email
+  emq-cli dead discard --all --contains test --yes
+  emq-cli pause email; emq-cli resume email
+  emq-cli drain 0b6e…-…                 # a worker identity from `emq-cli workers`
+  emq-cli --admin tcp://10.0.0.5:47293 shutdown
+  emq-cli completions bash > /etc/bash_completion.d/emq-cli
+  emq-cli man > emq-cli.1";
+
+/// emq-cli's arguments.
+#[derive(Parser, Debug, Clone)]
+#[command(
+    name = "emq-cli",
+    version,
+    about = "Operate an EventMQ (eMQP/1.0) router: status, queues, workers, jobs, dead letters, schedules",
+    long_about = LONG_ABOUT,
+    after_help = "Exit codes: 0 ok, 1 no answer/connection error, 2 usage, 3 refused by the \
+                  router, 4 not supported by this router (0.3.13). --help shows more.",
+    after_long_help = EXAMPLES,
+    propagate_version = true,
+)]
+pub struct Cli {
+    /// The router's administrative socket [default: $EVENTMQ_ADMINISTRATIVE_ADDR,
+    /// else the config file, else tcp://127.0.0.1:47293]
+    #[arg(long, short = 'a', value_name = "ADDR", global = true)]
+    pub admin: Option<String>,
+
+    /// Seconds to wait for each answer from the router
+    #[arg(long, short = 't', value_name = "SECS", global = true, value_parser = parse_secs)]
+    pub timeout: Option<f64>,
+
+    /// Print the router's answer as JSON instead of tables
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    #[command(subcommand)]
+    pub command: CliCommand,
+}
+
+/// The subcommands.
+#[derive(Subcommand, Debug, Clone)]
+pub enum CliCommand {
+    /// The router's status: version, journal, counters, and per queue the
+    /// waiting, unfinished and processed jobs (0.3.13: STATUS)
+    Status,
+    /// Every queue: depth, in flight, retrying, delayed, oldest job, paused,
+    /// processed, failed, workers
+    Queues,
+    /// Connected workers: queues, free slots, jobs running, draining
+    /// (0.3.13: ROUTER_SHOW_WORKERS)
+    Workers,
+    /// The router's schedules and their next run (0.3.13:
+    /// ROUTER_SHOW_SCHEDULERS, the connected scheduler peers)
+    Schedules,
+    /// One job: state, attempts, times, worker, last error, result, payload
+    Job {
+        /// The job's msgid (as emq-sender printed it)
+        msgid: String,
+    },
+    /// List jobs, newest first: one page, or every page with --all
+    Jobs(JobsArgs),
+    /// Cancel a job (a running job is stopped by its job manager)
+    Cancel {
+        /// The job's msgid
+        msgid: String,
+    },
+    /// Dead letters: jobs that failed for good
+    #[command(subcommand)]
+    Dead(DeadCommand),
+    /// Pause a queue: it still accepts and buffers jobs, and dispatches none
+    Pause {
+        /// The queue
+        queue: String,
+    },
+    /// Resume a paused queue
+    Resume {
+        /// The queue
+        queue: String,
+    },
+    /// Remove every waiting job (queued, delayed, retrying) of a queue; jobs
+    /// in flight are not touched. Asks for confirmation unless --yes
+    Purge {
+        /// The queue
+        queue: String,
+        /// Do not ask for confirmation (needed when stdin is not a terminal)
+        #[arg(long, short = 'y')]
+        yes: bool,
+    },
+    /// Drain a worker: it finishes what it runs and gets nothing new
+    Drain {
+        /// The worker's identity (see `emq-cli workers`)
+        worker: String,
+    },
+    /// Undrain a worker: it gets jobs again
+    Undrain {
+        /// The worker's identity
+        worker: String,
+    },
+    /// Remove a schedule by id (see `emq-cli schedules`)
+    Unschedule {
+        /// The schedule's id
+        id: String,
+    },
+    /// Shut the router down in order: it finishes its jobs in flight and
+    /// exits (0.3.13: DISCONNECT)
+    Shutdown,
+    /// Print a shell completion script for SHELL to stdout
+    Completions {
+        /// The shell
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print emq-cli's man page (roff) to stdout
+    Man,
+}
+
+/// `jobs` arguments.
+#[derive(Args, Debug, Clone)]
+pub struct JobsArgs {
+    /// Only jobs of this queue
+    #[arg(long, short = 'q', value_name = "Q")]
+    pub queue: Option<String>,
+    /// Only jobs in this state
+    #[arg(long, short = 's', value_name = "S", value_enum)]
+    pub state: Option<JobState>,
+    /// Only jobs whose payload (MSG frame) contains TEXT
+    #[arg(long, short = 'c', value_name = "TEXT")]
+    pub contains: Option<String>,
+    /// Oldest first (default: newest first)
+    #[arg(long)]
+    pub oldest: bool,
+    /// Jobs per page, at most 1000 [default: 50]
+    #[arg(long, short = 'n', value_name = "N", value_parser = parse_limit)]
+    pub limit: Option<u32>,
+    /// Follow the router's cursor through every page (at most 1,000 pages)
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// `dead` subcommands.
+#[derive(Subcommand, Debug, Clone)]
+pub enum DeadCommand {
+    /// List dead letters, newest first
+    List {
+        /// Only dead letters of this queue
+        #[arg(long, short = 'q', value_name = "Q")]
+        queue: Option<String>,
+        /// Only dead letters whose payload contains TEXT
+        #[arg(long, short = 'c', value_name = "TEXT")]
+        contains: Option<String>,
+        /// Dead letters per page, at most 1000 [default: 50]
+        #[arg(long, short = 'n', value_name = "N", value_parser = parse_limit)]
+        limit: Option<u32>,
+        /// Follow the router's cursor through every page (at most 1,000 pages)
+        #[arg(long)]
+        all: bool,
+    },
+    /// Put dead letters back on their queue (same msgid, attempts reset)
+    Retry(DeadTarget),
+    /// Drop dead letters for good (with --all: asks for confirmation
+    /// unless --yes)
+    Discard {
+        #[command(flatten)]
+        target: DeadTarget,
+        /// Do not ask for confirmation (needed with --all when stdin is not
+        /// a terminal)
+        #[arg(long, short = 'y')]
+        yes: bool,
+    },
+}
+
+/// One dead letter by msgid, or every one matching the filters.
+#[derive(Args, Debug, Clone)]
+#[command(group(ArgGroup::new("which").required(true).args(["msgid", "all"])))]
+pub struct DeadTarget {
+    /// The dead letter's msgid
+    pub msgid: Option<String>,
+    /// Every dead letter (narrowed by --queue and --contains)
+    #[arg(long)]
+    pub all: bool,
+    /// With --all: only dead letters of this queue
+    #[arg(long, short = 'q', value_name = "Q")]
+    pub queue: Option<String>,
+    /// With --all: only dead letters whose payload contains TEXT
+    #[arg(long, short = 'c', value_name = "TEXT")]
+    pub contains: Option<String>,
+}
+
+/// A job state, as the router names it.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobState {
+    Delayed,
+    Queued,
+    InFlight,
+    Cancelling,
+    Retrying,
+    Done,
+    Failed,
+    Cancelled,
+    DeadLettered,
+}
+
+impl JobState {
+    /// The router's name of the state.
+    pub fn name(self) -> &'static str {
+        match self {
+            JobState::Delayed => "delayed",
+            JobState::Queued => "queued",
+            JobState::InFlight => "in-flight",
+            JobState::Cancelling => "cancelling",
+            JobState::Retrying => "retrying",
+            JobState::Done => "done",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+            JobState::DeadLettered => "dead-lettered",
+        }
+    }
+}
+
+fn parse_secs(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if v.is_finite() && v > 0.0 && v < 1.0e6 {
+        Ok(v)
+    } else {
+        Err(format!("{s:?}: must be a positive number of seconds"))
+    }
+}
+
+fn parse_limit(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(n) if (1..=MAX_PAGE).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{s:?}: must be a whole number from 1 to {MAX_PAGE}"
+        )),
+    }
+}

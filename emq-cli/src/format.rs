@@ -1,0 +1,1032 @@
+//! Human-readable output: aligned tables, `key: value` views, times as
+//! ages (`3m12s ago`, `in 40s`). Pure functions of an answer and the
+//! current unix time in milliseconds, so tests pin every byte.
+//!
+//! Values the router may leave out or send as `null` show as `-`; keys this
+//! emq-cli does not know are still shown in a job view, as JSON.
+
+use serde_json::Value;
+
+use crate::op::Op;
+
+/// Column alignment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Align {
+    Left,
+    Right,
+}
+
+/// A table: a header row, then rows, columns two spaces apart, no
+/// trailing blanks.
+#[derive(Debug, Clone)]
+pub struct Table {
+    head: Vec<(&'static str, Align)>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    pub fn new(head: &[(&'static str, Align)]) -> Table {
+        Table {
+            head: head.to_vec(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// Add a row (missing cells are blank, extra cells dropped).
+    pub fn row(&mut self, mut cells: Vec<String>) {
+        cells.resize(self.head.len(), String::new());
+        self.rows.push(cells);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    pub fn render(&self) -> String {
+        let width = |s: &str| s.chars().count();
+        let mut widths: Vec<usize> = self.head.iter().map(|(h, _)| width(h)).collect();
+        for r in &self.rows {
+            for (w, c) in widths.iter_mut().zip(r) {
+                *w = (*w).max(width(c));
+            }
+        }
+        let mut out = String::new();
+        let head: Vec<String> = self.head.iter().map(|(h, _)| h.to_string()).collect();
+        for cells in std::iter::once(&head).chain(&self.rows) {
+            let mut line = String::new();
+            for (i, c) in cells.iter().enumerate() {
+                if i > 0 {
+                    line.push_str("  ");
+                }
+                let pad = widths[i] - width(c);
+                if self.head[i].1 == Align::Right {
+                    line.extend(std::iter::repeat_n(' ', pad));
+                    line.push_str(c);
+                } else {
+                    line.push_str(c);
+                    line.extend(std::iter::repeat_n(' ', pad));
+                }
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// `key: value` lines with the values aligned.
+#[derive(Debug, Clone, Default)]
+pub struct KeyValues(Vec<(String, String)>);
+
+impl KeyValues {
+    pub fn push(&mut self, key: impl Into<String>, value: impl Into<String>) {
+        self.0.push((key.into(), value.into()));
+    }
+
+    pub fn render(&self) -> String {
+        let w = self
+            .0
+            .iter()
+            .map(|(k, _)| k.chars().count())
+            .max()
+            .unwrap_or(0);
+        let mut out = String::new();
+        for (k, v) in &self.0 {
+            let pad = w - k.chars().count();
+            let line = format!("{k}:{} {v}", " ".repeat(pad));
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// A duration as people read it: `850ms`, `12s`, `3m12s`, `2h05m`, `3d04h`.
+pub fn age(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0 => format!("{ms}ms"),
+        1..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        3600..=86_399 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d{:02}h", s / 86_400, s % 86_400 / 3600),
+    }
+}
+
+/// A unix time relative to `now_ms`: `3m12s ago`, `in 40s`.
+pub fn relative(now_ms: u64, t_ms: u64) -> String {
+    if t_ms <= now_ms {
+        format!("{} ago", age(now_ms - t_ms))
+    } else {
+        format!("in {}", age(t_ms - now_ms))
+    }
+}
+
+/// A JSON value in a cell: text as is, `null` as `-`, booleans as yes/no,
+/// anything else as compact JSON.
+pub fn cell(v: Option<&Value>) -> String {
+    match v {
+        None | Some(Value::Null) => "-".into(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Bool(b)) => yes_no(*b).into(),
+        Some(other) => other.to_string(),
+    }
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+/// Text on one line (control characters as spaces), cut to `max`
+/// characters with `…`.
+pub fn one_line(s: &str, max: usize) -> String {
+    let flat: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if flat.chars().count() <= max {
+        flat
+    } else {
+        let mut t: String = flat.chars().take(max.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    }
+}
+
+fn u64_of(v: &Value, key: &str) -> Option<u64> {
+    v.get(key).and_then(Value::as_u64)
+}
+
+fn num(v: &Value, key: &str) -> String {
+    cell(v.get(key))
+}
+
+fn ms_age(v: &Value, key: &str) -> String {
+    match u64_of(v, key) {
+        Some(ms) => age(ms),
+        None => "-".into(),
+    }
+}
+
+fn ms_ago(v: &Value, key: &str, now_ms: u64) -> String {
+    match u64_of(v, key) {
+        Some(t) => relative(now_ms, t),
+        None => "-".into(),
+    }
+}
+
+fn list<'a>(v: &'a Value, key: &str) -> &'a [Value] {
+    v.get(key)
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
+}
+
+/// A 0.3.13 queue list `[[weight, name], ...]` as `name(weight),...`.
+fn queue_list(v: Option<&Value>) -> String {
+    let Some(items) = v.and_then(Value::as_array) else {
+        return cell(v);
+    };
+    let names: Vec<String> = items
+        .iter()
+        .map(|q| match q.as_array().map(Vec::as_slice) {
+            Some([w, name]) => format!("{}({})", cell(Some(name)), cell(Some(w))),
+            _ => cell(Some(q)),
+        })
+        .collect();
+    names.join(",")
+}
+
+/// An error value as `kind: message` when it has that shape (a result's
+/// `{"error": {...}}`, or the error object itself), else compact JSON.
+fn error_text(v: Option<&Value>) -> String {
+    let Some(v) = v.filter(|v| !v.is_null()) else {
+        return "-".into();
+    };
+    let inner = v.get("error").filter(|e| e.is_object()).unwrap_or(v);
+    match (
+        inner.get("kind").and_then(Value::as_str),
+        inner.get("message").and_then(Value::as_str),
+    ) {
+        (Some(k), Some(m)) => format!("{k}: {m}"),
+        (Some(k), None) => k.to_string(),
+        _ => cell(Some(v)),
+    }
+}
+
+/// The output of a successful answer to `op`. A 0.3.13 answer (STATUS,
+/// ROUTER_SHOW_WORKERS, ROUTER_SHOW_SCHEDULERS) is told apart by its keys.
+pub fn render(op: &Op, answer: &Value, now_ms: u64) -> String {
+    match op {
+        Op::Status => status(answer),
+        Op::Queues => queues(answer),
+        Op::Workers if answer.get("connected_workers").is_some() => workers_0313(answer),
+        Op::Workers => workers(answer),
+        Op::Schedules if answer.get("connected_schedulers").is_some() => schedulers_0313(answer),
+        Op::Schedules => schedules(answer, now_ms),
+        Op::Job { .. } => job_view(answer.get("job").unwrap_or(&Value::Null), now_ms),
+        Op::Jobs { .. } => jobs(answer, now_ms),
+        Op::Cancel { msgid } => {
+            let state = cell(answer.get("state"));
+            let was = cell(answer.get("was"));
+            if state == "cancelling" {
+                format!(
+                    "{msgid}: cancelling (was {was}): its job manager stops it; \
+                     `emq-cli job {msgid}` shows when it ended\n"
+                )
+            } else {
+                format!("{msgid}: {state} (was {was})\n")
+            }
+        }
+        Op::DeadList { .. } => dead(answer, now_ms),
+        Op::DeadRetry(_) => {
+            let mut s = format!("retried {} dead letter(s)\n", num(answer, "retried"));
+            if let Some(n) = u64_of(answer, "skipped_msgid_in_use").filter(|n| *n > 0) {
+                s.push_str(&format!(
+                    "skipped {n}: an unfinished job has the same msgid\n"
+                ));
+            }
+            s
+        }
+        Op::DeadDiscard(_) => format!("discarded {} dead letter(s)\n", num(answer, "discarded")),
+        Op::Pause { queue } | Op::Resume { queue } => {
+            let paused = answer.get("paused").and_then(Value::as_bool);
+            let what = match paused {
+                Some(true) => "paused: it accepts and buffers jobs, and dispatches none",
+                Some(false) => "resumed",
+                None => "-",
+            };
+            format!("queue {queue} {what}\n")
+        }
+        Op::Purge { queue } => format!(
+            "purged {} waiting job(s) of queue {queue}\n",
+            num(answer, "purged")
+        ),
+        Op::Drain { worker } | Op::Undrain { worker } => {
+            match answer.get("draining").and_then(Value::as_bool) {
+                Some(true) => {
+                    format!("worker {worker} draining: it finishes its jobs and gets no new ones\n")
+                }
+                _ => format!("worker {worker} undrained: it gets jobs again\n"),
+            }
+        }
+        Op::Unschedule { id } => match answer.get("removed") {
+            Some(Value::String(r)) => format!("removed schedule {r}\n"),
+            _ => format!("removed schedule {id}\n"),
+        },
+        Op::Shutdown => "the router is shutting down\n".into(),
+    }
+}
+
+/// STATUS (emq's, with `version` when asked through ADMIN, or 0.3.13's).
+fn status(v: &Value) -> String {
+    let mut kv = KeyValues::default();
+    // The counters get a block of their own: their long names would push
+    // the values of the short keys far right.
+    let mut counters = KeyValues::default();
+    let emq = v.get("counters").is_some_and(Value::is_object);
+    if emq {
+        kv.push("router", format!("emq {}", cell(v.get("version"))));
+        kv.push(
+            "shutting down",
+            yes_no(
+                v.get("shutting_down")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
+            ),
+        );
+        if let Some(j) = v.get("journal") {
+            let mut s = cell(j.get("state"));
+            if let Some(e) = j.get("error").filter(|e| !e.is_null()) {
+                s.push_str(&format!(
+                    " ({}; {} refused)",
+                    cell(Some(e)),
+                    num(j, "refused")
+                ));
+            }
+            if let Some(h) = u64_of(j, "held_sends").filter(|h| *h > 0) {
+                s.push_str(&format!(", {h} sends held"));
+            }
+            kv.push("journal", s);
+        }
+        kv.push("retry waiting", num(v, "retry_waiting_messages"));
+        kv.push(
+            "dead letters",
+            cell(v.get("dead_letter").and_then(|d| d.get("count"))),
+        );
+        if let Some(Value::Object(c)) = v.get("counters") {
+            for (k, n) in c {
+                counters.push(k.replace('_', " "), cell(Some(n)));
+            }
+        }
+    } else {
+        kv.push("router", "EventMQ 0.3.13 (no control plane)");
+    }
+    let mut out = kv.render();
+    if !counters.0.is_empty() {
+        out.push('\n');
+        out.push_str(&counters.render());
+    }
+    // Per-queue figures: each column only when the router sends its map.
+    let columns: [(&'static str, &str, bool); 6] = [
+        ("WAITING", "waiting_messages_by_queue", false),
+        ("UNFINISHED", "inflight_messages_by_queue", false),
+        ("RUNNING", "dispatched_messages_by_queue", false),
+        ("PROCESSED", "processed_messages_by_queue", false),
+        ("MEAN AGE", "latency_messages_by_queue", true),
+        ("MAX AGE", "max_latency_messages_by_queue", true),
+    ];
+    let present: Vec<_> = columns
+        .iter()
+        .filter(|(_, key, _)| v.get(*key).is_some_and(Value::is_object))
+        .collect();
+    let mut names = std::collections::BTreeSet::new();
+    for (_, key, _) in &present {
+        if let Some(Value::Object(m)) = v.get(*key) {
+            names.extend(m.keys().cloned());
+        }
+    }
+    let mut head = vec![("QUEUE", Align::Left)];
+    head.extend(present.iter().map(|(h, _, _)| (*h, Align::Right)));
+    let mut t = Table::new(&head);
+    for name in &names {
+        let mut row = vec![name.clone()];
+        for (_, key, is_ms) in &present {
+            let x = v.get(*key).and_then(|m| m.get(name));
+            row.push(match (x.and_then(Value::as_u64), is_ms) {
+                (Some(ms), true) => age(ms),
+                (Some(n), false) => n.to_string(),
+                _ => "-".into(),
+            });
+        }
+        t.row(row);
+    }
+    out.push('\n');
+    if t.is_empty() {
+        out.push_str("no queue has jobs\n");
+    } else {
+        out.push_str(&t.render());
+    }
+    out
+}
+
+fn queues(v: &Value) -> String {
+    let mut t = Table::new(&[
+        ("QUEUE", Align::Left),
+        ("DEPTH", Align::Right),
+        ("IN-FLIGHT", Align::Right),
+        ("RETRYING", Align::Right),
+        ("DELAYED", Align::Right),
+        ("OLDEST", Align::Right),
+        ("PAUSED", Align::Left),
+        ("PROCESSED", Align::Right),
+        ("FAILED", Align::Right),
+        ("WORKERS", Align::Right),
+    ]);
+    for q in list(v, "queues") {
+        t.row(vec![
+            cell(q.get("name")),
+            num(q, "depth"),
+            num(q, "inflight"),
+            num(q, "retry_waiting"),
+            num(q, "delayed"),
+            match u64_of(q, "oldest_age_ms") {
+                Some(0) | None => "-".into(),
+                Some(ms) => age(ms),
+            },
+            cell(q.get("paused")),
+            num(q, "processed"),
+            num(q, "failed"),
+            num(q, "workers"),
+        ]);
+    }
+    if t.is_empty() {
+        "no queues\n".into()
+    } else {
+        t.render()
+    }
+}
+
+fn workers(v: &Value) -> String {
+    let mut t = Table::new(&[
+        ("WORKER", Align::Left),
+        ("QUEUES", Align::Left),
+        ("FREE", Align::Right),
+        ("RUNNING", Align::Right),
+        ("LONGEST", Align::Right),
+        ("CONNECTED", Align::Right),
+        ("DRAINING", Align::Left),
+        ("FEATURES", Align::Left),
+    ]);
+    for w in list(v, "workers") {
+        let longest = list(w, "running")
+            .iter()
+            .filter_map(|r| u64_of(r, "running_ms"))
+            .max();
+        let features = match w.get("features").and_then(Value::as_array) {
+            Some(f) => f
+                .iter()
+                .map(|x| cell(Some(x)))
+                .collect::<Vec<_>>()
+                .join(","),
+            None => cell(w.get("features")),
+        };
+        t.row(vec![
+            cell(w.get("identity")),
+            queue_list(w.get("queues")),
+            num(w, "free_slots"),
+            num(w, "inflight"),
+            longest.map_or("-".into(), age),
+            ms_age(w, "connected_ms"),
+            cell(w.get("draining")),
+            features,
+        ]);
+    }
+    if t.is_empty() {
+        "no workers connected\n".into()
+    } else {
+        t.render()
+    }
+}
+
+/// ROUTER_SHOW_WORKERS of 0.3.13: `connected_workers{id: {queues, hb,
+/// available_slots}}` (`hb` is the router's monotonic clock: not shown).
+fn workers_0313(v: &Value) -> String {
+    let mut t = Table::new(&[
+        ("WORKER", Align::Left),
+        ("QUEUES", Align::Left),
+        ("FREE", Align::Right),
+    ]);
+    if let Some(Value::Object(m)) = v.get("connected_workers") {
+        for (id, w) in m {
+            t.row(vec![
+                id.clone(),
+                queue_list(w.get("queues")),
+                num(w, "available_slots"),
+            ]);
+        }
+    }
+    if t.is_empty() {
+        "no workers connected\n".into()
+    } else {
+        t.render()
+    }
+}
+
+/// An interval in seconds as JSON (`60`, `1.5`) as `60s`, `1.5s`.
+fn every(secs: &Value) -> String {
+    match secs.as_f64() {
+        Some(s) if s >= 60.0 && s.fract() == 0.0 => age((s * 1000.0) as u64),
+        Some(_) => format!("{secs}s"),
+        None => cell(Some(secs)),
+    }
+}
+
+fn schedules(v: &Value, now_ms: u64) -> String {
+    let mut t = Table::new(&[
+        ("ID", Align::Left),
+        ("QUEUE", Align::Left),
+        ("WHEN", Align::Left),
+        ("NEXT", Align::Left),
+        ("LAST", Align::Left),
+        ("RUNS", Align::Right),
+        ("JOB", Align::Left),
+    ]);
+    for s in list(v, "schedules") {
+        let when = match (s.get("interval_secs"), s.get("cron")) {
+            (Some(i), _) if !i.is_null() => format!("every {}", every(i)),
+            (_, Some(Value::String(c))) => format!("cron {c}"),
+            _ => "-".into(),
+        };
+        let runs = match u64_of(s, "run_limit") {
+            Some(limit) => format!("{}/{limit}", num(s, "run_count")),
+            None => num(s, "run_count"),
+        };
+        t.row(vec![
+            cell(s.get("id")),
+            cell(s.get("queue")),
+            when,
+            ms_ago(s, "next_run_ms", now_ms),
+            match u64_of(s, "last_run_ms") {
+                Some(t) => relative(now_ms, t),
+                None => "never".into(),
+            },
+            runs,
+            one_line(&cell(s.get("message")), 48),
+        ]);
+    }
+    if t.is_empty() {
+        "no schedules\n".into()
+    } else {
+        t.render()
+    }
+}
+
+/// ROUTER_SHOW_SCHEDULERS of 0.3.13: the scheduler peers connected; 0.3.13
+/// has no way to list their schedules.
+fn schedulers_0313(v: &Value) -> String {
+    let mut t = Table::new(&[("SCHEDULER", Align::Left)]);
+    if let Some(Value::Object(m)) = v.get("connected_schedulers") {
+        for id in m.keys() {
+            t.row(vec![id.clone()]);
+        }
+    }
+    let mut out = if t.is_empty() {
+        "no scheduler connected\n".to_string()
+    } else {
+        t.render()
+    };
+    out.push_str("(an EventMQ 0.3.13 router lists its scheduler peers, not their schedules)\n");
+    out
+}
+
+fn jobs(v: &Value, now_ms: u64) -> String {
+    let mut t = Table::new(&[
+        ("MSGID", Align::Left),
+        ("QUEUE", Align::Left),
+        ("STATE", Align::Left),
+        ("ATTEMPTS", Align::Right),
+        ("AGE", Align::Right),
+        ("WORKER", Align::Left),
+        ("PAYLOAD", Align::Left),
+    ]);
+    for j in list(v, "jobs") {
+        t.row(vec![
+            cell(j.get("msgid")),
+            cell(j.get("queue")),
+            cell(j.get("state")),
+            num(j, "attempts"),
+            match u64_of(j, "accepted_at_ms") {
+                Some(a) => age(now_ms.saturating_sub(a)),
+                None => "-".into(),
+            },
+            cell(j.get("worker")),
+            one_line(&cell(j.get("payload")), 48),
+        ]);
+    }
+    if t.is_empty() {
+        "no jobs\n".into()
+    } else {
+        t.render()
+    }
+}
+
+fn dead(v: &Value, now_ms: u64) -> String {
+    let mut t = Table::new(&[
+        ("MSGID", Align::Left),
+        ("QUEUE", Align::Left),
+        ("ATTEMPTS", Align::Right),
+        ("REASON", Align::Left),
+        ("DIED", Align::Right),
+        ("ERROR", Align::Left),
+    ]);
+    for d in list(v, "dead_letters") {
+        t.row(vec![
+            cell(d.get("msgid")),
+            cell(d.get("queue")),
+            num(d, "attempts"),
+            cell(d.get("reason")),
+            ms_ago(d, "at_ms", now_ms),
+            one_line(&error_text(d.get("error")), 60),
+        ]);
+    }
+    if t.is_empty() {
+        "no dead letters\n".into()
+    } else {
+        t.render()
+    }
+}
+
+/// One job as `key: value` lines, known keys first in a fixed order.
+pub fn job_view(job: &Value, now_ms: u64) -> String {
+    let Some(m) = job.as_object() else {
+        return format!("{}\n", cell(Some(job)));
+    };
+    let mut kv = KeyValues::default();
+    let mut seen: Vec<&str> = Vec::new();
+    let mut take = |key: &'static str| -> Option<&Value> {
+        seen.push(key);
+        m.get(key).filter(|v| !v.is_null())
+    };
+    let plain: [(&str, &'static str); 4] = [
+        ("msgid", "msgid"),
+        ("queue", "queue"),
+        ("route", "route"),
+        ("state", "state"),
+    ];
+    let queue = m.get("queue").cloned();
+    for (label, key) in plain {
+        if let Some(x) = take(key) {
+            if key == "route" && Some(x) == queue.as_ref() {
+                continue;
+            }
+            kv.push(label, cell(Some(x)));
+        }
+    }
+    if let Some(x) = take("attempts") {
+        kv.push("attempts", cell(Some(x)));
+    }
+    if let Some(x) = take("headers") {
+        kv.push("headers", cell(Some(x)));
+    }
+    if let Some(x) = take("client") {
+        kv.push("client", cell(Some(x)));
+    }
+    let times: [(&str, &'static str); 4] = [
+        ("accepted", "accepted_at_ms"),
+        ("dispatched", "dispatched_at_ms"),
+        ("runs", "run_at_ms"),
+        ("finished", "finished_at_ms"),
+    ];
+    for (label, key) in times {
+        if let Some(t) = take(key).and_then(Value::as_u64) {
+            kv.push(label, relative(now_ms, t));
+        }
+    }
+    if let Some(ms) = take("running_ms").and_then(Value::as_u64) {
+        kv.push("running for", age(ms));
+    }
+    if let Some(x) = take("worker") {
+        kv.push("worker", cell(Some(x)));
+    }
+    if let Some(x) = take("reason") {
+        kv.push("reason", cell(Some(x)));
+    }
+    let last_error = take("last_error").cloned();
+    if let Some(x) = &last_error {
+        kv.push("last error", error_text(Some(x)));
+    }
+    // A dead letter's view repeats its last error as `error`, and its
+    // finish time as `at_ms`.
+    if let Some(x) = take("error") {
+        if Some(x) != last_error.as_ref() {
+            kv.push("error", error_text(Some(x)));
+        }
+    }
+    take("at_ms");
+    let result_cut = take("result_truncated").and_then(Value::as_bool) == Some(true);
+    match take("result") {
+        Some(x) => kv.push("result", compact(x)),
+        None if result_cut => kv.push("result", "(too large to keep)"),
+        None => {}
+    }
+    let payload_cut = take("payload_truncated").and_then(Value::as_bool) == Some(true);
+    if let Some(x) = take("payload") {
+        let mut p = cell(Some(x)).replace('\n', "\\n");
+        if payload_cut {
+            p.push_str(" … (cut at 1,000 bytes)");
+        }
+        kv.push("payload", p);
+    }
+    let mut rest: Vec<(&String, &Value)> = m
+        .iter()
+        .filter(|(k, v)| !seen.contains(&k.as_str()) && !v.is_null())
+        .collect();
+    rest.sort_by(|a, b| a.0.cmp(b.0));
+    for (k, v) in rest {
+        kv.push(k.clone(), cell(Some(v)));
+    }
+    kv.render()
+}
+
+fn compact(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.replace('\n', "\\n"),
+        other => other.to_string(),
+    }
+}
+
+/// The router's error message from a refusal: `kind: message`.
+pub fn refusal(answer: &Value) -> String {
+    let e = answer.get("error").unwrap_or(&Value::Null);
+    let kind = e.get("kind").and_then(Value::as_str).unwrap_or("error");
+    match e.get("message").and_then(Value::as_str) {
+        Some(m) if !m.is_empty() => format!("{kind}: {m}"),
+        _ => kind.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const NOW: u64 = 1_700_000_000_000;
+
+    #[test]
+    fn ages_read_like_a_person_would_say_them() {
+        assert_eq!(age(0), "0ms");
+        assert_eq!(age(850), "850ms");
+        assert_eq!(age(1_000), "1s");
+        assert_eq!(age(59_999), "59s");
+        assert_eq!(age(192_000), "3m12s");
+        assert_eq!(age(3_605_000), "1h00m");
+        assert_eq!(age(7_500_000), "2h05m");
+        assert_eq!(age(273_600_000), "3d04h");
+        assert_eq!(relative(NOW, NOW - 192_000), "3m12s ago");
+        assert_eq!(relative(NOW, NOW + 40_000), "in 40s");
+        assert_eq!(relative(NOW, NOW), "0ms ago");
+    }
+
+    #[test]
+    fn tables_align_columns_without_trailing_blanks() {
+        let mut t = Table::new(&[
+            ("NAME", Align::Left),
+            ("N", Align::Right),
+            ("NOTE", Align::Left),
+        ]);
+        t.row(vec!["a".into(), "1".into(), "x".into()]);
+        t.row(vec!["longer".into(), "1234".into(), String::new()]);
+        t.row(vec!["é".into()]);
+        assert_eq!(
+            t.render(),
+            "NAME       N  NOTE\n\
+             a          1  x\n\
+             longer  1234\n\
+             é\n"
+        );
+    }
+
+    #[test]
+    fn cells_and_one_line_text() {
+        assert_eq!(cell(None), "-");
+        assert_eq!(cell(Some(&Value::Null)), "-");
+        assert_eq!(cell(Some(&json!(true))), "yes");
+        assert_eq!(cell(Some(&json!(3))), "3");
+        assert_eq!(cell(Some(&json!("t"))), "t");
+        assert_eq!(cell(Some(&json!({"a": 1}))), r#"{"a":1}"#);
+        assert_eq!(one_line("a\nb\tc", 10), "a b c");
+        assert_eq!(one_line("abcdef", 4), "abc…");
+    }
+
+    #[test]
+    fn queues_table() {
+        let a = json!({"ok": true, "queues": [
+            {"name": "default", "depth": 3, "inflight": 2, "retry_waiting": 0, "delayed": 1,
+             "oldest_age_ms": 192000, "paused": false, "processed": 10, "failed": 1, "workers": 2},
+            {"name": "email", "depth": 0, "inflight": 0, "retry_waiting": 0, "delayed": 0,
+             "oldest_age_ms": 0, "paused": true, "processed": 0, "failed": 0, "workers": 0}
+        ]});
+        assert_eq!(
+            render(&Op::Queues, &a, NOW),
+            "QUEUE    DEPTH  IN-FLIGHT  RETRYING  DELAYED  OLDEST  PAUSED  PROCESSED  FAILED  WORKERS\n\
+             default      3          2         0        1   3m12s  no             10       1        2\n\
+             email        0          0         0        0       -  yes             0       0        0\n"
+        );
+        assert_eq!(
+            render(&Op::Queues, &json!({"ok": true, "queues": []}), NOW),
+            "no queues\n"
+        );
+    }
+
+    #[test]
+    fn workers_table_emq_and_0313() {
+        let a = json!({"ok": true, "workers": [
+            {"identity": "w-1", "queues": [[10, "default"], [5, "email"]], "free_slots": 1,
+             "inflight": 2, "running": [{"msgid": "m", "running_ms": 4000}, {"msgid": "n", "running_ms": 65000}],
+             "connected_ms": 7500000, "draining": true, "features": ["job-ack", "cancel"]}
+        ]});
+        assert_eq!(
+            render(&Op::Workers, &a, NOW),
+            "WORKER  QUEUES                FREE  RUNNING  LONGEST  CONNECTED  DRAINING  FEATURES\n\
+             w-1     default(10),email(5)     1        2    1m05s      2h05m  yes       job-ack,cancel\n"
+        );
+        let old = json!({"connected_workers": {"abc": {"queues": [[10, "default"]], "hb": 123.4, "available_slots": 4}},
+                         "connected_queues": {"default": [[10, "abc"]]}});
+        assert_eq!(
+            render(&Op::Workers, &old, NOW),
+            "WORKER  QUEUES       FREE\nabc     default(10)     4\n"
+        );
+        assert_eq!(
+            render(
+                &Op::Workers,
+                &json!({"connected_workers": {}, "connected_queues": {}}),
+                NOW
+            ),
+            "no workers connected\n"
+        );
+    }
+
+    #[test]
+    fn status_emq_and_0313() {
+        let emq = json!({"ok": true, "version": "0.1.0", "shutting_down": false,
+            "journal": {"state": "ok", "held_sends": 0},
+            "retry_waiting_messages": 1,
+            "dead_letter": {"count": 2, "from_journal": 0, "recent": []},
+            "counters": {"accepted": 5, "dead_lettered": 2},
+            "waiting_messages_by_queue": {"default": 3},
+            "inflight_messages_by_queue": {"default": 4, "email": 1},
+            "dispatched_messages_by_queue": {"default": 1},
+            "processed_messages_by_queue": {"email": 7},
+            "latency_messages_by_queue": {"default": 2500},
+            "max_latency_messages_by_queue": {"default": 192000}});
+        assert_eq!(
+            render(&Op::Status, &emq, NOW),
+            "router:        emq 0.1.0\n\
+             shutting down: no\n\
+             journal:       ok\n\
+             retry waiting: 1\n\
+             dead letters:  2\n\
+             \n\
+             accepted:      5\n\
+             dead lettered: 2\n\
+             \n\
+             QUEUE    WAITING  UNFINISHED  RUNNING  PROCESSED  MEAN AGE  MAX AGE\n\
+             default        3           4        1          -        2s    3m12s\n\
+             email          -           1        -          7         -        -\n"
+        );
+        let failing = json!({"counters": {}, "journal": {"state": "failing", "error": "disk full", "refused": 3, "held_sends": 2}});
+        assert!(render(&Op::Status, &failing, NOW)
+            .contains("journal:       failing (disk full; 3 refused), 2 sends held\n"));
+        // 0.3.13's six keys (eventmq/router.py get_status).
+        let old = json!({"inflight_messages_by_queue": {}, "latency_messages_by_queue": {},
+            "max_latency_messages_by_queue": {}, "waiting_messages_by_queue": {"default": 2},
+            "processed_messages_by_queue": {"default": 9}, "processed_messages_by_worker": {"w": 9}});
+        assert_eq!(
+            render(&Op::Status, &old, NOW),
+            "router: EventMQ 0.3.13 (no control plane)\n\
+             \n\
+             QUEUE    WAITING  UNFINISHED  PROCESSED  MEAN AGE  MAX AGE\n\
+             default        2           -          9         -        -\n"
+        );
+    }
+
+    #[test]
+    fn schedules_table_and_0313_schedulers() {
+        let a = json!({"ok": true, "schedules": [
+            {"id": "s1", "queue": "default", "headers": "", "message": "[\"run\",\n{}]",
+             "interval_secs": 1.5, "cron": null, "nohaste": false, "run_limit": 10, "runs_left": 7,
+             "next_run_ms": NOW + 1500, "last_run_ms": NOW - 100, "run_count": 3, "created_ms": 0, "updated_ms": 0},
+            {"id": "s2", "queue": "reports", "headers": "", "message": "x",
+             "interval_secs": null, "cron": "*/5 * * * *", "nohaste": true, "run_limit": null, "runs_left": null,
+             "next_run_ms": null, "last_run_ms": null, "run_count": 0, "created_ms": 0, "updated_ms": 0},
+            {"id": "s3", "queue": "q", "message": "y", "interval_secs": 3600, "run_count": 1,
+             "next_run_ms": NOW + 3_600_000, "last_run_ms": NOW}
+        ]});
+        assert_eq!(
+            render(&Op::Schedules, &a, NOW),
+            "ID  QUEUE    WHEN              NEXT      LAST       RUNS  JOB\n\
+             s1  default  every 1.5s        in 1s     100ms ago  3/10  [\"run\", {}]\n\
+             s2  reports  cron */5 * * * *  -         never         0  x\n\
+             s3  q        every 1h00m       in 1h00m  0ms ago       1  y\n"
+        );
+        let old = json!({"connected_schedulers": {}});
+        assert_eq!(
+            render(&Op::Schedules, &old, NOW),
+            "no scheduler connected\n\
+             (an EventMQ 0.3.13 router lists its scheduler peers, not their schedules)\n"
+        );
+    }
+
+    #[test]
+    fn jobs_and_dead_letters_tables() {
+        let a = json!({"ok": true, "next_cursor": null, "scanned": 2, "jobs": [
+            {"msgid": "m1", "queue": "default", "route": "default", "state": "in-flight",
+             "attempts": 1, "accepted_at_ms": NOW - 12_000, "worker": "w-1",
+             "payload": "[\"call\", {\"handler\": \"echo\"}]"},
+            {"msgid": "m2", "queue": "email", "state": "queued", "attempts": 0,
+             "accepted_at_ms": NOW - 192_000, "payload": "x"}
+        ]});
+        let jobs = Op::Jobs {
+            queue: None,
+            state: None,
+            contains: None,
+            oldest: false,
+            limit: None,
+            all: false,
+        };
+        assert_eq!(
+            render(&jobs, &a, NOW),
+            "MSGID  QUEUE    STATE      ATTEMPTS    AGE  WORKER  PAYLOAD\n\
+             m1     default  in-flight         1    12s  w-1     [\"call\", {\"handler\": \"echo\"}]\n\
+             m2     email    queued            0  3m12s  -       x\n"
+        );
+        let d = json!({"ok": true, "count": 1, "next_cursor": null, "dead_letters": [
+            {"msgid": "d1", "queue": "default", "client": "c", "attempts": 3, "reason": "retries-exhausted",
+             "error": {"error": {"kind": "exception", "message": "boom"}}, "at_ms": NOW - 5000, "payload": "p"}
+        ]});
+        let dead = Op::DeadList {
+            queue: None,
+            contains: None,
+            limit: None,
+            all: false,
+        };
+        assert_eq!(
+            render(&dead, &d, NOW),
+            "MSGID  QUEUE    ATTEMPTS  REASON               DIED  ERROR\n\
+             d1     default         3  retries-exhausted  5s ago  exception: boom\n"
+        );
+    }
+
+    #[test]
+    fn a_job_view_is_key_value_lines() {
+        let job = json!({"msgid": "m1", "queue": "email", "route": "default", "state": "failed",
+            "headers": "reply-requested,retry-count:2", "attempts": 3,
+            "accepted_at_ms": NOW - 192_000, "dispatched_at_ms": NOW - 60_000, "finished_at_ms": NOW - 1_000,
+            "run_at_ms": null, "client": "c-1",
+            "last_error": {"error": {"kind": "exit", "message": "exit status 1"}},
+            "result": {"error": {"kind": "exit", "message": "exit status 1"}},
+            "payload": "[\"shell\",\n{}]", "payload_truncated": true, "future_key": 7});
+        assert_eq!(
+            job_view(&job, NOW),
+            "msgid:      m1\n\
+             queue:      email\n\
+             route:      default\n\
+             state:      failed\n\
+             attempts:   3\n\
+             headers:    reply-requested,retry-count:2\n\
+             client:     c-1\n\
+             accepted:   3m12s ago\n\
+             dispatched: 1m00s ago\n\
+             finished:   1s ago\n\
+             last error: exit: exit status 1\n\
+             result:     {\"error\":{\"kind\":\"exit\",\"message\":\"exit status 1\"}}\n\
+             payload:    [\"shell\",\\n{}] … (cut at 1,000 bytes)\n\
+             future_key: 7\n"
+        );
+        let delayed = json!({"msgid": "m2", "queue": "q", "route": "q", "state": "delayed",
+            "attempts": 0, "run_at_ms": NOW + 40_000, "result": null, "result_truncated": false});
+        assert_eq!(
+            job_view(&delayed, NOW),
+            "msgid:    m2\nqueue:    q\nstate:    delayed\nattempts: 0\nruns:     in 40s\n"
+        );
+    }
+
+    #[test]
+    fn one_line_answers() {
+        let t = |op: Op, a: Value| render(&op, &a, NOW);
+        assert_eq!(
+            t(
+                Op::Cancel { msgid: "m".into() },
+                json!({"msgid": "m", "was": "queued", "state": "cancelled"})
+            ),
+            "m: cancelled (was queued)\n"
+        );
+        assert!(t(
+            Op::Cancel { msgid: "m".into() },
+            json!({"was": "in-flight", "state": "cancelling"})
+        )
+        .starts_with("m: cancelling (was in-flight)"));
+        assert_eq!(
+            t(
+                Op::DeadRetry(crate::op::Target::One("m".into())),
+                json!({"retried": 2, "skipped_msgid_in_use": 1})
+            ),
+            "retried 2 dead letter(s)\nskipped 1: an unfinished job has the same msgid\n"
+        );
+        assert_eq!(
+            t(
+                Op::DeadDiscard(crate::op::Target::One("m".into())),
+                json!({"discarded": 0})
+            ),
+            "discarded 0 dead letter(s)\n"
+        );
+        assert!(t(
+            Op::Pause { queue: "q".into() },
+            json!({"queue": "q", "paused": true})
+        )
+        .starts_with("queue q paused"));
+        assert_eq!(
+            t(
+                Op::Resume { queue: "q".into() },
+                json!({"queue": "q", "paused": false})
+            ),
+            "queue q resumed\n"
+        );
+        assert_eq!(
+            t(Op::Purge { queue: "q".into() }, json!({"purged": 4})),
+            "purged 4 waiting job(s) of queue q\n"
+        );
+        assert!(
+            t(Op::Drain { worker: "w".into() }, json!({"draining": true}))
+                .starts_with("worker w draining")
+        );
+        assert!(t(
+            Op::Undrain { worker: "w".into() },
+            json!({"draining": false})
+        )
+        .starts_with("worker w undrained"));
+        assert_eq!(
+            t(Op::Unschedule { id: "s".into() }, json!({"removed": "s"})),
+            "removed schedule s\n"
+        );
+        assert!(t(Op::Shutdown, json!({"shutting_down": true}))
+            .starts_with("the router is shutting down"));
+    }
+
+    #[test]
+    fn refusals_print_kind_and_message() {
+        assert_eq!(
+            refusal(&json!({"ok": false, "error": {"kind": "not-found", "message": "no job m"}})),
+            "not-found: no job m"
+        );
+        assert_eq!(
+            refusal(&json!({"ok": false, "error": {"kind": "conflict"}})),
+            "conflict"
+        );
+        assert_eq!(refusal(&json!({"ok": false})), "error");
+    }
+}
