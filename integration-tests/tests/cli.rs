@@ -3,11 +3,7 @@
 //! - `interop_0313_*`: the real EventMQ 0.3.13 router (from the venv):
 //!   status, workers, schedules and shutdown through its own admin
 //!   commands, everything else exit 4. Runs now.
-//! - `admin_*`: our router's control plane (ADMIN). **These need the
-//!   router side of ADMIN (main's control plane)**; until a branch has it
-//!   they are `#[ignore]`d: run them with
-//!   `cargo test -p integration-tests --test cli -- --ignored`, and drop
-//!   the `ignore` attributes once the router answers ADMIN.
+//! - `admin_*`: our router's control plane (ADMIN), through emq-cli.
 
 use std::time::Duration;
 

@@ -58,3 +58,11 @@ class Recorder(object):
         full = self.prefix + str(tag)
         _append(self.path, "%s %s %d %d" % (full, label, os.getpid(), os.getppid()))
         return full
+
+
+def pid_then_sleep(path, seconds):
+    """Append this worker process's pid to ``path``, then sleep: a job to
+    cancel while it runs."""
+    _append(path, str(os.getpid()))
+    time.sleep(float(seconds))
+    return "slept"
