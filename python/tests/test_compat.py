@@ -46,7 +46,12 @@ def test_decorator_without_broker_runs_locally(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_job_from_0313_client_library_looked_up(cluster: Router) -> None:
-    eventmq = pytest.importorskip("eventmq", reason="the venv of scripts/setup-python.sh has EventMQ 0.3.13")
+    try:
+        import eventmq
+    except ImportError:
+        if os.environ.get("CI"):
+            pytest.fail("EventMQ 0.3.13 is not importable: run scripts/setup-python.sh")
+        pytest.skip("EventMQ 0.3.13 is not importable: run scripts/setup-python.sh")
     from eventmq.client.messages import defer_job
     from eventmq.sender import Sender
 

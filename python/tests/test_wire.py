@@ -160,6 +160,7 @@ def test_client_frames_match_0313_vectors(vectors: List[Dict[str, Any]], capture
     reply-requested; schedules exactly schedule()'s."""
     with Client(capture.addr, legacy=True) as legacy:
         legacy.submit("pyemq_jobs.noop")
+        capture.wait_for(1)  # two connections: keep their messages in order
     with Client(capture.addr) as c:
         job = c.submit(pyemq_jobs.mark, "x", k=1)
         assert job.result(5) == 42

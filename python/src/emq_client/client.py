@@ -32,6 +32,39 @@ from .payload import JobSpec, Task
 BulkItem = Union[Task, str, Callable[..., Any], Tuple[Any, ...]]
 
 
+# Flags as plain ints: pyzmq's enum arithmetic costs more than the send.
+_SNDMORE = int(zmq.SNDMORE)
+_NOBLOCK = int(zmq.NOBLOCK)
+_RCVMORE = int(zmq.RCVMORE)
+_EVENTS = int(zmq.EVENTS)
+_POLLIN = int(zmq.POLLIN)
+
+
+def send_frames(sock: "zmq.Socket[Any]", frames: List[bytes]) -> None:
+    """``send_multipart`` for small frames, a third of its cost."""
+    send = sock.send
+    for f in frames[:-1]:
+        send(f, _SNDMORE)
+    send(frames[-1], 0)
+
+
+def recv_ready(sock: "zmq.Socket[Any]") -> Optional[List[bytes]]:
+    """One message if one is waiting, else None (never blocks)."""
+    try:
+        frames = [sock.recv(_NOBLOCK)]
+    except zmq.Again:
+        return None
+    get = sock.get
+    while get(_RCVMORE):
+        frames.append(sock.recv(_NOBLOCK))
+    return frames
+
+
+def readable(sock: "zmq.Socket[Any]") -> bool:
+    """A message is waiting (no system call)."""
+    return bool(int(sock.get(_EVENTS)) & _POLLIN)
+
+
 def bulk_task(item: BulkItem) -> Task:
     """The Task for one ``submit_many`` item."""
     if isinstance(item, tuple):
@@ -133,7 +166,7 @@ class Client:
         """Send one message; a send that cannot proceed within the ack
         timeout (no router ever connected) is a connection error."""
         try:
-            sock.send_multipart(frames, copy=False)
+            send_frames(sock, frames)
         except zmq.Again:
             raise errors.EmqConnectionError(f"cannot send to {addr}: no router there") from None
 
@@ -141,20 +174,20 @@ class Client:
         """Wait up to ``timeout`` seconds (None: no limit) for the router to
         say something, then apply everything already received. Returns the
         number of messages read."""
+        sock = self._sock
         ms = None if timeout is None else max(0, int(timeout * 1000 + 0.999))
-        if not (self._sock.getsockopt(zmq.EVENTS) & zmq.POLLIN):
-            if not self._sock.poll(ms, zmq.POLLIN):
-                return 0
+        if not readable(sock) and not sock.poll(ms, zmq.POLLIN):
+            return 0
         n = 0
+        handle = self._tracker.handle
         while n < 100_000:
-            try:
-                frames = self._sock.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
+            frames = recv_ready(sock)
+            if frames is None:
                 break
             n += 1
             msg = wire.parse(frames)
             if msg is not None:
-                self._tracker.handle(msg)
+                handle(msg)
         return n
 
     def _wait(self, done: Callable[[], bool], timeout: Optional[float], expired: Callable[[], Exception]) -> None:
@@ -247,13 +280,13 @@ class Client:
             if self.legacy:
                 continue
             unanswered.append(p)
-            if self._sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            if len(jobs) % 32 == 0 and readable(self._sock):
                 self._pump(0)
             if len(unanswered) >= limit:
                 self._await_window(unanswered, limit - 1)
         if not self.legacy:
             self._await_window(unanswered, 0)
-            refused = [j._p.reject for j in jobs if j._p.reject is not None]
+            refused = [p.reject for p in (j._p for j in jobs) if p is not None and p.reject is not None]
             if refused and raise_on_reject:
                 raise errors.BulkRejected(jobs, refused)
         return jobs

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence
 
 PROTOCOL = b"eMQP/1.0"
 DEFAULT_FRONTEND = "tcp://127.0.0.1:47291"
@@ -116,8 +115,7 @@ def admin(msgid: str, op: Dict[str, Any]) -> Frames:
     return [b"", PROTOCOL, b"ADMIN", msgid.encode(), json.dumps(op).encode()]
 
 
-@dataclass(frozen=True)
-class Incoming:
+class Incoming(NamedTuple):
     """A message from the router, reduced to what the client acts on.
 
     ``command`` is REPLY, RESULT, REJECT or anything else (ignored);
