@@ -26,5 +26,5 @@ def test_ten_thousand_jobs_submit_many(cluster: Router) -> None:
 
 def test_many_python_jobs(cluster: Router) -> None:
     with cluster.client() as c:
-        jobs = c.submit_many([("emq_test_jobs.add", (i, i)) for i in range(200)])
+        jobs = c.submit_many([("emq_test_jobs.add", (i, i)) for i in range(200)], window=20, max_unfinished=50)
         assert [j.result(120) for j in jobs] == [2 * i for i in range(200)]

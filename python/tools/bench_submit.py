@@ -6,7 +6,7 @@ Starts an emq-router (``--journal none``) and an emq-jobmanager (``-J 8``)
 from ``--bin-dir`` on free loopback ports, then, ``--runs`` times each and
 alternating: ``Client.submit_many`` of N no-op ``call`` jobs and every
 ``result()`` (one client, pipelined, window 1,000), and ``emq-sender --wait``
-reading the same N jobs from stdin. Each run is timed from the client's
+reading the same N jobs from stdin, and the same with ``AsyncClient``. Each run is timed from the client's
 start to the last result. Prints every run and the medians, as text and as
 one JSON line.
 """
@@ -14,6 +14,7 @@ one JSON line.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import signal
@@ -26,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
-from emq_client import Client, EmqError, call
+from emq_client import AsyncClient, Client, EmqError, call
 
 
 def free_port() -> int:
@@ -35,14 +36,31 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def python_run(fe: str, ad: str, n: int, window: int) -> float:
-    """Jobs/s for one submit_many + results run."""
-    started = time.perf_counter()
+def python_run(fe: str, ad: str, n: int, window: int, cpu: List[float]) -> float:
+    """Jobs/s for one submit_many + results run; appends this process's CPU
+    time per job (µs) to ``cpu``."""
+    started, cpu0 = time.perf_counter(), time.process_time()
     with Client(fe, admin_addr=ad, window=window) as c:
-        jobs = c.submit_many([call("noop")] * n)
+        jobs = c.submit_many([call("noop")] * n, max_unfinished=10_000)
         for j in jobs:
             j.result(120)
-    return n / (time.perf_counter() - started)
+    elapsed = time.perf_counter() - started
+    cpu.append((time.process_time() - cpu0) / n * 1e6)
+    return n / elapsed
+
+
+def async_run(fe: str, ad: str, n: int, window: int) -> float:
+    """Jobs/s for the same run with AsyncClient."""
+
+    async def run() -> float:
+        started = time.perf_counter()
+        async with AsyncClient(fe, admin_addr=ad, window=window) as c:
+            jobs = await c.submit_many([call("noop")] * n, max_unfinished=10_000)
+            for j in jobs:
+                await j.result(120)
+        return n / (time.perf_counter() - started)
+
+    return asyncio.run(run())
 
 
 def sender_run(sender: Path, fe: str, n: int) -> float:
@@ -85,16 +103,20 @@ def main() -> None:
         with Client(fe, admin_addr=ad) as c:  # warm-up; waits for the worker
             for j in c.submit_many([call("noop")] * 1000):
                 j.result(60)
-        rates: Dict[str, List[float]] = {"python": [], "emq-sender": []}
+        rates: Dict[str, List[float]] = {"python": [], "python-async": [], "emq-sender": []}
+        cpu: List[float] = []
         for i in range(opts.runs):
-            rates["python"].append(python_run(fe, ad, opts.n, opts.window))
+            rates["python"].append(python_run(fe, ad, opts.n, opts.window, cpu))
+            rates["python-async"].append(async_run(fe, ad, opts.n, opts.window))
             rates["emq-sender"].append(sender_run(bins / "emq-sender", fe, opts.n))
-            print(f"run {i + 1}: python {rates['python'][-1]:,.0f} jobs/s, emq-sender {rates['emq-sender'][-1]:,.0f} jobs/s",
+            print(f"run {i + 1}: python {rates['python'][-1]:,.0f} jobs/s ({cpu[-1]:.0f} µs CPU/job), "
+                  f"asyncio {rates['python-async'][-1]:,.0f} jobs/s, emq-sender {rates['emq-sender'][-1]:,.0f} jobs/s",
                   flush=True)
         med = {k: statistics.median(v) for k, v in rates.items()}
         print(f"median of {opts.runs}, {opts.n} no-op call jobs: python submit_many+result {med['python']:,.0f} jobs/s, "
-              f"emq-sender --wait {med['emq-sender']:,.0f} jobs/s ({med['python'] / med['emq-sender']:.0%})")
-        print(json.dumps({"n": opts.n, "runs": rates, "median": med, "python": sys.version.split()[0]}))
+              f"asyncio {med['python-async']:,.0f} jobs/s, emq-sender --wait {med['emq-sender']:,.0f} jobs/s "
+              f"(python/emq-sender {med['python'] / med['emq-sender']:.0%})")
+        print(json.dumps({"n": opts.n, "runs": rates, "median": med, "python_cpu_us_per_job": cpu, "python": sys.version.split()[0]}))
     finally:
         for p in reversed(procs):
             p.send_signal(signal.SIGTERM)

@@ -188,11 +188,15 @@ class JobStatus:
         return f"JobStatus(msgid={self.msgid!r}, state={self.state!r}, queue={self.queue!r}, attempts={self.attempts})"
 
 
-def drain_list(items: List[Pending]) -> int:
-    """Drop answered records from the front of a send-ordered list; the
-    number still unanswered at the front's side (the pipelining window)."""
+def drain_list(items: List[Pending], finished: bool = False) -> int:
+    """Drop answered (with ``finished``: finished) records from the front of
+    a send-ordered list; how many are left (the pipelining window)."""
     i = 0
-    while i < len(items) and items[i].answered:
-        i += 1
+    if finished:
+        while i < len(items) and items[i].finished:
+            i += 1
+    else:
+        while i < len(items) and items[i].answered:
+            i += 1
     del items[:i]
     return len(items)

@@ -19,7 +19,10 @@ import zmq.asyncio
 
 from . import _core, errors, payload, wire
 from ._core import JobStatus, Pending
-from .client import BulkItem, bulk_task, default_admin, default_frontend
+from .client import BulkItem, bulk_task, default_admin, default_frontend, readable, recv_ready
+
+_FIRST = int(zmq.SNDMORE) | int(zmq.NOBLOCK)
+_MORE = int(zmq.SNDMORE)
 from .payload import JobSpec, Task
 
 
@@ -65,6 +68,9 @@ class AsyncClient:
         self._tracker = _core.Tracker()
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._sock: Optional[zmq.asyncio.Socket] = None
+        # The same socket for calls that never block (sends that fit, reads
+        # of what has arrived): no future, no loop round trip per message.
+        self._sync: Optional["zmq.Socket[Any]"] = None
         self._admin: Optional[zmq.asyncio.Socket] = None
         self._admin_lock: Optional[asyncio.Lock] = None
         self._reader: Optional["asyncio.Task[None]"] = None
@@ -93,6 +99,7 @@ class AsyncClient:
         if self._loop is None:
             self._loop = loop
             self._sock = self._dealer(self.addr)
+            self._sync = zmq.Socket.shadow(self._sock.underlying)
             self._progress = asyncio.Event()
             self._admin_lock = asyncio.Lock()
             self._reader = loop.create_task(self._read())
@@ -102,18 +109,49 @@ class AsyncClient:
         return self._sock
 
     async def _read(self) -> None:
-        """The reader task: apply every message, pulse ``_progress``."""
-        assert self._sock is not None and self._progress is not None
-        sock, progress = self._sock, self._progress
+        """The reader task: wait until something arrived, apply all of it."""
+        assert self._sock is not None
+        sock = self._sock
         while True:
-            frames = await sock.recv_multipart()
+            await sock.poll()  # POLLIN, no timeout
+            self._drain()
+
+    def _drain(self) -> None:
+        """Apply every message that has arrived (never blocks), and pulse
+        ``_progress`` if there was any. Also called after each send through
+        the shadow socket: libzmq may take in arrivals during a send and
+        then not signal the socket's descriptor for them, so the reader's
+        poll alone could sleep past them."""
+        sync, handle = self._sync, self._tracker.handle
+        assert sync is not None and self._progress is not None
+        n = 0
+        while True:
+            frames = recv_ready(sync)
+            if frames is None:
+                break
+            n += 1
             msg = wire.parse(frames)
             if msg is not None:
-                self._tracker.handle(msg)
-            progress.set()
+                handle(msg)
+        if n:
+            self._progress.set()
 
     async def _send(self, sock: zmq.asyncio.Socket, frames: List[bytes], addr: str) -> None:
-        """Send, bounded by the ack timeout (no router: connection error)."""
+        """Send: at once when the socket has room, else waiting up to the
+        ack timeout (no router: connection error)."""
+        if sock is self._sock and self._sync is not None:
+            try:
+                self._sync.send(frames[0], _FIRST)
+            except zmq.Again:
+                pass
+            else:
+                # the rest of a message is never refused once its first part went
+                for f in frames[1:-1]:
+                    self._sync.send(f, _MORE)
+                self._sync.send(frames[-1], 0)
+                if readable(self._sync):
+                    self._drain()
+                return
         try:
             await asyncio.wait_for(sock.send_multipart(frames, copy=False), self.ack_timeout)
         except asyncio.TimeoutError:
@@ -136,6 +174,7 @@ class AsyncClient:
         deadline = None if timeout is None else time.monotonic() + timeout
         while not cond(p):
             waiter.event.clear()
+            self._drain()
             if cond(p):
                 break
             remaining = None if deadline is None else deadline - time.monotonic()
@@ -192,6 +231,7 @@ class AsyncClient:
         delay: Optional[float] = None,
         headers: Sequence[str] = (),
         window: Optional[int] = None,
+        max_unfinished: Optional[int] = None,
         raise_on_reject: bool = True,
     ) -> List["AsyncJob"]:
         """As :meth:`Client.submit_many`."""
@@ -199,6 +239,7 @@ class AsyncClient:
         hdrs = self._headers(retries, timeout, delay, headers)
         jobs: List[AsyncJob] = []
         unanswered: List[Pending] = []
+        unfinished: List[Pending] = []
         for item in items:
             p = await self._post(bulk_task(item), queue, hdrs)
             jobs.append(AsyncJob(self, p.msgid, p))
@@ -206,24 +247,28 @@ class AsyncClient:
                 continue
             unanswered.append(p)
             if len(unanswered) >= limit:
-                await self._await_window(unanswered, limit - 1)
+                await self._await_window(unanswered, limit - 1, finished=False)
+            if max_unfinished:
+                unfinished.append(p)
+                if len(unfinished) >= max_unfinished:
+                    await self._await_window(unfinished, max_unfinished - 1, finished=True)
         if not self.legacy:
-            await self._await_window(unanswered, 0)
+            await self._await_window(unanswered, 0, finished=False)
             refused = [j._p.reject for j in jobs if j._p is not None and j._p.reject is not None]
             if refused and raise_on_reject:
                 raise errors.BulkRejected(jobs, refused)
         return jobs
 
-    async def _await_window(self, unanswered: List[Pending], room: int) -> None:
-        """Wait until at most ``room`` jobs are unanswered; no message at all
-        for ``ack_timeout`` is a connection error."""
+    async def _await_window(self, unanswered: List[Pending], room: int, finished: bool) -> None:
+        """As :meth:`Client._await_window`."""
         progress = self._progress
         assert progress is not None
-        while _core.drain_list(unanswered) > room:
+        while _core.drain_list(unanswered, finished) > room:
             progress.clear()
-            if _core.drain_list(unanswered) <= room:
+            self._drain()
+            if _core.drain_list(unanswered, finished) <= room:
                 break
-            if not await self._wait_event(progress, self.ack_timeout):
+            if not await self._wait_event(progress, self.ack_timeout) and not all(p.answered for p in unanswered):
                 raise self._no_answer(f"{len(unanswered)} jobs")
 
     async def schedule(

@@ -261,10 +261,14 @@ class Client:
         delay: Optional[float] = None,
         headers: Sequence[str] = (),
         window: Optional[int] = None,
+        max_unfinished: Optional[int] = None,
         raise_on_reject: bool = True,
     ) -> List["Job"]:
         """Submit many jobs pipelined: up to ``window`` (default the client's)
-        unacknowledged at once, then wait until every one is answered.
+        unacknowledged at once, then wait until every one is answered. With
+        ``max_unfinished``, also at most that many submitted and not yet
+        finished (flow control that keeps a bulk submit under the router's
+        per-queue limit, as ``emq-sender --window`` does with ``--wait``).
         Returns the Jobs in order. If any was refused, raises
         :class:`BulkRejected` (holding all Jobs) unless
         ``raise_on_reject=False``, when the refused Jobs raise their
@@ -274,6 +278,7 @@ class Client:
         hdrs = self._headers(retries, timeout, delay, headers)
         jobs: List[Job] = []
         unanswered: List[Pending] = []
+        unfinished: List[Pending] = []
         for item in items:
             p = self._post(bulk_task(item), queue, hdrs)
             jobs.append(Job(self, p.msgid, p))
@@ -283,19 +288,25 @@ class Client:
             if len(jobs) % 32 == 0 and readable(self._sock):
                 self._pump(0)
             if len(unanswered) >= limit:
-                self._await_window(unanswered, limit - 1)
+                self._await_window(unanswered, limit - 1, finished=False)
+            if max_unfinished:
+                unfinished.append(p)
+                if len(unfinished) >= max_unfinished:
+                    self._await_window(unfinished, max_unfinished - 1, finished=True)
         if not self.legacy:
-            self._await_window(unanswered, 0)
+            self._await_window(unanswered, 0, finished=False)
             refused = [p.reject for p in (j._p for j in jobs) if p is not None and p.reject is not None]
             if refused and raise_on_reject:
                 raise errors.BulkRejected(jobs, refused)
         return jobs
 
-    def _await_window(self, unanswered: List[Pending], room: int) -> None:
-        """Read answers until at most ``room`` jobs are unanswered; no answer
-        at all for ``ack_timeout`` is a connection error."""
-        while _core.drain_list(unanswered) > room:
-            if not self._pump(self.ack_timeout):
+    def _await_window(self, unanswered: List[Pending], room: int, finished: bool) -> None:
+        """Read answers until at most ``room`` jobs are unanswered (with
+        ``finished``: unfinished). Silence for ``ack_timeout`` while some
+        job is unacknowledged is a connection error; accepted jobs may run
+        as long as they take."""
+        while _core.drain_list(unanswered, finished) > room:
+            if not self._pump(self.ack_timeout) and not all(p.answered for p in unanswered):
                 raise self._no_answer(f"{len(unanswered)} jobs")
 
     def schedule(
