@@ -108,7 +108,7 @@ def test_cancel_queued_job(bare_router: Router) -> None:
 
 
 def test_delayed_job(client: Client) -> None:
-    job = client.submit(call("echo", 7), delay=0.5)
+    job = client.submit(call("echo", 7), delay=2)
     assert job.status().state == "delayed"
     assert job.result(20) == 7
 
