@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Create the Python virtualenv the interop tests use: the real EventMQ 0.3.13
-# (PyPI `eventmq`) router, job manager and client library.
+# (PyPI `eventmq`) router, job manager and client library; and, for the
+# Python client's tests, pytest and emq_client (python/, installed editable).
 #
 #   scripts/setup-python.sh            # venv at $EMQ_PY_VENV, default <repo>/.venv
 #
 # eventmq 0.3.13 pins pyzmq==18.1.0, which does not build on Python 3.11, so
 # its dependencies are installed first (current versions) and eventmq itself
-# with --no-deps. Idempotent: does nothing when the venv already imports
-# eventmq 0.3.13 and has its console scripts.
+# with --no-deps. emq_client is installed with `pip install -e ./python
+# --no-build-isolation` (setuptools and wheel from the venv: no build
+# environment to download). Idempotent: each part is skipped when the venv
+# already has it (eventmq 0.3.13 with its console scripts; pytest and this
+# checkout's emq_client), so a second run needs no network.
 #
 # Name clash: the venv's bin/ holds eventmq's own `emq-router` and
 # `emq-jobmanager` scripts. Tests call those by absolute path
@@ -39,8 +43,35 @@ assert md.version("eventmq") == "0.3.13", md.version("eventmq")
 PY
 }
 
+# pytest and this checkout's python/ package (an editable install of another
+# checkout, with a shared EMQ_PY_VENV, does not count).
+check_client() {
+    "$venv/bin/python" - "$repo/python/src" <<'PY' >/dev/null 2>&1
+import os, sys
+import pytest, emq_client
+assert os.path.realpath(emq_client.__file__).startswith(os.path.realpath(sys.argv[1]) + os.sep)
+PY
+}
+
+install_client() {
+    if check_client; then
+        echo "setup-python: $venv already has pytest and emq_client from $repo/python"
+        return
+    fi
+    pip=("$venv/bin/python" -m pip --disable-pip-version-check --no-input)
+    "${pip[@]}" install --quiet pytest wheel "setuptools>=64"
+    "${pip[@]}" install --quiet --no-build-isolation -e "$repo/python"
+    if ! check_client; then
+        echo "setup-python: venv at $venv does not import pytest and emq_client from $repo/python" >&2
+        "$venv/bin/python" -c "import pytest, emq_client; print(emq_client.__file__)" || true
+        exit 1
+    fi
+    echo "setup-python: emq_client installed (editable) from $repo/python"
+}
+
 if check; then
     echo "setup-python: $venv already has eventmq 0.3.13"
+    install_client
     exit 0
 fi
 
@@ -58,4 +89,5 @@ if ! check; then
     "$venv/bin/python" -c "import eventmq" || true
     exit 1
 fi
+install_client
 echo "setup-python: ok: $("$venv/bin/python" -c 'import zmq, sys; print("python", sys.version.split()[0], "pyzmq", zmq.__version__, "libzmq", zmq.zmq_version())')"

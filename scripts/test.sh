@@ -12,6 +12,7 @@
 #   EMQ_FAULT_JOBS   jobs in the kill -9 fault run (default 2000)
 #   EMQ_MALFORMED    malformed messages in the flood test (default 10000)
 #   EMQ_TEST_THREADS test threads per test binary (default 2)
+#   EMQ_PYTEST_ARGS  extra pytest arguments for the Python client's tests
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -59,6 +60,29 @@ EMQ_SKIP_BUILD=1 cargo test -p integration-tests --no-fail-fast -- --test-thread
     failed+=("cargo test -p integration-tests")
 trap - EXIT
 show_summary
+
+# The Python client (python/): pytest against the binaries built above, with
+# the venv's Python (scripts/setup-python.sh installs pytest and emq_client
+# there). pytest's exit code 5 (no test collected) is a failure, not a pass.
+step "pytest python/tests"
+venv="${EMQ_PY_VENV:-$repo/.venv}"
+if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import pytest, emq_client' 2>/dev/null; then
+    if [[ "${CI:-}" == "true" ]]; then
+        failed+=("pytest: $venv lacks pytest or emq_client (run scripts/setup-python.sh)")
+    else
+        echo "SKIPPED: $venv lacks pytest or emq_client; run scripts/setup-python.sh"
+    fi
+else
+    rc=0
+    # shellcheck disable=SC2086
+    EMQ_BIN_DIR="${CARGO_TARGET_DIR:-$repo/target}/debug" \
+        "$venv/bin/python" -m pytest -p no:cacheprovider -q -rs python/tests ${EMQ_PYTEST_ARGS:-} || rc=$?
+    if ((rc == 5)); then
+        failed+=("pytest python/tests: no tests collected")
+    elif ((rc != 0)); then
+        failed+=("pytest python/tests (exit $rc)")
+    fi
+fi
 
 if ((${#failed[@]})); then
     step "FAILED: ${failed[*]}"

@@ -1,0 +1,57 @@
+"""emq_client: the Python client for emq, the Rust EventMQ job broker.
+
+    from emq_client import Client
+    with Client("tcp://127.0.0.1:47291") as c:
+        print(c.submit("mypkg.jobs.add", 1, 2).result(timeout=30))
+
+:class:`Client` (blocking) and :class:`AsyncClient` (asyncio) submit jobs
+and return handles (:class:`Job`, :class:`AsyncJob`) with ``result``,
+``status`` and ``cancel``. ``job``, ``schedule``, ``unschedule`` and
+``defer_job`` are EventMQ 0.3.13's (``from eventmq import job`` becomes
+``from emq_client import job``); :mod:`emq_client.messages`,
+:mod:`emq_client.jobs` and :mod:`emq_client.sender` mirror
+``eventmq.client.messages``, ``eventmq.client.jobs`` and ``eventmq.sender``.
+
+Threads: a Client (and its Jobs) is used by the thread that made it only —
+enforced; an AsyncClient by one event loop.
+"""
+
+from .aio import AsyncClient, AsyncJob
+from .client import Client, Job, thread_client
+from ._core import JobStatus
+from .errors import (
+    AdminError,
+    BulkRejected,
+    DeadLettered,
+    DuplicateMsgid,
+    EmqConnectionError,
+    EmqError,
+    JobCancelled,
+    JobFailed,
+    JobNotFound,
+    JobTimedOut,
+    JournalUnavailable,
+    Malformed,
+    ProtocolError,
+    QueueFull,
+    Rejected,
+    ResultTimeout,
+    ScheduleNotFound,
+    ShuttingDown,
+    Unsupported,
+    WrongThread,
+)
+from .jobs import job, schedule, unschedule
+from .messages import defer_job
+from .payload import Task, call, python, raw, shell, task
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AdminError", "AsyncClient", "AsyncJob", "BulkRejected", "Client", "DeadLettered",
+    "DuplicateMsgid", "EmqConnectionError", "EmqError", "Job", "JobCancelled", "JobFailed",
+    "JobNotFound", "JobStatus", "JobTimedOut", "JournalUnavailable", "Malformed",
+    "ProtocolError", "QueueFull", "Rejected", "ResultTimeout", "ScheduleNotFound",
+    "ShuttingDown", "Task", "Unsupported", "WrongThread", "call", "defer_job", "job",
+    "python", "raw", "schedule", "shell", "task", "thread_client", "unschedule",
+]

@@ -1,0 +1,202 @@
+"""The state both clients share: outstanding jobs and what arrived for them.
+
+No sockets and no clock here. The sync and the asyncio client each feed
+:meth:`Tracker.handle` with what their socket received, and read a job's
+:class:`Pending` record. The tracker holds records weakly: a record lives as
+long as some job handle refers to it, so a client's memory is bounded by the
+handles its caller keeps, however many jobs were submitted; answers for jobs
+whose handles are gone are dropped on arrival.
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+from . import errors
+from .wire import Incoming
+
+
+class Pending:
+    """One submitted job as the client knows it: acknowledged, refused,
+    finished. ``waker`` (the asyncio client's) is called on every change."""
+
+    __slots__ = ("msgid", "accepted", "reject", "status", "payload", "reply", "waker", "__weakref__")
+
+    def __init__(self, msgid: str, reply: bool) -> None:
+        self.msgid = msgid
+        self.reply = reply
+        self.accepted = False
+        self.reject: Optional[errors.Rejected] = None
+        self.status: Optional[str] = None
+        self.payload: Optional[bytes] = None
+        self.waker: Optional[Callable[[], None]] = None
+
+    @property
+    def answered(self) -> bool:
+        """The router acknowledged or refused the message."""
+        return self.accepted or self.reject is not None
+
+    @property
+    def finished(self) -> bool:
+        """A result or a refusal is here: ``outcome`` will not block."""
+        return self.reject is not None or self.status is not None
+
+
+class Tracker:
+    """Outstanding jobs by msgid (weakly held), and the dispatch of answers."""
+
+    def __init__(self) -> None:
+        self._jobs: "weakref.WeakValueDictionary[str, Pending]" = weakref.WeakValueDictionary()
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    def add(self, msgid: str, reply: bool) -> Pending:
+        """Record a job about to be sent."""
+        p = Pending(msgid, reply)
+        self._jobs[msgid] = p
+        return p
+
+    def handle(self, msg: Incoming) -> Optional[Pending]:
+        """Apply one answer; the record it changed, or None when nobody waits
+        for it (unknown msgid, handle dropped, or not a job answer)."""
+        p = self._jobs.get(msg.orig)
+        if p is None:
+            return None
+        if msg.command == "REPLY":
+            p.accepted = True
+        elif msg.command == "RESULT":
+            p.accepted = True
+            p.status = msg.status
+            p.payload = msg.payload
+        elif msg.command == "REJECT":
+            p.reject = errors.rejected(msg.orig, msg.reason, msg.text)
+        else:
+            return None
+        if p.waker is not None:
+            p.waker()
+        return p
+
+
+def decode_result(msgid: str, status: str, payload: bytes) -> Any:
+    """A RESULT's value, or the job's failure raised as :class:`JobFailed`.
+
+    ``{"value": v}`` gives v; ``{"error": {...}}`` (or status ``failed``)
+    raises. A payload that is not JSON (a 0.3.13 worker's odd reply) is
+    returned as text."""
+    try:
+        body = json.loads(payload)
+    except (ValueError, UnicodeDecodeError):
+        if status == "failed":
+            raise errors.job_failed(msgid, {"kind": "unknown", "message": payload.decode("utf-8", "replace")})
+        return payload.decode("utf-8", "replace")
+    return decode_body(msgid, status, body)
+
+
+def decode_body(msgid: str, status: str, body: Any) -> Any:
+    """As :func:`decode_result`, for a payload already parsed (the admin
+    ``job`` view keeps finished jobs' results as JSON)."""
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        raise errors.job_failed(msgid, body["error"])
+    if status == "failed":
+        raise errors.job_failed(msgid, {"kind": "unknown", "message": json.dumps(body)})
+    if isinstance(body, dict) and "value" in body:
+        return body["value"]
+    return body
+
+
+def outcome(p: Pending) -> Any:
+    """The finished record's value, or raise its refusal or failure."""
+    if p.reject is not None:
+        raise p.reject
+    assert p.status is not None and p.payload is not None
+    return decode_result(p.msgid, p.status, p.payload)
+
+
+def admin_answer(op: str, payload: bytes) -> Dict[str, Any]:
+    """An admin answer as a dict, or its error raised as :class:`AdminError`."""
+    try:
+        answer = json.loads(payload)
+    except ValueError as e:
+        raise errors.ProtocolError(f"admin {op}: answer is not JSON: {e}") from None
+    if not isinstance(answer, dict):
+        raise errors.ProtocolError(f"admin {op}: answer is not an object")
+    if answer.get("ok") is not True:
+        err = answer.get("error") or {}
+        raise errors.admin_error(op, str(err.get("kind", "unknown")), str(err.get("message", "")))
+    return answer
+
+
+#: Job states after which nothing changes (docs/PROTOCOL.md, "Jobs").
+FINAL_STATES = frozenset({"done", "failed", "cancelled", "dead-lettered"})
+
+
+def finished_view_outcome(msgid: str, view: Mapping[str, Any]) -> Tuple[bool, Any]:
+    """For a job known only through the admin ``job`` view: ``(False, None)``
+    while it is unfinished, else ``(True, value)`` or the failure raised."""
+    state = str(view.get("state", ""))
+    if state not in FINAL_STATES:
+        return False, None
+    if view.get("result_truncated"):
+        raise errors.EmqError(f"job {msgid} finished ({state}) but its result was too large for the router to keep")
+    result = view.get("result")
+    if state == "done":
+        return True, decode_body(msgid, "ok", result)
+    if isinstance(result, dict) and isinstance(result.get("error"), dict):
+        raise errors.job_failed(msgid, result["error"])
+    last = view.get("last_error")
+    if isinstance(last, dict):
+        raise errors.job_failed(msgid, last)
+    kind = state if state != "failed" else "unknown"
+    raise errors.job_failed(msgid, {"kind": kind, "message": f"job {state}" + (f": {last}" if last else "")})
+
+
+def status_of(view: Mapping[str, Any]) -> "JobStatus":
+    """The typed summary of an admin job view."""
+    return JobStatus(
+        msgid=str(view.get("msgid", "")),
+        state=str(view.get("state", "")),
+        queue=str(view.get("queue", "")),
+        attempts=int(view.get("attempts") or 0),
+        view=dict(view),
+    )
+
+
+class JobStatus:
+    """A job's state as the router reports it: ``state`` is one of
+    ``delayed``, ``queued``, ``in-flight``, ``cancelling``, ``retrying``,
+    ``done``, ``failed``, ``cancelled``, ``dead-lettered``; ``view`` is the
+    router's whole job view (times, worker, last error, result...)."""
+
+    __slots__ = ("msgid", "state", "queue", "attempts", "view")
+
+    def __init__(self, msgid: str, state: str, queue: str, attempts: int, view: Dict[str, Any]) -> None:
+        self.msgid = msgid
+        self.state = state
+        self.queue = queue
+        self.attempts = attempts
+        self.view = view
+
+    @property
+    def finished(self) -> bool:
+        """The job is done, failed, cancelled or dead-lettered."""
+        return self.state in FINAL_STATES
+
+    def __repr__(self) -> str:
+        return f"JobStatus(msgid={self.msgid!r}, state={self.state!r}, queue={self.queue!r}, attempts={self.attempts})"
+
+
+def drain_list(items: List[Pending], finished: bool = False) -> int:
+    """Drop answered (with ``finished``: finished) records from the front of
+    a send-ordered list; how many are left (the pipelining window)."""
+    i = 0
+    if finished:
+        while i < len(items) and items[i].finished:
+            i += 1
+    else:
+        while i < len(items) and items[i].answered:
+            i += 1
+    del items[:i]
+    return len(items)

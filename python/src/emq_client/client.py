@@ -1,0 +1,520 @@
+"""The blocking client: :class:`Client` and its job handle :class:`Job`.
+
+A Client is one DEALER socket on the router's frontend (and, once status or
+cancel is asked, one on its admin socket). It has no thread of its own: the
+router's answers are read while a call waits (for an acknowledgement, a
+result, or room in the ``submit_many`` window), with ``zmq.poll`` and the
+caller's timeout, never in a busy loop. Answers for other jobs that arrive
+meanwhile are kept on those jobs' handles.
+
+**Threads.** zmq sockets must not be shared between threads, so a Client
+belongs to the thread that made it: any call from another thread (on the
+Client or on one of its Jobs) raises :class:`~emq_client.errors.WrongThread`.
+Make one Client per thread; they are cheap (one socket each, one shared
+zmq context). :func:`thread_client` keeps one per thread and address.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+import zmq
+
+from . import _core, errors, payload, wire
+from ._core import JobStatus, Pending
+from .payload import JobSpec, Task
+
+#: What ``submit_many`` takes per job: a Task, a callable or dotted path
+#: (called with no arguments), or ``(spec, args)`` / ``(spec, args, kwargs)``.
+BulkItem = Union[Task, str, Callable[..., Any], Tuple[Any, ...]]
+
+
+# Flags as plain ints: pyzmq's enum arithmetic costs more than the send.
+_SNDMORE = int(zmq.SNDMORE)
+_NOBLOCK = int(zmq.NOBLOCK)
+_RCVMORE = int(zmq.RCVMORE)
+_EVENTS = int(zmq.EVENTS)
+_POLLIN = int(zmq.POLLIN)
+
+
+def send_frames(sock: "zmq.Socket[Any]", frames: List[bytes]) -> None:
+    """``send_multipart`` for small frames, a third of its cost."""
+    send = sock.send
+    for f in frames[:-1]:
+        send(f, _SNDMORE)
+    send(frames[-1], 0)
+
+
+def recv_ready(sock: "zmq.Socket[Any]") -> Optional[List[bytes]]:
+    """One message if one is waiting, else None (never blocks)."""
+    try:
+        frames = [sock.recv(_NOBLOCK)]
+    except zmq.Again:
+        return None
+    get = sock.get
+    while get(_RCVMORE):
+        frames.append(sock.recv(_NOBLOCK))
+    return frames
+
+
+def readable(sock: "zmq.Socket[Any]") -> bool:
+    """A message is waiting (no system call)."""
+    return bool(int(sock.get(_EVENTS)) & _POLLIN)
+
+
+def bulk_task(item: BulkItem) -> Task:
+    """The Task for one ``submit_many`` item."""
+    if isinstance(item, tuple):
+        if not 1 <= len(item) <= 3:
+            raise TypeError("a submit_many tuple is (spec, args) or (spec, args, kwargs)")
+        spec = item[0]
+        args = tuple(item[1]) if len(item) > 1 else ()
+        kwargs = dict(item[2]) if len(item) > 2 else {}
+        return payload.build(spec, args, kwargs)
+    return payload.build(item, (), {})
+
+
+def default_frontend() -> str:
+    """``$EMQ_BROKER_ADDR`` (0.3.13's variable for clients), else the default."""
+    return os.environ.get("EMQ_BROKER_ADDR") or wire.DEFAULT_FRONTEND
+
+
+def default_admin() -> str:
+    """``$EMQ_ADMIN_ADDR``, else the router's default admin address."""
+    return os.environ.get("EMQ_ADMIN_ADDR") or wire.DEFAULT_ADMIN
+
+
+class Client:
+    """A connection to an emq router's frontend (and admin socket).
+
+    ``addr``: the frontend (default ``$EMQ_BROKER_ADDR``, else
+    ``tcp://127.0.0.1:47291``); ``admin_addr``: the admin socket for
+    ``status``/``cancel`` (default ``$EMQ_ADMIN_ADDR``, else
+    ``tcp://127.0.0.1:47293``); ``queue``: the default queue;
+    ``ack_timeout``: seconds to wait for the router's answer to a submit
+    before raising :class:`EmqConnectionError`; ``window``: jobs
+    ``submit_many`` keeps unacknowledged at once.
+
+    ``legacy=True`` is for an EventMQ 0.3.13 router, which acknowledges only
+    jobs it can dispatch at once and never returns results: submits are fire
+    and forget (no ``reply-requested``, no waiting), schedules are sent
+    without waiting, and ``result``, ``status`` and ``cancel`` raise
+    :class:`Unsupported` — results need an emq router.
+    """
+
+    def __init__(
+        self,
+        addr: Optional[str] = None,
+        *,
+        admin_addr: Optional[str] = None,
+        queue: str = wire.DEFAULT_QUEUE,
+        ack_timeout: float = 10.0,
+        admin_timeout: float = 5.0,
+        window: int = 1000,
+        legacy: bool = False,
+        linger: float = 1.0,
+        context: Optional[zmq.Context] = None,  # type: ignore[type-arg]
+    ) -> None:
+        if window < 1:
+            raise ValueError("window must be >= 1")
+        self.addr = addr or default_frontend()
+        self.admin_addr = admin_addr or default_admin()
+        self.queue = queue
+        self.ack_timeout = float(ack_timeout)
+        self.admin_timeout = float(admin_timeout)
+        self.window = window
+        self.legacy = legacy
+        self._linger_ms = int(linger * 1000)
+        self._owner = threading.get_ident()
+        self._ctx = context or zmq.Context.instance()
+        self._tracker = _core.Tracker()
+        self._sock = self._dealer(self.addr)
+        self._admin: Optional[zmq.Socket] = None  # type: ignore[type-arg]
+        self._closed = False
+
+    # -- sockets ---------------------------------------------------------
+
+    def _dealer(self, addr: str) -> "zmq.Socket[Any]":
+        """A DEALER with a uuid4 identity (as 0.3.13's Sender), a send timeout
+        (a send that blocks this long means no router: a connection error)
+        and a short linger, connected to ``addr``."""
+        sock = self._ctx.socket(zmq.DEALER)
+        try:
+            sock.setsockopt(zmq.IDENTITY, wire.new_msgid().encode())
+            sock.setsockopt(zmq.SNDTIMEO, int(self.ack_timeout * 1000))
+            sock.setsockopt(zmq.LINGER, self._linger_ms)
+            sock.setsockopt(zmq.RCVHWM, 100_000)
+            sock.connect(addr)
+        except zmq.ZMQError as e:
+            sock.close(0)
+            raise errors.EmqConnectionError(f"cannot connect to {addr}: {e}") from None
+        return sock
+
+    def _check(self) -> None:
+        """Refuse use from another thread, or after close."""
+        if threading.get_ident() != self._owner:
+            raise errors.WrongThread(
+                "this Client belongs to another thread: make one Client per thread (emq_client.thread_client)"
+            )
+        if self._closed:
+            raise errors.EmqError("the client is closed")
+
+    def _send(self, sock: "zmq.Socket[Any]", frames: List[bytes], addr: str) -> None:
+        """Send one message; a send that cannot proceed within the ack
+        timeout (no router ever connected) is a connection error."""
+        try:
+            send_frames(sock, frames)
+        except zmq.Again:
+            raise errors.EmqConnectionError(f"cannot send to {addr}: no router there") from None
+
+    def _pump(self, timeout: Optional[float]) -> int:
+        """Wait up to ``timeout`` seconds (None: no limit) for the router to
+        say something, then apply everything already received. Returns the
+        number of messages read."""
+        sock = self._sock
+        ms = None if timeout is None else max(0, int(timeout * 1000 + 0.999))
+        if not readable(sock) and not sock.poll(ms, zmq.POLLIN):
+            return 0
+        n = 0
+        handle = self._tracker.handle
+        while n < 100_000:
+            frames = recv_ready(sock)
+            if frames is None:
+                break
+            n += 1
+            msg = wire.parse(frames)
+            if msg is not None:
+                handle(msg)
+        return n
+
+    def _wait(self, done: Callable[[], bool], timeout: Optional[float], expired: Callable[[], Exception]) -> None:
+        """Read answers until ``done()`` or ``timeout`` seconds pass (then
+        raise ``expired()``)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not done():
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise expired()
+            self._pump(remaining)
+
+    def _no_answer(self, what: str) -> Exception:
+        return errors.EmqConnectionError(f"no answer from the router at {self.addr} to {what} within {self.ack_timeout} s")
+
+    # -- submitting -------------------------------------------------------
+
+    def _headers(self, retries: int, timeout: float, delay: Optional[float], headers: Iterable[str]) -> str:
+        """The HEADERS frame for a submit by this client."""
+        if self.legacy and delay is not None:
+            raise errors.Unsupported("delay needs an emq router (0.3.13 has no delay header)")
+        return wire.headers_frame(
+            reply_requested=not self.legacy, retries=retries, timeout=timeout, delay=delay, extra=headers
+        )
+
+    def _post(self, task: Task, queue: Optional[str], headers: str) -> Pending:
+        """Send one REQUEST and record it."""
+        msgid = wire.new_msgid()
+        p = self._tracker.add(msgid, reply=not self.legacy)
+        self._send(self._sock, wire.request(msgid, queue or self.queue, headers, task.message), self.addr)
+        return p
+
+    def submit(
+        self,
+        func: JobSpec,
+        *args: Any,
+        queue: Optional[str] = None,
+        retries: int = 0,
+        timeout: float = 0,
+        delay: Optional[float] = None,
+        headers: Sequence[str] = (),
+        **kwargs: Any,
+    ) -> "Job":
+        """Submit ``func(*args, **kwargs)`` and wait for the router to accept
+        it; return its :class:`Job`.
+
+        ``func`` is a callable, a dotted path (``pkg.mod.func``,
+        ``pkg.mod:Class.method``) or a :class:`Task` (``emq_client.call``,
+        ``shell``, ``python``; use ``python()`` for keyword arguments named
+        like these options). ``retries``: ``retry-count:N``; ``timeout``:
+        seconds before the job is killed (``timeout:N``); ``delay``: seconds
+        before it may run (``delay:SECS``); ``headers``: more headers.
+        Raises :class:`Rejected` (e.g. :class:`QueueFull`) when refused and
+        :class:`EmqConnectionError` when no router answers in time."""
+        self._check()
+        task = payload.build(func, args, kwargs)
+        p = self._post(task, queue, self._headers(retries, timeout, delay, headers))
+        if not self.legacy:
+            self._wait(lambda: p.answered, self.ack_timeout, lambda: self._no_answer(f"job {p.msgid}"))
+            if p.reject is not None:
+                raise p.reject
+        return Job(self, p.msgid, p)
+
+    def submit_many(
+        self,
+        items: Iterable[BulkItem],
+        *,
+        queue: Optional[str] = None,
+        retries: int = 0,
+        timeout: float = 0,
+        delay: Optional[float] = None,
+        headers: Sequence[str] = (),
+        window: Optional[int] = None,
+        max_unfinished: Optional[int] = None,
+        raise_on_reject: bool = True,
+    ) -> List["Job"]:
+        """Submit many jobs pipelined: up to ``window`` (default the client's)
+        unacknowledged at once, then wait until every one is answered. With
+        ``max_unfinished``, also at most that many submitted and not yet
+        finished (flow control that keeps a bulk submit under the router's
+        per-queue limit, as ``emq-sender --window`` does with ``--wait``).
+        Returns the Jobs in order. If any was refused, raises
+        :class:`BulkRejected` (holding all Jobs) unless
+        ``raise_on_reject=False``, when the refused Jobs raise their
+        :class:`Rejected` from ``result()``."""
+        self._check()
+        limit = window or self.window
+        hdrs = self._headers(retries, timeout, delay, headers)
+        jobs: List[Job] = []
+        unanswered: List[Pending] = []
+        unfinished: List[Pending] = []
+        for item in items:
+            p = self._post(bulk_task(item), queue, hdrs)
+            jobs.append(Job(self, p.msgid, p))
+            if self.legacy:
+                continue
+            unanswered.append(p)
+            if len(jobs) % 32 == 0 and readable(self._sock):
+                self._pump(0)
+            if len(unanswered) >= limit:
+                self._await_window(unanswered, limit - 1, finished=False)
+            if max_unfinished:
+                unfinished.append(p)
+                if len(unfinished) >= max_unfinished:
+                    self._await_window(unfinished, max_unfinished - 1, finished=True)
+        if not self.legacy:
+            self._await_window(unanswered, 0, finished=False)
+            refused = [p.reject for p in (j._p for j in jobs) if p is not None and p.reject is not None]
+            if refused and raise_on_reject:
+                raise errors.BulkRejected(jobs, refused)
+        return jobs
+
+    def _await_window(self, unanswered: List[Pending], room: int, finished: bool) -> None:
+        """Read answers until at most ``room`` jobs are unanswered (with
+        ``finished``: unfinished). Silence for ``ack_timeout`` while some
+        job is unacknowledged is a connection error; accepted jobs may run
+        as long as they take."""
+        while _core.drain_list(unanswered, finished) > room:
+            if not self._pump(self.ack_timeout) and not all(p.answered for p in unanswered):
+                raise self._no_answer(f"{len(unanswered)} jobs")
+
+    def schedule(
+        self,
+        func: JobSpec,
+        *args: Any,
+        interval: Optional[float] = None,
+        cron: Optional[str] = None,
+        queue: Optional[str] = None,
+        headers: Sequence[str] = ("guarantee",),
+        **kwargs: Any,
+    ) -> str:
+        """Run ``func(*args, **kwargs)`` every ``interval`` seconds or on a
+        5-field ``cron`` string (UTC); returns the SCHEDULE's msgid once the
+        router took it (raises :class:`Malformed` for a bad cron). Frames as
+        0.3.13's ``schedule()`` sends them, so either library can remove
+        the schedule."""
+        return self._schedule(payload.build(func, args, kwargs), interval, cron, queue, headers, False)
+
+    def unschedule(
+        self,
+        func: JobSpec,
+        *args: Any,
+        queue: Optional[str] = None,
+        headers: Sequence[str] = ("guarantee",),
+        **kwargs: Any,
+    ) -> str:
+        """Remove the schedule of this job on this queue (the router matches
+        queue and payload); raises :class:`ScheduleNotFound` when none
+        matches."""
+        return self._schedule(payload.build(func, args, kwargs), None, None, queue, headers, True)
+
+    def _schedule(
+        self,
+        task: Task,
+        interval: Optional[float],
+        cron: Optional[str],
+        queue: Optional[str],
+        headers: Sequence[str],
+        unschedule: bool,
+    ) -> str:
+        """Send SCHEDULE or UNSCHEDULE and wait for its answer (emq only)."""
+        self._check()
+        if not unschedule and (interval is None) == (cron is None):
+            raise ValueError("give either interval or cron")
+        msgid = wire.new_msgid()
+        p = self._tracker.add(msgid, reply=False)
+        frames = wire.schedule(
+            msgid, queue or self.queue, ",".join(headers), task.message,
+            interval_secs=interval, cron=cron, unschedule=unschedule,
+        )
+        self._send(self._sock, frames, self.addr)
+        if not self.legacy:
+            self._wait(lambda: p.answered, self.ack_timeout, lambda: self._no_answer(f"schedule {msgid}"))
+            if p.reject is not None:
+                raise p.reject
+        return msgid
+
+    def send_raw(self, command: str, body: Sequence[bytes]) -> str:
+        """Send ``[command, msgid, *body]`` with a fresh msgid, unanswered
+        (the compatibility functions of :mod:`emq_client.messages` use it)."""
+        self._check()
+        msgid = wire.new_msgid()
+        frames = [b"", wire.PROTOCOL, command.encode(), msgid.encode(), *body]
+        self._send(self._sock, frames, self.addr)
+        return msgid
+
+    # -- jobs by msgid, admin ------------------------------------------------
+
+    def job(self, msgid: str) -> "Job":
+        """A handle for a job submitted elsewhere (another client, another
+        process, EventMQ 0.3.13's ``defer_job``): ``status`` and ``cancel``
+        work; ``result`` asks the admin socket until the job is finished."""
+        self._check()
+        return Job(self, msgid, None)
+
+    def admin(self, op: str, **args: Any) -> Dict[str, Any]:
+        """One control-plane operation (docs/PROTOCOL.md, "Control plane"):
+        the answer object, or :class:`AdminError` raised."""
+        self._check()
+        if self.legacy:
+            raise errors.Unsupported(f"admin op {op!r} needs an emq router")
+        if self._admin is None:
+            self._admin = self._dealer(self.admin_addr)
+        sock = self._admin
+        msgid = wire.new_msgid("admin:")
+        self._send(sock, wire.admin(msgid, {"op": op, **args}), self.admin_addr)
+        deadline = time.monotonic() + self.admin_timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not sock.poll(int(remaining * 1000) + 1, zmq.POLLIN):
+                # The answer may still come: a fresh socket keeps it from
+                # being taken for the next request's.
+                sock.close(0)
+                self._admin = None
+                raise errors.EmqConnectionError(
+                    f"no answer from the admin socket {self.admin_addr} to {op!r} within {self.admin_timeout} s"
+                )
+            msg = wire.parse(sock.recv_multipart())
+            if msg is not None and msg.command == "REPLY" and msg.orig == msgid:
+                return _core.admin_answer(op, msg.payload)
+
+    def close(self) -> None:
+        """Close the sockets (unsent messages get ``linger`` seconds)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._sock.close(self._linger_ms)
+        if self._admin is not None:
+            self._admin.close(0)
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @property
+    def outstanding(self) -> int:
+        """Jobs whose handles are alive (what the client keeps memory for)."""
+        return len(self._tracker)
+
+
+class Job:
+    """A submitted job. ``msgid`` is its id on the router.
+
+    ``result(timeout)`` blocks for the value; ``status()`` and ``cancel()``
+    use the admin socket. A Job belongs to its Client's thread."""
+
+    __slots__ = ("client", "msgid", "_p")
+
+    def __init__(self, client: Client, msgid: str, pending: Optional[Pending]) -> None:
+        self.client = client
+        self.msgid = msgid
+        self._p = pending
+
+    def __repr__(self) -> str:
+        return f"Job({self.msgid!r})"
+
+    @property
+    def accepted(self) -> bool:
+        """The router acknowledged the job (False while unknown or refused)."""
+        return self._p is not None and self._p.accepted
+
+    def done(self) -> bool:
+        """Whether ``result()`` would return at once (reads what has arrived,
+        without waiting)."""
+        self.client._check()
+        if self._p is None:
+            return False
+        self.client._pump(0)
+        return self._p.finished
+
+    def result(self, timeout: Optional[float] = None) -> Any:
+        """Wait up to ``timeout`` seconds (None: no limit) for the job to
+        finish; return its value. Raises :class:`JobFailed` (``kind``,
+        ``message``, ``traceback``) when it failed, :class:`Rejected` when it
+        was refused, :class:`ResultTimeout` when the time ran out."""
+        c = self.client
+        c._check()
+        p = self._p
+        if c.legacy:
+            raise errors.Unsupported("results need an emq router (EventMQ 0.3.13 returns none)")
+        if p is None or not p.reply:
+            return self._result_by_admin(timeout)
+        c._wait(lambda: p.finished, timeout, lambda: errors.ResultTimeout(self.msgid, timeout))
+        return _core.outcome(p)
+
+    def _result_by_admin(self, timeout: Optional[float]) -> Any:
+        """Poll the admin ``job`` view until it is finished: 20 ms at first,
+        doubling to 1 s between polls, until ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = 0.02
+        while True:
+            finished, value = _core.finished_view_outcome(self.msgid, self.status().view)
+            if finished:
+                return value
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                raise errors.ResultTimeout(self.msgid, timeout)
+            time.sleep(pause if deadline is None else min(pause, deadline - now))
+            pause = min(pause * 2, 1.0)
+
+    def status(self) -> JobStatus:
+        """The job's state on the router (admin op ``job``); raises
+        :class:`JobNotFound` for a job the router neither holds nor keeps."""
+        answer = self.client.admin("job", msgid=self.msgid)
+        return _core.status_of(answer.get("job") or {})
+
+    def cancel(self) -> str:
+        """Cancel the job (admin op ``cancel``): a waiting job is removed at
+        once (returns ``cancelled``), a running one is stopped by its job
+        manager (returns ``cancelling``). Its ``result()`` then raises
+        :class:`JobCancelled`. :class:`AdminError` kind ``conflict`` when it
+        had already finished."""
+        answer = self.client.admin("cancel", msgid=self.msgid)
+        return str(answer.get("state", ""))
+
+
+_local = threading.local()
+
+
+def thread_client(addr: Optional[str] = None, **options: Any) -> Client:
+    """This thread's Client for ``addr`` (made on first use, kept for the
+    thread's life); what the ``@job`` decorator's ``submit`` uses."""
+    key = (addr or default_frontend(), tuple(sorted(options.items())))
+    clients: Dict[Any, Client] = _local.__dict__.setdefault("clients", {})
+    c = clients.get(key)
+    if c is None or c._closed:
+        c = clients[key] = Client(addr, **options)
+    return c

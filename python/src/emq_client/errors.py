@@ -1,0 +1,178 @@
+"""Exceptions raised by the client.
+
+Every exception of this package derives from :class:`EmqError`. Who caused an
+error is part of its class: the router refused a message (:class:`Rejected`
+and its subclasses, one per REJECT reason), the job ran and failed
+(:class:`JobFailed`, with the job's error kind, message and traceback), the
+admin socket refused an operation (:class:`AdminError`), the router could not
+be reached (:class:`EmqConnectionError`), or the caller waited too long
+(:class:`ResultTimeout`) or misused the client (:class:`WrongThread`,
+:class:`Unsupported`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Type
+
+
+class EmqError(Exception):
+    """Base class of every error raised by emq_client."""
+
+
+class EmqConnectionError(EmqError, ConnectionError):
+    """The router did not answer in time, or a message could not be sent."""
+
+
+class WrongThread(EmqError, RuntimeError):
+    """A client (or a job handle) was used outside the thread or event loop
+    that owns it. Make one client per thread."""
+
+
+class Unsupported(EmqError):
+    """The operation needs an emq router (results, status, cancel), and the
+    client was made for an EventMQ 0.3.13 router (``legacy=True``), or the
+    job was submitted without asking for its result."""
+
+
+class ProtocolError(EmqError):
+    """The router sent something this client cannot read."""
+
+
+class ResultTimeout(EmqError, TimeoutError):
+    """No result arrived within the caller's timeout. The job may still run:
+    ask again, or cancel it."""
+
+    def __init__(self, msgid: str, timeout: Optional[float]) -> None:
+        super().__init__(f"no result for job {msgid} within {timeout} s")
+        self.msgid = msgid
+        self.timeout = timeout
+
+
+class Rejected(EmqError):
+    """The router refused a message: ``REJECT [msgid, reason, text]``."""
+
+    def __init__(self, msgid: str, reason: str, text: str) -> None:
+        super().__init__(f"job {msgid} rejected: {reason}: {text}")
+        self.msgid = msgid
+        self.reason = reason
+        self.text = text
+
+
+class QueueFull(Rejected):
+    """REJECT queue-full: the queue's buffer is at its high-water mark."""
+
+
+class Malformed(Rejected):
+    """REJECT malformed: the router could not decode the message."""
+
+
+class ShuttingDown(Rejected):
+    """REJECT shutting-down: the router is draining."""
+
+
+class JournalUnavailable(Rejected):
+    """REJECT journal-unavailable: nothing was stored; try again later."""
+
+
+class DuplicateMsgid(Rejected):
+    """REJECT duplicate-msgid: the router holds an unfinished job with it."""
+
+
+class ScheduleNotFound(Rejected):
+    """REJECT not-found: an UNSCHEDULE matched no schedule."""
+
+
+_REJECTS: Dict[str, Type[Rejected]] = {
+    "queue-full": QueueFull,
+    "malformed": Malformed,
+    "shutting-down": ShuttingDown,
+    "journal-unavailable": JournalUnavailable,
+    "duplicate-msgid": DuplicateMsgid,
+    "not-found": ScheduleNotFound,
+}
+
+
+def rejected(msgid: str, reason: str, text: str) -> Rejected:
+    """The exception for a REJECT reason (unknown reasons give the base
+    class, so a newer router's reasons still surface)."""
+    return _REJECTS.get(reason, Rejected)(msgid, reason, text)
+
+
+class JobFailed(EmqError):
+    """The job ran (or was stopped) and failed. ``kind`` is the router's error
+    kind (``exception``, ``exit``, ``timeout``, ``cancelled``, ``crash``,
+    ``bad-job``, ``unknown-handler``, ``dead-lettered``, ``result-too-large``),
+    ``traceback`` the Python traceback text for ``exception``, and ``error``
+    the whole error object (``exit_status``, ``stdout``, ``attempts``, ...)."""
+
+    def __init__(self, msgid: str, error: Mapping[str, Any]) -> None:
+        self.msgid = msgid
+        self.error: Dict[str, Any] = dict(error)
+        self.kind: str = str(error.get("kind", "unknown"))
+        self.message: str = str(error.get("message", ""))
+        tb = error.get("traceback")
+        self.traceback: Optional[str] = None if tb is None else str(tb)
+        text = f"job {msgid} failed ({self.kind}): {self.message}"
+        if self.traceback:
+            text += "\n" + self.traceback.rstrip()
+        super().__init__(text)
+
+
+class JobTimedOut(JobFailed):
+    """Error kind ``timeout``: the job ran past its ``timeout`` and was killed."""
+
+
+class JobCancelled(JobFailed):
+    """Error kind ``cancelled``: the job was cancelled."""
+
+
+class DeadLettered(JobFailed):
+    """Error kind ``dead-lettered``: the router gave up on the job."""
+
+
+_FAILURES: Dict[str, Type[JobFailed]] = {
+    "timeout": JobTimedOut,
+    "cancelled": JobCancelled,
+    "dead-lettered": DeadLettered,
+}
+
+
+def job_failed(msgid: str, error: Mapping[str, Any]) -> JobFailed:
+    """The exception for a job's error object, by its kind."""
+    return _FAILURES.get(str(error.get("kind", "")), JobFailed)(msgid, error)
+
+
+class AdminError(EmqError):
+    """The admin socket answered ``{"ok": false, "error": {kind, message}}``;
+    ``kind`` is ``not-found``, ``conflict``, ``unsupported``, ``bad-request``,
+    ``journal-unavailable`` or ``shutting-down``."""
+
+    def __init__(self, op: str, kind: str, message: str) -> None:
+        super().__init__(f"admin {op}: {kind}: {message}")
+        self.op = op
+        self.kind = kind
+        self.message = message
+
+
+class JobNotFound(AdminError):
+    """The router neither holds the job nor retains it finished."""
+
+
+def admin_error(op: str, kind: str, message: str) -> AdminError:
+    """The exception for an admin answer's error kind."""
+    cls = JobNotFound if kind == "not-found" else AdminError
+    return cls(op, kind, message)
+
+
+class BulkRejected(EmqError):
+    """Some jobs of a ``submit_many`` were refused. ``jobs`` holds every
+    handle in submission order (accepted ones can still be awaited),
+    ``rejected`` the exception of each refused one."""
+
+    def __init__(self, jobs: List[Any], rejected: List[Rejected]) -> None:
+        reasons = sorted({r.reason for r in rejected})
+        super().__init__(
+            f"{len(rejected)} of {len(jobs)} jobs rejected ({', '.join(reasons)})"
+        )
+        self.jobs = jobs
+        self.rejected = rejected

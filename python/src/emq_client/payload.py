@@ -1,0 +1,165 @@
+"""Job payloads: the MSG frame of a REQUEST.
+
+A :class:`Task` is a finished MSG frame. Python jobs are written exactly as
+EventMQ 0.3.13's ``defer_job`` writes them (``json.dumps`` with its default
+separators, keys in the order ``callable, path, args, kwargs, class_args,
+class_kwargs``), so the router and a 0.3.13 job manager see the same bytes
+from either library; the router names schedules by these bytes. ``call`` and
+``shell`` build emq's Rust-handler and shell-command jobs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
+
+#: What ``submit`` accepts as the job: a callable, a dotted path string
+#: (``pkg.mod.func`` or ``pkg.mod:Class.method``), or a built :class:`Task`.
+JobSpec = Union["Task", str, Callable[..., Any]]
+
+
+@dataclass(frozen=True)
+class Task:
+    """A job payload ready to send: ``message`` is the MSG frame."""
+
+    kind: str
+    message: bytes
+
+    def __repr__(self) -> str:
+        text = self.message[:80].decode("utf-8", "replace")
+        return f"Task({self.kind}, {text})"
+
+
+def name_from_callable(func: Callable[..., Any]) -> str:
+    """The dotted name EventMQ 0.3.13 gives a callable: ``module.func`` for a
+    function, ``module:Class.method`` for a bound method (the job manager
+    instantiates Class with the class args, then calls the method)."""
+    if inspect.ismethod(func):
+        owner = func.__self__
+        cls = owner if inspect.isclass(owner) else owner.__class__
+        return f"{func.__module__}:{cls.__name__}.{func.__name__}"
+    if inspect.isfunction(func) or inspect.isbuiltin(func):
+        return f"{func.__module__}.{func.__name__}"
+    raise TypeError(f"cannot name {func!r}: pass a function, a method or a dotted path")
+
+
+def split_callable_name(name: str) -> Tuple[str, str]:
+    """Split ``pkg.mod.func`` into ``("pkg.mod", "func")`` at the last dot,
+    as 0.3.13 does (``pkg.mod:Class.method`` gives ``pkg.mod:Class``)."""
+    if "." not in name:
+        raise ValueError(f"invalid callable path {name!r}: an absolute path is required")
+    path, _, func = name.rpartition(".")
+    if not path or not func:
+        raise ValueError(f"invalid callable path {name!r}")
+    return path, func
+
+
+def resolve(func: Union[str, Callable[..., Any]]) -> Tuple[str, str]:
+    """``(path, callable)`` for a dotted string or a callable. Functions that
+    a job manager could not import (defined in ``__main__``, nested, lambdas)
+    are refused here rather than failing later on the worker."""
+    if isinstance(func, str):
+        return split_callable_name(func)
+    if not callable(func):
+        raise TypeError(f"not a callable or a dotted path: {func!r}")
+    qualname = getattr(func, "__qualname__", "")
+    if "<locals>" in qualname or "<lambda>" in qualname:
+        raise ValueError(f"{qualname} cannot be imported by a job manager: define it at module level")
+    if getattr(func, "__module__", None) in (None, "__main__"):
+        raise ValueError(f"{qualname} is defined in __main__: a job manager cannot import it")
+    return split_callable_name(name_from_callable(func))
+
+
+def run_message(
+    path: str,
+    callable_name: str,
+    args: Sequence[Any] = (),
+    kwargs: Optional[Mapping[str, Any]] = None,
+    class_args: Sequence[Any] = (),
+    class_kwargs: Optional[Mapping[str, Any]] = None,
+) -> bytes:
+    """The MSG frame of a 0.3.13 ``run`` job, byte for byte as ``defer_job``
+    writes it (tuples become lists, empty kwargs ``{}``)."""
+    msg = [
+        "run",
+        {
+            "callable": callable_name,
+            "path": path,
+            "args": args,
+            "kwargs": kwargs or {},
+            "class_args": class_args,
+            "class_kwargs": class_kwargs or {},
+        },
+    ]
+    return json.dumps(msg).encode("utf-8")
+
+
+def python(
+    func: Union[str, Callable[..., Any]],
+    args: Sequence[Any] = (),
+    kwargs: Optional[Mapping[str, Any]] = None,
+    class_args: Sequence[Any] = (),
+    class_kwargs: Optional[Mapping[str, Any]] = None,
+) -> Task:
+    """A Python (``run``) job with every field explicit, for class jobs or
+    for keyword arguments named like ``submit``'s options."""
+    path, name = resolve(func)
+    return Task("run", run_message(path, name, args, kwargs, class_args, class_kwargs))
+
+
+def task(func: Union[str, Callable[..., Any]], *args: Any, **kwargs: Any) -> Task:
+    """A Python job calling ``func(*args, **kwargs)``."""
+    return python(func, args, kwargs)
+
+
+def call(handler: str, args: Any = None) -> Task:
+    """A job for the job manager's registered Rust handler (``echo``,
+    ``noop`` are built in); ``args`` is any JSON value, left out when None."""
+    body: Dict[str, Any] = {"handler": handler}
+    if args is not None:
+        body["args"] = args
+    return Task("call", json.dumps(["call", body]).encode("utf-8"))
+
+
+def shell(
+    argv: Sequence[str],
+    *,
+    stdin: Optional[str] = None,
+    env: Optional[Mapping[str, str]] = None,
+    cwd: Optional[str] = None,
+) -> Task:
+    """A shell-command job: ``argv`` run in its own process group; the result
+    is ``{"exit_status", "stdout", "stderr"}`` (a non-zero exit fails with
+    kind ``exit``)."""
+    if isinstance(argv, str):
+        raise TypeError("argv must be a list of strings, e.g. ['sh', '-c', 'echo hi']")
+    body: Dict[str, Any] = {"argv": list(argv)}
+    if stdin is not None:
+        body["stdin"] = stdin
+    if env:
+        body["env"] = dict(env)
+    if cwd is not None:
+        body["cwd"] = cwd
+    return Task("shell", json.dumps(["shell", body]).encode("utf-8"))
+
+
+def raw(message: Union[bytes, str, Sequence[Any]]) -> Task:
+    """A payload given as is: bytes or text are sent unchanged, anything else
+    is written with ``json.dumps``."""
+    if isinstance(message, bytes):
+        return Task("raw", message)
+    if isinstance(message, str):
+        return Task("raw", message.encode("utf-8"))
+    return Task("raw", json.dumps(message).encode("utf-8"))
+
+
+def build(spec: JobSpec, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Task:
+    """The Task for ``submit(spec, *args, **kwargs)``: a Task is taken as it
+    is (and then takes no arguments), anything else is a Python job."""
+    if isinstance(spec, Task):
+        if args or kwargs:
+            raise TypeError("a Task takes no further arguments: build it with them")
+        return spec
+    return python(spec, args, kwargs)

@@ -1,0 +1,155 @@
+"""eMQP/1.0 frames as this client sends and reads them (no sockets here).
+
+Every message from a DEALER is ``['', 'eMQP/1.0', COMMAND, MSGID, body...]``
+(docs/PROTOCOL.md, "Envelope"). The client sends REQUEST, SCHEDULE,
+UNSCHEDULE on the router's frontend and ADMIN on its admin socket; it reads
+REPLY (acknowledgement, or an admin answer), RESULT and REJECT. Message ids
+are uuid4 text, as 0.3.13's ``generate_msgid``; admin ids carry ``admin:``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence
+
+PROTOCOL = b"eMQP/1.0"
+DEFAULT_FRONTEND = "tcp://127.0.0.1:47291"
+DEFAULT_ADMIN = "tcp://127.0.0.1:47293"
+DEFAULT_QUEUE = "default"
+
+Frames = List[bytes]
+
+
+def new_msgid(prefix: str = "") -> str:
+    """A fresh message id: uuid4 text, optionally prefixed."""
+    return prefix + str(uuid.uuid4())
+
+
+def headers_frame(
+    *,
+    reply_requested: bool = False,
+    guarantee: bool = False,
+    retries: int = 0,
+    timeout: float = 0,
+    delay: Optional[float] = None,
+    extra: Iterable[str] = (),
+) -> str:
+    """The HEADERS frame: 0.3.13's order (``reply-requested``, ``guarantee``,
+    ``retry-count:N``, ``timeout:N``), then emq's ``delay:SECS``, then the
+    caller's own headers. Zero retries and a zero timeout are left out, as
+    0.3.13 leaves them out."""
+    out: List[str] = []
+    if reply_requested:
+        out.append("reply-requested")
+    if guarantee:
+        out.append("guarantee")
+    if retries and retries > 0:
+        out.append("retry-count:%d" % retries)
+    if timeout and timeout > 0:
+        out.append("timeout:%d" % _whole_seconds(timeout, "timeout"))
+    if delay is not None:
+        if delay < 0:
+            raise ValueError(f"delay must be >= 0 seconds, got {delay}")
+        out.append("delay:" + _number(delay))
+    for h in extra:
+        if not h or "," in h:
+            raise ValueError(f"bad header {h!r}: headers are non-empty and have no commas")
+        if h not in out:
+            out.append(h)
+    return ",".join(out)
+
+
+def _whole_seconds(value: float, what: str) -> int:
+    """Job timeouts are whole seconds on the wire (``timeout:N``); a fraction
+    is rounded up so a job never gets less time than asked."""
+    n = int(value)
+    if n < value:
+        n += 1
+    if n <= 0:
+        raise ValueError(f"{what} must be > 0 seconds, got {value}")
+    return n
+
+
+def _number(value: float) -> str:
+    """A number as short text: ``2`` for 2.0, ``0.5`` for 0.5."""
+    if float(value).is_integer():
+        return str(int(value))
+    return repr(float(value))
+
+
+def request(msgid: str, queue: str, headers: str, message: bytes) -> Frames:
+    """``REQUEST [queue, headers, message]``."""
+    return [b"", PROTOCOL, b"REQUEST", msgid.encode(), queue.encode(), headers.encode(), message]
+
+
+def schedule(
+    msgid: str,
+    queue: str,
+    headers: str,
+    message: bytes,
+    *,
+    interval_secs: Optional[float] = None,
+    cron: Optional[str] = None,
+    unschedule: bool = False,
+) -> Frames:
+    """``SCHEDULE`` or ``UNSCHEDULE [queue, headers, interval, message, cron]``
+    as 0.3.13 sends it: ``str(interval_secs)`` or ``-1``, cron or empty."""
+    command = b"UNSCHEDULE" if unschedule else b"SCHEDULE"
+    interval = str(interval_secs or -1)
+    return [
+        b"",
+        PROTOCOL,
+        command,
+        msgid.encode(),
+        queue.encode(),
+        headers.encode(),
+        interval.encode(),
+        message,
+        (cron or "").encode(),
+    ]
+
+
+def admin(msgid: str, op: Dict[str, Any]) -> Frames:
+    """``ADMIN [request JSON]`` for the admin socket."""
+    return [b"", PROTOCOL, b"ADMIN", msgid.encode(), json.dumps(op).encode()]
+
+
+class Incoming(NamedTuple):
+    """A message from the router, reduced to what the client acts on.
+
+    ``command`` is REPLY, RESULT, REJECT or anything else (ignored);
+    ``orig`` the msgid it answers; ``status``/``payload`` for RESULT,
+    ``reason``/``text`` for REJECT, ``payload`` for an admin REPLY."""
+
+    command: str
+    orig: str
+    status: str = ""
+    payload: bytes = b""
+    reason: str = ""
+    text: str = ""
+
+
+def parse(frames: Sequence[bytes]) -> Optional[Incoming]:
+    """Read one message from the router; None for anything that is not an
+    eMQP answer this client knows (heartbeats, other commands, garbage).
+
+    Frontend REPLY is ``[orig]``; admin REPLY is ``[answer, orig]``; RESULT
+    ``[orig, status, payload]``; REJECT ``[orig, reason, text]``."""
+    if len(frames) < 5 or frames[0] != b"" or frames[1] != PROTOCOL:
+        return None
+    command = frames[2].decode("ascii", "replace").upper()
+    body = frames[4:]
+    try:
+        if command == "REPLY":
+            if len(body) == 1:
+                return Incoming("REPLY", body[0].decode())
+            return Incoming("REPLY", body[1].decode(), payload=body[0])
+        if command == "RESULT" and len(body) >= 3:
+            return Incoming("RESULT", body[0].decode(), status=body[1].decode(), payload=body[2])
+        if command == "REJECT" and len(body) >= 2:
+            text = body[2].decode("utf-8", "replace") if len(body) > 2 else ""
+            return Incoming("REJECT", body[0].decode(), reason=body[1].decode(), text=text)
+    except UnicodeDecodeError:
+        return None
+    return None

@@ -1,0 +1,25 @@
+"""Jobs for the emq_client tests, importable by the job manager's Python
+workers (this directory is on their PYTHONPATH): functions decorated with
+emq_client's 0.3.13-compatible ``@job``."""
+
+from emq_client import job
+
+
+@job
+def multiply(a, b):
+    return a * b
+
+
+@job(async_=False)
+def local_only(x):
+    return x + 1
+
+
+class Greeter(object):
+    """A class job: ``emq_pyclient_jobs:Greeter.greet``."""
+
+    def __init__(self, greeting="Hello"):
+        self.greeting = greeting
+
+    def greet(self, name):
+        return "%s, %s" % (self.greeting, name)

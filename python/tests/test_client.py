@@ -1,0 +1,185 @@
+"""Client against a real emq-router and emq-jobmanager: results of Python,
+shell and call jobs, failures, timeouts, cancel, rejects, connection errors,
+thread ownership, bounded memory."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+from typing import List
+
+import pytest
+
+import emq_test_jobs
+from emq_client import (
+    AdminError,
+    BulkRejected,
+    Client,
+    EmqConnectionError,
+    JobCancelled,
+    JobFailed,
+    JobNotFound,
+    JobTimedOut,
+    Malformed,
+    QueueFull,
+    ResultTimeout,
+    WrongThread,
+    call,
+    python,
+    shell,
+)
+
+from conftest import Router, free_port, wait_until
+
+
+def test_python_job_results(client: Client) -> None:
+    assert client.submit("emq_test_jobs.add", 1, 2).result(30) == 3
+    assert client.submit(emq_test_jobs.echo, 1, "a", k=[1, 2]).result(30) == {"args": [1, "a"], "kwargs": {"k": [1, 2]}}
+    greet = python("emq_pyclient_jobs:Greeter.greet", args=["emq"], class_kwargs={"greeting": "Hi"})
+    assert client.submit(greet).result(30) == "Hi, emq"
+    # a job kwarg named like a submit option goes through python()
+    assert client.submit(python(emq_test_jobs.echo, kwargs={"queue": "q"})).result(30) == {"args": [], "kwargs": {"queue": "q"}}
+
+
+def test_shell_and_call_results(client: Client) -> None:
+    out = client.submit(shell(["sh", "-c", "cat; echo $X"], stdin="in\n", env={"X": "x"})).result(30)
+    assert out == {"exit_status": 0, "stdout": "in\nx\n", "stderr": ""}
+    with pytest.raises(JobFailed) as e:
+        client.submit(shell(["sh", "-c", "echo no >&2; exit 3"])).result(30)
+    assert e.value.kind == "exit" and e.value.error["exit_status"] == 3
+    assert client.submit(call("echo", {"a": [1, 2]})).result(30) == {"a": [1, 2]}
+    assert client.submit(call("noop")).result(30) is None
+    with pytest.raises(JobFailed) as e:
+        client.submit(call("no-such-handler")).result(30)
+    assert e.value.kind == "unknown-handler"
+
+
+def test_raising_job(client: Client) -> None:
+    job = client.submit("emq_test_jobs.fail", "bad input")
+    with pytest.raises(JobFailed) as e:
+        job.result(30)
+    assert e.value.kind == "exception"
+    assert "bad input" in e.value.message
+    assert e.value.traceback and "ValueError" in e.value.traceback and "emq_test_jobs.py" in e.value.traceback
+    assert e.value.msgid == job.msgid
+    assert job.status().state == "failed"
+
+
+def test_retries_then_failure(client: Client) -> None:
+    with pytest.raises(JobFailed) as e:
+        client.submit("emq_test_jobs.fail", retries=1).result(30)
+    assert e.value.error.get("attempts") == 2
+
+
+def test_timed_out_job(client: Client) -> None:
+    started = time.monotonic()
+    with pytest.raises(JobTimedOut) as e:
+        client.submit("emq_test_jobs.sleep", 30, timeout=1).result(25)
+    assert e.value.kind == "timeout"
+    assert time.monotonic() - started < 20
+
+
+def test_result_wait_timeout_then_cancel_running(client: Client) -> None:
+    job = client.submit("emq_test_jobs.sleep", 30, "late")
+    with pytest.raises(ResultTimeout):
+        job.result(timeout=0.2)
+    wait_until("the job to run", lambda: job.status().state == "in-flight", 20)
+    assert job.cancel() in ("cancelling", "cancelled")
+    with pytest.raises(JobCancelled):
+        job.result(20)
+    assert job.status().state == "cancelled"
+    with pytest.raises(AdminError) as e:
+        job.cancel()
+    assert e.value.kind == "conflict"
+
+
+def test_cancel_queued_job(bare_router: Router) -> None:
+    with bare_router.client() as c:
+        job = c.submit(call("noop"))
+        assert job.accepted
+        assert job.status().state == "queued"
+        assert job.cancel() == "cancelled"
+        with pytest.raises(JobCancelled):
+            job.result(10)
+        assert job.status().state == "cancelled"
+        with pytest.raises(JobNotFound):
+            c.job("no-such-job").status()
+
+
+def test_delayed_job(client: Client) -> None:
+    job = client.submit(call("echo", 7), delay=2)
+    assert job.status().state == "delayed"
+    assert job.result(20) == 7
+
+
+def test_queue_full_and_bulk_reject(bare_router: Router) -> None:
+    """The bare router holds 3 jobs per queue (--hwm 3)."""
+    with bare_router.client() as c:
+        jobs = [c.submit(call("noop")) for _ in range(3)]
+        with pytest.raises(QueueFull) as e:
+            c.submit(call("noop"))
+        assert e.value.reason == "queue-full"
+        with pytest.raises(BulkRejected) as b:
+            c.submit_many([call("noop")] * 2, queue="other")
+        # "other" falls back to default (no worker serves it): both refused
+        assert len(b.value.rejected) == 2 and len(b.value.jobs) == 2
+        with pytest.raises(QueueFull):
+            b.value.jobs[0].result(1)
+        for j in jobs:
+            assert j.cancel() == "cancelled"
+        assert c.submit(call("noop")).accepted
+
+
+def test_bad_schedule_is_malformed(client: Client) -> None:
+    with pytest.raises(Malformed):
+        client.schedule(call("noop"), cron="not a cron")
+
+
+def test_schedule_runs_and_unschedules(client: Client, tmp_path) -> None:
+    out = tmp_path / "sched.txt"
+    client.schedule("emq_test_jobs.record", str(out), "tick", interval=0.3)
+    wait_until("two scheduled runs", lambda: out.exists() and len(out.read_text().splitlines()) >= 2, 20)
+    client.unschedule("emq_test_jobs.record", str(out), "tick")
+
+
+def test_connection_errors() -> None:
+    nobody = f"tcp://127.0.0.1:{free_port()}"
+    with Client(nobody, admin_addr=nobody, ack_timeout=0.3, admin_timeout=0.3) as c:
+        started = time.monotonic()
+        with pytest.raises(EmqConnectionError, match="no answer"):
+            c.submit(call("noop"))
+        with pytest.raises(EmqConnectionError):
+            c.job("x").status()
+        assert time.monotonic() - started < 5
+    with pytest.raises(EmqConnectionError):
+        Client("not-an-address")
+
+
+def test_one_client_per_thread(client: Client) -> None:
+    job = client.submit(call("echo", 1))
+    errors: List[BaseException] = []
+
+    def other() -> None:
+        for f in (lambda: client.submit(call("noop")), lambda: job.result(1)):
+            try:
+                f()
+            except BaseException as e:  # noqa: BLE001 - collected for the assert
+                errors.append(e)
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join(10)
+    assert len(errors) == 2 and all(isinstance(e, WrongThread) for e in errors)
+    assert job.result(30) == 1
+
+
+def test_memory_bounded_by_live_handles(client: Client) -> None:
+    """Dropped handles free their records; their results are discarded."""
+    jobs = client.submit_many([call("noop")] * 2000)
+    assert client.outstanding >= 2000
+    last = jobs[-1]
+    del jobs
+    gc.collect()
+    assert client.outstanding <= 1
+    assert last.result(30) is None
