@@ -23,7 +23,7 @@ pub fn venv_dir() -> PathBuf {
     }
 }
 
-/// `<repo>/tests/python`: `emq_test_jobs.py`, `emq_client.py`.
+/// `<repo>/tests/python`: `emq_test_jobs.py`, `eventmq_0313_client.py`.
 pub fn tests_python_dir() -> PathBuf {
     workspace_root().join("tests").join("python")
 }
@@ -72,9 +72,9 @@ impl PyEnv {
         self.dir.join("bin").join("emq-jobmanager")
     }
 
-    /// `tests/python/emq_client.py`.
+    /// `tests/python/eventmq_0313_client.py`.
     pub fn client_script(&self) -> PathBuf {
-        tests_python_dir().join("emq_client.py")
+        tests_python_dir().join("eventmq_0313_client.py")
     }
 
     /// Run the 0.3.13 client script against `frontend` with one JSON job

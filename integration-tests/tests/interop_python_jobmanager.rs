@@ -16,7 +16,7 @@ use integration_tests::python::{self, PyEnv};
 use integration_tests::{jobs, poll_until, Addrs};
 use serde_json::{json, Value};
 
-/// Run `tests/python/emq_client.py` with one JSON job per line; the msgids
+/// Run `tests/python/eventmq_0313_client.py` with one JSON job per line; the msgids
 /// it printed and how many REPLY acks it got.
 fn py_submit(py: &PyEnv, addrs: &Addrs, lines: &[Value], wait_acks: f64) -> (Vec<String>, usize) {
     let out = py.run_client(&addrs.frontend, lines, wait_acks);
