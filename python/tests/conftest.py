@@ -10,9 +10,7 @@ router (admin ops), never slept for.
 
 from __future__ import annotations
 
-import atexit
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -34,12 +32,9 @@ TARGET = Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target")
 if not TARGET.is_absolute():
     TARGET = REPO / TARGET
 BIN_DIR = Path(os.environ.get("EMQ_BIN_DIR") or TARGET / "debug")
-# tests/python also holds emq_client.py (the integration tests' 0.3.13
-# submitter script), which would shadow this package: only its job module is
-# put on the path, through a directory holding a link to it.
-JOBS_DIR = Path(tempfile.mkdtemp(prefix="emq-pytest-jobs-"))
-(JOBS_DIR / "emq_test_jobs.py").symlink_to(TESTS_PY / "emq_test_jobs.py")
-atexit.register(shutil.rmtree, JOBS_DIR, True)
+# The test job module (tests/python/emq_test_jobs.py) is importable by
+# the job manager's Python workers and by these tests.
+JOBS_DIR = TESTS_PY
 PYTHONPATH = os.pathsep.join([str(JOBS_DIR), str(HERE)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
 for p in (str(JOBS_DIR), str(HERE)):
     if p not in sys.path:
