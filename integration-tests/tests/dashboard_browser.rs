@@ -491,3 +491,52 @@ fn api_access_token_read_only_and_actions_need_post_and_header() {
         out.describe()
     );
 }
+
+/// Not a check: how long each view takes to load and render its data, in
+/// the browser, against the dashboard at `$EMQ_DASHBOARD_URL` (e.g. a
+/// router holding a million jobs; see emq-dashboard/examples/fill_router.rs).
+/// Run with `cargo test -p integration-tests --test dashboard_browser --
+/// --ignored --nocapture page_load_times`.
+#[test]
+#[ignore]
+fn page_load_times() {
+    let Some(chromium) = chromium() else { return };
+    let base = std::env::var("EMQ_DASHBOARD_URL").expect("EMQ_DASHBOARD_URL");
+    let mut b = Browser::launch(&chromium).expect("chromium starts");
+    let extra = std::env::var("EMQ_DASHBOARD_MSGID").unwrap_or_default();
+    let mut views = vec![
+        "overview".to_string(),
+        "queues".into(),
+        "workers".into(),
+        "jobs".into(),
+        "jobs?queue=email&state=queued".into(),
+        "jobs?contains=needle-999900".into(),
+        "dead".into(),
+        "schedules".into(),
+    ];
+    if !extra.is_empty() {
+        views.push(format!("job/{extra}"));
+    }
+    for view in views {
+        let mut times = Vec::new();
+        for _ in 0..5 {
+            b.goto("about:blank").unwrap();
+            let t = std::time::Instant::now();
+            b.goto(&format!("{base}/#/{view}")).unwrap();
+            b.wait_for(
+                "the view's data",
+                "document.getElementById('main')?.dataset.loaded",
+                Duration::from_secs(60),
+            )
+            .unwrap();
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+        times.sort_by(f64::total_cmp);
+        println!(
+            "page #/{view}: median {:.0} ms (min {:.0}, max {:.0})",
+            times[2], times[0], times[4]
+        );
+    }
+    b.screenshot(&screenshot_path("dashboard-1m-last-view.png"))
+        .unwrap();
+}
