@@ -1112,6 +1112,44 @@ mod tests {
     }
 
     #[test]
+    fn http_takes_a_token_file_and_read_only_from_flags_or_settings() {
+        let o = Options::resolve(cli(&[]), &settings(&[])).unwrap();
+        assert!(o.http.is_none());
+        let f = std::env::temp_dir().join(format!("emq-router-token-{}", std::process::id()));
+        std::fs::write(&f, "  tok\n").unwrap();
+        let o = Options::resolve(
+            cli(&[
+                "--http",
+                "127.0.0.1:0",
+                "--http-token-file",
+                f.to_str().unwrap(),
+            ]),
+            &settings(&[("EVENTMQ_HTTP_READ_ONLY", "true")]),
+        )
+        .unwrap();
+        let (addr, access) = o.http.unwrap();
+        assert_eq!(addr, "127.0.0.1:0");
+        assert_eq!(access.token.as_deref(), Some("tok"));
+        assert!(access.read_only);
+        std::fs::write(&f, "\n").unwrap();
+        let e = Options::resolve(
+            cli(&[
+                "--http",
+                "127.0.0.1:0",
+                "--http-token-file",
+                f.to_str().unwrap(),
+            ]),
+            &settings(&[]),
+        )
+        .unwrap_err();
+        std::fs::remove_file(&f).unwrap();
+        assert!(e.contains("empty"), "{e}");
+        let o =
+            Options::resolve(cli(&[]), &settings(&[("EVENTMQ_HTTP_ADDR", "127.0.0.1:9")])).unwrap();
+        assert!(!o.http.unwrap().1.read_only);
+    }
+
+    #[test]
     fn journal_default_is_the_data_dir_and_none_turns_it_off() {
         let o = Options::resolve(cli(&["--journal", "none"]), &settings(&[])).unwrap();
         assert!(o.journal.is_none() && !o.core.journal && !o.journal_default);
