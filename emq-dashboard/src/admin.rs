@@ -110,8 +110,8 @@ impl AdminClient {
                     command: Command::Reply(r),
                     ..
                 }) if r.orig_msgid.as_deref() == Some(msgid.as_str()) => r,
-                // A late answer to a request that timed out on a socket
-                // that was pooled anyway, or something undecodable.
+                // Not the answer to this request (undecodable, or another
+                // msgid): skipped.
                 _ => continue,
             };
             if let Ok(mut idle) = self.idle.lock() {
