@@ -53,7 +53,8 @@ ADMINISTRATIVE_ADDR, HWM, HEARTBEAT_INTERVAL, HEARTBEAT_LIVENESS,
 MAX_ATTEMPTS, RETRY_BACKOFF, RETRY_BACKOFF_MAX, DRAIN_TIMEOUT, QUEUES,
 RETAIN_FINISHED, RETAIN_FOR, RETAIN_RESULT_BYTES, DEAD_LETTER_KEEP
 (default queues of a worker whose INFORM names none), JOURNAL, METRICS_ADDR,
-MAX_MESSAGE_SIZE, ALLOW_FRONTEND, ALLOW_BACKEND, ALLOW_ADMIN, PLAIN_USERS.
+HTTP_ADDR, HTTP_TOKEN_FILE, HTTP_READ_ONLY (true or false), MAX_MESSAGE_SIZE,
+ALLOW_FRONTEND, ALLOW_BACKEND, ALLOW_ADMIN, PLAIN_USERS.
 
 Access control uses ZAP: a peer outside an --allow-* list, or without valid
 PLAIN credentials when --plain-users is set, is refused by libzmq before any
@@ -173,6 +174,24 @@ struct Cli {
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
 
+    /// Serve the web dashboard, its JSON API (/api/OP, the control plane)
+    /// and /metrics on this address, e.g. 127.0.0.1:9464. An address
+    /// outside loopback needs --http-token-file. Default: off
+    /// [env: EVENTMQ_HTTP_ADDR]
+    #[arg(long, value_name = "ADDR")]
+    http: Option<String>,
+
+    /// File holding the token every --http request must carry
+    /// (`Authorization: Bearer TOKEN`, or as the basic-auth password)
+    /// [env: EVENTMQ_HTTP_TOKEN_FILE]
+    #[arg(long, value_name = "FILE")]
+    http_token_file: Option<PathBuf>,
+
+    /// The dashboard and its API show everything and change nothing
+    /// [env: EVENTMQ_HTTP_READ_ONLY]
+    #[arg(long)]
+    http_read_only: bool,
+
     /// Largest message (frame) accepted on any socket, in bytes. A bigger
     /// one is dropped with a warning, and a REQUEST or SCHEDULE is refused
     /// `malformed` (saying the size and the limit); a frame over twice the
@@ -245,6 +264,8 @@ struct Options {
     /// `--max-message-size`; -1: no limit. The core checks it
     /// (`core.max_message_size`); the sockets get
     /// [`Options::socket_max_message_size`].
+    /// `--http`: the dashboard's address and access rules.
+    http: Option<(String, emq_dashboard::Access)>,
     max_message_size: i64,
     access: AccessPolicy,
     /// One line per guarded socket, logged at start.
@@ -345,6 +366,25 @@ impl Options {
             .or_else(|| s.get("METRICS_ADDR").map(str::to_string))
             .map(|a| a.trim().to_string())
             .filter(|a| !a.is_empty() && !a.eq_ignore_ascii_case("none"));
+        let http = match cli
+            .http
+            .or_else(|| s.get("HTTP_ADDR").map(str::to_string))
+            .map(|a| a.trim().to_string())
+            .filter(|a| !a.is_empty() && !a.eq_ignore_ascii_case("none"))
+        {
+            None => None,
+            Some(addr) => {
+                let token = match cli
+                    .http_token_file
+                    .or_else(|| s.get("HTTP_TOKEN_FILE").map(PathBuf::from))
+                {
+                    Some(f) => Some(emq_dashboard::access::read_token_file(&f)?),
+                    None => None,
+                };
+                let read_only = cli.http_read_only || pick(None, s, "HTTP_READ_ONLY", false)?;
+                Some((addr, emq_dashboard::Access { token, read_only }))
+            }
+        };
         let mut max_message_size = pick(
             cli.max_message_size,
             s,
@@ -442,6 +482,7 @@ impl Options {
             journal,
             journal_default,
             metrics,
+            http,
             max_message_size,
             access,
             access_log,
@@ -660,18 +701,49 @@ fn run(cli: Cli) -> Result<(), Fail> {
         shown(&socks.admin, &opts.admin)
     );
     // The server stops (and its thread is joined) when `_metrics_http` drops.
-    let (metrics_text, _metrics_http) = match &opts.metrics {
-        None => (None, None),
-        Some(addr) => {
-            let text = emq_transport::metrics_http::MetricsText::default();
+    let metrics_text = (opts.metrics.is_some() || opts.http.is_some())
+        .then(emq_transport::metrics_http::MetricsText::default);
+    let _metrics_http = match (&opts.metrics, &metrics_text) {
+        (Some(addr), Some(text)) => {
             let server = emq_transport::metrics_http::serve_metrics(addr, text.clone())
                 .map_err(|e| format!("--metrics {addr}: {e}"))?;
             log::info!(
                 "listening: metrics http://{}/metrics (Prometheus)",
                 server.local_addr()
             );
-            (Some(text), Some(server))
+            Some(server)
         }
+        _ => None,
+    };
+    // --http: the dashboard is an admin client of this router, on an extra
+    // inproc endpoint of the admin socket (inproc has no ZAP; the HTTP
+    // side applies its own access rules). Dropped before the context ends.
+    let dashboard = match (&opts.http, &metrics_text) {
+        (Some((addr, access)), Some(text)) => {
+            socks
+                .admin
+                .bind(emq_dashboard::INPROC_ADMIN)
+                .map_err(|e| format!("admin: cannot bind {}: {e}", emq_dashboard::INPROC_ADMIN))?;
+            let d = emq_dashboard::Dashboard::start(
+                addr,
+                &ctx,
+                emq_dashboard::INPROC_ADMIN,
+                access.clone(),
+                emq_transport::metrics_http::routes(text.clone()),
+            )?;
+            log::info!(
+                "listening: dashboard http://{}/ (API /api/, metrics /metrics{}{})",
+                d.local_addr(),
+                if access.token.is_some() {
+                    "; token required"
+                } else {
+                    ""
+                },
+                if access.read_only { "; read-only" } else { "" }
+            );
+            Some(d)
+        }
+        _ => None,
     };
     let signals =
         emq_transport::ShutdownSignal::install().map_err(|e| format!("signal handlers: {e}"))?;
@@ -816,6 +888,7 @@ fn run(cli: Cli) -> Result<(), Fail> {
     // Closing the sockets and terminating the context flushes the KBYEs
     // and ACKs (linger). The ZAP thread's socket holds the context too, so
     // terminate it explicitly (that also ends the ZAP thread).
+    drop(dashboard);
     drop(socks);
     let _ = ctx.destroy();
     if let Some(zap) = _zap {
@@ -1061,6 +1134,44 @@ mod tests {
             assert_eq!(users.get("u").map(String::as_str), Some("p"));
         }
         assert!(o.access.domains["admin"].plain_users.is_none());
+    }
+
+    #[test]
+    fn http_takes_a_token_file_and_read_only_from_flags_or_settings() {
+        let o = Options::resolve(cli(&[]), &settings(&[])).unwrap();
+        assert!(o.http.is_none());
+        let f = std::env::temp_dir().join(format!("emq-router-token-{}", std::process::id()));
+        std::fs::write(&f, "  tok\n").unwrap();
+        let o = Options::resolve(
+            cli(&[
+                "--http",
+                "127.0.0.1:0",
+                "--http-token-file",
+                f.to_str().unwrap(),
+            ]),
+            &settings(&[("EVENTMQ_HTTP_READ_ONLY", "true")]),
+        )
+        .unwrap();
+        let (addr, access) = o.http.unwrap();
+        assert_eq!(addr, "127.0.0.1:0");
+        assert_eq!(access.token.as_deref(), Some("tok"));
+        assert!(access.read_only);
+        std::fs::write(&f, "\n").unwrap();
+        let e = Options::resolve(
+            cli(&[
+                "--http",
+                "127.0.0.1:0",
+                "--http-token-file",
+                f.to_str().unwrap(),
+            ]),
+            &settings(&[]),
+        )
+        .unwrap_err();
+        std::fs::remove_file(&f).unwrap();
+        assert!(e.contains("empty"), "{e}");
+        let o =
+            Options::resolve(cli(&[]), &settings(&[("EVENTMQ_HTTP_ADDR", "127.0.0.1:9")])).unwrap();
+        assert!(!o.http.unwrap().1.read_only);
     }
 
     #[test]

@@ -11,12 +11,15 @@
 //! - [`client`]: a DEALER test client that submits REQUESTs and collects
 //!   REPLY acks, RESULTs and REJECTs.
 //! - [`admin`]: STATUS / ROUTER_SHOW_WORKERS queries.
+//! - [`browser`]: a headless Chromium driven over the DevTools protocol
+//!   (dashboard tests).
 //! - [`cluster`]: start routers and job managers (ours and 0.3.13's) and
 //!   wait until they are ready.
 //! - [`jobs`]: job payload builders and bookkeeping for fault tests.
 
 pub mod admin;
 pub mod bins;
+pub mod browser;
 pub mod client;
 pub mod cluster;
 pub mod jobs;

@@ -1,0 +1,725 @@
+// emq dashboard: plain JavaScript, no build step, no dependencies.
+//
+// One view per hash route (#/overview, #/queues, #/workers, #/jobs,
+// #/job/<msgid>, #/dead, #/schedules). A view builds its controls once and
+// renders its data into its own containers; every two seconds the current
+// view reloads its data (skipped while the tab is hidden or a dialog is
+// open). All text from the router goes through text nodes, never HTML.
+// State changes are POSTs with the X-EMQ-Request header (see /api docs).
+'use strict';
+
+const POLL_MS = 2000;
+const PAGE = 50;
+
+// ---------------------------------------------------------------- helpers
+
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else if (k === 'class') el.className = v;
+    else el.setAttribute(k, v === true ? '' : v);
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    el.append(c instanceof Node ? c : String(c));
+  }
+  return el;
+}
+
+const SVG = 'http://www.w3.org/2000/svg';
+function s(tag, attrs, ...children) {
+  const el = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, v);
+  for (const c of children) el.append(c instanceof Node ? c : String(c));
+  return el;
+}
+
+const nf = new Intl.NumberFormat('en-US');
+function num(n) { return n === undefined || n === null ? '–' : nf.format(n); }
+function rate(r) {
+  if (r === null || r === undefined || !isFinite(r)) return '–';
+  if (r >= 100) return nf.format(Math.round(r));
+  if (r >= 10) return r.toFixed(1);
+  return r.toFixed(r === 0 ? 0 : 2);
+}
+function dur(ms) {
+  if (ms === null || ms === undefined) return '–';
+  if (ms < 1000) return Math.round(ms) + ' ms';
+  const sec = ms / 1000;
+  if (sec < 60) return sec.toFixed(sec < 10 ? 1 : 0) + ' s';
+  const min = Math.floor(sec / 60);
+  if (min < 60) return min + ' min ' + Math.floor(sec % 60) + ' s';
+  const hr = Math.floor(min / 60);
+  if (hr < 48) return hr + ' h ' + (min % 60) + ' min';
+  return Math.floor(hr / 24) + ' d ' + (hr % 24) + ' h';
+}
+function stamp(ms) {
+  if (!ms) return '–';
+  const d = new Date(ms);
+  const p = (n, w = 2) => String(n).padStart(w, '0');
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ` +
+    `${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+}
+// "12 s ago" / "in 3 min", with the exact time as a tooltip.
+function when(ms) {
+  if (!ms) return h('span', {}, '–');
+  const d = Date.now() - ms;
+  const text = d >= 0 ? dur(d) + ' ago' : 'in ' + dur(-d);
+  return h('span', { title: stamp(ms) }, text);
+}
+function badge(text, cls) { return h('span', { class: 'badge ' + (cls || text) }, text); }
+function short(id) { return id && id.length > 13 ? id.slice(0, 8) + '…' + id.slice(-4) : id; }
+function jobLink(msgid) {
+  return h('a', { href: '#/job/' + encodeURIComponent(msgid), class: 'mono', title: msgid }, msgid);
+}
+function text(v) {
+  if (v === undefined || v === null) return '';
+  return typeof v === 'string' ? v : JSON.stringify(v, null, 2);
+}
+function errorText(e) {
+  if (!e) return '';
+  if (typeof e === 'string') return e;
+  if (e.message) return (e.kind ? e.kind + ': ' : '') + e.message;
+  return JSON.stringify(e);
+}
+
+class ApiError extends Error {
+  constructor(status, error) {
+    super((error && error.message) || 'HTTP ' + status);
+    this.status = status;
+    this.kind = error && error.kind;
+  }
+}
+
+// GET /api/<op>?args, or POST with a JSON body and the action header.
+async function api(op, args, post) {
+  let url = '/api/' + op;
+  const opts = { headers: { Accept: 'application/json' }, credentials: 'same-origin' };
+  if (post) {
+    opts.method = 'POST';
+    opts.headers['Content-Type'] = 'application/json';
+    opts.headers['X-EMQ-Request'] = '1';
+    opts.body = JSON.stringify(args || {});
+  } else if (args) {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(args)) {
+      if (v !== undefined && v !== null && v !== '') q.set(k, v);
+    }
+    const qs = q.toString();
+    if (qs) url += '?' + qs;
+  }
+  const res = await fetch(url, opts);
+  let body = null;
+  try { body = await res.json(); } catch (_) { /* not JSON */ }
+  if (!body || body.ok !== true) throw new ApiError(res.status, body && body.error);
+  return body;
+}
+
+function toast(msg, isError) {
+  const t = h('div', { class: 'toast' + (isError ? ' error' : ''), role: 'status' }, msg);
+  document.getElementById('toasts').append(t);
+  setTimeout(() => t.remove(), isError ? 7000 : 3500);
+}
+
+// A confirmation dialog; resolves true when confirmed.
+function confirmAction(title, message, okLabel) {
+  const dlg = document.getElementById('confirm');
+  document.getElementById('confirm-title').textContent = title;
+  document.getElementById('confirm-text').textContent = message;
+  document.getElementById('confirm-ok').textContent = okLabel || 'Confirm';
+  dlg.returnValue = '';
+  dlg.showModal();
+  return new Promise(resolve => {
+    dlg.addEventListener('close', () => resolve(dlg.returnValue === 'ok'), { once: true });
+  });
+}
+
+// Run a state change; toast its outcome and refresh the view.
+async function act(op, args, done, confirm) {
+  if (state.readOnly) { toast('The dashboard is read-only', true); return; }
+  if (confirm && !(await confirmAction(confirm.title, confirm.text, confirm.ok))) return;
+  try {
+    const r = await api(op, args, true);
+    toast(done(r));
+  } catch (e) {
+    toast(op + ' failed: ' + e.message, true);
+  }
+  refresh();
+}
+
+function actionButton(label, cls, onclick, extra) {
+  return h('button', Object.assign({
+    class: 'btn small ' + (cls || ''), type: 'button', onclick,
+    disabled: state.readOnly, title: state.readOnly ? 'read-only' : undefined,
+  }, extra || {}), label);
+}
+
+function table(headers, rows, emptyText) {
+  const head = h('tr', {}, headers.map(c => {
+    const [label, cls] = Array.isArray(c) ? c : [c, ''];
+    return h('th', { class: cls }, label);
+  }));
+  const body = rows.length ? rows :
+    [h('tr', {}, h('td', { class: 'empty', colspan: headers.length }, emptyText || 'Nothing here'))];
+  return h('div', { class: 'table-wrap' }, h('table', {}, h('thead', {}, head), h('tbody', {}, body)));
+}
+
+function card(title, right, ...content) {
+  return h('section', { class: 'card' },
+    h('header', {}, typeof title === 'string' ? h('h2', {}, title) : title, right || ''),
+    ...content);
+}
+
+// ---------------------------------------------------------------- state
+
+const state = {
+  view: null,        // the current view object
+  route: '',
+  readOnly: false,
+  version: '',
+  busy: false,       // a refresh is in progress
+};
+
+function setLive(ok, msg) {
+  const el = document.getElementById('live');
+  el.classList.toggle('ok', ok);
+  el.classList.toggle('bad', !ok);
+  document.getElementById('live-text').textContent = msg;
+}
+
+// ---------------------------------------------------------------- chart
+
+// Rates per second from consecutive samples: {t, accepted, completed, failed}.
+function ratesOf(stats) {
+  const f = stats.fields || [];
+  const idx = name => f.indexOf(name) + 1;
+  const S = stats.samples || [];
+  const out = [];
+  for (let i = 1; i < S.length; i++) {
+    const dt = (S[i][0] - S[i - 1][0]) / 1000;
+    if (dt <= 0) continue;
+    const r = name => Math.max(0, (S[i][idx(name)] - S[i - 1][idx(name)]) / dt);
+    // Failed: failed results plus jobs dead-lettered (failed for good).
+    out.push({ t: S[i][0], accepted: r('accepted'), completed: r('completed'),
+      failed: r('failed') + r('dead_lettered') });
+  }
+  return out;
+}
+
+function niceMax(v) {
+  if (v <= 0) return 1;
+  const p = Math.pow(10, Math.floor(Math.log10(v)));
+  for (const m of [1, 2, 2.5, 5, 10]) if (v <= m * p) return m * p;
+  return 10 * p;
+}
+
+function drawChart(rates, windowMs) {
+  const W = 1000, H = 260, L = 52, R = 12, T = 12, B = 26;
+  const now = Date.now();
+  const t0 = now - windowMs;
+  const max = niceMax(Math.max(0, ...rates.map(r => Math.max(r.accepted, r.completed, r.failed))));
+  const x = t => L + (W - L - R) * (t - t0) / windowMs;
+  const y = v => T + (H - T - B) * (1 - v / max);
+  const svg = s('svg', { viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: 'none', role: 'img',
+    'aria-label': 'jobs per second' });
+  const grid = s('g', { class: 'grid' });
+  const axis = s('g', { class: 'axis' });
+  for (let i = 0; i <= 4; i++) {
+    const v = max * i / 4;
+    grid.append(s('line', { x1: L, x2: W - R, y1: y(v), y2: y(v) }));
+    axis.append(s('text', { x: L - 8, y: y(v) + 4, 'text-anchor': 'end' }, max >= 4 ? nf.format(v) : rate(v)));
+  }
+  const stepS = windowMs <= 120000 ? 15 : windowMs <= 300000 ? 60 : 120;
+  for (let k = 0; k * stepS * 1000 <= windowMs; k++) {
+    const t = now - k * stepS * 1000;
+    const label = k === 0 ? 'now' : stepS < 60 ? '−' + k * stepS + ' s' : '−' + k * stepS / 60 + ' min';
+    axis.append(s('text', { x: x(t), y: H - 6, 'text-anchor': k === 0 ? 'end' : 'middle' }, label));
+  }
+  svg.append(grid, axis);
+  const pts = rates.filter(r => r.t >= t0);
+  const line = (key, color, fill) => {
+    if (pts.length < 1) return;
+    const d = pts.map((r, i) => (i ? 'L' : 'M') + x(r.t).toFixed(1) + ' ' + y(r[key]).toFixed(1)).join(' ');
+    if (fill) {
+      const area = d + ` L${x(pts[pts.length - 1].t).toFixed(1)} ${y(0)} L${x(pts[0].t).toFixed(1)} ${y(0)} Z`;
+      svg.append(s('path', { d: area, fill: color, 'fill-opacity': '0.08', stroke: 'none' }));
+    }
+    svg.append(s('path', { d, fill: 'none', stroke: color, 'stroke-width': '2',
+      'stroke-linejoin': 'round', 'vector-effect': 'non-scaling-stroke' }));
+  };
+  line('accepted', '#3b82f6', true);
+  line('completed', '#16a34a', true);
+  line('failed', '#dc2626', false);
+  if (pts.length < 2) {
+    svg.append(s('text', { x: W / 2, y: H / 2, 'text-anchor': 'middle', fill: '#98a2b3',
+      'font-size': '13' }, 'collecting samples…'));
+  }
+  return svg;
+}
+
+// ---------------------------------------------------------------- views
+
+function stat(label, value, note, cls, key) {
+  return h('div', { class: 'stat ' + (cls || '') },
+    h('div', { class: 'label' }, label),
+    h('div', { class: 'value', 'data-stat': key }, value),
+    h('div', { class: 'note' }, note || '\u00a0'));
+}
+
+const views = {};
+
+views.overview = {
+  title: 'Overview',
+  build(root) {
+    this.banner = h('div');
+    this.stats = h('div', { class: 'stats' });
+    this.legend = h('div', { class: 'legend' });
+    this.chart = h('div', { class: 'body chart' });
+    this.queues = h('div');
+    this.workers = h('div');
+    root.append(
+      h('h1', {}, 'Overview', h('span', { class: 'sub', id: 'version' })),
+      this.banner, this.stats,
+      card(this.chartTitle = h('h2', {}, 'Jobs per second'), this.legend, this.chart),
+      h('div', { class: 'grid2' },
+        card('Queues', h('a', { href: '#/queues' }, 'All queues →'), this.queues),
+        card('Workers', h('a', { href: '#/workers' }, 'All workers →'), this.workers)));
+  },
+  async load() {
+    const [stats, queues, workers, dead] = await Promise.all([
+      api('stats'), api('queues'), api('workers'), api('dead', { limit: 1 })]);
+    return { stats, queues: queues.queues, workers: workers.workers, dead: dead.count };
+  },
+  render({ stats, queues, workers, dead }) {
+    const st = stats.status || {};
+    const c = st.counters || {};
+    const rates = ratesOf(stats);
+    const last = rates.length ? rates[rates.length - 1] : null;
+    const f = stats.fields || [];
+    const lastSample = (stats.samples || []).slice(-1)[0] || [];
+    const col = name => lastSample[f.indexOf(name) + 1];
+    const slots = workers.reduce((a, w) => a + (w.free_slots || 0), 0);
+    const busy = workers.reduce((a, w) => a + (w.inflight || 0), 0);
+    const journal = st.journal || {};
+    const paused = queues.filter(q => q.paused).length;
+    document.getElementById('version').textContent = st.version ? 'router ' + st.version : '';
+
+    this.banner.replaceChildren();
+    if (journal.state === 'failing') {
+      this.banner.append(h('div', { class: 'banner bad' },
+        'The journal is failing: new jobs are refused (journal-unavailable). ',
+        h('span', { class: 'mono' }, journal.error || '')));
+    }
+    if (st.shutting_down) this.banner.append(h('div', { class: 'banner' }, 'The router is shutting down.'));
+    if (stats.error) this.banner.append(h('div', { class: 'banner' }, 'Sampling STATUS failed: ' + stats.error));
+
+    this.stats.replaceChildren(
+      stat('Accepted / s', rate(last && last.accepted), num(c.accepted) + ' total', 'accepted', 'accepted-rate'),
+      stat('Completed / s', rate(last && last.completed), num(c.completed) + ' total', 'completed', 'completed-rate'),
+      stat('Failed / s', rate(last && last.failed), num((c.failed || 0) + (c.dead_lettered || 0)) + ' total', 'failed', 'failed-rate'),
+      stat('Queued', num(col('queued')), num(col('retry_waiting')) + ' waiting to retry', '', 'queued'),
+      stat('In flight', num(col('inflight')), paused ? paused + ' queue(s) paused' : num(queues.length) + ' queue(s)', '', 'inflight'),
+      stat('Workers', num(workers.length), num(slots) + ' free · ' + num(busy) + ' busy', workers.length ? '' : 'warn', 'workers'),
+      stat('Dead letters', num(dead), h('a', { href: '#/dead' }, 'inspect →'), dead ? 'bad' : '', 'dead'),
+      stat('Journal', journal.state || '–', journal.state === 'ok' ? num(journal.held_sends) + ' held send(s)' :
+        journal.state === 'off' ? 'memory only' : num(journal.refused) + ' refused', journal.state === 'failing' ? 'bad' : '', 'journal'));
+    // The completed total, for scripts and tests.
+    this.stats.dataset.completed = c.completed || 0;
+
+    this.legend.replaceChildren(
+      h('span', { class: 'accepted' }, 'accepted', h('b', {}, rate(last && last.accepted))),
+      h('span', { class: 'completed' }, 'completed', h('b', {}, rate(last && last.completed))),
+      h('span', { class: 'failed' }, 'failed', h('b', {}, rate(last && last.failed))));
+    // The window grows with the history: one minute at first, ten at most.
+    const first = (stats.samples || [[Date.now()]])[0][0];
+    const windowMs = Math.min(600000, Math.max(60000, Math.ceil((Date.now() - first) / 60000) * 60000));
+    this.chartTitle.textContent = 'Jobs per second · last ' + windowMs / 60000 + ' min';
+    this.chart.replaceChildren(drawChart(rates, windowMs));
+
+    const topQ = [...queues].sort((a, b) => (b.depth + b.inflight) - (a.depth + a.inflight)).slice(0, 8);
+    this.queues.replaceChildren(table(
+      ['Queue', ['Depth', 'num'], ['In flight', 'num'], ['Oldest', 'num'], ''],
+      topQ.map(q => h('tr', {},
+        h('td', {}, q.name), h('td', { class: 'num' }, num(q.depth)), h('td', { class: 'num' }, num(q.inflight)),
+        h('td', { class: 'num' }, q.oldest_age_ms ? dur(q.oldest_age_ms) : '–'),
+        h('td', { class: 'actions' }, q.paused ? badge('paused') : ''))),
+      'No queues yet'));
+    const topW = workers.slice(0, 8);
+    this.workers.replaceChildren(table(
+      ['Worker', 'Queues', ['Busy', 'num'], ['Free', 'num'], ''],
+      topW.map(w => h('tr', {},
+        h('td', { class: 'mono', title: w.identity }, short(w.identity)),
+        h('td', {}, (w.queues || []).map(q => q[1]).join(', ')),
+        h('td', { class: 'num' }, num(w.inflight)), h('td', { class: 'num' }, num(w.free_slots)),
+        h('td', { class: 'actions' }, w.draining ? badge('draining') : ''))),
+      'No job manager connected'));
+  },
+};
+
+views.queues = {
+  title: 'Queues',
+  build(root) {
+    this.body = h('div');
+    root.append(h('h1', {}, 'Queues'), card('Every queue', '', this.body));
+  },
+  async load() { return (await api('queues')).queues; },
+  render(queues) {
+    this.body.replaceChildren(table(
+      ['Queue', ['Depth', 'num'], ['In flight', 'num'], ['Retrying', 'num'], ['Delayed', 'num'],
+        ['Oldest job', 'num'], ['Workers', 'num'], ['Processed', 'num'], ['Failed', 'num'], 'State', ''],
+      queues.map(q => h('tr', { 'data-queue': q.name },
+        h('td', {}, h('a', { href: '#/jobs?queue=' + encodeURIComponent(q.name) }, q.name)),
+        h('td', { class: 'num', 'data-col': 'depth' }, num(q.depth)),
+        h('td', { class: 'num', 'data-col': 'inflight' }, num(q.inflight)),
+        h('td', { class: 'num' }, num(q.retry_waiting)),
+        h('td', { class: 'num' }, num(q.delayed)),
+        h('td', { class: 'num' }, q.oldest_age_ms ? dur(q.oldest_age_ms) : '–'),
+        h('td', { class: 'num' }, num(q.workers)),
+        h('td', { class: 'num', 'data-col': 'processed' }, num(q.processed)),
+        h('td', { class: 'num' }, num(q.failed)),
+        h('td', { 'data-col': 'state' }, q.paused ? badge('paused') : badge('active')),
+        h('td', { class: 'actions' },
+          q.paused
+            ? actionButton('Resume', '', () => act('resume', { queue: q.name }, () => `Queue ${q.name} resumed`), { 'data-action': 'resume' })
+            : actionButton('Pause', '', () => act('pause', { queue: q.name }, () => `Queue ${q.name} paused`), { 'data-action': 'pause' }),
+          actionButton('Purge', 'danger', () => act('purge', { queue: q.name },
+            r => `Queue ${q.name}: ${num(r.purged)} waiting job(s) purged`,
+            { title: `Purge queue ${q.name}?`, ok: 'Purge',
+              text: `Every waiting job of ${q.name} (${num(q.depth + q.retry_waiting + q.delayed)} now: queued, delayed, retrying) is cancelled. Jobs in flight are not touched. This cannot be undone.` }),
+            { 'data-action': 'purge' })))),
+      'No queues yet: a queue appears when a worker announces it or a job is sent to it'));
+  },
+};
+
+views.workers = {
+  title: 'Workers',
+  build(root) {
+    this.body = h('div');
+    root.append(h('h1', {}, 'Workers'), card('Connected job managers', '', this.body));
+  },
+  async load() { return (await api('workers')).workers; },
+  render(workers) {
+    this.body.replaceChildren(table(
+      ['Identity', 'Queues', ['Slots free', 'num'], ['Running', 'num'], 'Running jobs', 'Connected', 'State', ''],
+      workers.map(w => h('tr', { 'data-worker': w.identity },
+        h('td', { class: 'mono', title: (w.features || []).join(', ') }, w.identity),
+        h('td', {}, (w.queues || []).map(q => h('div', {}, q[1], h('span', { class: 'sub' }, ' · weight ' + q[0])))),
+        h('td', { class: 'num' }, num(w.free_slots)),
+        h('td', { class: 'num' }, num(w.inflight)),
+        h('td', {}, h('ul', { class: 'running' }, (w.running || []).slice(0, 20).map(r =>
+          h('li', {}, jobLink(r.msgid), h('span', { class: 'sub' }, ' ' + (r.queue || '') + ' · ' + dur(r.running_ms))))),
+          (w.running || []).length > 20 ? h('span', { class: 'sub' }, `and ${w.running.length - 20} more`) : ''),
+        h('td', {}, dur(w.connected_ms)),
+        h('td', {}, w.draining ? badge('draining') : badge('active')),
+        h('td', { class: 'actions' }, w.draining
+          ? actionButton('Undrain', '', () => act('undrain', { worker: w.identity }, () => 'Worker resumed'))
+          : actionButton('Drain', '', () => act('drain', { worker: w.identity }, () => 'Worker drained: it gets no new jobs'),
+            )))),
+      'No job manager connected'));
+  },
+};
+
+const STATES = ['queued', 'in-flight', 'delayed', 'retrying', 'cancelling', 'done', 'failed', 'cancelled'];
+
+views.jobs = {
+  title: 'Jobs',
+  build(root, params) {
+    this.params = params;
+    this.cursors = [];       // cursors of the pages before this one
+    this.cursor = params.get('cursor') || null;
+    const f = this.form = h('form', { class: 'filters', id: 'job-filters' });
+    const input = (name, label, cls, ph) => h('label', {}, label,
+      h('input', { name, class: cls, placeholder: ph || '', value: params.get(name) || '', spellcheck: 'false' }));
+    const select = (name, label, options) => h('label', {}, label,
+      h('select', { name }, options.map(([v, t]) => h('option', { value: v, selected: (params.get(name) || '') === v }, t))));
+    this.queueSelect = select('queue', 'Queue', [['', 'All queues']].concat(params.get('queue') ? [[params.get('queue'), params.get('queue')]] : []));
+    f.append(
+      input('contains', 'Payload contains', 'wide', 'text in the job’s message'),
+      this.queueSelect,
+      select('state', 'State', [['', 'Any state']].concat(STATES.map(x => [x, x]))),
+      select('order', 'Order', [['newest', 'Newest first'], ['oldest', 'Oldest first']]),
+      h('button', { class: 'btn primary', type: 'submit' }, 'Search'));
+    f.addEventListener('submit', e => {
+      e.preventDefault();
+      const q = new URLSearchParams();
+      for (const [k, v] of new FormData(f)) if (v) q.set(k, v);
+      location.hash = '#/jobs' + (q.toString() ? '?' + q : '');
+    });
+    this.body = h('div');
+    this.pager = h('div', { class: 'pager' });
+    root.append(h('h1', {}, 'Jobs'),
+      card(h('div', { class: 'body' }, f), ''),
+      card('Results', h('span', { class: 'sub', id: 'jobs-scanned' }), this.body, this.pager));
+    // Fill the queue list once.
+    api('queues').then(r => {
+      const sel = this.queueSelect.querySelector('select');
+      const cur = params.get('queue') || '';
+      sel.replaceChildren(h('option', { value: '' }, 'All queues'),
+        ...r.queues.map(q => h('option', { value: q.name, selected: q.name === cur }, q.name)));
+    }).catch(() => {});
+  },
+  live() { return !this.cursor; },
+  async load() {
+    const p = this.params;
+    return api('jobs', {
+      queue: p.get('queue'), state: p.get('state'), contains: p.get('contains'),
+      order: p.get('order'), limit: PAGE, cursor: this.cursor,
+    });
+  },
+  render(r) {
+    document.getElementById('jobs-scanned').textContent =
+      `${num(r.jobs.length)} shown · ${num(r.scanned)} looked at`;
+    this.body.replaceChildren(table(
+      ['Msgid', 'Queue', 'State', ['Attempts', 'num'], 'Accepted', 'Payload'],
+      r.jobs.map(j => h('tr', { 'data-msgid': j.msgid },
+        h('td', {}, jobLink(j.msgid)),
+        h('td', {}, j.queue),
+        h('td', {}, badge(j.state)),
+        h('td', { class: 'num' }, num(j.attempts)),
+        h('td', {}, when(j.accepted_at_ms)),
+        h('td', {}, h('div', { class: 'payload', title: j.payload }, j.payload)))),
+      r.next_cursor ? 'No match among the jobs looked at: search on with “Next”' : 'No jobs match'));
+    const prev = h('button', { class: 'btn small', type: 'button', disabled: !this.cursors.length,
+      onclick: () => { this.cursor = this.cursors.pop() || null; refresh(); } }, '← Previous');
+    const next = h('button', { class: 'btn small', type: 'button', disabled: !r.next_cursor,
+      onclick: () => { this.cursors.push(this.cursor); this.cursor = r.next_cursor; refresh(); } }, 'Next →');
+    this.pager.replaceChildren(h('span', { class: 'grow' },
+      this.cursor ? 'Paused updates while paging' : 'Live: the first page updates every 2 s'), prev, next);
+  },
+};
+
+views.job = {
+  title: 'Job',
+  build(root, params, arg) {
+    this.msgid = arg;
+    this.body = h('div');
+    root.append(h('h1', {}, 'Job ', h('span', { class: 'mono', id: 'job-msgid' }, arg), h('span', { id: 'job-state' })), this.body);
+  },
+  async load() {
+    try {
+      return (await api('job', { msgid: this.msgid })).job;
+    } catch (e) {
+      if (e.status === 404) return null;
+      throw e;
+    }
+  },
+  render(j) {
+    if (!j) {
+      document.getElementById('job-state').replaceChildren();
+      this.body.replaceChildren(card('Not found', '', h('div', { class: 'body' },
+        'The router holds no job with this msgid: it is neither unfinished, nor among the retained finished jobs, nor dead-lettered.')));
+      return;
+    }
+    document.getElementById('job-state').replaceChildren(badge(j.state));
+    const unfinished = ['queued', 'in-flight', 'delayed', 'retrying'].includes(j.state);
+    const actions = h('div', {},
+      unfinished ? actionButton('Cancel job', 'danger', () => act('cancel', { msgid: j.msgid },
+        r => `Job ${r.state}`, { title: 'Cancel this job?', ok: 'Cancel job',
+          text: j.state === 'in-flight' ? 'The job manager stops the running job; the job ends cancelled.' : 'The job is removed from its queue and ends cancelled.' }),
+        { 'data-action': 'cancel' }) : '',
+      j.state === 'dead-lettered' ? [
+        actionButton('Retry', '', () => act('dead-retry', { msgid: j.msgid }, () => 'Dead letter queued again'), { 'data-action': 'retry' }),
+        ' ',
+        actionButton('Discard', 'danger', () => act('dead-discard', { msgid: j.msgid }, () => 'Dead letter discarded',
+          { title: 'Discard this dead letter?', text: 'It is removed for good.', ok: 'Discard' })),
+      ] : '');
+    const row = (k, v) => v === undefined || v === null || v === '' ? [] : [h('dt', {}, k), h('dd', {}, v)];
+    const started = j.dispatched_at_ms;
+    this.body.replaceChildren(
+      card('Details', actions, h('div', { class: 'body' }, h('dl', { class: 'props' },
+        row('Queue', j.queue + (j.route && j.route !== j.queue ? ' (route ' + j.route + ')' : '')),
+        row('State', badge(j.state)),
+        row('Attempts', num(j.attempts)),
+        row('Accepted', j.accepted_at_ms ? [stamp(j.accepted_at_ms), ' · ', when(j.accepted_at_ms)] : null),
+        row('Dispatched', started ? [stamp(started), ' · ', when(started)] : null),
+        row('Running for', j.running_ms !== undefined ? dur(j.running_ms) : null),
+        row('Runs at', j.run_at_ms ? [stamp(j.run_at_ms), ' · ', when(j.run_at_ms)] : null),
+        row('Finished', j.finished_at_ms ? [stamp(j.finished_at_ms), ' · ', when(j.finished_at_ms)] : null),
+        row('Took', j.finished_at_ms && j.accepted_at_ms ? dur(j.finished_at_ms - j.accepted_at_ms) + ' from acceptance' : null),
+        row('Worker', j.worker ? h('span', { class: 'mono' }, j.worker) : null),
+        row('Client', j.client ? h('span', { class: 'mono' }, j.client) : null),
+        row('Reason', j.reason || null),
+        row('Headers', j.headers ? h('span', { class: 'mono' }, j.headers) : h('span', { class: 'sub' }, 'none'))))),
+      j.last_error ? card('Last error', '', h('div', { class: 'body' }, h('pre', { class: 'block error-text-block' }, text(j.last_error)))) : '',
+      'result' in j && j.state === 'done' ? card('Result', j.result_truncated ? h('span', { class: 'sub' }, 'too large: not kept') : '',
+        h('div', { class: 'body' }, h('pre', { class: 'block', id: 'job-result' }, text(j.result)))) : '',
+      card('Payload', j.payload_truncated ? h('span', { class: 'sub' }, 'first 1,000 bytes') : '',
+        h('div', { class: 'body' }, h('pre', { class: 'block' }, prettyPayload(j.payload)))));
+  },
+};
+
+function prettyPayload(p) {
+  try { return JSON.stringify(JSON.parse(p), null, 2); } catch (_) { return p; }
+}
+
+views.dead = {
+  title: 'Dead letters',
+  build(root, params) {
+    this.params = params;
+    this.skip = 0;
+    const f = h('form', { class: 'filters' },
+      h('label', {}, 'Queue', h('input', { name: 'queue', value: params.get('queue') || '', spellcheck: 'false' })),
+      h('label', {}, 'Payload contains', h('input', { name: 'contains', class: 'wide', value: params.get('contains') || '', spellcheck: 'false' })),
+      h('button', { class: 'btn primary', type: 'submit' }, 'Filter'));
+    f.addEventListener('submit', e => {
+      e.preventDefault();
+      const q = new URLSearchParams();
+      for (const [k, v] of new FormData(f)) if (v) q.set(k, v);
+      location.hash = '#/dead' + (q.toString() ? '?' + q : '');
+    });
+    this.count = h('span', { class: 'sub' });
+    this.bulk = h('div');
+    this.body = h('div');
+    this.pager = h('div', { class: 'pager' });
+    root.append(h('h1', {}, 'Dead letters'),
+      card(h('div', { class: 'body' }, f), ''),
+      card(h('h2', {}, 'Jobs that failed for good ', this.count), this.bulk, this.body, this.pager));
+  },
+  live() { return this.skip === 0; },
+  async load() {
+    const p = this.params;
+    return api('dead', { queue: p.get('queue'), contains: p.get('contains'), limit: PAGE, cursor: this.skip ? String(this.skip) : null });
+  },
+  render(r) {
+    const filter = { queue: this.params.get('queue') || undefined, contains: this.params.get('contains') || undefined };
+    const filtered = filter.queue || filter.contains;
+    this.count.textContent = `· ${num(r.count)}${filtered ? ' matching' : ''}`;
+    this.bulk.replaceChildren(
+      actionButton(filtered ? 'Retry all matching' : 'Retry all', '', () => act('dead-retry', Object.assign({ all: true }, filter),
+        x => `${num(x.retried)} dead letter(s) queued again`,
+        { title: 'Retry ' + num(r.count) + ' dead letter(s)?', ok: 'Retry all',
+          text: 'Each goes back to its queue as a new delivery of the same job (attempts reset).' }), { disabled: !r.count || state.readOnly }),
+      ' ',
+      actionButton(filtered ? 'Discard all matching' : 'Discard all', 'danger', () => act('dead-discard', Object.assign({ all: true }, filter),
+        x => `${num(x.discarded)} dead letter(s) discarded`,
+        { title: 'Discard ' + num(r.count) + ' dead letter(s)?', ok: 'Discard all', text: 'They are removed for good.' }),
+      { disabled: !r.count || state.readOnly }));
+    this.body.replaceChildren(table(
+      ['Msgid', 'Queue', 'Reason', 'Last error', ['Attempts', 'num'], 'Dead since', 'Payload', ''],
+      r.dead_letters.map(d => h('tr', { 'data-msgid': d.msgid },
+        h('td', {}, jobLink(d.msgid)),
+        h('td', {}, d.queue),
+        h('td', {}, d.reason),
+        h('td', {}, h('div', { class: 'payload error-text', title: errorText(d.error && d.error.error || d.error) },
+          errorText(d.error && d.error.error || d.error))),
+        h('td', { class: 'num' }, num(d.attempts)),
+        h('td', {}, when(d.at_ms)),
+        h('td', {}, h('div', { class: 'payload', title: d.payload }, d.payload)),
+        h('td', { class: 'actions' },
+          actionButton('Retry', '', () => act('dead-retry', { msgid: d.msgid }, () => 'Dead letter queued again'), { 'data-action': 'retry' }),
+          actionButton('Discard', 'danger', () => act('dead-discard', { msgid: d.msgid }, () => 'Dead letter discarded',
+            { title: 'Discard this dead letter?', text: d.msgid + ' is removed for good.', ok: 'Discard' }), { 'data-action': 'discard' })))),
+      'No dead letters'));
+    const prev = h('button', { class: 'btn small', type: 'button', disabled: this.skip === 0,
+      onclick: () => { this.skip = Math.max(0, this.skip - PAGE); refresh(); } }, '← Newer');
+    const next = h('button', { class: 'btn small', type: 'button', disabled: !r.next_cursor,
+      onclick: () => { this.skip = Number(r.next_cursor); refresh(); } }, 'Older →');
+    this.pager.replaceChildren(h('span', { class: 'grow' }, r.count ? `${num(this.skip + 1)}–${num(this.skip + r.dead_letters.length)} of ${num(r.count)}` : ''), prev, next);
+  },
+};
+
+views.schedules = {
+  title: 'Schedules',
+  build(root) {
+    this.body = h('div');
+    root.append(h('h1', {}, 'Schedules'), card('Built-in schedules', '', this.body));
+  },
+  async load() { return (await api('schedules')).schedules; },
+  render(list) {
+    const sorted = [...list].sort((a, b) => (a.next_run_ms || Infinity) - (b.next_run_ms || Infinity));
+    this.body.replaceChildren(table(
+      ['Id', 'Queue', 'Every', 'Next run', 'Last run', ['Runs', 'num'], 'Message', ''],
+      sorted.map(sc => h('tr', { 'data-schedule': sc.id },
+        h('td', { class: 'mono', title: sc.id }, short(sc.id)),
+        h('td', {}, sc.queue),
+        h('td', {}, sc.cron ? h('span', { class: 'mono' }, sc.cron) : dur(sc.interval_secs * 1000),
+          sc.nohaste ? h('span', { class: 'sub' }, ' · nohaste') : ''),
+        h('td', {}, sc.next_run_ms ? when(sc.next_run_ms) : h('span', { class: 'sub' }, 'none')),
+        h('td', {}, when(sc.last_run_ms)),
+        h('td', { class: 'num' }, num(sc.run_count) + (sc.run_limit ? ' / ' + num(sc.run_limit) : '')),
+        h('td', {}, h('div', { class: 'payload', title: sc.message }, sc.message)),
+        h('td', { class: 'actions' }, actionButton('Remove', 'danger', () => act('unschedule', { id: sc.id },
+          () => 'Schedule removed', { title: 'Remove this schedule?', ok: 'Remove',
+            text: `Schedule ${sc.id} on ${sc.queue} stops; jobs it already sent are not touched.` }))))),
+      'No schedules: clients add them with SCHEDULE'));
+  },
+};
+
+// ---------------------------------------------------------------- routing
+
+function parseHash() {
+  const raw = location.hash.replace(/^#\/?/, '') || 'overview';
+  const [path, qs] = raw.split('?');
+  const [name, ...rest] = path.split('/');
+  return { name, arg: rest.length ? decodeURIComponent(rest.join('/')) : null, params: new URLSearchParams(qs || '') };
+}
+
+function navigate() {
+  const { name, arg, params } = parseHash();
+  const view = views[name] || views.overview;
+  const key = location.hash;
+  if (state.route === key && state.view) return;
+  state.route = key;
+  state.view = view;
+  for (const a of document.querySelectorAll('#nav a')) {
+    a.classList.toggle('active', a.dataset.view === name || (name === 'job' && a.dataset.view === 'jobs'));
+  }
+  document.title = view.title + (arg ? ' ' + arg : '') + ' · emq';
+  const main = document.getElementById('main');
+  main.replaceChildren();
+  view.build(main, params, arg);
+  main.dataset.view = name;
+  refresh(true);
+}
+
+let seq = 0;
+async function refresh(force) {
+  const view = state.view;
+  if (!view) return;
+  if (!force && (document.hidden || document.getElementById('confirm').open)) return;
+  const my = ++seq;
+  try {
+    const data = await view.load();
+    if (my !== seq || view !== state.view) return; // a newer load or another view
+    view.render(data);
+    document.getElementById('main').dataset.loaded = String(Date.now());
+    setLive(true, 'live · ' + new Date().toLocaleTimeString());
+  } catch (e) {
+    if (my !== seq) return;
+    setLive(false, e.status === 401 ? 'token needed' : 'router unreachable: ' + e.message);
+  }
+}
+
+async function tick() {
+  const view = state.view;
+  if (view && (!view.live || view.live())) await refresh();
+  // The number of dead letters kept, in the navigation bar.
+  try {
+    const n = (await api('dead', { limit: 1 })).count;
+    document.getElementById('dead-count').textContent = n ? nf.format(n) : '';
+  } catch (_) { /* shown by refresh */ }
+}
+
+async function start() {
+  try {
+    const info = await api('info');
+    state.readOnly = !!info.read_only;
+    state.version = info.version;
+    if (state.readOnly) {
+      document.getElementById('live').after(h('span', { class: 'badge paused', title: '--http-read-only' }, 'read-only'));
+    }
+  } catch (_) { /* the views report it */ }
+  document.getElementById('quick-find').addEventListener('submit', e => {
+    e.preventDefault();
+    const v = document.getElementById('quick-msgid').value.trim();
+    if (v) location.hash = '#/job/' + encodeURIComponent(v);
+  });
+  window.addEventListener('hashchange', navigate);
+  navigate();
+  tick();
+  setInterval(tick, POLL_MS);
+}
+
+start();

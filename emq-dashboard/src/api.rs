@@ -1,0 +1,217 @@
+//! `/api/<op>`: the control plane over HTTP, one ADMIN request per call.
+//!
+//! - The op is the path's last segment; its arguments come from the query
+//!   string and, for POST, from a JSON object body (the body wins). Query
+//!   values are strings, except `limit` (a number) and `all` (`true`):
+//!   `GET /api/jobs?queue=email&state=queued&limit=20`.
+//! - The answer is the router's answer object as it is, with an HTTP status
+//!   that says the same: 200 for `"ok": true`; for errors by kind,
+//!   `bad-request` 400, `not-found` 404, `conflict` and `unsupported` 409,
+//!   `journal-unavailable` and `shutting-down` 503; 504 when the router did
+//!   not answer in time (`{"ok": false, "error": {"kind": "timeout"}}`).
+//! - Reads (`status`, `job`, `jobs`, `dead`, `queues`, `workers`,
+//!   `schedules`) take GET or POST; everything else is a state change and
+//!   needs POST and the rules of [`crate::access`].
+//! - Two answers are the dashboard's own: `GET /api/stats` (the sampled
+//!   counters of [`crate::history`]) and `GET /api/info` (version and
+//!   whether the dashboard is read-only).
+
+use std::sync::Arc;
+
+use emq_transport::http::axum::body::Bytes;
+use emq_transport::http::axum::extract::{Path, RawQuery, State};
+use emq_transport::http::axum::http::{header, HeaderMap, Method, StatusCode};
+use emq_transport::http::axum::response::{IntoResponse, Response};
+use serde_json::{json, Map, Value};
+use tokio::sync::Semaphore;
+
+use crate::access::{is_read_op, Access};
+use crate::admin::AdminClient;
+use crate::history::History;
+
+/// What the API handlers share.
+pub(crate) struct Api {
+    pub admin: Arc<AdminClient>,
+    pub history: History,
+    pub access: Access,
+    /// Admin requests in progress at once (each holds a blocking thread).
+    pub slots: Semaphore,
+}
+
+/// Most admin requests waiting for the router at once.
+pub(crate) const CONCURRENT: usize = 16;
+
+pub(crate) fn json_response(status: u16, v: &Value) -> Response {
+    (
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        v.to_string(),
+    )
+        .into_response()
+}
+
+pub(crate) fn error_response(status: u16, kind: &str, message: &str) -> Response {
+    json_response(
+        status,
+        &json!({"ok": false, "error": {"kind": kind, "message": message}}),
+    )
+}
+
+/// The HTTP status of an answer.
+fn status_of(answer: &Value) -> u16 {
+    if answer["ok"] == true {
+        return 200;
+    }
+    match answer["error"]["kind"].as_str().unwrap_or("") {
+        "bad-request" => 400,
+        "not-found" => 404,
+        "conflict" | "unsupported" => 409,
+        "journal-unavailable" | "shutting-down" => 503,
+        _ => 500,
+    }
+}
+
+/// The request object of `op` from a query string and a body.
+pub(crate) fn request_of(op: &str, query: Option<&str>, body: &[u8]) -> Result<Value, String> {
+    let mut req = Map::new();
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let k = decode(k)?;
+        let v = decode(v)?;
+        if v.is_empty() {
+            // An empty form field is no filter.
+            continue;
+        }
+        let value = match k.as_str() {
+            "limit" => Value::from(
+                v.parse::<u64>()
+                    .map_err(|_| format!("limit must be a number, got {v:?}"))?,
+            ),
+            "all" => Value::Bool(matches!(v.as_str(), "true" | "1" | "yes")),
+            _ => Value::String(v),
+        };
+        req.insert(k, value);
+    }
+    if !body.iter().all(u8::is_ascii_whitespace) {
+        match serde_json::from_slice::<Value>(body) {
+            Ok(Value::Object(m)) => req.extend(m),
+            Ok(other) => return Err(format!("the body must be a JSON object, got {other}")),
+            Err(e) => return Err(format!("the body is not JSON: {e}")),
+        }
+    }
+    req.insert("op".into(), op.into());
+    Ok(Value::Object(req))
+}
+
+fn decode(s: &str) -> Result<String, String> {
+    let s = s.replace('+', " ");
+    percent_encoding::percent_decode_str(&s)
+        .decode_utf8()
+        .map(|c| c.into_owned())
+        .map_err(|_| format!("not UTF-8 after decoding: {s:?}"))
+}
+
+/// `GET|POST /api/{op}`.
+pub(crate) async fn op(
+    State(api): State<Arc<Api>>,
+    method: Method,
+    Path(op): Path<String>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let is_post = method == Method::POST;
+    match op.as_str() {
+        "stats" => return json_response(200, &api.history.to_json()),
+        "info" => {
+            return json_response(
+                200,
+                &json!({
+                    "ok": true,
+                    "version": env!("CARGO_PKG_VERSION"),
+                    "read_only": api.access.read_only,
+                    "token": api.access.token.is_some(),
+                }),
+            )
+        }
+        _ => {}
+    }
+    if !is_read_op(&op) {
+        if let Err((status, kind, message)) = api.access.admit_change(is_post, &headers) {
+            return error_response(status, kind, &message);
+        }
+    }
+    let req = match request_of(&op, query.as_deref(), if is_post { &body } else { &[] }) {
+        Ok(r) => r,
+        Err(e) => return error_response(400, "bad-request", &e),
+    };
+    if !is_read_op(&op) {
+        let mut args = req.clone();
+        if let Some(m) = args.as_object_mut() {
+            m.remove("op");
+        }
+        log::info!("dashboard: {op} {args}");
+    }
+    let Ok(_slot) = api.slots.acquire().await else {
+        return error_response(503, "shutting-down", "the server is stopping");
+    };
+    let admin = api.admin.clone();
+    match tokio::task::spawn_blocking(move || admin.request(&req)).await {
+        Ok(Ok(answer)) => json_response(status_of(&answer), &answer),
+        Ok(Err(crate::admin::AdminError::Timeout(t))) => error_response(
+            504,
+            "timeout",
+            &format!("the router did not answer within {t:?}"),
+        ),
+        Ok(Err(e)) => error_response(502, "router-unreachable", &e.to_string()),
+        Err(e) => error_response(500, "internal", &e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_and_body_make_the_request() {
+        let r = request_of(
+            "jobs",
+            Some("queue=e%20mail&state=&limit=20&contains=a+b"),
+            b"",
+        )
+        .unwrap();
+        assert_eq!(
+            r,
+            json!({"queue": "e mail", "limit": 20, "contains": "a b", "op": "jobs"})
+        );
+        let r = request_of(
+            "dead-retry",
+            Some("all=true&queue=x"),
+            br#"{"queue": "y", "op": "shutdown"}"#,
+        )
+        .unwrap();
+        assert_eq!(r, json!({"all": true, "queue": "y", "op": "dead-retry"}));
+        assert!(request_of("jobs", Some("limit=lots"), b"").is_err());
+        assert!(request_of("jobs", None, b"[1]").is_err());
+    }
+
+    #[test]
+    fn error_kinds_have_http_statuses() {
+        assert_eq!(status_of(&json!({"ok": true})), 200);
+        for (kind, code) in [
+            ("bad-request", 400),
+            ("not-found", 404),
+            ("conflict", 409),
+            ("unsupported", 409),
+            ("journal-unavailable", 503),
+        ] {
+            assert_eq!(
+                status_of(&json!({"ok": false, "error": {"kind": kind}})),
+                code
+            );
+        }
+    }
+}
