@@ -185,9 +185,13 @@ const INSERT_FINISHED: &str = "INSERT INTO finished
         (msgid, client, queue, route, headers, message, attempts, accepted_at, run_at,
          outcome, finished_at, result, result_truncated)
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
-/// Keep the newest ?1 finished rows, none finished before ?2.
-const TRIM_FINISHED: &str = "DELETE FROM finished WHERE finished_at < ?2 OR seq <=
-     (SELECT seq FROM finished ORDER BY seq DESC LIMIT 1 OFFSET ?1)";
+/// Keep the newest ?1 finished rows: rows leave only through these trims,
+/// oldest first, so their `seq`s are contiguous and the cut is one rowid
+/// range (no walk over the rows kept).
+const TRIM_FINISHED_COUNT: &str =
+    "DELETE FROM finished WHERE seq <= (SELECT max(seq) FROM finished) - ?1";
+/// None finished before ?1 (through the `finished_at` index).
+const TRIM_FINISHED_AGE: &str = "DELETE FROM finished WHERE finished_at < ?1";
 /// Keep the newest ?1 dead letters.
 const TRIM_DEAD: &str = "DELETE FROM dead_letters WHERE seq <=
      (SELECT seq FROM dead_letters ORDER BY seq DESC LIMIT 1 OFFSET ?1)";
@@ -691,9 +695,11 @@ impl Journal {
                 }
             }
             if let Some((keep, before)) = trim_finished {
-                let mut s = tx.prepare_cached(TRIM_FINISHED).map_err(err)?;
-                s.execute(params![i64::try_from(keep).unwrap_or(i64::MAX), before])
+                let mut s = tx.prepare_cached(TRIM_FINISHED_COUNT).map_err(err)?;
+                s.execute(params![i64::try_from(keep).unwrap_or(i64::MAX)])
                     .map_err(err)?;
+                let mut s = tx.prepare_cached(TRIM_FINISHED_AGE).map_err(err)?;
+                s.execute(params![before]).map_err(err)?;
             }
             if let Some(keep) = trim_dead {
                 let mut s = tx.prepare_cached(TRIM_DEAD).map_err(err)?;
