@@ -79,6 +79,7 @@ pub fn status_json(snap: &Snapshot) -> String {
         .map(|w| (w.identity.clone(), w.inflight))
         .collect();
     let retry_waiting: u64 = snap.queues.iter().map(|q| q.retry_waiting).sum();
+    let delayed: u64 = snap.queues.iter().map(|q| q.delayed).sum();
     let s = &snap.stats;
     let recent: Vec<Value> = snap
         .dead_letters
@@ -116,6 +117,7 @@ pub fn status_json(snap: &Snapshot) -> String {
         "dispatched_messages_by_queue": obj(dispatched),
         "inflight_messages_by_worker": obj(inflight_w),
         "retry_waiting_messages": retry_waiting,
+        "delayed_messages": delayed,
         "shutting_down": snap.draining,
         "journal": journal,
         "counters": {

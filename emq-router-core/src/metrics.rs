@@ -97,6 +97,14 @@ pub fn render(snap: &Snapshot) -> String {
         p.sample("emq_queue_inflight", &[("queue", q)], qv(q).inflight as f64);
     }
     p.family(
+        "emq_queue_delayed",
+        "gauge",
+        "Delayed jobs (delay:SECS) of the queue waiting for their time.",
+    );
+    for q in &names {
+        p.sample("emq_queue_delayed", &[("queue", q)], qv(q).delayed as f64);
+    }
+    p.family(
         "emq_queue_retry_waiting",
         "gauge",
         "Jobs of the queue waiting for a retry delay.",

@@ -32,6 +32,8 @@ pub struct QueueView {
     pub inflight: u64,
     /// Jobs waiting for a retry delay.
     pub retry_waiting: u64,
+    /// Delayed jobs (`delay:SECS`) waiting for their time.
+    pub delayed: u64,
     /// Accepted, not finished (buffered + in flight + retry waiting).
     pub unfinished: u64,
     /// Mean age of the unfinished jobs, ms.
@@ -138,11 +140,18 @@ impl Router {
                 }
             }
         }
+        // Waiting for a time: a retry (failed before) or a delayed job.
+        let mut retrying: BTreeMap<String, u64> = BTreeMap::new();
         let mut delayed: BTreeMap<String, u64> = BTreeMap::new();
         for (_, jid) in &self.store.delayed {
             if let Some(j) = self.store.jobs.get(jid) {
                 if matches!(j.state, JobState::Delayed { .. }) {
-                    *delayed.entry(j.route().to_string()).or_default() += 1;
+                    let m = if j.failures() > 0 {
+                        &mut retrying
+                    } else {
+                        &mut delayed
+                    };
+                    *m.entry(j.route().to_string()).or_default() += 1;
                     ages.push(note(j.route(), j.accepted_at()));
                 }
             }
@@ -158,8 +167,11 @@ impl Router {
         for (q, n) in inflight {
             view(&mut queues, &q).inflight = n;
         }
-        for (q, n) in delayed {
+        for (q, n) in retrying {
             view(&mut queues, &q).retry_waiting = n;
+        }
+        for (q, n) in delayed {
+            view(&mut queues, &q).delayed = n;
         }
         for (q, at) in oldest {
             view(&mut queues, &q).max_age_ms = ms(now.saturating_sub(at));

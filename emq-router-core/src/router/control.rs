@@ -724,14 +724,6 @@ impl Router {
 
     fn op_queues(&self, now: Duration) -> Value {
         let snap = self.snapshot(now);
-        let mut delayed: std::collections::BTreeMap<&str, u64> = Default::default();
-        for (_, jid) in &self.store.delayed {
-            if let Some(j) = self.store.jobs.get(jid) {
-                if j.failures() == 0 {
-                    *delayed.entry(j.route()).or_default() += 1;
-                }
-            }
-        }
         let mut names: Vec<&str> = snap.queues.iter().map(|q| q.name.as_str()).collect();
         for p in &self.paused {
             if !names.contains(&p.as_str()) {
@@ -743,13 +735,12 @@ impl Router {
             .iter()
             .map(|name| {
                 let q = snap.queues.iter().find(|q| q.name == *name);
-                let d = delayed.get(name).copied().unwrap_or(0);
                 json!({
                     "name": name,
                     "depth": q.map_or(0, |q| q.depth),
                     "inflight": q.map_or(0, |q| q.inflight),
-                    "retry_waiting": q.map_or(0, |q| q.retry_waiting.saturating_sub(d)),
-                    "delayed": d,
+                    "retry_waiting": q.map_or(0, |q| q.retry_waiting),
+                    "delayed": q.map_or(0, |q| q.delayed),
                     "oldest_age_ms": q.map_or(0, |q| q.max_age_ms),
                     "paused": self.paused.contains(*name),
                     "processed": q.map_or(0, |q| q.metrics.processed),
