@@ -1,0 +1,423 @@
+//! The driver: the sockets, the journal store and the poll loop that runs
+//! the core in the call order it documents (see the crate documentation
+//! in `main.rs`).
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use emq_router_core::journal::{BatchResult, JournalStore};
+use emq_router_core::util::LogLimiter;
+use emq_router_core::{Action, Input, Router, SendFailure, Socket};
+use emq_transport::SocketOptions;
+use emqp_proto::settings::Settings;
+
+use crate::options::{Cli, Options};
+
+/// Most messages read from one socket per poll round (fairness).
+const READ_BATCH: usize = 4096;
+/// How often the metrics text is rendered (when --metrics is on).
+const METRICS_EVERY: Duration = Duration::from_millis(500);
+
+fn unix_micros() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}
+
+/// Why `run` failed: the message and the exit code (2: the journal cannot
+/// be used; 1: anything else).
+pub(crate) struct Fail(pub(crate) u8, pub(crate) String);
+
+impl From<String> for Fail {
+    fn from(s: String) -> Fail {
+        Fail(1, s)
+    }
+}
+
+fn journal_fail(e: emq_journal::JournalError) -> Fail {
+    Fail(
+        2,
+        format!(
+            "journal unusable: {e} (fix or move the file, pass --journal PATH for another \
+             file, or --journal none to run without one)"
+        ),
+    )
+}
+
+struct Sockets {
+    frontend: zmq::Socket,
+    backend: zmq::Socket,
+    admin: zmq::Socket,
+}
+
+impl Sockets {
+    fn get(&self, s: Socket) -> &zmq::Socket {
+        match s {
+            Socket::Frontend => &self.frontend,
+            Socket::Backend => &self.backend,
+            Socket::Admin => &self.admin,
+        }
+    }
+}
+
+/// Send `frames` to `identity`; a failure becomes a `SendFailed` input.
+fn send_or_fail(
+    socks: &Sockets,
+    socket: Socket,
+    identity: Vec<u8>,
+    frames: Vec<Vec<u8>>,
+    failed: &mut Vec<Input>,
+    start: Instant,
+    eagain_log: &mut LogLimiter,
+) {
+    if let Err(e) =
+        emq_transport::send_frames(socks.get(socket), Some(&identity), frames, zmq::DONTWAIT)
+    {
+        let reason = match e {
+            zmq::Error::EHOSTUNREACH => SendFailure::HostUnreachable,
+            zmq::Error::EAGAIN => {
+                if eagain_log.allow(start.elapsed()) {
+                    log::warn!(
+                        "{}: peer {} is not reading (send buffer full)",
+                        socket.name(),
+                        String::from_utf8_lossy(&identity)
+                    );
+                }
+                SendFailure::WouldBlock
+            }
+            other => SendFailure::Other(other.to_string()),
+        };
+        failed.push(Input::SendFailed {
+            socket,
+            identity,
+            reason,
+        });
+    }
+}
+
+/// Carry out the core's actions in order: sends (failures fed back as
+/// `SendFailed`), journal batches (appended, outcome fed back as
+/// `JournalDone`), until none are left. Returns whether the core asked to
+/// exit.
+fn execute(
+    router: &mut Router,
+    socks: &Sockets,
+    journal: &mut Option<emq_journal::Journal>,
+    out: &mut Vec<Action>,
+    start: Instant,
+    eagain_log: &mut LogLimiter,
+) -> bool {
+    let mut exit = false;
+    let mut failed: Vec<Input> = Vec::new();
+    while !out.is_empty() {
+        for a in std::mem::take(out) {
+            match a {
+                Action::Send {
+                    socket,
+                    identity,
+                    frames,
+                } => send_or_fail(
+                    socks,
+                    socket,
+                    identity,
+                    frames,
+                    &mut failed,
+                    start,
+                    eagain_log,
+                ),
+                Action::Journal(batch) => {
+                    let result = match journal.as_mut().map(|j| JournalStore::append(j, &batch)) {
+                        Some(Ok(())) | None => BatchResult::Committed,
+                        Some(Err(e)) => BatchResult::Failed(e.to_string()),
+                    };
+                    failed.push(Input::JournalDone {
+                        batch: batch.id,
+                        result,
+                    });
+                }
+                Action::Exit => exit = true,
+            }
+        }
+        let now = start.elapsed();
+        for input in failed.drain(..) {
+            router.handle(input, now, out);
+        }
+    }
+    exit
+}
+
+pub(crate) fn run(cli: Cli) -> Result<(), Fail> {
+    let settings = Settings::load("router").map_err(|e| e.to_string())?;
+    let mut opts = Options::resolve(cli, &settings)?;
+    let start = Instant::now();
+    opts.core.epoch_unix_micros = unix_micros();
+    opts.core.id_seed = emqp_proto::msgid::random_seed();
+
+    let mut journal = match &opts.journal {
+        None => None,
+        Some(path) => {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).map_err(|e| {
+                    Fail(
+                        2,
+                        format!("cannot create journal directory {}: {e}", dir.display()),
+                    )
+                })?;
+            }
+            log::info!(
+                "journal: {}{}",
+                path.display(),
+                if opts.journal_default {
+                    " (default; --journal none for memory only)"
+                } else {
+                    ""
+                }
+            );
+            Some(emq_journal::Journal::open(path).map_err(journal_fail)?)
+        }
+    };
+
+    let mut ctx = zmq::Context::new();
+    let sock_opts = SocketOptions {
+        max_message_size: opts.socket_max_message_size(),
+        ..SocketOptions::default()
+    };
+    for line in &opts.access_warnings {
+        log::warn!("{line}");
+    }
+    // The ZAP handler must be bound before the sockets it guards.
+    let _zap = if opts.access.is_active() {
+        for line in &opts.access_log {
+            log::info!("{line}");
+        }
+        Some(
+            emq_transport::zap::spawn_zap_handler(&ctx, opts.access.clone())
+                .map_err(|e| format!("cannot start the ZAP handler: {e}"))?,
+        )
+    } else {
+        None
+    };
+    let access = &opts.access;
+    let bind = |endpoint: &str, what: &str| {
+        emq_transport::bind_router_with(&ctx, endpoint, &sock_opts, |s| access.apply(s, what))
+            .map_err(|e| format!("{what}: {e}"))
+    };
+    let socks = Sockets {
+        frontend: bind(&opts.frontend, "frontend")?,
+        backend: bind(&opts.backend, "backend")?,
+        admin: bind(&opts.admin, "admin")?,
+    };
+    let shown = |s: &zmq::Socket, fallback: &str| {
+        s.get_last_endpoint()
+            .ok()
+            .and_then(|e| e.ok())
+            .unwrap_or_else(|| fallback.to_string())
+    };
+    log::info!(
+        "listening: frontend {} (clients, schedulers)",
+        shown(&socks.frontend, &opts.frontend)
+    );
+    log::info!(
+        "listening: backend {} (workers)",
+        shown(&socks.backend, &opts.backend)
+    );
+    log::info!(
+        "listening: admin {} (admin tools)",
+        shown(&socks.admin, &opts.admin)
+    );
+    // The server stops (and its thread is joined) when `_metrics_http` drops.
+    let metrics_text = (opts.metrics.is_some() || opts.http.is_some())
+        .then(emq_transport::metrics_http::MetricsText::default);
+    let _metrics_http = match (&opts.metrics, &metrics_text) {
+        (Some(addr), Some(text)) => {
+            let server = emq_transport::metrics_http::serve_metrics(addr, text.clone())
+                .map_err(|e| format!("--metrics {addr}: {e}"))?;
+            log::info!(
+                "listening: metrics http://{}/metrics (Prometheus)",
+                server.local_addr()
+            );
+            Some(server)
+        }
+        _ => None,
+    };
+    // --http: the dashboard is an admin client of this router, on an extra
+    // inproc endpoint of the admin socket (inproc has no ZAP; the HTTP
+    // side applies its own access rules). Dropped before the context ends.
+    let dashboard = match (&opts.http, &metrics_text) {
+        (Some((addr, access)), Some(text)) => {
+            socks
+                .admin
+                .bind(emq_dashboard::INPROC_ADMIN)
+                .map_err(|e| format!("admin: cannot bind {}: {e}", emq_dashboard::INPROC_ADMIN))?;
+            let d = emq_dashboard::Dashboard::start(
+                addr,
+                &ctx,
+                emq_dashboard::INPROC_ADMIN,
+                access.clone(),
+                emq_transport::metrics_http::routes(text.clone()),
+            )?;
+            log::info!(
+                "listening: dashboard http://{}/ (API /api/, metrics /metrics{}{})",
+                d.local_addr(),
+                if access.token.is_some() {
+                    "; token required"
+                } else {
+                    ""
+                },
+                if access.read_only { "; read-only" } else { "" }
+            );
+            Some(d)
+        }
+        _ => None,
+    };
+    let signals =
+        emq_transport::ShutdownSignal::install().map_err(|e| format!("signal handlers: {e}"))?;
+
+    let mut router = Router::new(opts.core.clone());
+    let mut out: Vec<Action> = Vec::with_capacity(1024);
+    let mut eagain_log = LogLimiter::new("send-buffer-full warnings", 20);
+    if let Some(j) = journal.as_mut() {
+        let restored = JournalStore::load(j).map_err(journal_fail)?;
+        let now = start.elapsed();
+        let n = router.restore(restored, now, &mut out);
+        log::info!(
+            "journal {}: {} unfinished job(s) queued again, {} dead letter(s), {} schedule(s), \
+             {} paused queue(s), {} finished job(s) restored",
+            j.describe(),
+            n.jobs,
+            n.dead_letters,
+            n.schedules,
+            n.paused_queues,
+            n.finished
+        );
+    } else if opts.journal_default {
+        log::warn!(
+            "no journal: no data directory known (set EMQ_DATA_DIR or HOME, or pass --journal PATH); \
+             buffered jobs are lost if the router stops"
+        );
+    } else {
+        log::info!("no journal (--journal none): buffered jobs are lost if the router stops");
+    }
+    execute(
+        &mut router,
+        &socks,
+        &mut journal,
+        &mut out,
+        start,
+        &mut eagain_log,
+    );
+
+    let mut next_metrics = Duration::ZERO;
+    // After a round that read something, the next round reads again at
+    // once (non-blocking) instead of polling first: under load messages
+    // keep arriving, and a zmq_poll per round is a syscall and a wake-up
+    // for few messages. Only a round that found nothing polls, blocking
+    // until the core's next deadline.
+    let mut busy = false;
+    let mut msg = zmq::Message::new();
+    loop {
+        if !busy {
+            // Sleep until input, a signal, the core's next deadline, or
+            // (with --metrics) the next render of the metrics text.
+            let now = start.elapsed();
+            let mut timeout = router.poll_timeout().map(|t| t.saturating_sub(now));
+            if metrics_text.is_some() {
+                let m = next_metrics.saturating_sub(start.elapsed());
+                timeout = Some(timeout.map_or(m, |t| t.min(m)));
+            }
+            let timeout_ms = match timeout {
+                Some(t) => i64::try_from(t.as_micros().div_ceil(1000)).unwrap_or(i64::MAX),
+                None => -1,
+            };
+            let mut items = [
+                socks.frontend.as_poll_item(zmq::POLLIN),
+                socks.backend.as_poll_item(zmq::POLLIN),
+                socks.admin.as_poll_item(zmq::POLLIN),
+                signals.poll_item(),
+            ];
+            match zmq::poll(&mut items, timeout_ms) {
+                Ok(_) | Err(zmq::Error::EINTR) => {}
+                Err(e) => return Err(format!("poll failed: {e}").into()),
+            }
+        }
+        busy = false;
+        let now = start.elapsed();
+        // Backend first: READYs and REPLYs free slots that the REQUESTs
+        // read next can use at once.
+        for socket in [Socket::Backend, Socket::Frontend, Socket::Admin] {
+            let sock = socks.get(socket);
+            for _ in 0..READ_BATCH {
+                match emq_transport::recv_frames(sock, &mut msg) {
+                    Ok(frames) => {
+                        busy = true;
+                        router.handle(Input::Frames { socket, frames }, now, &mut out)
+                    }
+                    Err(zmq::Error::EAGAIN) | Err(zmq::Error::EINTR) => break,
+                    Err(e) => {
+                        log::error!("{}: receive failed: {e}", socket.name());
+                        break;
+                    }
+                }
+            }
+        }
+        if signals.requested() && !router.is_draining() {
+            log::info!("shutdown signal received");
+            router.handle(Input::Shutdown, now, &mut out);
+        }
+        let now = start.elapsed();
+        if router.poll_timeout().is_some_and(|t| t <= now) {
+            router.handle_timeout(now, &mut out);
+        }
+        if let Some(text) = &metrics_text {
+            if start.elapsed() >= next_metrics {
+                next_metrics = start.elapsed() + METRICS_EVERY;
+                text.set(emq_router_core::metrics::render(&router.snapshot(now)));
+            }
+        }
+        if execute(
+            &mut router,
+            &socks,
+            &mut journal,
+            &mut out,
+            start,
+            &mut eagain_log,
+        ) {
+            break;
+        }
+    }
+    if let Some(j) = journal.as_ref() {
+        if let Ok(st) = j.stats() {
+            log::info!(
+                "journal: {} transaction(s), {} record(s) this run",
+                st.batches_appended,
+                st.records_appended
+            );
+        }
+    }
+
+    let buffered = router.buffered_count() + router.delayed_count();
+    let inflight = router.inflight_count();
+    if buffered + inflight > 0 {
+        if journal.is_some() {
+            log::info!(
+                "exiting: {buffered} buffered and {inflight} in-flight job(s) stay in the journal"
+            );
+        } else {
+            log::warn!(
+                "exiting: {buffered} buffered and {inflight} in-flight job(s) are lost (no journal)"
+            );
+        }
+    } else {
+        log::info!("exiting: no unfinished jobs");
+    }
+    // Closing the sockets and terminating the context flushes the KBYEs
+    // and ACKs (linger). The ZAP thread's socket holds the context too, so
+    // terminate it explicitly (that also ends the ZAP thread).
+    drop(dashboard);
+    drop(socks);
+    let _ = ctx.destroy();
+    if let Some(zap) = _zap {
+        let _ = zap.join();
+    }
+    Ok(())
+}

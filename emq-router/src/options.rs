@@ -1,0 +1,730 @@
+//! Options: flags, `EVENTMQ_*` environment and the config file, merged and
+//! checked into [`Options`] (the core's `Config` and the binary's own
+//! settings). The same layering as every emq binary: flags win over the
+//! environment, which wins over the file.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use emq_router_core::Config;
+use emq_transport::zap::{parse_allowlist, AccessPolicy, Allowlist, DomainPolicy};
+use emqp_proto::settings::Settings;
+use emqp_proto::QueueSpec;
+
+const DEFAULT_FRONTEND: &str = "tcp://127.0.0.1:47291";
+const DEFAULT_BACKEND: &str = "tcp://127.0.0.1:47290";
+const DEFAULT_ADMIN: &str = "tcp://127.0.0.1:47293";
+
+const AFTER_HELP: &str = "\
+Every option can also come from the environment (EVENTMQ_<KEY>) or from the
+[router] (or [global]) section of the INI file named by EVENTMQ_CONFIG_FILE
+(default /etc/eventmq.conf). Command-line flags win over the environment,
+which wins over the file. Keys: FRONTEND_ADDR, BACKEND_ADDR,
+ADMINISTRATIVE_ADDR, HWM, HEARTBEAT_INTERVAL, HEARTBEAT_LIVENESS,
+MAX_ATTEMPTS, RETRY_BACKOFF, RETRY_BACKOFF_MAX, DRAIN_TIMEOUT, QUEUES,
+RETAIN_FINISHED, RETAIN_FOR, RETAIN_RESULT_BYTES, DEAD_LETTER_KEEP
+(default queues of a worker whose INFORM names none), JOURNAL, METRICS_ADDR,
+HTTP_ADDR, HTTP_TOKEN_FILE, HTTP_READ_ONLY (true or false), MAX_MESSAGE_SIZE,
+ALLOW_FRONTEND, ALLOW_BACKEND, ALLOW_ADMIN, PLAIN_USERS.
+
+Access control uses ZAP: a peer outside an --allow-* list, or without valid
+PLAIN credentials when --plain-users is set, is refused by libzmq before any
+of its messages reaches the router (clients and job managers then need
+PLAIN credentials too).
+
+Protocol: eMQP/1.0, wire-compatible with EventMQ 0.3.13. Every accepted
+REQUEST is acknowledged with REPLY [msgid]; results of reply-requested jobs
+come back as RESULT [msgid, status, payload]; refused requests get
+REJECT [msgid, reason, text].
+
+Schedules: the router keeps SCHEDULE / UNSCHEDULE itself (interval or cron,
+UTC; acked REPLY [msgid], bad timing REJECT malformed) and journals them, so
+no emq-scheduler process is needed. If a 0.3.13 scheduler is connected
+(INFORM type scheduler on the frontend), SCHEDULE is forwarded to it instead;
+UNSCHEDULE goes to every scheduler and removes the built-in schedule too.
+
+SIGTERM, SIGINT or an admin DISCONNECT stop the router in order: KBYE to
+every peer, wait for in-flight jobs (at most --drain-timeout), exit 0. Exit
+code 2: the journal cannot be used (damaged, locked by another router, not
+writable); 1: any other start-up error.
+
+Logs go to stderr; RUST_LOG overrides the level (default info).";
+
+/// EventMQ (eMQP/1.0) router: clients submit jobs on the frontend, workers
+/// take them on the backend, admin tools ask for status on the admin
+/// endpoint.
+#[derive(Parser, Debug)]
+#[command(name = "emq-router", version, after_help = AFTER_HELP)]
+pub(crate) struct Cli {
+    /// Endpoint for clients (senders) and schedulers
+    /// [env: EVENTMQ_FRONTEND_ADDR] [default: tcp://127.0.0.1:47291]
+    #[arg(long, value_name = "ADDR")]
+    frontend: Option<String>,
+
+    /// Endpoint for workers (job managers)
+    /// [env: EVENTMQ_BACKEND_ADDR] [default: tcp://127.0.0.1:47290]
+    #[arg(long, value_name = "ADDR")]
+    backend: Option<String>,
+
+    /// Endpoint for admin tools (STATUS, ROUTER_SHOW_WORKERS, DISCONNECT, ...)
+    /// [env: EVENTMQ_ADMINISTRATIVE_ADDR] [default: tcp://127.0.0.1:47293]
+    #[arg(long, value_name = "ADDR")]
+    admin: Option<String>,
+
+    /// Buffered jobs per queue before REQUESTs are rejected `queue-full`
+    /// [env: EVENTMQ_HWM] [default: 10000]
+    #[arg(long, value_name = "N")]
+    hwm: Option<usize>,
+
+    /// Seconds between HEARTBEATs to every worker and scheduler
+    /// [env: EVENTMQ_HEARTBEAT_INTERVAL] [default: 3]
+    #[arg(long, value_name = "SECS")]
+    heartbeat_interval: Option<f64>,
+
+    /// A peer silent for interval × liveness is removed and its jobs are
+    /// redelivered [env: EVENTMQ_HEARTBEAT_LIVENESS] [default: 3]
+    #[arg(long, value_name = "N")]
+    heartbeat_liveness: Option<u32>,
+
+    /// Deliveries of a job that may be lost to dying workers before it is
+    /// dead-lettered [env: EVENTMQ_MAX_ATTEMPTS] [default: 5]
+    #[arg(long, value_name = "N")]
+    max_attempts: Option<u32>,
+
+    /// First retry delay for a failed job with `retry-count:N`; doubles each
+    /// retry [env: EVENTMQ_RETRY_BACKOFF] [default: 1]
+    #[arg(long, value_name = "SECS")]
+    retry_backoff: Option<f64>,
+
+    /// Largest retry delay [env: EVENTMQ_RETRY_BACKOFF_MAX] [default: 60]
+    #[arg(long, value_name = "SECS")]
+    retry_backoff_max: Option<f64>,
+
+    /// On shutdown, how long to wait for in-flight jobs before exiting
+    /// [env: EVENTMQ_DRAIN_TIMEOUT] [default: 10]
+    #[arg(long, value_name = "SECS")]
+    drain_timeout: Option<f64>,
+
+    /// Finished jobs kept for lookups (emq-cli job, the control plane);
+    /// 0 keeps none [env: EVENTMQ_RETAIN_FINISHED] [default: 10000]
+    #[arg(long, value_name = "N")]
+    retain_finished: Option<usize>,
+
+    /// The longest a finished job is kept for lookups
+    /// [env: EVENTMQ_RETAIN_FOR] [default: 3600]
+    #[arg(long, value_name = "SECS")]
+    retain_for: Option<f64>,
+
+    /// A finished job's result is kept when it is at most this big
+    /// [env: EVENTMQ_RETAIN_RESULT_BYTES] [default: 8192]
+    #[arg(long, value_name = "BYTES")]
+    retain_result_bytes: Option<usize>,
+
+    /// Dead letters kept, in memory and in the journal (the oldest go)
+    /// [env: EVENTMQ_DEAD_LETTER_KEEP] [default: 10000]
+    #[arg(long, value_name = "N")]
+    dead_letter_keep: Option<usize>,
+
+    /// Queues of a worker whose INFORM names none, e.g. "10:default,15:email"
+    /// or '[[10, "default"]]' [env: EVENTMQ_QUEUES] [default: 10:default]
+    #[arg(long, value_name = "SPEC")]
+    default_queues: Option<String>,
+
+    /// Durable job journal (SQLite file): accepted jobs, attempt counts,
+    /// dead letters and built-in schedules survive a router restart.
+    /// `none` keeps everything in memory only. Default: journal.sqlite in
+    /// the data dir ($EMQ_DATA_DIR, else $XDG_DATA_HOME/emq, else
+    /// ~/.local/share/emq). A damaged or locked journal stops the router
+    /// with exit code 2 [env: EVENTMQ_JOURNAL]
+    #[arg(long, value_name = "PATH|none")]
+    journal: Option<String>,
+
+    /// Serve Prometheus metrics over HTTP (GET /metrics) on this address,
+    /// e.g. 127.0.0.1:9464 (port 0: any free port, logged). Default: off
+    /// [env: EVENTMQ_METRICS_ADDR]
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
+
+    /// Serve the web dashboard, its JSON API (/api/OP, the control plane)
+    /// and /metrics on this address, e.g. 127.0.0.1:9464. An address
+    /// outside loopback needs --http-token-file. Default: off
+    /// [env: EVENTMQ_HTTP_ADDR]
+    #[arg(long, value_name = "ADDR")]
+    http: Option<String>,
+
+    /// File holding the token every --http request must carry
+    /// (`Authorization: Bearer TOKEN`, or as the basic-auth password)
+    /// [env: EVENTMQ_HTTP_TOKEN_FILE]
+    #[arg(long, value_name = "FILE")]
+    http_token_file: Option<PathBuf>,
+
+    /// The dashboard and its API show everything and change nothing
+    /// [env: EVENTMQ_HTTP_READ_ONLY]
+    #[arg(long)]
+    http_read_only: bool,
+
+    /// Largest message (frame) accepted on any socket, in bytes. A bigger
+    /// one is dropped with a warning, and a REQUEST or SCHEDULE is refused
+    /// `malformed` (saying the size and the limit); a frame over twice the
+    /// limit is cut by libzmq, which disconnects its sender without a word
+    /// (ZMQ_MAXMSGSIZE). 0 or -1: no limit
+    /// [env: EVENTMQ_MAX_MESSAGE_SIZE] [default: 16777216 (16 MiB)]
+    #[arg(long, value_name = "BYTES", allow_negative_numbers = true)]
+    max_message_size: Option<i64>,
+
+    /// Addresses (IP or CIDR, comma-separated) allowed to connect to the
+    /// frontend; `any` for no restriction. An empty list is an error
+    /// [env: EVENTMQ_ALLOW_FRONTEND] [default: any]
+    #[arg(long, value_name = "CIDR[,CIDR]|any")]
+    allow_frontend: Option<String>,
+
+    /// Addresses allowed to connect to the backend (workers), as for
+    /// --allow-frontend [env: EVENTMQ_ALLOW_BACKEND] [default: any]
+    #[arg(long, value_name = "CIDR[,CIDR]|any")]
+    allow_backend: Option<String>,
+
+    /// Addresses allowed to connect to the admin endpoint (where DISCONNECT
+    /// stops the router). Opening it to every host takes `any` (or
+    /// 0.0.0.0/0,::/0) and is warned about at start-up; an empty list is an
+    /// error [env: EVENTMQ_ALLOW_ADMIN] [default: 127.0.0.0/8,::1]
+    #[arg(long, value_name = "CIDR[,CIDR]|any")]
+    allow_admin: Option<String>,
+
+    /// File of `user:password` lines (# comments): the frontend and backend
+    /// then require ZMQ PLAIN credentials from every peer
+    /// [env: EVENTMQ_PLAIN_USERS]
+    #[arg(long, value_name = "FILE")]
+    plain_users: Option<PathBuf>,
+}
+
+const DEFAULT_MAX_MESSAGE_SIZE: i64 = 16 * 1024 * 1024;
+const DEFAULT_ALLOW_ADMIN: &str = "127.0.0.0/8,::1";
+
+/// One `--allow-*` list (`what`): the flag, else the setting `key`, else
+/// `default`, read by `zap::parse_allowlist` (`any`, or IPs / CIDR blocks;
+/// empty is an error). Errors name the flag, and where a setting came from.
+fn parse_allow(
+    flag: Option<String>,
+    s: &Settings,
+    key: &str,
+    default: &str,
+    what: &str,
+) -> Result<Allowlist, String> {
+    let (text, from) = match (flag, s.get(key)) {
+        (Some(t), _) => (t, String::new()),
+        (None, Some(t)) => (
+            t.to_string(),
+            format!(" (from {})", s.source(key).unwrap_or("settings")),
+        ),
+        (None, None) => (default.to_string(), String::new()),
+    };
+    parse_allowlist(&text).map_err(|e| format!("{what}{from}: {e}"))
+}
+
+/// Options after flags, environment, file and defaults are merged.
+#[derive(Debug)]
+pub(crate) struct Options {
+    pub(crate) frontend: String,
+    pub(crate) backend: String,
+    pub(crate) admin: String,
+    pub(crate) journal: Option<PathBuf>,
+    /// No --journal / JOURNAL given: the data-dir default (or none if no
+    /// data dir is known).
+    pub(crate) journal_default: bool,
+    pub(crate) metrics: Option<String>,
+    /// `--max-message-size`; -1: no limit. The core checks it
+    /// (`core.max_message_size`); the sockets get
+    /// [`Options::socket_max_message_size`].
+    /// `--http`: the dashboard's address and access rules.
+    pub(crate) http: Option<(String, emq_dashboard::Access)>,
+    pub(crate) max_message_size: i64,
+    pub(crate) access: AccessPolicy,
+    /// One line per guarded socket, logged at start.
+    pub(crate) access_log: Vec<String>,
+    /// Risky access settings (an admin socket open beyond loopback),
+    /// logged as warnings at start.
+    pub(crate) access_warnings: Vec<String>,
+    pub(crate) core: Config,
+}
+
+/// A flag, else a setting, else the default; errors name where the bad
+/// value came from.
+fn pick<T: std::str::FromStr>(
+    flag: Option<T>,
+    settings: &Settings,
+    key: &str,
+    default: T,
+) -> Result<T, String> {
+    if let Some(v) = flag {
+        return Ok(v);
+    }
+    match settings.get(key) {
+        None => Ok(default),
+        Some(text) => text.trim().parse().map_err(|_| {
+            format!(
+                "bad value {text:?} for {key} (from {})",
+                settings.source(key).unwrap_or("settings")
+            )
+        }),
+    }
+}
+
+fn secs_to_duration(secs: f64, what: &str, allow_zero: bool) -> Result<Duration, String> {
+    if !secs.is_finite() || secs < 0.0 || (!allow_zero && secs == 0.0) {
+        return Err(format!(
+            "{what} must be a positive number of seconds, got {secs}"
+        ));
+    }
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("{what}: {secs} s: {e}"))
+}
+
+impl Options {
+    /// ZMQ_MAXMSGSIZE of the router's sockets: twice the limit the core
+    /// checks (so that a frame a little over it reaches the core and its
+    /// sender gets a REJECT), -1 when there is no limit.
+    pub(crate) fn socket_max_message_size(&self) -> i64 {
+        if self.max_message_size < 0 {
+            -1
+        } else {
+            self.max_message_size.saturating_mul(2)
+        }
+    }
+
+    pub(crate) fn resolve(cli: Cli, s: &Settings) -> Result<Options, String> {
+        let text = |flag: Option<String>, key: &str, default: &str| -> String {
+            flag.or_else(|| s.get(key).map(str::to_string))
+                .unwrap_or_else(|| default.to_string())
+        };
+        let frontend = text(cli.frontend, "FRONTEND_ADDR", DEFAULT_FRONTEND);
+        let backend = text(cli.backend, "BACKEND_ADDR", DEFAULT_BACKEND);
+        let admin = text(cli.admin, "ADMINISTRATIVE_ADDR", DEFAULT_ADMIN);
+        for e in [&frontend, &backend, &admin] {
+            emq_transport::check_endpoint(e).map_err(|e| e.to_string())?;
+        }
+        let journal_arg = cli.journal.or_else(|| s.get("JOURNAL").map(str::to_string));
+        let journal = emq_journal::resolve_journal_path(journal_arg.as_deref().map(str::trim));
+        let journal_default = journal_arg.is_none();
+        let default_queues = match cli
+            .default_queues
+            .or_else(|| s.get("QUEUES").map(str::to_string))
+        {
+            None => QueueSpec::default(),
+            Some(t) => {
+                let q = QueueSpec::parse_cli(&t)
+                    .map_err(|e| format!("bad default queues {t:?}: {e}"))?;
+                if q.is_empty() {
+                    QueueSpec::default()
+                } else {
+                    q
+                }
+            }
+        };
+        let hb = pick(cli.heartbeat_interval, s, "HEARTBEAT_INTERVAL", 3.0)?;
+        let backoff = pick(cli.retry_backoff, s, "RETRY_BACKOFF", 1.0)?;
+        let backoff_max = pick(cli.retry_backoff_max, s, "RETRY_BACKOFF_MAX", 60.0)?;
+        let drain = pick(cli.drain_timeout, s, "DRAIN_TIMEOUT", 10.0)?;
+        let retain_for = pick(cli.retain_for, s, "RETAIN_FOR", 3600.0)?;
+        let max_attempts = pick(cli.max_attempts, s, "MAX_ATTEMPTS", 5)?;
+        if max_attempts == 0 {
+            return Err("--max-attempts must be at least 1".into());
+        }
+        let liveness = pick(cli.heartbeat_liveness, s, "HEARTBEAT_LIVENESS", 3)?;
+        if liveness == 0 {
+            return Err("--heartbeat-liveness must be at least 1".into());
+        }
+        let metrics = cli
+            .metrics
+            .or_else(|| s.get("METRICS_ADDR").map(str::to_string))
+            .map(|a| a.trim().to_string())
+            .filter(|a| !a.is_empty() && !a.eq_ignore_ascii_case("none"));
+        let http = match cli
+            .http
+            .or_else(|| s.get("HTTP_ADDR").map(str::to_string))
+            .map(|a| a.trim().to_string())
+            .filter(|a| !a.is_empty() && !a.eq_ignore_ascii_case("none"))
+        {
+            None => None,
+            Some(addr) => {
+                let token = match cli
+                    .http_token_file
+                    .or_else(|| s.get("HTTP_TOKEN_FILE").map(PathBuf::from))
+                {
+                    Some(f) => Some(emq_dashboard::access::read_token_file(&f)?),
+                    None => None,
+                };
+                let read_only = cli.http_read_only || pick(None, s, "HTTP_READ_ONLY", false)?;
+                Some((addr, emq_dashboard::Access { token, read_only }))
+            }
+        };
+        let mut max_message_size = pick(
+            cli.max_message_size,
+            s,
+            "MAX_MESSAGE_SIZE",
+            DEFAULT_MAX_MESSAGE_SIZE,
+        )?;
+        if max_message_size <= 0 {
+            max_message_size = -1;
+        }
+        let plain_users = match cli
+            .plain_users
+            .or_else(|| s.get("PLAIN_USERS").map(PathBuf::from))
+        {
+            None => None,
+            Some(path) => {
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("--plain-users {}: {e}", path.display()))?;
+                let users = emq_transport::zap::parse_plain_users(&text)
+                    .map_err(|e| format!("--plain-users {}: {e}", path.display()))?;
+                if users.is_empty() {
+                    return Err(format!("--plain-users {}: no users", path.display()));
+                }
+                Some(users)
+            }
+        };
+        let mut access = AccessPolicy::default();
+        let mut access_log = Vec::new();
+        let mut access_warnings = Vec::new();
+        for (domain, flag, key, default) in [
+            ("frontend", cli.allow_frontend, "ALLOW_FRONTEND", "any"),
+            ("backend", cli.allow_backend, "ALLOW_BACKEND", "any"),
+            ("admin", cli.allow_admin, "ALLOW_ADMIN", DEFAULT_ALLOW_ADMIN),
+        ] {
+            let allow = parse_allow(flag, s, key, default, &format!("--allow-{domain}"))?;
+            if domain == "admin" && allow.admits_non_loopback() {
+                access_warnings.push(format!(
+                    "the admin socket accepts {} (--allow-admin {allow}): a host that \
+                     reaches {admin} can stop the router with DISCONNECT",
+                    match allow {
+                        Allowlist::Any => "any address",
+                        Allowlist::Only(_) => "addresses outside loopback",
+                    }
+                ));
+            }
+            let allow_text = allow.to_string();
+            let allow = allow.into_blocks();
+            let plain = if domain == "admin" {
+                None
+            } else {
+                plain_users.clone()
+            };
+            if !allow.is_empty() || plain.is_some() {
+                access_log.push(format!(
+                    "access control on {domain}: {}{}",
+                    if allow.is_empty() {
+                        "any address".to_string()
+                    } else {
+                        format!("allow {allow_text}")
+                    },
+                    match &plain {
+                        Some(u) => format!(", PLAIN credentials required ({} user(s))", u.len()),
+                        None => String::new(),
+                    }
+                ));
+                access.domains.insert(
+                    domain.to_string(),
+                    DomainPolicy {
+                        allow,
+                        plain_users: plain,
+                    },
+                );
+            }
+        }
+        let core = Config {
+            hwm: pick(cli.hwm, s, "HWM", 10_000)?,
+            heartbeat_interval: secs_to_duration(hb, "--heartbeat-interval", false)?,
+            heartbeat_liveness: liveness,
+            max_attempts,
+            retry_backoff_base: secs_to_duration(backoff, "--retry-backoff", true)?,
+            retry_backoff_max: secs_to_duration(backoff_max, "--retry-backoff-max", true)?,
+            drain_timeout: secs_to_duration(drain, "--drain-timeout", true)?,
+            retain_finished: pick(cli.retain_finished, s, "RETAIN_FINISHED", 10_000)?,
+            retain_for: secs_to_duration(retain_for, "--retain-for", true)?,
+            retain_result_bytes: pick(cli.retain_result_bytes, s, "RETAIN_RESULT_BYTES", 8192)?,
+            dead_letter_keep: pick(cli.dead_letter_keep, s, "DEAD_LETTER_KEEP", 10_000)?,
+            default_queues,
+            journal: journal.is_some(),
+            max_message_size: usize::try_from(max_message_size).ok(),
+            ..Config::default()
+        };
+        Ok(Options {
+            frontend,
+            backend,
+            admin,
+            journal,
+            journal_default,
+            metrics,
+            http,
+            max_message_size,
+            access,
+            access_log,
+            access_warnings,
+            core,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn settings(pairs: &[(&str, &str)]) -> Settings {
+        let env: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        // No EVENTMQ_CONFIG_FILE: the default file is optional; a section
+        // name no file uses keeps the host's /etc/eventmq.conf out of it.
+        Settings::load_from("emq-router-test-no-section", &env).unwrap()
+    }
+
+    fn cli(args: &[&str]) -> Cli {
+        Cli::try_parse_from(std::iter::once("emq-router").chain(args.iter().copied())).unwrap()
+    }
+
+    #[test]
+    fn defaults_match_the_cli_contract() {
+        let o = Options::resolve(cli(&[]), &settings(&[])).unwrap();
+        assert_eq!(o.frontend, DEFAULT_FRONTEND);
+        assert_eq!(o.backend, DEFAULT_BACKEND);
+        assert_eq!(o.admin, DEFAULT_ADMIN);
+        assert_eq!(o.core.hwm, 10_000);
+        assert_eq!(o.core.heartbeat_interval, Duration::from_secs(3));
+        assert_eq!(o.core.heartbeat_liveness, 3);
+        assert_eq!(o.core.max_attempts, 5);
+        assert_eq!(o.journal, emq_journal::default_journal_path());
+        assert!(o.journal_default);
+        assert_eq!(o.core.journal, o.journal.is_some());
+        assert_eq!(o.core.default_queues, QueueSpec::default());
+    }
+
+    #[test]
+    fn environment_applies_and_flags_win() {
+        let s = settings(&[
+            ("EVENTMQ_FRONTEND_ADDR", "tcp://127.0.0.1:1"),
+            ("EVENTMQ_BACKEND_ADDR", "tcp://127.0.0.1:2"),
+            ("EVENTMQ_ADMINISTRATIVE_ADDR", "tcp://127.0.0.1:3"),
+            ("EVENTMQ_HWM", "7"),
+            ("EVENTMQ_HEARTBEAT_INTERVAL", "1.5"),
+            ("EVENTMQ_QUEUES", r#"[[20, "high"], [10, "default"]]"#),
+        ]);
+        let o =
+            Options::resolve(cli(&["--frontend", "tcp://127.0.0.1:9", "--hwm", "8"]), &s).unwrap();
+        assert_eq!(o.frontend, "tcp://127.0.0.1:9");
+        assert_eq!(o.backend, "tcp://127.0.0.1:2");
+        assert_eq!(o.admin, "tcp://127.0.0.1:3");
+        assert_eq!(o.core.hwm, 8);
+        assert_eq!(o.core.heartbeat_interval, Duration::from_millis(1500));
+        assert_eq!(o.core.default_queues.0[0], (20, "high".to_string()));
+    }
+
+    #[test]
+    fn bad_values_are_clear_errors() {
+        let e = Options::resolve(cli(&[]), &settings(&[("EVENTMQ_HWM", "lots")])).unwrap_err();
+        assert!(e.contains("HWM") && e.contains("lots"), "{e}");
+        let e = Options::resolve(cli(&["--backend", "localhost:1"]), &settings(&[])).unwrap_err();
+        assert!(e.contains("tcp://"), "{e}");
+        assert!(Options::resolve(cli(&["--heartbeat-interval", "0"]), &settings(&[])).is_err());
+        assert!(Options::resolve(cli(&["--max-attempts", "0"]), &settings(&[])).is_err());
+        assert!(Cli::try_parse_from(["emq-router", "--hwm", "-1"]).is_err());
+    }
+
+    #[test]
+    fn journal_flag_selects_a_file_or_none() {
+        let o = Options::resolve(cli(&["--journal", "/tmp/x/j.sqlite"]), &settings(&[])).unwrap();
+        assert_eq!(o.journal, Some(PathBuf::from("/tmp/x/j.sqlite")));
+        assert!(o.core.journal);
+        let o = Options::resolve(
+            cli(&["--journal", "none"]),
+            &settings(&[("EVENTMQ_JOURNAL", "/tmp/y")]),
+        )
+        .unwrap();
+        assert!(o.journal.is_none());
+    }
+
+    #[test]
+    fn access_metrics_and_size_defaults_and_flags() {
+        let o = Options::resolve(cli(&[]), &settings(&[])).unwrap();
+        assert_eq!(o.max_message_size, 16 * 1024 * 1024);
+        assert_eq!(o.core.max_message_size, Some(16 * 1024 * 1024));
+        assert_eq!(o.socket_max_message_size(), 32 * 1024 * 1024);
+        assert!(o.metrics.is_none());
+        // Only the admin socket is guarded by default (loopback).
+        assert_eq!(o.access.domains.len(), 1);
+        let admin = &o.access.domains["admin"];
+        assert!(admin
+            .allow
+            .iter()
+            .any(|b| b.contains("127.0.0.1".parse().unwrap())));
+        assert!(admin
+            .allow
+            .iter()
+            .any(|b| b.contains("::1".parse().unwrap())));
+        assert!(!admin
+            .allow
+            .iter()
+            .any(|b| b.contains("10.0.0.1".parse().unwrap())));
+        let o = Options::resolve(
+            cli(&[
+                "--allow-frontend",
+                "10.0.0.0/8, 127.0.0.1",
+                "--allow-admin",
+                "any",
+                "--max-message-size",
+                "0",
+            ]),
+            &settings(&[
+                ("EVENTMQ_METRICS_ADDR", "127.0.0.1:9464"),
+                ("EVENTMQ_ALLOW_BACKEND", "192.168.1.0/24"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(o.metrics.as_deref(), Some("127.0.0.1:9464"));
+        assert_eq!(o.max_message_size, -1);
+        assert_eq!(o.core.max_message_size, None);
+        assert_eq!(o.socket_max_message_size(), -1);
+        assert!(!o.access.domains.contains_key("admin"));
+        assert_eq!(o.access.domains["frontend"].allow.len(), 2);
+        assert!(o.access.domains["backend"].allow[0].contains("192.168.1.7".parse().unwrap()));
+        let e =
+            Options::resolve(cli(&["--allow-backend", "10.0.0.0/99"]), &settings(&[])).unwrap_err();
+        assert!(e.contains("--allow-backend"), "{e}");
+        let e = Options::resolve(
+            cli(&["--plain-users", "/nonexistent/users"]),
+            &settings(&[]),
+        )
+        .unwrap_err();
+        assert!(e.contains("/nonexistent/users"), "{e}");
+    }
+
+    #[test]
+    fn an_empty_allow_list_is_an_error_naming_the_flag() {
+        for empty in ["", ",", " , "] {
+            for flag in ["--allow-admin", "--allow-frontend", "--allow-backend"] {
+                let e = Options::resolve(cli(&[flag, empty]), &settings(&[])).unwrap_err();
+                assert!(
+                    e.starts_with(&format!("{flag}: empty list")) && e.contains("\"any\""),
+                    "{flag} {empty:?}: {e}"
+                );
+            }
+        }
+        for (key, flag) in [
+            ("EVENTMQ_ALLOW_ADMIN", "--allow-admin"),
+            ("EVENTMQ_ALLOW_BACKEND", "--allow-backend"),
+        ] {
+            let e = Options::resolve(cli(&[]), &settings(&[(key, "")])).unwrap_err();
+            assert!(
+                e.starts_with(flag) && e.contains(key) && e.contains("empty list"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_admin_socket_open_to_any_address_is_said_and_warned_about() {
+        let o = Options::resolve(cli(&[]), &settings(&[])).unwrap();
+        assert!(o.access_warnings.is_empty(), "{:?}", o.access_warnings);
+        assert_eq!(
+            o.access_log,
+            ["access control on admin: allow 127.0.0.0/8,::1"]
+        );
+
+        let o = Options::resolve(cli(&["--allow-admin", "any"]), &settings(&[])).unwrap();
+        assert!(!o.access.domains.contains_key("admin"));
+        assert_eq!(o.access_warnings.len(), 1);
+        assert!(
+            o.access_warnings[0].contains("any address")
+                && o.access_warnings[0].contains("--allow-admin any"),
+            "{:?}",
+            o.access_warnings
+        );
+
+        let o = Options::resolve(
+            cli(&[]),
+            &settings(&[("EVENTMQ_ALLOW_ADMIN", "0.0.0.0/0,::/0")]),
+        )
+        .unwrap();
+        let admin = &o.access.domains["admin"].allow;
+        assert!(admin
+            .iter()
+            .any(|b| b.contains("10.0.0.1".parse().unwrap())));
+        assert!(admin
+            .iter()
+            .any(|b| b.contains("2001:db8::1".parse().unwrap())));
+        assert_eq!(o.access_warnings.len(), 1);
+        assert!(
+            o.access_warnings[0].contains("outside loopback"),
+            "{:?}",
+            o.access_warnings
+        );
+
+        // Loopback-only admin lists, and open frontends, are no warning.
+        let o = Options::resolve(
+            cli(&["--allow-admin", "127.0.0.1", "--allow-frontend", "any"]),
+            &settings(&[]),
+        )
+        .unwrap();
+        assert!(o.access_warnings.is_empty(), "{:?}", o.access_warnings);
+    }
+
+    #[test]
+    fn plain_users_guard_frontend_and_backend_not_admin() {
+        let f = std::env::temp_dir().join(format!("emq-router-users-{}", std::process::id()));
+        std::fs::write(&f, "u:p\n").unwrap();
+        let o =
+            Options::resolve(cli(&["--plain-users", f.to_str().unwrap()]), &settings(&[])).unwrap();
+        std::fs::remove_file(&f).unwrap();
+        for d in ["frontend", "backend"] {
+            let users = o.access.domains[d].plain_users.as_ref().unwrap();
+            assert_eq!(users.get("u").map(String::as_str), Some("p"));
+        }
+        assert!(o.access.domains["admin"].plain_users.is_none());
+    }
+
+    #[test]
+    fn http_takes_a_token_file_and_read_only_from_flags_or_settings() {
+        let o = Options::resolve(cli(&[]), &settings(&[])).unwrap();
+        assert!(o.http.is_none());
+        let f = std::env::temp_dir().join(format!("emq-router-token-{}", std::process::id()));
+        std::fs::write(&f, "  tok\n").unwrap();
+        let o = Options::resolve(
+            cli(&[
+                "--http",
+                "127.0.0.1:0",
+                "--http-token-file",
+                f.to_str().unwrap(),
+            ]),
+            &settings(&[("EVENTMQ_HTTP_READ_ONLY", "true")]),
+        )
+        .unwrap();
+        let (addr, access) = o.http.unwrap();
+        assert_eq!(addr, "127.0.0.1:0");
+        assert_eq!(access.token.as_deref(), Some("tok"));
+        assert!(access.read_only);
+        std::fs::write(&f, "\n").unwrap();
+        let e = Options::resolve(
+            cli(&[
+                "--http",
+                "127.0.0.1:0",
+                "--http-token-file",
+                f.to_str().unwrap(),
+            ]),
+            &settings(&[]),
+        )
+        .unwrap_err();
+        std::fs::remove_file(&f).unwrap();
+        assert!(e.contains("empty"), "{e}");
+        let o =
+            Options::resolve(cli(&[]), &settings(&[("EVENTMQ_HTTP_ADDR", "127.0.0.1:9")])).unwrap();
+        assert!(!o.http.unwrap().1.read_only);
+    }
+
+    #[test]
+    fn journal_default_is_the_data_dir_and_none_turns_it_off() {
+        let o = Options::resolve(cli(&["--journal", "none"]), &settings(&[])).unwrap();
+        assert!(o.journal.is_none() && !o.core.journal && !o.journal_default);
+        let o = Options::resolve(cli(&[]), &settings(&[("EVENTMQ_JOURNAL", "NONE")])).unwrap();
+        assert!(o.journal.is_none() && !o.journal_default);
+    }
+}
