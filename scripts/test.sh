@@ -5,10 +5,11 @@
 #   scripts/test.sh
 #
 # Environment:
-#   EMQ_PY_VENV      venv with EventMQ 0.3.13 (default <repo>/.venv, made by
-#                    scripts/setup-python.sh). Interop tests need it; under
-#                    CI=true they fail when it is missing, otherwise they are
-#                    skipped with a message.
+#   EMQ_PY_VENV      venv with EventMQ 0.3.13, pytest and emq_client (default
+#                    <repo>/.venv, which this script makes or brings up to
+#                    date first with scripts/setup-python.sh; a venv named
+#                    here is used as it is). Interop tests need it; under
+#                    CI=true they fail when it is missing.
 #   EMQ_FAULT_JOBS   jobs in the kill -9 fault run (default 2000)
 #   EMQ_MALFORMED    malformed messages in the flood test (default 10000)
 #   EMQ_TEST_THREADS test threads per test binary (default 2)
@@ -23,6 +24,13 @@ step() {
     echo
     echo "=== $* ($(date -u +%H:%M:%S))"
 }
+
+# The Python virtualenv the interop tests and the Python client's tests
+# need (idempotent: quick when it is already there).
+if [[ -z "${EMQ_PY_VENV:-}" ]]; then
+    step "scripts/setup-python.sh"
+    bash scripts/setup-python.sh
+fi
 
 step "cargo fmt --all -- --check"
 cargo fmt --all -- --check
