@@ -84,37 +84,30 @@ pub fn render(snap: &Snapshot) -> String {
     let qv = |q: &str| -> &QueueView { by_name.get(q).copied().unwrap_or(&zero) };
     let qm = |q: &str| -> &QueueMetrics { &qv(q).metrics };
     let mut p = PromText::new();
-    p.family("emq_queue_depth", "gauge", "Jobs buffered in the queue.");
-    for q in &names {
-        p.sample("emq_queue_depth", &[("queue", q)], qv(q).depth as f64);
-    }
-    p.family(
-        "emq_queue_inflight",
-        "gauge",
-        "Jobs of the queue on workers.",
-    );
-    for q in &names {
-        p.sample("emq_queue_inflight", &[("queue", q)], qv(q).inflight as f64);
-    }
-    p.family(
-        "emq_queue_delayed",
-        "gauge",
-        "Delayed jobs (delay:SECS) of the queue waiting for their time.",
-    );
-    for q in &names {
-        p.sample("emq_queue_delayed", &[("queue", q)], qv(q).delayed as f64);
-    }
-    p.family(
-        "emq_queue_retry_waiting",
-        "gauge",
-        "Jobs of the queue waiting for a retry delay.",
-    );
-    for q in &names {
-        p.sample(
+    type Gauge = fn(&QueueView) -> u64;
+    let gauges: [(&str, &str, Gauge); 4] = [
+        ("emq_queue_depth", "Jobs buffered in the queue.", |q| {
+            q.depth
+        }),
+        ("emq_queue_inflight", "Jobs of the queue on workers.", |q| {
+            q.inflight
+        }),
+        (
+            "emq_queue_delayed",
+            "Delayed jobs (delay:SECS) of the queue waiting for their time.",
+            |q| q.delayed,
+        ),
+        (
             "emq_queue_retry_waiting",
-            &[("queue", q)],
-            qv(q).retry_waiting as f64,
-        );
+            "Jobs of the queue waiting for a retry delay.",
+            |q| q.retry_waiting,
+        ),
+    ];
+    for (name, help, get) in gauges {
+        p.family(name, "gauge", help);
+        for q in &names {
+            p.sample(name, &[("queue", q)], get(qv(q)) as f64);
+        }
     }
     type Get = fn(&QueueMetrics) -> u64;
     let counters: [(&str, &str, Get); 6] = [
