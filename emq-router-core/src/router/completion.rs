@@ -309,8 +309,7 @@ impl Router {
             return;
         }
         let finished_at = self.unix_ms(now);
-        let drop_before = finished_at
-            .saturating_sub(u64::try_from(self.cfg.retain_for.as_millis()).unwrap_or(u64::MAX));
+        let drop_before = self.retention_cutoff(now);
         let mut j = self.job_record(job);
         j.payload.truncate(PAYLOAD_KEPT);
         let (result, result_truncated) = match result {

@@ -487,11 +487,12 @@ impl Router {
         let mut next: Option<String> = None;
         if wants_unfinished && !in_finished {
             let mut last: Option<JobId> = None;
+            let mut stopped = false;
             self.store
                 .jobs
                 .scan(newest, cursor_n.map(JobId), |id, job| {
                     if page.len() >= limit || scanned >= SCAN_LIMIT {
-                        next = Some(format!("u{}", last.map_or(id.0, |l| l.0)));
+                        stopped = true;
                         return false;
                     }
                     scanned += 1;
@@ -501,11 +502,9 @@ impl Router {
                     }
                     true
                 });
-            // `next` from inside the scan names the last job looked at.
-            if let Some(n) = next.as_mut() {
-                if let Some(l) = last {
-                    *n = format!("u{}", l.0);
-                }
+            // The next page starts after the last job looked at.
+            if stopped {
+                next = last.map(|l| format!("u{}", l.0));
             }
         }
         if next.is_none() && wants_finished {
@@ -696,6 +695,7 @@ impl Router {
                         payload: &d.job.payload,
                         parse: &parse,
                         run_at: None,
+                        journaled: None,
                     },
                     now,
                 );

@@ -86,9 +86,9 @@ impl JournalState {
 struct Held {
     /// The batch it waits for.
     batch: u64,
-    /// The job whose acknowledgement this is (REJECTed instead if that
-    /// job's batch fails).
-    job: Option<JobId>,
+    /// The job and msgid whose acknowledgement this is (REJECTed instead
+    /// if that job's batch fails).
+    ack: Option<(JobId, String)>,
     action: Action,
 }
 
@@ -178,13 +178,20 @@ impl Durability {
     }
 
     /// Why new work is refused, while the journal fails.
-    pub(crate) fn refusal(&mut self) -> Option<String> {
-        match &mut self.state {
-            JournalState::Failing { error, refused, .. } => {
-                *refused += 1;
+    pub(crate) fn refusal(&self) -> Option<String> {
+        match &self.state {
+            JournalState::Failing { error, .. } => {
                 Some(format!("the router's journal cannot store jobs: {error}"))
             }
             _ => None,
+        }
+    }
+
+    /// A REQUEST or SCHEDULE was refused for the failing journal (the
+    /// count STATUS and the recovery log line give).
+    pub(crate) fn count_refused(&mut self) {
+        if let JournalState::Failing { refused, .. } = &mut self.state {
+            *refused += 1;
         }
     }
 
@@ -251,14 +258,14 @@ impl Durability {
 
     /// A send that promises something: held until the records emitted
     /// before it are committed, else given back to go out now.
-    pub(crate) fn hold(&mut self, action: Action, job: Option<JobId>) -> Option<Action> {
+    pub(crate) fn hold(&mut self, action: Action, ack: Option<(JobId, String)>) -> Option<Action> {
         if !self.enabled {
             return Some(action);
         }
         match self.waits_for() {
             None => Some(action),
             Some(batch) => {
-                self.held.push_back(Held { batch, job, action });
+                self.held.push_back(Held { batch, ack, action });
                 None
             }
         }
@@ -361,13 +368,14 @@ impl Router {
         }
     }
 
-    /// A send that waits for the journal (acknowledgements, RESULTs).
+    /// A send that waits for the journal (acknowledgements, RESULTs);
+    /// `ack`: the job and msgid a REQUEST's acknowledgement is for.
     pub(crate) fn send_after_journal(
         &mut self,
         socket: Socket,
         identity: Vec<u8>,
         frames: crate::event::Frames,
-        job: Option<JobId>,
+        ack: Option<(JobId, String)>,
         out: &mut Vec<Action>,
     ) {
         let action = Action::Send {
@@ -375,7 +383,7 @@ impl Router {
             identity,
             frames,
         };
-        if let Some(action) = self.journal.hold(action, job) {
+        if let Some(action) = self.journal.hold(action, ack) {
             out.push(action);
         }
     }
@@ -447,13 +455,13 @@ impl Router {
         let held = std::mem::take(&mut self.journal.held);
         for mut h in held {
             if h.batch <= p.id {
-                if let Some(jid) = h.job.filter(|j| failed.contains(j)) {
-                    let _ = jid;
-                    if let Action::Send {
-                        identity, frames, ..
-                    } = h.action
-                    {
-                        let msgid = ack_msgid(&frames).unwrap_or_default();
+                let failed_ack = h
+                    .ack
+                    .as_ref()
+                    .filter(|(j, _)| failed.contains(j))
+                    .map(|(_, m)| m.clone());
+                if let Some(msgid) = failed_ack {
+                    if let Action::Send { identity, .. } = h.action {
                         reject_ids += 1;
                         let f = super::frames_of(
                             self.ids.next_id(),
@@ -497,13 +505,5 @@ impl Router {
                 };
             }
         }
-    }
-}
-
-/// The msgid an acknowledgement `REPLY [msgid]` answers.
-fn ack_msgid(frames: &[Vec<u8>]) -> Option<String> {
-    match emqp_proto::Message::decode(frames.to_vec()).ok()?.command {
-        Command::Reply(r) => String::from_utf8(r.payload).ok(),
-        _ => None,
     }
 }

@@ -39,7 +39,7 @@ use emqp_proto::{
 
 use super::{frames_of, Router};
 use crate::event::{Action, Frames, Socket};
-use crate::jobs::{Job, JobExtra, JobId};
+use crate::jobs::{Job, JobId};
 use crate::journal::{JobRecord, Record};
 use crate::util::ident;
 
@@ -64,6 +64,19 @@ pub(crate) struct NewJob<'a> {
     /// A delayed job: core time before which it is not dispatched, and
     /// the same as unix milliseconds (journaled).
     pub run_at: Option<(Duration, u64)>,
+    /// A job taken back from the journal: no `Accepted` record (it has
+    /// one), and what the journal knew of it.
+    pub journaled: Option<Journaled>,
+}
+
+/// What the journal knew of a restored job.
+pub(crate) struct Journaled {
+    /// Deliveries so far.
+    pub attempts: u32,
+    /// Deliveries lost to dying workers (count toward `max_attempts`).
+    pub lost: u32,
+    /// Unix microseconds of its acceptance.
+    pub accepted_unix: u64,
 }
 
 impl Router {
@@ -336,6 +349,7 @@ impl Router {
             self.stats.rejected_malformed += 1;
             Some((RejectReason::Malformed, why.clone()))
         } else if let Some(why) = self.journal.refusal() {
+            self.journal.count_refused();
             self.stats.rejected_journal += 1;
             Some((RejectReason::JournalUnavailable, why))
         } else if self.store.find(&msgid).is_some() {
@@ -386,6 +400,7 @@ impl Router {
                 headers: &headers,
                 payload: &r.message,
                 parse: &parse,
+                journaled: None,
                 run_at: match delay {
                     Ok(Some(d)) if !d.is_zero() => {
                         Some((now.saturating_add(d), self.unix_ms(now.saturating_add(d))))
@@ -397,14 +412,7 @@ impl Router {
         );
         self.pump(&route, now, out);
         let ack = frames_of(self.ids.next_id(), Command::Reply(Reply::ack_of(&msgid)));
-        let action = Action::Send {
-            socket: Socket::Frontend,
-            identity: client,
-            frames: ack,
-        };
-        if let Some(action) = self.journal.hold(action, Some(jid)) {
-            out.push(action);
-        }
+        self.send_after_journal(Socket::Frontend, client, ack, Some((jid, msgid)), out);
     }
 
     /// Make a job of `new`: intern its meta, index its msgid, record it
@@ -417,11 +425,17 @@ impl Router {
                 .metas
                 .intern(new.client, new.queue, new.route, new.headers, new.parse);
         let mut job = Job::new(new.msgid, new.payload, meta, now);
+        if let Some(r) = &new.journaled {
+            job.attempts = r.attempts;
+            let e = job.extra_mut();
+            e.lost = r.lost;
+            e.accepted_unix = Some(r.accepted_unix);
+        }
         if let Some((_, unix_ms)) = new.run_at {
             job.extra_mut().run_at_unix_ms = Some(unix_ms);
         }
         self.stats.accepted += 1;
-        if self.journal.enabled() {
+        if new.journaled.is_none() && self.journal.enabled() {
             let record = self.job_record(&job);
             self.journal.record(Record::Accepted(record), Some(id));
         }
@@ -463,32 +477,35 @@ impl Router {
                 .attempts
                 .saturating_sub(1)
                 .min(self.cfg.max_attempts.saturating_sub(1));
-            let id = self.store.alloc_id();
-            let meta = self
-                .store
-                .metas
-                .intern(&s.client, &s.queue, &route, &s.headers, || {
-                    let h = Headers::parse(&s.headers).unwrap_or_default();
-                    (h.reply_requested(), h.retry_count().unwrap_or(0))
-                });
-            let mut job = Job::new(&s.msgid, &s.payload, meta, now);
-            job.attempts = s.attempts;
-            job.extra = Some(Box::new(JobExtra {
-                lost,
-                accepted_unix: Some(s.accepted_at_unix_ms.saturating_mul(1000)),
-                run_at_unix_ms: s.run_at_unix_ms,
-                ..JobExtra::default()
-            }));
-            self.store.index(&s.msgid, id);
             let now_ms = self.unix_ms(now);
-            match s.run_at_unix_ms {
+            let run_at = match s.run_at_unix_ms {
                 Some(at) if at > now_ms => {
-                    let due = now.saturating_add(Duration::from_millis(at - now_ms));
-                    self.store.insert_delayed(id, job, due);
+                    Some((now.saturating_add(Duration::from_millis(at - now_ms)), at))
                 }
-                _ => self.store.insert_queued(id, job),
-            }
-            self.stats.accepted += 1;
+                _ => None,
+            };
+            let parse = || {
+                let h = Headers::parse(&s.headers).unwrap_or_default();
+                (h.reply_requested(), h.retry_count().unwrap_or(0))
+            };
+            self.accept(
+                NewJob {
+                    msgid: &s.msgid,
+                    client: &s.client,
+                    queue: &s.queue,
+                    route: &route,
+                    headers: &s.headers,
+                    payload: &s.payload,
+                    parse: &parse,
+                    run_at,
+                    journaled: Some(Journaled {
+                        attempts: s.attempts,
+                        lost,
+                        accepted_unix: s.accepted_at_unix_ms.saturating_mul(1000),
+                    }),
+                },
+                now,
+            );
             self.stats.restored += 1;
             n += 1;
         }

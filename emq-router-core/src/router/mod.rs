@@ -309,9 +309,7 @@ impl Router {
         let schedules = self.restore_schedules(restored.schedules, now, out);
         let finished = restored.finished.len();
         let keep = self.cfg.retain_finished;
-        let drop_before = self
-            .unix_ms(now)
-            .saturating_sub(u64::try_from(self.cfg.retain_for.as_millis()).unwrap_or(u64::MAX));
+        let drop_before = self.retention_cutoff(now);
         for f in restored.finished {
             self.finished.push(f, keep, drop_before);
         }
@@ -380,9 +378,7 @@ impl Router {
         if !self.is_draining() {
             self.run_schedules(now, out);
         }
-        let drop_before = self
-            .unix_ms(now)
-            .saturating_sub(u64::try_from(self.cfg.retain_for.as_millis()).unwrap_or(u64::MAX));
+        let drop_before = self.retention_cutoff(now);
         self.finished.trim(self.cfg.retain_finished, drop_before);
         self.flush_journal(now, out);
         self.maybe_exit(now, out);
@@ -452,6 +448,12 @@ impl Router {
             identity,
             frames,
         });
+    }
+
+    /// Finished jobs older than this (unix ms) are no longer kept.
+    pub(crate) fn retention_cutoff(&self, now: Duration) -> u64 {
+        self.unix_ms(now)
+            .saturating_sub(u64::try_from(self.cfg.retain_for.as_millis()).unwrap_or(u64::MAX))
     }
 
     /// Unix milliseconds at core time `now`.

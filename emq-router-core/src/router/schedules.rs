@@ -103,6 +103,7 @@ impl Router {
         };
         if let Some((reason, text)) = refusal {
             if reason == RejectReason::JournalUnavailable {
+                self.journal.count_refused();
                 self.stats.rejected_journal += 1;
             }
             self.reject(client, msgid, reason, text, out);
@@ -205,6 +206,7 @@ impl Router {
                     payload: &run.message,
                     parse: &parse,
                     run_at: None,
+                    journaled: None,
                 },
                 now,
             );
