@@ -60,6 +60,16 @@ fn submit(c: &mut Client, queue: &str, headers: &str, msg: Vec<u8>) -> String {
     id
 }
 
+/// Wait until `n` job managers are registered: a job for a queue no
+/// connected worker serves is routed through `default`.
+fn wait_registered(admin: &str, n: usize) {
+    let registered = poll_until(WAIT, Duration::from_millis(100), || {
+        let v = cli(admin, &["workers"]);
+        (v["workers"].as_array().is_some_and(|w| w.len() == n)).then_some(())
+    });
+    assert!(registered.is_some(), "{n} job manager(s) registered");
+}
+
 fn pid_alive(pid: i32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
         && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -135,6 +145,7 @@ fn a_paused_queue_dispatches_nothing_across_a_router_restart_until_resumed() {
         &["--concurrency", "2", "--queues", "10:held,10:free"],
     );
     let mut c = Client::connect(&addrs.frontend);
+    wait_registered(&addrs.admin, 1);
     let v = cli(&addrs.admin, &["pause", "held"]);
     assert_eq!(v["paused"], true);
     let held = submit(
@@ -155,16 +166,12 @@ fn a_paused_queue_dispatches_nothing_across_a_router_restart_until_resumed() {
     assert!(!c.results.contains_key(&held));
     let v = cli(&addrs.admin, &["job", &held]);
     assert_eq!(v["job"]["state"], "queued", "{v}");
+    assert_eq!(v["job"]["route"], "held", "{v}");
     // kill -9 and restart on the same journal: still paused.
     router.kill9();
     let mut router = start(&addrs, &flags);
-    // The job manager registers again (after it finds the router silent);
-    // until then a job for `free` would be routed through `default`.
-    let registered = poll_until(WAIT, Duration::from_millis(200), || {
-        let v = cli(&addrs.admin, &["workers"]);
-        (v["workers"].as_array().is_some_and(|w| w.len() == 1)).then_some(())
-    });
-    assert!(registered.is_some(), "the job manager registered again");
+    // The job manager registers again (after it finds the router silent).
+    wait_registered(&addrs.admin, 1);
     let free2 = submit(
         &mut c,
         "free",
