@@ -1,4 +1,6 @@
-//! The durable job journal of `emq-router`: the SQLite [`JournalStore`].
+//! The durable job journal of `emq-router`: the SQLite [`JournalStore`]
+//! (this page), and the PostgreSQL one that several routers share, one of
+//! them leader ([`postgres`]).
 //!
 //! The router core (`emq-router-core`) is sans-IO and owns the journal
 //! model: the plain-data [`Record`]s (a job was accepted, completed,
@@ -79,11 +81,13 @@
 mod error;
 mod journal;
 mod path;
+pub mod postgres;
 mod row_index;
 mod store;
 
 pub use error::JournalError;
 pub use journal::{Journal, JournalOptions, JournalStats, Result, SyncMode, SCHEMA_VERSION};
 pub use path::{
-    default_journal_path, default_journal_path_from, resolve_journal_path, JOURNAL_FILE_NAME,
+    default_journal_path, default_journal_path_from, resolve_journal_path, resolve_journal_target,
+    JournalTarget, JOURNAL_FILE_NAME,
 };

@@ -1,4 +1,5 @@
-//! Where the journal lives by default, and the `--journal PATH|none` rule.
+//! Where the journal lives by default, and the
+//! `--journal PATH|postgresql://…|none` rule.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -38,6 +39,38 @@ pub fn resolve_journal_path(arg: Option<&str>) -> Option<PathBuf> {
         None => default_journal_path(),
         Some(a) if a.eq_ignore_ascii_case("none") || a.is_empty() => None,
         Some(a) => Some(PathBuf::from(a)),
+    }
+}
+
+/// Which store `--journal` names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JournalTarget {
+    /// Memory only.
+    None,
+    /// The SQLite file at this path.
+    Sqlite(PathBuf),
+    /// The PostgreSQL database at this URL (`postgresql://` or
+    /// `postgres://`), shared by routers under a leader lease.
+    Postgres(String),
+}
+
+impl JournalTarget {
+    pub fn is_some(&self) -> bool {
+        !matches!(self, JournalTarget::None)
+    }
+}
+
+/// The value of `--journal`: absent means the default SQLite path (or
+/// none when no data directory is known), `none` means memory only, a
+/// `postgresql://` or `postgres://` URL the PostgreSQL store, anything
+/// else a SQLite file.
+pub fn resolve_journal_target(arg: Option<&str>) -> JournalTarget {
+    match arg {
+        Some(a) if crate::postgres::is_postgres_url(a) => JournalTarget::Postgres(a.trim().into()),
+        other => match resolve_journal_path(other) {
+            Some(p) => JournalTarget::Sqlite(p),
+            None => JournalTarget::None,
+        },
     }
 }
 
@@ -88,6 +121,19 @@ mod tests {
     #[test]
     fn journal_arg_none_disables_and_path_is_taken_verbatim() {
         assert_eq!(resolve_journal_path(Some("none")), None);
+        assert_eq!(resolve_journal_target(Some("none")), JournalTarget::None);
+        assert_eq!(
+            resolve_journal_target(Some("postgresql://emq@db/emq")),
+            JournalTarget::Postgres("postgresql://emq@db/emq".into())
+        );
+        assert_eq!(
+            resolve_journal_target(Some("postgres://db/emq")),
+            JournalTarget::Postgres("postgres://db/emq".into())
+        );
+        assert_eq!(
+            resolve_journal_target(Some("/var/j.sqlite")),
+            JournalTarget::Sqlite("/var/j.sqlite".into())
+        );
         assert_eq!(resolve_journal_path(Some("NONE")), None);
         assert_eq!(
             resolve_journal_path(Some("/tmp/j.sqlite")),

@@ -17,6 +17,8 @@
 //!   file opening with the rules it implements;
 //! - [`journal`]: the journal records, batches and the [`JournalStore`]
 //!   trait every store implements;
+//! - [`lease`]: the leader lease of routers sharing one journal database
+//!   (who serves, renewals, stepping down);
 //! - [`snapshot`]: the read model; [`admin`] (STATUS and ROUTER_SHOW_*
 //!   JSON) and [`metrics`] (Prometheus text) render it;
 //! - [`workers`]: worker registry and the per-queue free-slot index;
@@ -35,6 +37,7 @@ pub mod finished;
 pub mod ids;
 pub mod jobs;
 pub mod journal;
+pub mod lease;
 pub mod metrics;
 pub mod prometheus;
 pub mod router;

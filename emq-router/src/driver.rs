@@ -1,21 +1,34 @@
 //! The driver: the sockets, the journal store and the poll loop that runs
 //! the core in the call order it documents (see the crate documentation
 //! in `main.rs`).
+//!
+//! With a PostgreSQL journal the router runs in terms: it waits as a
+//! standby (no socket bound) until it holds the leader lease (`ha.rs`),
+//! then serves — loads the journal, binds, runs the loop, renewing the
+//! lease on its timer — until it stops (shutdown: the lease is released)
+//! or loses the lease (KBYE to every peer, sockets closed, back to
+//! standby). Other stores serve one term.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use emq_router_core::journal::{BatchResult, JournalStore};
+use emq_journal::postgres::{PgJournal, PgOptions};
+use emq_journal::JournalTarget;
+use emq_router_core::journal::{Batch, BatchResult, JournalStore, Restored};
+use emq_router_core::lease::StepDownReason;
 use emq_router_core::util::LogLimiter;
 use emq_router_core::{Action, Input, Router, SendFailure, Socket};
-use emq_transport::SocketOptions;
+use emq_transport::{ShutdownSignal, SocketOptions};
 use emqp_proto::settings::Settings;
 
+use crate::ha::Ha;
 use crate::options::{Cli, Options};
 
 /// Most messages read from one socket per poll round (fairness).
 const READ_BATCH: usize = 4096;
 /// How often the metrics text is rendered (when --metrics is on).
 const METRICS_EVERY: Duration = Duration::from_millis(500);
+/// How long a router stepping down gives its KBYEs to leave.
+const STEP_DOWN_LINGER_MS: i32 = 200;
 
 fn unix_micros() -> u64 {
     SystemTime::now()
@@ -42,6 +55,93 @@ fn journal_fail(e: emq_journal::JournalError) -> Fail {
              file, or --journal none to run without one)"
         ),
     )
+}
+
+fn pg_fail(e: emq_journal::postgres::PgError) -> Fail {
+    Fail(
+        2,
+        format!("journal unusable: {e} (check --journal URL and that the database is up)"),
+    )
+}
+
+/// The journal store of this router.
+enum Store {
+    None,
+    Sqlite(Box<emq_journal::Journal>),
+    Postgres(Box<PgJournal>),
+}
+
+/// A batch's outcome, and whether it failed because the leader lease was
+/// taken over (fenced).
+struct Appended {
+    result: BatchResult,
+    fenced: bool,
+}
+
+impl Store {
+    fn is_some(&self) -> bool {
+        !matches!(self, Store::None)
+    }
+
+    fn append(&mut self, batch: &Batch) -> Appended {
+        let (result, fenced) = match self {
+            Store::None => (Ok(()), false),
+            Store::Sqlite(j) => (
+                JournalStore::append(&mut **j, batch).map_err(|e| e.to_string()),
+                false,
+            ),
+            Store::Postgres(j) => match JournalStore::append(&mut **j, batch) {
+                Ok(()) => (Ok(()), false),
+                Err(e) => (Err(e.to_string()), e.is_fenced()),
+            },
+        };
+        Appended {
+            result: match result {
+                Ok(()) => BatchResult::Committed,
+                Err(e) => BatchResult::Failed(e),
+            },
+            fenced,
+        }
+    }
+
+    fn load(&mut self) -> Result<Option<Restored>, String> {
+        match self {
+            Store::None => Ok(None),
+            Store::Sqlite(j) => JournalStore::load(&mut **j)
+                .map(Some)
+                .map_err(|e| e.to_string()),
+            Store::Postgres(j) => JournalStore::load(&mut **j)
+                .map(Some)
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Store::None => "none".into(),
+            Store::Sqlite(j) => j.describe(),
+            Store::Postgres(j) => j.describe(),
+        }
+    }
+
+    /// Transactions and records written since open.
+    fn counts(&self) -> Option<(u64, u64)> {
+        match self {
+            Store::None => None,
+            Store::Sqlite(j) => j
+                .stats()
+                .ok()
+                .map(|s| (s.batches_appended, s.records_appended)),
+            Store::Postgres(j) => Some(j.counts()),
+        }
+    }
+
+    fn pg(&mut self) -> Option<&mut PgJournal> {
+        match self {
+            Store::Postgres(j) => Some(j),
+            _ => None,
+        }
+    }
 }
 
 struct Sockets {
@@ -95,19 +195,27 @@ fn send_or_fail(
     }
 }
 
+/// What [`execute`] came to.
+#[derive(Default)]
+struct Executed {
+    /// The core asked to exit.
+    exit: bool,
+    /// A batch failed because another router holds the lease now.
+    fenced: bool,
+}
+
 /// Carry out the core's actions in order: sends (failures fed back as
 /// `SendFailed`), journal batches (appended, outcome fed back as
-/// `JournalDone`), until none are left. Returns whether the core asked to
-/// exit.
+/// `JournalDone`), until none are left.
 fn execute(
     router: &mut Router,
     socks: &Sockets,
-    journal: &mut Option<emq_journal::Journal>,
+    journal: &mut Store,
     out: &mut Vec<Action>,
     start: Instant,
     eagain_log: &mut LogLimiter,
-) -> bool {
-    let mut exit = false;
+) -> Executed {
+    let mut done = Executed::default();
     let mut failed: Vec<Input> = Vec::new();
     while !out.is_empty() {
         for a in std::mem::take(out) {
@@ -126,24 +234,26 @@ fn execute(
                     eagain_log,
                 ),
                 Action::Journal(batch) => {
-                    let result = match journal.as_mut().map(|j| JournalStore::append(j, &batch)) {
-                        Some(Ok(())) | None => BatchResult::Committed,
-                        Some(Err(e)) => BatchResult::Failed(e.to_string()),
-                    };
+                    let a = journal.append(&batch);
+                    done.fenced |= a.fenced;
                     failed.push(Input::JournalDone {
                         batch: batch.id,
-                        result,
+                        result: a.result,
                     });
                 }
-                Action::Exit => exit = true,
+                Action::Exit => done.exit = true,
             }
+        }
+        if done.fenced {
+            // Nothing more goes out: the caller steps down.
+            return done;
         }
         let now = start.elapsed();
         for input in failed.drain(..) {
             router.handle(input, now, out);
         }
     }
-    exit
+    done
 }
 
 pub(crate) fn run(cli: Cli) -> Result<(), Fail> {
@@ -152,10 +262,11 @@ pub(crate) fn run(cli: Cli) -> Result<(), Fail> {
     let start = Instant::now();
     opts.core.epoch_unix_micros = unix_micros();
     opts.core.id_seed = emqp_proto::msgid::random_seed();
+    let signals = ShutdownSignal::install().map_err(|e| format!("signal handlers: {e}"))?;
 
-    let mut journal = match &opts.journal {
-        None => None,
-        Some(path) => {
+    let mut store = match &opts.journal {
+        JournalTarget::None => Store::None,
+        JournalTarget::Sqlite(path) => {
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir).map_err(|e| {
                     Fail(
@@ -173,8 +284,101 @@ pub(crate) fn run(cli: Cli) -> Result<(), Fail> {
                     ""
                 }
             );
-            Some(emq_journal::Journal::open(path).map_err(journal_fail)?)
+            Store::Sqlite(Box::new(
+                emq_journal::Journal::open(path).map_err(journal_fail)?,
+            ))
         }
+        JournalTarget::Postgres(url) => {
+            // A statement that hangs (a cut network) must end well within
+            // the lease TTL: the lease is renewed on this thread.
+            let pg_opts = PgOptions {
+                connect_timeout: opts.lease.ttl / 2,
+                tcp_user_timeout: opts.lease.ttl / 2,
+            };
+            let pg = PgJournal::open(url, &pg_opts).map_err(pg_fail)?;
+            log::info!(
+                "journal: {} (PostgreSQL; lease TTL {:?}, renewed every {:?})",
+                pg.describe(),
+                opts.lease.ttl,
+                opts.lease.renew_every
+            );
+            Store::Postgres(Box::new(pg))
+        }
+    };
+
+    if !store.is_some() {
+        if opts.journal_default {
+            log::warn!(
+                "no journal: no data directory known (set EMQ_DATA_DIR or HOME, or pass --journal PATH); \
+                 buffered jobs are lost if the router stops"
+            );
+        } else {
+            log::info!("no journal (--journal none): buffered jobs are lost if the router stops");
+        }
+    }
+
+    let Store::Postgres(_) = &store else {
+        serve(&opts, &mut store, None, start, &signals)?;
+        return Ok(());
+    };
+    // Leader and standby, in terms.
+    let mut ha = Ha::new(opts.lease, start);
+    log::info!(
+        "standby: waiting for the leader lease as {} (no socket bound until then)",
+        ha.holder()
+    );
+    loop {
+        let pg = store.pg().expect("a PostgreSQL store");
+        if ha.wait_for_lease(pg, &signals).is_none() {
+            log::info!("shutdown signal received while standby: exiting");
+            return Ok(());
+        }
+        match serve(&opts, &mut store, Some(&mut ha), start, &signals) {
+            Ok(Served::Exit) => return Ok(()),
+            Ok(Served::SteppedDown) => {
+                log::info!("standby: waiting for the leader lease again");
+            }
+            Err(e) => {
+                if let Some(pg) = store.pg() {
+                    ha.shutdown(pg);
+                }
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// How a term ended.
+enum Served {
+    /// Shutdown (signal or DISCONNECT): exit the process.
+    Exit,
+    /// The lease was lost: back to standby.
+    SteppedDown,
+}
+
+/// One term: load the journal, bind, serve until the core exits or (with
+/// a lease) the lease is lost.
+fn serve(
+    opts: &Options,
+    store: &mut Store,
+    mut ha: Option<&mut Ha>,
+    start: Instant,
+    signals: &ShutdownSignal,
+) -> Result<Served, Fail> {
+    // Load first: a standby that took over must have the journal before it
+    // binds (and a journal that cannot be read stops a lone router).
+    let restored = match store.load() {
+        Ok(r) => r,
+        Err(e) => match (store.pg(), ha.as_deref_mut()) {
+            (Some(pg), Some(ha)) => {
+                log::error!(
+                    "cannot load the journal after taking the lease: {e}; giving the lease up"
+                );
+                ha.give_up(pg);
+                return Ok(Served::SteppedDown);
+            }
+            _ => return Err(Fail(2, format!("journal unusable: {e}"))),
+        },
     };
 
     let mut ctx = zmq::Context::new();
@@ -186,7 +390,7 @@ pub(crate) fn run(cli: Cli) -> Result<(), Fail> {
         log::warn!("{line}");
     }
     // The ZAP handler must be bound before the sockets it guards.
-    let _zap = if opts.access.is_active() {
+    let zap = if opts.access.is_active() {
         for line in &opts.access_log {
             log::info!("{line}");
         }
@@ -270,42 +474,29 @@ pub(crate) fn run(cli: Cli) -> Result<(), Fail> {
         }
         _ => None,
     };
-    let signals =
-        emq_transport::ShutdownSignal::install().map_err(|e| format!("signal handlers: {e}"))?;
 
     let mut router = Router::new(opts.core.clone());
     let mut out: Vec<Action> = Vec::with_capacity(1024);
     let mut eagain_log = LogLimiter::new("send-buffer-full warnings", 20);
-    if let Some(j) = journal.as_mut() {
-        let restored = JournalStore::load(j).map_err(journal_fail)?;
+    if let Some(restored) = restored {
         let now = start.elapsed();
         let n = router.restore(restored, now, &mut out);
         log::info!(
             "journal {}: {} unfinished job(s) queued again, {} dead letter(s), {} schedule(s), \
              {} paused queue(s), {} finished job(s) restored",
-            j.describe(),
+            store.describe(),
             n.jobs,
             n.dead_letters,
             n.schedules,
             n.paused_queues,
             n.finished
         );
-    } else if opts.journal_default {
-        log::warn!(
-            "no journal: no data directory known (set EMQ_DATA_DIR or HOME, or pass --journal PATH); \
-             buffered jobs are lost if the router stops"
-        );
-    } else {
-        log::info!("no journal (--journal none): buffered jobs are lost if the router stops");
     }
-    execute(
-        &mut router,
-        &socks,
-        &mut journal,
-        &mut out,
-        start,
-        &mut eagain_log,
-    );
+    let mut lost: Option<StepDownReason> = None;
+    let done = execute(&mut router, &socks, store, &mut out, start, &mut eagain_log);
+    if done.fenced {
+        lost = Some(StepDownReason::Fenced);
+    }
 
     let mut next_metrics = Duration::ZERO;
     // After a round that read something, the next round reads again at
@@ -315,12 +506,17 @@ pub(crate) fn run(cli: Cli) -> Result<(), Fail> {
     // until the core's next deadline.
     let mut busy = false;
     let mut msg = zmq::Message::new();
-    loop {
+    while lost.is_none() {
         if !busy {
-            // Sleep until input, a signal, the core's next deadline, or
-            // (with --metrics) the next render of the metrics text.
+            // Sleep until input, a signal, the core's or the lease's next
+            // deadline, or (with --metrics) the next render of the metrics
+            // text.
             let now = start.elapsed();
-            let mut timeout = router.poll_timeout().map(|t| t.saturating_sub(now));
+            let mut deadline = router.poll_timeout();
+            if let Some(t) = ha.as_deref().and_then(Ha::poll_timeout) {
+                deadline = Some(deadline.map_or(t, |d| d.min(t)));
+            }
+            let mut timeout = deadline.map(|t| t.saturating_sub(now));
             if metrics_text.is_some() {
                 let m = next_metrics.saturating_sub(start.elapsed());
                 timeout = Some(timeout.map_or(m, |t| t.min(m)));
@@ -341,6 +537,14 @@ pub(crate) fn run(cli: Cli) -> Result<(), Fail> {
             }
         }
         busy = false;
+        // The lease first: a router whose lease ran out must not take in
+        // (or answer) anything more.
+        if let (Some(h), Some(pg)) = (ha.as_deref_mut(), store.pg()) {
+            if let Some(reason) = h.due(pg).step_down {
+                lost = Some(reason);
+                break;
+            }
+        }
         let now = start.elapsed();
         // Backend first: READYs and REPLYs free slots that the REQUESTs
         // read next can use at once.
@@ -374,41 +578,66 @@ pub(crate) fn run(cli: Cli) -> Result<(), Fail> {
                 text.set(emq_router_core::metrics::render(&router.snapshot(now)));
             }
         }
-        if execute(
-            &mut router,
-            &socks,
-            &mut journal,
-            &mut out,
-            start,
-            &mut eagain_log,
-        ) {
+        let done = execute(&mut router, &socks, store, &mut out, start, &mut eagain_log);
+        if done.fenced {
+            if let (Some(h), Some(pg)) = (ha.as_deref_mut(), store.pg()) {
+                lost = h.fenced(pg).step_down;
+            }
+            lost.get_or_insert(StepDownReason::Fenced);
+            break;
+        }
+        if done.exit {
             break;
         }
     }
-    if let Some(j) = journal.as_ref() {
-        if let Ok(st) = j.stats() {
-            log::info!(
-                "journal: {} transaction(s), {} record(s) this run",
-                st.batches_appended,
-                st.records_appended
-            );
+
+    if let Some(reason) = &lost {
+        // Stepping down: KBYE to every peer (sent, not journaled), then the
+        // sockets close. What the core still held is in the journal for
+        // the router that takes over.
+        out.clear();
+        router.step_down(&reason.to_string(), &mut out);
+        for a in out.drain(..) {
+            if let Action::Send {
+                socket,
+                identity,
+                frames,
+            } = a
+            {
+                let _ = emq_transport::send_frames(
+                    socks.get(socket),
+                    Some(&identity),
+                    frames,
+                    zmq::DONTWAIT,
+                );
+            }
         }
+        for s in [&socks.frontend, &socks.backend, &socks.admin] {
+            let _ = s.set_linger(STEP_DOWN_LINGER_MS);
+        }
+    } else if let Some((batches, records)) = store.counts() {
+        log::info!("journal: {batches} transaction(s), {records} record(s) this run");
     }
 
-    let buffered = router.buffered_count() + router.delayed_count();
-    let inflight = router.inflight_count();
-    if buffered + inflight > 0 {
-        if journal.is_some() {
-            log::info!(
-                "exiting: {buffered} buffered and {inflight} in-flight job(s) stay in the journal"
-            );
+    if lost.is_none() {
+        let buffered = router.buffered_count() + router.delayed_count();
+        let inflight = router.inflight_count();
+        if buffered + inflight > 0 {
+            if store.is_some() {
+                log::info!(
+                    "exiting: {buffered} buffered and {inflight} in-flight job(s) stay in the journal"
+                );
+            } else {
+                log::warn!(
+                    "exiting: {buffered} buffered and {inflight} in-flight job(s) are lost (no journal)"
+                );
+            }
         } else {
-            log::warn!(
-                "exiting: {buffered} buffered and {inflight} in-flight job(s) are lost (no journal)"
-            );
+            log::info!("exiting: no unfinished jobs");
         }
-    } else {
-        log::info!("exiting: no unfinished jobs");
+        if let (Some(h), Some(pg)) = (ha, store.pg()) {
+            h.shutdown(pg);
+        }
     }
     // Closing the sockets and terminating the context flushes the KBYEs
     // and ACKs (linger). The ZAP thread's socket holds the context too, so
@@ -416,8 +645,13 @@ pub(crate) fn run(cli: Cli) -> Result<(), Fail> {
     drop(dashboard);
     drop(socks);
     let _ = ctx.destroy();
-    if let Some(zap) = _zap {
+    if let Some(zap) = zap {
         let _ = zap.join();
     }
-    Ok(())
+    if lost.is_some() {
+        log::warn!("stopped serving: sockets closed");
+        Ok(Served::SteppedDown)
+    } else {
+        Ok(Served::Exit)
+    }
 }

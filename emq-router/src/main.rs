@@ -29,6 +29,7 @@
 //! 1: any other start-up error).
 
 mod driver;
+mod ha;
 mod options;
 
 use std::process::ExitCode;

@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+use emq_journal::JournalTarget;
+use emq_router_core::lease::LeaseConfig;
 use emq_router_core::Config;
 use emq_transport::zap::{parse_allowlist, AccessPolicy, Allowlist, DomainPolicy};
 use emqp_proto::settings::Settings;
@@ -24,7 +26,8 @@ which wins over the file. Keys: FRONTEND_ADDR, BACKEND_ADDR,
 ADMINISTRATIVE_ADDR, HWM, HEARTBEAT_INTERVAL, HEARTBEAT_LIVENESS,
 MAX_ATTEMPTS, RETRY_BACKOFF, RETRY_BACKOFF_MAX, DRAIN_TIMEOUT, QUEUES,
 RETAIN_FINISHED, RETAIN_FOR, RETAIN_RESULT_BYTES, DEAD_LETTER_KEEP
-(default queues of a worker whose INFORM names none), JOURNAL, METRICS_ADDR,
+(default queues of a worker whose INFORM names none), JOURNAL, LEASE_TTL,
+LEASE_RENEW, METRICS_ADDR,
 HTTP_ADDR, HTTP_TOKEN_FILE, HTTP_READ_ONLY (true or false), MAX_MESSAGE_SIZE,
 ALLOW_FRONTEND, ALLOW_BACKEND, ALLOW_ADMIN, PLAIN_USERS.
 
@@ -43,6 +46,16 @@ UTC; acked REPLY [msgid], bad timing REJECT malformed) and journals them, so
 no emq-scheduler process is needed. If a 0.3.13 scheduler is connected
 (INFORM type scheduler on the frontend), SCHEDULE is forwarded to it instead;
 UNSCHEDULE goes to every scheduler and removes the built-in schedule too.
+
+High availability: with --journal postgresql://USER@HOST/DB any number of
+routers may share one database. One holds the leader lease and serves; the
+others wait without binding any socket, and take over when the lease
+expires (--lease-ttl after the leader's last renewal) or is released (the
+leader stopped). Every commit checks the lease inside its transaction, so a
+router that lost it never acknowledges anything. A leader that cannot renew
+stops serving at once (KBYE to its peers, sockets closed) and waits as a
+standby. Give clients and job managers every router's address (a
+comma-separated failover list).
 
 SIGTERM, SIGINT or an admin DISCONNECT stop the router in order: KBYE to
 every peer, wait for in-flight jobs (at most --drain-timeout), exit 0. Exit
@@ -131,14 +144,29 @@ pub(crate) struct Cli {
     #[arg(long, value_name = "SPEC")]
     default_queues: Option<String>,
 
-    /// Durable job journal (SQLite file): accepted jobs, attempt counts,
-    /// dead letters and built-in schedules survive a router restart.
-    /// `none` keeps everything in memory only. Default: journal.sqlite in
-    /// the data dir ($EMQ_DATA_DIR, else $XDG_DATA_HOME/emq, else
-    /// ~/.local/share/emq). A damaged or locked journal stops the router
-    /// with exit code 2 [env: EVENTMQ_JOURNAL]
-    #[arg(long, value_name = "PATH|none")]
+    /// Durable job journal: an SQLite file, or a PostgreSQL database
+    /// (postgresql://USER[:PASSWORD]@HOST[:PORT]/DB, shared by several
+    /// routers, one of them leader): accepted jobs, attempt counts, dead
+    /// letters, finished jobs, paused queues and built-in schedules survive
+    /// a router restart. `none` keeps everything in memory only. Default:
+    /// journal.sqlite in the data dir ($EMQ_DATA_DIR, else
+    /// $XDG_DATA_HOME/emq, else ~/.local/share/emq). A damaged or locked
+    /// journal, or a database that cannot be reached at start, stops the
+    /// router with exit code 2 [env: EVENTMQ_JOURNAL]
+    #[arg(long, value_name = "PATH|URL|none")]
     journal: Option<String>,
+
+    /// With a PostgreSQL journal: the leader lease lasts this long after
+    /// its last renewal; a standby takes over at most this long after the
+    /// leader died [env: EVENTMQ_LEASE_TTL] [default: 3]
+    #[arg(long, value_name = "SECS")]
+    lease_ttl: Option<f64>,
+
+    /// With a PostgreSQL journal: how often the leader renews its lease (at
+    /// most half the TTL); standbys try to take it, and a failed renewal is
+    /// retried, every half of this [env: EVENTMQ_LEASE_RENEW] [default: 1]
+    #[arg(long, value_name = "SECS")]
+    lease_renew: Option<f64>,
 
     /// Serve Prometheus metrics over HTTP (GET /metrics) on this address,
     /// e.g. 127.0.0.1:9464 (port 0: any free port, logged). Default: off
@@ -228,10 +256,12 @@ pub(crate) struct Options {
     pub(crate) frontend: String,
     pub(crate) backend: String,
     pub(crate) admin: String,
-    pub(crate) journal: Option<PathBuf>,
+    pub(crate) journal: JournalTarget,
     /// No --journal / JOURNAL given: the data-dir default (or none if no
     /// data dir is known).
     pub(crate) journal_default: bool,
+    /// The leader lease's timers (used with a PostgreSQL journal).
+    pub(crate) lease: LeaseConfig,
     pub(crate) metrics: Option<String>,
     /// `--max-message-size`; -1: no limit. The core checks it
     /// (`core.max_message_size`); the sockets get
@@ -303,8 +333,17 @@ impl Options {
             emq_transport::check_endpoint(e).map_err(|e| e.to_string())?;
         }
         let journal_arg = cli.journal.or_else(|| s.get("JOURNAL").map(str::to_string));
-        let journal = emq_journal::resolve_journal_path(journal_arg.as_deref().map(str::trim));
+        let journal = emq_journal::resolve_journal_target(journal_arg.as_deref().map(str::trim));
         let journal_default = journal_arg.is_none();
+        let ttl = pick(cli.lease_ttl, s, "LEASE_TTL", 3.0)?;
+        let renew = pick(cli.lease_renew, s, "LEASE_RENEW", 1.0)?;
+        let renew_every = secs_to_duration(renew, "--lease-renew", false)?;
+        let lease = LeaseConfig {
+            ttl: secs_to_duration(ttl, "--lease-ttl", false)?,
+            renew_every,
+            retry_every: renew_every / 2,
+        };
+        lease.check()?;
         let default_queues = match cli
             .default_queues
             .or_else(|| s.get("QUEUES").map(str::to_string))
@@ -453,6 +492,7 @@ impl Options {
             admin,
             journal,
             journal_default,
+            lease,
             metrics,
             http,
             max_message_size,
@@ -493,7 +533,12 @@ mod tests {
         assert_eq!(o.core.heartbeat_interval, Duration::from_secs(3));
         assert_eq!(o.core.heartbeat_liveness, 3);
         assert_eq!(o.core.max_attempts, 5);
-        assert_eq!(o.journal, emq_journal::default_journal_path());
+        assert_eq!(
+            o.journal,
+            emq_journal::resolve_journal_target(None),
+            "the data-dir default"
+        );
+        assert_eq!(o.lease, LeaseConfig::default());
         assert!(o.journal_default);
         assert_eq!(o.core.journal, o.journal.is_some());
         assert_eq!(o.core.default_queues, QueueSpec::default());
@@ -533,14 +578,37 @@ mod tests {
     #[test]
     fn journal_flag_selects_a_file_or_none() {
         let o = Options::resolve(cli(&["--journal", "/tmp/x/j.sqlite"]), &settings(&[])).unwrap();
-        assert_eq!(o.journal, Some(PathBuf::from("/tmp/x/j.sqlite")));
+        assert_eq!(o.journal, JournalTarget::Sqlite("/tmp/x/j.sqlite".into()));
+        assert!(o.core.journal);
+        let url = "postgresql://emq@127.0.0.1:5432/emq";
+        let o = Options::resolve(cli(&[]), &settings(&[("EVENTMQ_JOURNAL", url)])).unwrap();
+        assert_eq!(o.journal, JournalTarget::Postgres(url.into()));
         assert!(o.core.journal);
         let o = Options::resolve(
             cli(&["--journal", "none"]),
             &settings(&[("EVENTMQ_JOURNAL", "/tmp/y")]),
         )
         .unwrap();
-        assert!(o.journal.is_none());
+        assert!(!o.journal.is_some());
+    }
+
+    #[test]
+    fn lease_timers_come_from_flags_or_settings_and_must_fit() {
+        let o = Options::resolve(
+            cli(&["--lease-ttl", "2"]),
+            &settings(&[("EVENTMQ_LEASE_RENEW", "0.5")]),
+        )
+        .unwrap();
+        assert_eq!(o.lease.ttl, Duration::from_secs(2));
+        assert_eq!(o.lease.renew_every, Duration::from_millis(500));
+        assert_eq!(o.lease.retry_every, Duration::from_millis(250));
+        let e = Options::resolve(
+            cli(&["--lease-ttl", "1", "--lease-renew", "1"]),
+            &settings(&[]),
+        )
+        .unwrap_err();
+        assert!(e.contains("half"), "{e}");
+        assert!(Options::resolve(cli(&["--lease-ttl", "0"]), &settings(&[])).is_err());
     }
 
     #[test]
@@ -723,8 +791,8 @@ mod tests {
     #[test]
     fn journal_default_is_the_data_dir_and_none_turns_it_off() {
         let o = Options::resolve(cli(&["--journal", "none"]), &settings(&[])).unwrap();
-        assert!(o.journal.is_none() && !o.core.journal && !o.journal_default);
+        assert!(!o.journal.is_some() && !o.core.journal && !o.journal_default);
         let o = Options::resolve(cli(&[]), &settings(&[("EVENTMQ_JOURNAL", "NONE")])).unwrap();
-        assert!(o.journal.is_none() && !o.journal_default);
+        assert!(!o.journal.is_some() && !o.journal_default);
     }
 }

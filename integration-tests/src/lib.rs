@@ -16,16 +16,23 @@
 //! - [`cluster`]: start routers and job managers (ours and 0.3.13's) and
 //!   wait until they are ready.
 //! - [`jobs`]: job payload builders and bookkeeping for fault tests.
+//! - [`postgres`]: a throwaway PostgreSQL cluster per test (initdb, start,
+//!   stop on drop), from Debian's packages.
+//! - [`relay`]: a loopback TCP relay a test can cut (a network partition).
+//! - [`failover`]: a client that resubmits across a router failover.
 
 pub mod admin;
 pub mod bins;
 pub mod browser;
 pub mod client;
 pub mod cluster;
+pub mod failover;
 pub mod jobs;
 pub mod ports;
+pub mod postgres;
 pub mod process;
 pub mod python;
+pub mod relay;
 
 pub use admin::WorkerView;
 pub use client::Client;

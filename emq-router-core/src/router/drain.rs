@@ -10,6 +10,12 @@
 //! job is in flight and the journal has written everything (so every
 //! acknowledgement and RESULT went out), or when `drain_timeout` has
 //! passed. Unfinished jobs stay in the journal.
+//!
+//! Stepping down ([`Router::step_down`]) is the abrupt form, for a router
+//! that lost its leader lease (see [`crate::lease`]): KBYE to every peer and
+//! nothing else — no drain, no more journal batches (they could not commit)
+//! — after which the driver closes the sockets and drops the core. The
+//! journal keeps every unfinished job for the router that took over.
 
 use std::time::Duration;
 
@@ -35,6 +41,31 @@ impl Router {
             let f = frames_of(self.ids.next_id(), Command::Kbye);
             self.send(socket, identity, f, out);
         }
+    }
+
+    /// Stop serving at once (the leader lease is lost): KBYE to every
+    /// worker and scheduler, then nothing more — the core is finished and
+    /// the driver drops it. Jobs in flight and buffered stay in the
+    /// journal for the next leader; held acknowledgements are never sent.
+    pub fn step_down(&mut self, why: &str, out: &mut Vec<Action>) {
+        if self.exited {
+            return;
+        }
+        log::warn!(
+            "stepping down ({why}): KBYE to {} worker(s) and {} scheduler(s); {} job(s) in flight \
+             and {} buffered stay in the journal for the next leader; {} held \
+             acknowledgement(s) or result(s) are not sent",
+            self.pool.workers.len(),
+            self.schedulers.len(),
+            self.inflight_count(),
+            self.buffered_count() + self.delayed_count(),
+            self.journal.held_count()
+        );
+        for (socket, identity) in self.peers() {
+            let f = frames_of(self.ids.next_id(), Command::Kbye);
+            self.send(socket, identity, f, out);
+        }
+        self.exited = true;
     }
 
     pub(super) fn maybe_exit(&mut self, now: Duration, out: &mut Vec<Action>) {

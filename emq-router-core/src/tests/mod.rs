@@ -1331,6 +1331,56 @@ fn shutdown_input_with_nothing_in_flight_exits_at_once() {
 }
 
 #[test]
+fn step_down_kbyes_every_peer_and_releases_nothing_held() {
+    let mut h = H::with(Config {
+        journal: true,
+        ..Config::default()
+    });
+    worker(&mut h, "w1", "", 1);
+    sched(&mut h, "s1");
+    h.request("c", "running", "default", "");
+    // A REQUEST whose batch is never committed (the lease is lost first):
+    // its acknowledgement is held.
+    let mut out = Vec::new();
+    h.r.handle(
+        Input::Frames {
+            socket: Frontend,
+            frames: vec![
+                b"c".to_vec(),
+                vec![],
+                b"eMQP/1.0".to_vec(),
+                b"REQUEST".to_vec(),
+                b"held".to_vec(),
+                b"default".to_vec(),
+                vec![],
+                b"[]".to_vec(),
+            ],
+        },
+        h.now,
+        &mut out,
+    );
+    assert!(
+        !decode(out).iter().any(|(_, _, m)| is_ack_of(m, "held")),
+        "not acknowledged before its commit"
+    );
+    let mut out = Vec::new();
+    h.r.step_down("lease lost", &mut out);
+    assert!(h.r.has_exited());
+    let sent = decode(out.clone());
+    assert!(
+        out.iter().all(|a| matches!(a, Action::Send { .. })),
+        "no batch, no exit: {out:?}"
+    );
+    assert_eq!(to(&sent, Backend, "w1")[0].command, Command::Kbye);
+    assert_eq!(to(&sent, Frontend, "s1")[0].command, Command::Kbye);
+    assert_eq!(sent.len(), 2, "KBYEs only: {sent:?}");
+    // Stepping down twice says nothing more.
+    let mut again = Vec::new();
+    h.r.step_down("lease lost", &mut again);
+    assert!(again.is_empty());
+}
+
+#[test]
 fn drain_timeout_exits_with_jobs_still_in_flight_kept() {
     let mut h = H::with(Config {
         drain_timeout: 5 * SECOND,

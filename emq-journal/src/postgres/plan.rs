@@ -1,0 +1,477 @@
+//! A batch of the core's records turned into the few statements that
+//! write it (the PostgreSQL store's group commit), without a database.
+//!
+//! A round trip to the server costs far more than a row, so records are
+//! not written one statement each: [`Plan::build`] sorts them, in one
+//! `match` over [`Record`], into column arrays for one multi-row
+//! `INSERT … SELECT FROM unnest(…)` of new jobs, one of finished jobs, and
+//! one `DELETE … = ANY(…)` of finished job rows; rare records (a msgid
+//! accepted again, a delivery count, a dead letter, a schedule, a pause)
+//! keep one statement each, in record order. The store runs the groups in
+//! this order, which gives the same end state as the records one by one:
+//!
+//! 1. inserts of new job rows (each gets a fresh `seq`);
+//! 2. updates of job rows (replace, attempts), in record order;
+//! 3. dead-letter moves and removals, in record order (a move copies the
+//!    row as the updates left it);
+//! 4. deletes of job rows (completed, finished, moved to the dead letters);
+//! 5. inserts of finished jobs, then the trims of `emq_finished` and
+//!    `emq_dead_letters` (once per batch, after its records, as in SQLite);
+//! 6. schedules and paused queues, in record order.
+//!
+//! Why this is the same: every job row is touched by at most one insert,
+//! then updates, then at most one delete or move — after which its msgid
+//! no longer maps to it, and a later `Accepted` of that msgid inserts a
+//! new row with a new `seq`. Rows of different `seq`s commute; the other
+//! tables are touched only by their own group, in record order.
+//!
+//! The msgid → seq lookups go through a [`Staged`] overlay of the store's
+//! [`RowIndex`], and the `seq` counters are copies: both become the
+//! store's only when the batch commits.
+
+use emq_router_core::journal::{FinishedRecord, JobRecord, Record};
+
+use crate::row_index::{Key, RowIndex, Staged};
+
+/// The next `seq` of each table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Seqs {
+    pub(crate) job: i64,
+    pub(crate) finished: i64,
+    pub(crate) dead: i64,
+}
+
+impl Default for Seqs {
+    fn default() -> Self {
+        Seqs {
+            job: 1,
+            finished: 1,
+            dead: 1,
+        }
+    }
+}
+
+/// `JobRecord`s as column arrays (the parameters of an `unnest` insert).
+#[derive(Debug, Default)]
+pub(crate) struct JobColumns<'a> {
+    pub(crate) seq: Vec<i64>,
+    pub(crate) msgid: Vec<&'a str>,
+    pub(crate) client: Vec<&'a [u8]>,
+    pub(crate) queue: Vec<&'a str>,
+    pub(crate) route: Vec<&'a str>,
+    pub(crate) headers: Vec<&'a [u8]>,
+    pub(crate) message: Vec<&'a [u8]>,
+    pub(crate) attempts: Vec<i32>,
+    pub(crate) accepted_at: Vec<i64>,
+    pub(crate) run_at: Vec<Option<i64>>,
+}
+
+impl<'a> JobColumns<'a> {
+    fn push(&mut self, seq: i64, j: &'a JobRecord) {
+        self.seq.push(seq);
+        self.msgid.push(&j.msgid);
+        self.client.push(&j.client);
+        self.queue.push(&j.queue);
+        self.route.push(route_column(j));
+        self.headers.push(&j.headers);
+        self.message.push(&j.payload);
+        self.attempts.push(attempts_column(j.attempts));
+        self.accepted_at.push(unix_ms_column(j.accepted_at_unix_ms));
+        self.run_at.push(j.run_at_unix_ms.map(unix_ms_column));
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.seq.len()
+    }
+}
+
+/// `FinishedRecord`s as column arrays.
+#[derive(Debug, Default)]
+pub(crate) struct FinishedColumns<'a> {
+    pub(crate) job: JobColumns<'a>,
+    pub(crate) outcome: Vec<&'a str>,
+    pub(crate) finished_at: Vec<i64>,
+    pub(crate) result: Vec<Option<&'a [u8]>>,
+    pub(crate) result_truncated: Vec<bool>,
+}
+
+impl<'a> FinishedColumns<'a> {
+    fn push(&mut self, seq: i64, f: &'a FinishedRecord) {
+        self.job.push(seq, &f.job);
+        self.outcome.push(&f.outcome);
+        self.finished_at.push(unix_ms_column(f.finished_at_unix_ms));
+        self.result.push(f.result.as_deref());
+        self.result_truncated.push(f.result_truncated);
+    }
+}
+
+/// A change to an existing job row.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Update<'a> {
+    /// A msgid accepted again while unfinished: new fields, same place in
+    /// the acceptance order.
+    Replace {
+        seq: i64,
+        job: &'a JobRecord,
+    },
+    Attempts {
+        seq: i64,
+        attempts: i32,
+    },
+}
+
+/// A change to the dead letters.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Dead<'a> {
+    /// Copy job row `job_seq` into the dead letters as row `seq`.
+    Move {
+        job_seq: i64,
+        seq: i64,
+        reason: &'a str,
+    },
+    /// Forget the dead letters of `msgid`.
+    Remove { msgid: &'a str },
+}
+
+/// Schedules and paused queues.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Other<'a> {
+    PutSchedule { id: &'a str, blob: &'a [u8] },
+    DeleteSchedule { id: &'a str },
+    Pause { queue: &'a str },
+    Resume { queue: &'a str },
+}
+
+/// The statements of one batch; see the module documentation.
+#[derive(Debug, Default)]
+pub(crate) struct Plan<'a> {
+    pub(crate) inserts: JobColumns<'a>,
+    pub(crate) updates: Vec<Update<'a>>,
+    pub(crate) dead: Vec<Dead<'a>>,
+    pub(crate) deletes: Vec<i64>,
+    pub(crate) finished: FinishedColumns<'a>,
+    /// Delete finished rows with `seq` at or below the first, or finished
+    /// before the second (unix ms).
+    pub(crate) trim_finished: Option<(i64, i64)>,
+    /// Keep the newest this many dead letters.
+    pub(crate) trim_dead: Option<i64>,
+    pub(crate) other: Vec<Other<'a>>,
+    /// The counters after this batch (the store's once it commits).
+    pub(crate) seqs: Seqs,
+    /// The msgid → seq changes (the store's once it commits).
+    pub(crate) staged: Staged,
+}
+
+impl<'a> Plan<'a> {
+    /// Sort `records` into statements, finding rows through `rows` and
+    /// numbering new rows from `seqs`.
+    pub(crate) fn build(records: &'a [Record], rows: &RowIndex, seqs: Seqs) -> Plan<'a> {
+        let mut p = Plan {
+            seqs,
+            ..Plan::default()
+        };
+        for record in records {
+            match record {
+                Record::Accepted(job) => {
+                    let key = Key::of(&job.msgid);
+                    match p.staged.get(rows, &key) {
+                        Some(seq) => p.updates.push(Update::Replace { seq, job }),
+                        None => {
+                            let seq = p.next_job();
+                            p.inserts.push(seq, job);
+                            p.staged.set(key, Some(seq));
+                        }
+                    }
+                }
+                Record::Completed { msgid } => {
+                    if let Some(seq) = p.take_row(rows, msgid) {
+                        p.deletes.push(seq);
+                    }
+                }
+                Record::Finished {
+                    record,
+                    keep,
+                    drop_before_unix_ms,
+                } => {
+                    if let Some(seq) = p.take_row(rows, &record.job.msgid) {
+                        p.deletes.push(seq);
+                    }
+                    let seq = p.seqs.finished;
+                    p.seqs.finished += 1;
+                    p.finished.push(seq, record);
+                    let keep = i64::try_from(*keep).unwrap_or(i64::MAX);
+                    p.trim_finished = Some((
+                        seq.saturating_sub(keep),
+                        unix_ms_column(*drop_before_unix_ms),
+                    ));
+                }
+                Record::QueuePaused { queue, paused } => p.other.push(if *paused {
+                    Other::Pause { queue }
+                } else {
+                    Other::Resume { queue }
+                }),
+                Record::DeadLetterRemoved { msgid } => p.dead.push(Dead::Remove { msgid }),
+                Record::DeadLettered {
+                    msgid,
+                    reason,
+                    keep,
+                } => {
+                    let keep = i64::try_from(*keep).unwrap_or(i64::MAX);
+                    p.trim_dead = Some(p.trim_dead.map_or(keep, |k| k.min(keep)));
+                    match p.take_row(rows, msgid) {
+                        Some(job_seq) => {
+                            let seq = p.seqs.dead;
+                            p.seqs.dead += 1;
+                            p.dead.push(Dead::Move {
+                                job_seq,
+                                seq,
+                                reason,
+                            });
+                            p.deletes.push(job_seq);
+                        }
+                        None => log::debug!("journal: dead letter for unknown job {msgid}"),
+                    }
+                }
+                Record::Attempt { msgid, attempts } => {
+                    if let Some(seq) = p.staged.get(rows, &Key::of(msgid)) {
+                        p.updates.push(Update::Attempts {
+                            seq,
+                            attempts: attempts_column(*attempts),
+                        });
+                    }
+                }
+                Record::PutSchedule { id, blob } => p.other.push(Other::PutSchedule { id, blob }),
+                Record::DeleteSchedule { id } => p.other.push(Other::DeleteSchedule { id }),
+                // The lease check every batch starts with is a real write.
+                Record::Probe => {}
+            }
+        }
+        p
+    }
+
+    fn next_job(&mut self) -> i64 {
+        let s = self.seqs.job;
+        self.seqs.job += 1;
+        s
+    }
+
+    /// The unfinished row of `msgid`, which the batch then forgets.
+    fn take_row(&mut self, rows: &RowIndex, msgid: &str) -> Option<i64> {
+        let key = Key::of(msgid);
+        let seq = self.staged.get(rows, &key)?;
+        self.staged.set(key, None);
+        Some(seq)
+    }
+}
+
+/// The `route` column: empty when it equals `queue`.
+pub(crate) fn route_column(job: &JobRecord) -> &str {
+    if job.route == job.queue {
+        ""
+    } else {
+        &job.route
+    }
+}
+
+/// A delivery count as `INTEGER` (a count past `i32::MAX` is stored as it).
+pub(crate) fn attempts_column(n: u32) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+/// Unix ms as `BIGINT` (past `i64::MAX` stored as it).
+pub(crate) fn unix_ms_column(ms: u64) -> i64 {
+    i64::try_from(ms).unwrap_or(i64::MAX)
+}
+
+/// A `BIGINT` back to unix ms (a negative one, only from a hand-edited
+/// row, reads as 0).
+pub(crate) fn unix_ms_from_column(ms: i64) -> u64 {
+    u64::try_from(ms).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(msgid: &str) -> JobRecord {
+        JobRecord {
+            msgid: msgid.into(),
+            client: vec![1],
+            queue: "q".into(),
+            route: "q".into(),
+            headers: b"reply-requested".to_vec(),
+            payload: b"[]".to_vec(),
+            attempts: 0,
+            accepted_at_unix_ms: 1_000,
+            run_at_unix_ms: None,
+        }
+    }
+
+    fn finished(msgid: &str, keep: usize) -> Record {
+        Record::Finished {
+            record: FinishedRecord {
+                job: job(msgid),
+                outcome: "done".into(),
+                finished_at_unix_ms: 2_000,
+                result: Some(b"1".to_vec()),
+                result_truncated: false,
+            },
+            keep,
+            drop_before_unix_ms: 500,
+        }
+    }
+
+    #[test]
+    fn a_busy_batch_is_three_multi_row_statements() {
+        let mut rows = RowIndex::default();
+        rows.set(Key::of("old1"), Some(1));
+        rows.set(Key::of("old2"), Some(2));
+        let records = vec![
+            Record::Accepted(job("a")),
+            Record::Accepted(job("b")),
+            finished("old1", 10),
+            Record::Completed {
+                msgid: "old2".into(),
+            },
+            Record::Probe,
+        ];
+        let p = Plan::build(
+            &records,
+            &rows,
+            Seqs {
+                job: 3,
+                finished: 7,
+                dead: 1,
+            },
+        );
+        assert_eq!(p.inserts.seq, [3, 4]);
+        assert_eq!(p.inserts.msgid, ["a", "b"]);
+        assert_eq!(
+            p.inserts.route,
+            ["", ""],
+            "route equal to the queue is empty"
+        );
+        assert_eq!(p.deletes, [1, 2]);
+        assert_eq!(p.finished.job.seq, [7]);
+        // The newest 10 kept: rows at or below 7 - 10 go.
+        assert_eq!(p.trim_finished, Some((-3, 500)));
+        assert!(p.updates.is_empty() && p.dead.is_empty() && p.other.is_empty());
+        assert_eq!(
+            p.seqs,
+            Seqs {
+                job: 5,
+                finished: 8,
+                dead: 1
+            }
+        );
+        // The index itself is untouched until the store applies `staged`.
+        assert_eq!(rows.get(&Key::of("a")), None);
+        let mut applied = rows;
+        p.staged.apply(&mut applied);
+        assert_eq!(applied.get(&Key::of("a")), Some(3));
+        assert_eq!(applied.get(&Key::of("old1")), None);
+    }
+
+    #[test]
+    fn a_msgid_reused_in_one_batch_gets_a_new_row_and_updates_stay_in_order() {
+        let rows = RowIndex::default();
+        let mut again = job("m");
+        again.payload = b"second".to_vec();
+        let records = vec![
+            Record::Accepted(job("m")),
+            Record::Accepted(again.clone()),
+            Record::Attempt {
+                msgid: "m".into(),
+                attempts: 2,
+            },
+            Record::Completed { msgid: "m".into() },
+            Record::Accepted(job("m")),
+            Record::Attempt {
+                msgid: "unknown".into(),
+                attempts: 9,
+            },
+        ];
+        let p = Plan::build(&records, &rows, Seqs::default());
+        assert_eq!(p.inserts.seq, [1, 2], "a new row after the completion");
+        assert_eq!(
+            p.updates,
+            [
+                Update::Replace {
+                    seq: 1,
+                    job: &again
+                },
+                Update::Attempts {
+                    seq: 1,
+                    attempts: 2
+                }
+            ]
+        );
+        assert_eq!(p.deletes, [1]);
+        let mut idx = RowIndex::default();
+        p.staged.apply(&mut idx);
+        assert_eq!(idx.get(&Key::of("m")), Some(2));
+    }
+
+    #[test]
+    fn dead_letters_move_rows_and_keep_their_order_with_removals() {
+        let mut rows = RowIndex::default();
+        rows.set(Key::of("x"), Some(5));
+        let records = vec![
+            Record::DeadLettered {
+                msgid: "x".into(),
+                reason: "lost".into(),
+                keep: 100,
+            },
+            Record::DeadLetterRemoved { msgid: "x".into() },
+            Record::DeadLettered {
+                msgid: "gone".into(),
+                reason: "lost".into(),
+                keep: 3,
+            },
+            Record::QueuePaused {
+                queue: "q".into(),
+                paused: true,
+            },
+            Record::PutSchedule {
+                id: "s".into(),
+                blob: vec![1],
+            },
+            Record::DeleteSchedule { id: "s".into() },
+        ];
+        let p = Plan::build(&records, &rows, Seqs::default());
+        assert_eq!(
+            p.dead,
+            [
+                Dead::Move {
+                    job_seq: 5,
+                    seq: 1,
+                    reason: "lost"
+                },
+                Dead::Remove { msgid: "x" }
+            ]
+        );
+        assert_eq!(p.deletes, [5], "a moved row leaves the jobs table");
+        assert_eq!(p.trim_dead, Some(3), "the smallest keep of the batch");
+        assert_eq!(
+            p.other,
+            [
+                Other::Pause { queue: "q" },
+                Other::PutSchedule {
+                    id: "s",
+                    blob: &[1]
+                },
+                Other::DeleteSchedule { id: "s" }
+            ]
+        );
+    }
+
+    #[test]
+    fn columns_clamp_what_postgres_cannot_hold() {
+        assert_eq!(attempts_column(u32::MAX), i32::MAX);
+        assert_eq!(unix_ms_column(u64::MAX), i64::MAX);
+        assert_eq!(unix_ms_from_column(-5), 0);
+        let mut j = job("r");
+        j.route = "default".into();
+        assert_eq!(route_column(&j), "default");
+    }
+}

@@ -1,0 +1,649 @@
+//! The PostgreSQL journal: one connection, one transaction per batch,
+//! fenced by the leader lease; reconnects on its own.
+
+use std::str::FromStr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use emq_router_core::journal::{
+    Batch, DeadLetterRecord, FinishedRecord, JobRecord, JournalStore, Record, Restored,
+};
+use postgres::{Client, IsolationLevel, NoTls, Row, Statement};
+
+use super::error::PgError;
+use super::plan::{unix_ms_column, unix_ms_from_column, Dead, Other, Plan, Seqs, Update};
+use super::schema::{self, Migrated, Migration, MIGRATIONS};
+use crate::row_index::{Key, RowIndex};
+
+/// How to connect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgOptions {
+    /// Give up connecting after this long (unless the URL says
+    /// `connect_timeout`).
+    pub connect_timeout: Duration,
+    /// A connection whose sent data stays unacknowledged this long is
+    /// dead (TCP_USER_TIMEOUT; a cut network is noticed instead of a
+    /// statement hanging).
+    pub tcp_user_timeout: Duration,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        PgOptions {
+            connect_timeout: Duration::from_secs(2),
+            tcp_user_timeout: Duration::from_secs(3),
+        }
+    }
+}
+
+/// The lease this router holds: every commit checks it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Fence {
+    pub(crate) holder: String,
+    pub(crate) epoch: u64,
+}
+
+/// The prepared statements of one connection.
+pub(crate) struct Statements {
+    pub(crate) fence: Statement,
+    insert_jobs: Statement,
+    replace_job: Statement,
+    update_attempts: Statement,
+    move_to_dead: Statement,
+    delete_dead: Statement,
+    delete_jobs: Statement,
+    insert_finished: Statement,
+    trim_finished: Statement,
+    trim_dead: Statement,
+    put_schedule: Statement,
+    delete_schedule: Statement,
+    pause: Statement,
+    resume: Statement,
+    pub(crate) take_lease: Statement,
+    pub(crate) read_lease: Statement,
+    pub(crate) renew_lease: Statement,
+    pub(crate) release_lease: Statement,
+}
+
+/// The lease row names this router at its epoch; taken first in every
+/// batch, so a takeover and a commit are ordered by the row's lock.
+const FENCE: &str =
+    "UPDATE emq_lease SET epoch = epoch WHERE name = 'router' AND holder = $1 AND epoch = $2";
+const INSERT_JOBS: &str = "INSERT INTO emq_jobs
+        (seq, msgid, client, queue, route, headers, message, attempts, accepted_at, run_at)
+    SELECT * FROM unnest($1::BIGINT[], $2::TEXT[], $3::BYTEA[], $4::TEXT[], $5::TEXT[],
+                         $6::BYTEA[], $7::BYTEA[], $8::INTEGER[], $9::BIGINT[], $10::BIGINT[])";
+const REPLACE_JOB: &str = "UPDATE emq_jobs SET client = $2, queue = $3, route = $4, headers = $5,
+    message = $6, attempts = $7, accepted_at = $8, run_at = $9 WHERE seq = $1";
+const UPDATE_ATTEMPTS: &str = "UPDATE emq_jobs SET attempts = $2 WHERE seq = $1";
+const MOVE_TO_DEAD: &str = "INSERT INTO emq_dead_letters
+        (seq, msgid, client, queue, route, headers, message, attempts, accepted_at, error, dead_at)
+    SELECT $2, msgid, client, queue, route, headers, message, attempts, accepted_at, $3, $4
+    FROM emq_jobs WHERE seq = $1";
+const DELETE_DEAD: &str = "DELETE FROM emq_dead_letters WHERE msgid = $1";
+const DELETE_JOBS: &str = "DELETE FROM emq_jobs WHERE seq = ANY($1)";
+const INSERT_FINISHED: &str = "INSERT INTO emq_finished
+        (seq, msgid, client, queue, route, headers, message, attempts, accepted_at, run_at,
+         outcome, finished_at, result, result_truncated)
+    SELECT * FROM unnest($1::BIGINT[], $2::TEXT[], $3::BYTEA[], $4::TEXT[], $5::TEXT[],
+                         $6::BYTEA[], $7::BYTEA[], $8::INTEGER[], $9::BIGINT[], $10::BIGINT[],
+                         $11::TEXT[], $12::BIGINT[], $13::BYTEA[], $14::BOOLEAN[])";
+/// Rows leave `emq_finished` only through this trim, oldest first, so the
+/// newest `keep` are the `seq`s above (last seq − keep).
+const TRIM_FINISHED: &str = "DELETE FROM emq_finished WHERE seq <= $1 OR finished_at < $2";
+const TRIM_DEAD: &str = "DELETE FROM emq_dead_letters WHERE seq <=
+    (SELECT seq FROM emq_dead_letters ORDER BY seq DESC LIMIT 1 OFFSET $1)";
+const PUT_SCHEDULE: &str = "INSERT INTO emq_schedules (id, blob) VALUES ($1, $2)
+    ON CONFLICT (id) DO UPDATE SET blob = EXCLUDED.blob";
+const DELETE_SCHEDULE: &str = "DELETE FROM emq_schedules WHERE id = $1";
+const PAUSE: &str =
+    "INSERT INTO emq_paused_queues (queue) VALUES ($1) ON CONFLICT (queue) DO NOTHING";
+const RESUME: &str = "DELETE FROM emq_paused_queues WHERE queue = $1";
+
+const JOB_COLUMNS: &str =
+    "msgid, client, queue, route, headers, message, attempts, accepted_at, run_at";
+
+fn now_unix_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// A job from the first nine columns (`JOB_COLUMNS`) of a row.
+fn job_from_row(r: &Row) -> Result<JobRecord, postgres::Error> {
+    let queue: String = r.try_get(2)?;
+    let route: String = r.try_get(3)?;
+    Ok(JobRecord {
+        msgid: r.try_get(0)?,
+        client: r.try_get(1)?,
+        route: if route.is_empty() {
+            queue.clone()
+        } else {
+            route
+        },
+        queue,
+        headers: r.try_get(4)?,
+        payload: r.try_get(5)?,
+        attempts: u32::try_from(r.try_get::<_, i32>(6)?).unwrap_or(0),
+        accepted_at_unix_ms: unix_ms_from_column(r.try_get(7)?),
+        run_at_unix_ms: r.try_get::<_, Option<i64>>(8)?.map(unix_ms_from_column),
+    })
+}
+
+/// One live connection and its statements.
+pub(crate) struct Conn {
+    pub(crate) client: Client,
+    pub(crate) stmts: Statements,
+}
+
+/// The durable job journal on PostgreSQL. Not `Sync`: one owner (the
+/// router's poll loop).
+pub struct PgJournal {
+    config: postgres::Config,
+    /// The URL without its password, for logs.
+    db: String,
+    steps: &'static [Migration],
+    pub(crate) conn: Option<Conn>,
+    pub(crate) fence: Option<Fence>,
+    /// `load` ran since the lease was taken: the index and counters are
+    /// the database's.
+    loaded: bool,
+    rows: RowIndex,
+    seqs: Seqs,
+    /// The connection broke (logged once until it is back).
+    lost: bool,
+    batches: u64,
+    records: u64,
+}
+
+impl std::fmt::Debug for PgJournal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgJournal")
+            .field("db", &self.db)
+            .field("fence", &self.fence)
+            .field("batches", &self.batches)
+            .finish()
+    }
+}
+
+/// Whether `arg` names a PostgreSQL database (`postgresql://` or
+/// `postgres://`).
+pub fn is_postgres_url(arg: &str) -> bool {
+    let a = arg.trim_start().to_ascii_lowercase();
+    a.starts_with("postgresql://") || a.starts_with("postgres://")
+}
+
+/// `postgresql://user@host:port/db`: the parts of `config` that say where,
+/// never the password.
+fn describe_config(config: &postgres::Config) -> String {
+    use postgres::config::Host;
+    let user = config
+        .get_user()
+        .map(|u| format!("{u}@"))
+        .unwrap_or_default();
+    let ports = config.get_ports();
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let host = match h {
+                Host::Tcp(h) => h.clone(),
+                Host::Unix(p) => p.display().to_string(),
+            };
+            match ports.get(i).or(ports.first()) {
+                Some(p) => format!("{host}:{p}"),
+                None => host,
+            }
+        })
+        .collect();
+    format!(
+        "postgresql://{user}{}/{}",
+        hosts.join(","),
+        config.get_dbname().unwrap_or("")
+    )
+}
+
+impl PgJournal {
+    /// Connect to the database at `url`, create or migrate the schema. The
+    /// journal can be read and written once it holds the lease
+    /// ([`PgJournal::try_acquire`]) and has loaded ([`JournalStore::load`]).
+    pub fn open(url: &str, options: &PgOptions) -> Result<PgJournal, PgError> {
+        PgJournal::open_with_migrations(url, options, MIGRATIONS)
+    }
+
+    /// [`PgJournal::open`] with other schema steps (for tests of the
+    /// migration runner).
+    #[doc(hidden)]
+    pub fn open_with_migrations(
+        url: &str,
+        options: &PgOptions,
+        steps: &'static [Migration],
+    ) -> Result<PgJournal, PgError> {
+        let mut config = postgres::Config::from_str(url.trim()).map_err(|e| PgError::BadUrl {
+            detail: e.to_string(),
+        })?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(options.connect_timeout);
+        }
+        if config.get_tcp_user_timeout().is_none() {
+            config.tcp_user_timeout(options.tcp_user_timeout);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("emq-router");
+        }
+        config.keepalives(true);
+        config.keepalives_idle(Duration::from_secs(10));
+        let db = describe_config(&config);
+        let mut j = PgJournal {
+            config,
+            db,
+            steps,
+            conn: None,
+            fence: None,
+            loaded: false,
+            rows: RowIndex::default(),
+            seqs: Seqs::default(),
+            lost: false,
+            batches: 0,
+            records: 0,
+        };
+        j.connect()?;
+        Ok(j)
+    }
+
+    /// The schema version after open.
+    pub fn schema_version(&mut self) -> Result<i64, PgError> {
+        let db = self.db.clone();
+        let c = self.conn()?;
+        let row = c
+            .client
+            .query_one(schema::READ_VERSION, &[])
+            .map_err(|e| PgError::sql(&db, "read schema version", e))?;
+        Ok(row.get(0))
+    }
+
+    /// Batches and records appended since open.
+    pub fn counts(&self) -> (u64, u64) {
+        (self.batches, self.records)
+    }
+
+    /// Connect, migrate, prepare.
+    fn connect(&mut self) -> Result<(), PgError> {
+        let mut client = self.config.connect(NoTls).map_err(|e| PgError::Connect {
+            db: self.db.clone(),
+            detail: match e.as_db_error() {
+                Some(d) => d.message().to_string(),
+                None => e.to_string(),
+            },
+        })?;
+        match schema::migrate(&mut client, self.steps) {
+            Ok(Migrated { from: 0, to }) => {
+                log::info!("journal {}: schema version {to} created", self.db)
+            }
+            Ok(_) => {}
+            Err(schema::MigrateError::TooNew { found, supported }) => {
+                return Err(PgError::UnsupportedVersion {
+                    db: self.db.clone(),
+                    found,
+                    supported,
+                })
+            }
+            Err(schema::MigrateError::Sql(e)) => return Err(PgError::sql(&self.db, "migrate", e)),
+        }
+        let db = self.db.clone();
+        let mut prep = |sql: &str| {
+            client
+                .prepare(sql)
+                .map_err(|e| PgError::sql(&db, "prepare", e))
+        };
+        let stmts = Statements {
+            fence: prep(FENCE)?,
+            insert_jobs: prep(INSERT_JOBS)?,
+            replace_job: prep(REPLACE_JOB)?,
+            update_attempts: prep(UPDATE_ATTEMPTS)?,
+            move_to_dead: prep(MOVE_TO_DEAD)?,
+            delete_dead: prep(DELETE_DEAD)?,
+            delete_jobs: prep(DELETE_JOBS)?,
+            insert_finished: prep(INSERT_FINISHED)?,
+            trim_finished: prep(TRIM_FINISHED)?,
+            trim_dead: prep(TRIM_DEAD)?,
+            put_schedule: prep(PUT_SCHEDULE)?,
+            delete_schedule: prep(DELETE_SCHEDULE)?,
+            pause: prep(PAUSE)?,
+            resume: prep(RESUME)?,
+            take_lease: prep(super::lease::TAKE)?,
+            read_lease: prep(super::lease::READ)?,
+            renew_lease: prep(super::lease::RENEW)?,
+            release_lease: prep(super::lease::RELEASE)?,
+        };
+        if self.lost {
+            log::info!("journal {}: connected again", self.db);
+            self.lost = false;
+        }
+        self.conn = Some(Conn { client, stmts });
+        Ok(())
+    }
+
+    /// The live connection, made again if it broke.
+    pub(crate) fn conn(&mut self) -> Result<&mut Conn, PgError> {
+        if self.conn.as_ref().is_some_and(|c| c.client.is_closed()) {
+            self.conn = None;
+        }
+        if self.conn.is_none() {
+            self.connect()?;
+        }
+        Ok(self.conn.as_mut().expect("connected"))
+    }
+
+    /// After a failed statement: forget a broken connection (the next
+    /// call connects again).
+    pub(crate) fn after_error(&mut self, e: &PgError) {
+        if let Some(c) = &self.conn {
+            if c.client.is_closed() {
+                if !self.lost {
+                    log::warn!("journal {}: connection lost ({e}); reconnecting", self.db);
+                }
+                self.lost = true;
+                self.conn = None;
+            }
+        }
+    }
+
+    pub(crate) fn db(&self) -> &str {
+        &self.db
+    }
+
+    /// The lease is ours at `fence` (taken, or given by a test): commits
+    /// are fenced with it, and the journal must be loaded again.
+    pub(crate) fn set_fence(&mut self, fence: Option<Fence>) {
+        self.fence = fence;
+        self.loaded = false;
+    }
+
+    fn append_records(&mut self, records: &[Record]) -> Result<(), PgError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let db = self.db.clone();
+        let Some(fence) = self.fence.clone().filter(|_| self.loaded) else {
+            return Err(PgError::NoLease { db });
+        };
+        let plan = Plan::build(records, &self.rows, self.seqs);
+        let err = |e| PgError::sql(&db, "append", e);
+        let c = self.conn()?;
+        let s = &c.stmts;
+        let mut tx = c.client.transaction().map_err(err)?;
+        let epoch = i64::try_from(fence.epoch).unwrap_or(i64::MAX);
+        if tx
+            .execute(&s.fence, &[&fence.holder, &epoch])
+            .map_err(err)?
+            != 1
+        {
+            drop(tx);
+            return Err(PgError::Fenced {
+                db,
+                epoch: fence.epoch,
+            });
+        }
+        let j = &plan.inserts;
+        if j.len() > 0 {
+            tx.execute(
+                &s.insert_jobs,
+                &[
+                    &j.seq,
+                    &j.msgid,
+                    &j.client,
+                    &j.queue,
+                    &j.route,
+                    &j.headers,
+                    &j.message,
+                    &j.attempts,
+                    &j.accepted_at,
+                    &j.run_at,
+                ],
+            )
+            .map_err(err)?;
+        }
+        for u in &plan.updates {
+            match u {
+                Update::Replace { seq, job } => tx.execute(
+                    &s.replace_job,
+                    &[
+                        seq,
+                        &job.client,
+                        &job.queue,
+                        &super::plan::route_column(job),
+                        &job.headers,
+                        &job.payload,
+                        &super::plan::attempts_column(job.attempts),
+                        &unix_ms_column(job.accepted_at_unix_ms),
+                        &job.run_at_unix_ms.map(unix_ms_column),
+                    ],
+                ),
+                Update::Attempts { seq, attempts } => {
+                    tx.execute(&s.update_attempts, &[seq, attempts])
+                }
+            }
+            .map_err(err)?;
+        }
+        let dead_at = now_unix_ms();
+        for d in &plan.dead {
+            match d {
+                Dead::Move {
+                    job_seq,
+                    seq,
+                    reason,
+                } => tx.execute(&s.move_to_dead, &[job_seq, seq, reason, &dead_at]),
+                Dead::Remove { msgid } => tx.execute(&s.delete_dead, &[msgid]),
+            }
+            .map_err(err)?;
+        }
+        if !plan.deletes.is_empty() {
+            tx.execute(&s.delete_jobs, &[&plan.deletes]).map_err(err)?;
+        }
+        let f = &plan.finished;
+        if f.job.len() > 0 {
+            let j = &f.job;
+            tx.execute(
+                &s.insert_finished,
+                &[
+                    &j.seq,
+                    &j.msgid,
+                    &j.client,
+                    &j.queue,
+                    &j.route,
+                    &j.headers,
+                    &j.message,
+                    &j.attempts,
+                    &j.accepted_at,
+                    &j.run_at,
+                    &f.outcome,
+                    &f.finished_at,
+                    &f.result,
+                    &f.result_truncated,
+                ],
+            )
+            .map_err(err)?;
+        }
+        if let Some((at_or_below, before)) = plan.trim_finished {
+            tx.execute(&s.trim_finished, &[&at_or_below, &before])
+                .map_err(err)?;
+        }
+        if let Some(keep) = plan.trim_dead {
+            tx.execute(&s.trim_dead, &[&keep]).map_err(err)?;
+        }
+        for o in &plan.other {
+            match o {
+                Other::PutSchedule { id, blob } => tx.execute(&s.put_schedule, &[id, blob]),
+                Other::DeleteSchedule { id } => tx.execute(&s.delete_schedule, &[id]),
+                Other::Pause { queue } => tx.execute(&s.pause, &[queue]),
+                Other::Resume { queue } => tx.execute(&s.resume, &[queue]),
+            }
+            .map_err(err)?;
+        }
+        tx.commit().map_err(err)?;
+        // Only now: a failed batch leaves the index and counters as the
+        // database is.
+        self.seqs = plan.seqs;
+        plan.staged.apply(&mut self.rows);
+        self.batches += 1;
+        self.records += records.len() as u64;
+        Ok(())
+    }
+
+    fn load_all(&mut self) -> Result<Restored, PgError> {
+        let db = self.db.clone();
+        let Some(fence) = self.fence.clone() else {
+            return Err(PgError::NoLease { db });
+        };
+        let err = |e| PgError::sql(&db, "load", e);
+        let c = self.conn()?;
+        // One snapshot of every table.
+        let mut tx = c
+            .client
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .map_err(err)?;
+        let lease = tx
+            .query_opt(&c.stmts.read_lease, &[])
+            .map_err(err)?
+            .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1)));
+        if lease
+            != Some((
+                fence.holder.clone(),
+                i64::try_from(fence.epoch).unwrap_or(-1),
+            ))
+        {
+            return Err(PgError::Fenced {
+                db,
+                epoch: fence.epoch,
+            });
+        }
+        let mut restored = Restored::default();
+        let mut rows = RowIndex::default();
+        let mut seqs = Seqs::default();
+        for r in tx
+            .query(
+                &format!("SELECT {JOB_COLUMNS}, seq FROM emq_jobs ORDER BY seq"),
+                &[],
+            )
+            .map_err(err)?
+        {
+            let job = job_from_row(&r).map_err(err)?;
+            let seq: i64 = r.get(9);
+            rows.set(Key::of(&job.msgid), Some(seq));
+            seqs.job = seqs.job.max(seq + 1);
+            restored.jobs.push(job);
+        }
+        for r in tx
+            .query(
+                &format!(
+                    "SELECT {JOB_COLUMNS}, seq, outcome, finished_at, result, result_truncated
+                     FROM emq_finished ORDER BY seq"
+                ),
+                &[],
+            )
+            .map_err(err)?
+        {
+            seqs.finished = seqs.finished.max(r.get::<_, i64>(9) + 1);
+            restored.finished.push(FinishedRecord {
+                job: job_from_row(&r).map_err(err)?,
+                outcome: r.try_get(10).map_err(err)?,
+                finished_at_unix_ms: unix_ms_from_column(r.try_get(11).map_err(err)?),
+                result: r.try_get(12).map_err(err)?,
+                result_truncated: r.try_get(13).map_err(err)?,
+            });
+        }
+        for r in tx
+            .query(
+                "SELECT msgid, client, queue, route, headers, message, attempts, accepted_at,
+                        NULL::BIGINT, seq, error, dead_at
+                 FROM emq_dead_letters ORDER BY seq",
+                &[],
+            )
+            .map_err(err)?
+        {
+            seqs.dead = seqs.dead.max(r.get::<_, i64>(9) + 1);
+            restored.dead_letters.push(DeadLetterRecord {
+                job: job_from_row(&r).map_err(err)?,
+                reason: r.try_get(10).map_err(err)?,
+                dead_at_unix_ms: unix_ms_from_column(r.try_get(11).map_err(err)?),
+            });
+        }
+        for r in tx
+            .query("SELECT id, blob FROM emq_schedules ORDER BY id", &[])
+            .map_err(err)?
+        {
+            restored
+                .schedules
+                .push((r.try_get(0).map_err(err)?, r.try_get(1).map_err(err)?));
+        }
+        for r in tx
+            .query("SELECT queue FROM emq_paused_queues ORDER BY queue", &[])
+            .map_err(err)?
+        {
+            restored.paused_queues.push(r.try_get(0).map_err(err)?);
+        }
+        tx.commit().map_err(err)?;
+        self.rows = rows;
+        self.seqs = seqs;
+        self.loaded = true;
+        Ok(restored)
+    }
+}
+
+impl JournalStore for PgJournal {
+    type Error = PgError;
+
+    /// One transaction: the lease check, then the batch's statements (see
+    /// `plan.rs`). A lost connection fails the batch and is made again on
+    /// the next call.
+    fn append(&mut self, batch: &Batch) -> Result<(), PgError> {
+        let r = self.append_records(&batch.records);
+        if let Err(e) = &r {
+            self.after_error(e);
+        }
+        r
+    }
+
+    /// Everything, from one snapshot, after checking that this router
+    /// holds the lease.
+    fn load(&mut self) -> Result<Restored, PgError> {
+        let r = self.load_all();
+        if let Err(e) = &r {
+            self.after_error(e);
+        }
+        r
+    }
+
+    fn describe(&self) -> String {
+        self.db.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_recognised_and_described_without_the_password() {
+        assert!(is_postgres_url("postgresql://u@h/db"));
+        assert!(is_postgres_url("  POSTGRES://h/db"));
+        assert!(!is_postgres_url("/var/lib/emq/journal.sqlite"));
+        assert!(!is_postgres_url("none"));
+        let c = postgres::Config::from_str("postgresql://emq:secret@db.example:5433/jobs").unwrap();
+        let d = describe_config(&c);
+        assert_eq!(d, "postgresql://emq@db.example:5433/jobs");
+        assert!(!d.contains("secret"));
+    }
+
+    #[test]
+    fn a_bad_url_is_a_clear_permanent_error() {
+        let e = PgJournal::open("postgresql://h:notaport/db", &PgOptions::default()).unwrap_err();
+        assert!(e.is_permanent(), "{e:?}");
+        assert!(e.to_string().contains("postgresql://USER"), "{e}");
+    }
+}

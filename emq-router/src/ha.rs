@@ -1,0 +1,177 @@
+//! The leader lease's driver: carries out what `emq_router_core::lease`
+//! asks (take, renew, release) against the PostgreSQL journal and feeds
+//! the outcomes back; waits as a standby — no socket bound — until the
+//! lease is ours. The timing rules live in the core's `lease.rs`.
+
+use std::time::{Duration, Instant};
+
+use emq_journal::postgres::{Acquire, PgJournal};
+use emq_router_core::lease::{Lease, LeaseAction, LeaseConfig, LeaseInput, StepDownReason};
+use emq_transport::ShutdownSignal;
+
+/// This process's name in the lease row: host, pid and a random part (a
+/// restarted router is a new holder, and never takes back a lease that
+/// was its predecessor's).
+pub(crate) fn holder_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into());
+    let rand = emqp_proto::msgid::random_seed() as u32;
+    format!("{host}:{}:{rand:08x}", std::process::id())
+}
+
+/// What carrying out the lease's actions came to.
+#[derive(Debug, Default)]
+pub(crate) struct Outcome {
+    /// The lease is ours at this epoch: load and serve.
+    pub(crate) serve: Option<u64>,
+    /// Stop serving now.
+    pub(crate) step_down: Option<StepDownReason>,
+}
+
+pub(crate) struct Ha {
+    lease: Lease,
+    holder: String,
+    start: Instant,
+}
+
+impl Ha {
+    pub(crate) fn new(cfg: LeaseConfig, start: Instant) -> Ha {
+        Ha {
+            lease: Lease::new(cfg, start.elapsed()),
+            holder: holder_id(),
+            start,
+        }
+    }
+
+    pub(crate) fn holder(&self) -> &str {
+        &self.holder
+    }
+
+    pub(crate) fn poll_timeout(&self) -> Option<Duration> {
+        self.lease.poll_timeout()
+    }
+
+    /// Wait as a standby until this router holds the lease (its epoch), or
+    /// until a shutdown signal (`None`). Sleeps until the lease's next
+    /// timer or a signal.
+    pub(crate) fn wait_for_lease(
+        &mut self,
+        pg: &mut PgJournal,
+        signals: &ShutdownSignal,
+    ) -> Option<u64> {
+        loop {
+            if signals.requested() {
+                self.shutdown(pg);
+                return None;
+            }
+            let o = self.due(pg);
+            if let Some(epoch) = o.serve {
+                return Some(epoch);
+            }
+            let now = self.start.elapsed();
+            let wait = self
+                .lease
+                .poll_timeout()
+                .map_or(Duration::from_secs(1), |t| t.saturating_sub(now));
+            let ms = i64::try_from(wait.as_micros().div_ceil(1000)).unwrap_or(i64::MAX);
+            let mut items = [signals.poll_item()];
+            let _ = zmq::poll(&mut items, ms);
+        }
+    }
+
+    /// Timers due now (renewal, expiry, a standby's try), carried out.
+    pub(crate) fn due(&mut self, pg: &mut PgJournal) -> Outcome {
+        let now = self.start.elapsed();
+        let mut actions = Vec::new();
+        if self.lease.poll_timeout().is_some_and(|t| t <= now) {
+            self.lease.handle_timeout(now, &mut actions);
+        }
+        self.carry_out(actions, pg)
+    }
+
+    /// A journal commit found the lease taken over.
+    pub(crate) fn fenced(&mut self, pg: &mut PgJournal) -> Outcome {
+        let mut actions = Vec::new();
+        self.lease
+            .handle(LeaseInput::Fenced, self.start.elapsed(), &mut actions);
+        self.carry_out(actions, pg)
+    }
+
+    /// The router stops: release the lease if held (a standby takes over
+    /// at its next try instead of waiting for the TTL).
+    pub(crate) fn shutdown(&mut self, pg: &mut PgJournal) {
+        let mut actions = Vec::new();
+        self.lease
+            .handle(LeaseInput::Shutdown, self.start.elapsed(), &mut actions);
+        self.carry_out(actions, pg);
+    }
+
+    /// Step down on our own (the journal could not be loaded): give the
+    /// lease up so that another router can try.
+    pub(crate) fn give_up(&mut self, pg: &mut PgJournal) {
+        if let Err(e) = pg.release() {
+            log::warn!("could not release the lease: {e}");
+        }
+        self.lease = Lease::new(*self.lease.config(), self.start.elapsed());
+    }
+
+    fn carry_out(&mut self, mut actions: Vec<LeaseAction>, pg: &mut PgJournal) -> Outcome {
+        let mut outcome = Outcome::default();
+        let ttl = self.lease.config().ttl;
+        while !actions.is_empty() {
+            for a in std::mem::take(&mut actions) {
+                let input = match a {
+                    LeaseAction::TryAcquire => match pg.try_acquire(&self.holder, ttl) {
+                        Ok(Acquire::Won { epoch }) => LeaseInput::Acquired { epoch },
+                        Ok(Acquire::Held {
+                            holder,
+                            epoch,
+                            expires_in,
+                        }) => LeaseInput::HeldElsewhere {
+                            holder,
+                            epoch,
+                            expires_in,
+                        },
+                        Err(e) => LeaseInput::Failed {
+                            error: e.to_string(),
+                        },
+                    },
+                    LeaseAction::Renew { .. } => match pg.renew(ttl) {
+                        Ok(()) => LeaseInput::Renewed,
+                        Err(e) if e.is_fenced() => LeaseInput::Fenced,
+                        Err(e) => LeaseInput::Failed {
+                            error: e.to_string(),
+                        },
+                    },
+                    LeaseAction::Release { epoch } => {
+                        match pg.release() {
+                            Ok(()) => log::info!("leader lease (epoch {epoch}) released"),
+                            Err(e) => log::warn!(
+                                "could not release the leader lease (epoch {epoch}): {e}; \
+                                 a standby takes over when it expires"
+                            ),
+                        }
+                        continue;
+                    }
+                    LeaseAction::Serve { epoch } => {
+                        log::info!("leader lease taken (epoch {epoch}, holder {})", self.holder);
+                        outcome.serve = Some(epoch);
+                        continue;
+                    }
+                    LeaseAction::StepDown { epoch, reason } => {
+                        log::warn!("leader lease (epoch {epoch}) lost: {reason}");
+                        pg.forget_lease();
+                        outcome.serve = None;
+                        outcome.step_down = Some(reason);
+                        continue;
+                    }
+                };
+                self.lease.handle(input, self.start.elapsed(), &mut actions);
+            }
+        }
+        outcome
+    }
+}
