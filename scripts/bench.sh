@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
 # Build the release binaries and run the emq benchmark: raw zmq limit, emq
-# end to end (memory mode and durable journal), single-job round trip, router
-# memory with 1,000,000 buffered jobs, ratios to the raw limit.
+# end to end (memory mode, durable SQLite journal, journal on PostgreSQL),
+# single-job round trip, router memory with 1,000,000 buffered jobs, ratios
+# to the raw limit.
+#
+# The PostgreSQL phase runs against a throwaway local server that emq-bench
+# starts (initdb in a temporary directory, as the postgres user when run as
+# root; synchronous_commit on) and stops at the end, when Debian's
+# postgresql package is installed; EMQ_BENCH_POSTGRES=postgresql://... (or
+# --postgres URL) names an existing database instead, --skip-postgres skips
+# it.
 #
 #   scripts/bench.sh                 # defaults: 100,000 jobs, medians of 3 runs
 #   scripts/bench.sh --quick         # smoke run: 2000 jobs, 1 run
 #   scripts/bench.sh --skip-durable --runs 5 ...   # any emq-bench option
+#   scripts/bench.sh --skip-raw --skip-raw-credit --skip-memory-mode \
+#       --skip-durable --skip-ideal-worker --skip-buffered   # PostgreSQL only
 #
 # Prints the table on stdout (progress on stderr) and writes the JSON to
 # target/bench/latest.json (override with BENCH_JSON=path). Targets are

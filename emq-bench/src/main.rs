@@ -23,7 +23,8 @@ use emq_bench::report::{self, RunFigures};
      also with READY credit flow as a --concurrency job manager must work (at most N jobs\n\
      on the worker side): the limit of plain zmq for that many slots;\n\
   2. emq end to end: real emq-router + one emq-jobmanager (--concurrency 8), pipelined\n\
-     no-op jobs with reply-requested, memory mode (--journal none) and durable journal;\n\
+     no-op jobs with reply-requested, memory mode (--journal none), durable journal (SQLite),\n\
+     and the journal on PostgreSQL (--postgres URL);\n\
   3. single job round trip, one job at a time;\n\
   4. router peak RSS (VmHWM) with 1,000,000 jobs buffered and no worker (memory mode,\n\
      and with the durable journal);\n\
@@ -88,6 +89,15 @@ struct Args {
     /// Skip emq with the durable journal
     #[arg(long)]
     skip_durable: bool,
+    /// The PostgreSQL database of the PostgreSQL journal phase
+    /// (postgresql://USER@HOST:PORT/DB). Default: a throwaway local server
+    /// (initdb in a temporary directory, stopped at the end) when
+    /// PostgreSQL is installed (/usr/lib/postgresql/*/bin or EMQ_PG_BIN)
+    #[arg(long, value_name = "URL", env = "EMQ_BENCH_POSTGRES")]
+    postgres: Option<String>,
+    /// Skip emq with the journal on PostgreSQL
+    #[arg(long)]
+    skip_postgres: bool,
     /// Skip the one-at-a-time round trip phases
     #[arg(long)]
     skip_single: bool,
@@ -140,6 +150,24 @@ fn main() -> ExitCode {
             .and_then(|p| p.parent().map(PathBuf::from))
             .unwrap_or_else(|| PathBuf::from("target/release"))
     });
+    // The PostgreSQL phase's server: the one named, else a throwaway local
+    // one (stopped when `_pg` drops, Ctrl-C included: the loop ends first).
+    let mut _pg = None;
+    let postgres = match a.postgres.clone().filter(|u| !u.trim().is_empty()) {
+        Some(url) => Some(url),
+        None if a.skip_postgres => None,
+        None => match throwaway_postgres() {
+            Ok(Some((cluster, url))) => {
+                _pg = Some(cluster);
+                Some(url)
+            }
+            Ok(None) => None,
+            Err(e) => {
+                eprintln!("emq-bench: cannot start a PostgreSQL server: {e}");
+                None
+            }
+        },
+    };
     let cfg = Config {
         jobs: pick(a.jobs, 100_000, 2000).max(1),
         window: a.window.max(1),
@@ -157,6 +185,7 @@ fn main() -> ExitCode {
         keep_logs: a.keep_logs.clone(),
         idle_timeout: Duration::from_secs_f64(a.idle_timeout.max(1.0)),
         phase_timeout: Duration::from_secs_f64(a.phase_timeout.max(1.0)),
+        postgres,
     };
     let stop: std::sync::Arc<AtomicBool> = match procs::install_signal_handler() {
         Ok(s) => s,
@@ -218,7 +247,7 @@ fn main() -> ExitCode {
             Outcome::Skipped
         } else {
             step("emq memory mode");
-            let o = phases::emq(&cfg, false, &stop);
+            let o = phases::emq(&cfg, phases::Journal::Memory, &stop);
             report_outcome("emq memory mode", &brief(&o));
             o
         };
@@ -226,8 +255,16 @@ fn main() -> ExitCode {
             Outcome::Skipped
         } else {
             step("emq durable journal");
-            let o = phases::emq(&cfg, true, &stop);
+            let o = phases::emq(&cfg, phases::Journal::Sqlite, &stop);
             report_outcome("emq durable journal", &brief(&o));
+            o
+        };
+        let postgres = if a.skip_postgres || interrupted() {
+            Outcome::Skipped
+        } else {
+            step("emq PostgreSQL journal");
+            let o = phases::emq(&cfg, phases::Journal::Postgres, &stop);
+            report_outcome("emq PostgreSQL journal", &brief(&o));
             o
         };
         let ideal_worker = if a.skip_ideal_worker || interrupted() {
@@ -259,6 +296,7 @@ fn main() -> ExitCode {
             raw_credit,
             memory_mode,
             durable,
+            postgres,
             ideal_worker,
             buffered,
             buffered_durable,
@@ -286,6 +324,7 @@ fn main() -> ExitCode {
                 ("raw with READY credit", fail(&r.raw_credit)),
                 ("emq memory mode", fail(&r.memory_mode)),
                 ("emq durable", fail(&r.durable)),
+                ("emq PostgreSQL", fail(&r.postgres)),
                 ("emq-router + ideal worker", fail(&r.ideal_worker)),
                 ("router memory", fail(&r.buffered)),
                 ("router memory, durable", fail(&r.buffered_durable)),
@@ -318,6 +357,7 @@ fn main() -> ExitCode {
                 "quick": a.quick,
                 "router_bin": cfg.router_bin.display().to_string(),
                 "jobmanager_bin": cfg.jobmanager_bin.display().to_string(),
+                "postgres": cfg.postgres.as_deref().map(redact_password),
                 "job": "[\"call\", {\"handler\": \"noop\", \"args\": null}] on queue default, header reply-requested",
             },
             "metrics": report::metrics_json(&rows),
@@ -340,6 +380,45 @@ fn main() -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    }
+}
+
+/// A local PostgreSQL server in a temporary directory, and the URL of a
+/// fresh database on it; `None` when PostgreSQL is not installed.
+fn throwaway_postgres() -> Result<Option<(integration_tests::postgres::PgCluster, String)>, String>
+{
+    if integration_tests::postgres::bin_dir().is_none() {
+        eprintln!(
+            "emq-bench: PostgreSQL is not installed (apt-get install postgresql): no PostgreSQL phase"
+        );
+        return Ok(None);
+    }
+    std::panic::catch_unwind(|| {
+        let c = integration_tests::postgres::PgCluster::start();
+        let url = c.create_database("emq_bench");
+        eprintln!("emq-bench: throwaway PostgreSQL server for the PostgreSQL phase: {url}");
+        (c, url)
+    })
+    .map(Some)
+    .map_err(|p| {
+        p.downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "panicked".into())
+    })
+}
+
+/// A database URL without its password (for the JSON report).
+fn redact_password(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let user = &url[s + 3..at];
+            match user.split_once(':') {
+                Some((u, _)) => format!("{}{u}:***{}", &url[..s + 3], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
     }
 }
 

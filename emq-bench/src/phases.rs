@@ -2,7 +2,7 @@
 //! durable journal) with a single-job round trip each, and router memory
 //! with jobs buffered and no worker.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use crate::client::{run_phase, Completion, JobFrames, Limits, Phase, PhaseResult};
 use crate::procs::{
-    free_ports, proc_cpu_secs, proc_status_bytes, wait_listening, wait_quiet, ChildGuard, TempDir,
+    free_ports, proc_status_bytes, wait_listening, wait_quiet, ChildGuard, CpuOf, TempDir,
 };
 use crate::raw::RawRelay;
 use crate::stats::Latency;
@@ -34,6 +34,30 @@ pub struct Config {
     pub keep_logs: Option<PathBuf>,
     pub idle_timeout: Duration,
     pub phase_timeout: Duration,
+    /// The PostgreSQL database of the PostgreSQL journal phase
+    /// (`postgresql://…`); `None`: that phase is unavailable.
+    pub postgres: Option<String>,
+}
+
+/// The journal of an emq phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Journal {
+    /// `--journal none`.
+    Memory,
+    /// A fresh SQLite file.
+    Sqlite,
+    /// `Config::postgres`.
+    Postgres,
+}
+
+impl Journal {
+    fn label(self) -> &'static str {
+        match self {
+            Journal::Memory => "memory",
+            Journal::Sqlite => "durable",
+            Journal::Postgres => "postgres",
+        }
+    }
 }
 
 /// The figures of one pipelined or one-at-a-time client phase.
@@ -238,12 +262,13 @@ fn client_phases(
     endpoint: &str,
     expect_acks: bool,
     stop: &AtomicBool,
-    pids: &[(&str, u32)],
+    pids: &[(&str, CpuOf)],
     mut alive: impl FnMut() -> Result<(), String>,
 ) -> Result<(Figures, Figures), String> {
-    let mut procs: Vec<(String, u32)> = vec![("bench".to_string(), std::process::id())];
+    let mut procs: Vec<(String, CpuOf)> =
+        vec![("bench".to_string(), CpuOf::Pid(std::process::id()))];
     procs.extend(pids.iter().map(|(n, p)| (n.to_string(), *p)));
-    let cpu = || -> Vec<Option<f64>> { procs.iter().map(|(_, p)| proc_cpu_secs(*p)).collect() };
+    let cpu = || -> Vec<Option<f64>> { procs.iter().map(|(_, p)| p.secs()).collect() };
     let ctx = zmq::Context::new();
     let sock = client_socket(&ctx, endpoint)?;
     let job = JobFrames::noop(true);
@@ -388,19 +413,18 @@ fn child_env(cfg: &Config) -> Vec<(&str, &str)> {
     }
 }
 
+/// `journal`: a file path, a `postgresql://` URL, or `None` for memory
+/// only.
 fn start_router(
     cfg: &Config,
     dir: &Workdir,
-    journal: Option<&Path>,
+    journal: Option<&str>,
     hwm: usize,
     stop: &AtomicBool,
 ) -> Result<Router, String> {
     let ports = free_ports(3)?;
     let ep = |p: u16| format!("tcp://127.0.0.1:{p}");
-    let journal_arg = match journal {
-        Some(p) => p.display().to_string(),
-        None => "none".to_string(),
-    };
+    let journal_arg = journal.unwrap_or("none").to_string();
     let args = vec![
         "--frontend".to_string(),
         ep(ports[0]),
@@ -481,38 +505,44 @@ pub fn router_supports_journal(cfg: &Config) -> Result<bool, String> {
     Ok(text.contains("--journal"))
 }
 
-/// emq end to end: real router (journal `none` or a fresh sqlite file) and
-/// one job manager, pipelined then one job at a time.
-pub fn emq(cfg: &Config, durable: bool, stop: &AtomicBool) -> Outcome<PipeAndSingle> {
+/// emq end to end: real router (journal `none`, a fresh sqlite file, or
+/// the PostgreSQL database of `--postgres`) and one job manager, pipelined
+/// then one job at a time.
+pub fn emq(cfg: &Config, journal: Journal, stop: &AtomicBool) -> Outcome<PipeAndSingle> {
     for bin in [&cfg.router_bin, &cfg.jobmanager_bin] {
         if !bin.exists() {
             return Outcome::Unavailable(format!("{} not built", bin.display()));
         }
     }
-    if durable {
+    if journal != Journal::Memory {
         match router_supports_journal(cfg) {
             Ok(true) => {}
             Ok(false) => return Outcome::Unavailable("emq-router has no --journal option".into()),
             Err(e) => return Outcome::Failed(e),
         }
     }
-    let label = if durable { "durable" } else { "memory" };
+    if journal == Journal::Postgres && cfg.postgres.is_none() {
+        return Outcome::Unavailable("no --postgres database".into());
+    }
     Outcome::from_result((|| {
-        let dir = Workdir::new(cfg, label)?;
-        let journal = dir.tmp.path().join("j.sqlite");
-        let mut router = start_router(
-            cfg,
-            &dir,
-            durable.then_some(journal.as_path()),
-            (cfg.window * 2).max(10_000),
-            stop,
-        )?;
+        let dir = Workdir::new(cfg, journal.label())?;
+        let file = dir.tmp.path().join("j.sqlite").display().to_string();
+        let journal_arg = match journal {
+            Journal::Memory => None,
+            Journal::Sqlite => Some(file.as_str()),
+            Journal::Postgres => cfg.postgres.as_deref(),
+        };
+        let mut router = start_router(cfg, &dir, journal_arg, (cfg.window * 2).max(10_000), stop)?;
         let mut jm = start_jobmanager(cfg, &dir, &router.backend)?;
         let frontend = router.frontend.clone();
-        let pids = [
-            ("emq-router", router.guard.pid()),
-            ("emq-jobmanager", jm.pid()),
+        let mut pids = vec![
+            ("emq-router", CpuOf::Pid(router.guard.pid())),
+            ("emq-jobmanager", CpuOf::Pid(jm.pid())),
         ];
+        if journal == Journal::Postgres {
+            // The server's processes, when it runs on this machine.
+            pids.push(("postgres", CpuOf::Named("postgres")));
+        }
         let r = client_phases(cfg, &frontend, true, stop, &pids, || {
             check_alive(&mut router.guard)?;
             check_alive(&mut jm)
@@ -553,7 +583,7 @@ pub fn emq_ideal_worker(cfg: &Config, stop: &AtomicBool) -> Outcome<PipeAndSingl
                 )
             })?;
         let frontend = router.frontend.clone();
-        let pids = [("emq-router", router.guard.pid())];
+        let pids = [("emq-router", CpuOf::Pid(router.guard.pid()))];
         let r = client_phases(cfg, &frontend, true, stop, &pids, || {
             check_alive(&mut router.guard)
         });
@@ -584,11 +614,11 @@ pub fn memory(cfg: &Config, durable: bool, stop: &AtomicBool) -> Outcome<Memory>
     }
     Outcome::from_result((|| {
         let dir = Workdir::new(cfg, if durable { "rss-durable" } else { "rss" })?;
-        let journal = dir.tmp.path().join("j.sqlite");
+        let journal = dir.tmp.path().join("j.sqlite").display().to_string();
         let mut router = start_router(
             cfg,
             &dir,
-            durable.then_some(journal.as_path()),
+            durable.then_some(journal.as_str()),
             cfg.memory_jobs.max(1) * 2,
             stop,
         )?;

@@ -266,6 +266,54 @@ pub fn proc_cpu_secs(pid: u32) -> Option<f64> {
     parse_stat_ticks(&text).map(|t| t as f64 / tck.max(1) as f64)
 }
 
+/// CPU time of every process whose command name is `comm` (e.g. all the
+/// processes of a PostgreSQL server: `postgres`), in seconds; processes
+/// that exited meanwhile are not counted.
+pub fn named_cpu_secs(comm: &str) -> Option<f64> {
+    // SAFETY: sysconf has no preconditions.
+    let tck = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let mut ticks = 0u64;
+    let mut found = false;
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(name) = e.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        if !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (text.find('('), text.rfind(')')) else {
+            continue;
+        };
+        if &text[open + 1..close] == comm {
+            if let Some(t) = parse_stat_ticks(&text) {
+                ticks += t;
+                found = true;
+            }
+        }
+    }
+    found.then(|| ticks as f64 / tck.max(1) as f64)
+}
+
+/// Whose CPU time a phase reports.
+#[derive(Debug, Clone, Copy)]
+pub enum CpuOf {
+    Pid(u32),
+    /// Every process with this command name.
+    Named(&'static str),
+}
+
+impl CpuOf {
+    pub fn secs(self) -> Option<f64> {
+        match self {
+            CpuOf::Pid(p) => proc_cpu_secs(p),
+            CpuOf::Named(n) => named_cpu_secs(n),
+        }
+    }
+}
+
 /// utime + stime (fields 14 and 15) of a /proc/PID/stat line; the command
 /// name (field 2) may contain spaces and parentheses, so fields are counted
 /// after its last ')'.

@@ -13,6 +13,8 @@ pub struct RunFigures {
     pub raw_credit: Outcome<PipeAndSingle>,
     pub memory_mode: Outcome<PipeAndSingle>,
     pub durable: Outcome<PipeAndSingle>,
+    /// The journal on PostgreSQL (`--postgres`).
+    pub postgres: Outcome<PipeAndSingle>,
     /// The real router with the bench's ideal worker (no job manager).
     pub ideal_worker: Outcome<PipeAndSingle>,
     pub buffered: Outcome<Memory>,
@@ -28,6 +30,7 @@ impl RunFigures {
             "raw_ready_credit": self.raw_credit.status_json(PipeAndSingle::to_json),
             "emq_memory": self.memory_mode.status_json(PipeAndSingle::to_json),
             "emq_durable": self.durable.status_json(PipeAndSingle::to_json),
+            "emq_postgres": self.postgres.status_json(PipeAndSingle::to_json),
             "emq_router_ideal_worker": self.ideal_worker.status_json(PipeAndSingle::to_json),
             "router_buffered": self.buffered.status_json(Memory::to_json),
             "router_buffered_durable": self.buffered_durable.status_json(Memory::to_json),
@@ -200,6 +203,7 @@ pub fn metrics(runs: &[RunFigures], memory_jobs: usize, slots: usize) -> Vec<Met
     let raw_credit: Vec<_> = runs.iter().map(|r| &r.raw_credit).collect();
     let mem: Vec<_> = runs.iter().map(|r| &r.memory_mode).collect();
     let dur: Vec<_> = runs.iter().map(|r| &r.durable).collect();
+    let pg: Vec<_> = runs.iter().map(|r| &r.postgres).collect();
     let buf: Vec<_> = runs.iter().map(|r| &r.buffered).collect();
     let buf_dur: Vec<_> = runs.iter().map(|r| &r.buffered_durable).collect();
     let ideal: Vec<_> = runs.iter().map(|r| &r.ideal_worker).collect();
@@ -350,6 +354,62 @@ pub fn metrics(runs: &[RunFigures], memory_jobs: usize, slots: usize) -> Vec<Met
             s99,
         ),
         metric(
+            "emq.postgres.rate",
+            "emq PostgreSQL journal: jobs",
+            PerSec,
+            Some(Target::AtLeast(20_000.0)),
+            pg.clone(),
+            rate,
+        ),
+        metric(
+            "emq.postgres.p50",
+            "emq PostgreSQL journal: submit->result p50",
+            Micros,
+            None,
+            pg.clone(),
+            p50,
+        ),
+        metric(
+            "emq.postgres.p99",
+            "emq PostgreSQL journal: submit->result p99",
+            Micros,
+            None,
+            pg.clone(),
+            p99,
+        ),
+        metric(
+            "emq.postgres.single.p50",
+            "single job round trip p50 (PostgreSQL)",
+            Micros,
+            None,
+            pg.clone(),
+            s50,
+        ),
+        metric(
+            "emq.postgres.single.p99",
+            "single job round trip p99 (PostgreSQL)",
+            Micros,
+            None,
+            pg.clone(),
+            s99,
+        ),
+        metric(
+            "emq.postgres.router_cpu",
+            "router CPU per job (PostgreSQL)",
+            Micros,
+            None,
+            pg.clone(),
+            |p: &PipeAndSingle| cpu_of(p, "emq-router"),
+        ),
+        metric(
+            "emq.postgres.server_cpu",
+            "PostgreSQL server CPU per job",
+            Micros,
+            None,
+            pg,
+            |p: &PipeAndSingle| cpu_of(p, "postgres"),
+        ),
+        metric(
             "ideal.rate",
             "emq-router + ideal worker (no jobmanager): jobs",
             PerSec,
@@ -460,13 +520,16 @@ pub fn metrics(runs: &[RunFigures], memory_jobs: usize, slots: usize) -> Vec<Met
     };
     for r in rows.iter_mut() {
         let base = match r.key {
-            "emq.memory.rate" | "emq.durable.rate" => raw_rate.value,
-            "emq.memory.p50" | "emq.durable.p50" => raw_p50.value,
-            "emq.memory.p99" | "emq.durable.p99" => raw_p99.value,
-            "emq.memory.single.p50" | "emq.durable.single.p50" => raw_s50.value,
-            "emq.memory.single.p99" | "emq.durable.single.p99" | "ideal.single.p99" => {
-                raw_s99.value
+            "emq.memory.rate" | "emq.durable.rate" | "emq.postgres.rate" => raw_rate.value,
+            "emq.memory.p50" | "emq.durable.p50" | "emq.postgres.p50" => raw_p50.value,
+            "emq.memory.p99" | "emq.durable.p99" | "emq.postgres.p99" => raw_p99.value,
+            "emq.memory.single.p50" | "emq.durable.single.p50" | "emq.postgres.single.p50" => {
+                raw_s50.value
             }
+            "emq.memory.single.p99"
+            | "emq.durable.single.p99"
+            | "emq.postgres.single.p99"
+            | "ideal.single.p99" => raw_s99.value,
             "ideal.rate" => raw_rate.value,
             _ => None,
         };
@@ -650,6 +713,7 @@ mod tests {
             raw_credit: Outcome::Done(pipe(raw / 4.0, 400.0)),
             memory_mode: Outcome::Done(pipe(mem, 900.0)),
             durable: Outcome::Unavailable("no --journal".into()),
+            postgres: Outcome::Done(pipe(25_000.0, 2000.0)),
             ideal_worker: Outcome::Skipped,
             buffered: Outcome::Failed("boom\nmore".into()),
             buffered_durable: Outcome::Skipped,
@@ -668,6 +732,8 @@ mod tests {
         assert_eq!(m.ratio_to_raw, Some(0.55));
         assert_eq!(get("ratio.memory").value, Some(0.55));
         assert_eq!(get("ratio.memory").met(), Some(true));
+        assert_eq!(get("emq.postgres.rate").value, Some(25_000.0));
+        assert_eq!(get("emq.postgres.rate").met(), Some(true));
         assert_eq!(get("raw_credit.rate").value, Some(50_000.0));
         assert_eq!(get("raw_credit.rate").ratio_to_raw, Some(0.25));
         assert!(get("raw_credit.rate").label.contains("8 slots"));

@@ -22,6 +22,7 @@ use emqp_proto::settings::Settings;
 
 use crate::ha::Ha;
 use crate::options::{Cli, Options};
+use crate::pg_writer::{PgWriter, Reply, Request};
 
 /// Most messages read from one socket per poll round (fairness).
 const READ_BATCH: usize = 4096;
@@ -64,18 +65,13 @@ fn pg_fail(e: emq_journal::postgres::PgError) -> Fail {
     )
 }
 
-/// The journal store of this router.
+/// The journal store of this router. SQLite commits on the loop's thread;
+/// PostgreSQL on a thread of its own (`pg_writer.rs`), outcomes coming
+/// back through the loop.
 enum Store {
     None,
     Sqlite(Box<emq_journal::Journal>),
-    Postgres(Box<PgJournal>),
-}
-
-/// A batch's outcome, and whether it failed because the leader lease was
-/// taken over (fenced).
-struct Appended {
-    result: BatchResult,
-    fenced: bool,
+    Postgres(Box<PgWriter>),
 }
 
 impl Store {
@@ -83,24 +79,16 @@ impl Store {
         !matches!(self, Store::None)
     }
 
-    fn append(&mut self, batch: &Batch) -> Appended {
-        let (result, fenced) = match self {
-            Store::None => (Ok(()), false),
-            Store::Sqlite(j) => (
-                JournalStore::append(&mut **j, batch).map_err(|e| e.to_string()),
-                false,
-            ),
-            Store::Postgres(j) => match JournalStore::append(&mut **j, batch) {
-                Ok(()) => (Ok(()), false),
-                Err(e) => (Err(e.to_string()), e.is_fenced()),
-            },
+    /// Append on the loop's thread (not PostgreSQL: see [`execute`]).
+    fn append_here(&mut self, batch: &Batch) -> BatchResult {
+        let r = match self {
+            Store::None => Ok(()),
+            Store::Sqlite(j) => JournalStore::append(&mut **j, batch).map_err(|e| e.to_string()),
+            Store::Postgres(_) => Err("the PostgreSQL journal appends on its thread".into()),
         };
-        Appended {
-            result: match result {
-                Ok(()) => BatchResult::Committed,
-                Err(e) => BatchResult::Failed(e),
-            },
-            fenced,
+        match r {
+            Ok(()) => BatchResult::Committed,
+            Err(e) => BatchResult::Failed(e),
         }
     }
 
@@ -110,9 +98,10 @@ impl Store {
             Store::Sqlite(j) => JournalStore::load(&mut **j)
                 .map(Some)
                 .map_err(|e| e.to_string()),
-            Store::Postgres(j) => JournalStore::load(&mut **j)
-                .map(Some)
-                .map_err(|e| e.to_string()),
+            Store::Postgres(w) => match w.call(Request::Load) {
+                Some(Reply::Loaded(r)) => r.map(Some).map_err(|e| e.to_string()),
+                other => Err(format!("journal thread: unexpected {other:?}")),
+            },
         }
     }
 
@@ -120,7 +109,7 @@ impl Store {
         match self {
             Store::None => "none".into(),
             Store::Sqlite(j) => j.describe(),
-            Store::Postgres(j) => j.describe(),
+            Store::Postgres(w) => w.describe().to_string(),
         }
     }
 
@@ -132,13 +121,13 @@ impl Store {
                 .stats()
                 .ok()
                 .map(|s| (s.batches_appended, s.records_appended)),
-            Store::Postgres(j) => Some(j.counts()),
+            Store::Postgres(w) => Some((w.batches, w.records)),
         }
     }
 
-    fn pg(&mut self) -> Option<&mut PgJournal> {
+    fn pg(&mut self) -> Option<&mut PgWriter> {
         match self {
-            Store::Postgres(j) => Some(j),
+            Store::Postgres(w) => Some(w),
             _ => None,
         }
     }
@@ -195,18 +184,11 @@ fn send_or_fail(
     }
 }
 
-/// What [`execute`] came to.
-#[derive(Default)]
-struct Executed {
-    /// The core asked to exit.
-    exit: bool,
-    /// A batch failed because another router holds the lease now.
-    fenced: bool,
-}
-
 /// Carry out the core's actions in order: sends (failures fed back as
 /// `SendFailed`), journal batches (appended, outcome fed back as
-/// `JournalDone`), until none are left.
+/// `JournalDone`; on PostgreSQL handed to the journal thread, whose reply
+/// the loop feeds back), until none are left. Returns whether the core
+/// asked to exit.
 fn execute(
     router: &mut Router,
     socks: &Sockets,
@@ -214,8 +196,8 @@ fn execute(
     out: &mut Vec<Action>,
     start: Instant,
     eagain_log: &mut LogLimiter,
-) -> Executed {
-    let mut done = Executed::default();
+) -> bool {
+    let mut exit = false;
     let mut failed: Vec<Input> = Vec::new();
     while !out.is_empty() {
         for a in std::mem::take(out) {
@@ -233,27 +215,25 @@ fn execute(
                     start,
                     eagain_log,
                 ),
-                Action::Journal(batch) => {
-                    let a = journal.append(&batch);
-                    done.fenced |= a.fenced;
-                    failed.push(Input::JournalDone {
-                        batch: batch.id,
-                        result: a.result,
-                    });
-                }
-                Action::Exit => done.exit = true,
+                Action::Journal(batch) => match &mut *journal {
+                    Store::Postgres(w) => w.send(Request::Append(batch)),
+                    here => {
+                        let result = here.append_here(&batch);
+                        failed.push(Input::JournalDone {
+                            batch: batch.id,
+                            result,
+                        });
+                    }
+                },
+                Action::Exit => exit = true,
             }
-        }
-        if done.fenced {
-            // Nothing more goes out: the caller steps down.
-            return done;
         }
         let now = start.elapsed();
         for input in failed.drain(..) {
             router.handle(input, now, out);
         }
     }
-    done
+    exit
 }
 
 pub(crate) fn run(cli: Cli) -> Result<(), Fail> {
@@ -302,7 +282,9 @@ pub(crate) fn run(cli: Cli) -> Result<(), Fail> {
                 opts.lease.ttl,
                 opts.lease.renew_every
             );
-            Store::Postgres(Box::new(pg))
+            let w =
+                PgWriter::start(pg).map_err(|e| format!("cannot start the journal thread: {e}"))?;
+            Store::Postgres(Box::new(w))
         }
     };
 
@@ -493,10 +475,7 @@ fn serve(
         );
     }
     let mut lost: Option<StepDownReason> = None;
-    let done = execute(&mut router, &socks, store, &mut out, start, &mut eagain_log);
-    if done.fenced {
-        lost = Some(StepDownReason::Fenced);
-    }
+    execute(&mut router, &socks, store, &mut out, start, &mut eagain_log);
 
     let mut next_metrics = Duration::ZERO;
     // After a round that read something, the next round reads again at
@@ -525,12 +504,15 @@ fn serve(
                 Some(t) => i64::try_from(t.as_micros().div_ceil(1000)).unwrap_or(i64::MAX),
                 None => -1,
             };
-            let mut items = [
+            let mut items = vec![
                 socks.frontend.as_poll_item(zmq::POLLIN),
                 socks.backend.as_poll_item(zmq::POLLIN),
                 socks.admin.as_poll_item(zmq::POLLIN),
                 signals.poll_item(),
             ];
+            if let Some(w) = store.pg() {
+                items.push(w.poll_item());
+            }
             match zmq::poll(&mut items, timeout_ms) {
                 Ok(_) | Err(zmq::Error::EINTR) => {}
                 Err(e) => return Err(format!("poll failed: {e}").into()),
@@ -538,10 +520,39 @@ fn serve(
         }
         busy = false;
         // The lease first: a router whose lease ran out must not take in
-        // (or answer) anything more.
-        if let (Some(h), Some(pg)) = (ha.as_deref_mut(), store.pg()) {
-            if let Some(reason) = h.due(pg).step_down {
+        // (or answer) anything more. Then what the journal thread did.
+        if let (Some(h), Some(w)) = (ha.as_deref_mut(), store.pg()) {
+            if let Some(reason) = h.due(w).step_down {
                 lost = Some(reason);
+                break;
+            }
+            let now = start.elapsed();
+            while let Some(reply) = w.try_recv() {
+                busy = true;
+                match reply {
+                    Reply::Appended { batch, result, .. } => {
+                        let fenced = matches!(&result, Err(e) if e.is_fenced());
+                        let result = match result {
+                            Ok(()) => BatchResult::Committed,
+                            Err(e) => BatchResult::Failed(e.to_string()),
+                        };
+                        router.handle(Input::JournalDone { batch, result }, now, &mut out);
+                        if fenced {
+                            lost = Some(h.fenced(w).step_down.unwrap_or(StepDownReason::Fenced));
+                        }
+                    }
+                    Reply::Renewed(r) => {
+                        if let Some(reason) = h.renewed(r, w).step_down {
+                            lost = Some(reason);
+                        }
+                    }
+                    other => log::debug!("journal thread: {other:?} ignored"),
+                }
+                if lost.is_some() {
+                    break;
+                }
+            }
+            if lost.is_some() {
                 break;
             }
         }
@@ -578,24 +589,16 @@ fn serve(
                 text.set(emq_router_core::metrics::render(&router.snapshot(now)));
             }
         }
-        let done = execute(&mut router, &socks, store, &mut out, start, &mut eagain_log);
-        if done.fenced {
-            if let (Some(h), Some(pg)) = (ha.as_deref_mut(), store.pg()) {
-                lost = h.fenced(pg).step_down;
-            }
-            lost.get_or_insert(StepDownReason::Fenced);
-            break;
-        }
-        if done.exit {
+        if execute(&mut router, &socks, store, &mut out, start, &mut eagain_log) {
             break;
         }
     }
 
     if let Some(reason) = &lost {
-        // Stepping down: KBYE to every peer (sent, not journaled), then the
-        // sockets close. What the core still held is in the journal for
-        // the router that takes over.
-        out.clear();
+        // Stepping down: what the core had to send (refusals, and
+        // acknowledgements of batches that did commit), then KBYE to every
+        // peer — never a batch — and the sockets close. What the core
+        // still held is in the journal for the router that takes over.
         router.step_down(&reason.to_string(), &mut out);
         for a in out.drain(..) {
             if let Action::Send {

@@ -1,13 +1,16 @@
 //! The leader lease's driver: carries out what `emq_router_core::lease`
-//! asks (take, renew, release) against the PostgreSQL journal and feeds
-//! the outcomes back; waits as a standby — no socket bound — until the
-//! lease is ours. The timing rules live in the core's `lease.rs`.
+//! asks (take, renew, release) through the journal thread
+//! (`pg_writer.rs`) and feeds the outcomes back; waits as a standby — no
+//! socket bound — until the lease is ours. The timing rules live in the
+//! core's `lease.rs`.
 
 use std::time::{Duration, Instant};
 
-use emq_journal::postgres::{Acquire, PgJournal};
+use emq_journal::postgres::{Acquire, PgError};
 use emq_router_core::lease::{Lease, LeaseAction, LeaseConfig, LeaseInput, StepDownReason};
 use emq_transport::ShutdownSignal;
+
+use crate::pg_writer::{PgWriter, Reply, Request};
 
 /// This process's name in the lease row: host, pid and a random part (a
 /// restarted router is a new holder, and never takes back a lease that
@@ -56,18 +59,20 @@ impl Ha {
 
     /// Wait as a standby until this router holds the lease (its epoch), or
     /// until a shutdown signal (`None`). Sleeps until the lease's next
-    /// timer or a signal.
+    /// timer or a signal; the journal thread's calls are waited for here
+    /// (nothing else is going on).
     pub(crate) fn wait_for_lease(
         &mut self,
-        pg: &mut PgJournal,
+        w: &mut PgWriter,
         signals: &ShutdownSignal,
     ) -> Option<u64> {
+        w.drain();
         loop {
             if signals.requested() {
-                self.shutdown(pg);
+                self.shutdown(w);
                 return None;
             }
-            let o = self.due(pg);
+            let o = self.due(w);
             if let Some(epoch) = o.serve {
                 return Some(epoch);
             }
@@ -82,77 +87,105 @@ impl Ha {
         }
     }
 
-    /// Timers due now (renewal, expiry, a standby's try), carried out.
-    pub(crate) fn due(&mut self, pg: &mut PgJournal) -> Outcome {
+    /// Timers due now (renewal, expiry, a standby's try), carried out. A
+    /// renewal is handed to the journal thread; its reply comes back
+    /// through [`Ha::renewed`].
+    pub(crate) fn due(&mut self, w: &mut PgWriter) -> Outcome {
         let now = self.start.elapsed();
         let mut actions = Vec::new();
         if self.lease.poll_timeout().is_some_and(|t| t <= now) {
             self.lease.handle_timeout(now, &mut actions);
         }
-        self.carry_out(actions, pg)
+        self.carry_out(actions, w)
+    }
+
+    /// The journal thread's answer to a renewal.
+    pub(crate) fn renewed(&mut self, result: Result<(), PgError>, w: &mut PgWriter) -> Outcome {
+        let input = match result {
+            Ok(()) => LeaseInput::Renewed,
+            Err(e) if e.is_fenced() => LeaseInput::Fenced,
+            Err(e) => LeaseInput::Failed {
+                error: e.to_string(),
+            },
+        };
+        let mut actions = Vec::new();
+        self.lease.handle(input, self.start.elapsed(), &mut actions);
+        self.carry_out(actions, w)
     }
 
     /// A journal commit found the lease taken over.
-    pub(crate) fn fenced(&mut self, pg: &mut PgJournal) -> Outcome {
+    pub(crate) fn fenced(&mut self, w: &mut PgWriter) -> Outcome {
         let mut actions = Vec::new();
         self.lease
             .handle(LeaseInput::Fenced, self.start.elapsed(), &mut actions);
-        self.carry_out(actions, pg)
+        self.carry_out(actions, w)
     }
 
     /// The router stops: release the lease if held (a standby takes over
     /// at its next try instead of waiting for the TTL).
-    pub(crate) fn shutdown(&mut self, pg: &mut PgJournal) {
+    pub(crate) fn shutdown(&mut self, w: &mut PgWriter) {
         let mut actions = Vec::new();
         self.lease
             .handle(LeaseInput::Shutdown, self.start.elapsed(), &mut actions);
-        self.carry_out(actions, pg);
+        self.carry_out(actions, w);
     }
 
     /// Step down on our own (the journal could not be loaded): give the
     /// lease up so that another router can try.
-    pub(crate) fn give_up(&mut self, pg: &mut PgJournal) {
-        if let Err(e) = pg.release() {
+    pub(crate) fn give_up(&mut self, w: &mut PgWriter) {
+        if let Some(Reply::Released(Err(e))) = w.call(Request::Release) {
             log::warn!("could not release the lease: {e}");
         }
         self.lease = Lease::new(*self.lease.config(), self.start.elapsed());
     }
 
-    fn carry_out(&mut self, mut actions: Vec<LeaseAction>, pg: &mut PgJournal) -> Outcome {
+    fn carry_out(&mut self, mut actions: Vec<LeaseAction>, w: &mut PgWriter) -> Outcome {
         let mut outcome = Outcome::default();
         let ttl = self.lease.config().ttl;
         while !actions.is_empty() {
             for a in std::mem::take(&mut actions) {
                 let input = match a {
-                    LeaseAction::TryAcquire => match pg.try_acquire(&self.holder, ttl) {
-                        Ok(Acquire::Won { epoch }) => LeaseInput::Acquired { epoch },
-                        Ok(Acquire::Held {
-                            holder,
-                            epoch,
-                            expires_in,
-                        }) => LeaseInput::HeldElsewhere {
-                            holder,
-                            epoch,
-                            expires_in,
-                        },
-                        Err(e) => LeaseInput::Failed {
-                            error: e.to_string(),
-                        },
-                    },
-                    LeaseAction::Renew { .. } => match pg.renew(ttl) {
-                        Ok(()) => LeaseInput::Renewed,
-                        Err(e) if e.is_fenced() => LeaseInput::Fenced,
-                        Err(e) => LeaseInput::Failed {
-                            error: e.to_string(),
-                        },
-                    },
+                    // Only a standby tries: nothing else is in flight, so
+                    // the answer is waited for.
+                    LeaseAction::TryAcquire => {
+                        let holder = self.holder.clone();
+                        match w.call(Request::TryAcquire { holder, ttl }) {
+                            Some(Reply::Acquired(Ok(Acquire::Won { epoch }))) => {
+                                LeaseInput::Acquired { epoch }
+                            }
+                            Some(Reply::Acquired(Ok(Acquire::Held {
+                                holder,
+                                epoch,
+                                expires_in,
+                            }))) => LeaseInput::HeldElsewhere {
+                                holder,
+                                epoch,
+                                expires_in,
+                            },
+                            Some(Reply::Acquired(Err(e))) => LeaseInput::Failed {
+                                error: e.to_string(),
+                            },
+                            other => LeaseInput::Failed {
+                                error: format!("journal thread: unexpected {other:?}"),
+                            },
+                        }
+                    }
+                    // The leader renews while it serves: the answer comes
+                    // back through the loop.
+                    LeaseAction::Renew { .. } => {
+                        w.send(Request::Renew { ttl });
+                        continue;
+                    }
                     LeaseAction::Release { epoch } => {
-                        match pg.release() {
-                            Ok(()) => log::info!("leader lease (epoch {epoch}) released"),
-                            Err(e) => log::warn!(
+                        match w.call(Request::Release) {
+                            Some(Reply::Released(Ok(()))) => {
+                                log::info!("leader lease (epoch {epoch}) released")
+                            }
+                            Some(Reply::Released(Err(e))) => log::warn!(
                                 "could not release the leader lease (epoch {epoch}): {e}; \
                                  a standby takes over when it expires"
                             ),
+                            _ => {}
                         }
                         continue;
                     }
@@ -163,7 +196,7 @@ impl Ha {
                     }
                     LeaseAction::StepDown { epoch, reason } => {
                         log::warn!("leader lease (epoch {epoch}) lost: {reason}");
-                        pg.forget_lease();
+                        w.send(Request::ForgetLease);
                         outcome.serve = None;
                         outcome.step_down = Some(reason);
                         continue;

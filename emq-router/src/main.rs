@@ -31,6 +31,7 @@
 mod driver;
 mod ha;
 mod options;
+mod pg_writer;
 
 use std::process::ExitCode;
 

@@ -47,6 +47,10 @@ pub struct FailoverClient {
     pub rejects: HashMap<String, usize>,
     /// Sends after the first, over all jobs.
     pub resends: usize,
+    /// New jobs sent per second at most (`None`: as fast as the window
+    /// lets them go).
+    pub rate: Option<f64>,
+    started: Option<Instant>,
     last_scan: Instant,
 }
 
@@ -75,6 +79,8 @@ impl FailoverClient {
             results: HashMap::new(),
             rejects: HashMap::new(),
             resends: 0,
+            rate: None,
+            started: None,
             last_scan: Instant::now(),
         }
     }
@@ -222,7 +228,12 @@ impl FailoverClient {
                 }
             }
         }
-        while self.in_flight < self.window && self.next_new < self.jobs.len() {
+        let started = *self.started.get_or_insert(now);
+        let allowed = match self.rate {
+            Some(r) => (now.duration_since(started).as_secs_f64() * r) as usize + 1,
+            None => usize::MAX,
+        };
+        while self.in_flight < self.window && self.next_new < self.jobs.len().min(allowed) {
             if !self.send(self.next_new) {
                 break;
             }

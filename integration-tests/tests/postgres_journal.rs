@@ -340,10 +340,25 @@ fn a_router_that_lost_the_lease_can_never_commit() {
         .append(&batch(2, vec![Record::Accepted(job("after"))]))
         .unwrap_err();
     assert!(e.is_fenced(), "{e:?}");
+    // The same through the general path (a transaction of statements).
+    let e = old
+        .append(&batch(
+            3,
+            vec![
+                Record::Accepted(job("after2")),
+                Record::PutSchedule {
+                    id: "s".into(),
+                    blob: vec![1],
+                },
+            ],
+        ))
+        .unwrap_err();
+    assert!(e.is_fenced(), "{e:?}");
     assert_eq!(
         pg.psql("fence", "SELECT string_agg(msgid, ',') FROM emq_jobs"),
         "before"
     );
+    assert_eq!(pg.psql("fence", "SELECT count(*) FROM emq_schedules"), "0");
     // Nor can it renew, or read as leader.
     assert!(old.renew(ttl).unwrap_err().is_fenced() || old.lease_epoch().is_none());
     let r = new.load().unwrap();

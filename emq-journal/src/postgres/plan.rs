@@ -25,6 +25,17 @@
 //! new row with a new `seq`. Rows of different `seq`s commute; the other
 //! tables are touched only by their own group, in record order.
 //!
+//! **One statement.** The common batch — new jobs, finished or completed
+//! jobs accepted in earlier batches, the finished-jobs trim, a probe — is
+//! written by one statement ([`Plan::is_one_statement`]): data-modifying
+//! `WITH` clauses, each conditioned on the lease check of the first one, in
+//! the statement's own transaction. That is one round trip and one commit
+//! per batch instead of seven round trips. Its parts see the table as it
+//! was before the statement, so it is used only when no part touches what
+//! another part of the same batch writes (no row both inserted and deleted
+//! or updated; no finished row inserted and trimmed); any other batch takes
+//! the general path, a transaction of the groups above.
+//!
 //! The msgid → seq lookups go through a [`Staged`] overlay of the store's
 //! [`RowIndex`], and the `seq` counters are copies: both become the
 //! store's only when the batch commits.
@@ -158,6 +169,8 @@ pub(crate) struct Plan<'a> {
     pub(crate) other: Vec<Other<'a>>,
     /// The counters after this batch (the store's once it commits).
     pub(crate) seqs: Seqs,
+    /// The counters before it: job rows from `first.job` on are new.
+    pub(crate) first: Seqs,
     /// The msgid → seq changes (the store's once it commits).
     pub(crate) staged: Staged,
 }
@@ -168,6 +181,7 @@ impl<'a> Plan<'a> {
     pub(crate) fn build(records: &'a [Record], rows: &RowIndex, seqs: Seqs) -> Plan<'a> {
         let mut p = Plan {
             seqs,
+            first: seqs,
             ..Plan::default()
         };
         for record in records {
@@ -247,6 +261,29 @@ impl<'a> Plan<'a> {
             }
         }
         p
+    }
+
+    /// Whether one statement writes this batch (see the module
+    /// documentation): only inserts of new jobs, deletes of rows older
+    /// than the batch, finished jobs that the batch's own trim keeps.
+    pub(crate) fn is_one_statement(&self) -> bool {
+        let only_hot_groups = self.updates.is_empty()
+            && self.dead.is_empty()
+            && self.other.is_empty()
+            && self.trim_dead.is_none();
+        let deletes_old_rows = self.deletes.iter().all(|s| *s < self.first.job);
+        let trim_keeps_new_rows = match self.trim_finished {
+            None => true,
+            Some((at_or_below, before)) => {
+                self.finished
+                    .job
+                    .seq
+                    .first()
+                    .is_none_or(|s| *s > at_or_below)
+                    && self.finished.finished_at.iter().all(|t| *t >= before)
+            }
+        };
+        only_hot_groups && deletes_old_rows && trim_keeps_new_rows
     }
 
     fn next_job(&mut self) -> i64 {
@@ -356,6 +393,7 @@ mod tests {
         // The newest 10 kept: rows at or below 7 - 10 go.
         assert_eq!(p.trim_finished, Some((-3, 500)));
         assert!(p.updates.is_empty() && p.dead.is_empty() && p.other.is_empty());
+        assert!(p.is_one_statement(), "the hot path");
         assert_eq!(
             p.seqs,
             Seqs {
@@ -407,6 +445,10 @@ mod tests {
             ]
         );
         assert_eq!(p.deletes, [1]);
+        assert!(
+            !p.is_one_statement(),
+            "a row inserted and changed in one batch"
+        );
         let mut idx = RowIndex::default();
         p.staged.apply(&mut idx);
         assert_eq!(idx.get(&Key::of("m")), Some(2));
@@ -452,6 +494,7 @@ mod tests {
         );
         assert_eq!(p.deletes, [5], "a moved row leaves the jobs table");
         assert_eq!(p.trim_dead, Some(3), "the smallest keep of the batch");
+        assert!(!p.is_one_statement());
         assert_eq!(
             p.other,
             [
@@ -463,6 +506,24 @@ mod tests {
                 Other::DeleteSchedule { id: "s" }
             ]
         );
+    }
+
+    #[test]
+    fn finished_rows_the_batch_would_trim_take_the_general_path() {
+        let rows = RowIndex::default();
+        // keep 1 of 2 finished in this batch: the first must go at once.
+        let records = vec![finished("x", 1), finished("y", 1)];
+        let p = Plan::build(&records, &rows, Seqs::default());
+        assert_eq!(p.trim_finished, Some((1, 500)));
+        assert!(!p.is_one_statement());
+        // Older than the cut-off: trimmed in the same batch.
+        let mut old = finished("z", 10);
+        if let Record::Finished { record, .. } = &mut old {
+            record.finished_at_unix_ms = 100;
+        }
+        assert!(!Plan::build(&[old], &rows, Seqs::default()).is_one_statement());
+        assert!(Plan::build(&[finished("w", 10)], &rows, Seqs::default()).is_one_statement());
+        assert!(Plan::build(&[Record::Probe], &rows, Seqs::default()).is_one_statement());
     }
 
     #[test]

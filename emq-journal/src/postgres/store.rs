@@ -45,6 +45,7 @@ pub(crate) struct Fence {
 /// The prepared statements of one connection.
 pub(crate) struct Statements {
     pub(crate) fence: Statement,
+    one_statement: Statement,
     insert_jobs: Statement,
     replace_job: Statement,
     update_attempts: Statement,
@@ -88,8 +89,10 @@ const INSERT_FINISHED: &str = "INSERT INTO emq_finished
                          $6::BYTEA[], $7::BYTEA[], $8::INTEGER[], $9::BIGINT[], $10::BIGINT[],
                          $11::TEXT[], $12::BIGINT[], $13::BYTEA[], $14::BOOLEAN[])";
 /// Rows leave `emq_finished` only through this trim, oldest first, so the
-/// newest `keep` are the `seq`s above (last seq − keep).
-const TRIM_FINISHED: &str = "DELETE FROM emq_finished WHERE seq <= $1 OR finished_at < $2";
+/// newest `keep` are the `seq`s above (last seq − keep). Both conditions
+/// go through an index (a plain `OR` of them is a scan of the table).
+const TRIM_FINISHED: &str = "DELETE FROM emq_finished WHERE seq <= $1
+    OR seq = ANY(ARRAY(SELECT seq FROM emq_finished WHERE finished_at < $2))";
 const TRIM_DEAD: &str = "DELETE FROM emq_dead_letters WHERE seq <=
     (SELECT seq FROM emq_dead_letters ORDER BY seq DESC LIMIT 1 OFFSET $1)";
 const PUT_SCHEDULE: &str = "INSERT INTO emq_schedules (id, blob) VALUES ($1, $2)
@@ -98,6 +101,34 @@ const DELETE_SCHEDULE: &str = "DELETE FROM emq_schedules WHERE id = $1";
 const PAUSE: &str =
     "INSERT INTO emq_paused_queues (queue) VALUES ($1) ON CONFLICT (queue) DO NOTHING";
 const RESUME: &str = "DELETE FROM emq_paused_queues WHERE queue = $1";
+
+/// The common batch in one statement (`plan.rs`): the lease check, then
+/// each part only if it matched. Returns the lease check's row count.
+const ONE_STATEMENT: &str = "WITH fence AS (
+    UPDATE emq_lease SET epoch = epoch WHERE name = 'router' AND holder = $1 AND epoch = $2
+    RETURNING epoch
+), ins AS (
+    INSERT INTO emq_jobs
+        (seq, msgid, client, queue, route, headers, message, attempts, accepted_at, run_at)
+    SELECT * FROM unnest($3::BIGINT[], $4::TEXT[], $5::BYTEA[], $6::TEXT[], $7::TEXT[],
+                         $8::BYTEA[], $9::BYTEA[], $10::INTEGER[], $11::BIGINT[], $12::BIGINT[])
+    WHERE EXISTS (SELECT 1 FROM fence)
+), del AS (
+    DELETE FROM emq_jobs WHERE seq = ANY($13) AND EXISTS (SELECT 1 FROM fence)
+), fin AS (
+    INSERT INTO emq_finished
+        (seq, msgid, client, queue, route, headers, message, attempts, accepted_at, run_at,
+         outcome, finished_at, result, result_truncated)
+    SELECT * FROM unnest($14::BIGINT[], $15::TEXT[], $16::BYTEA[], $17::TEXT[], $18::TEXT[],
+                         $19::BYTEA[], $20::BYTEA[], $21::INTEGER[], $22::BIGINT[], $23::BIGINT[],
+                         $24::TEXT[], $25::BIGINT[], $26::BYTEA[], $27::BOOLEAN[])
+    WHERE EXISTS (SELECT 1 FROM fence)
+), trim AS (
+    DELETE FROM emq_finished
+    WHERE (seq <= $28 OR seq = ANY(ARRAY(SELECT seq FROM emq_finished WHERE finished_at < $29)))
+      AND EXISTS (SELECT 1 FROM fence)
+)
+SELECT count(*) FROM fence";
 
 const JOB_COLUMNS: &str =
     "msgid, client, queue, route, headers, message, attempts, accepted_at, run_at";
@@ -299,6 +330,7 @@ impl PgJournal {
         };
         let stmts = Statements {
             fence: prep(FENCE)?,
+            one_statement: prep(ONE_STATEMENT)?,
             insert_jobs: prep(INSERT_JOBS)?,
             replace_job: prep(REPLACE_JOB)?,
             update_attempts: prep(UPDATE_ATTEMPTS)?,
@@ -372,9 +404,58 @@ impl PgJournal {
         let plan = Plan::build(records, &self.rows, self.seqs);
         let err = |e| PgError::sql(&db, "append", e);
         let c = self.conn()?;
+        let epoch = i64::try_from(fence.epoch).unwrap_or(i64::MAX);
+        if plan.is_one_statement() {
+            let (j, f) = (&plan.inserts, &plan.finished);
+            let (at_or_below, before) = plan.trim_finished.unwrap_or((i64::MIN, i64::MIN));
+            let row = c
+                .client
+                .query_one(
+                    &c.stmts.one_statement,
+                    &[
+                        &fence.holder,
+                        &epoch,
+                        &j.seq,
+                        &j.msgid,
+                        &j.client,
+                        &j.queue,
+                        &j.route,
+                        &j.headers,
+                        &j.message,
+                        &j.attempts,
+                        &j.accepted_at,
+                        &j.run_at,
+                        &plan.deletes,
+                        &f.job.seq,
+                        &f.job.msgid,
+                        &f.job.client,
+                        &f.job.queue,
+                        &f.job.route,
+                        &f.job.headers,
+                        &f.job.message,
+                        &f.job.attempts,
+                        &f.job.accepted_at,
+                        &f.job.run_at,
+                        &f.outcome,
+                        &f.finished_at,
+                        &f.result,
+                        &f.result_truncated,
+                        &at_or_below,
+                        &before,
+                    ],
+                )
+                .map_err(err)?;
+            if row.get::<_, i64>(0) != 1 {
+                return Err(PgError::Fenced {
+                    db,
+                    epoch: fence.epoch,
+                });
+            }
+            self.committed(plan, records.len());
+            return Ok(());
+        }
         let s = &c.stmts;
         let mut tx = c.client.transaction().map_err(err)?;
-        let epoch = i64::try_from(fence.epoch).unwrap_or(i64::MAX);
         if tx
             .execute(&s.fence, &[&fence.holder, &epoch])
             .map_err(err)?
@@ -483,13 +564,17 @@ impl PgJournal {
             .map_err(err)?;
         }
         tx.commit().map_err(err)?;
-        // Only now: a failed batch leaves the index and counters as the
-        // database is.
+        self.committed(plan, records.len());
+        Ok(())
+    }
+
+    /// Only now: a failed batch leaves the index and counters as the
+    /// database is.
+    fn committed(&mut self, plan: Plan<'_>, records: usize) {
         self.seqs = plan.seqs;
         plan.staged.apply(&mut self.rows);
         self.batches += 1;
-        self.records += records.len() as u64;
-        Ok(())
+        self.records += records as u64;
     }
 
     fn load_all(&mut self) -> Result<Restored, PgError> {

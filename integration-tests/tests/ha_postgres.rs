@@ -1,0 +1,388 @@
+//! High availability on PostgreSQL (issue 18): two routers on one
+//! database — one leader, one standby that binds nothing — two job
+//! managers with both routers' backends as their failover list, and a
+//! client ([`FailoverClient`]) that resubmits to whichever router answers.
+//!
+//! - the leader SIGKILLed in the middle of 10,000 reply-requested jobs:
+//!   the standby serves within 5 s (measured, with the lease defaults:
+//!   3 s TTL, renewed every 1 s), every acknowledged job runs (duplicates
+//!   counted), none is lost; the old leader, restarted, stays standby;
+//! - the database restarted mid-run: the router recovers without a
+//!   restart, every acknowledged job runs;
+//! - the leader cut off from the database (a TCP relay cut): it stops
+//!   acknowledging, steps down within its TTL, the standby takes over.
+//!
+//! Jobs are Python `record` jobs appending `tag` to a file, so every
+//! execution is counted apart from what the client hears. The figures go
+//! to `target/emq-it-logs/summary.txt`. `EMQ_HA_JOBS` (default 10000)
+//! sets the size of the kill run. The tests run one at a time.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use emqp_proto::Command;
+use integration_tests::admin;
+use integration_tests::cluster::{start_jobmanager, FAST_HEARTBEAT};
+use integration_tests::failover::FailoverClient;
+use integration_tests::jobs::{self, Tally};
+use integration_tests::postgres::PgCluster;
+use integration_tests::process::scratch_dir;
+use integration_tests::relay::Relay;
+use integration_tests::{bins, env_usize, poll_until, Addrs, Client, Proc, Spawn};
+use serde_json::json;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A router on `addrs` with the journal at `url`; not waited for (a
+/// standby answers nothing).
+fn router(name: &str, addrs: &Addrs, url: &str, extra: &[&str]) -> Proc {
+    Spawn::new(name, bins::bin(bins::ROUTER))
+        .args([
+            "--frontend",
+            &addrs.frontend,
+            "--backend",
+            &addrs.backend,
+            "--admin",
+            &addrs.admin,
+            "--journal",
+            url,
+        ])
+        .args(FAST_HEARTBEAT)
+        .args(extra)
+        .spawn()
+}
+
+fn wait_leader(p: &mut Proc) {
+    p.wait_for_log_line("leader lease taken", Duration::from_secs(20))
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+fn wait_standby(p: &mut Proc) {
+    p.wait_for_log_line("standby: the lease is held by", Duration::from_secs(20))
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+/// Whether the router at `addrs` answers STATUS within `timeout`.
+fn serves(addrs: &Addrs, timeout: Duration) -> bool {
+    admin::query(&addrs.admin, Command::Status, timeout).is_ok()
+}
+
+fn jobmanager(name: &str, backends: &str) -> Proc {
+    let mut args = vec!["--concurrency", "4"];
+    args.extend(FAST_HEARTBEAT);
+    start_jobmanager(name, backends, &args)
+}
+
+/// A Python job appending `tag` to `file`.
+fn record_job(file: &Path, tag: &str) -> Vec<u8> {
+    jobs::run(
+        "emq_test_jobs",
+        "record",
+        json!([file.display().to_string(), tag]),
+        json!({}),
+    )
+}
+
+/// Submit `n` jobs tagged `prefix{i}`; (client, tags by msgid order).
+fn client_with_jobs(
+    frontends: &[&str],
+    file: &Path,
+    prefix: &str,
+    n: usize,
+) -> (FailoverClient, Vec<String>) {
+    let mut c = FailoverClient::connect(frontends);
+    let tags: Vec<String> = (0..n).map(|i| format!("{prefix}{i}")).collect();
+    for t in &tags {
+        c.add("default", record_job(file, t));
+    }
+    (c, tags)
+}
+
+/// Executions of the acknowledged jobs, and of all of them.
+fn tallies(c: &FailoverClient, tags: &[String], file: &Path) -> (Tally, Tally) {
+    let exec = jobs::count_lines(file);
+    let acked: Vec<String> = c
+        .jobs
+        .iter()
+        .zip(tags)
+        .filter(|(j, _)| j.acked_at.is_some())
+        .map(|(_, t)| t.clone())
+        .collect();
+    (Tally::of(&acked, &exec), Tally::of(tags, &exec))
+}
+
+/// Drive the client until every job is acknowledged and has run at least
+/// once, within `budget`; whether that happened.
+fn run_to_the_end(c: &mut FailoverClient, tags: &[String], file: &Path, budget: Duration) -> bool {
+    let deadline = Instant::now() + budget;
+    let mut last_check = Instant::now();
+    loop {
+        c.step(Duration::from_millis(20));
+        if last_check.elapsed() >= Duration::from_millis(250) {
+            last_check = Instant::now();
+            if c.all_acked() {
+                let exec = jobs::count_lines(file);
+                if tags.iter().all(|t| exec.contains_key(t)) {
+                    return true;
+                }
+            }
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+    }
+}
+
+fn rejects(c: &FailoverClient) -> String {
+    let mut v: Vec<String> = c.rejects.iter().map(|(k, n)| format!("{k}={n}")).collect();
+    v.sort();
+    if v.is_empty() {
+        "none".into()
+    } else {
+        v.join(",")
+    }
+}
+
+#[test]
+fn leader_sigkill_mid_run_the_standby_serves_within_5s_and_no_acknowledged_job_is_lost() {
+    let _s = serial();
+    let Some(pg) = PgCluster::start_or_skip("ha: leader SIGKILL") else {
+        return;
+    };
+    let n = env_usize("EMQ_HA_JOBS", 10_000);
+    let url = pg.create_database("ha_kill");
+    let (a_addrs, b_addrs) = (Addrs::fresh(), Addrs::fresh());
+    let mut a = router("router-a", &a_addrs, &url, &[]);
+    wait_leader(&mut a);
+    let mut b = router("router-b", &b_addrs, &url, &[]);
+    wait_standby(&mut b);
+    assert!(
+        !serves(&b_addrs, Duration::from_millis(300)),
+        "a standby binds nothing"
+    );
+    let backends = format!("{},{}", a_addrs.backend, b_addrs.backend);
+    let _jm1 = jobmanager("jm-1", &backends);
+    let _jm2 = jobmanager("jm-2", &backends);
+    admin::wait_idle_workers(&a_addrs.admin, 2, 8, Duration::from_secs(30))
+        .expect("two job managers with 4 slots each on the leader");
+
+    let dir = scratch_dir("ha-kill");
+    let file = dir.join("exec.txt");
+    let (mut c, tags) = client_with_jobs(&[&a_addrs.frontend, &b_addrs.frontend], &file, "k", n);
+    // Faster than the jobs run, slower than the router takes them: the
+    // kill comes while jobs are still being submitted and acknowledged.
+    c.rate = Some(1_000.0);
+    let started = Instant::now();
+    assert!(
+        c.drive(Duration::from_secs(120), |_| jobs::count_lines(&file).len()
+            >= n / 3),
+        "a third of the jobs did not run: {} acknowledged",
+        c.acked_count()
+    );
+    let acked_before = c.acked_count();
+    let ran_before = jobs::count_lines(&file).len();
+    assert!(
+        acked_before < n,
+        "every job was acknowledged before the kill"
+    );
+    let killed_at = Instant::now();
+    a.kill9();
+    eprintln!("leader killed with SIGKILL after {acked_before} acks, {ran_before} runs");
+
+    // The standby serves: it answers STATUS (polled while the client goes on).
+    let mut serving_after = None;
+    while killed_at.elapsed() < Duration::from_secs(15) {
+        c.step(Duration::from_millis(10));
+        if serves(&b_addrs, Duration::from_millis(50)) {
+            serving_after = Some(killed_at.elapsed());
+            break;
+        }
+    }
+    let all_done = run_to_the_end(&mut c, &tags, &file, Duration::from_secs(150));
+    let elapsed = started.elapsed();
+    let first_ack = c.first_ack_after(killed_at).map(|t| t - killed_at);
+    let workers_back = admin::wait_idle_workers(&b_addrs.admin, 2, 8, Duration::from_secs(20));
+    let (acked_tally, all_tally) = tallies(&c, &tags, &file);
+
+    // The old leader comes back: it stays standby.
+    let mut a2 = router("router-a-again", &a_addrs, &url, &[]);
+    wait_standby(&mut a2);
+    let a2_quiet = !serves(&a_addrs, Duration::from_millis(500));
+    let b_still = serves(&b_addrs, Duration::from_secs(2));
+
+    integration_tests::report(&format!(
+        "FAULT HA leader kill-9 (PostgreSQL, lease TTL 3 s, renew 1 s): jobs {n} in {elapsed:.1?}, \
+         {acked_before} acked and {ran_before} run at the kill; standby serving after {}, \
+         first ack from it after {}; acknowledged {}: executions {acked_tally}; all: {all_tally}; \
+         resent {}, rejects {}; old leader back as standby: {}",
+        serving_after.map_or("never".into(), |d| format!("{:.2} s", d.as_secs_f64())),
+        first_ack.map_or("never".into(), |d| format!("{:.2} s", d.as_secs_f64())),
+        c.acked_count(),
+        c.resends,
+        rejects(&c),
+        a2_quiet && b_still
+    ));
+    let serving_after = serving_after.expect("the standby never served");
+    assert!(
+        serving_after < Duration::from_secs(5),
+        "the standby served after {serving_after:?}"
+    );
+    assert!(all_done, "not every job acknowledged and run: {all_tally}");
+    assert!(first_ack.is_some(), "no job acknowledged by the new leader");
+    assert_eq!(acked_tally.lost, 0, "acknowledged jobs never ran");
+    assert_eq!(all_tally.lost, 0);
+    workers_back.expect("both job managers moved to the new leader");
+    assert!(a2_quiet, "the old leader serves again: {}", a2.tail(20));
+    assert!(b_still, "the new leader stopped: {}", b.tail(20));
+    assert!(b.is_running() && a2.is_running());
+}
+
+#[test]
+fn a_database_restart_mid_run_is_recovered_without_a_router_restart() {
+    let _s = serial();
+    let Some(mut pg) = PgCluster::start_or_skip("ha: database restart") else {
+        return;
+    };
+    let n = 2_000;
+    let url = pg.create_database("ha_restart");
+    let addrs = Addrs::fresh();
+    let mut r = router("router", &addrs, &url, &[]);
+    wait_leader(&mut r);
+    let pid = r.pid();
+    let _jm = jobmanager("jm", &addrs.backend);
+    admin::wait_idle_workers(&addrs.admin, 1, 4, Duration::from_secs(30)).expect("job manager up");
+    let dir = scratch_dir("ha-restart");
+    let file = dir.join("exec.txt");
+    let (mut c, tags) = client_with_jobs(&[&addrs.frontend], &file, "d", n);
+    assert!(c.drive(Duration::from_secs(60), |c| c.acked_count() >= n / 3));
+    let t = Instant::now();
+    pg.stop();
+    // Down for a moment: the router refuses new jobs, keeps the acked ones.
+    let refused_while_down = c.drive(Duration::from_secs(10), |c| {
+        c.rejects.contains_key("journal-unavailable")
+    });
+    pg.start_again();
+    let down_for = t.elapsed();
+    let all_done = run_to_the_end(&mut c, &tags, &file, Duration::from_secs(90));
+    let (acked_tally, all_tally) = tallies(&c, &tags, &file);
+    let status = admin::status(&addrs.admin);
+    integration_tests::report(&format!(
+        "FAULT HA database restart (pg_ctl stop -m fast, start; down {:.1} s): jobs {n}; \
+         acknowledged {}: executions {acked_tally}; all: {all_tally}; resent {}, rejects {}; \
+         journal state after: {}",
+        down_for.as_secs_f64(),
+        c.acked_count(),
+        c.resends,
+        rejects(&c),
+        status
+            .as_ref()
+            .ok()
+            .and_then(|s| s.pointer("/journal/state").cloned())
+            .unwrap_or_default()
+    ));
+    assert!(
+        refused_while_down,
+        "no journal-unavailable refusal while the database was down"
+    );
+    assert!(all_done, "not every job acknowledged and run: {all_tally}");
+    assert_eq!(acked_tally.lost, 0);
+    assert!(r.is_running(), "router died: {}", r.tail(30));
+    assert_eq!(r.pid(), pid, "the same process");
+    assert!(status.is_ok(), "router does not serve after the restart");
+}
+
+#[test]
+fn a_leader_cut_off_from_the_database_stops_acknowledging_and_the_standby_takes_over() {
+    let _s = serial();
+    let Some(pg) = PgCluster::start_or_skip("ha: leader cut off") else {
+        return;
+    };
+    let n = 1_500;
+    let url = pg.create_database("ha_cut");
+    let target: SocketAddr = format!("127.0.0.1:{}", pg.port()).parse().unwrap();
+    let relay = Relay::start(target);
+    let relayed_url = format!("postgresql://postgres@127.0.0.1:{}/ha_cut", relay.port());
+    let (a_addrs, b_addrs) = (Addrs::fresh(), Addrs::fresh());
+    let mut a = router("router-a", &a_addrs, &relayed_url, &[]);
+    wait_leader(&mut a);
+    let mut b = router("router-b", &b_addrs, &url, &[]);
+    wait_standby(&mut b);
+    let backends = format!("{},{}", a_addrs.backend, b_addrs.backend);
+    let _jm = jobmanager("jm", &backends);
+    admin::wait_idle_workers(&a_addrs.admin, 1, 4, Duration::from_secs(30)).expect("job manager");
+    let dir = scratch_dir("ha-cut");
+    let file = dir.join("exec.txt");
+    let (mut c, tags) = client_with_jobs(&[&a_addrs.frontend, &b_addrs.frontend], &file, "c", n);
+    assert!(c.drive(Duration::from_secs(60), |c| c.acked_count() >= n / 3));
+
+    relay.cut();
+    let cut_at = Instant::now();
+    // Probes sent to the cut-off leader only, from a moment after the cut:
+    // none may be acknowledged.
+    let mut probe = Client::connect(&a_addrs.frontend);
+    let mut probes = Vec::new();
+    let mut stepped_down = None;
+    while cut_at.elapsed() < Duration::from_secs(8) {
+        c.step(Duration::from_millis(20));
+        if probes.len() < 40 {
+            probes.push(probe.submit_reply("default", record_job(&file, "probe")));
+        }
+        probe.pump(Duration::ZERO);
+        if stepped_down.is_none() && a.stderr().contains("stopped serving") {
+            stepped_down = Some(cut_at.elapsed());
+        }
+        if stepped_down.is_some() && serves(&b_addrs, Duration::from_millis(50)) {
+            break;
+        }
+    }
+    probe.pump(Duration::from_millis(200));
+    let b_serving_after = poll_until(Duration::from_secs(10), Duration::from_millis(50), || {
+        serves(&b_addrs, Duration::from_millis(100)).then(|| cut_at.elapsed())
+    });
+    let probe_acks = probes
+        .iter()
+        .filter(|p| probe.acks.contains_key(*p))
+        .count();
+    let probe_rejects = probes
+        .iter()
+        .filter(|p| probe.rejects.contains_key(*p))
+        .count();
+    let all_done = run_to_the_end(&mut c, &tags, &file, Duration::from_secs(90));
+    let (acked_tally, all_tally) = tallies(&c, &tags, &file);
+    integration_tests::report(&format!(
+        "FAULT HA leader cut off from PostgreSQL (relay cut): leader stepped down after {}, \
+         standby serving after {}; {} probes to the cut-off leader: {probe_acks} acked, \
+         {probe_rejects} refused journal-unavailable, the rest unanswered; jobs {n}: \
+         acknowledged {}: executions {acked_tally}; all: {all_tally}; resent {}, rejects {}",
+        stepped_down.map_or("never".into(), |d| format!("{:.2} s", d.as_secs_f64())),
+        b_serving_after.map_or("never".into(), |d| format!("{:.2} s", d.as_secs_f64())),
+        probes.len(),
+        c.acked_count(),
+        c.resends,
+        rejects(&c),
+    ));
+    assert_eq!(
+        probe_acks, 0,
+        "a leader cut off from its journal acknowledged jobs"
+    );
+    let stepped_down = stepped_down.expect("the cut-off leader never stepped down");
+    assert!(
+        stepped_down < Duration::from_secs(5),
+        "stepped down after {stepped_down:?}"
+    );
+    assert!(b_serving_after.is_some(), "the standby never took over");
+    assert!(all_done, "not every job acknowledged and run: {all_tally}");
+    assert_eq!(acked_tally.lost, 0);
+    assert!(a.is_running(), "the cut-off router exited: {}", a.tail(30));
+    assert!(
+        !serves(&a_addrs, Duration::from_millis(300)),
+        "the cut-off router still serves"
+    );
+    drop(relay);
+}
