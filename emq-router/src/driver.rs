@@ -184,11 +184,19 @@ fn send_or_fail(
     }
 }
 
+/// What [`execute`] came to.
+#[derive(Default)]
+struct Executed {
+    /// The core asked to exit.
+    exit: bool,
+    /// A batch failed because another router holds the lease now.
+    fenced: bool,
+}
+
 /// Carry out the core's actions in order: sends (failures fed back as
 /// `SendFailed`), journal batches (appended, outcome fed back as
-/// `JournalDone`; on PostgreSQL handed to the journal thread, whose reply
-/// the loop feeds back), until none are left. Returns whether the core
-/// asked to exit.
+/// `JournalDone`; on PostgreSQL a batch may go to the journal thread,
+/// whose reply the loop feeds back), until none are left.
 fn execute(
     router: &mut Router,
     socks: &Sockets,
@@ -196,8 +204,8 @@ fn execute(
     out: &mut Vec<Action>,
     start: Instant,
     eagain_log: &mut LogLimiter,
-) -> bool {
-    let mut exit = false;
+) -> Executed {
+    let mut done = Executed::default();
     let mut failed: Vec<Input> = Vec::new();
     while !out.is_empty() {
         for a in std::mem::take(out) {
@@ -216,7 +224,18 @@ fn execute(
                     eagain_log,
                 ),
                 Action::Journal(batch) => match &mut *journal {
-                    Store::Postgres(w) => w.send(Request::Append(batch)),
+                    Store::Postgres(w) => {
+                        if let Some(Reply::Appended { batch, result, .. }) = w.append(batch) {
+                            done.fenced |= matches!(&result, Err(e) if e.is_fenced());
+                            failed.push(Input::JournalDone {
+                                batch,
+                                result: match result {
+                                    Ok(()) => BatchResult::Committed,
+                                    Err(e) => BatchResult::Failed(e.to_string()),
+                                },
+                            });
+                        }
+                    }
                     here => {
                         let result = here.append_here(&batch);
                         failed.push(Input::JournalDone {
@@ -225,15 +244,19 @@ fn execute(
                         });
                     }
                 },
-                Action::Exit => exit = true,
+                Action::Exit => done.exit = true,
             }
+        }
+        if done.fenced {
+            // The caller steps down: nothing more goes out.
+            return done;
         }
         let now = start.elapsed();
         for input in failed.drain(..) {
             router.handle(input, now, out);
         }
     }
-    exit
+    done
 }
 
 pub(crate) fn run(cli: Cli) -> Result<(), Fail> {
@@ -475,7 +498,9 @@ fn serve(
         );
     }
     let mut lost: Option<StepDownReason> = None;
-    execute(&mut router, &socks, store, &mut out, start, &mut eagain_log);
+    if execute(&mut router, &socks, store, &mut out, start, &mut eagain_log).fenced {
+        lost = Some(StepDownReason::Fenced);
+    }
 
     let mut next_metrics = Duration::ZERO;
     // After a round that read something, the next round reads again at
@@ -589,7 +614,15 @@ fn serve(
                 text.set(emq_router_core::metrics::render(&router.snapshot(now)));
             }
         }
-        if execute(&mut router, &socks, store, &mut out, start, &mut eagain_log) {
+        let done = execute(&mut router, &socks, store, &mut out, start, &mut eagain_log);
+        if done.fenced {
+            if let (Some(h), Some(w)) = (ha.as_deref_mut(), store.pg()) {
+                lost = h.fenced(w).step_down;
+            }
+            lost.get_or_insert(StepDownReason::Fenced);
+            break;
+        }
+        if done.exit {
             break;
         }
     }

@@ -7,8 +7,9 @@
 //!   the standby serves within 5 s (measured, with the lease defaults:
 //!   3 s TTL, renewed every 1 s), every acknowledged job runs (duplicates
 //!   counted), none is lost; the old leader, restarted, stays standby;
-//! - the database restarted mid-run: the router recovers without a
-//!   restart, every acknowledged job runs;
+//! - the database restarted mid-run, briefly (the router keeps its lease)
+//!   and past the lease TTL (it steps down, then takes the lease again):
+//!   the router recovers without a restart, every acknowledged job runs;
 //! - the leader cut off from the database (a TCP relay cut): it stops
 //!   acknowledging, steps down within its TTL, the standby takes over.
 //!
@@ -204,6 +205,20 @@ fn leader_sigkill_mid_run_the_standby_serves_within_5s_and_no_acknowledged_job_i
             break;
         }
     }
+    // The job managers notice the dead leader (3 missed 0.5 s heartbeats)
+    // and register with the next backend of their list.
+    let mut workers_after = None;
+    let mut last_look = Instant::now();
+    while serving_after.is_some() && killed_at.elapsed() < Duration::from_secs(20) {
+        c.step(Duration::from_millis(10));
+        if last_look.elapsed() >= Duration::from_millis(100) {
+            last_look = Instant::now();
+            if admin::workers(&b_addrs.admin).is_ok_and(|w| w.len() == 2) {
+                workers_after = Some(killed_at.elapsed());
+                break;
+            }
+        }
+    }
     let all_done = run_to_the_end(&mut c, &tags, &file, Duration::from_secs(150));
     let elapsed = started.elapsed();
     let first_ack = c.first_ack_after(killed_at).map(|t| t - killed_at);
@@ -219,10 +234,12 @@ fn leader_sigkill_mid_run_the_standby_serves_within_5s_and_no_acknowledged_job_i
     integration_tests::report(&format!(
         "FAULT HA leader kill-9 (PostgreSQL, lease TTL 3 s, renew 1 s): jobs {n} in {elapsed:.1?}, \
          {acked_before} acked and {ran_before} run at the kill; standby serving after {}, \
-         first ack from it after {}; acknowledged {}: executions {acked_tally}; all: {all_tally}; \
+         first ack from it after {}, both job managers registered with it after {}; \
+         acknowledged {}: executions {acked_tally}; all: {all_tally}; \
          resent {}, rejects {}; old leader back as standby: {}",
         serving_after.map_or("never".into(), |d| format!("{:.2} s", d.as_secs_f64())),
         first_ack.map_or("never".into(), |d| format!("{:.2} s", d.as_secs_f64())),
+        workers_after.map_or("never".into(), |d| format!("{:.2} s", d.as_secs_f64())),
         c.acked_count(),
         c.resends,
         rejects(&c),
@@ -260,23 +277,48 @@ fn a_database_restart_mid_run_is_recovered_without_a_router_restart() {
     let dir = scratch_dir("ha-restart");
     let file = dir.join("exec.txt");
     let (mut c, tags) = client_with_jobs(&[&addrs.frontend], &file, "d", n);
-    assert!(c.drive(Duration::from_secs(60), |c| c.acked_count() >= n / 3));
+    c.rate = Some(400.0);
+    assert!(c.drive(Duration::from_secs(60), |c| c.acked_count() >= n / 4));
+
+    // A short restart (under the 3 s lease TTL): the router keeps its
+    // lease, refuses new jobs while the database is away, goes on.
     let t = Instant::now();
     pg.stop();
-    // Down for a moment: the router refuses new jobs, keeps the acked ones.
     let refused_while_down = c.drive(Duration::from_secs(10), |c| {
         c.rejects.contains_key("journal-unavailable")
     });
     pg.start_again();
-    let down_for = t.elapsed();
+    let short_down = t.elapsed();
+    let acked_mid = c.acked_count();
+    assert!(
+        c.drive(Duration::from_secs(30), |c| c.acked_count()
+            >= acked_mid + n / 4),
+        "no progress after the short restart"
+    );
+    let terms_before = r.stderr().matches("leader lease taken").count();
+
+    // A long outage (past the TTL): the router steps down (KBYE, sockets
+    // closed), waits as a standby, takes the lease again when the database
+    // is back, loads the journal and serves — the same process.
+    let t = Instant::now();
+    pg.stop();
+    let stepped = r.wait_for_log_line("stopped serving", Duration::from_secs(10));
+    let long_down = t.elapsed();
+    pg.start_again();
+    let retaken = poll_until(Duration::from_secs(15), Duration::from_millis(50), || {
+        (r.stderr().matches("leader lease taken").count() > terms_before).then(|| t.elapsed())
+    });
     let all_done = run_to_the_end(&mut c, &tags, &file, Duration::from_secs(90));
     let (acked_tally, all_tally) = tallies(&c, &tags, &file);
     let status = admin::status(&addrs.admin);
     integration_tests::report(&format!(
-        "FAULT HA database restart (pg_ctl stop -m fast, start; down {:.1} s): jobs {n}; \
-         acknowledged {}: executions {acked_tally}; all: {all_tally}; resent {}, rejects {}; \
-         journal state after: {}",
-        down_for.as_secs_f64(),
+        "FAULT HA database restarts (pg_ctl stop -m fast, start): down {:.1} s (lease kept), \
+         then down {:.1} s (router stepped down, took the lease again {} after the stop); \
+         jobs {n}: acknowledged {}: executions {acked_tally}; all: {all_tally}; resent {}, \
+         rejects {}; journal state after: {}",
+        short_down.as_secs_f64(),
+        long_down.as_secs_f64(),
+        retaken.map_or("never".into(), |d| format!("{:.1} s", d.as_secs_f64())),
         c.acked_count(),
         c.resends,
         rejects(&c),
@@ -290,11 +332,13 @@ fn a_database_restart_mid_run_is_recovered_without_a_router_restart() {
         refused_while_down,
         "no journal-unavailable refusal while the database was down"
     );
+    stepped.expect("the router did not step down while the database was away past its TTL");
+    assert!(retaken.is_some(), "the router did not take the lease again");
     assert!(all_done, "not every job acknowledged and run: {all_tally}");
     assert_eq!(acked_tally.lost, 0);
     assert!(r.is_running(), "router died: {}", r.tail(30));
     assert_eq!(r.pid(), pid, "the same process");
-    assert!(status.is_ok(), "router does not serve after the restart");
+    assert!(status.is_ok(), "router does not serve after the restarts");
 }
 
 #[test]

@@ -263,6 +263,9 @@ impl PgJournal {
         if config.get_application_name().is_none() {
             config.application_name("emq-router");
         }
+        // The server's notices ("relation already exists, skipping" from
+        // the idempotent schema statements) are not news.
+        config.notice_callback(|n| log::debug!("postgresql notice: {}", n.message()));
         config.keepalives(true);
         config.keepalives_idle(Duration::from_secs(10));
         let db = describe_config(&config);
