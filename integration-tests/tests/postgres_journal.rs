@@ -203,6 +203,11 @@ fn a_big_batch_is_one_transaction_of_a_few_statements() {
     let t = Instant::now();
     j.append(&batch(1, accepted)).unwrap();
     let insert = t.elapsed();
+    // What a standby taking over reads (it must take less than the TTL).
+    let t = Instant::now();
+    let loaded = j.load().unwrap().jobs.len();
+    let load = t.elapsed();
+    assert_eq!(loaded, n);
     let done: Vec<Record> = (0..n)
         .map(|i| {
             finished(
@@ -219,7 +224,8 @@ fn a_big_batch_is_one_transaction_of_a_few_statements() {
     assert_eq!(pg.psql("big", "SELECT count(*) FROM emq_finished"), "10000");
     assert_eq!(j.counts(), (2, 2 * n as u64));
     integration_tests::report(&format!(
-        "postgres journal: one batch of {n} accepts in {insert:.1?}, of {n} finishes in {finish:.1?}"
+        "postgres journal: one batch of {n} accepts in {insert:.1?}, of {n} finishes in \
+         {finish:.1?}; {n} unfinished jobs loaded in {load:.1?}"
     ));
 }
 
