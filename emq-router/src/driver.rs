@@ -184,15 +184,6 @@ fn send_or_fail(
     }
 }
 
-/// What [`execute`] came to.
-#[derive(Default)]
-struct Executed {
-    /// The core asked to exit.
-    exit: bool,
-    /// A batch failed because another router holds the lease now.
-    fenced: bool,
-}
-
 /// Carry out the core's actions in order: sends (failures fed back as
 /// `SendFailed`), journal batches (appended, outcome fed back as
 /// `JournalDone`; on PostgreSQL a batch may go to the journal thread,
@@ -204,8 +195,8 @@ fn execute(
     out: &mut Vec<Action>,
     start: Instant,
     eagain_log: &mut LogLimiter,
-) -> Executed {
-    let mut done = Executed::default();
+) -> bool {
+    let mut exit = false;
     let mut failed: Vec<Input> = Vec::new();
     while !out.is_empty() {
         for a in std::mem::take(out) {
@@ -224,18 +215,7 @@ fn execute(
                     eagain_log,
                 ),
                 Action::Journal(batch) => match &mut *journal {
-                    Store::Postgres(w) => {
-                        if let Some(Reply::Appended { batch, result, .. }) = w.append(batch) {
-                            done.fenced |= matches!(&result, Err(e) if e.is_fenced());
-                            failed.push(Input::JournalDone {
-                                batch,
-                                result: match result {
-                                    Ok(()) => BatchResult::Committed,
-                                    Err(e) => BatchResult::Failed(e.to_string()),
-                                },
-                            });
-                        }
-                    }
+                    Store::Postgres(w) => w.send(Request::Append(batch)),
                     here => {
                         let result = here.append_here(&batch);
                         failed.push(Input::JournalDone {
@@ -244,19 +224,15 @@ fn execute(
                         });
                     }
                 },
-                Action::Exit => done.exit = true,
+                Action::Exit => exit = true,
             }
-        }
-        if done.fenced {
-            // The caller steps down: nothing more goes out.
-            return done;
         }
         let now = start.elapsed();
         for input in failed.drain(..) {
             router.handle(input, now, out);
         }
     }
-    done
+    exit
 }
 
 pub(crate) fn run(cli: Cli) -> Result<(), Fail> {
@@ -498,9 +474,7 @@ fn serve(
         );
     }
     let mut lost: Option<StepDownReason> = None;
-    if execute(&mut router, &socks, store, &mut out, start, &mut eagain_log).fenced {
-        lost = Some(StepDownReason::Fenced);
-    }
+    execute(&mut router, &socks, store, &mut out, start, &mut eagain_log);
 
     let mut next_metrics = Duration::ZERO;
     // After a round that read something, the next round reads again at
@@ -555,16 +529,17 @@ fn serve(
             while let Some(reply) = w.try_recv() {
                 busy = true;
                 match reply {
+                    // Taken over: the batch is neither acknowledged nor
+                    // refused; the router steps down.
+                    Reply::Appended { result: Err(e), .. } if e.is_fenced() => {
+                        lost = Some(h.fenced(w).step_down.unwrap_or(StepDownReason::Fenced));
+                    }
                     Reply::Appended { batch, result, .. } => {
-                        let fenced = matches!(&result, Err(e) if e.is_fenced());
                         let result = match result {
                             Ok(()) => BatchResult::Committed,
                             Err(e) => BatchResult::Failed(e.to_string()),
                         };
                         router.handle(Input::JournalDone { batch, result }, now, &mut out);
-                        if fenced {
-                            lost = Some(h.fenced(w).step_down.unwrap_or(StepDownReason::Fenced));
-                        }
                     }
                     Reply::Renewed(r) => {
                         if let Some(reason) = h.renewed(r, w).step_down {
@@ -614,15 +589,7 @@ fn serve(
                 text.set(emq_router_core::metrics::render(&router.snapshot(now)));
             }
         }
-        let done = execute(&mut router, &socks, store, &mut out, start, &mut eagain_log);
-        if done.fenced {
-            if let (Some(h), Some(w)) = (ha.as_deref_mut(), store.pg()) {
-                lost = h.fenced(w).step_down;
-            }
-            lost.get_or_insert(StepDownReason::Fenced);
-            break;
-        }
-        if done.exit {
+        if execute(&mut router, &socks, store, &mut out, start, &mut eagain_log) {
             break;
         }
     }

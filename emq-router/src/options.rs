@@ -52,9 +52,9 @@ routers may share one database. One holds the leader lease and serves; the
 others wait without binding any socket, and take over when the lease
 expires (--lease-ttl after the leader's last renewal) or is released (the
 leader stopped). Every commit checks the lease inside its transaction, so a
-router that lost it never acknowledges anything. A leader that cannot renew
-stops serving at once (KBYE to its peers, sockets closed) and waits as a
-standby. Give clients and job managers every router's address (a
+router that lost it can commit, and so acknowledge, nothing. A leader that
+cannot renew stops serving at once (KBYE to its peers, sockets closed) and
+waits as a standby. Give clients and job managers every router's address (a
 comma-separated failover list).
 
 SIGTERM, SIGINT or an admin DISCONNECT stop the router in order: KBYE to
@@ -157,7 +157,7 @@ pub(crate) struct Cli {
     journal: Option<String>,
 
     /// With a PostgreSQL journal: the leader lease lasts this long after
-    /// its last renewal; a standby takes over at most this long after the
+    /// its last renewal; a standby takes over about this long after the
     /// leader died [env: EVENTMQ_LEASE_TTL] [default: 3]
     #[arg(long, value_name = "SECS")]
     lease_ttl: Option<f64>,

@@ -11,25 +11,19 @@
 //! the loop's poll items. SQLite commits in microseconds and stays on the
 //! loop's thread.
 //!
-//! A small batch (light load: fewer than [`INLINE_BELOW`] records) with
-//! nothing else in flight is committed on the loop's thread instead
-//! ([`PgWriter::append_inline`]): the loop has nothing else to do while
-//! it waits, and a lone job's round trip is spared two thread wake-ups
-//! per commit (on a busy machine each can cost a scheduler time slice).
+//! Every commit goes through the thread, also a lone job's: when the
+//! connection breaks during a commit, the store asks the database, for up
+//! to the lease TTL, whether it happened, and the loop must go on (heart-
+//! beats, the lease's timers) meanwhile.
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
-use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender};
 use emq_journal::postgres::{Acquire, PgError, PgJournal};
 use emq_router_core::journal::{Batch, BatchId, JournalStore, Restored};
-
-/// Batches with fewer records than this are committed on the loop's
-/// thread when nothing else is in flight.
-pub(crate) const INLINE_BELOW: usize = 16;
 
 /// What the loop asks the journal thread.
 #[derive(Debug)]
@@ -64,9 +58,6 @@ pub(crate) enum Reply {
 
 /// The loop's handle on the journal thread.
 pub(crate) struct PgWriter {
-    /// The journal, locked by the thread per request, and by the loop for
-    /// an inline append (only when no request is outstanding).
-    pg: Arc<Mutex<PgJournal>>,
     requests: Option<Sender<Request>>,
     replies: Receiver<Reply>,
     wake: UnixStream,
@@ -80,26 +71,23 @@ pub(crate) struct PgWriter {
 }
 
 impl PgWriter {
-    pub(crate) fn start(pg: PgJournal) -> std::io::Result<PgWriter> {
+    pub(crate) fn start(mut pg: PgJournal) -> std::io::Result<PgWriter> {
         let (wake, mut wake_tx) = UnixStream::pair()?;
         wake.set_nonblocking(true)?;
         let (req_tx, req_rx) = crossbeam_channel::unbounded::<Request>();
         let (rep_tx, rep_rx) = crossbeam_channel::unbounded::<Reply>();
         let describe = pg.describe();
-        let pg = Arc::new(Mutex::new(pg));
-        let shared = Arc::clone(&pg);
         let thread = std::thread::Builder::new()
             .name("journal".into())
             .spawn(move || {
                 for req in req_rx {
-                    let mut pg = shared.lock().unwrap_or_else(|e| e.into_inner());
                     let reply = match req {
                         Request::Append(batch) => Reply::Appended {
                             batch: batch.id,
                             records: batch.records.len(),
-                            result: JournalStore::append(&mut *pg, &batch),
+                            result: JournalStore::append(&mut pg, &batch),
                         },
-                        Request::Load => Reply::Loaded(JournalStore::load(&mut *pg)),
+                        Request::Load => Reply::Loaded(JournalStore::load(&mut pg)),
                         Request::TryAcquire { holder, ttl } => {
                             Reply::Acquired(pg.try_acquire(&holder, ttl))
                         }
@@ -110,7 +98,6 @@ impl PgWriter {
                             continue;
                         }
                     };
-                    drop(pg);
                     if rep_tx.send(reply).is_err() {
                         break;
                     }
@@ -118,7 +105,6 @@ impl PgWriter {
                 }
             })?;
         Ok(PgWriter {
-            pg,
             requests: Some(req_tx),
             replies: rep_rx,
             wake,
@@ -132,28 +118,6 @@ impl PgWriter {
 
     pub(crate) fn describe(&self) -> &str {
         &self.describe
-    }
-
-    /// Commit `batch` on this thread if it is small and nothing else is in
-    /// flight (its reply, at once); else hand it to the journal thread
-    /// (`None`: the reply comes through [`PgWriter::try_recv`]).
-    pub(crate) fn append(&mut self, batch: Batch) -> Option<Reply> {
-        if self.outstanding > 0 || batch.records.len() >= INLINE_BELOW {
-            self.send(Request::Append(batch));
-            return None;
-        }
-        let result = {
-            let mut pg = self.pg.lock().unwrap_or_else(|e| e.into_inner());
-            JournalStore::append(&mut *pg, &batch)
-        };
-        let r = Reply::Appended {
-            batch: batch.id,
-            records: batch.records.len(),
-            result,
-        };
-        self.outstanding += 1;
-        self.note(&r);
-        Some(r)
     }
 
     /// Hand a request over; its reply comes through [`PgWriter::try_recv`].

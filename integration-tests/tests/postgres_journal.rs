@@ -389,10 +389,13 @@ fn a_database_restart_fails_the_batch_in_flight_and_the_next_one_reconnects() {
     j.append(&batch(1, vec![Record::Accepted(job("one"))]))
         .unwrap();
     pg.stop();
+    // The connection breaks under the batch: failed (it might have reached
+    // the server: settled before the next write).
     let e = j
         .append(&batch(2, vec![Record::Accepted(job("lost"))]))
         .unwrap_err();
     assert!(!e.is_fenced() && !e.is_permanent(), "{e:?}");
+    // While the server is down: no connection, a plain failure.
     let e = j.append(&batch(3, vec![Record::Probe])).unwrap_err();
     assert!(matches!(e, PgError::Connect { .. }), "{e:?}");
     pg.start_again();
@@ -403,4 +406,62 @@ fn a_database_restart_fails_the_batch_in_flight_and_the_next_one_reconnects() {
     let r = j.load().unwrap();
     let ids: Vec<&str> = r.jobs.iter().map(|j| j.msgid.as_str()).collect();
     assert_eq!(ids, ["one", "two"], "the failed batch wrote nothing");
+}
+
+/// The connection breaks after the server committed a batch but before
+/// the store heard so (here: the relay between them is cut right after
+/// the commit): the store reports the batch failed — the core refuses its
+/// jobs and writes its other records again — and, before its next write,
+/// learns from `emq_lease.last_batch` that it did commit: the refused jobs
+/// are taken out again, the finished rows written again do not collide.
+#[test]
+fn a_commit_whose_answer_was_lost_is_settled_before_the_next_write() {
+    let Some(pg) = PgCluster::start_or_skip("postgres_journal: lost answer") else {
+        return;
+    };
+    pg.create_database("settle");
+    let target: std::net::SocketAddr = format!("127.0.0.1:{}", pg.port()).parse().unwrap();
+    let relay = integration_tests::relay::Relay::start(target);
+    let url = format!("postgresql://postgres@127.0.0.1:{}/settle", relay.port());
+    let (mut j, epoch) = leader(&url, "r1", Duration::from_secs(60));
+    j.load().unwrap();
+    j.append(&batch(1, vec![Record::Accepted(job("old"))]))
+        .unwrap();
+    // What the store will send as batch 2, committed by hand as it would
+    // have been (same seqs, same lease check), then the answer lost.
+    let sql = format!(
+        "BEGIN;
+         UPDATE emq_lease SET last_batch = 2 WHERE holder = 'r1' AND epoch = {epoch};
+         INSERT INTO emq_jobs (seq, msgid, client, queue, route, headers, message, attempts,
+             accepted_at) VALUES (2, 'refused', '\\x01', 'q', '', '\\x', '\\x', 0, 1);
+         DELETE FROM emq_jobs WHERE seq = 1;
+         INSERT INTO emq_finished (seq, msgid, client, queue, route, headers, message, attempts,
+             accepted_at, outcome, finished_at, result_truncated)
+             VALUES (1, 'old', '\\x01', 'q', '', '\\x', '\\x', 0, 1, 'done', 9999999999999,
+                     false);
+         COMMIT;"
+    );
+    relay.cut();
+    pg.psql("settle", &sql);
+    let records = vec![
+        Record::Accepted(job("refused")),
+        finished("old", 9_999_999_999_999, 100),
+    ];
+    let e = j.append(&batch(2, records.clone())).unwrap_err();
+    assert!(e.may_have_committed(), "{e:?}");
+    relay.heal();
+    // The core writes the kept record (the finished job) again, with a new
+    // batch; the refused job is not in it.
+    j.append(&batch(3, vec![records[1].clone()])).unwrap();
+    assert_eq!(
+        pg.psql("settle", "SELECT count(*) FROM emq_jobs"),
+        "0",
+        "the refused job was taken out, the finished one is gone"
+    );
+    assert_eq!(
+        pg.psql("settle", "SELECT string_agg(msgid, ',') FROM emq_finished"),
+        "old",
+        "one finished row, not two"
+    );
+    assert!(j.load().unwrap().jobs.is_empty());
 }

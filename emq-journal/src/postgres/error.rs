@@ -29,6 +29,11 @@ pub enum PgError {
         /// What the store was doing, e.g. "append", "load".
         context: &'static str,
         detail: String,
+        /// Not a plain refusal by the server on a live connection (an
+        /// `ERROR`, after which the transaction is rolled back) but a
+        /// broken connection, a timeout, or the session ended (`FATAL`):
+        /// a commit in flight may have happened.
+        broken: bool,
     },
 }
 
@@ -46,17 +51,27 @@ impl PgError {
         )
     }
 
+    /// Whether a commit in flight when this happened may have been made
+    /// (the connection broke), as opposed to certainly not.
+    pub fn may_have_committed(&self) -> bool {
+        matches!(self, PgError::Sql { broken: true, .. })
+    }
+
     pub(crate) fn sql(db: &str, context: &'static str, e: postgres::Error) -> PgError {
         // The server's message (with its SQLSTATE) says more than the
         // client's summary ("db error").
-        let detail = match e.as_db_error() {
-            Some(d) => format!("{} ({})", d.message(), d.code().code()),
-            None => e.to_string(),
+        let (detail, broken) = match e.as_db_error() {
+            Some(d) => (
+                format!("{} ({})", d.message(), d.code().code()),
+                d.parsed_severity() != Some(postgres::error::Severity::Error),
+            ),
+            None => (e.to_string(), true),
         };
         PgError::Sql {
             db: db.to_string(),
             context,
             detail,
+            broken,
         }
     }
 }
@@ -92,6 +107,7 @@ impl fmt::Display for PgError {
                 db,
                 context,
                 detail,
+                ..
             } => write!(f, "journal {db}: {context} failed: {detail}"),
         }
     }

@@ -21,7 +21,12 @@
 //! (`PgError::Sql` / `Connect`); the core refuses new work and retries,
 //! the next call connects again (and migrates and prepares again), with no
 //! restart. TCP_USER_TIMEOUT and keepalives make a cut network an error
-//! instead of a hang.
+//! instead of a hang. A connection that breaks *during* a commit leaves
+//! its outcome unknown: the batch is reported failed (its jobs refused,
+//! its other records written again by the core), and before the next
+//! write the store asks the lease row's `last_batch` whether it did commit
+//! — if so it takes the refused jobs out again and re-reads its rows
+//! (`store.rs`, `settle`).
 //!
 //! **Schema** (`schema.rs`): created and migrated by the router, versioned
 //! in `emq_schema`; a newer schema is refused.

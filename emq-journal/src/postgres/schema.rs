@@ -21,6 +21,10 @@
 //! - Times are unix milliseconds (`BIGINT`), as the core's records carry
 //!   them; only the lease, compared with the database's clock, is a
 //!   `TIMESTAMPTZ`.
+//! - `emq_lease.last_batch` is the id of the last batch committed under the
+//!   lease (set by the lease check every batch starts with): after a
+//!   connection broke during a commit, it says whether that commit
+//!   happened.
 
 /// The schema version this emq writes.
 pub const SCHEMA_VERSION: i64 = 1;
@@ -39,7 +43,8 @@ CREATE TABLE emq_lease (
     holder      TEXT NOT NULL,
     epoch       BIGINT NOT NULL,
     expires_at  TIMESTAMPTZ NOT NULL,
-    acquired_at TIMESTAMPTZ
+    acquired_at TIMESTAMPTZ,
+    last_batch  BIGINT NOT NULL DEFAULT 0
 );
 INSERT INTO emq_lease (name, holder, epoch, expires_at)
     VALUES ('router', '', 0, TIMESTAMPTZ '1970-01-01 00:00:00+00');

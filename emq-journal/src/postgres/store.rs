@@ -5,7 +5,7 @@ use std::str::FromStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use emq_router_core::journal::{
-    Batch, DeadLetterRecord, FinishedRecord, JobRecord, JournalStore, Record, Restored,
+    Batch, DeadLetterRecord, FinishedRecord, JobRecord, JournalStore, Restored,
 };
 use postgres::{Client, IsolationLevel, NoTls, Row, Statement};
 
@@ -35,6 +35,24 @@ impl Default for PgOptions {
     }
 }
 
+/// A batch reported failed whose commit may nevertheless have happened
+/// (the connection broke on the way). The core refused its jobs and keeps
+/// its other records to write again; before the next write the store asks
+/// the database (`emq_lease.last_batch`) and, if it did commit, takes its
+/// refused jobs out again and its finished rows (written again with the
+/// kept records), then re-reads which rows exist.
+#[derive(Debug, Clone)]
+struct Uncertain {
+    batch: u64,
+    fence: Fence,
+    /// The `seq`s the batch gave new job rows and finished rows.
+    jobs: (i64, i64),
+    finished: (i64, i64),
+}
+
+const UNDO_JOBS: &str = "DELETE FROM emq_jobs WHERE seq >= $1 AND seq < $2";
+const UNDO_FINISHED: &str = "DELETE FROM emq_finished WHERE seq >= $1 AND seq < $2";
+
 /// The lease this router holds: every commit checks it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Fence {
@@ -45,6 +63,7 @@ pub(crate) struct Fence {
 /// The prepared statements of one connection.
 pub(crate) struct Statements {
     pub(crate) fence: Statement,
+    last_batch: Statement,
     one_statement: Statement,
     insert_jobs: Statement,
     replace_job: Statement,
@@ -67,8 +86,11 @@ pub(crate) struct Statements {
 
 /// The lease row names this router at its epoch; taken first in every
 /// batch, so a takeover and a commit are ordered by the row's lock.
-const FENCE: &str =
-    "UPDATE emq_lease SET epoch = epoch WHERE name = 'router' AND holder = $1 AND epoch = $2";
+/// It also records the batch's id: after a connection broke during the
+/// commit, `LAST_BATCH` tells whether it happened.
+const FENCE: &str = "UPDATE emq_lease SET last_batch = $3
+    WHERE name = 'router' AND holder = $1 AND epoch = $2";
+const LAST_BATCH: &str = "SELECT holder, epoch, last_batch FROM emq_lease WHERE name = 'router'";
 const INSERT_JOBS: &str = "INSERT INTO emq_jobs
         (seq, msgid, client, queue, route, headers, message, attempts, accepted_at, run_at)
     SELECT * FROM unnest($1::BIGINT[], $2::TEXT[], $3::BYTEA[], $4::TEXT[], $5::TEXT[],
@@ -105,7 +127,8 @@ const RESUME: &str = "DELETE FROM emq_paused_queues WHERE queue = $1";
 /// The common batch in one statement (`plan.rs`): the lease check, then
 /// each part only if it matched. Returns the lease check's row count.
 const ONE_STATEMENT: &str = "WITH fence AS (
-    UPDATE emq_lease SET epoch = epoch WHERE name = 'router' AND holder = $1 AND epoch = $2
+    UPDATE emq_lease SET last_batch = $30
+    WHERE name = 'router' AND holder = $1 AND epoch = $2
     RETURNING epoch
 ), ins AS (
     INSERT INTO emq_jobs
@@ -174,6 +197,9 @@ pub struct PgJournal {
     /// The URL without its password, for logs.
     db: String,
     steps: &'static [Migration],
+    /// A batch whose connection broke during its commit: reported failed,
+    /// settled before anything else is written.
+    uncertain: Option<Uncertain>,
     pub(crate) conn: Option<Conn>,
     pub(crate) fence: Option<Fence>,
     /// `load` ran since the lease was taken: the index and counters are
@@ -273,6 +299,7 @@ impl PgJournal {
             config,
             db,
             steps,
+            uncertain: None,
             conn: None,
             fence: None,
             loaded: false,
@@ -333,6 +360,7 @@ impl PgJournal {
         };
         let stmts = Statements {
             fence: prep(FENCE)?,
+            last_batch: prep(LAST_BATCH)?,
             one_statement: prep(ONE_STATEMENT)?,
             insert_jobs: prep(INSERT_JOBS)?,
             replace_job: prep(REPLACE_JOB)?,
@@ -396,7 +424,8 @@ impl PgJournal {
         self.loaded = false;
     }
 
-    fn append_records(&mut self, records: &[Record]) -> Result<(), PgError> {
+    fn append_batch(&mut self, batch: &Batch) -> Result<(), PgError> {
+        let records = &batch.records;
         if records.is_empty() {
             return Ok(());
         }
@@ -404,10 +433,128 @@ impl PgJournal {
         let Some(fence) = self.fence.clone().filter(|_| self.loaded) else {
             return Err(PgError::NoLease { db });
         };
+        // A failure to connect, or to settle an earlier batch, writes
+        // nothing: a plain failed batch.
+        self.conn()?;
+        self.settle()?;
         let plan = Plan::build(records, &self.rows, self.seqs);
+        match self.write_plan(&plan, &fence, batch.id.0) {
+            Ok(()) => {
+                self.committed(plan, records.len());
+                Ok(())
+            }
+            // Fenced, or the server refused a statement on a live
+            // connection: the transaction was rolled back.
+            Err(e) if !e.may_have_committed() => Err(e),
+            // The connection broke while the batch was on its way: it is
+            // reported failed (the core refuses its jobs and writes its
+            // other records again), and settled before the next write.
+            Err(e) => {
+                if !self.lost {
+                    log::warn!(
+                        "journal {}: connection lost during a commit ({e}); reconnecting",
+                        self.db
+                    );
+                    self.lost = true;
+                }
+                self.conn = None;
+                self.uncertain = Some(Uncertain {
+                    batch: batch.id.0,
+                    fence,
+                    jobs: (plan.first.job, plan.seqs.job),
+                    finished: (plan.first.finished, plan.seqs.finished),
+                });
+                Err(e)
+            }
+        }
+    }
+
+    /// Settle the batch whose commit is uncertain, if any: did it happen
+    /// (`last_batch`)? If so, undo what the core refused and re-read the
+    /// rows. A journal loaded since (a new term) has nothing to settle.
+    fn settle(&mut self) -> Result<(), PgError> {
+        let Some(u) = self.uncertain.clone() else {
+            return Ok(());
+        };
+        let db = self.db.clone();
+        let err = |e| PgError::sql(&db, "settle an interrupted commit", e);
+        let c = self.conn()?;
+        let row = c.client.query_one(&c.stmts.last_batch, &[]).map_err(err)?;
+        let (holder, epoch, last): (String, i64, i64) = (row.get(0), row.get(1), row.get(2));
+        if holder != u.fence.holder || u64::try_from(epoch).ok() != Some(u.fence.epoch) {
+            return Err(PgError::Fenced {
+                db,
+                epoch: u.fence.epoch,
+            });
+        }
+        if u64::try_from(last).ok() == Some(u.batch) {
+            let epoch = i64::try_from(u.fence.epoch).unwrap_or(i64::MAX);
+            let mut tx = c.client.transaction().map_err(err)?;
+            if tx
+                .execute(&c.stmts.fence, &[&u.fence.holder, &epoch, &last])
+                .map_err(err)?
+                != 1
+            {
+                return Err(PgError::Fenced {
+                    db,
+                    epoch: u.fence.epoch,
+                });
+            }
+            let undone = tx
+                .execute(UNDO_JOBS, &[&u.jobs.0, &u.jobs.1])
+                .map_err(err)?;
+            tx.execute(UNDO_FINISHED, &[&u.finished.0, &u.finished.1])
+                .map_err(err)?;
+            tx.commit().map_err(err)?;
+            log::warn!(
+                "journal {}: batch {} had committed before the connection broke; its {undone} \
+                 job(s), refused meanwhile, were taken out again",
+                self.db,
+                u.batch
+            );
+            self.reread_rows()?;
+        }
+        self.uncertain = None;
+        Ok(())
+    }
+
+    /// The msgid → seq index and the counters, from the tables.
+    fn reread_rows(&mut self) -> Result<(), PgError> {
+        let db = self.db.clone();
+        let err = |e| PgError::sql(&db, "re-read the journal's rows", e);
+        let c = self.conn()?;
+        let mut rows = RowIndex::default();
+        let mut seqs = Seqs::default();
+        for r in c
+            .client
+            .query("SELECT msgid, seq FROM emq_jobs", &[])
+            .map_err(err)?
+        {
+            let seq: i64 = r.get(1);
+            rows.set(Key::of(r.get::<_, &str>(0)), Some(seq));
+            seqs.job = seqs.job.max(seq + 1);
+        }
+        let r = c
+            .client
+            .query_one(
+                "SELECT (SELECT max(seq) FROM emq_finished), (SELECT max(seq) FROM emq_dead_letters)",
+                &[],
+            )
+            .map_err(err)?;
+        seqs.finished = r.get::<_, Option<i64>>(0).map_or(1, |m| m + 1);
+        seqs.dead = r.get::<_, Option<i64>>(1).map_or(1, |m| m + 1);
+        self.rows = rows;
+        self.seqs = seqs;
+        Ok(())
+    }
+
+    /// The batch's statements on the live connection.
+    fn write_plan(&mut self, plan: &Plan<'_>, fence: &Fence, batch: u64) -> Result<(), PgError> {
+        let db = self.db.clone();
         let err = |e| PgError::sql(&db, "append", e);
         let c = self.conn()?;
         let epoch = i64::try_from(fence.epoch).unwrap_or(i64::MAX);
+        let batch = i64::try_from(batch).unwrap_or(i64::MAX);
         if plan.is_one_statement() {
             let (j, f) = (&plan.inserts, &plan.finished);
             let (at_or_below, before) = plan.trim_finished.unwrap_or((i64::MIN, i64::MIN));
@@ -445,6 +592,7 @@ impl PgJournal {
                         &f.result_truncated,
                         &at_or_below,
                         &before,
+                        &batch,
                     ],
                 )
                 .map_err(err)?;
@@ -454,13 +602,12 @@ impl PgJournal {
                     epoch: fence.epoch,
                 });
             }
-            self.committed(plan, records.len());
             return Ok(());
         }
         let s = &c.stmts;
         let mut tx = c.client.transaction().map_err(err)?;
         if tx
-            .execute(&s.fence, &[&fence.holder, &epoch])
+            .execute(&s.fence, &[&fence.holder, &epoch, &batch])
             .map_err(err)?
             != 1
         {
@@ -567,7 +714,6 @@ impl PgJournal {
             .map_err(err)?;
         }
         tx.commit().map_err(err)?;
-        self.committed(plan, records.len());
         Ok(())
     }
 
@@ -679,6 +825,8 @@ impl PgJournal {
         self.rows = rows;
         self.seqs = seqs;
         self.loaded = true;
+        // Whatever an interrupted commit did, the tables now say.
+        self.uncertain = None;
         Ok(restored)
     }
 }
@@ -690,7 +838,7 @@ impl JournalStore for PgJournal {
     /// `plan.rs`). A lost connection fails the batch and is made again on
     /// the next call.
     fn append(&mut self, batch: &Batch) -> Result<(), PgError> {
-        let r = self.append_records(&batch.records);
+        let r = self.append_batch(batch);
         if let Err(e) = &r {
             self.after_error(e);
         }
