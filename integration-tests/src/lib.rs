@@ -17,6 +17,8 @@
 //!   wait until they are ready.
 //! - [`jobs`]: job payload builders and bookkeeping for fault tests.
 
+#![forbid(unsafe_code)]
+
 pub mod admin;
 pub mod bins;
 pub mod browser;
