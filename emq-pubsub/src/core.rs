@@ -111,21 +111,20 @@ impl Pubsub {
     /// One message read off the incoming ROUTER socket (identity first).
     /// Returns what to send on the PUB socket.
     pub fn handle_incoming(&mut self, frames: Vec<Vec<u8>>, _now: Duration) -> Option<Published> {
-        let sizes: Vec<usize> = frames.iter().map(Vec::len).collect();
-        let (peer, msg) = match Message::decode_routed(frames) {
+        let sizes: Vec<usize> = frames.iter().skip(1).map(Vec::len).collect();
+        let peer = frames.first().map(|id| show(id)).unwrap_or_default();
+        let (_, msg) = match Message::decode_routed(frames) {
             Ok(m) => m,
             Err(e) => {
-                let peer = sizes.first().copied().unwrap_or(0);
                 log::warn!(
-                    "dropped a message that is not eMQP/1.0 ({} frame(s), sizes {sizes:?}, \
-                     identity of {peer} bytes): {e}",
+                    "dropped a message from {peer} that is not eMQP/1.0 ({} frame(s) of \
+                     {sizes:?} bytes after the identity): {e}",
                     sizes.len()
                 );
                 self.count(|s| s.malformed += 1);
                 return None;
             }
         };
-        let peer = show(&peer);
         let (topic, message) = match msg.command {
             Command::Publish { topic, message } => (topic, message),
             Command::Heartbeat { .. } => {
