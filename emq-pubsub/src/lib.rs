@@ -16,6 +16,7 @@
 //! a burst of publishes cannot slow job dispatch, nor a router restart cut
 //! off subscribers.
 
+#![forbid(unsafe_code)]
 #![warn(unreachable_pub)]
 
 pub mod core;

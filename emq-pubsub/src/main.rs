@@ -6,6 +6,8 @@
 //! file maps failures to exit codes (2: bad options or config file; 1: any
 //! other start-up error).
 
+#![forbid(unsafe_code)]
+
 mod driver;
 
 use std::process::ExitCode;
