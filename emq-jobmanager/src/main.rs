@@ -73,13 +73,13 @@ struct Cli {
 
     /// Seconds running jobs get to finish after SIGTERM before they are
     /// killed (KILL_GRACE_PERIOD) [default: 30]
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = emqp_proto::duration::secs)]
     grace_period: Option<f64>,
 
     /// Seconds a job may run when it names no timeout (no timeout:N
     /// header, no "timeout" field); 0: no limit (GLOBAL_TIMEOUT)
     /// [default: 300]
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = emqp_proto::duration::secs)]
     global_timeout: Option<f64>,
 
     /// A Python function, pkg.module.function, called with no arguments
@@ -107,7 +107,7 @@ struct Cli {
     max_job_count: Option<u64>,
 
     /// Seconds between heartbeats [default: 3]
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = emqp_proto::duration::secs)]
     heartbeat_interval: Option<f64>,
 
     /// Missed heartbeat intervals after which the router is considered gone
@@ -117,12 +117,12 @@ struct Cli {
 
     /// Seconds to wait for the router's ACK of INFORM before trying a fresh
     /// connection [default: 5]
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = emqp_proto::duration::secs)]
     ack_timeout: Option<f64>,
 
     /// Seconds to wait before reconnecting after the router said KBYE
     /// [default: 1]
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = emqp_proto::duration::secs)]
     reconnect_delay: Option<f64>,
 
     /// The router's --max-message-size in bytes: a job whose result is
@@ -168,16 +168,13 @@ fn secs(what: &str, v: f64) -> Result<Duration, String> {
 }
 
 fn setting<T: std::str::FromStr>(s: &Settings, key: &str) -> Result<Option<T>, String> {
-    match s.get(key) {
-        None => Ok(None),
-        Some(v) if v.trim().is_empty() => Ok(None),
-        Some(v) => v.trim().parse().map(Some).map_err(|_| {
-            format!(
-                "bad {key} {v:?} (from {})",
-                s.source(key).unwrap_or("settings")
-            )
-        }),
-    }
+    Ok(s.value(key)?)
+}
+
+/// A duration setting, in seconds, read by [`emqp_proto::duration`]'s grammar.
+fn setting_secs(s: &Settings, key: &str) -> Result<Option<f64>, String> {
+    Ok(s.value_with(key, emqp_proto::duration::parse_duration)?
+        .map(|d| d.as_secs_f64()))
 }
 
 /// A Python function setting: the flag, else the setting; empty is unset.
@@ -262,13 +259,16 @@ fn config(
     if let Some(n) = cli.concurrency.or(setting(s, "CONCURRENT_JOBS")?) {
         conn.concurrency = n;
     }
-    if let Some(v) = cli.grace_period.or(setting(s, "KILL_GRACE_PERIOD")?) {
+    if let Some(v) = cli.grace_period.or(setting_secs(s, "KILL_GRACE_PERIOD")?) {
         conn.grace_period = secs("grace period", v)?;
     }
-    if let Some(v) = cli.global_timeout.or(setting(s, "GLOBAL_TIMEOUT")?) {
+    if let Some(v) = cli.global_timeout.or(setting_secs(s, "GLOBAL_TIMEOUT")?) {
         conn.default_timeout = Some(secs("global timeout", v)?).filter(|d| !d.is_zero());
     }
-    if let Some(v) = cli.heartbeat_interval.or(setting(s, "HEARTBEAT_INTERVAL")?) {
+    if let Some(v) = cli
+        .heartbeat_interval
+        .or(setting_secs(s, "HEARTBEAT_INTERVAL")?)
+    {
         conn.heartbeat_interval = secs("heartbeat interval", v)?;
     }
     if let Some(v) = cli.heartbeat_liveness.or(setting(s, "HEARTBEAT_LIVENESS")?) {
@@ -537,7 +537,16 @@ mod tests {
         );
         assert!(cfg(&["--global-timeout=-1"], &no_env)
             .unwrap_err()
-            .contains("global timeout"));
+            .contains("cannot be negative"));
+        assert_eq!(
+            t(cfg(&["--global-timeout", "2m"], &no_env).unwrap()),
+            Some(Duration::from_secs(120))
+        );
+        let env = [("EVENTMQ_GLOBAL_TIMEOUT", "1500ms")];
+        assert_eq!(
+            t(cfg_from(&[], &env, "").unwrap()),
+            Some(Duration::from_millis(1500))
+        );
     }
 
     #[test]

@@ -81,7 +81,7 @@ pub struct Cli {
     /// Log what happened (published, to no subscriber, dropped) every SECS
     /// seconds when anything did; 0: only at exit
     /// [env: EVENTMQ_PUBLISHER_REPORT_INTERVAL] [default: 60]
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = emqp_proto::duration::secs)]
     pub report_interval: Option<f64>,
 }
 
@@ -96,41 +96,17 @@ pub struct Options {
     pub report_every: Option<Duration>,
 }
 
-/// A flag, else a setting, else the default; a bad setting names where it
-/// came from.
-fn pick<T: std::str::FromStr>(
-    flag: Option<T>,
-    settings: &Settings,
-    key: &str,
-    default: T,
-) -> Result<T, String> {
-    if let Some(v) = flag {
-        return Ok(v);
-    }
-    match settings.get(key) {
-        None => Ok(default),
-        Some(text) => text.trim().parse().map_err(|_| {
-            format!(
-                "bad value {text:?} for {key} (from {})",
-                settings.source(key).unwrap_or("settings")
-            )
-        }),
-    }
-}
-
 impl Options {
     /// Merge `cli` over `settings` (the `[publisher]` section and
     /// `EVENTMQ_*`) and check the result.
     pub fn resolve(cli: Cli, s: &Settings) -> Result<Options, String> {
-        let incoming = pick(
+        let incoming = s.pick(
             cli.incoming,
-            s,
             "PUBLISHER_INCOMING_ADDR",
             DEFAULT_INCOMING.into(),
         )?;
-        let outgoing = pick(
+        let outgoing = s.pick(
             cli.outgoing,
-            s,
             "PUBLISHER_OUTGOING_ADDR",
             DEFAULT_OUTGOING.into(),
         )?;
@@ -142,9 +118,8 @@ impl Options {
                 "--incoming and --outgoing are the same address ({incoming})"
             ));
         }
-        let max = pick(
+        let max = s.pick(
             cli.max_message_size,
-            s,
             "MAX_MESSAGE_SIZE",
             DEFAULT_MAX_MESSAGE_SIZE,
         )?;
@@ -153,9 +128,8 @@ impl Options {
         } else {
             Some(usize::try_from(max).map_err(|_| format!("--max-message-size {max}: too big"))?)
         };
-        let subscriber_hwm = pick(
+        let subscriber_hwm = s.pick(
             cli.subscriber_hwm,
-            s,
             "PUBLISHER_SUBSCRIBER_HWM",
             DEFAULT_SUBSCRIBER_HWM,
         )?;
@@ -164,9 +138,8 @@ impl Options {
                 "--subscriber-hwm must be at least 1, got {subscriber_hwm}"
             ));
         }
-        let secs = pick(
+        let secs = s.pick_secs(
             cli.report_interval,
-            s,
             "PUBLISHER_REPORT_INTERVAL",
             DEFAULT_REPORT_INTERVAL,
         )?;

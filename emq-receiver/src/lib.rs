@@ -118,7 +118,7 @@ pub struct Cli {
     pub count: Option<u64>,
 
     /// Exit 5 when S seconds pass without a message
-    #[arg(long, short = 't', value_name = "S", value_parser = parse_secs)]
+    #[arg(long, short = 't', value_name = "S", value_parser = emqp_proto::duration::positive_secs)]
     pub timeout: Option<f64>,
 
     /// ROUTER only: answer every INFORM with ACK (so a job manager can be
@@ -129,7 +129,7 @@ pub struct Cli {
     /// ROUTER only: send HEARTBEAT every S seconds to each peer that sent
     /// INFORM (an EventMQ 0.3.13 job manager sends READY only after the
     /// first router HEARTBEAT)
-    #[arg(long, value_name = "S", value_parser = parse_secs)]
+    #[arg(long, value_name = "S", value_parser = emqp_proto::duration::positive_secs)]
     pub heartbeat: Option<f64>,
 
     /// DEALER only: socket identity [default: a uuid4]
@@ -156,13 +156,6 @@ pub struct Cli {
     /// line break is dropped)
     #[arg(long, value_name = "F", conflicts_with = "password")]
     pub password_file: Option<std::path::PathBuf>,
-}
-
-fn parse_secs(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 && v < 1.0e9 => Ok(v),
-        _ => Err(format!("{s:?}: must be a positive number of seconds")),
-    }
 }
 
 /// A checked [`Cli`].

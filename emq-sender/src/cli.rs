@@ -150,18 +150,6 @@ Environment:
   EMQ_PASSWORD           the password when neither --password nor
                          --password-file is given";
 
-fn parse_secs(s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
-    if v.is_finite() && v > 0.0 && v < 1.0e9 {
-        Ok(v)
-    } else {
-        Err(format!("{s:?}: must be a positive number of seconds"))
-    }
-}
-
 fn parse_interval(s: &str) -> Result<i64, String> {
     match s.trim().parse::<i64>() {
         Ok(n) if n >= 1 => Ok(n),
@@ -220,7 +208,7 @@ pub struct Cli {
     /// Run the job no earlier than SECS after the router accepts it (the
     /// emq header delay:SECS; fractions allowed). The router acknowledges
     /// and journals it at once
-    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    #[arg(long, value_name = "SECS", value_parser = emqp_proto::duration::positive_secs)]
     pub delay: Option<f64>,
 
     /// Wait for the job's result and print it (implies --reply)
@@ -229,7 +217,7 @@ pub struct Cli {
 
     /// Seconds to wait for the ack (default 10), or with --wait for the
     /// result (default 60); per job in bulk mode
-    #[arg(long, short = 't', value_name = "S", value_parser = parse_secs)]
+    #[arg(long, short = 't', value_name = "S", value_parser = emqp_proto::duration::positive_secs)]
     pub timeout: Option<f64>,
 
     /// Fire and forget: do not wait for an ack (for EventMQ 0.3.13 routers,

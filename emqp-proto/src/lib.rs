@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 pub mod command;
+pub mod duration;
 pub mod error;
 pub mod headers;
 pub mod heartbeat;
