@@ -1,49 +1,23 @@
 //! The real emq-receiver binary bound as a ROUTER on a free loopback port,
 //! fed by DEALERs played by the test. Bounded; the child is killed on drop.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, ChildStdout, Command as Proc, Stdio};
+use std::process::{Command as Proc, Stdio};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use emq_testkit::lines::line_reader;
+use emq_testkit::ports::free_endpoint;
+use emq_testkit::ChildGuard as Guard;
 use emqp_proto::{Command, Inform, Message, PeerType, QueueSpec};
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_emq-receiver");
 
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A free loopback port (bound by us for a moment, then released).
-fn free_endpoint() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    format!("tcp://127.0.0.1:{}", l.local_addr().unwrap().port())
-}
-
 struct Receiver {
     child: Guard,
     lines: mpsc::Receiver<String>,
     endpoint: String,
-}
-
-fn line_reader(out: ChildStdout) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        for line in BufReader::new(out).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
 }
 
 fn start(extra: &[&str]) -> Receiver {
@@ -77,14 +51,7 @@ impl Receiver {
     }
 
     fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
-        let deadline = Instant::now() + limit;
-        while Instant::now() < deadline {
-            if let Some(s) = self.child.0.try_wait().unwrap() {
-                return s.code();
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        None
+        self.child.wait_exit(limit)
     }
 }
 

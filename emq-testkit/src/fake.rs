@@ -73,12 +73,9 @@ impl FakeRouter {
         }
     }
 
-    /// Send `cmd` (a fresh msgid) to `id`; returns the msgid.
-    pub fn send(&self, id: &[u8], cmd: Command) -> String {
-        let m = Message::new(cmd);
-        let msgid = m.msgid.clone();
-        self.send_msg(id, m);
-        msgid
+    /// Send `cmd` (with a fresh msgid) to `id`.
+    pub fn send(&self, id: &[u8], cmd: Command) {
+        self.send_msg(id, Message::new(cmd));
     }
 
     pub fn send_msg(&self, id: &[u8], m: Message) {
