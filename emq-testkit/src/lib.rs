@@ -152,3 +152,35 @@ mod tests {
         assert_eq!(a.bytes(5).len(), 5);
     }
 }
+
+/// Connect `sock` to `endpoint` and wait (up to `timeout`) until the TCP
+/// connection is up and its handshake done, seen through a socket monitor
+/// (`ZMQ_EVENT_HANDSHAKE_SUCCEEDED`) rather than guessed with a sleep.
+pub fn connect_and_wait(
+    sock: &zmq::Socket,
+    endpoint: &str,
+    timeout: std::time::Duration,
+) -> Result<(), String> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mon_addr = format!("inproc://emq-testkit-monitor-{}-{n}", std::process::id());
+    sock.monitor(&mon_addr, zmq::SocketEvent::HANDSHAKE_SUCCEEDED as i32)
+        .map_err(|e| format!("monitor: {e}"))?;
+    let mon = zmq_ctx()
+        .socket(zmq::PAIR)
+        .map_err(|e| format!("monitor socket: {e}"))?;
+    mon.connect(&mon_addr)
+        .map_err(|e| format!("monitor connect: {e}"))?;
+    sock.connect(endpoint)
+        .map_err(|e| format!("connect {endpoint}: {e}"))?;
+    let ms = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX);
+    let ready = mon
+        .poll(zmq::POLLIN, ms)
+        .map_err(|e| format!("monitor poll: {e}"))?;
+    // Stop monitoring either way (the event, if any, is drained with `mon`).
+    let _ = sock.monitor("", 0);
+    if ready == 0 {
+        return Err(format!("no handshake with {endpoint} within {timeout:?}"));
+    }
+    Ok(())
+}

@@ -34,6 +34,6 @@ pub use admin::WorkerView;
 pub use client::Client;
 pub use cluster::Addrs;
 pub use emq_testkit::{
-    bins, env_usize, in_ci, poll_until, ports, process, report, zmq_ctx, Proc, Rng, RunOutput,
-    Spawn,
+    bins, connect_and_wait, env_usize, in_ci, poll_until, ports, process, report, zmq_ctx, Proc,
+    Rng, RunOutput, Spawn,
 };
