@@ -137,22 +137,6 @@ impl Rng {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rng_is_deterministic_and_in_range() {
-        let (mut a, mut b) = (Rng::new(7), Rng::new(7));
-        for _ in 0..100 {
-            let x = a.below(13);
-            assert_eq!(x, b.below(13));
-            assert!(x < 13);
-        }
-        assert_eq!(a.bytes(5).len(), 5);
-    }
-}
-
 /// Connect `sock` to `endpoint` and wait (up to `timeout`) until the TCP
 /// connection is up and its handshake done, seen through a socket monitor
 /// (`ZMQ_EVENT_HANDSHAKE_SUCCEEDED`) rather than guessed with a sleep.
@@ -183,4 +167,20 @@ pub fn connect_and_wait(
         return Err(format!("no handshake with {endpoint} within {timeout:?}"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rng_is_deterministic_and_in_range() {
+        let (mut a, mut b) = (Rng::new(7), Rng::new(7));
+        for _ in 0..100 {
+            let x = a.below(13);
+            assert_eq!(x, b.below(13));
+            assert!(x < 13);
+        }
+        assert_eq!(a.bytes(5).len(), 5);
+    }
 }
