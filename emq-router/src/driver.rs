@@ -282,13 +282,14 @@ pub(crate) fn run(cli: Cli) -> Result<(), Fail> {
         let n = router.restore(restored, now, &mut out);
         log::info!(
             "journal {}: {} unfinished job(s) queued again, {} dead letter(s), {} schedule(s), \
-             {} paused queue(s), {} finished job(s) restored",
+             {} paused queue(s), {} finished job(s), {} undelivered result(s) restored",
             j.describe(),
             n.jobs,
             n.dead_letters,
             n.schedules,
             n.paused_queues,
-            n.finished
+            n.finished,
+            n.results
         );
     } else if opts.journal_default {
         log::warn!(

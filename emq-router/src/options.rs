@@ -23,8 +23,8 @@ Every option can also come from the environment (EVENTMQ_<KEY>) or from the
 which wins over the file. Keys: FRONTEND_ADDR, BACKEND_ADDR,
 ADMINISTRATIVE_ADDR, HWM, HEARTBEAT_INTERVAL, HEARTBEAT_LIVENESS,
 MAX_ATTEMPTS, RETRY_BACKOFF, RETRY_BACKOFF_MAX, DRAIN_TIMEOUT, QUEUES,
-RETAIN_FINISHED, RETAIN_FOR, RETAIN_RESULT_BYTES, DEAD_LETTER_KEEP
-(default queues of a worker whose INFORM names none), JOURNAL, METRICS_ADDR,
+RETAIN_FINISHED, RETAIN_FOR, RETAIN_RESULT_BYTES, DEAD_LETTER_KEEP,
+RESULTS_KEEP, RESULTS_KEEP_BYTES, RESULTS_KEEP_FOR (default queues of a worker whose INFORM names none), JOURNAL, METRICS_ADDR,
 HTTP_ADDR, HTTP_TOKEN_FILE, HTTP_READ_ONLY (true or false), MAX_MESSAGE_SIZE,
 ALLOW_FRONTEND, ALLOW_BACKEND, ALLOW_ADMIN, PLAIN_USERS.
 
@@ -120,6 +120,24 @@ pub(crate) struct Cli {
     /// [env: EVENTMQ_RETAIN_RESULT_BYTES] [default: 8192]
     #[arg(long, value_name = "BYTES")]
     retain_result_bytes: Option<usize>,
+
+    /// Results of reply-requested jobs held until their client has them
+    /// (journaled; re-sent after a crash or to a client that comes back),
+    /// at most; the oldest beyond are dropped undelivered
+    /// [env: EVENTMQ_RESULTS_KEEP] [default: 100000]
+    #[arg(long, value_name = "N")]
+    results_keep: Option<usize>,
+
+    /// Bytes (payloads and msgids) of the held results, at most; a single
+    /// bigger result is sent once and not held
+    /// [env: EVENTMQ_RESULTS_KEEP_BYTES] [default: 268435456 (256 MiB)]
+    #[arg(long, value_name = "BYTES")]
+    results_keep_bytes: Option<usize>,
+
+    /// The longest a result is held for a client that does not take it
+    /// [env: EVENTMQ_RESULTS_KEEP_FOR] [default: 3600]
+    #[arg(long, value_name = "SECS")]
+    results_keep_for: Option<f64>,
 
     /// Dead letters kept, in memory and in the journal (the oldest go)
     /// [env: EVENTMQ_DEAD_LETTER_KEEP] [default: 10000]
@@ -303,6 +321,7 @@ impl Options {
         let backoff_max = s.pick_secs(cli.retry_backoff_max, "RETRY_BACKOFF_MAX", 60.0)?;
         let drain = s.pick_secs(cli.drain_timeout, "DRAIN_TIMEOUT", 10.0)?;
         let retain_for = s.pick_secs(cli.retain_for, "RETAIN_FOR", 3600.0)?;
+        let results_keep_for = s.pick_secs(cli.results_keep_for, "RESULTS_KEEP_FOR", 3600.0)?;
         let max_attempts = s.pick(cli.max_attempts, "MAX_ATTEMPTS", 5)?;
         if max_attempts == 0 {
             return Err("--max-attempts must be at least 1".into());
@@ -419,6 +438,13 @@ impl Options {
             retain_for: secs_to_duration(retain_for, "--retain-for", true)?,
             retain_result_bytes: s.pick(cli.retain_result_bytes, "RETAIN_RESULT_BYTES", 8192)?,
             dead_letter_keep: s.pick(cli.dead_letter_keep, "DEAD_LETTER_KEEP", 10_000)?,
+            results_keep: s.pick(cli.results_keep, "RESULTS_KEEP", 100_000)?,
+            results_keep_bytes: s.pick(
+                cli.results_keep_bytes,
+                "RESULTS_KEEP_BYTES",
+                256 * 1024 * 1024,
+            )?,
+            results_keep_for: secs_to_duration(results_keep_for, "--results-keep-for", true)?,
             default_queues,
             journal: journal.is_some(),
             max_message_size: usize::try_from(max_message_size).ok(),

@@ -92,6 +92,12 @@ fn every_command() -> Vec<Command> {
             reason: RejectReason::Other("custom".into()),
             text: String::new(),
         }),
+        Command::Received {
+            orig_msgids: vec!["abc".into()],
+        },
+        Command::Received {
+            orig_msgids: vec!["abc".into(), "def".into(), "ghi".into()],
+        },
     ]
 }
 
@@ -413,4 +419,16 @@ fn publish_errors_are_typed_and_the_message_is_kept_raw() {
             .to_string(),
         "too few frames for PUBLISH: expected at least 6, got 5"
     );
+}
+
+#[test]
+fn received_carries_one_or_more_msgids_and_needs_one() {
+    let m = Message::decode(f(&["", "eMQP/1.0", "RECEIVED", "m1", "a", "b"])).unwrap();
+    assert_eq!(
+        m.command,
+        Command::Received {
+            orig_msgids: vec!["a".into(), "b".into()]
+        }
+    );
+    assert!(Message::decode(f(&["", "eMQP/1.0", "RECEIVED", "m1"])).is_err());
 }
