@@ -240,12 +240,8 @@ fn config(
         }
         _ => DEFAULT_BROKER.to_string(),
     };
-    conn.brokers = brokers
-        .split(',')
-        .map(str::trim)
-        .filter(|x| !x.is_empty())
-        .map(String::from)
-        .collect();
+    conn.brokers =
+        emq_transport::parse_endpoints(&brokers, "--broker").map_err(|e| e.to_string())?;
     let queues = match cli.queues {
         Some(v) => Some(v.join(",")),
         None => s.get("QUEUES").map(String::from),

@@ -104,9 +104,11 @@ pub struct Cli {
     #[arg(long, value_name = "ADDR")]
     pub bind: Option<String>,
 
-    /// Connect the socket to ADDR (with --subscribe: default
+    /// Connect the socket to ADDR; a comma-separated list connects to
+    /// every address (a failover list: a DEALER then talks to the router
+    /// that serves) (with --subscribe: default
     /// $EVENTMQ_PUBLISHER_OUTGOING_ADDR, else tcp://127.0.0.1:47299)
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR[,ADDR...]")]
     pub connect: Option<String>,
 
     /// Socket type [default: router with --bind, dealer with --connect]
@@ -161,6 +163,7 @@ pub struct Cli {
 /// A checked [`Cli`].
 #[derive(Clone, PartialEq)]
 pub struct Plan {
+    /// The bind address, or the address(es) to connect to (`A,B`).
     pub endpoint: String,
     pub bind: bool,
     pub kind: SocketKind,
@@ -205,12 +208,26 @@ impl Cli {
     pub fn plan_with_env(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Plan, String> {
         let subscribing = !self.subscribe.is_empty() || self.socket == Some(SocketKind::Sub);
         let (endpoint, bind) = match (&self.bind, &self.connect) {
-            (Some(b), None) => (b.trim().to_string(), true),
-            (None, Some(c)) => (c.trim().to_string(), false),
-            (None, None) if subscribing => (
-                default_subscribe_endpoint(env("EVENTMQ_PUBLISHER_OUTGOING_ADDR").as_deref()),
+            (Some(b), None) => {
+                let b = b.trim().to_string();
+                if b.contains(',') {
+                    return Err(format!("--bind takes one address, got {b:?}"));
+                }
+                emq_transport::check_endpoint(&b).map_err(|e| e.to_string())?;
+                (b, true)
+            }
+            (None, Some(c)) => (
+                emq_transport::parse_endpoints(c, "--connect")
+                    .map_err(|e| e.to_string())?
+                    .join(","),
                 false,
             ),
+            (None, None) if subscribing => {
+                let e =
+                    default_subscribe_endpoint(env("EVENTMQ_PUBLISHER_OUTGOING_ADDR").as_deref());
+                emq_transport::check_endpoint(&e).map_err(|e| e.to_string())?;
+                (e, false)
+            }
             (None, None) => {
                 return Err(
                     "give --bind ADDR or --connect ADDR (or --subscribe TOPIC to watch a \
@@ -220,7 +237,6 @@ impl Cli {
             }
             _ => return Err("give exactly one of --bind and --connect".into()),
         };
-        emq_transport::check_endpoint(&endpoint).map_err(|e| e.to_string())?;
         let kind = self.socket.unwrap_or(if !self.subscribe.is_empty() {
             SocketKind::Sub
         } else if bind {
@@ -316,9 +332,10 @@ fn open_socket(ctx: &zmq::Context, plan: &Plan) -> Result<zmq::Socket, String> {
     if plan.kind == SocketKind::Router && plan.bind {
         return emq_transport::bind_router(ctx, &plan.endpoint, &opts).map_err(|e| e.to_string());
     }
+    let endpoints: Vec<String> = plan.endpoint.split(',').map(String::from).collect();
     if plan.kind == SocketKind::Dealer && !plan.bind {
         let id = plan.identity.clone().unwrap_or_else(emqp_proto::new_msgid);
-        return emq_transport::connect_dealer(ctx, &plan.endpoint, id.as_bytes(), &opts)
+        return emq_transport::connect_dealer_to(ctx, &endpoints, id.as_bytes(), &opts)
             .map_err(|e| e.to_string());
     }
     let ty = match plan.kind {
@@ -350,8 +367,7 @@ fn open_socket(ctx: &zmq::Context, plan: &Plan) -> Result<zmq::Socket, String> {
         sock.bind(&plan.endpoint)
             .map_err(|e| format!("cannot bind {}: {e}", plan.endpoint))?;
     } else {
-        sock.connect(&plan.endpoint)
-            .map_err(|e| format!("cannot connect to {}: {e}", plan.endpoint))?;
+        emq_transport::connect_all(&sock, &endpoints).map_err(|e| e.to_string())?;
     }
     Ok(sock)
 }
@@ -535,6 +551,16 @@ mod tests {
 
     fn plan(args: &[&str]) -> Result<Plan, String> {
         plan_env(args, &|_| None)
+    }
+
+    #[test]
+    fn connect_takes_a_failover_list_bind_one_address() {
+        let p = plan(&["--connect", "tcp://127.0.0.1:1, tcp://127.0.0.1:2"]).unwrap();
+        assert_eq!(p.endpoint, "tcp://127.0.0.1:1,tcp://127.0.0.1:2");
+        assert!(plan(&["--connect", "tcp://127.0.0.1:1,nope"])
+            .unwrap_err()
+            .contains("--connect: bad endpoint \"nope\""));
+        assert!(plan(&["--bind", "tcp://127.0.0.1:1,tcp://127.0.0.1:2"]).is_err());
     }
 
     #[test]

@@ -310,6 +310,17 @@ impl Run<'_> {
                     &[],
                 ))?;
             }
+            Event::Reconnected { endpoint, resent } => {
+                if self.progress_shown {
+                    let _ = write!(self.err, "\r\x1b[K");
+                    self.progress_shown = false;
+                }
+                let _ = writeln!(
+                    self.err,
+                    "emq-sender: connected to {endpoint} again; {resent} unacknowledged job(s) \
+                     sent again"
+                );
+            }
             Event::Other(_) => {}
         }
         Ok(())

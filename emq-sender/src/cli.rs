@@ -139,6 +139,12 @@ Examples:
   # a router that requires PLAIN credentials
   EMQ_USERNAME=alice emq-sender --password-file ~/.emq-password --call noop
 
+Failover: --broker A,B (or EMQ_BROKER_ADDR=A,B) connects to every router
+of the list and talks to the one that serves (a standby binds nothing). After
+a reconnect the sender sends again what was not acknowledged (same msgid) and
+the router sends the results it holds for it; with --wait each job is still
+printed once.
+
 Environment:
   EMQ_BROKER_ADDR        default for --broker
   EVENTMQ_FRONTEND_ADDR  used when EMQ_BROKER_ADDR is unset (a wildcard host
@@ -185,11 +191,13 @@ fn parse_window(s: &str) -> Result<usize, String> {
     group(ArgGroup::new("form").multiple(false).args(["call", "python", "shell", "message"])),
 )]
 pub struct Cli {
-    /// Router frontend to connect to [default: $EMQ_BROKER_ADDR, else
+    /// Router frontend to connect to; a comma-separated list is a failover
+    /// list: the sender connects to every address and uses the router
+    /// that serves [default: $EMQ_BROKER_ADDR, else
     /// $EVENTMQ_FRONTEND_ADDR, else tcp://127.0.0.1:47291]; with --publish
     /// the pub/sub process [default: $EVENTMQ_PUBLISHER_INCOMING_ADDR, else
     /// tcp://127.0.0.1:47298]
-    #[arg(long, short = 'b', value_name = "ADDR")]
+    #[arg(long, short = 'b', value_name = "ADDR[,ADDR...]")]
     pub broker: Option<String>,
 
     /// Queue to submit to (a queue no worker serves falls back to "default")
@@ -542,7 +550,9 @@ impl Cli {
                 env("EVENTMQ_FRONTEND_ADDR").as_deref(),
             ),
         };
-        emq_transport::check_endpoint(&broker).map_err(|e| UsageError(format!("--broker: {e}")))?;
+        let broker = emq_transport::parse_endpoints(&broker, "--broker")
+            .map_err(|e| UsageError(e.to_string()))?
+            .join(",");
         if self.queue.trim().is_empty() {
             return err("--queue: empty queue name");
         }

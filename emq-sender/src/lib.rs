@@ -57,6 +57,8 @@ pub fn run<R: BufRead + Send + 'static>(plan: &Plan, input: R, io: Io) -> Exit {
         let _ = writeln!(io.err, "emq-sender: {e}");
         return Exit::Internal;
     }
+    // Fire and forget: nothing is answered, nothing to send again.
+    client.set_resend(!plan.no_ack);
     let result = match &plan.mode {
         Mode::Single(message) if plan.publish.is_some() => {
             let topic = plan.publish.as_deref().unwrap_or_default();

@@ -33,7 +33,9 @@ The admin address: --admin, else $EVENTMQ_ADMINISTRATIVE_ADDR, else
 ADMINISTRATIVE_ADDR from the INI file named by $EVENTMQ_CONFIG_FILE (default
 /etc/eventmq.conf), section [cli], then [router], then [global], else
 tcp://127.0.0.1:47293. A wildcard host (tcp://*:P, tcp://0.0.0.0:P) is
-reached at 127.0.0.1. The admin socket takes no PLAIN credentials (the router
+reached at 127.0.0.1. A comma-separated list (ADDR,ADDR) is a failover list:
+emq-cli connects to every address and the router that serves answers (a
+standby router binds nothing). The admin socket takes no PLAIN credentials (the router
 guards it with --allow-admin, loopback by default).
 
 Exit codes:
@@ -75,9 +77,11 @@ Examples:
     propagate_version = true,
 )]
 pub struct Cli {
-    /// The router's administrative socket [default: $EVENTMQ_ADMINISTRATIVE_ADDR,
-    /// else the config file, else tcp://127.0.0.1:47293]
-    #[arg(long, short = 'a', value_name = "ADDR", global = true)]
+    /// The router's administrative socket; a comma-separated list is a
+    /// failover list (the router that serves answers)
+    /// [default: $EVENTMQ_ADMINISTRATIVE_ADDR, else the config file, else
+    /// tcp://127.0.0.1:47293]
+    #[arg(long, short = 'a', value_name = "ADDR[,ADDR...]", global = true)]
     pub admin: Option<String>,
 
     /// Seconds to wait for each answer from the router

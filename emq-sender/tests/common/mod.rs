@@ -21,8 +21,11 @@ pub struct Run {
     pub stdout: String,
     pub stderr: String,
     pub elapsed: Duration,
-    /// Every message the router received, decoded (identity first).
+    /// Every message the router received but RECEIVED, decoded (identity
+    /// first).
     pub requests: Vec<(Vec<u8>, Message)>,
+    /// The msgids of the RESULTs the sender confirmed with RECEIVED.
+    pub received: Vec<String>,
     /// The same messages as raw frames, identity first.
     pub raw: Vec<Vec<Vec<u8>>>,
 }
@@ -78,6 +81,7 @@ pub fn run_sender_env(
         });
     }
     let mut requests = Vec::new();
+    let mut received = Vec::new();
     let mut raw = Vec::new();
     let code = loop {
         if let Some(status) = child.0.try_wait().unwrap() {
@@ -91,6 +95,10 @@ pub fn run_sender_env(
                 let frames = r.sock.recv_multipart(0).unwrap();
                 raw.push(frames.clone());
                 let (id, msg) = Message::decode_routed(frames).expect("sender sent valid eMQP");
+                if let Command::Received { orig_msgids } = &msg.command {
+                    received.extend(orig_msgids.iter().cloned());
+                    continue;
+                }
                 serve(r, &id, &msg);
                 requests.push((id, msg));
             }
@@ -106,6 +114,7 @@ pub fn run_sender_env(
         stderr: err.join().unwrap(),
         elapsed,
         requests,
+        received,
         raw,
     }
 }
