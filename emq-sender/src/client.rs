@@ -206,6 +206,14 @@ impl Track {
     }
 }
 
+impl Drop for Client {
+    /// The receipts not sent yet go out (within the linger time): the
+    /// router would send those results again otherwise.
+    fn drop(&mut self) {
+        let _ = self.flush_receipts();
+    }
+}
+
 impl Client {
     /// Connect to `endpoint` (or every address of a comma-separated
     /// failover list) with a fresh uuid4 identity and default options.
