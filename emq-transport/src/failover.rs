@@ -224,11 +224,12 @@ mod tests {
         let router = ctx.socket(zmq::ROUTER).unwrap();
         router.bind("tcp://127.0.0.1:*").unwrap();
         let live = router.get_last_endpoint().unwrap().unwrap();
-        // An address where nobody listens: a port bound and closed again.
+        // An address where nobody listens: a port bound and closed again
+        // (by the OS at once; a zmq socket would unbind in the background
+        // and might still take a connection, and the message sent on it).
         let dead = {
-            let s = ctx.socket(zmq::ROUTER).unwrap();
-            s.bind("tcp://127.0.0.1:*").unwrap();
-            s.get_last_endpoint().unwrap().unwrap()
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            format!("tcp://127.0.0.1:{}", l.local_addr().unwrap().port())
         };
         let sock = dealer(&ctx, b"client-1", &SocketOptions::default()).unwrap();
         let watch = LinkWatch::new(&ctx, &sock).unwrap();

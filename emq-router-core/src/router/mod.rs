@@ -399,6 +399,11 @@ impl Router {
         at(self.drain_deadline);
         at(self.journal.deadline(draining));
         at(self.results.deadline(self.cfg.results_keep_for));
+        if self.results.has_handed() {
+            // Results handed over: taken as delivered at the next call
+            // (the driver has fed back the failed sends by then).
+            at(Some(Duration::ZERO));
+        }
         t
     }
 

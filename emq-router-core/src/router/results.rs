@@ -135,6 +135,11 @@ impl Results {
         self.bytes
     }
 
+    /// Results were handed over since the last input.
+    pub(crate) fn has_handed(&self) -> bool {
+        !self.handed.is_empty()
+    }
+
     pub(crate) fn holds(&self, msgid: &str) -> bool {
         self.held.contains_key(msgid)
     }
