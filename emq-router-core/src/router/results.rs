@@ -24,8 +24,8 @@
 //!   [`PROBE_MAX`] — goes through. Results restored from the journal
 //!   start unsent, their clients unreachable.
 //! - **A client says it reconnected** with a `HEARTBEAT` on the frontend
-//!   (emq clients send one after every (re)connection, see
-//!   docs/PROTOCOL.md): every result of that client not yet delivered is
+//!   (emq clients send one when a connection comes up after one was
+//!   lost, see docs/PROTOCOL.md): every result of that client not yet delivered is
 //!   sent again — unsent ones, and `result-receipt` ones already sent
 //!   but not receipted (they may have been lost with the old
 //!   connection). A client may so get a RESULT twice; results name their
