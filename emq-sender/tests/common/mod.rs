@@ -8,7 +8,7 @@ use std::process::{Command as Proc, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use emqp_proto::Message;
+use emqp_proto::{Command, Message};
 
 const BIN: &str = env!("CARGO_BIN_EXE_emq-sender");
 const LIMIT: Duration = Duration::from_secs(30);
