@@ -79,8 +79,11 @@ pub struct Answer {
 }
 
 impl AdminClient {
-    /// Connect (libzmq connects in the background: a router that is not
-    /// there shows up as a timeout of the first request).
+    /// Connect to `endpoint`, or to every address of a comma-separated
+    /// failover list (the router that serves answers; see
+    /// `emq_transport::failover`). libzmq connects in the background: a
+    /// router that is not there shows up as a timeout of the first
+    /// request.
     pub fn connect(
         ctx: &zmq::Context,
         endpoint: &str,
@@ -91,7 +94,9 @@ impl AdminClient {
             linger_ms: 0,
             ..emq_transport::SocketOptions::default()
         };
-        let sock = emq_transport::connect_dealer(ctx, endpoint, identity.as_bytes(), &opts)
+        let endpoints = emq_transport::parse_endpoints(endpoint, "admin address")
+            .map_err(|e| ClientError::Socket(e.to_string()))?;
+        let sock = emq_transport::connect_dealer_to(ctx, &endpoints, identity.as_bytes(), &opts)
             .map_err(|e| ClientError::Socket(e.to_string()))?;
         sock.set_sndtimeo(timeout.as_millis().min(i32::MAX as u128) as i32)
             .map_err(|e| ClientError::Socket(e.to_string()))?;

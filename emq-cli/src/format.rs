@@ -312,6 +312,16 @@ fn status(v: &Value) -> String {
             }
             kv.push("journal", s);
         }
+        if let Some(r) = v.get("results").filter(|r| r.is_object()) {
+            let mut s = format!("{} held", num(r, "held"));
+            if let Some(u) = u64_of(r, "unreachable_clients").filter(|u| *u > 0) {
+                s.push_str(&format!(", {u} client(s) unreachable"));
+            }
+            if let Some(d) = u64_of(r, "dropped").filter(|d| *d > 0) {
+                s.push_str(&format!(", {d} dropped"));
+            }
+            kv.push("results", s);
+        }
         kv.push("retry waiting", num(v, "retry_waiting_messages"));
         kv.push(
             "dead letters",
@@ -841,6 +851,10 @@ mod tests {
         let failing = json!({"counters": {}, "journal": {"state": "failing", "error": "disk full", "refused": 3, "held_sends": 2}});
         assert!(render(&Op::Status, &failing, NOW)
             .contains("journal:       failing (disk full; 3 refused), 2 sends held\n"));
+        let held = json!({"counters": {}, "results": {"held": 7, "bytes": 900,
+            "unreachable_clients": 2, "delivered": 1, "resent": 0, "dropped": 3}});
+        assert!(render(&Op::Status, &held, NOW)
+            .contains("results:       7 held, 2 client(s) unreachable, 3 dropped\n"));
         // 0.3.13's six keys (eventmq/router.py get_status).
         let old = json!({"inflight_messages_by_queue": {}, "latency_messages_by_queue": {},
             "max_latency_messages_by_queue": {}, "waiting_messages_by_queue": {"default": 2},

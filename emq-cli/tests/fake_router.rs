@@ -447,3 +447,18 @@ fn the_binary_maps_outcomes_to_exit_codes() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
 }
+
+#[test]
+fn a_failover_list_reaches_the_router_that_serves() {
+    let r = FakeRouter::emq(|_| Some(r#"{"ok":true,"queues":[]}"#.into()));
+    // Nobody listens on the first address (a standby binds nothing).
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("tcp://127.0.0.1:{}", l.local_addr().unwrap().port())
+    };
+    for _ in 0..3 {
+        let o = cli(&format!("{dead},{}", r.endpoint), &["queues"], false);
+        assert_eq!(o.exit, Exit::Ok, "{}", o.err);
+    }
+    assert_eq!(r.admin_requests().len(), 3);
+}

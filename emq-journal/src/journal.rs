@@ -5,7 +5,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use emq_router_core::journal::{DeadLetterRecord, FinishedRecord, JobRecord, Record};
+use emq_router_core::journal::{DeadLetterRecord, FinishedRecord, JobRecord, Record, ResultRecord};
+use emqp_proto::ResultStatus;
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
@@ -15,10 +16,11 @@ use crate::row_index::{Key, RowIndex, Staged};
 /// Result alias of this crate.
 pub type Result<T, E = JournalError> = std::result::Result<T, E>;
 
-/// The schema version this crate writes (`PRAGMA user_version`). Version 1
-/// (the same tables with a UNIQUE index on `jobs.msgid`) is migrated when
-/// opened.
-pub const SCHEMA_VERSION: i64 = 3;
+/// The schema version this crate writes (`PRAGMA user_version`). Versions
+/// 1 (the same tables with a UNIQUE index on `jobs.msgid`), 2 (no delayed
+/// jobs, finished jobs or paused queues) and 3 (no held results) are
+/// migrated when opened.
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// The first 16 bytes of every SQLite database file.
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
@@ -62,6 +64,8 @@ pub struct JournalStats {
     pub unfinished: u64,
     pub dead_letters: u64,
     pub schedules: u64,
+    /// Results held until delivered.
+    pub results: u64,
     /// Size of the database file and of its WAL file, in bytes.
     pub file_bytes: u64,
     pub wal_bytes: u64,
@@ -79,6 +83,8 @@ pub struct Journal {
     records: u64,
     /// msgid → rowid of every unfinished job (see [`crate::row_index`]).
     rows: RowIndex,
+    /// msgid → rowid of every held result.
+    result_rows: RowIndex,
 }
 
 impl std::fmt::Debug for Journal {
@@ -134,6 +140,21 @@ CREATE INDEX finished_at ON finished (finished_at);
 CREATE TABLE paused_queues (
     queue TEXT PRIMARY KEY
 ) WITHOUT ROWID;
+";
+
+/// Version 4's addition: results held until delivered (also the 3 → 4
+/// migration). Rows are found by `seq` through an in-memory index, as
+/// jobs are (no msgid index).
+const SCHEMA_4_ADDITIONS: &str = "
+CREATE TABLE results (
+    seq      INTEGER PRIMARY KEY,
+    msgid    TEXT    NOT NULL,
+    client   BLOB    NOT NULL,
+    status   TEXT    NOT NULL,
+    payload  BLOB    NOT NULL,
+    receipt  INTEGER NOT NULL,
+    held_at  INTEGER NOT NULL
+);
 ";
 
 const SCHEMA: &str = concat!(
@@ -204,6 +225,9 @@ const MOVE_TO_DEAD: &str = "INSERT INTO dead_letters
         (msgid, client, queue, route, headers, message, attempts, accepted_at, error, dead_at)
      SELECT msgid, client, queue, route, headers, message, attempts, accepted_at, ?2, ?3
      FROM jobs WHERE seq = ?1";
+const INSERT_RESULT: &str = "INSERT INTO results
+        (msgid, client, status, payload, receipt, held_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+const DELETE_RESULT: &str = "DELETE FROM results WHERE seq = ?1";
 const PUT_SCHEDULE: &str = "INSERT OR REPLACE INTO schedules (id, blob) VALUES (?1, ?2)";
 const DELETE_SCHEDULE: &str = "DELETE FROM schedules WHERE id = ?1";
 
@@ -353,6 +377,7 @@ impl Journal {
             batches: 0,
             records: 0,
             rows: RowIndex::default(),
+            result_rows: RowIndex::default(),
         };
         journal.configure(options, true)?;
         Ok(journal)
@@ -370,6 +395,7 @@ impl Journal {
             batches: 0,
             records: 0,
             rows: RowIndex::default(),
+            result_rows: RowIndex::default(),
         };
         journal.configure(&JournalOptions::default(), false)?;
         Ok(journal)
@@ -426,33 +452,36 @@ impl Journal {
         self.load_row_index()
     }
 
-    /// Build the msgid → rowid map from the table. A msgid found twice
+    /// Build the msgid → rowid maps from the tables. A msgid found twice
     /// (only possible if the file was edited by hand) keeps its first row.
     fn load_row_index(&mut self) -> Result<()> {
-        let mut rows = RowIndex::default();
-        {
-            let err = self.err("load job index");
-            let mut stmt = self
-                .conn
-                .prepare("SELECT seq, msgid FROM jobs ORDER BY seq")
-                .map_err(&err)?;
-            let mut q = stmt.query([]).map_err(&err)?;
-            while let Some(r) = q.next().map_err(&err)? {
-                let seq: i64 = r.get(0).map_err(&err)?;
-                let msgid: String = r.get(1).map_err(&err)?;
-                let key = Key::of(&msgid);
-                if rows.get(&key).is_some() {
-                    log::warn!(
-                        "journal {}: msgid {msgid} is in the jobs table twice; using its first row",
-                        self.path.display()
-                    );
-                    continue;
-                }
-                rows.set(key, Some(seq));
-            }
-        }
-        self.rows = rows;
+        self.rows = self.row_index("jobs")?;
+        self.result_rows = self.row_index("results")?;
         Ok(())
+    }
+
+    fn row_index(&self, table: &str) -> Result<RowIndex> {
+        let mut rows = RowIndex::default();
+        let err = self.err("load row index");
+        let mut stmt = self
+            .conn
+            .prepare(&format!("SELECT seq, msgid FROM {table} ORDER BY seq"))
+            .map_err(&err)?;
+        let mut q = stmt.query([]).map_err(&err)?;
+        while let Some(r) = q.next().map_err(&err)? {
+            let seq: i64 = r.get(0).map_err(&err)?;
+            let msgid: String = r.get(1).map_err(&err)?;
+            let key = Key::of(&msgid);
+            if rows.get(&key).is_some() {
+                log::warn!(
+                    "journal {}: msgid {msgid} is in the {table} table twice; using its first row",
+                    self.path.display()
+                );
+                continue;
+            }
+            rows.set(key, Some(seq));
+        }
+        Ok(rows)
     }
 
     /// `PRAGMA quick_check`: structure of every b-tree page. Anything but a
@@ -508,17 +537,23 @@ impl Journal {
                     c.execute_batch(SCHEMA).map_err(self.err("create schema"))?;
                     c.execute_batch(SCHEMA_3_ADDITIONS)
                         .map_err(self.err("create schema"))?;
+                    c.execute_batch(SCHEMA_4_ADDITIONS)
+                        .map_err(self.err("create schema"))?;
                     c.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
                         .map_err(self.err("create schema"))?;
                     Ok(())
                 }
-                1 | 2 => {
+                1..=3 => {
                     if version == 1 {
                         c.execute_batch(MIGRATE_1_TO_2)
                             .map_err(self.err("migrate schema 1 to 2"))?;
                     }
-                    c.execute_batch(SCHEMA_3_ADDITIONS)
-                        .map_err(self.err("migrate schema to 3"))?;
+                    if version <= 2 {
+                        c.execute_batch(SCHEMA_3_ADDITIONS)
+                            .map_err(self.err("migrate schema to 3"))?;
+                    }
+                    c.execute_batch(SCHEMA_4_ADDITIONS)
+                        .map_err(self.err("migrate schema to 4"))?;
                     c.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
                         .map_err(self.err("migrate schema"))?;
                     log::info!(
@@ -570,7 +605,9 @@ impl Journal {
         let path = &self.path;
         let err = |e| JournalError::sqlite(path, "append", e);
         let rows = &self.rows;
+        let result_rows = &self.result_rows;
         let mut staged = Staged::default();
+        let mut staged_results = Staged::default();
         let tx = self.conn.transaction().map_err(err)?;
         {
             let mut dead_at = None;
@@ -684,6 +721,33 @@ impl Journal {
                         let mut s = tx.prepare_cached(DELETE_DEAD).map_err(err)?;
                         s.execute(params![msgid]).map_err(err)?;
                     }
+                    Record::ResultHeld(r) => {
+                        let key = Key::of(&r.msgid);
+                        // A msgid held again: the new result, as the newest.
+                        if let Some(seq) = staged_results.get(result_rows, &key) {
+                            let mut s = tx.prepare_cached(DELETE_RESULT).map_err(err)?;
+                            s.execute(params![seq]).map_err(err)?;
+                        }
+                        let mut s = tx.prepare_cached(INSERT_RESULT).map_err(err)?;
+                        s.execute(params![
+                            r.msgid,
+                            r.client,
+                            r.status.as_str(),
+                            r.payload,
+                            r.receipt,
+                            unix_ms_column(r.held_at_unix_ms)
+                        ])
+                        .map_err(err)?;
+                        staged_results.set(key, Some(tx.last_insert_rowid()));
+                    }
+                    Record::ResultReleased { msgid } => {
+                        let key = Key::of(msgid);
+                        if let Some(seq) = staged_results.get(result_rows, &key) {
+                            let mut s = tx.prepare_cached(DELETE_RESULT).map_err(err)?;
+                            s.execute(params![seq]).map_err(err)?;
+                            staged_results.set(key, None);
+                        }
+                    }
                     Record::Probe => {
                         tx.execute_batch(
                             "CREATE TABLE IF NOT EXISTS probe (x BLOB);
@@ -710,6 +774,7 @@ impl Journal {
         tx.commit().map_err(err)?;
         // Only now: a failed batch leaves the index as the database is.
         staged.apply(&mut self.rows);
+        staged_results.apply(&mut self.result_rows);
         self.batches += 1;
         self.records += records.len() as u64;
         Ok(())
@@ -755,6 +820,37 @@ impl Journal {
             })
             .and_then(|rows| rows.collect())
             .map_err(self.err("load finished jobs"))?;
+        Ok(rows)
+    }
+
+    /// Results held until delivered, oldest first.
+    pub fn results(&self) -> Result<Vec<ResultRecord>> {
+        let err = self.err("load held results");
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT msgid, client, status, payload, receipt, held_at
+                 FROM results ORDER BY seq",
+            )
+            .map_err(&err)?;
+        let rows = stmt
+            .query_map([], |r| {
+                let status: String = r.get(2)?;
+                Ok(ResultRecord {
+                    msgid: r.get(0)?,
+                    client: r.get(1)?,
+                    status: if status == "failed" {
+                        ResultStatus::Failed
+                    } else {
+                        ResultStatus::Ok
+                    },
+                    payload: r.get(3)?,
+                    receipt: r.get(4)?,
+                    held_at_unix_ms: unix_ms_from_column(r.get(5)?),
+                })
+            })
+            .and_then(|rows| rows.collect())
+            .map_err(&err)?;
         Ok(rows)
     }
 
@@ -896,6 +992,7 @@ impl Journal {
             unfinished: count("SELECT count(*) FROM jobs")?,
             dead_letters: count("SELECT count(*) FROM dead_letters")?,
             schedules: count("SELECT count(*) FROM schedules")?,
+            results: count("SELECT count(*) FROM results")?,
             file_bytes: size(&self.path),
             wal_bytes: size(Path::new(&wal)),
             batches_appended: self.batches,

@@ -51,7 +51,11 @@
 //! table keeps what each `Finished` record says (the newest `keep`, none
 //! older than its cut-off), the `dead_letters` table the newest `keep` of
 //! the last `DeadLettered` record; both are trimmed once per batch.
-//! `paused_queues` holds the paused queue names. [`Journal::trim_dead_letters`]
+//! `paused_queues` holds the paused queue names. The `results` table holds
+//! the results of `reply-requested` jobs until they are delivered
+//! (`ResultHeld` inserts, `ResultReleased` deletes; the core bounds them
+//! by count, bytes and age and releases what it drops, so the table is
+//! bounded by the router's `--results-keep*`). [`Journal::trim_dead_letters`]
 //! trims by hand.
 //! [`Journal::compact`] truncates the WAL and returns free pages to the
 //! file system; the WAL is also kept under 64 MiB after checkpoints
@@ -65,8 +69,8 @@
 //! [`JournalError::NotADatabase`], each naming the file and what to do. No
 //! function of this crate panics on a bad file. A second process opening the
 //! same journal gets [`JournalError::Locked`] (the journal holds an
-//! exclusive lock while open). A journal of schema version 1 is migrated
-//! on open; one written by a newer emq is refused
+//! exclusive lock while open). A journal of schema version 1, 2 or 3 is
+//! migrated on open; one written by a newer emq is refused
 //! ([`JournalError::UnsupportedVersion`]).
 //!
 //! [`JournalStore`]: emq_router_core::journal::JournalStore
@@ -77,6 +81,8 @@
 //! [`Record::Probe`]: emq_router_core::journal::Record::Probe
 //! [`Batch`]: emq_router_core::journal::Batch
 //! [`Restored`]: emq_router_core::journal::Restored
+
+#![forbid(unsafe_code)]
 
 mod error;
 mod journal;

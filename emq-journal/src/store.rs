@@ -21,6 +21,7 @@ impl JournalStore for Journal {
             schedules: self.schedules()?,
             paused_queues: self.paused_queues()?,
             finished: self.finished()?,
+            results: self.results()?,
         })
     }
 
@@ -169,6 +170,69 @@ mod tests {
             .map(|f| f.job.msgid)
             .collect();
         assert_eq!(kept, ["f4"]);
+    }
+
+    fn held(msgid: &str, receipt: bool) -> Record {
+        Record::ResultHeld(emq_router_core::journal::ResultRecord {
+            msgid: msgid.into(),
+            client: b"client-1".to_vec(),
+            status: emqp_proto::ResultStatus::Failed,
+            payload: format!("{{\"error\": \"{msgid}\"}}").into_bytes(),
+            receipt,
+            held_at_unix_ms: 1_700_000_000_999,
+        })
+    }
+
+    #[test]
+    fn held_results_round_trip_are_replaced_by_msgid_and_released() {
+        let mut j = Journal::open_in_memory().unwrap();
+        let batch = |id, records| Batch {
+            id: BatchId(id),
+            records,
+        };
+        JournalStore::append(
+            &mut j,
+            &batch(
+                1,
+                vec![held("r1", true), held("r2", false), held("r3", true)],
+            ),
+        )
+        .unwrap();
+        JournalStore::append(
+            &mut j,
+            &batch(
+                2,
+                vec![
+                    Record::ResultReleased { msgid: "r2".into() },
+                    Record::ResultReleased {
+                        msgid: "unknown".into(),
+                    },
+                    // Held again: the new one, last in order.
+                    held("r1", false),
+                ],
+            ),
+        )
+        .unwrap();
+        let r = j.load().unwrap().results;
+        let names: Vec<(&str, bool)> = r.iter().map(|r| (r.msgid.as_str(), r.receipt)).collect();
+        assert_eq!(names, [("r3", true), ("r1", false)]);
+        assert_eq!(r[0].client, b"client-1");
+        assert_eq!(r[0].status, emqp_proto::ResultStatus::Failed);
+        assert_eq!(r[0].payload, br#"{"error": "r3"}"#);
+        assert_eq!(r[0].held_at_unix_ms, 1_700_000_000_999);
+        // Held and released in one batch: nothing left of it.
+        JournalStore::append(
+            &mut j,
+            &batch(
+                3,
+                vec![
+                    held("r4", true),
+                    Record::ResultReleased { msgid: "r4".into() },
+                ],
+            ),
+        )
+        .unwrap();
+        assert_eq!(j.stats().unwrap().results, 2);
     }
 
     #[test]

@@ -752,3 +752,44 @@ fn a_version_2_journal_gets_run_at_finished_and_paused_queues() {
     let j = Journal::open(&path).unwrap();
     assert_eq!(j.paused_queues().unwrap(), vec!["default".to_string()]);
 }
+
+#[test]
+fn a_version_3_journal_gets_the_results_table_and_keeps_everything_else() {
+    let dir = TempDir::new("migrate3");
+    let path = dir.journal();
+    {
+        // A journal as the version 3 release wrote it (its own code made
+        // it: open and append with that schema, then take the results
+        // table away and set the version back).
+        let mut j = Journal::open(&path).unwrap();
+        j.append(&[accepted("kept")]).unwrap();
+        drop(j);
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch("DROP TABLE results; PRAGMA user_version = 3;")
+            .unwrap();
+    }
+    let mut j = Journal::open(&path).unwrap();
+    assert_eq!(msgids(&j.load_unfinished().unwrap()), vec!["kept"]);
+    assert!(j.results().unwrap().is_empty());
+    j.append(
+        &[Record::ResultHeld(emq_router_core::journal::ResultRecord {
+            msgid: "kept".into(),
+            client: b"c".to_vec(),
+            status: emqp_proto::ResultStatus::Ok,
+            payload: b"{}".to_vec(),
+            receipt: true,
+            held_at_unix_ms: 5,
+        })],
+    )
+    .unwrap();
+    drop(j);
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = c
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, SCHEMA_VERSION);
+    drop(c);
+    let j = Journal::open(&path).unwrap();
+    let held: Vec<String> = j.results().unwrap().into_iter().map(|r| r.msgid).collect();
+    assert_eq!(held, ["kept"]);
+}

@@ -13,7 +13,9 @@
 //!   run's plus those loaded from the journal (`from_journal`) — and the
 //!   most recent entries), `shutting_down`, `journal` (`state` `off`, `ok`
 //!   or `failing` with the last `error` and the requests `refused` since,
-//!   and `held_sends`).
+//!   and `held_sends`), `results` (held until delivered: `held`, `bytes`,
+//!   `unreachable_clients`, and the counters `delivered`, `resent`,
+//!   `dropped`).
 //! - ROUTER_SHOW_WORKERS: `connected_workers{id: {queues, hb,
 //!   available_slots, inflight, features}}` and `connected_queues{queue:
 //!   [[weight, id], ...]}` (a queue stays listed, possibly empty, after its
@@ -120,6 +122,14 @@ pub fn status_json(snap: &Snapshot) -> String {
         "delayed_messages": delayed,
         "shutting_down": snap.draining,
         "journal": journal,
+        "results": {
+            "held": snap.results_held,
+            "bytes": snap.results_bytes,
+            "unreachable_clients": snap.results_unreachable_clients,
+            "delivered": s.results_delivered,
+            "resent": s.results_resent,
+            "dropped": s.results_dropped,
+        },
         "counters": {
             "accepted": s.accepted,
             "restored": s.restored,

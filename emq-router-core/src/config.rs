@@ -46,6 +46,13 @@ pub struct Config {
     pub retain_for: Duration,
     /// Results larger than this are not kept (only that they were larger).
     pub retain_result_bytes: usize,
+    /// Undelivered results held at most (`router/results.rs`); the oldest
+    /// beyond are dropped.
+    pub results_keep: usize,
+    /// Payload and msgid bytes of the held results, at most.
+    pub results_keep_bytes: usize,
+    /// The longest an undelivered result is held.
+    pub results_keep_for: Duration,
     /// Unix time in microseconds at `now == 0` (a unix time, not a
     /// duration); HEARTBEAT bodies carry `(epoch_unix_micros + now)` as
     /// Python's `str(time.time())`.
@@ -79,6 +86,9 @@ impl Default for Config {
             retain_finished: 10_000,
             retain_for: Duration::from_secs(3600),
             retain_result_bytes: 8192,
+            results_keep: 100_000,
+            results_keep_bytes: 256 * 1024 * 1024,
+            results_keep_for: Duration::from_secs(3600),
             epoch_unix_micros: 0,
             max_message_size: Some(DEFAULT_MAX_MESSAGE_SIZE),
             id_seed: 0,

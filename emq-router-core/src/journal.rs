@@ -53,6 +53,25 @@ pub struct FinishedRecord {
     pub result_truncated: bool,
 }
 
+/// A `reply-requested` job's result, kept until it is delivered to its
+/// client (see `router/results.rs` for what "delivered" means).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResultRecord {
+    /// The job's msgid (the RESULT's ORIG_MSGID).
+    pub msgid: String,
+    /// The client's identity on the frontend.
+    pub client: Vec<u8>,
+    /// `ok` or `failed`.
+    pub status: emqp_proto::ResultStatus,
+    /// The RESULT payload.
+    pub payload: Vec<u8>,
+    /// The job had the `result-receipt` header: delivered once the client
+    /// sends `RECEIVED`; else once handed to a connected client.
+    pub receipt: bool,
+    /// Unix milliseconds the job finished.
+    pub held_at_unix_ms: u64,
+}
+
 /// One change to the journal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record {
@@ -88,6 +107,13 @@ pub enum Record {
     PutSchedule { id: String, blob: Vec<u8> },
     /// A built-in schedule was removed. Unknown ids are ignored.
     DeleteSchedule { id: String },
+    /// A finished job's result is kept until delivered (in the same batch
+    /// as the job's `Finished`, `Completed` or `DeadLettered` record). A
+    /// msgid already held is replaced.
+    ResultHeld(ResultRecord),
+    /// The held result was delivered (or dropped at the router's bounds):
+    /// forget it. Unknown msgids are ignored.
+    ResultReleased { msgid: String },
     /// Nothing to keep: the core asks whether the store can write again
     /// after a failure. A store makes a real write that leaves no trace
     /// (for SQLite: a row inserted and deleted in the batch's transaction).
@@ -136,6 +162,8 @@ pub struct Restored {
     pub paused_queues: Vec<String>,
     /// Finished jobs kept for lookups, oldest first.
     pub finished: Vec<FinishedRecord>,
+    /// Results not yet delivered, oldest first.
+    pub results: Vec<ResultRecord>,
 }
 
 /// A durable store of [`Record`]s.

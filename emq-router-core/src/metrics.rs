@@ -17,6 +17,8 @@
 //! `emq_free_slots`, `emq_connected_schedulers`, `emq_schedules`,
 //! `emq_jobs_accepted_total`, `emq_scheduled_runs_total`, `emq_journal_ok`
 //! (0 while journal writes fail), `emq_journal_held_sends`,
+//! `emq_results_held`, `emq_results_held_bytes`,
+//! `emq_results_unreachable_clients`, `emq_results_dropped_total`,
 //! `emq_requests_rejected_journal_total`.
 
 use std::collections::BTreeMap;
@@ -171,7 +173,7 @@ pub fn render(snap: &Snapshot) -> String {
         JournalState::Failing { .. } => 0.0,
         _ => 1.0,
     };
-    let gauges: [(&str, &str, &str, f64); 9] = [
+    let gauges: [(&str, &str, &str, f64); 13] = [
         (
             "emq_connected_workers",
             "gauge",
@@ -225,6 +227,30 @@ pub fn render(snap: &Snapshot) -> String {
             "counter",
             "REQUESTs and SCHEDULEs refused journal-unavailable.",
             snap.stats.rejected_journal as f64,
+        ),
+        (
+            "emq_results_held",
+            "gauge",
+            "Results of reply-requested jobs held until delivered.",
+            snap.results_held as f64,
+        ),
+        (
+            "emq_results_held_bytes",
+            "gauge",
+            "Bytes of the held results (payloads and msgids).",
+            snap.results_bytes as f64,
+        ),
+        (
+            "emq_results_unreachable_clients",
+            "gauge",
+            "Clients with held results that could not be reached.",
+            snap.results_unreachable_clients as f64,
+        ),
+        (
+            "emq_results_dropped_total",
+            "counter",
+            "Held results dropped undelivered at the bounds (--results-keep*).",
+            snap.stats.results_dropped as f64,
         ),
     ];
     for (name, kind, help, v) in gauges {

@@ -9,7 +9,10 @@
 //! (conservation), no more RESULTs than finished jobs, the redelivery
 //! index is current. Every REQUEST gets exactly one answer (ack or
 //! REJECT). Built-in schedules (SCHEDULE / UNSCHEDULE with no scheduler
-//! peer) add jobs on ticks.
+//! peer) add jobs on ticks. Results (`results.rs`): clients' sends fail,
+//! they say hello and send receipts at random; the books of the held
+//! results hold after every input, and once the store heals and every
+//! client says hello and receipts what it got, no result is left held.
 
 use std::time::Duration;
 
@@ -31,12 +34,14 @@ const QUEUES: [&str; 4] = [
     "q1",
 ];
 const REQ_QUEUES: [&str; 3] = ["default", "q1", "nope"];
-const HEADERS: [&str; 5] = [
+const HEADERS: [&str; 7] = [
     "",
     "reply-requested",
     "reply-requested,retry-count:2",
     "retry-count:1",
     "retry-count:bad",
+    "reply-requested,result-receipt",
+    "reply-requested,result-receipt,retry-count:1",
 ];
 
 #[derive(Debug, Clone)]
@@ -78,6 +83,13 @@ enum Op {
     },
     Admin(u8),
     Shutdown,
+    /// A client's hello (HEARTBEAT on the frontend).
+    Hello(usize),
+    /// A client's receipt of job `m{id}`'s RESULT.
+    Received {
+        c: usize,
+        id: u8,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -85,7 +97,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (0..3usize, 0..4usize, any::<bool>(), prop::bool::weighted(0.05))
             .prop_map(|(w, q, ack, frontend)| Op::Inform { w, q, ack, frontend }),
         6 => (0..3usize).prop_map(Op::Ready),
-        8 => (0..2usize, 0..8u8, 0..3usize, 0..5usize)
+        8 => (0..2usize, 0..8u8, 0..3usize, 0..7usize)
             .prop_map(|(c, id, q, h)| Op::Request { c, id, q, h }),
         5 => (0..3usize, prop::option::weighted(0.9, 0..8u8), 0..3u8)
             .prop_map(|(w, id, status)| Op::Reply { w, id, status }),
@@ -102,6 +114,8 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(socket, who, eagain)| Op::SendFailed { socket, who, eagain }),
         2 => (0..12u8).prop_map(Op::Admin),
         1 => prop::bool::weighted(0.1).prop_filter_map("rare", |b| b.then_some(Op::Shutdown)),
+        1 => (0..2usize).prop_map(Op::Hello),
+        2 => (0..2usize, 0..8u8).prop_map(|(c, id)| Op::Received { c, id }),
     ]
 }
 
@@ -238,7 +252,31 @@ fn to_input(op: &Op) -> Option<Input> {
             fr(Socket::Admin, frames("adm", &[cmd, b"a"]))
         }
         Op::Shutdown => Input::Shutdown,
+        Op::Hello(c) => fr(
+            Socket::Frontend,
+            frames(CLIENTS[*c], &[b"HEARTBEAT", b"h", b"1.5"]),
+        ),
+        Op::Received { c, id } => fr(
+            Socket::Frontend,
+            frames(
+                CLIENTS[*c],
+                &[b"RECEIVED", b"r", format!("m{id}").as_bytes()],
+            ),
+        ),
     })
+}
+
+/// The msgids of the RESULTs sent to `client` in `out`.
+fn results_to(out: &[Action], client: &str) -> Vec<String> {
+    out.iter()
+        .filter_map(|a| match a.message() {
+            Some((Socket::Frontend, id, m)) if id == client.as_bytes() => match m.command {
+                emqp_proto::Command::Result(r) => Some(r.orig_msgid),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
 }
 
 /// A driver with a store that commits or fails: feeds every batch's
@@ -339,6 +377,38 @@ proptest! {
             let mut out = Vec::new();
             drive(&mut r, now, false, &mut out)?;
             all.extend(out);
+        }
+        // Every client says hello and receipts every RESULT it got: no
+        // result is left held (none is lost on the way).
+        if !r.has_exited() {
+            for _ in 0..2 {
+                for c in CLIENTS {
+                    let mut out = Vec::new();
+                    r.handle(
+                        to_input(&Op::Hello(CLIENTS.iter().position(|x| *x == c).unwrap_or(0)))
+                            .expect("an input"),
+                        now,
+                        &mut out,
+                    );
+                    drive(&mut r, now, false, &mut out)?;
+                    let got = results_to(&out, c);
+                    all.extend(out);
+                    if got.is_empty() {
+                        continue;
+                    }
+                    let mut f = vec![c.as_bytes().to_vec(), vec![], b"eMQP/1.0".to_vec()];
+                    f.extend([b"RECEIVED".to_vec(), b"r".to_vec()]);
+                    f.extend(got.into_iter().map(String::into_bytes));
+                    let mut out = Vec::new();
+                    r.handle(Input::Frames { socket: Socket::Frontend, frames: f }, now, &mut out);
+                    drive(&mut r, now, false, &mut out)?;
+                    all.extend(out);
+                    if let Err(e) = r.check_invariants() {
+                        return Err(TestCaseError::fail(format!("{e} after the final receipts")));
+                    }
+                }
+            }
+            prop_assert_eq!(r.held_results().0, 0, "results left held");
         }
         for ((c, id), n) in asked {
             let got = answers(&all, CLIENTS[c], &format!("m{id}"));

@@ -84,6 +84,11 @@ pub struct Snapshot {
     pub journal: JournalState,
     /// Acknowledgements and RESULTs waiting for a commit.
     pub held_sends: u64,
+    /// Results held until delivered, their bytes, and the clients among
+    /// theirs that could not be reached.
+    pub results_held: u64,
+    pub results_bytes: u64,
+    pub results_unreachable_clients: u64,
     pub draining: bool,
 }
 
@@ -213,6 +218,9 @@ impl Router {
             dead_letters_restored: self.restored_dead,
             journal: self.journal.state().clone(),
             held_sends: self.journal.held_count() as u64,
+            results_held: self.results.len() as u64,
+            results_bytes: self.results.bytes() as u64,
+            results_unreachable_clients: self.results.unreachable_clients() as u64,
             draining: self.is_draining(),
         }
     }

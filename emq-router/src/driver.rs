@@ -464,13 +464,14 @@ fn serve(
         let n = router.restore(restored, now, &mut out);
         log::info!(
             "journal {}: {} unfinished job(s) queued again, {} dead letter(s), {} schedule(s), \
-             {} paused queue(s), {} finished job(s) restored",
+             {} paused queue(s), {} finished job(s), {} undelivered result(s) restored",
             store.describe(),
             n.jobs,
             n.dead_letters,
             n.schedules,
             n.paused_queues,
-            n.finished
+            n.finished,
+            n.results
         );
     }
     let mut lost: Option<StepDownReason> = None;

@@ -25,9 +25,9 @@ Every option can also come from the environment (EVENTMQ_<KEY>) or from the
 which wins over the file. Keys: FRONTEND_ADDR, BACKEND_ADDR,
 ADMINISTRATIVE_ADDR, HWM, HEARTBEAT_INTERVAL, HEARTBEAT_LIVENESS,
 MAX_ATTEMPTS, RETRY_BACKOFF, RETRY_BACKOFF_MAX, DRAIN_TIMEOUT, QUEUES,
-RETAIN_FINISHED, RETAIN_FOR, RETAIN_RESULT_BYTES, DEAD_LETTER_KEEP
-(default queues of a worker whose INFORM names none), JOURNAL, LEASE_TTL,
-LEASE_RENEW, METRICS_ADDR,
+RETAIN_FINISHED, RETAIN_FOR, RETAIN_RESULT_BYTES, DEAD_LETTER_KEEP,
+RESULTS_KEEP, RESULTS_KEEP_BYTES, RESULTS_KEEP_FOR (default queues of a worker whose INFORM names none), JOURNAL, LEASE_TTL, LEASE_RENEW,
+METRICS_ADDR,
 HTTP_ADDR, HTTP_TOKEN_FILE, HTTP_READ_ONLY (true or false), MAX_MESSAGE_SIZE,
 ALLOW_FRONTEND, ALLOW_BACKEND, ALLOW_ADMIN, PLAIN_USERS.
 
@@ -92,7 +92,7 @@ pub(crate) struct Cli {
 
     /// Seconds between HEARTBEATs to every worker and scheduler
     /// [env: EVENTMQ_HEARTBEAT_INTERVAL] [default: 3]
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = emqp_proto::duration::secs)]
     heartbeat_interval: Option<f64>,
 
     /// A peer silent for interval × liveness is removed and its jobs are
@@ -107,16 +107,16 @@ pub(crate) struct Cli {
 
     /// First retry delay for a failed job with `retry-count:N`; doubles each
     /// retry [env: EVENTMQ_RETRY_BACKOFF] [default: 1]
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = emqp_proto::duration::secs)]
     retry_backoff: Option<f64>,
 
     /// Largest retry delay [env: EVENTMQ_RETRY_BACKOFF_MAX] [default: 60]
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = emqp_proto::duration::secs)]
     retry_backoff_max: Option<f64>,
 
     /// On shutdown, how long to wait for in-flight jobs before exiting
     /// [env: EVENTMQ_DRAIN_TIMEOUT] [default: 10]
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = emqp_proto::duration::secs)]
     drain_timeout: Option<f64>,
 
     /// Finished jobs kept for lookups (emq-cli job, the control plane);
@@ -126,13 +126,31 @@ pub(crate) struct Cli {
 
     /// The longest a finished job is kept for lookups
     /// [env: EVENTMQ_RETAIN_FOR] [default: 3600]
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = emqp_proto::duration::secs)]
     retain_for: Option<f64>,
 
     /// A finished job's result is kept when it is at most this big
     /// [env: EVENTMQ_RETAIN_RESULT_BYTES] [default: 8192]
     #[arg(long, value_name = "BYTES")]
     retain_result_bytes: Option<usize>,
+
+    /// Results of reply-requested jobs held until their client has them
+    /// (journaled; re-sent after a crash or to a client that comes back),
+    /// at most; the oldest beyond are dropped undelivered
+    /// [env: EVENTMQ_RESULTS_KEEP] [default: 100000]
+    #[arg(long, value_name = "N")]
+    results_keep: Option<usize>,
+
+    /// Bytes (payloads and msgids) of the held results, at most; a single
+    /// bigger result is sent once and not held
+    /// [env: EVENTMQ_RESULTS_KEEP_BYTES] [default: 268435456 (256 MiB)]
+    #[arg(long, value_name = "BYTES")]
+    results_keep_bytes: Option<usize>,
+
+    /// The longest a result is held for a client that does not take it
+    /// [env: EVENTMQ_RESULTS_KEEP_FOR] [default: 3600]
+    #[arg(long, value_name = "SECS")]
+    results_keep_for: Option<f64>,
 
     /// Dead letters kept, in memory and in the journal (the oldest go)
     /// [env: EVENTMQ_DEAD_LETTER_KEEP] [default: 10000]
@@ -159,13 +177,13 @@ pub(crate) struct Cli {
     /// With a PostgreSQL journal: the leader lease lasts this long after
     /// its last renewal; a standby takes over about this long after the
     /// leader died [env: EVENTMQ_LEASE_TTL] [default: 3]
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = emqp_proto::duration::secs)]
     lease_ttl: Option<f64>,
 
     /// With a PostgreSQL journal: how often the leader renews its lease (at
     /// most half the TTL); standbys try to take it, and a failed renewal is
     /// retried, every half of this [env: EVENTMQ_LEASE_RENEW] [default: 1]
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = emqp_proto::duration::secs)]
     lease_renew: Option<f64>,
 
     /// Serve Prometheus metrics over HTTP (GET /metrics) on this address,
@@ -278,28 +296,6 @@ pub(crate) struct Options {
     pub(crate) core: Config,
 }
 
-/// A flag, else a setting, else the default; errors name where the bad
-/// value came from.
-fn pick<T: std::str::FromStr>(
-    flag: Option<T>,
-    settings: &Settings,
-    key: &str,
-    default: T,
-) -> Result<T, String> {
-    if let Some(v) = flag {
-        return Ok(v);
-    }
-    match settings.get(key) {
-        None => Ok(default),
-        Some(text) => text.trim().parse().map_err(|_| {
-            format!(
-                "bad value {text:?} for {key} (from {})",
-                settings.source(key).unwrap_or("settings")
-            )
-        }),
-    }
-}
-
 fn secs_to_duration(secs: f64, what: &str, allow_zero: bool) -> Result<Duration, String> {
     if !secs.is_finite() || secs < 0.0 || (!allow_zero && secs == 0.0) {
         return Err(format!(
@@ -335,8 +331,8 @@ impl Options {
         let journal_arg = cli.journal.or_else(|| s.get("JOURNAL").map(str::to_string));
         let journal = emq_journal::resolve_journal_target(journal_arg.as_deref().map(str::trim));
         let journal_default = journal_arg.is_none();
-        let ttl = pick(cli.lease_ttl, s, "LEASE_TTL", 3.0)?;
-        let renew = pick(cli.lease_renew, s, "LEASE_RENEW", 1.0)?;
+        let ttl = s.pick_secs(cli.lease_ttl, "LEASE_TTL", 3.0)?;
+        let renew = s.pick_secs(cli.lease_renew, "LEASE_RENEW", 1.0)?;
         let renew_every = secs_to_duration(renew, "--lease-renew", false)?;
         let lease = LeaseConfig {
             ttl: secs_to_duration(ttl, "--lease-ttl", false)?,
@@ -359,16 +355,17 @@ impl Options {
                 }
             }
         };
-        let hb = pick(cli.heartbeat_interval, s, "HEARTBEAT_INTERVAL", 3.0)?;
-        let backoff = pick(cli.retry_backoff, s, "RETRY_BACKOFF", 1.0)?;
-        let backoff_max = pick(cli.retry_backoff_max, s, "RETRY_BACKOFF_MAX", 60.0)?;
-        let drain = pick(cli.drain_timeout, s, "DRAIN_TIMEOUT", 10.0)?;
-        let retain_for = pick(cli.retain_for, s, "RETAIN_FOR", 3600.0)?;
-        let max_attempts = pick(cli.max_attempts, s, "MAX_ATTEMPTS", 5)?;
+        let hb = s.pick_secs(cli.heartbeat_interval, "HEARTBEAT_INTERVAL", 3.0)?;
+        let backoff = s.pick_secs(cli.retry_backoff, "RETRY_BACKOFF", 1.0)?;
+        let backoff_max = s.pick_secs(cli.retry_backoff_max, "RETRY_BACKOFF_MAX", 60.0)?;
+        let drain = s.pick_secs(cli.drain_timeout, "DRAIN_TIMEOUT", 10.0)?;
+        let retain_for = s.pick_secs(cli.retain_for, "RETAIN_FOR", 3600.0)?;
+        let results_keep_for = s.pick_secs(cli.results_keep_for, "RESULTS_KEEP_FOR", 3600.0)?;
+        let max_attempts = s.pick(cli.max_attempts, "MAX_ATTEMPTS", 5)?;
         if max_attempts == 0 {
             return Err("--max-attempts must be at least 1".into());
         }
-        let liveness = pick(cli.heartbeat_liveness, s, "HEARTBEAT_LIVENESS", 3)?;
+        let liveness = s.pick(cli.heartbeat_liveness, "HEARTBEAT_LIVENESS", 3)?;
         if liveness == 0 {
             return Err("--heartbeat-liveness must be at least 1".into());
         }
@@ -392,13 +389,12 @@ impl Options {
                     Some(f) => Some(emq_dashboard::access::read_token_file(&f)?),
                     None => None,
                 };
-                let read_only = cli.http_read_only || pick(None, s, "HTTP_READ_ONLY", false)?;
+                let read_only = cli.http_read_only || s.pick(None, "HTTP_READ_ONLY", false)?;
                 Some((addr, emq_dashboard::Access { token, read_only }))
             }
         };
-        let mut max_message_size = pick(
+        let mut max_message_size = s.pick(
             cli.max_message_size,
-            s,
             "MAX_MESSAGE_SIZE",
             DEFAULT_MAX_MESSAGE_SIZE,
         )?;
@@ -470,17 +466,24 @@ impl Options {
             }
         }
         let core = Config {
-            hwm: pick(cli.hwm, s, "HWM", 10_000)?,
+            hwm: s.pick(cli.hwm, "HWM", 10_000)?,
             heartbeat_interval: secs_to_duration(hb, "--heartbeat-interval", false)?,
             heartbeat_liveness: liveness,
             max_attempts,
             retry_backoff_base: secs_to_duration(backoff, "--retry-backoff", true)?,
             retry_backoff_max: secs_to_duration(backoff_max, "--retry-backoff-max", true)?,
             drain_timeout: secs_to_duration(drain, "--drain-timeout", true)?,
-            retain_finished: pick(cli.retain_finished, s, "RETAIN_FINISHED", 10_000)?,
+            retain_finished: s.pick(cli.retain_finished, "RETAIN_FINISHED", 10_000)?,
             retain_for: secs_to_duration(retain_for, "--retain-for", true)?,
-            retain_result_bytes: pick(cli.retain_result_bytes, s, "RETAIN_RESULT_BYTES", 8192)?,
-            dead_letter_keep: pick(cli.dead_letter_keep, s, "DEAD_LETTER_KEEP", 10_000)?,
+            retain_result_bytes: s.pick(cli.retain_result_bytes, "RETAIN_RESULT_BYTES", 8192)?,
+            dead_letter_keep: s.pick(cli.dead_letter_keep, "DEAD_LETTER_KEEP", 10_000)?,
+            results_keep: s.pick(cli.results_keep, "RESULTS_KEEP", 100_000)?,
+            results_keep_bytes: s.pick(
+                cli.results_keep_bytes,
+                "RESULTS_KEEP_BYTES",
+                256 * 1024 * 1024,
+            )?,
+            results_keep_for: secs_to_duration(results_keep_for, "--results-keep-for", true)?,
             default_queues,
             journal: journal.is_some(),
             max_message_size: usize::try_from(max_message_size).ok(),
@@ -562,6 +565,21 @@ mod tests {
         assert_eq!(o.core.hwm, 8);
         assert_eq!(o.core.heartbeat_interval, Duration::from_millis(1500));
         assert_eq!(o.core.default_queues.0[0], (20, "high".to_string()));
+    }
+
+    #[test]
+    fn durations_take_units_from_flags_and_settings() {
+        let s = settings(&[
+            ("EVENTMQ_HEARTBEAT_INTERVAL", "500ms"),
+            ("EVENTMQ_RETAIN_FOR", "2h"),
+        ]);
+        let o = Options::resolve(cli(&["--drain-timeout", "1m"]), &s).unwrap();
+        assert_eq!(o.core.drain_timeout, Duration::from_secs(60));
+        assert_eq!(o.core.heartbeat_interval, Duration::from_millis(500));
+        assert_eq!(o.core.retain_for, Duration::from_secs(7200));
+        assert!(Cli::try_parse_from(["emq-router", "--drain-timeout", "soon"]).is_err());
+        let e = Options::resolve(cli(&[]), &settings(&[("EVENTMQ_RETAIN_FOR", "-1")])).unwrap_err();
+        assert!(e.contains("EVENTMQ_RETAIN_FOR"), "{e}");
     }
 
     #[test]

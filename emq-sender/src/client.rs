@@ -2,15 +2,40 @@
 //! submits REQUESTs (or SCHEDULE / UNSCHEDULE) and reads the router's
 //! answers (`REPLY` acknowledgement, `REJECT`, `RESULT`). Reusable by tests
 //! and benchmarks.
+//!
+//! **Failover and results until delivered** (docs/PROTOCOL.md):
+//! - The endpoint may be a failover list `A,B,...`: the DEALER connects to
+//!   every address (`emq_transport::failover`) and talks to the router
+//!   that serves; its identity stays the same for the life of the client,
+//!   across reconnects and routers.
+//! - A `reply-requested` REQUEST gets the `result-receipt` header, and
+//!   every RESULT is confirmed with `RECEIVED` (batched: sent before the
+//!   client next waits, or every [`RECEIPT_BATCH`] results), so the router
+//!   keeps each result until this client has it.
+//! - When a connection comes up after one went down (a router restarted,
+//!   or another took over), the client says hello (`HEARTBEAT`: the router
+//!   sends again every result it holds for this identity) and sends again
+//!   every REQUEST, SCHEDULE and UNSCHEDULE not answered yet, with the same
+//!   msgid; a `REJECT duplicate-msgid` for one sent again means the router
+//!   had taken it, and is reported as [`Event::Accepted`]. A RESULT can so
+//!   come twice: callers keep the first per msgid (this type reports every
+//!   one).
 
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use emq_transport::SocketOptions;
+use emq_transport::{LinkEvent, LinkWatch, SocketOptions};
+use emqp_proto::headers::RESULT_RECEIPT;
 use emqp_proto::{
-    new_msgid, Command, Headers, Message, Reject, RejectReason, Reply, Request, ResultStatus,
-    Schedule,
+    new_msgid, Command, Header, Headers, Message, Reject, RejectReason, Reply, Request,
+    ResultStatus, Schedule,
 };
+
+/// Receipts sent in one `RECEIVED` at most (and sent as soon as this many
+/// wait).
+pub const RECEIPT_BATCH: usize = 256;
 
 /// A connection or internal error (exit code 1), or a send that could not
 /// be queued in time (`timed_out`, exit code 5).
@@ -60,6 +85,9 @@ pub enum Event {
         status: ResultStatus,
         payload: Vec<u8>,
     },
+    /// A connection to a router came up after one went down: the client
+    /// said hello and sent `resent` unanswered messages again.
+    Reconnected { endpoint: String, resent: usize },
     /// Anything else (a HEARTBEAT, an unexpected command, or frames that did
     /// not decode), described for a debug message. Never fatal.
     Other(String),
@@ -111,7 +139,7 @@ impl Event {
             Event::Accepted { msgid }
             | Event::Rejected { msgid, .. }
             | Event::Result { msgid, .. } => Some(msgid),
-            Event::Other(_) => None,
+            Event::Reconnected { .. } | Event::Other(_) => None,
         }
     }
 }
@@ -136,33 +164,82 @@ pub enum Outcome {
     },
 }
 
-/// A DEALER connected to a router frontend. Dropping it closes the socket
-/// and terminates its own zmq context, which waits for unsent messages up to
-/// the linger time ([`Client::set_linger`], default 1 s).
+/// A DEALER connected to a router frontend (or to every address of a
+/// failover list). Dropping it closes the socket and terminates its own
+/// zmq context, which waits for unsent messages up to the linger time
+/// ([`Client::set_linger`], default 1 s).
 pub struct Client {
-    // Field order matters: the socket is closed before the context ends.
+    // Field order matters: the sockets are closed before the context ends.
     sock: zmq::Socket,
+    watch: LinkWatch,
     _ctx: zmq::Context,
     identity: String,
     endpoint: String,
+    track: RefCell<Track>,
+}
+
+/// What the client keeps to recover from a lost connection.
+#[derive(Default)]
+struct Track {
+    /// Keep unanswered messages (off for fire and forget).
+    enabled: bool,
+    /// Unanswered REQUEST / SCHEDULE / UNSCHEDULE frames by msgid, with
+    /// their send order.
+    unanswered: HashMap<String, (u64, Vec<Vec<u8>>)>,
+    order: BTreeMap<u64, String>,
+    next: u64,
+    /// msgids sent again after a reconnect.
+    resent: HashSet<String>,
+    /// RESULTs to confirm with RECEIVED.
+    receipts: Vec<String>,
+    /// A connection went down since the last hello.
+    lost: bool,
+    /// A connection has been up at least once.
+    connected: bool,
+}
+
+impl Track {
+    fn answered(&mut self, msgid: &str) {
+        if let Some((seq, _)) = self.unanswered.remove(msgid) {
+            self.order.remove(&seq);
+        }
+    }
+}
+
+impl Drop for Client {
+    /// The receipts not sent yet go out (within the linger time): the
+    /// router would send those results again otherwise.
+    fn drop(&mut self) {
+        let _ = self.flush_receipts();
+    }
 }
 
 impl Client {
-    /// Connect to `endpoint` with a fresh uuid4 identity and default options.
+    /// Connect to `endpoint` (or every address of a comma-separated
+    /// failover list) with a fresh uuid4 identity and default options.
     pub fn connect(endpoint: &str) -> Result<Client, ClientError> {
         Self::connect_with(endpoint, &SocketOptions::default())
     }
 
     pub fn connect_with(endpoint: &str, opts: &SocketOptions) -> Result<Client, ClientError> {
+        let endpoints = emq_transport::parse_endpoints(endpoint, "broker")
+            .map_err(|e| ClientError::new(e.to_string()))?;
         let ctx = zmq::Context::new();
         let identity = new_msgid();
-        let sock = emq_transport::connect_dealer(&ctx, endpoint, identity.as_bytes(), opts)
-            .map_err(|e| ClientError::new(e.to_string()))?;
+        let err = |e: Box<dyn std::error::Error + Send + Sync>| ClientError::new(e.to_string());
+        let sock = emq_transport::failover::dealer(&ctx, identity.as_bytes(), opts).map_err(err)?;
+        let watch = LinkWatch::new(&ctx, &sock)?;
+        emq_transport::connect_all(&sock, &endpoints).map_err(err)?;
         Ok(Client {
             sock,
+            watch,
             _ctx: ctx,
             identity,
-            endpoint: endpoint.to_string(),
+            endpoint: endpoints.join(","),
+            track: RefCell::new(Track {
+                enabled: true,
+                ..Track::default()
+            }),
         })
     }
 
@@ -170,6 +247,7 @@ impl Client {
         &self.identity
     }
 
+    /// The address, or the failover list, as `A,B`.
     pub fn endpoint(&self) -> &str {
         &self.endpoint
     }
@@ -177,6 +255,17 @@ impl Client {
     /// The underlying socket (to poll it together with other things).
     pub fn socket(&self) -> &zmq::Socket {
         &self.sock
+    }
+
+    /// Keep unanswered messages to send them again after a reconnect (on
+    /// by default; off for fire and forget, where nothing is answered).
+    pub fn set_resend(&self, on: bool) {
+        let mut t = self.track.borrow_mut();
+        t.enabled = on;
+        if !on {
+            t.unanswered.clear();
+            t.order.clear();
+        }
     }
 
     /// How long unsent messages are kept when the client is dropped.
@@ -198,7 +287,8 @@ impl Client {
         Ok(msgid)
     }
 
-    /// Send a REQUEST with the given msgid.
+    /// Send a REQUEST with the given msgid; a `reply-requested` one gets
+    /// the `result-receipt` header (this client confirms its RESULT).
     pub fn submit_with_msgid(
         &self,
         msgid: &str,
@@ -206,11 +296,15 @@ impl Client {
         headers: &Headers,
         message: Vec<u8>,
     ) -> Result<(), ClientError> {
+        let mut headers = headers.clone();
+        if headers.reply_requested() && !headers.result_receipt() {
+            headers.push(Header::Other(RESULT_RECEIPT.to_string()));
+        }
         self.send_command(
             msgid,
             Command::Request(Request {
                 queue: queue.to_string(),
-                headers: headers.clone(),
+                headers,
                 message,
             }),
         )
@@ -231,10 +325,44 @@ impl Client {
         Ok(msgid)
     }
 
-    /// Send any command with the given msgid.
+    /// Send PUBLISH [topic, message] with a fresh msgid (to a pub/sub
+    /// process; nothing answers); returns that msgid.
+    pub fn publish(&self, topic: &str, message: Vec<u8>) -> Result<String, ClientError> {
+        let msgid = new_msgid();
+        self.send_command(
+            &msgid,
+            Command::Publish {
+                topic: topic.to_string(),
+                message,
+            },
+        )?;
+        Ok(msgid)
+    }
+
+    /// Send any command with the given msgid (a REQUEST, SCHEDULE or
+    /// UNSCHEDULE is kept until answered, to be sent again after a
+    /// reconnect).
     pub fn send_command(&self, msgid: &str, command: Command) -> Result<(), ClientError> {
-        let msg = Message::with_msgid(msgid, command);
-        match emq_transport::send_message(&self.sock, msg) {
+        let answered = matches!(
+            command,
+            Command::Request(_) | Command::Schedule(_) | Command::Unschedule(_)
+        );
+        let frames = Message::with_msgid(msgid, command).encode();
+        {
+            let mut t = self.track.borrow_mut();
+            if answered && t.enabled {
+                let seq = t.next;
+                t.next += 1;
+                t.order.insert(seq, msgid.to_string());
+                t.unanswered
+                    .insert(msgid.to_string(), (seq, frames.clone()));
+            }
+        }
+        self.send_frames(frames)
+    }
+
+    fn send_frames(&self, frames: Vec<Vec<u8>>) -> Result<(), ClientError> {
+        match emq_transport::send_frames(&self.sock, None, frames, 0) {
             Ok(()) => Ok(()),
             // Only with a send timeout set: the outgoing queue stayed full.
             Err(zmq::Error::EAGAIN) => Err(ClientError {
@@ -256,34 +384,139 @@ impl Client {
         Ok(())
     }
 
-    /// The next message from the router, waiting at most `timeout`.
+    /// The next message from the router, waiting at most `timeout`
+    /// (receipts due are sent first; connection changes are handled on
+    /// the way and reported as [`Event::Reconnected`]).
     pub fn recv_event(&self, timeout: Duration) -> Result<Option<Event>, ClientError> {
-        let ms = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX);
-        Ok(
-            emq_transport::recv_message(&self.sock, ms)?.map(|r| match r {
-                emq_transport::Received::Message(m) => Event::from_message(m),
-                emq_transport::Received::Malformed(e, sizes) => {
-                    Event::Other(format!("malformed message ({e}), frame sizes {sizes:?}"))
-                }
-            }),
-        )
+        self.flush_receipts()?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(ev) = self.link_events()? {
+                return Ok(Some(ev));
+            }
+            if let Some(ev) = self.try_recv_message()? {
+                return Ok(Some(ev));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            let ms = i64::try_from(left.as_millis()).unwrap_or(i64::MAX);
+            let mut items = [
+                self.sock.as_poll_item(zmq::POLLIN),
+                self.watch.socket().as_poll_item(zmq::POLLIN),
+            ];
+            if zmq::poll(&mut items, ms)? == 0 {
+                return Ok(None);
+            }
+        }
     }
 
     /// A message already queued, without waiting.
     pub fn try_recv_event(&self) -> Result<Option<Event>, ClientError> {
+        if let Some(ev) = self.link_events()? {
+            return Ok(Some(ev));
+        }
+        self.try_recv_message()
+    }
+
+    fn try_recv_message(&self) -> Result<Option<Event>, ClientError> {
         match self.sock.recv_multipart(zmq::DONTWAIT) {
             Ok(frames) => {
                 let sizes: Vec<usize> = frames.iter().map(Vec::len).collect();
-                Ok(Some(match Message::decode(frames) {
+                let ev = match Message::decode(frames) {
                     Ok(m) => Event::from_message(m),
                     Err(e) => {
                         Event::Other(format!("malformed message ({e}), frame sizes {sizes:?}"))
                     }
-                }))
+                };
+                self.noted(ev).map(Some)
             }
             Err(zmq::Error::EAGAIN) => Ok(None),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Keep the books of one event from the router.
+    fn noted(&self, ev: Event) -> Result<Event, ClientError> {
+        let mut t = self.track.borrow_mut();
+        let ev = match ev {
+            Event::Rejected {
+                msgid,
+                reason: RejectReason::DuplicateMsgid,
+                ..
+            } if t.resent.contains(&msgid) => {
+                // Sent again after a reconnect: the router had it.
+                Event::Accepted { msgid }
+            }
+            other => other,
+        };
+        if let Some(m) = ev.msgid() {
+            let m = m.to_string();
+            t.answered(&m);
+            if !matches!(ev, Event::Accepted { .. }) {
+                t.resent.remove(&m);
+            }
+            if matches!(ev, Event::Result { .. }) {
+                t.receipts.push(m);
+            }
+        }
+        let full = t.receipts.len() >= RECEIPT_BATCH;
+        drop(t);
+        if full {
+            self.flush_receipts()?;
+        }
+        Ok(ev)
+    }
+
+    /// Send `RECEIVED` for the RESULTs read so far.
+    pub fn flush_receipts(&self) -> Result<(), ClientError> {
+        let msgids = std::mem::take(&mut self.track.borrow_mut().receipts);
+        if msgids.is_empty() {
+            return Ok(());
+        }
+        let msg = Message::new(Command::Received {
+            orig_msgids: msgids,
+        });
+        self.send_frames(msg.encode())
+    }
+
+    /// Connection changes: after a connection comes up following a lost
+    /// one, say hello and send the unanswered messages again.
+    fn link_events(&self) -> Result<Option<Event>, ClientError> {
+        let mut up = None;
+        for e in self.watch.events() {
+            let mut t = self.track.borrow_mut();
+            match e {
+                LinkEvent::Down(_) => t.lost = true,
+                LinkEvent::Up(endpoint) => {
+                    if t.connected && t.lost {
+                        up = Some(endpoint);
+                    }
+                    t.connected = true;
+                }
+            }
+        }
+        let Some(endpoint) = up else {
+            return Ok(None);
+        };
+        let again: Vec<(String, Vec<Vec<u8>>)> = {
+            let mut t = self.track.borrow_mut();
+            t.lost = false;
+            let again: Vec<(String, Vec<Vec<u8>>)> = t
+                .order
+                .values()
+                .filter_map(|m| t.unanswered.get(m).map(|(_, f)| (m.clone(), f.clone())))
+                .collect();
+            for (m, _) in &again {
+                t.resent.insert(m.clone());
+            }
+            again
+        };
+        let hello = Message::new(Command::Heartbeat { timestamp: None });
+        self.send_frames(hello.encode())?;
+        let resent = again.len();
+        for (_, frames) in again {
+            self.send_frames(frames)?;
+        }
+        Ok(Some(Event::Reconnected { endpoint, resent }))
     }
 
     /// Wait for the router's answer to REQUEST `msgid`: its acknowledgement,
@@ -320,8 +553,11 @@ impl Client {
                 }
                 Event::Result {
                     status, payload, ..
-                } => return Ok(Outcome::Finished { status, payload }),
-                Event::Other(_) => {}
+                } => {
+                    self.flush_receipts()?;
+                    return Ok(Outcome::Finished { status, payload });
+                }
+                Event::Reconnected { .. } | Event::Other(_) => {}
             }
         }
     }
@@ -341,10 +577,10 @@ impl Client {
     }
 }
 
-/// The endpoint to connect to when `--broker` is not given:
-/// `EMQ_BROKER_ADDR`, else `EVENTMQ_FRONTEND_ADDR` (the router's bind
-/// address in 0.3.13 settings; a wildcard host becomes 127.0.0.1), else
-/// [`DEFAULT_BROKER`].
+/// The endpoint (or failover list) to connect to when `--broker` is not
+/// given: `EMQ_BROKER_ADDR`, else `EVENTMQ_FRONTEND_ADDR` (the router's
+/// bind address in 0.3.13 settings; a wildcard host becomes 127.0.0.1, in
+/// each address of a list), else [`DEFAULT_BROKER`].
 pub fn default_broker(
     emq_broker_addr: Option<&str>,
     eventmq_frontend_addr: Option<&str>,
@@ -352,22 +588,37 @@ pub fn default_broker(
     if let Some(a) = emq_broker_addr.map(str::trim).filter(|a| !a.is_empty()) {
         return a.to_string();
     }
-    if let Some(a) = eventmq_frontend_addr
-        .map(str::trim)
-        .filter(|a| !a.is_empty())
-    {
-        for wildcard in ["tcp://*:", "tcp://0.0.0.0:"] {
-            if let Some(port) = a.strip_prefix(wildcard) {
-                return format!("tcp://127.0.0.1:{port}");
-            }
-        }
-        return a.to_string();
-    }
-    DEFAULT_BROKER.to_string()
+    from_bind_address(eventmq_frontend_addr).unwrap_or_else(|| DEFAULT_BROKER.to_string())
+}
+
+/// The endpoint `--publish` connects to when `--broker` is not given:
+/// `EVENTMQ_PUBLISHER_INCOMING_ADDR` (the pub/sub process's bind address
+/// in 0.3.13 settings; a wildcard host becomes 127.0.0.1), else
+/// [`DEFAULT_PUBLISHER`].
+pub fn default_publisher(eventmq_publisher_incoming_addr: Option<&str>) -> String {
+    from_bind_address(eventmq_publisher_incoming_addr)
+        .unwrap_or_else(|| DEFAULT_PUBLISHER.to_string())
+}
+
+/// A bind address (or a comma-separated list of them) from 0.3.13
+/// settings as the address(es) to connect to: a wildcard host becomes
+/// 127.0.0.1.
+fn from_bind_address(addr: Option<&str>) -> Option<String> {
+    let a = addr.map(str::trim).filter(|a| !a.is_empty())?;
+    Some(
+        a.split(',')
+            .map(emq_transport::loopback_for_wildcard)
+            .collect::<Vec<_>>()
+            .join(","),
+    )
 }
 
 /// The router frontend's default address (0.3.13's).
 pub const DEFAULT_BROKER: &str = "tcp://127.0.0.1:47291";
+
+/// The pub/sub process's default incoming address (0.3.13's
+/// `PUBLISHER_INCOMING_ADDR`).
+pub const DEFAULT_PUBLISHER: &str = "tcp://127.0.0.1:47298";
 
 #[cfg(test)]
 mod tests {
@@ -391,6 +642,24 @@ mod tests {
         assert_eq!(
             default_broker(None, Some("tcp://0.0.0.0:5")),
             "tcp://127.0.0.1:5"
+        );
+        assert_eq!(
+            default_broker(None, Some("tcp://*:5, tcp://10.0.0.2:6")),
+            "tcp://127.0.0.1:5,tcp://10.0.0.2:6"
+        );
+    }
+
+    #[test]
+    fn default_publisher_is_the_0_3_13_pubsub_incoming_address() {
+        assert_eq!(default_publisher(None), DEFAULT_PUBLISHER);
+        assert_eq!(default_publisher(Some(" ")), DEFAULT_PUBLISHER);
+        assert_eq!(
+            default_publisher(Some("tcp://*:47298")),
+            "tcp://127.0.0.1:47298"
+        );
+        assert_eq!(
+            default_publisher(Some("tcp://10.0.0.2:9")),
+            "tcp://10.0.0.2:9"
         );
     }
 

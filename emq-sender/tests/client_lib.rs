@@ -6,28 +6,16 @@ use std::time::Duration;
 use emq_sender::{Client, Outcome};
 use emqp_proto::{Command, Headers, JobResult, Message, Reply, ResultStatus};
 
-fn fake_router() -> (zmq::Context, zmq::Socket, String) {
-    let ctx = zmq::Context::new();
-    let sock = emq_transport::bind_router(
-        &ctx,
-        "tcp://127.0.0.1:*",
-        &emq_transport::SocketOptions::default(),
-    )
-    .unwrap();
-    sock.set_linger(0).unwrap();
-    let ep = sock.get_last_endpoint().unwrap().unwrap();
-    (ctx, sock, ep)
-}
-
 #[test]
 fn submit_and_wait_for_ack_and_result() {
-    let (_ctx, router, ep) = fake_router();
+    let fake = emq_testkit::FakeRouter::new();
+    let ep = fake.endpoint.clone();
     let server = thread::spawn(move || {
+        let router = &fake.sock;
         for _ in 0..2 {
             assert!(router.poll(zmq::POLLIN, 10_000).unwrap() > 0);
             let (id, msg) = Message::decode_routed(router.recv_multipart(0).unwrap()).unwrap();
-            let send =
-                |c| emq_transport::send_routed(&router, id.clone(), Message::new(c)).unwrap();
+            let send = |c| emq_transport::send_routed(router, id.clone(), Message::new(c)).unwrap();
             send(Command::Reply(Reply::ack_of(&msg.msgid)));
             send(Command::Result(JobResult {
                 orig_msgid: msg.msgid.clone(),
@@ -71,10 +59,7 @@ fn submit_and_wait_for_ack_and_result() {
 #[test]
 fn a_full_send_queue_is_a_timeout_error() {
     // nothing listens there: messages pile up in the outgoing queue
-    let ep = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        format!("tcp://127.0.0.1:{}", l.local_addr().unwrap().port())
-    };
+    let ep = emq_testkit::ports::free_endpoint();
     let opts = emq_transport::SocketOptions {
         hwm: 5,
         max_message_size: -1,
@@ -92,4 +77,103 @@ fn a_full_send_queue_is_a_timeout_error() {
     }
     let err = err.expect("the queue never filled up");
     assert!(err.timed_out, "{err}");
+}
+
+fn free_endpoint() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    format!("tcp://127.0.0.1:{}", l.local_addr().unwrap().port())
+}
+
+/// Read messages off a fake router until `want` (bounded).
+fn next_message(router: &zmq::Socket, want: &str) -> (Vec<u8>, Message) {
+    for _ in 0..100 {
+        assert!(
+            router.poll(zmq::POLLIN, 10_000).unwrap() > 0,
+            "no {want} within 10 s"
+        );
+        let (id, msg) = Message::decode_routed(router.recv_multipart(0).unwrap()).unwrap();
+        if msg.command.name() == want {
+            return (id, msg);
+        }
+    }
+    panic!("no {want}");
+}
+
+/// A client on a two-address failover list: the router on the first
+/// address takes a REQUEST without answering and goes away; a router on
+/// the second address then gets the client's hello and the REQUEST again
+/// (same msgid, same identity). Its `duplicate-msgid` answer counts as
+/// accepted, and the RESULT is confirmed with RECEIVED.
+#[test]
+fn a_failover_list_sends_unanswered_requests_again_to_the_next_router() {
+    let (a_ep, b_ep) = (free_endpoint(), free_endpoint());
+    let ctx = zmq::Context::new();
+    let opts = emq_transport::SocketOptions::default();
+    let a = emq_transport::bind_router(&ctx, &a_ep, &opts).unwrap();
+    a.set_linger(0).unwrap();
+    let client = Client::connect(&format!("{a_ep}, {b_ep}")).unwrap();
+    assert_eq!(client.endpoint(), format!("{a_ep},{b_ep}"));
+    let headers = Headers::parse(b"reply-requested").unwrap();
+    let msgid = client.submit("default", &headers, b"[1]".to_vec()).unwrap();
+    let (id_a, req) = next_message(&a, "REQUEST");
+    assert_eq!(req.msgid, msgid);
+    let Command::Request(r) = &req.command else {
+        panic!()
+    };
+    assert!(r.headers.result_receipt(), "{:?}", r.headers);
+    // The client sees its connection go down while A is gone.
+    drop(a);
+    assert!(client
+        .recv_event(Duration::from_millis(300))
+        .unwrap()
+        .is_none());
+    let b = emq_transport::bind_router(&ctx, &b_ep, &opts).unwrap();
+    b.set_linger(0).unwrap();
+    let server = thread::spawn(move || {
+        let (id, hello) = next_message(&b, "HEARTBEAT");
+        assert_eq!(id, id_a, "the same identity on the other router");
+        let _ = hello;
+        let (id, again) = next_message(&b, "REQUEST");
+        assert_eq!(again.msgid, msgid);
+        let send = |c| emq_transport::send_routed(&b, id.clone(), Message::new(c)).unwrap();
+        send(Command::Reject(emqp_proto::Reject {
+            orig_msgid: msgid.clone(),
+            reason: emqp_proto::RejectReason::DuplicateMsgid,
+            text: "held".into(),
+        }));
+        send(Command::Result(JobResult {
+            orig_msgid: msgid.clone(),
+            status: ResultStatus::Ok,
+            payload: br#"{"value": 1}"#.to_vec(),
+        }));
+        let (_, receipt) = next_message(&b, "RECEIVED");
+        assert_eq!(
+            receipt.command,
+            Command::Received {
+                orig_msgids: vec![msgid]
+            }
+        );
+    });
+    let mut events = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::time::Instant::now() < deadline && events.len() < 3 {
+        if let Some(ev) = client.recv_event(Duration::from_millis(100)).unwrap() {
+            events.push(ev);
+        }
+    }
+    // The receipt goes out before the client next waits.
+    let _ = client.recv_event(Duration::from_millis(200)).unwrap();
+    server.join().unwrap();
+    assert!(
+        matches!(&events[0], emq_sender::Event::Reconnected { endpoint, resent: 1 } if *endpoint == b_ep),
+        "{events:?}"
+    );
+    assert!(
+        matches!(&events[1], emq_sender::Event::Accepted { .. }),
+        "{events:?}"
+    );
+    assert!(
+        matches!(&events[2], emq_sender::Event::Result { .. }),
+        "{events:?}"
+    );
 }

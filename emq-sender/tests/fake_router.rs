@@ -83,7 +83,7 @@ fn queue_headers_and_raw_message_are_sent_as_given() {
         request_parts(&run.requests[0].1),
         (
             "email".into(),
-            "reply-requested,guarantee,retry-count:3".into(),
+            "reply-requested,guarantee,retry-count:3,result-receipt".into(),
             job.into()
         )
     );
@@ -135,7 +135,9 @@ fn wait_prints_an_ok_result_and_exits_0() {
     assert_eq!(run.code, Some(0), "stderr: {}", run.stderr);
     assert_eq!(run.stdout, "{\"value\":3}\n");
     let (_, headers, message) = request_parts(&run.requests[0].1);
-    assert_eq!(headers, "reply-requested");
+    assert_eq!(headers, "reply-requested,result-receipt");
+    // The RESULT is confirmed before the sender exits.
+    assert_eq!(run.received, [run.requests[0].1.msgid.clone()]);
     assert_eq!(
         message,
         r#"["run",{"callable":"add","path":"emq_example_jobs","args":[1,2],"kwargs":{},"class_args":[],"class_kwargs":{}}]"#
@@ -312,7 +314,7 @@ fn bulk_wait_reports_each_job_and_exits_with_the_worst_code() {
         .to_string();
     let run = run_sender(Some(&router), &["--wait"], Some(input), |r, id, msg| {
         let (_, headers, message) = request_parts(msg);
-        assert_eq!(headers, "reply-requested");
+        assert_eq!(headers, "reply-requested,result-receipt");
         let v: Value = serde_json::from_str(&message).unwrap();
         match v[1]["args"].as_str().unwrap() {
             "ok" => {

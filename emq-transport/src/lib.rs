@@ -5,14 +5,22 @@
 //! No protocol logic lives here; the cores (router, job manager) are sans-IO
 //! and the binaries move frames between these sockets and the cores.
 
+#![forbid(unsafe_code)]
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+pub mod failover;
 pub mod http;
 pub mod metrics_http;
 pub mod zap;
 
 use emqp_proto::{DecodeError, Message};
+
+pub use failover::{
+    connect_all, connect_dealer_to, loopback_for_wildcard, parse_endpoints, LinkEvent, LinkWatch,
+    LINK_HEARTBEAT,
+};
 
 /// Default high-water mark for sockets (messages, per peer pipe).
 pub const DEFAULT_SOCKET_HWM: i32 = 100_000;
@@ -210,17 +218,7 @@ pub fn connect_dealer(
     identity: &[u8],
     opts: &SocketOptions,
 ) -> Result<zmq::Socket, Box<dyn std::error::Error + Send + Sync>> {
-    check_endpoint(endpoint)?;
-    let sock = ctx.socket(zmq::DEALER)?;
-    apply_options(&sock, opts)?;
-    sock.set_identity(identity)?;
-    if let Some((username, password)) = &opts.plain {
-        sock.set_plain_username(Some(username))?;
-        sock.set_plain_password(Some(password))?;
-    }
-    sock.connect(endpoint)
-        .map_err(|e| format!("cannot connect to {endpoint}: {e}"))?;
-    Ok(sock)
+    connect_dealer_to(ctx, &[endpoint.to_string()], identity, opts)
 }
 
 /// Frames up to this size fit in a zmq message itself (libzmq's "very

@@ -237,6 +237,13 @@ pub enum Command {
     },
     Result(JobResult),
     Reject(Reject),
+    /// emq: client → router, the receipt of RESULTs: the client has the
+    /// results of these jobs (one or more ORIG_MSGID frames), so the router
+    /// may forget them. Sent for jobs submitted with the `result-receipt`
+    /// header (see docs/PROTOCOL.md, "Results until delivered").
+    Received {
+        orig_msgids: Vec<String>,
+    },
 }
 
 impl Command {
@@ -261,6 +268,7 @@ impl Command {
             Command::Cancel { .. } => "CANCEL",
             Command::Result(_) => "RESULT",
             Command::Reject(_) => "REJECT",
+            Command::Received { .. } => "RECEIVED",
         }
     }
 
@@ -364,6 +372,13 @@ impl Command {
                 reason: RejectReason::parse(utf8(frames.next(3)?, "reject reason")?),
                 text: utf8(frames.next(3)?, "reject text")?,
             }),
+            "RECEIVED" => {
+                let mut orig_msgids = vec![utf8(frames.next(1)?, "original msgid")?];
+                while let Some(f) = frames.optional() {
+                    orig_msgids.push(utf8(f, "original msgid")?);
+                }
+                Command::Received { orig_msgids }
+            }
             _ => unreachable!("canonical_name returns only known names"),
         };
         Ok(cmd)
@@ -433,6 +448,9 @@ impl Command {
                 out.push(r.reason.as_str().as_bytes().to_vec());
                 out.push(r.text.into_bytes());
             }
+            Command::Received { orig_msgids } => {
+                out.extend(orig_msgids.into_iter().map(String::into_bytes));
+            }
         }
     }
 }
@@ -480,7 +498,7 @@ fn decode_interval(frame: &[u8]) -> Result<Interval, DecodeError> {
 }
 
 /// Every command name this crate knows.
-pub const NAMES: [&str; 18] = [
+pub const NAMES: [&str; 19] = [
     "INFORM",
     "ACK",
     "READY",
@@ -499,6 +517,7 @@ pub const NAMES: [&str; 18] = [
     "REJECT",
     "ADMIN",
     "CANCEL",
+    "RECEIVED",
 ];
 
 /// Map the command frame to its canonical name. Upper case is what every

@@ -65,6 +65,20 @@ impl Header {
     }
 }
 
+/// `result-receipt` (emq): the client confirms each RESULT of this job with
+/// `RECEIVED`, and the router keeps the result (journaled) until then.
+/// Kept as an unknown header on the wire (0.3.13 peers ignore it).
+pub const RESULT_RECEIPT: &str = "result-receipt";
+
+/// Whether the raw HEADERS frame `frame` has the item `name` (items
+/// compared after trimming spaces, as [`Headers::parse`] does), without
+/// parsing the rest.
+pub fn frame_has(frame: &[u8], name: &str) -> bool {
+    frame
+        .split(|b| *b == b',')
+        .any(|item| item.trim_ascii() == name.as_bytes())
+}
+
 /// The parsed HEADERS frame.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Headers(pub Vec<Header>);
@@ -117,6 +131,13 @@ impl Headers {
         self.0.contains(&Header::NoHaste)
     }
 
+    /// [`RESULT_RECEIPT`]: the client sends `RECEIVED` for the RESULT.
+    pub fn result_receipt(&self) -> bool {
+        self.0
+            .iter()
+            .any(|h| matches!(h, Header::Other(o) if o == RESULT_RECEIPT))
+    }
+
     /// `retry-count:N`, the last one if given twice.
     pub fn retry_count(&self) -> Option<u32> {
         self.0.iter().rev().find_map(|h| match h {
@@ -165,6 +186,25 @@ impl Headers {
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
+
+    #[test]
+    fn result_receipt_is_an_unknown_header_found_raw_or_parsed() {
+        let h = super::Headers::parse(b"reply-requested, result-receipt").unwrap();
+        assert!(h.result_receipt() && h.reply_requested());
+        assert_eq!(h.encode(), "reply-requested,result-receipt");
+        assert!(super::frame_has(
+            b"reply-requested, result-receipt",
+            super::RESULT_RECEIPT
+        ));
+        assert!(!super::frame_has(
+            b"reply-requested,result-receipts",
+            super::RESULT_RECEIPT
+        ));
+        assert!(!super::frame_has(b"", super::RESULT_RECEIPT));
+        assert!(!super::Headers::parse(b"reply-requested")
+            .unwrap()
+            .result_receipt());
+    }
 
     #[test]
     fn delay_header_is_seconds_kept_as_an_unknown_header() {

@@ -45,8 +45,9 @@ pub fn bin_dir() -> Option<PathBuf> {
 /// The uid and gid of the `postgres` user, when this process is root
 /// (and so must not run the server itself).
 fn run_as() -> Option<(u32, u32)> {
-    // SAFETY: getuid has no preconditions.
-    if unsafe { libc::getuid() } != 0 {
+    // Our own uid: the owner of /proc/self.
+    use std::os::unix::fs::MetadataExt;
+    if std::fs::metadata("/proc/self").map_or(true, |m| m.uid() != 0) {
         return None;
     }
     let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
@@ -99,10 +100,8 @@ impl PgCluster {
         std::fs::create_dir_all(&dir).expect("create the cluster's directory");
         let user = run_as();
         if let Some((uid, gid)) = user {
-            let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).expect("path");
-            // SAFETY: a valid C string; chown has no other preconditions.
-            let rc = unsafe { libc::chown(c.as_ptr(), uid, gid) };
-            assert_eq!(rc, 0, "chown {} to postgres", dir.display());
+            std::os::unix::fs::chown(&dir, Some(uid), Some(gid))
+                .unwrap_or_else(|e| panic!("chown {} to postgres: {e}", dir.display()));
         }
         let mut c = PgCluster {
             bin,

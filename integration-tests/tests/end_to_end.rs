@@ -171,7 +171,11 @@ fn receiver_prints_the_inform_of_a_real_jobmanager() {
     let mut receiver = Spawn::new("emq-receiver", bins::bin(RECEIVER))
         .args(["--bind", &addr, "--ack-informs", "--count", "1"])
         .spawn();
-    std::thread::sleep(Duration::from_millis(300));
+    // The job manager connects once the receiver has bound (it would
+    // reconnect anyway; this keeps the test's order plain).
+    receiver
+        .wait_for_log_line("bound to", Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("receiver did not bind: {e}"));
     let _jm = start_jobmanager(
         "emq-jobmanager",
         &addr,
@@ -210,8 +214,18 @@ fn client_leaving_before_its_result_does_not_hurt_the_router() {
         );
         // Dropped here: the socket closes before the RESULT exists.
     }
-    // Let the job finish and the router try to deliver the RESULT.
-    std::thread::sleep(Duration::from_millis(2500));
+    // Wait until the job finished: the router has had its REPLY and tried
+    // to deliver the RESULT to the client that left.
+    let finished =
+        integration_tests::poll_until(Duration::from_secs(15), Duration::from_millis(50), || {
+            let s = admin::status(&c.addrs.admin).ok()?;
+            (sum_of(&s, "inflight_messages_by_queue") == 0).then_some(())
+        });
+    assert!(
+        finished.is_some(),
+        "the job never finished: {:?}",
+        admin::status(&c.addrs.admin)
+    );
     assert!(c.router.is_running(), "router died: {}", c.router.tail(30));
 
     // Fire-and-forget jobs must not leak either (0.3.13 counts them in flight forever).

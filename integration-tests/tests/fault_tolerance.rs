@@ -464,11 +464,13 @@ fn malformed_flood_on_all_sockets_does_not_stop_real_jobs() {
             sock.set_identity(&identity).unwrap();
             sock.set_linger(0).unwrap();
             sock.set_sndhwm(0).unwrap();
-            sock.connect(ep).unwrap();
+            // Connected (handshake done) before the flood starts, so junk
+            // and real jobs interleave instead of arriving in one burst.
+            integration_tests::connect_and_wait(&sock, ep, Duration::from_secs(10))
+                .unwrap_or_else(|e| panic!("junk socket {s}/{k}: {e}"));
             junk_socks.push((s, sock));
         }
     }
-    std::thread::sleep(Duration::from_millis(300));
 
     let mut client = Client::connect(&addrs.frontend);
     let mut real = Vec::new();

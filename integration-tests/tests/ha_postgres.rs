@@ -236,13 +236,16 @@ fn leader_sigkill_mid_run_the_standby_serves_within_5s_and_no_acknowledged_job_i
          {acked_before} acked and {ran_before} run at the kill; standby serving after {}, \
          first ack from it after {}, both job managers registered with it after {}; \
          acknowledged {}: executions {acked_tally}; all: {all_tally}; \
-         resent {}, rejects {}; old leader back as standby: {}",
+         resent {}, rejects {}; results received for {} of them ({} more than once); \
+         old leader back as standby: {}",
         serving_after.map_or("never".into(), |d| format!("{:.2} s", d.as_secs_f64())),
         first_ack.map_or("never".into(), |d| format!("{:.2} s", d.as_secs_f64())),
         workers_after.map_or("never".into(), |d| format!("{:.2} s", d.as_secs_f64())),
         c.acked_count(),
         c.resends,
         rejects(&c),
+        c.results.len(),
+        c.results.values().filter(|n| **n > 1).count(),
         a2_quiet && b_still
     ));
     let serving_after = serving_after.expect("the standby never served");

@@ -88,7 +88,10 @@ fn python_jobmanagers_run_python_client_jobs_on_their_queues() {
     );
 
     let recs = jobs::wait_records(&file, expect.len(), Duration::from_secs(40));
-    std::thread::sleep(Duration::from_millis(500));
+    // All four slots given back: no job is still running, so a count taken
+    // now is final (a duplicate run would show in it).
+    admin::wait_idle_workers(&addrs.admin, 2, 4, Duration::from_secs(15))
+        .expect("the 0.3.13 job managers gave their slots back");
     let recs_again = jobs::read_records(&file);
     assert_eq!(recs_again.len(), recs.len(), "extra runs: {recs_again:?}");
     let mut seen = HashMap::new();

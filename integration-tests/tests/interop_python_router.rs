@@ -117,11 +117,11 @@ fn our_jobmanager_runs_python_client_jobs_from_the_python_router() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(jobs::read_records(&file).len(), 6, "each job ran once");
-
+    // Every slot given back means no job is still running: only then is
+    // the count of runs final.
     admin::wait_idle_workers(&addrs.admin, 1, 2, Duration::from_secs(15))
         .expect("our READYs gave the slots back");
+    assert_eq!(jobs::read_records(&file).len(), 6, "each job ran once");
     assert!(jm.is_running(), "our job manager died: {}", jm.tail(30));
     assert!(
         router.is_running(),

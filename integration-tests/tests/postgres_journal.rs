@@ -8,7 +8,10 @@
 use std::time::{Duration, Instant};
 
 use emq_journal::postgres::{Acquire, Migration, PgError, PgJournal, PgOptions, MIGRATIONS};
-use emq_router_core::journal::{Batch, BatchId, FinishedRecord, JobRecord, JournalStore, Record};
+use emq_router_core::journal::{
+    Batch, BatchId, FinishedRecord, JobRecord, JournalStore, Record, ResultRecord,
+};
+use emqp_proto::ResultStatus;
 use integration_tests::postgres::PgCluster;
 
 fn job(msgid: &str) -> JobRecord {
@@ -36,6 +39,17 @@ fn finished(msgid: &str, at: u64, keep: usize) -> Record {
         },
         keep,
         drop_before_unix_ms: 1_000,
+    }
+}
+
+fn held(msgid: &str, status: ResultStatus) -> ResultRecord {
+    ResultRecord {
+        msgid: msgid.into(),
+        client: vec![9, 8],
+        status,
+        payload: br#"{"value": 2}"#.to_vec(),
+        receipt: msgid == "f2",
+        held_at_unix_ms: 1_700_000_000_999,
     }
 }
 
@@ -131,6 +145,10 @@ fn every_record_kind_is_written_in_one_transaction_and_loaded_back() {
         finished("f1", 2_000, 2),
         finished("f2", 3_000, 2),
         finished("f3", 4_000, 2),
+        Record::ResultHeld(held("f1", ResultStatus::Ok)),
+        Record::ResultHeld(held("f2", ResultStatus::Failed)),
+        Record::ResultHeld(held("f3", ResultStatus::Ok)),
+        Record::ResultReleased { msgid: "f3".into() },
         Record::Probe,
     ];
     j.append(&batch(1, records)).expect("append");
@@ -168,6 +186,8 @@ fn every_record_kind_is_written_in_one_transaction_and_loaded_back() {
     // The new leader goes on: the rows it finds by msgid are the loaded
     // ones, new rows number after them, dead letters trim and go.
     let more = vec![
+        Record::ResultReleased { msgid: "f1".into() },
+        Record::ResultHeld(held("f2", ResultStatus::Ok)),
         Record::Completed { msgid: "a".into() },
         Record::Accepted(job("n1")),
         Record::DeadLetterRemoved { msgid: "c".into() },
@@ -185,6 +205,11 @@ fn every_record_kind_is_written_in_one_transaction_and_loaded_back() {
     assert!(r.paused_queues.is_empty());
     let kept: Vec<&str> = r.finished.iter().map(|f| f.job.msgid.as_str()).collect();
     assert_eq!(kept, ["f3", "f4"]);
+    assert_eq!(
+        r.results,
+        [held("f2", ResultStatus::Ok)],
+        "released, and held again (replaced)"
+    );
     assert_eq!(pg.psql("records", "SELECT count(*) FROM emq_jobs"), "2");
 }
 

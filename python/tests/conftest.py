@@ -146,17 +146,19 @@ class Router:
         self.proc.stop()
 
 
-def start_router(log_dir: Path, *extra: str) -> Router:
-    """An emq-router with ``--journal none`` on fresh ports (three tries:
-    a port may be taken between choosing and binding)."""
+def start_router(
+    log_dir: Path, *extra: str, journal: Optional[Path] = None, ports: Optional[List[int]] = None
+) -> Router:
+    """An emq-router on fresh ports (three tries: a port may be taken
+    between choosing and binding), or on ``ports`` (frontend, backend,
+    admin; one try), with ``--journal none`` or the ``journal`` file."""
     last = ""
-    for attempt in range(3):
-        ports = [free_port() for _ in range(3)]
-        fe, be, ad = (f"tcp://127.0.0.1:{p}" for p in ports)
+    for attempt in range(3 if ports is None else 1):
+        fe, be, ad = (f"tcp://127.0.0.1:{p}" for p in (ports or [free_port() for _ in range(3)]))
         proc = spawn(
-            f"emq-router-{attempt}" if attempt else "emq-router",
+            f"emq-router-{attempt}" if attempt else "emq-router" if ports is None else f"emq-router-{ports[0]}",
             [str(binary("emq-router")), "--frontend", fe, "--backend", be, "--admin", ad,
-             "--journal", "none", *extra],
+             "--journal", str(journal) if journal else "none", *extra],
             log_dir,
         )
         router = Router(fe, be, ad, proc, log_dir)

@@ -157,7 +157,8 @@ def test_compat_messages_match_0313_vectors(vectors: List[Dict[str, Any]], captu
 def test_client_frames_match_0313_vectors(vectors: List[Dict[str, Any]], capture: Capture) -> None:
     """Client.submit and Client.schedule send 0.3.13's frames: the legacy
     client exactly defer_job's, the emq client the same plus
-    reply-requested; schedules exactly schedule()'s."""
+    reply-requested and result-receipt (and a RECEIVED for the result);
+    schedules exactly schedule()'s."""
     with Client(capture.addr, legacy=True) as legacy:
         legacy.submit("pyemq_jobs.noop")
         capture.wait_for(1)  # two connections: keep their messages in order
@@ -167,9 +168,13 @@ def test_client_frames_match_0313_vectors(vectors: List[Dict[str, Any]], capture
         c.schedule("pyemq_jobs.noop", interval=60)
         c.schedule("pyemq_jobs.noop", cron="*/5 * * * *", headers=("nohaste",))
         c.unschedule("pyemq_jobs.noop")
-    got = capture.wait_for(5)
+    # The emq client also confirms the RESULT (RECEIVED): 6 messages.
+    got = [f for f in capture.wait_for(6) if f[3] != b"RECEIVED"]
+    assert [f[3] for f in capture.got if f[3] == b"RECEIVED"] == [b"RECEIVED"]
     same_frames(got[0], vector(vectors, "defer_job(s, 'pyemq_jobs.noop')  "))
-    same_frames(got[1], vector(vectors, "defer_job(s, pyemq_jobs.mark"))
+    # emq's client asks for the receipt of its result (result-receipt).
+    mark = vector(vectors, "defer_job(s, pyemq_jobs.mark")
+    same_frames(got[1], mark[:6] + [mark[6] + ",result-receipt"] + mark[7:])
     same_frames(got[2], vector(vectors, "schedule(s, 'pyemq_jobs.noop', interval_secs=60)  "))
     same_frames(got[3], vector(vectors, "schedule(s, 'pyemq_jobs.noop', cron="))
     unsched = vector(vectors, "schedule(s, 'pyemq_jobs.noop', interval_secs=60, unschedule=True)")

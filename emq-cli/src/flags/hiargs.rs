@@ -64,11 +64,18 @@ impl Cli {
             Some(a) => (a.trim().to_string(), "--admin".to_string()),
             None => admin_from_settings(env).map_err(|e| UsageError(e.to_string()))?,
         };
-        let admin = loopback_for_wildcard(&admin);
-        if matches!(mode, Mode::Admin(_)) {
-            emq_transport::check_endpoint(&admin)
-                .map_err(|e| UsageError(format!("admin address (from {admin_source}): {e}")))?;
-        }
+        let admin = admin
+            .split(',')
+            .map(emq_transport::loopback_for_wildcard)
+            .collect::<Vec<_>>()
+            .join(",");
+        let admin = if matches!(mode, Mode::Admin(_)) {
+            emq_transport::parse_endpoints(&admin, &format!("admin address (from {admin_source})"))
+                .map_err(|e| UsageError(e.to_string()))?
+                .join(",")
+        } else {
+            admin
+        };
         let confirm = match &mode {
             Mode::Admin(op) if !yes => op.confirmation(),
             _ => None,
@@ -205,15 +212,6 @@ fn admin_from_settings(env: &HashMap<String, String>) -> Result<(String, String)
 
 /// A router binds `tcp://*:P` or `tcp://0.0.0.0:P`; a client reaches it at
 /// 127.0.0.1.
-fn loopback_for_wildcard(addr: &str) -> String {
-    for wildcard in ["tcp://*:", "tcp://0.0.0.0:"] {
-        if let Some(port) = addr.strip_prefix(wildcard) {
-            return format!("tcp://127.0.0.1:{port}");
-        }
-    }
-    addr.to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -33,7 +33,9 @@ The admin address: --admin, else $EVENTMQ_ADMINISTRATIVE_ADDR, else
 ADMINISTRATIVE_ADDR from the INI file named by $EVENTMQ_CONFIG_FILE (default
 /etc/eventmq.conf), section [cli], then [router], then [global], else
 tcp://127.0.0.1:47293. A wildcard host (tcp://*:P, tcp://0.0.0.0:P) is
-reached at 127.0.0.1. The admin socket takes no PLAIN credentials (the router
+reached at 127.0.0.1. A comma-separated list (ADDR,ADDR) is a failover list:
+emq-cli connects to every address and the router that serves answers (a
+standby router binds nothing). The admin socket takes no PLAIN credentials (the router
 guards it with --allow-admin, loopback by default).
 
 Exit codes:
@@ -75,13 +77,15 @@ Examples:
     propagate_version = true,
 )]
 pub struct Cli {
-    /// The router's administrative socket [default: $EVENTMQ_ADMINISTRATIVE_ADDR,
-    /// else the config file, else tcp://127.0.0.1:47293]
-    #[arg(long, short = 'a', value_name = "ADDR", global = true)]
+    /// The router's administrative socket; a comma-separated list is a
+    /// failover list (the router that serves answers)
+    /// [default: $EVENTMQ_ADMINISTRATIVE_ADDR, else the config file, else
+    /// tcp://127.0.0.1:47293]
+    #[arg(long, short = 'a', value_name = "ADDR[,ADDR...]", global = true)]
     pub admin: Option<String>,
 
     /// Seconds to wait for each answer from the router
-    #[arg(long, short = 't', value_name = "SECS", global = true, value_parser = parse_secs)]
+    #[arg(long, short = 't', value_name = "SECS", global = true, value_parser = emqp_proto::duration::positive_secs)]
     pub timeout: Option<f64>,
 
     /// Print the router's answer as JSON instead of tables
@@ -269,18 +273,6 @@ impl JobState {
             JobState::Cancelled => "cancelled",
             JobState::DeadLettered => "dead-lettered",
         }
-    }
-}
-
-fn parse_secs(s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
-    if v.is_finite() && v > 0.0 && v < 1.0e6 {
-        Ok(v)
-    } else {
-        Err(format!("{s:?}: must be a positive number of seconds"))
     }
 }
 

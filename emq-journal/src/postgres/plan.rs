@@ -17,7 +17,9 @@
 //! 4. deletes of job rows (completed, finished, moved to the dead letters);
 //! 5. inserts of finished jobs, then the trims of `emq_finished` and
 //!    `emq_dead_letters` (once per batch, after its records, as in SQLite);
-//! 6. schedules and paused queues, in record order.
+//! 6. schedules and paused queues, in record order;
+//! 7. inserts of held results, then deletes of released ones (a result
+//!    row is inserted once and deleted at most once, as a job row).
 //!
 //! Why this is the same: every job row is touched by at most one insert,
 //! then updates, then at most one delete or move — after which its msgid
@@ -40,7 +42,7 @@
 //! [`RowIndex`], and the `seq` counters are copies: both become the
 //! store's only when the batch commits.
 
-use emq_router_core::journal::{FinishedRecord, JobRecord, Record};
+use emq_router_core::journal::{FinishedRecord, JobRecord, Record, ResultRecord};
 
 use crate::row_index::{Key, RowIndex, Staged};
 
@@ -50,6 +52,7 @@ pub(crate) struct Seqs {
     pub(crate) job: i64,
     pub(crate) finished: i64,
     pub(crate) dead: i64,
+    pub(crate) result: i64,
 }
 
 impl Default for Seqs {
@@ -58,7 +61,32 @@ impl Default for Seqs {
             job: 1,
             finished: 1,
             dead: 1,
+            result: 1,
         }
+    }
+}
+
+/// `ResultRecord`s as column arrays.
+#[derive(Debug, Default)]
+pub(crate) struct ResultColumns<'a> {
+    pub(crate) seq: Vec<i64>,
+    pub(crate) msgid: Vec<&'a str>,
+    pub(crate) client: Vec<&'a [u8]>,
+    pub(crate) status: Vec<&'a str>,
+    pub(crate) payload: Vec<&'a [u8]>,
+    pub(crate) receipt: Vec<bool>,
+    pub(crate) held_at: Vec<i64>,
+}
+
+impl<'a> ResultColumns<'a> {
+    fn push(&mut self, seq: i64, r: &'a ResultRecord) {
+        self.seq.push(seq);
+        self.msgid.push(&r.msgid);
+        self.client.push(&r.client);
+        self.status.push(r.status.as_str());
+        self.payload.push(&r.payload);
+        self.receipt.push(r.receipt);
+        self.held_at.push(unix_ms_column(r.held_at_unix_ms));
     }
 }
 
@@ -167,18 +195,28 @@ pub(crate) struct Plan<'a> {
     /// Keep the newest this many dead letters.
     pub(crate) trim_dead: Option<i64>,
     pub(crate) other: Vec<Other<'a>>,
+    /// Held results to insert, released (or replaced) ones to delete.
+    pub(crate) results: ResultColumns<'a>,
+    pub(crate) result_deletes: Vec<i64>,
     /// The counters after this batch (the store's once it commits).
     pub(crate) seqs: Seqs,
     /// The counters before it: job rows from `first.job` on are new.
     pub(crate) first: Seqs,
     /// The msgid → seq changes (the store's once it commits).
     pub(crate) staged: Staged,
+    /// The same for held results.
+    pub(crate) staged_results: Staged,
 }
 
 impl<'a> Plan<'a> {
     /// Sort `records` into statements, finding rows through `rows` and
     /// numbering new rows from `seqs`.
-    pub(crate) fn build(records: &'a [Record], rows: &RowIndex, seqs: Seqs) -> Plan<'a> {
+    pub(crate) fn build(
+        records: &'a [Record],
+        rows: &RowIndex,
+        result_rows: &RowIndex,
+        seqs: Seqs,
+    ) -> Plan<'a> {
         let mut p = Plan {
             seqs,
             first: seqs,
@@ -254,6 +292,24 @@ impl<'a> Plan<'a> {
                         });
                     }
                 }
+                Record::ResultHeld(r) => {
+                    let key = Key::of(&r.msgid);
+                    // A msgid held again: the new result, as the newest.
+                    if let Some(old) = p.staged_results.get(result_rows, &key) {
+                        p.result_deletes.push(old);
+                    }
+                    let seq = p.seqs.result;
+                    p.seqs.result += 1;
+                    p.results.push(seq, r);
+                    p.staged_results.set(key, Some(seq));
+                }
+                Record::ResultReleased { msgid } => {
+                    let key = Key::of(msgid);
+                    if let Some(seq) = p.staged_results.get(result_rows, &key) {
+                        p.result_deletes.push(seq);
+                        p.staged_results.set(key, None);
+                    }
+                }
                 Record::PutSchedule { id, blob } => p.other.push(Other::PutSchedule { id, blob }),
                 Record::DeleteSchedule { id } => p.other.push(Other::DeleteSchedule { id }),
                 // The lease check every batch starts with is a real write.
@@ -271,7 +327,8 @@ impl<'a> Plan<'a> {
             && self.dead.is_empty()
             && self.other.is_empty()
             && self.trim_dead.is_none();
-        let deletes_old_rows = self.deletes.iter().all(|s| *s < self.first.job);
+        let deletes_old_rows = self.deletes.iter().all(|s| *s < self.first.job)
+            && self.result_deletes.iter().all(|s| *s < self.first.result);
         let trim_keeps_new_rows = match self.trim_finished {
             None => true,
             Some((at_or_below, before)) => {
@@ -375,10 +432,12 @@ mod tests {
         let p = Plan::build(
             &records,
             &rows,
+            &RowIndex::default(),
             Seqs {
                 job: 3,
                 finished: 7,
                 dead: 1,
+                result: 1,
             },
         );
         assert_eq!(p.inserts.seq, [3, 4]);
@@ -399,7 +458,8 @@ mod tests {
             Seqs {
                 job: 5,
                 finished: 8,
-                dead: 1
+                dead: 1,
+                result: 1
             }
         );
         // The index itself is untouched until the store applies `staged`.
@@ -429,7 +489,7 @@ mod tests {
                 attempts: 9,
             },
         ];
-        let p = Plan::build(&records, &rows, Seqs::default());
+        let p = Plan::build(&records, &rows, &RowIndex::default(), Seqs::default());
         assert_eq!(p.inserts.seq, [1, 2], "a new row after the completion");
         assert_eq!(
             p.updates,
@@ -480,7 +540,7 @@ mod tests {
             },
             Record::DeleteSchedule { id: "s".into() },
         ];
-        let p = Plan::build(&records, &rows, Seqs::default());
+        let p = Plan::build(&records, &rows, &RowIndex::default(), Seqs::default());
         assert_eq!(
             p.dead,
             [
@@ -513,7 +573,7 @@ mod tests {
         let rows = RowIndex::default();
         // keep 1 of 2 finished in this batch: the first must go at once.
         let records = vec![finished("x", 1), finished("y", 1)];
-        let p = Plan::build(&records, &rows, Seqs::default());
+        let p = Plan::build(&records, &rows, &RowIndex::default(), Seqs::default());
         assert_eq!(p.trim_finished, Some((1, 500)));
         assert!(!p.is_one_statement());
         // Older than the cut-off: trimmed in the same batch.
@@ -521,9 +581,65 @@ mod tests {
         if let Record::Finished { record, .. } = &mut old {
             record.finished_at_unix_ms = 100;
         }
-        assert!(!Plan::build(&[old], &rows, Seqs::default()).is_one_statement());
-        assert!(Plan::build(&[finished("w", 10)], &rows, Seqs::default()).is_one_statement());
-        assert!(Plan::build(&[Record::Probe], &rows, Seqs::default()).is_one_statement());
+        assert!(
+            !Plan::build(&[old], &rows, &RowIndex::default(), Seqs::default()).is_one_statement()
+        );
+        assert!(Plan::build(
+            &[finished("w", 10)],
+            &rows,
+            &RowIndex::default(),
+            Seqs::default()
+        )
+        .is_one_statement());
+        assert!(Plan::build(
+            &[Record::Probe],
+            &rows,
+            &RowIndex::default(),
+            Seqs::default()
+        )
+        .is_one_statement());
+    }
+
+    #[test]
+    fn held_results_are_inserted_and_released_by_row() {
+        let mut results = RowIndex::default();
+        results.set(Key::of("old"), Some(4));
+        let r = |m: &str| ResultRecord {
+            msgid: m.into(),
+            client: vec![1],
+            status: emqp_proto::ResultStatus::Ok,
+            payload: b"{}".to_vec(),
+            receipt: false,
+            held_at_unix_ms: 5,
+        };
+        let records = vec![
+            Record::ResultHeld(r("new")),
+            Record::ResultReleased {
+                msgid: "old".into(),
+            },
+            Record::ResultReleased {
+                msgid: "unknown".into(),
+            },
+        ];
+        let seqs = Seqs {
+            result: 5,
+            ..Seqs::default()
+        };
+        let p = Plan::build(&records, &RowIndex::default(), &results, seqs);
+        assert_eq!(p.results.seq, [5]);
+        assert_eq!(p.result_deletes, [4]);
+        assert!(p.is_one_statement());
+        // Held and released in one batch: a row inserted and deleted.
+        let records = vec![
+            Record::ResultHeld(r("x")),
+            Record::ResultReleased { msgid: "x".into() },
+        ];
+        let p = Plan::build(&records, &RowIndex::default(), &results, seqs);
+        assert_eq!(
+            (p.results.seq.clone(), p.result_deletes.clone()),
+            (vec![5], vec![5])
+        );
+        assert!(!p.is_one_statement());
     }
 
     #[test]

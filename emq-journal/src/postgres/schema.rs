@@ -36,7 +36,8 @@ pub struct Migration {
     pub sql: &'static str,
 }
 
-/// Version 1: the lease, the journal's tables.
+/// Version 1: the lease, the journal's tables (jobs, finished jobs, dead
+/// letters, schedules, paused queues, results held until delivered).
 const V1: &str = "
 CREATE TABLE emq_lease (
     name        TEXT PRIMARY KEY,
@@ -97,6 +98,15 @@ CREATE TABLE emq_schedules (
 );
 CREATE TABLE emq_paused_queues (
     queue TEXT PRIMARY KEY
+);
+CREATE TABLE emq_results (
+    seq      BIGINT  PRIMARY KEY,
+    msgid    TEXT    NOT NULL,
+    client   BYTEA   NOT NULL,
+    status   TEXT    NOT NULL,
+    payload  BYTEA   NOT NULL,
+    receipt  BOOLEAN NOT NULL,
+    held_at  BIGINT  NOT NULL
 );
 ";
 

@@ -5,7 +5,7 @@ use std::str::FromStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use emq_router_core::journal::{
-    Batch, DeadLetterRecord, FinishedRecord, JobRecord, JournalStore, Restored,
+    Batch, DeadLetterRecord, FinishedRecord, JobRecord, JournalStore, Restored, ResultRecord,
 };
 use postgres::{Client, IsolationLevel, NoTls, Row, Statement};
 
@@ -48,10 +48,12 @@ struct Uncertain {
     /// The `seq`s the batch gave new job rows and finished rows.
     jobs: (i64, i64),
     finished: (i64, i64),
+    results: (i64, i64),
 }
 
 const UNDO_JOBS: &str = "DELETE FROM emq_jobs WHERE seq >= $1 AND seq < $2";
 const UNDO_FINISHED: &str = "DELETE FROM emq_finished WHERE seq >= $1 AND seq < $2";
+const UNDO_RESULTS: &str = "DELETE FROM emq_results WHERE seq >= $1 AND seq < $2";
 
 /// The lease this router holds: every commit checks it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,6 +76,8 @@ pub(crate) struct Statements {
     insert_finished: Statement,
     trim_finished: Statement,
     trim_dead: Statement,
+    insert_results: Statement,
+    delete_results: Statement,
     put_schedule: Statement,
     delete_schedule: Statement,
     pause: Statement,
@@ -117,6 +121,11 @@ const TRIM_FINISHED: &str = "DELETE FROM emq_finished WHERE seq <= $1
     OR seq = ANY(ARRAY(SELECT seq FROM emq_finished WHERE finished_at < $2))";
 const TRIM_DEAD: &str = "DELETE FROM emq_dead_letters WHERE seq <=
     (SELECT seq FROM emq_dead_letters ORDER BY seq DESC LIMIT 1 OFFSET $1)";
+const INSERT_RESULTS: &str = "INSERT INTO emq_results
+        (seq, msgid, client, status, payload, receipt, held_at)
+    SELECT * FROM unnest($1::BIGINT[], $2::TEXT[], $3::BYTEA[], $4::TEXT[], $5::BYTEA[],
+                         $6::BOOLEAN[], $7::BIGINT[])";
+const DELETE_RESULTS: &str = "DELETE FROM emq_results WHERE seq = ANY($1)";
 const PUT_SCHEDULE: &str = "INSERT INTO emq_schedules (id, blob) VALUES ($1, $2)
     ON CONFLICT (id) DO UPDATE SET blob = EXCLUDED.blob";
 const DELETE_SCHEDULE: &str = "DELETE FROM emq_schedules WHERE id = $1";
@@ -150,6 +159,13 @@ const ONE_STATEMENT: &str = "WITH fence AS (
     DELETE FROM emq_finished
     WHERE (seq <= $28 OR seq = ANY(ARRAY(SELECT seq FROM emq_finished WHERE finished_at < $29)))
       AND EXISTS (SELECT 1 FROM fence)
+), rins AS (
+    INSERT INTO emq_results (seq, msgid, client, status, payload, receipt, held_at)
+    SELECT * FROM unnest($31::BIGINT[], $32::TEXT[], $33::BYTEA[], $34::TEXT[], $35::BYTEA[],
+                         $36::BOOLEAN[], $37::BIGINT[])
+    WHERE EXISTS (SELECT 1 FROM fence)
+), rdel AS (
+    DELETE FROM emq_results WHERE seq = ANY($38) AND EXISTS (SELECT 1 FROM fence)
 )
 SELECT count(*) FROM fence";
 
@@ -206,6 +222,8 @@ pub struct PgJournal {
     /// the database's.
     loaded: bool,
     rows: RowIndex,
+    /// msgid → seq of every held result.
+    result_rows: RowIndex,
     seqs: Seqs,
     /// The connection broke (logged once until it is back).
     lost: bool,
@@ -304,6 +322,7 @@ impl PgJournal {
             fence: None,
             loaded: false,
             rows: RowIndex::default(),
+            result_rows: RowIndex::default(),
             seqs: Seqs::default(),
             lost: false,
             batches: 0,
@@ -371,6 +390,8 @@ impl PgJournal {
             insert_finished: prep(INSERT_FINISHED)?,
             trim_finished: prep(TRIM_FINISHED)?,
             trim_dead: prep(TRIM_DEAD)?,
+            insert_results: prep(INSERT_RESULTS)?,
+            delete_results: prep(DELETE_RESULTS)?,
             put_schedule: prep(PUT_SCHEDULE)?,
             delete_schedule: prep(DELETE_SCHEDULE)?,
             pause: prep(PAUSE)?,
@@ -437,7 +458,7 @@ impl PgJournal {
         // nothing: a plain failed batch.
         self.conn()?;
         self.settle()?;
-        let plan = Plan::build(records, &self.rows, self.seqs);
+        let plan = Plan::build(records, &self.rows, &self.result_rows, self.seqs);
         match self.write_plan(&plan, &fence, batch.id.0) {
             Ok(()) => {
                 self.committed(plan, records.len());
@@ -463,6 +484,7 @@ impl PgJournal {
                     fence,
                     jobs: (plan.first.job, plan.seqs.job),
                     finished: (plan.first.finished, plan.seqs.finished),
+                    results: (plan.first.result, plan.seqs.result),
                 });
                 Err(e)
             }
@@ -505,6 +527,9 @@ impl PgJournal {
                 .map_err(err)?;
             tx.execute(UNDO_FINISHED, &[&u.finished.0, &u.finished.1])
                 .map_err(err)?;
+            // Held results are kept records: the core writes them again.
+            tx.execute(UNDO_RESULTS, &[&u.results.0, &u.results.1])
+                .map_err(err)?;
             tx.commit().map_err(err)?;
             log::warn!(
                 "journal {}: batch {} had committed before the connection broke; its {undone} \
@@ -534,6 +559,16 @@ impl PgJournal {
             rows.set(Key::of(r.get::<_, &str>(0)), Some(seq));
             seqs.job = seqs.job.max(seq + 1);
         }
+        let mut result_rows = RowIndex::default();
+        for r in c
+            .client
+            .query("SELECT msgid, seq FROM emq_results", &[])
+            .map_err(err)?
+        {
+            let seq: i64 = r.get(1);
+            result_rows.set(Key::of(r.get::<_, &str>(0)), Some(seq));
+            seqs.result = seqs.result.max(seq + 1);
+        }
         let r = c
             .client
             .query_one(
@@ -544,6 +579,7 @@ impl PgJournal {
         seqs.finished = r.get::<_, Option<i64>>(0).map_or(1, |m| m + 1);
         seqs.dead = r.get::<_, Option<i64>>(1).map_or(1, |m| m + 1);
         self.rows = rows;
+        self.result_rows = result_rows;
         self.seqs = seqs;
         Ok(())
     }
@@ -556,7 +592,7 @@ impl PgJournal {
         let epoch = i64::try_from(fence.epoch).unwrap_or(i64::MAX);
         let batch = i64::try_from(batch).unwrap_or(i64::MAX);
         if plan.is_one_statement() {
-            let (j, f) = (&plan.inserts, &plan.finished);
+            let (j, f, r) = (&plan.inserts, &plan.finished, &plan.results);
             let (at_or_below, before) = plan.trim_finished.unwrap_or((i64::MIN, i64::MIN));
             let row = c
                 .client
@@ -593,6 +629,14 @@ impl PgJournal {
                         &at_or_below,
                         &before,
                         &batch,
+                        &r.seq,
+                        &r.msgid,
+                        &r.client,
+                        &r.status,
+                        &r.payload,
+                        &r.receipt,
+                        &r.held_at,
+                        &plan.result_deletes,
                     ],
                 )
                 .map_err(err)?;
@@ -713,6 +757,20 @@ impl PgJournal {
             }
             .map_err(err)?;
         }
+        let r = &plan.results;
+        if !r.seq.is_empty() {
+            tx.execute(
+                &s.insert_results,
+                &[
+                    &r.seq, &r.msgid, &r.client, &r.status, &r.payload, &r.receipt, &r.held_at,
+                ],
+            )
+            .map_err(err)?;
+        }
+        if !plan.result_deletes.is_empty() {
+            tx.execute(&s.delete_results, &[&plan.result_deletes])
+                .map_err(err)?;
+        }
         tx.commit().map_err(err)?;
         Ok(())
     }
@@ -722,6 +780,7 @@ impl PgJournal {
     fn committed(&mut self, plan: Plan<'_>, records: usize) {
         self.seqs = plan.seqs;
         plan.staged.apply(&mut self.rows);
+        plan.staged_results.apply(&mut self.result_rows);
         self.batches += 1;
         self.records += records as u64;
     }
@@ -821,8 +880,36 @@ impl PgJournal {
         {
             restored.paused_queues.push(r.try_get(0).map_err(err)?);
         }
+        let mut result_rows = RowIndex::default();
+        for r in tx
+            .query(
+                "SELECT msgid, client, status, payload, receipt, held_at, seq
+                 FROM emq_results ORDER BY seq",
+                &[],
+            )
+            .map_err(err)?
+        {
+            let seq: i64 = r.try_get(6).map_err(err)?;
+            let status: String = r.try_get(2).map_err(err)?;
+            let held = ResultRecord {
+                msgid: r.try_get(0).map_err(err)?,
+                client: r.try_get(1).map_err(err)?,
+                status: if status == "failed" {
+                    emqp_proto::ResultStatus::Failed
+                } else {
+                    emqp_proto::ResultStatus::Ok
+                },
+                payload: r.try_get(3).map_err(err)?,
+                receipt: r.try_get(4).map_err(err)?,
+                held_at_unix_ms: unix_ms_from_column(r.try_get(5).map_err(err)?),
+            };
+            result_rows.set(Key::of(&held.msgid), Some(seq));
+            seqs.result = seqs.result.max(seq + 1);
+            restored.results.push(held);
+        }
         tx.commit().map_err(err)?;
         self.rows = rows;
+        self.result_rows = result_rows;
         self.seqs = seqs;
         self.loaded = true;
         // Whatever an interrupted commit did, the tables now say.

@@ -3,7 +3,8 @@
 //! - **Completion.** A worker REPLY `[payload, orig_msgid, status?]`
 //!   completes that job exactly (status `ok` when absent); with
 //!   `reply-requested` the client gets `RESULT [orig_msgid, status,
-//!   payload]` once the completion is journaled. A REPLY without
+//!   payload]` once the completion is journaled (and the result is held
+//!   until delivered: `results.rs`). A REPLY without
 //!   orig_msgid (seed form) completes the worker's oldest in-flight
 //!   reply-requested job.
 //! - **Legacy workers** ([`WorkerKind::Legacy`], no `job-ack`): a READY
@@ -44,10 +45,10 @@ use std::time::Duration;
 
 use std::rc::Rc;
 
-use emqp_proto::{Command, Reply, ResultStatus};
+use emqp_proto::{Reply, ResultStatus};
 
-use super::{frames_of, DeadLetter, Router};
-use crate::event::{Action, Socket};
+use super::{DeadLetter, Router};
+use crate::event::Action;
 use crate::jobs::{Job, JobId, JobState};
 use crate::journal::{FinishedRecord, Record};
 
@@ -279,13 +280,7 @@ impl Router {
         };
         self.record_finished(&job, outcome, Some(&payload), now);
         if job.reply_requested() && !job.client().is_empty() {
-            self.send_result(
-                job.client().to_vec(),
-                job.msgid().to_string(),
-                status,
-                payload,
-                out,
-            );
+            self.send_result(&job, status, payload, now, out);
         }
     }
 
@@ -361,34 +356,8 @@ impl Router {
         .unwrap_or_default();
         self.record_finished(&job, "cancelled", Some(&payload), now);
         if job.reply_requested() && !job.client().is_empty() {
-            self.send_result(
-                job.client().to_vec(),
-                job.msgid().to_string(),
-                ResultStatus::Failed,
-                payload,
-                out,
-            );
+            self.send_result(&job, ResultStatus::Failed, payload, now, out);
         }
-    }
-
-    fn send_result(
-        &mut self,
-        client: Vec<u8>,
-        msgid: String,
-        status: ResultStatus,
-        payload: Vec<u8>,
-        out: &mut Vec<Action>,
-    ) {
-        self.stats.results_forwarded += 1;
-        let f = frames_of(
-            self.ids.next_id(),
-            Command::Result(emqp_proto::JobResult {
-                orig_msgid: msgid,
-                status,
-                payload,
-            }),
-        );
-        self.send_after_journal(Socket::Frontend, client, f, None, out);
     }
 
     /// A job (already out of the store) gives up for good.
@@ -428,13 +397,7 @@ impl Router {
                 }))
                 .unwrap_or_default(),
             };
-            self.send_result(
-                job.client().to_vec(),
-                job.msgid().to_string(),
-                emqp_proto::ResultStatus::Failed,
-                payload,
-                out,
-            );
+            self.send_result(&job, emqp_proto::ResultStatus::Failed, payload, now, out);
         }
         // The whole job: a dead-letter retry accepts it again.
         let record = self.job_record(&job);

@@ -81,14 +81,25 @@ impl JournalState {
     }
 }
 
+/// What a held send is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Tag {
+    /// Nothing the core follows (a SCHEDULE's acknowledgement).
+    Plain,
+    /// The acknowledgement of job `JobId` (REQUEST msgid): REJECTed
+    /// instead if that job's batch fails.
+    Ack(JobId, String),
+    /// The RESULT of a held result (msgid, seq): `results.rs` follows it
+    /// once it leaves.
+    Result(String, u64),
+}
+
 /// A send waiting for a batch.
 #[derive(Debug)]
 struct Held {
     /// The batch it waits for.
     batch: u64,
-    /// The job and msgid whose acknowledgement this is (REJECTed instead
-    /// if that job's batch fails).
-    ack: Option<(JobId, String)>,
+    tag: Tag,
     action: Action,
 }
 
@@ -258,17 +269,25 @@ impl Durability {
 
     /// A send that promises something: held until the records emitted
     /// before it are committed, else given back to go out now.
-    pub(crate) fn hold(&mut self, action: Action, ack: Option<(JobId, String)>) -> Option<Action> {
+    pub(crate) fn hold(&mut self, action: Action, tag: Tag) -> Option<Action> {
         if !self.enabled {
             return Some(action);
         }
         match self.waits_for() {
             None => Some(action),
             Some(batch) => {
-                self.held.push_back(Held { batch, ack, action });
+                self.held.push_back(Held { batch, tag, action });
                 None
             }
         }
+    }
+
+    /// Held RESULT sends: `(msgid, seq)` (for the invariants).
+    pub(crate) fn held_results(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.held.iter().filter_map(|h| match &h.tag {
+            Tag::Result(m, seq) => Some((m.as_str(), *seq)),
+            _ => None,
+        })
     }
 
     /// When the open batch (or a retry) is due; `None` when nothing is
@@ -383,7 +402,11 @@ impl Router {
             identity,
             frames,
         };
-        if let Some(action) = self.journal.hold(action, ack) {
+        let tag = match ack {
+            Some((job, msgid)) => Tag::Ack(job, msgid),
+            None => Tag::Plain,
+        };
+        if let Some(action) = self.journal.hold(action, tag) {
             out.push(action);
         }
     }
@@ -425,10 +448,17 @@ impl Router {
         }
         j.state = JournalState::Healthy;
         j.durable_below = j.durable_below.max(p.durable_below);
+        let mut results: Vec<(String, u64)> = Vec::new();
         while j.held.front().is_some_and(|h| h.batch <= p.id) {
             if let Some(h) = j.held.pop_front() {
+                if let Tag::Result(m, seq) = h.tag {
+                    results.push((m, seq));
+                }
                 out.push(h.action);
             }
+        }
+        for (m, seq) in results {
+            self.result_released(&m, seq);
         }
         let mut routes: Vec<String> = Vec::new();
         for jid in &p.jobs {
@@ -455,11 +485,10 @@ impl Router {
         let held = std::mem::take(&mut self.journal.held);
         for mut h in held {
             if h.batch <= p.id {
-                let failed_ack = h
-                    .ack
-                    .as_ref()
-                    .filter(|(j, _)| failed.contains(j))
-                    .map(|(_, m)| m.clone());
+                let failed_ack = match &h.tag {
+                    Tag::Ack(j, m) if failed.contains(j) => Some(m.clone()),
+                    _ => None,
+                };
                 if let Some(msgid) = failed_ack {
                     if let Action::Send { identity, .. } = h.action {
                         reject_ids += 1;

@@ -23,7 +23,9 @@
 //!   order: `shutting-down` while draining; `journal-unavailable` while
 //!   the journal fails; `duplicate-msgid` when an unfinished job already
 //!   has that msgid (the journal and the REPLYs of workers name jobs by
-//!   msgid, so two could not be kept apart); `queue-full` when the route
+//!   msgid, so two could not be kept apart), or the router holds the
+//!   undelivered result of one (`results.rs`: a client that sends a
+//!   REQUEST again after a reconnect learns so that it was taken); `queue-full` when the route
 //!   has `hwm` jobs buffered and no free slot.
 //! - **Accept.** REQUESTs, schedule runs and jobs restored from a journal
 //!   all become jobs through [`Router::accept`]: interned meta, msgid
@@ -106,6 +108,7 @@ impl Router {
             // below (same errors, same REJECT).
             if let Some((identity, msgid, r, raw_headers)) = take_request(&mut frames) {
                 self.touch(socket, &identity, now);
+                self.results_client_seen(&identity, out);
                 self.on_request(identity, msgid, r, Some(raw_headers), now, out);
                 return;
             }
@@ -307,7 +310,12 @@ impl Router {
                 self.on_schedule(identity, msgid, cmd, raw, now, out);
             }
             Command::Kbye => self.on_scheduler_kbye(&identity),
-            Command::Heartbeat { .. } => {}
+            Command::Heartbeat { .. } => {
+                if !self.schedulers.iter().any(|s| s.identity == identity) {
+                    self.results_client_hello(&identity, out);
+                }
+            }
+            Command::Received { orig_msgids } => self.on_received(&identity, orig_msgids),
             other => {
                 log::debug!(
                     "frontend: {} from {} ignored",
@@ -357,6 +365,12 @@ impl Router {
             Some((
                 RejectReason::DuplicateMsgid,
                 format!("the router already holds an unfinished job with msgid {msgid}"),
+            ))
+        } else if self.results.holds(&msgid) {
+            self.stats.rejected_duplicate += 1;
+            Some((
+                RejectReason::DuplicateMsgid,
+                format!("the router holds the undelivered result of a job with msgid {msgid}"),
             ))
         } else if !self.pool.has_free(&route) && self.store.queue_len(&route) >= self.cfg.hwm {
             self.stats.rejected_queue_full += 1;

@@ -6,7 +6,11 @@
 //! dispatchable job; every unfinished job is in the msgid index and
 //! nothing else is; every accepted job is queued, delayed, in flight,
 //! completed or dead-lettered (conservation); no more RESULTs than
-//! finished jobs.
+//! finished jobs; held results within their bounds, indexed per client
+//! exactly once, counted (bytes, unsent) right, an unreachable client
+//! probed, every result waiting for a commit with exactly one held send
+//! (none without a journal), and every result produced or restored is
+//! held, delivered, dropped at the bounds or replaced (conservation).
 
 use std::collections::VecDeque;
 
@@ -142,6 +146,39 @@ impl Router {
             return Err(format!(
                 "{} RESULTs forwarded for {finished} finished jobs",
                 self.stats.results_forwarded
+            ));
+        }
+        self.results
+            .check(self.cfg.results_keep, self.cfg.results_keep_bytes)?;
+        let committing: std::collections::BTreeSet<(&str, u64)> = self
+            .results
+            .in_state(super::results::Delivery::Committing)
+            .collect();
+        let queued: Vec<(&str, u64)> = self
+            .journal
+            .held_results()
+            .filter(|k| committing.contains(k))
+            .collect();
+        if queued.len() != committing.len() {
+            return Err(format!(
+                "{} results wait for a commit, {} held sends for them",
+                committing.len(),
+                queued.len()
+            ));
+        }
+        let held = self.results.len() as u64;
+        let s = &self.stats;
+        if held + s.results_delivered + s.results_dropped + self.results.replaced
+            != s.results_forwarded + s.restored_results
+        {
+            return Err(format!(
+                "results: {held} held + {} delivered + {} dropped + {} replaced != {} produced \
+                 + {} restored",
+                s.results_delivered,
+                s.results_dropped,
+                self.results.replaced,
+                s.results_forwarded,
+                s.restored_results
             ));
         }
         if self.stats.accepted != self.store.jobs.len() as u64 + finished {

@@ -24,7 +24,9 @@
 //! if `poll_timeout() <= now`, `handle_timeout(now)`; carry out the
 //! actions (feeding failures and journal outcomes back, which may add
 //! actions); stop after [`Action::Exit`]; sleep until `poll_timeout()` or
-//! input. Time is a [`Duration`] since the driver's start (the same type as
+//! input. A failed send must be fed back before the next message read
+//! off a socket (and before the next `handle_timeout`): the core takes a
+//! RESULT that no failure was reported for as handed over (`results.rs`). Time is a [`Duration`] since the driver's start (the same type as
 //! the job manager's connection core); the core reads no clock and draws
 //! no random numbers (msgids come from `Config::id_seed`).
 //!
@@ -36,6 +38,8 @@
 //!   liveness, send failures, redelivery of a removed worker's jobs;
 //! - `dispatch.rs`: handing buffered jobs to free slots;
 //! - `completion.rs`: REPLYs, retries, dead letters, RESULTs;
+//! - `results.rs`: results held until delivered (receipts, re-sends to
+//!   clients that come back, bounds);
 //! - `schedules.rs`: SCHEDULE / UNSCHEDULE and the built-in book;
 //! - `control.rs`: the control plane (ADMIN ops: lookups, cancel, dead
 //!   letters, pause, purge, drain);
@@ -53,6 +57,7 @@ mod durability;
 mod intake;
 mod invariants;
 mod peers;
+pub(crate) mod results;
 mod schedules;
 
 use std::collections::VecDeque;
@@ -128,7 +133,18 @@ pub struct Stats {
     /// Messages dropped undecoded: malformed, or with a frame over
     /// [`Config::max_message_size`] (refused or not).
     pub malformed_dropped: u64,
+    /// Results of `reply-requested` jobs (first sends, not re-sends).
     pub results_forwarded: u64,
+    /// Held results delivered: receipted by their client, or (without
+    /// `result-receipt`) handed to it.
+    pub results_delivered: u64,
+    /// Held results sent again (to a client that was unreachable, or
+    /// that said it reconnected).
+    pub results_resent: u64,
+    /// Held results dropped undelivered at the bounds.
+    pub results_dropped: u64,
+    /// Held results loaded from the journal at start.
+    pub restored_results: u64,
     /// Jobs enqueued by built-in schedules.
     pub scheduled_runs: u64,
     /// Runs of built-in schedules skipped (queue at `hwm`, or shutting down).
@@ -156,6 +172,8 @@ pub struct RestoreCounts {
     pub schedules: usize,
     pub paused_queues: usize,
     pub finished: usize,
+    /// Results not yet delivered.
+    pub results: usize,
 }
 
 /// The router core. See the module documentation for the call order.
@@ -176,6 +194,8 @@ pub struct Router {
     pub(crate) paused: FastSet<String>,
     /// Finished jobs kept for lookups.
     pub(crate) finished: Finished,
+    /// Results held until delivered.
+    pub(crate) results: results::Results,
     next_heartbeat: Duration,
     drain_deadline: Option<Duration>,
     exited: bool,
@@ -185,6 +205,7 @@ pub struct Router {
     unknown_log: LogLimiter,
     reject_log: LogLimiter,
     gone_log: LogLimiter,
+    drop_log: LogLimiter,
 }
 
 pub(crate) fn frames_of(msgid: String, command: Command) -> Frames {
@@ -207,6 +228,7 @@ impl Router {
             journal,
             paused: FastSet::default(),
             finished: Finished::default(),
+            results: results::Results::default(),
             next_heartbeat: Duration::ZERO,
             drain_deadline: None,
             exited: false,
@@ -215,6 +237,7 @@ impl Router {
             unknown_log: LogLimiter::new("messages from unknown workers", 20),
             reject_log: LogLimiter::new("rejected requests", 20),
             gone_log: LogLimiter::new("messages to gone clients", 20),
+            drop_log: LogLimiter::new("dropped results", 20),
         }
     }
 
@@ -236,6 +259,11 @@ impl Router {
     /// Jobs waiting for a retry delay.
     pub fn delayed_count(&self) -> usize {
         self.store.delayed.len()
+    }
+
+    /// Results held until delivered, and their bytes.
+    pub fn held_results(&self) -> (usize, usize) {
+        (self.results.len(), self.results.bytes())
     }
 
     /// Jobs on workers.
@@ -313,18 +341,23 @@ impl Router {
         for f in restored.finished {
             self.finished.push(f, keep, drop_before);
         }
+        let results = self.restore_results(restored.results, now);
         RestoreCounts {
             jobs,
             dead_letters,
             schedules,
             paused_queues: paused,
             finished,
+            results,
         }
     }
 
     /// Feed one input; actions are appended to `out` in the order the
     /// driver must carry them out.
     pub fn handle(&mut self, input: Input, now: Duration, out: &mut Vec<Action>) {
+        if !matches!(input, Input::SendFailed { .. } | Input::JournalDone { .. }) {
+            self.confirm_results(now, out);
+        }
         match input {
             Input::Frames { socket, frames } => self.on_frames(socket, frames, now, out),
             Input::Message {
@@ -365,6 +398,12 @@ impl Router {
         }
         at(self.drain_deadline);
         at(self.journal.deadline(draining));
+        at(self.results.deadline(self.cfg.results_keep_for));
+        if self.results.has_handed() {
+            // Results handed over: taken as delivered at the next call
+            // (the driver has fed back the failed sends by then).
+            at(Some(Duration::ZERO));
+        }
         t
     }
 
@@ -372,6 +411,7 @@ impl Router {
     /// delay ended, schedule runs, the group commit or journal retry, the
     /// drain deadline.
     pub fn handle_timeout(&mut self, now: Duration, out: &mut Vec<Action>) {
+        self.confirm_results(now, out);
         self.send_heartbeats(now, out);
         self.sweep_dead_peers(now, out);
         self.requeue_due_retries(now, out);
@@ -380,6 +420,7 @@ impl Router {
         }
         let drop_before = self.retention_cutoff(now);
         self.finished.trim(self.cfg.retain_finished, drop_before);
+        self.result_timers(now, out);
         self.flush_journal(now, out);
         self.maybe_exit(now, out);
     }
@@ -394,6 +435,9 @@ impl Router {
         out: &mut Vec<Action>,
     ) {
         self.touch(socket, &identity, now);
+        if socket == Socket::Frontend {
+            self.results_client_seen(&identity, out);
+        }
         match socket {
             Socket::Backend => self.on_backend(identity, msg, now, out),
             Socket::Frontend => self.on_frontend(identity, msg, raw, now, out),

@@ -26,7 +26,8 @@
 //!   this way `max_attempts` times is dead-lettered instead.
 //! - **Send failures.** A failed send to a worker removes it (its jobs are
 //!   redelivered, the job whose send failed first); to a scheduler removes
-//!   it; to a client drops the message (the job itself is already settled).
+//!   it; to a client drops the message (the job itself is already
+//!   settled), except a RESULT, which stays held (`results.rs`).
 
 use std::time::Duration;
 
@@ -312,8 +313,14 @@ impl Router {
                 if let Some(i) = self.schedulers.iter().position(|s| s.identity == identity) {
                     self.schedulers.remove(i);
                     log::info!("scheduler {} removed ({why})", ident(&identity));
-                } else if self.gone_log.allow(now) {
-                    log::info!("client {} {why}: message dropped", ident(&identity));
+                } else {
+                    if self.gone_log.allow(now) {
+                        log::info!(
+                            "client {} {why}: message dropped (results are kept for it)",
+                            ident(&identity)
+                        );
+                    }
+                    self.results_send_failed(&identity, now);
                 }
             }
             Socket::Admin => log::debug!("admin peer {} {why}", ident(&identity)),

@@ -22,6 +22,7 @@ pub(crate) fn us(n: u64) -> Duration {
 mod control;
 mod durability;
 mod limits;
+mod results;
 
 /// A router with a fake clock, and a fake journal store that commits
 /// every batch (or fails it while `fail_journal` is set), as a driver

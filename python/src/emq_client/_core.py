@@ -6,16 +6,29 @@ No sockets and no clock here. The sync and the asyncio client each feed
 long as some job handle refers to it, so a client's memory is bounded by the
 handles its caller keeps, however many jobs were submitted; answers for jobs
 whose handles are gone are dropped on arrival.
+
+It also keeps what the client needs across a lost connection
+(docs/PROTOCOL.md, "Results until delivered"): the frames of every REQUEST,
+SCHEDULE and UNSCHEDULE not answered yet (held strongly until answered:
+bounded by the submit window), sent again with the same msgid after a
+reconnect (:meth:`Tracker.link`) — a ``duplicate-msgid`` REJECT for one of
+those means the router had it, and counts as accepted; and the msgids of the
+RESULTs received, confirmed to the router with RECEIVED
+(:meth:`Tracker.take_receipts`). A RESULT that comes twice (sent again after
+a reconnect) changes nothing: it names the same job.
 """
 
 from __future__ import annotations
 
 import json
 import weakref
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
-from . import errors
-from .wire import Incoming
+from . import errors, wire
+from .wire import Frames, Incoming
+
+#: RESULTs confirmed in one RECEIVED at most.
+RECEIPT_BATCH = 256
 
 
 class Pending:
@@ -45,23 +58,47 @@ class Pending:
 
 
 class Tracker:
-    """Outstanding jobs by msgid (weakly held), and the dispatch of answers."""
+    """Outstanding jobs by msgid (weakly held), the dispatch of answers, and
+    what a reconnect needs (see the module documentation). ``resend``: keep
+    unanswered messages (off for a 0.3.13 router, which answers few)."""
 
-    def __init__(self) -> None:
+    def __init__(self, resend: bool = True) -> None:
         self._jobs: "weakref.WeakValueDictionary[str, Pending]" = weakref.WeakValueDictionary()
+        self.resend = resend
+        self._unanswered: Dict[str, Frames] = {}
+        self._resent: Set[str] = set()
+        self._receipts: List[str] = []
+        self._connected = False
+        self._lost = False
 
     def __len__(self) -> int:
         return len(self._jobs)
 
-    def add(self, msgid: str, reply: bool) -> Pending:
-        """Record a job about to be sent."""
+    def add(self, msgid: str, reply: bool, frames: Optional[Frames] = None) -> Pending:
+        """Record a job (or schedule) about to be sent as ``frames``."""
         p = Pending(msgid, reply)
         self._jobs[msgid] = p
+        if frames is not None and self.resend:
+            self._unanswered[msgid] = frames
         return p
+
+    @property
+    def unanswered(self) -> int:
+        """Messages kept to be sent again after a reconnect."""
+        return len(self._unanswered)
 
     def handle(self, msg: Incoming) -> Optional[Pending]:
         """Apply one answer; the record it changed, or None when nobody waits
         for it (unknown msgid, handle dropped, or not a job answer)."""
+        if msg.command == "REJECT" and msg.reason == "duplicate-msgid" and msg.orig in self._resent:
+            # Sent again after a reconnect: the router had taken it.
+            msg = Incoming("REPLY", msg.orig)
+        if msg.command in ("REPLY", "RESULT", "REJECT"):
+            self._unanswered.pop(msg.orig, None)
+            if msg.command != "REPLY":
+                self._resent.discard(msg.orig)
+        if msg.command == "RESULT":
+            self._receipts.append(msg.orig)
         p = self._jobs.get(msg.orig)
         if p is None:
             return None
@@ -78,6 +115,34 @@ class Tracker:
         if p.waker is not None:
             p.waker()
         return p
+
+    def take_receipts(self, everything: bool = True) -> Optional[Frames]:
+        """The RECEIVED message for the RESULTs read so far (at most
+        :data:`RECEIPT_BATCH`; with ``everything`` False only once that many
+        wait), or None."""
+        if not self._receipts or (not everything and len(self._receipts) < RECEIPT_BATCH):
+            return None
+        batch, self._receipts = self._receipts[:RECEIPT_BATCH], self._receipts[RECEIPT_BATCH:]
+        return wire.received(batch)
+
+    def give_back_receipts(self, frames: Frames) -> None:
+        """A RECEIVED that could not be sent: keep its msgids for the next."""
+        self._receipts[:0] = [f.decode() for f in frames[4:]]
+
+    def link(self, up: bool) -> List[Frames]:
+        """A connection came up (``up``) or went down; what to send: after a
+        connection comes up following a lost one, the hello and every
+        unanswered message again (in the order they were first sent)."""
+        if not up:
+            self._lost = True
+            return []
+        again = self._connected and self._lost
+        self._connected = True
+        if not again:
+            return []
+        self._lost = False
+        self._resent.update(self._unanswered)
+        return [wire.hello(), *self._unanswered.values()]
 
 
 def decode_result(msgid: str, status: str, payload: bytes) -> Any:

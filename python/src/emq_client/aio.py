@@ -3,7 +3,10 @@ API as :class:`~emq_client.Client` with ``await``.
 
 One reader task per client receives everything the router sends on the
 frontend and wakes the jobs it concerns (an ``asyncio.Event`` per job), so
-any number of coroutines can await results at once. A client belongs to
+any number of coroutines can await results at once; it confirms RESULTs with
+RECEIVED. A second task watches the connections: after a reconnect (a
+router restarted, or another on the failover list took over) it says hello
+and sends again what was not answered (see :class:`~emq_client.Client`). A client belongs to
 the event loop it was first used on (zmq.asyncio sockets are bound to
 one); use from another loop or thread raises :class:`WrongThread`.
 """
@@ -17,7 +20,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence
 import zmq
 import zmq.asyncio
 
-from . import _core, errors, payload, wire
+from . import _core, errors, link, payload, wire
 from ._core import JobStatus, Pending
 from .client import BulkItem, bulk_task, default_admin, default_frontend, readable, recv_ready
 
@@ -58,6 +61,11 @@ class AsyncClient:
             raise ValueError("window must be >= 1")
         self.addr = addr or default_frontend()
         self.admin_addr = admin_addr or default_admin()
+        try:
+            self._addrs = link.parse_endpoints(self.addr, "addr")
+            self._admin_addrs = link.parse_endpoints(self.admin_addr, "admin_addr")
+        except ValueError as e:
+            raise errors.EmqConnectionError(f"cannot connect: {e}") from None
         self.queue = queue
         self.ack_timeout = float(ack_timeout)
         self.admin_timeout = float(admin_timeout)
@@ -65,7 +73,7 @@ class AsyncClient:
         self.legacy = legacy
         self._linger_ms = int(linger * 1000)
         self._ctx = context or zmq.asyncio.Context.instance()
-        self._tracker = _core.Tracker()
+        self._tracker = _core.Tracker(resend=not legacy)
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._sock: Optional[zmq.asyncio.Socket] = None
         # The same socket for calls that never block (sends that fit, reads
@@ -74,20 +82,24 @@ class AsyncClient:
         self._admin: Optional[zmq.asyncio.Socket] = None
         self._admin_lock: Optional[asyncio.Lock] = None
         self._reader: Optional["asyncio.Task[None]"] = None
+        self._watch: Optional[zmq.asyncio.Socket] = None
+        self._watcher: Optional["asyncio.Task[None]"] = None
         self._progress: Optional[asyncio.Event] = None
         self._closed = False
 
-    def _dealer(self, addr: str) -> zmq.asyncio.Socket:
+    def _dealer(self, addrs: List[str], watched: bool = False) -> zmq.asyncio.Socket:
         """A DEALER as :meth:`Client._dealer` makes it."""
         sock = self._ctx.socket(zmq.DEALER)
         try:
             sock.setsockopt(zmq.IDENTITY, wire.new_msgid().encode())
             sock.setsockopt(zmq.LINGER, self._linger_ms)
             sock.setsockopt(zmq.RCVHWM, 100_000)
-            sock.connect(addr)
+            if watched:
+                self._watch = link.watch(sock)  # type: ignore[assignment]
+            link.connect(sock, addrs)
         except zmq.ZMQError as e:
             sock.close(0)
-            raise errors.EmqConnectionError(f"cannot connect to {addr}: {e}") from None
+            raise errors.EmqConnectionError(f"cannot connect to {','.join(addrs)}: {e}") from None
         return sock
 
     def _start(self) -> zmq.asyncio.Socket:
@@ -98,11 +110,13 @@ class AsyncClient:
         loop = asyncio.get_running_loop()
         if self._loop is None:
             self._loop = loop
-            self._sock = self._dealer(self.addr)
+            self._sock = self._dealer(self._addrs, watched=not self.legacy)
             self._sync = zmq.Socket.shadow(self._sock.underlying)
             self._progress = asyncio.Event()
             self._admin_lock = asyncio.Lock()
             self._reader = loop.create_task(self._read())
+            if self._watch is not None:
+                self._watcher = loop.create_task(self._links(self._watch))
         elif loop is not self._loop:
             raise errors.WrongThread("this AsyncClient belongs to another event loop: make one per loop")
         assert self._sock is not None
@@ -134,7 +148,37 @@ class AsyncClient:
             if msg is not None:
                 handle(msg)
         if n:
+            self._send_receipts()
             self._progress.set()
+
+    def _send_receipts(self) -> None:
+        """RECEIVED for the RESULTs read so far, without blocking (without a
+        connection they wait for the next round)."""
+        sync = self._sync
+        assert sync is not None
+        while True:
+            frames = self._tracker.take_receipts()
+            if frames is None:
+                return
+            try:
+                sync.send(frames[0], _FIRST)
+            except zmq.Again:
+                self._tracker.give_back_receipts(frames)
+                return
+            for f in frames[1:-1]:
+                sync.send(f, _MORE)
+            sync.send(frames[-1], 0)
+
+    async def _links(self, watch: zmq.asyncio.Socket) -> None:
+        """The watch task: after a reconnect, say hello and send again what
+        was not answered."""
+        while True:
+            ev = link.link_event(await watch.recv_multipart())
+            if ev is None:
+                continue
+            assert self._sock is not None
+            for f in self._tracker.link(ev[0]):
+                await self._send(self._sock, f, self.addr)
 
     async def _send(self, sock: zmq.asyncio.Socket, frames: List[bytes], addr: str) -> None:
         """Send: at once when the socket has room, else waiting up to the
@@ -190,14 +234,20 @@ class AsyncClient:
         if self.legacy and delay is not None:
             raise errors.Unsupported("delay needs an emq router (0.3.13 has no delay header)")
         return wire.headers_frame(
-            reply_requested=not self.legacy, retries=retries, timeout=timeout, delay=delay, extra=headers
+            reply_requested=not self.legacy,
+            receipt=not self.legacy,
+            retries=retries,
+            timeout=timeout,
+            delay=delay,
+            extra=headers,
         )
 
     async def _post(self, task: Task, queue: Optional[str], headers: str) -> Pending:
         sock = self._start()
         msgid = wire.new_msgid()
-        p = self._tracker.add(msgid, reply=not self.legacy)
-        await self._send(sock, wire.request(msgid, queue or self.queue, headers, task.message), self.addr)
+        frames = wire.request(msgid, queue or self.queue, headers, task.message)
+        p = self._tracker.add(msgid, reply=not self.legacy, frames=frames)
+        await self._send(sock, frames, self.addr)
         return p
 
     async def submit(
@@ -308,11 +358,11 @@ class AsyncClient:
             raise ValueError("give either interval or cron")
         sock = self._start()
         msgid = wire.new_msgid()
-        p = self._tracker.add(msgid, reply=False)
         frames = wire.schedule(
             msgid, queue or self.queue, ",".join(headers), task.message,
             interval_secs=interval, cron=cron, unschedule=unschedule,
         )
+        p = self._tracker.add(msgid, reply=False, frames=frames)
         await self._send(sock, frames, self.addr)
         if not self.legacy:
             if not await self._await(p, lambda q: q.answered, self.ack_timeout):
@@ -333,7 +383,7 @@ class AsyncClient:
         assert self._admin_lock is not None
         async with self._admin_lock:
             if self._admin is None:
-                self._admin = self._dealer(self.admin_addr)
+                self._admin = self._dealer(self._admin_addrs)
             sock = self._admin
             msgid = wire.new_msgid("admin:")
             await self._send(sock, wire.admin(msgid, {"op": op, **args}), self.admin_addr)
@@ -359,12 +409,17 @@ class AsyncClient:
         if self._closed:
             return
         self._closed = True
-        if self._reader is not None:
-            self._reader.cancel()
-            try:
-                await self._reader
-            except (asyncio.CancelledError, Exception):
-                pass
+        for task in (self._reader, self._watcher):
+            if task is not None:
+                task.cancel()
+                try:
+                    await task
+                except (asyncio.CancelledError, Exception):
+                    pass
+        if self._sync is not None:
+            self._send_receipts()
+        if self._watch is not None:
+            self._watch.close(0)
         if self._sock is not None:
             self._sock.close(self._linger_ms)
         if self._admin is not None:

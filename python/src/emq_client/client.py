@@ -7,6 +7,15 @@ result, or room in the ``submit_many`` window), with ``zmq.poll`` and the
 caller's timeout, never in a busy loop. Answers for other jobs that arrive
 meanwhile are kept on those jobs' handles.
 
+**Failover.** ``addr`` (and ``admin_addr``) may be a comma-separated list
+of routers: the client connects to every one and talks to the router that
+serves (:mod:`emq_client.link`). It keeps its identity across reconnects;
+after one it says hello and sends again whatever was not answered, and the
+router sends the results it holds for it. Results are confirmed with
+RECEIVED (``result-receipt``), so a result produced just before a router
+crash or failover still arrives (docs/PROTOCOL.md, "Results until
+delivered").
+
 **Threads.** zmq sockets must not be shared between threads, so a Client
 belongs to the thread that made it: any call from another thread (on the
 Client or on one of its Jobs) raises :class:`~emq_client.errors.WrongThread`.
@@ -23,7 +32,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 import zmq
 
-from . import _core, errors, payload, wire
+from . import _core, errors, link, payload, wire
 from ._core import JobStatus, Pending
 from .payload import JobSpec, Task
 
@@ -91,7 +100,8 @@ class Client:
     """A connection to an emq router's frontend (and admin socket).
 
     ``addr``: the frontend (default ``$EMQ_BROKER_ADDR``, else
-    ``tcp://127.0.0.1:47291``); ``admin_addr``: the admin socket for
+    ``tcp://127.0.0.1:47291``), or a comma-separated failover list of
+    frontends; ``admin_addr``: the admin socket (or list) for
     ``status``/``cancel`` (default ``$EMQ_ADMIN_ADDR``, else
     ``tcp://127.0.0.1:47293``); ``queue``: the default queue;
     ``ack_timeout``: seconds to wait for the router's answer to a submit
@@ -122,6 +132,11 @@ class Client:
             raise ValueError("window must be >= 1")
         self.addr = addr or default_frontend()
         self.admin_addr = admin_addr or default_admin()
+        try:
+            self._addrs = link.parse_endpoints(self.addr, "addr")
+            self._admin_addrs = link.parse_endpoints(self.admin_addr, "admin_addr")
+        except ValueError as e:
+            raise errors.EmqConnectionError(f"cannot connect: {e}") from None
         self.queue = queue
         self.ack_timeout = float(ack_timeout)
         self.admin_timeout = float(admin_timeout)
@@ -130,27 +145,32 @@ class Client:
         self._linger_ms = int(linger * 1000)
         self._owner = threading.get_ident()
         self._ctx = context or zmq.Context.instance()
-        self._tracker = _core.Tracker()
-        self._sock = self._dealer(self.addr)
+        self._tracker = _core.Tracker(resend=not legacy)
+        self._watch: Optional["zmq.Socket[Any]"] = None
+        self._poll: Optional[zmq.Poller] = None
+        self._sock = self._dealer(self._addrs, watched=not legacy)
         self._admin: Optional[zmq.Socket] = None  # type: ignore[type-arg]
         self._closed = False
 
     # -- sockets ---------------------------------------------------------
 
-    def _dealer(self, addr: str) -> "zmq.Socket[Any]":
+    def _dealer(self, addrs: List[str], watched: bool = False) -> "zmq.Socket[Any]":
         """A DEALER with a uuid4 identity (as 0.3.13's Sender), a send timeout
         (a send that blocks this long means no router: a connection error)
-        and a short linger, connected to ``addr``."""
+        and a short linger, connected to every address of ``addrs``; with
+        ``watched``, its connections are watched (``self._watch``)."""
         sock = self._ctx.socket(zmq.DEALER)
         try:
             sock.setsockopt(zmq.IDENTITY, wire.new_msgid().encode())
             sock.setsockopt(zmq.SNDTIMEO, int(self.ack_timeout * 1000))
             sock.setsockopt(zmq.LINGER, self._linger_ms)
             sock.setsockopt(zmq.RCVHWM, 100_000)
-            sock.connect(addr)
+            if watched:
+                self._watch = link.watch(sock)
+            link.connect(sock, addrs)
         except zmq.ZMQError as e:
             sock.close(0)
-            raise errors.EmqConnectionError(f"cannot connect to {addr}: {e}") from None
+            raise errors.EmqConnectionError(f"cannot connect to {','.join(addrs)}: {e}") from None
         return sock
 
     def _check(self) -> None:
@@ -172,12 +192,29 @@ class Client:
 
     def _pump(self, timeout: Optional[float]) -> int:
         """Wait up to ``timeout`` seconds (None: no limit) for the router to
-        say something, then apply everything already received. Returns the
-        number of messages read."""
+        say something, then apply everything already received (and send the
+        receipts for the RESULTs among it). Connection changes are handled on
+        the way. Returns the number of messages read."""
         sock = self._sock
-        ms = None if timeout is None else max(0, int(timeout * 1000 + 0.999))
-        if not readable(sock) and not sock.poll(ms, zmq.POLLIN):
-            return 0
+        self._links()
+        if not readable(sock):
+            if self._watch is None:
+                ms = None if timeout is None else max(0, int(timeout * 1000 + 0.999))
+                if not sock.poll(ms, zmq.POLLIN):
+                    return 0
+            else:
+                # A connection event wakes the poll too: wait on until
+                # the router says something or the time is up.
+                deadline = None if timeout is None else time.monotonic() + timeout
+                while True:
+                    left = None if deadline is None else deadline - time.monotonic()
+                    ms = None if left is None else max(0, int(left * 1000 + 0.999))
+                    self._poller().poll(ms)
+                    self._links()
+                    if readable(sock):
+                        break
+                    if deadline is not None and time.monotonic() >= deadline:
+                        return 0
         n = 0
         handle = self._tracker.handle
         while n < 100_000:
@@ -188,7 +225,49 @@ class Client:
             msg = wire.parse(frames)
             if msg is not None:
                 handle(msg)
+        self._send_receipts()
         return n
+
+    def _poller(self) -> zmq.Poller:
+        """A poller on the DEALER and its connection watch (made once)."""
+        if self._poll is None:
+            self._poll = zmq.Poller()
+            self._poll.register(self._sock, zmq.POLLIN)
+            if self._watch is not None:
+                self._poll.register(self._watch, zmq.POLLIN)
+        return self._poll
+
+    def _links(self) -> None:
+        """Apply the connection changes waiting on the watch: after a
+        reconnect, say hello and send again what was not answered."""
+        watch = self._watch
+        if watch is None:
+            return
+        while True:
+            frames = recv_ready(watch)
+            if frames is None:
+                return
+            ev = link.link_event(frames)
+            if ev is None:
+                continue
+            for f in self._tracker.link(ev[0]):
+                self._send(self._sock, f, self.addr)
+
+    def _send_receipts(self) -> None:
+        """RECEIVED for the RESULTs read so far (never blocks: without a
+        connection they wait for the next round)."""
+        while True:
+            frames = self._tracker.take_receipts()
+            if frames is None:
+                return
+            try:
+                send = self._sock.send
+                for f in frames[:-1]:
+                    send(f, _SNDMORE | _NOBLOCK)
+                send(frames[-1], _NOBLOCK)
+            except zmq.Again:
+                self._tracker.give_back_receipts(frames)
+                return
 
     def _wait(self, done: Callable[[], bool], timeout: Optional[float], expired: Callable[[], Exception]) -> None:
         """Read answers until ``done()`` or ``timeout`` seconds pass (then
@@ -210,14 +289,20 @@ class Client:
         if self.legacy and delay is not None:
             raise errors.Unsupported("delay needs an emq router (0.3.13 has no delay header)")
         return wire.headers_frame(
-            reply_requested=not self.legacy, retries=retries, timeout=timeout, delay=delay, extra=headers
+            reply_requested=not self.legacy,
+            receipt=not self.legacy,
+            retries=retries,
+            timeout=timeout,
+            delay=delay,
+            extra=headers,
         )
 
     def _post(self, task: Task, queue: Optional[str], headers: str) -> Pending:
         """Send one REQUEST and record it."""
         msgid = wire.new_msgid()
-        p = self._tracker.add(msgid, reply=not self.legacy)
-        self._send(self._sock, wire.request(msgid, queue or self.queue, headers, task.message), self.addr)
+        frames = wire.request(msgid, queue or self.queue, headers, task.message)
+        p = self._tracker.add(msgid, reply=not self.legacy, frames=frames)
+        self._send(self._sock, frames, self.addr)
         return p
 
     def submit(
@@ -353,11 +438,11 @@ class Client:
         if not unschedule and (interval is None) == (cron is None):
             raise ValueError("give either interval or cron")
         msgid = wire.new_msgid()
-        p = self._tracker.add(msgid, reply=False)
         frames = wire.schedule(
             msgid, queue or self.queue, ",".join(headers), task.message,
             interval_secs=interval, cron=cron, unschedule=unschedule,
         )
+        p = self._tracker.add(msgid, reply=False, frames=frames)
         self._send(self._sock, frames, self.addr)
         if not self.legacy:
             self._wait(lambda: p.answered, self.ack_timeout, lambda: self._no_answer(f"schedule {msgid}"))
@@ -390,7 +475,7 @@ class Client:
         if self.legacy:
             raise errors.Unsupported(f"admin op {op!r} needs an emq router")
         if self._admin is None:
-            self._admin = self._dealer(self.admin_addr)
+            self._admin = self._dealer(self._admin_addrs)
         sock = self._admin
         msgid = wire.new_msgid("admin:")
         self._send(sock, wire.admin(msgid, {"op": op, **args}), self.admin_addr)
@@ -414,6 +499,9 @@ class Client:
         if self._closed:
             return
         self._closed = True
+        self._send_receipts()
+        if self._watch is not None:
+            self._watch.close(0)
         self._sock.close(self._linger_ms)
         if self._admin is not None:
             self._admin.close(0)

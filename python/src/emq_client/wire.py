@@ -3,7 +3,8 @@
 Every message from a DEALER is ``['', 'eMQP/1.0', COMMAND, MSGID, body...]``
 (docs/PROTOCOL.md, "Envelope"). The client sends REQUEST, SCHEDULE,
 UNSCHEDULE on the router's frontend and ADMIN on its admin socket; it reads
-REPLY (acknowledgement, or an admin answer), RESULT and REJECT. Message ids
+REPLY (acknowledgement, or an admin answer), RESULT and REJECT; it confirms
+RESULTs with RECEIVED and says hello (HEARTBEAT) after a reconnect. Message ids
 are uuid4 text, as 0.3.13's ``generate_msgid``; admin ids carry ``admin:``.
 """
 
@@ -17,6 +18,10 @@ PROTOCOL = b"eMQP/1.0"
 DEFAULT_FRONTEND = "tcp://127.0.0.1:47291"
 DEFAULT_ADMIN = "tcp://127.0.0.1:47293"
 DEFAULT_QUEUE = "default"
+#: emq: the client confirms each RESULT with RECEIVED, so the router keeps
+#: the result (journaled) until then (docs/PROTOCOL.md, "Results until
+#: delivered").
+RESULT_RECEIPT = "result-receipt"
 
 Frames = List[bytes]
 
@@ -29,6 +34,7 @@ def new_msgid(prefix: str = "") -> str:
 def headers_frame(
     *,
     reply_requested: bool = False,
+    receipt: bool = False,
     guarantee: bool = False,
     retries: int = 0,
     timeout: float = 0,
@@ -36,7 +42,8 @@ def headers_frame(
     extra: Iterable[str] = (),
 ) -> str:
     """The HEADERS frame: 0.3.13's order (``reply-requested``, ``guarantee``,
-    ``retry-count:N``, ``timeout:N``), then emq's ``delay:SECS``, then the
+    ``retry-count:N``, ``timeout:N``), then emq's ``delay:SECS`` and (with
+    ``receipt`` and ``reply_requested``) ``result-receipt``, then the
     caller's own headers. Zero retries and a zero timeout are left out, as
     0.3.13 leaves them out."""
     out: List[str] = []
@@ -52,6 +59,8 @@ def headers_frame(
         if delay < 0:
             raise ValueError(f"delay must be >= 0 seconds, got {delay}")
         out.append("delay:" + _number(delay))
+    if receipt and reply_requested:
+        out.append(RESULT_RECEIPT)
     for h in extra:
         if not h or "," in h:
             raise ValueError(f"bad header {h!r}: headers are non-empty and have no commas")
@@ -108,6 +117,17 @@ def schedule(
         message,
         (cron or "").encode(),
     ]
+
+
+def received(msgids: Sequence[str]) -> Frames:
+    """``RECEIVED [orig_msgid, ...]``: this client has these jobs' RESULTs."""
+    return [b"", PROTOCOL, b"RECEIVED", new_msgid().encode(), *(m.encode() for m in msgids)]
+
+
+def hello() -> Frames:
+    """``HEARTBEAT`` on the frontend: this client (re)connected, the router
+    sends again every result it holds for it."""
+    return [b"", PROTOCOL, b"HEARTBEAT", new_msgid().encode()]
 
 
 def admin(msgid: str, op: Dict[str, Any]) -> Frames:

@@ -1,0 +1,96 @@
+"""Failover lists: ``"tcp://a:47291,tcp://b:47291"`` — the same rules as
+the emq binaries (``emq_transport::failover``).
+
+- :func:`parse_endpoints`: items stripped, empty ones skipped, each a
+  ``tcp://HOST:PORT``, ``ipc://`` or ``inproc://`` address, each once, at
+  least one.
+- :func:`connect`: a client's DEALER connects to **every** address. A
+  standby router binds nothing, so only the router that serves accepts
+  the connection. With more than one address the socket gets
+  ``ZMQ_IMMEDIATE`` (messages are queued on live connections only; without
+  it a DEALER round-robins over every address, and what it queues for one
+  where no router listens waits there for good) and ZMTP heartbeats (a
+  connection to a machine that died is dropped within seconds).
+- :func:`watch` / :func:`link_event`: the socket's connections coming up
+  and going down (libzmq's socket monitor), so the client can say hello
+  and send again what was not answered after a reconnect.
+
+A client keeps its socket, and so its identity, across reconnects and
+routers: the router holds results for that identity until they are
+received.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from typing import Any, List, Optional, Sequence, Tuple
+
+import zmq
+
+#: ZMTP heartbeat interval (ms) on a failover list; the timeout is 3x.
+LINK_HEARTBEAT_MS = 1000
+
+_EVENTS = int(zmq.EVENT_HANDSHAKE_SUCCEEDED) | int(zmq.EVENT_DISCONNECTED)
+
+
+def parse_endpoints(text: str, what: str = "address") -> List[str]:
+    """The addresses of a comma-separated list; ``ValueError`` naming
+    ``what`` for a bad item or an empty list."""
+    out: List[str] = []
+    for item in (i.strip() for i in str(text).split(",")):
+        if not item:
+            continue
+        if item.startswith("tcp://"):
+            host, sep, port = item[len("tcp://"):].rpartition(":")
+            if not sep or not host:
+                raise ValueError(f"{what}: bad endpoint {item!r}: expected tcp://HOST:PORT")
+            if port != "*" and not (port.isdigit() and int(port) <= 65535):
+                raise ValueError(f"{what}: bad endpoint {item!r}: port must be a number from 0 to 65535")
+        elif not (item.startswith("ipc://") or item.startswith("inproc://")):
+            raise ValueError(f"{what}: bad endpoint {item!r}: expected a tcp://, ipc:// or inproc:// address")
+        if item not in out:
+            out.append(item)
+    if not out:
+        raise ValueError(f"{what}: no address given (expected ADDR or ADDR,ADDR,...)")
+    return out
+
+
+def connect(sock: "zmq.Socket[Any]", endpoints: Sequence[str]) -> None:
+    """Connect ``sock`` to every endpoint (see the module documentation)."""
+    if len(endpoints) > 1:
+        sock.setsockopt(zmq.IMMEDIATE, 1)
+        sock.setsockopt(zmq.HEARTBEAT_IVL, LINK_HEARTBEAT_MS)
+        sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, 3 * LINK_HEARTBEAT_MS)
+    for e in endpoints:
+        sock.connect(e)
+
+
+def watch(sock: "zmq.Socket[Any]") -> "zmq.Socket[Any]":
+    """The monitor socket of ``sock`` (make it before connecting): readable
+    when a connection came up or went down; read with :func:`link_event`.
+    A socket of the same kind as ``sock`` (asyncio or not).
+
+    The monitor's inproc address is unique (pyzmq's ``get_monitor_socket``
+    names it after the socket's file descriptor, which the next socket may
+    get while libzmq still tears down the old monitor: "address in use")."""
+    addr = f"inproc://emq-link-{uuid.uuid4()}"
+    sock.monitor(addr, _EVENTS)
+    pair = sock.context.socket(zmq.PAIR)
+    pair.setsockopt(zmq.LINGER, 0)
+    pair.connect(addr)
+    return pair
+
+
+def link_event(frames: Sequence[bytes]) -> Optional[Tuple[bool, str]]:
+    """``(up, endpoint)`` of one monitor message, or None for another
+    event."""
+    if len(frames) != 2 or len(frames[0]) != 6:
+        return None
+    event, _value = struct.unpack("=Hi", frames[0])
+    endpoint = frames[1].decode("utf-8", "replace")
+    if event == int(zmq.EVENT_HANDSHAKE_SUCCEEDED):
+        return True, endpoint
+    if event == int(zmq.EVENT_DISCONNECTED):
+        return False, endpoint
+    return None
