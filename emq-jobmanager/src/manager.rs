@@ -29,7 +29,7 @@ use emqp_proto::{Message, QueueSpec};
 use log::{debug, info, warn};
 use serde_json::Value;
 
-use crate::connection::{Action, Config, Connection, Input};
+use crate::connection::{Action, Config, Connection, Input, Prefetch};
 use crate::handlers::Handlers;
 use crate::pool::{Pool, PoolConfig, PoolEvent, Waker};
 use crate::python::PythonConfig;
@@ -57,6 +57,9 @@ pub struct ManagerConfig {
     /// ZMQ PLAIN credentials `(username, password)` for a router that
     /// requires them (`--plain-users`); `None`: no authentication.
     pub plain: Option<(String, String)>,
+    /// Credit beyond the free slots (`--prefetch`; see
+    /// [`crate::connection::window`]): adaptive by default.
+    pub prefetch: Prefetch,
 }
 
 impl std::fmt::Debug for ManagerConfig {
@@ -72,6 +75,7 @@ impl std::fmt::Debug for ManagerConfig {
             .field("ack_timeout", &self.ack_timeout)
             .field("reconnect_delay", &self.reconnect_delay)
             .field("max_message_size", &self.max_message_size)
+            .field("prefetch", &self.prefetch)
             .field(
                 "plain",
                 &self.plain.as_ref().map(|(user, _)| (user, "<redacted>")),
@@ -95,6 +99,7 @@ impl Default for ManagerConfig {
             reconnect_delay: c.reconnect_delay,
             max_message_size: c.max_message_size,
             plain: None,
+            prefetch: Prefetch::adaptive(),
         }
     }
 }
@@ -159,6 +164,13 @@ impl JobManagerBuilder {
         password: impl Into<String>,
     ) -> Self {
         self.cfg.plain = Some((username.into(), password.into()));
+        self
+    }
+
+    /// The credit window beyond the free slots: [`Prefetch::Off`] for one
+    /// READY per free slot, fixed, or adaptive (the default).
+    pub fn prefetch(mut self, prefetch: Prefetch) -> Self {
+        self.cfg.prefetch = prefetch;
         self
     }
 
@@ -271,6 +283,7 @@ impl JobManager {
         core_cfg.ack_timeout = cfg.ack_timeout;
         core_cfg.reconnect_delay = cfg.reconnect_delay;
         core_cfg.max_message_size = cfg.max_message_size;
+        core_cfg.prefetch = cfg.prefetch;
         core_cfg.id_seed = emqp_proto::msgid::random_seed();
         core_cfg.unix_micros_at_start = unix_micros_now();
         let start = Instant::now();
@@ -301,9 +314,11 @@ impl JobManager {
             Some(waker),
         )?;
         info!(
-            "emq-jobmanager {}: {} slot(s), queues {}, brokers {}, max message size {}",
+            "emq-jobmanager {}: {} slot(s), credit window {}, queues {}, brokers {}, \
+             max message size {}",
             env!("CARGO_PKG_VERSION"),
             cfg.concurrency,
+            cfg.prefetch,
             cfg.queues.to_inform_json(),
             cfg.brokers.join(","),
             match cfg.max_message_size {
