@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Where a Python job's time goes: release emq-router (--journal none) and
 # emq-jobmanager (--concurrency 8) on loopback, N no-op Python jobs
-# (math.floor) submitted with `emq-sender --wait -`, then per process: CPU
+# (math.floor; or $JOB) submitted with `emq-sender --wait -`, then per process: CPU
 # time per job (/proc/PID/stat), context switches per job (/proc/PID/task/*/
 # status), and with PROFILE=1 a perf profile of the job manager (cpu-clock)
 # and a py-spy profile of one Python worker (when perf / py-spy are there).
@@ -25,8 +25,11 @@ router=$!; pids+=("$router")
 jm=$!; pids+=("$jm")
 for _ in $(seq 100); do grep -q "registered with" "$out/jm.log" && break; sleep 0.1; done
 sleep 2   # the Python workers start
-job='["run", {"path": "math", "callable": "floor", "args": [1.5]}]'
-yes "$job" | head -n 2000 | "$bin/emq-sender" --broker "$fe" --wait - >/dev/null 2>&1   # warm-up
+default_job='["run", {"path": "math", "callable": "floor", "args": [1.5]}]'
+job="${JOB:-$default_job}"
+jobs() { python3 -c 'import sys; sys.stdout.write((sys.argv[1] + "\n") * int(sys.argv[2]))' "$job" "$1"; }
+jobs 2000 > "$out/warmup.jsonl"; jobs "$n" > "$out/jobs.jsonl"
+"$bin/emq-sender" --broker "$fe" --wait - < "$out/warmup.jsonl" >/dev/null 2>&1   # warm-up
 cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }                    # utime+stime, ticks
 csw() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {s+=$2} END {print s+0}'; }
 workers=$(pgrep -P "$jm" || true)
@@ -42,8 +45,8 @@ if [[ "${PROFILE:-}" == 1 ]] && command -v "${PY_SPY:-py-spy}" >/dev/null; then
     pids+=($!)
 fi
 t0=$(date +%s.%N)
-yes "$job" | head -n "$n" | /usr/bin/time -f "%e %U %S" -o "$out/sender.time" \
-    "$bin/emq-sender" --broker "$fe" --wait - >/dev/null 2>"$out/sender.log"
+/usr/bin/time -f "%e %U %S" -o "$out/sender.time" \
+    "$bin/emq-sender" --broker "$fe" --wait - < "$out/jobs.jsonl" >/dev/null 2>"$out/sender.log"
 t1=$(date +%s.%N)
 hz=$(getconf CLK_TCK)
 echo "jobs: $n in $(python3 -c "print(round($t1-$t0,2))") s = $(python3 -c "print(round($n/($t1-$t0)))") jobs/s (load $(cut -d' ' -f1 /proc/loadavg))"

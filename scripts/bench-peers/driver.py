@@ -306,18 +306,21 @@ class Celery(Redis):
             "--concurrency", str(self.opts.concurrency), "--without-gossip", "--without-mingle",
             "--without-heartbeat", "--loglevel", "WARNING"],
             env={"PYTHONPATH": HERE, "PEERS_REDIS_URL": self.url}, cwd=HERE)
-        if HERE not in sys.path:
-            sys.path.insert(0, HERE)
-        import peer_celery
-        peer_celery.app.conf.broker_url = self.url
-        self.task = peer_celery.done
+        # A client app of its own per round: this round's Redis.
+        from celery import Celery as CeleryApp
+        self.app = CeleryApp("peer_celery_client", broker=self.url)
+        self.app.conf.task_ignore_result = True
 
     def submit(self, path, first, n):
         times = []
+        send = self.app.send_task
         for i in range(first, first + n):
             times.append(time.time())
-            self.task.delay(path, i)
+            send("peer_celery.done", args=[path, i])
         return times
+
+    def stop(self):
+        self.app.close()
 
 
 class RQ(Redis):
