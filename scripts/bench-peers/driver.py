@@ -119,8 +119,10 @@ def wait_lines(path, n, procs, timeout, what):
             last, last_change = have, time.time()
         procs.check()
         now = time.time()
-        if now > deadline or now - last_change > 60:
+        if now > deadline:
             raise RuntimeError("%s: %d of %d jobs done after %.0f s" % (what, have, n, timeout))
+        if now - last_change > 60:
+            raise RuntimeError("%s: %d of %d jobs done, none for 60 s (lost?)" % (what, have, n))
         time.sleep(0.02)
 
 
