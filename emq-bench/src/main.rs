@@ -2,6 +2,8 @@
 //! round trip, router memory with a million buffered jobs. Prints a table
 //! and optionally writes JSON. Targets are reported, never asserted.
 
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
@@ -75,10 +77,10 @@ struct Args {
     #[arg(long, value_name = "DIR")]
     keep_logs: Option<PathBuf>,
     /// Give up on a phase when nothing arrives for this many seconds
-    #[arg(long, default_value_t = 15.0)]
+    #[arg(long, default_value_t = 15.0, value_parser = emqp_proto::duration::secs)]
     idle_timeout: f64,
     /// Give up on a phase after this many seconds
-    #[arg(long, default_value_t = 600.0)]
+    #[arg(long, default_value_t = 600.0, value_parser = emqp_proto::duration::secs)]
     phase_timeout: f64,
     /// Skip the raw zmq limit
     #[arg(long)]

@@ -81,7 +81,7 @@ pub(crate) struct Cli {
 
     /// Seconds between HEARTBEATs to every worker and scheduler
     /// [env: EVENTMQ_HEARTBEAT_INTERVAL] [default: 3]
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = emqp_proto::duration::secs)]
     heartbeat_interval: Option<f64>,
 
     /// A peer silent for interval × liveness is removed and its jobs are
@@ -96,16 +96,16 @@ pub(crate) struct Cli {
 
     /// First retry delay for a failed job with `retry-count:N`; doubles each
     /// retry [env: EVENTMQ_RETRY_BACKOFF] [default: 1]
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = emqp_proto::duration::secs)]
     retry_backoff: Option<f64>,
 
     /// Largest retry delay [env: EVENTMQ_RETRY_BACKOFF_MAX] [default: 60]
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = emqp_proto::duration::secs)]
     retry_backoff_max: Option<f64>,
 
     /// On shutdown, how long to wait for in-flight jobs before exiting
     /// [env: EVENTMQ_DRAIN_TIMEOUT] [default: 10]
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = emqp_proto::duration::secs)]
     drain_timeout: Option<f64>,
 
     /// Finished jobs kept for lookups (emq-cli job, the control plane);
@@ -115,7 +115,7 @@ pub(crate) struct Cli {
 
     /// The longest a finished job is kept for lookups
     /// [env: EVENTMQ_RETAIN_FOR] [default: 3600]
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = emqp_proto::duration::secs)]
     retain_for: Option<f64>,
 
     /// A finished job's result is kept when it is at most this big
@@ -250,28 +250,6 @@ pub(crate) struct Options {
     pub(crate) core: Config,
 }
 
-/// A flag, else a setting, else the default; errors name where the bad
-/// value came from.
-fn pick<T: std::str::FromStr>(
-    flag: Option<T>,
-    settings: &Settings,
-    key: &str,
-    default: T,
-) -> Result<T, String> {
-    if let Some(v) = flag {
-        return Ok(v);
-    }
-    match settings.get(key) {
-        None => Ok(default),
-        Some(text) => text.trim().parse().map_err(|_| {
-            format!(
-                "bad value {text:?} for {key} (from {})",
-                settings.source(key).unwrap_or("settings")
-            )
-        }),
-    }
-}
-
 fn secs_to_duration(secs: f64, what: &str, allow_zero: bool) -> Result<Duration, String> {
     if !secs.is_finite() || secs < 0.0 || (!allow_zero && secs == 0.0) {
         return Err(format!(
@@ -322,16 +300,16 @@ impl Options {
                 }
             }
         };
-        let hb = pick(cli.heartbeat_interval, s, "HEARTBEAT_INTERVAL", 3.0)?;
-        let backoff = pick(cli.retry_backoff, s, "RETRY_BACKOFF", 1.0)?;
-        let backoff_max = pick(cli.retry_backoff_max, s, "RETRY_BACKOFF_MAX", 60.0)?;
-        let drain = pick(cli.drain_timeout, s, "DRAIN_TIMEOUT", 10.0)?;
-        let retain_for = pick(cli.retain_for, s, "RETAIN_FOR", 3600.0)?;
-        let max_attempts = pick(cli.max_attempts, s, "MAX_ATTEMPTS", 5)?;
+        let hb = s.pick_secs(cli.heartbeat_interval, "HEARTBEAT_INTERVAL", 3.0)?;
+        let backoff = s.pick_secs(cli.retry_backoff, "RETRY_BACKOFF", 1.0)?;
+        let backoff_max = s.pick_secs(cli.retry_backoff_max, "RETRY_BACKOFF_MAX", 60.0)?;
+        let drain = s.pick_secs(cli.drain_timeout, "DRAIN_TIMEOUT", 10.0)?;
+        let retain_for = s.pick_secs(cli.retain_for, "RETAIN_FOR", 3600.0)?;
+        let max_attempts = s.pick(cli.max_attempts, "MAX_ATTEMPTS", 5)?;
         if max_attempts == 0 {
             return Err("--max-attempts must be at least 1".into());
         }
-        let liveness = pick(cli.heartbeat_liveness, s, "HEARTBEAT_LIVENESS", 3)?;
+        let liveness = s.pick(cli.heartbeat_liveness, "HEARTBEAT_LIVENESS", 3)?;
         if liveness == 0 {
             return Err("--heartbeat-liveness must be at least 1".into());
         }
@@ -355,13 +333,12 @@ impl Options {
                     Some(f) => Some(emq_dashboard::access::read_token_file(&f)?),
                     None => None,
                 };
-                let read_only = cli.http_read_only || pick(None, s, "HTTP_READ_ONLY", false)?;
+                let read_only = cli.http_read_only || s.pick(None, "HTTP_READ_ONLY", false)?;
                 Some((addr, emq_dashboard::Access { token, read_only }))
             }
         };
-        let mut max_message_size = pick(
+        let mut max_message_size = s.pick(
             cli.max_message_size,
-            s,
             "MAX_MESSAGE_SIZE",
             DEFAULT_MAX_MESSAGE_SIZE,
         )?;
@@ -433,17 +410,17 @@ impl Options {
             }
         }
         let core = Config {
-            hwm: pick(cli.hwm, s, "HWM", emq_router_core::config::DEFAULT_HWM)?,
+            hwm: s.pick(cli.hwm, "HWM", emq_router_core::config::DEFAULT_HWM)?,
             heartbeat_interval: secs_to_duration(hb, "--heartbeat-interval", false)?,
             heartbeat_liveness: liveness,
             max_attempts,
             retry_backoff_base: secs_to_duration(backoff, "--retry-backoff", true)?,
             retry_backoff_max: secs_to_duration(backoff_max, "--retry-backoff-max", true)?,
             drain_timeout: secs_to_duration(drain, "--drain-timeout", true)?,
-            retain_finished: pick(cli.retain_finished, s, "RETAIN_FINISHED", 10_000)?,
+            retain_finished: s.pick(cli.retain_finished, "RETAIN_FINISHED", 10_000)?,
             retain_for: secs_to_duration(retain_for, "--retain-for", true)?,
-            retain_result_bytes: pick(cli.retain_result_bytes, s, "RETAIN_RESULT_BYTES", 8192)?,
-            dead_letter_keep: pick(cli.dead_letter_keep, s, "DEAD_LETTER_KEEP", 10_000)?,
+            retain_result_bytes: s.pick(cli.retain_result_bytes, "RETAIN_RESULT_BYTES", 8192)?,
+            dead_letter_keep: s.pick(cli.dead_letter_keep, "DEAD_LETTER_KEEP", 10_000)?,
             default_queues,
             journal: journal.is_some(),
             max_message_size: usize::try_from(max_message_size).ok(),
@@ -519,6 +496,21 @@ mod tests {
         assert_eq!(o.core.hwm, 8);
         assert_eq!(o.core.heartbeat_interval, Duration::from_millis(1500));
         assert_eq!(o.core.default_queues.0[0], (20, "high".to_string()));
+    }
+
+    #[test]
+    fn durations_take_units_from_flags_and_settings() {
+        let s = settings(&[
+            ("EVENTMQ_HEARTBEAT_INTERVAL", "500ms"),
+            ("EVENTMQ_RETAIN_FOR", "2h"),
+        ]);
+        let o = Options::resolve(cli(&["--drain-timeout", "1m"]), &s).unwrap();
+        assert_eq!(o.core.drain_timeout, Duration::from_secs(60));
+        assert_eq!(o.core.heartbeat_interval, Duration::from_millis(500));
+        assert_eq!(o.core.retain_for, Duration::from_secs(7200));
+        assert!(Cli::try_parse_from(["emq-router", "--drain-timeout", "soon"]).is_err());
+        let e = Options::resolve(cli(&[]), &settings(&[("EVENTMQ_RETAIN_FOR", "-1")])).unwrap_err();
+        assert!(e.contains("EVENTMQ_RETAIN_FOR"), "{e}");
     }
 
     #[test]

@@ -24,6 +24,9 @@ pub struct BulkOptions {
     pub wait: bool,
     /// Do not wait for anything: send, then hand over (see `--no-ack`).
     pub no_ack: bool,
+    /// `--publish TOPIC`: each line goes out as PUBLISH [TOPIC, line]
+    /// (nothing answers: reported `sent`, as with `no_ack`).
+    pub publish: Option<String>,
     /// Per job, from when it was sent.
     pub timeout: Duration,
     /// At most this many jobs outstanding.
@@ -83,6 +86,18 @@ impl Summary {
             s.push_str(&format!("; {} sent again after queue-full", self.resent));
         }
         s
+    }
+}
+
+impl Summary {
+    /// The summary of `--publish` from stdin.
+    pub fn describe_published(&self, topic: &str, elapsed: Duration) -> String {
+        let secs = elapsed.as_secs_f64();
+        format!(
+            "emq-sender: {} message(s) published to topic {topic:?}, {} invalid lines in \
+             {secs:.2} s",
+            self.sent, self.invalid
+        )
     }
 }
 
@@ -216,12 +231,17 @@ impl Run<'_> {
             return self.invalid(line, format!("not valid JSON: {e}"));
         }
         let message = t.as_bytes().to_vec();
-        let keep = (!self.opts.fail_fast && !self.opts.no_ack).then(|| message.clone());
-        let msgid = self
-            .client
-            .submit(&self.opts.queue, &self.opts.headers, message)?;
+        // Kept to send it again after a queue-full (PUBLISH is never refused).
+        let keep = (!self.opts.fail_fast && !self.opts.no_ack && self.opts.publish.is_none())
+            .then(|| message.clone());
+        let msgid = match &self.opts.publish {
+            Some(topic) => self.client.publish(topic, message)?,
+            None => self
+                .client
+                .submit(&self.opts.queue, &self.opts.headers, message)?,
+        };
         self.sum.sent += 1;
-        if self.opts.no_ack {
+        if self.opts.no_ack || self.opts.publish.is_some() {
             return self.emit(output_line(line, Some(&msgid), "sent", None, &[]));
         }
         let seq = self.next_seq;
@@ -561,16 +581,16 @@ pub fn run_bulk<R: BufRead + Send + 'static>(
     if run.progress_shown {
         let _ = write!(run.err, "\r\x1b[K");
     }
-    if opts.no_ack && run.sum.sent > 0 {
+    if (opts.no_ack || opts.publish.is_some()) && run.sum.sent > 0 {
         // Exit code is decided by the caller after the hand-over.
         run.sum.note(Exit::Ok);
     }
     let summary = run.sum.clone();
-    let _ = writeln!(
-        run.err,
-        "{}",
-        summary.describe(opts.wait, started.elapsed())
-    );
+    let described = match &opts.publish {
+        Some(topic) => summary.describe_published(topic, started.elapsed()),
+        None => summary.describe(opts.wait, started.elapsed()),
+    };
+    let _ = writeln!(run.err, "{described}");
     Ok(summary)
 }
 

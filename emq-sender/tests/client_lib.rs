@@ -6,28 +6,16 @@ use std::time::Duration;
 use emq_sender::{Client, Outcome};
 use emqp_proto::{Command, Headers, JobResult, Message, Reply, ResultStatus};
 
-fn fake_router() -> (zmq::Context, zmq::Socket, String) {
-    let ctx = zmq::Context::new();
-    let sock = emq_transport::bind_router(
-        &ctx,
-        "tcp://127.0.0.1:*",
-        &emq_transport::SocketOptions::default(),
-    )
-    .unwrap();
-    sock.set_linger(0).unwrap();
-    let ep = sock.get_last_endpoint().unwrap().unwrap();
-    (ctx, sock, ep)
-}
-
 #[test]
 fn submit_and_wait_for_ack_and_result() {
-    let (_ctx, router, ep) = fake_router();
+    let fake = emq_testkit::FakeRouter::new();
+    let ep = fake.endpoint.clone();
     let server = thread::spawn(move || {
+        let router = &fake.sock;
         for _ in 0..2 {
             assert!(router.poll(zmq::POLLIN, 10_000).unwrap() > 0);
             let (id, msg) = Message::decode_routed(router.recv_multipart(0).unwrap()).unwrap();
-            let send =
-                |c| emq_transport::send_routed(&router, id.clone(), Message::new(c)).unwrap();
+            let send = |c| emq_transport::send_routed(router, id.clone(), Message::new(c)).unwrap();
             send(Command::Reply(Reply::ack_of(&msg.msgid)));
             send(Command::Result(JobResult {
                 orig_msgid: msg.msgid.clone(),
@@ -71,10 +59,7 @@ fn submit_and_wait_for_ack_and_result() {
 #[test]
 fn a_full_send_queue_is_a_timeout_error() {
     // nothing listens there: messages pile up in the outgoing queue
-    let ep = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        format!("tcp://127.0.0.1:{}", l.local_addr().unwrap().port())
-    };
+    let ep = emq_testkit::ports::free_endpoint();
     let opts = emq_transport::SocketOptions {
         hwm: 5,
         max_message_size: -1,

@@ -4,6 +4,13 @@
 //!
 //! The file is `$EVENTMQ_CONFIG_FILE`, else `/etc/eventmq.conf`; a missing
 //! default file is not an error, a missing named file is.
+//!
+//! Layering, the one rule every binary follows: a flag wins, else the
+//! `EVENTMQ_<KEY>` variable, else the key in the component's section, else
+//! in `[global]`, else the default. [`Settings::pick`], [`Settings::value`]
+//! and [`Settings::pick_secs`] apply it; a blank setting counts as unset; a
+//! bad one is a [`SettingError`] that names where it came from. Durations
+//! use the grammar of [`crate::duration`].
 
 use std::collections::HashMap;
 use std::fmt;
@@ -48,7 +55,91 @@ impl fmt::Display for SettingsError {
 
 impl std::error::Error for SettingsError {}
 
+/// A setting that does not parse, with where it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SettingError {
+    pub key: String,
+    pub value: String,
+    /// e.g. `environment EVENTMQ_HWM` or `/etc/eventmq.conf [router]`.
+    pub source: String,
+    /// What was wrong, if more than "does not parse".
+    pub reason: Option<String>,
+}
+
+impl fmt::Display for SettingError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "bad value {:?} for {} (from {})",
+            self.value, self.key, self.source
+        )?;
+        if let Some(r) = &self.reason {
+            write!(f, ": {r}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for SettingError {}
+
+impl From<SettingError> for String {
+    fn from(e: SettingError) -> String {
+        e.to_string()
+    }
+}
+
 impl Settings {
+    /// The setting `key` parsed with `parse`; `None` if unset or blank.
+    pub fn value_with<T, E: fmt::Display>(
+        &self,
+        key: &str,
+        parse: impl FnOnce(&str) -> Result<T, E>,
+    ) -> Result<Option<T>, SettingError> {
+        let Some(text) = self.get(key).filter(|t| !t.trim().is_empty()) else {
+            return Ok(None);
+        };
+        parse(text.trim()).map(Some).map_err(|e| SettingError {
+            key: key.to_string(),
+            value: text.to_string(),
+            source: self.source(key).unwrap_or("settings").to_string(),
+            reason: Some(e.to_string()).filter(|r| !r.is_empty()),
+        })
+    }
+
+    /// The setting `key` read by `T`'s `FromStr`; `None` if unset or blank.
+    pub fn value<T: std::str::FromStr>(&self, key: &str) -> Result<Option<T>, SettingError> {
+        self.value_with(key, |t| t.parse::<T>().map_err(|_| ""))
+    }
+
+    /// The flag, else the setting `key`, else `default`.
+    pub fn pick<T: std::str::FromStr>(
+        &self,
+        flag: Option<T>,
+        key: &str,
+        default: T,
+    ) -> Result<T, SettingError> {
+        match flag {
+            Some(v) => Ok(v),
+            None => Ok(self.value(key)?.unwrap_or(default)),
+        }
+    }
+
+    /// [`Settings::pick`] for a duration in seconds (flags parsed by
+    /// [`crate::duration::secs`]; the setting read by the same grammar).
+    pub fn pick_secs(
+        &self,
+        flag: Option<f64>,
+        key: &str,
+        default: f64,
+    ) -> Result<f64, SettingError> {
+        match flag {
+            Some(v) => Ok(v),
+            None => Ok(self
+                .value_with(key, crate::duration::parse_duration)?
+                .map_or(default, |d| d.as_secs_f64())),
+        }
+    }
+
     /// Load `section` from the config file named by the environment, then
     /// apply `EVENTMQ_<KEY>` variables.
     pub fn load(section: &str) -> Result<Settings, SettingsError> {
@@ -180,6 +271,30 @@ mod tests {
             Some("environment EVENTMQ_BACKEND_ADDR")
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn layering_flag_then_setting_then_default() {
+        let mut s = Settings::default();
+        s.set("HWM", "7");
+        s.set("BLANK", "  ");
+        s.set("BAD", "many");
+        s.set("HB", "250ms");
+        assert_eq!(s.pick(Some(3u32), "HWM", 1), Ok(3));
+        assert_eq!(s.pick(None, "HWM", 1u32), Ok(7));
+        assert_eq!(s.pick(None, "MISSING", 1u32), Ok(1));
+        assert_eq!(s.pick(None, "BLANK", 1u32), Ok(1));
+        assert_eq!(s.value::<u32>("BLANK"), Ok(None));
+        let e = s.pick(None, "BAD", 1u32).unwrap_err();
+        assert_eq!(e.to_string(), "bad value \"many\" for BAD (from set)");
+        assert_eq!(s.pick_secs(None, "HB", 3.0), Ok(0.25));
+        assert_eq!(s.pick_secs(Some(1.0), "HB", 3.0), Ok(1.0));
+        assert_eq!(s.pick_secs(None, "NONE", 3.0), Ok(3.0));
+        let e = s.pick_secs(None, "BAD", 3.0).unwrap_err().to_string();
+        assert!(
+            e.starts_with("bad value \"many\" for BAD (from set): "),
+            "{e}"
+        );
     }
 
     #[test]

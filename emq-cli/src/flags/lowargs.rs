@@ -81,7 +81,7 @@ pub struct Cli {
     pub admin: Option<String>,
 
     /// Seconds to wait for each answer from the router
-    #[arg(long, short = 't', value_name = "SECS", global = true, value_parser = parse_secs)]
+    #[arg(long, short = 't', value_name = "SECS", global = true, value_parser = emqp_proto::duration::positive_secs)]
     pub timeout: Option<f64>,
 
     /// Print the router's answer as JSON instead of tables
@@ -269,18 +269,6 @@ impl JobState {
             JobState::Cancelled => "cancelled",
             JobState::DeadLettered => "dead-lettered",
         }
-    }
-}
-
-fn parse_secs(s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
-    if v.is_finite() && v > 0.0 && v < 1.0e6 {
-        Ok(v)
-    } else {
-        Err(format!("{s:?}: must be a positive number of seconds"))
     }
 }
 

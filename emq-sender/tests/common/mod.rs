@@ -1,87 +1,20 @@
 //! Shared by the tests that run the real emq-sender binary against a fake
-//! ROUTER played by the test on a free loopback port. Every run is bounded;
+//! ROUTER (emq-testkit's) played by the test on a free loopback port. Every run is bounded;
 //! the child is killed on drop.
 #![allow(dead_code)]
 
-use std::io::{Read, Write};
-use std::process::{Child, Command as Proc, Stdio};
+use std::io::Write;
+use std::process::{Command as Proc, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use emqp_proto::{Command, Message};
+use emqp_proto::Message;
 
 const BIN: &str = env!("CARGO_BIN_EXE_emq-sender");
 const LIMIT: Duration = Duration::from_secs(30);
 
-/// Kills the child when the test ends, however it ends.
-pub struct Guard(pub Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-pub struct FakeRouter {
-    _ctx: zmq::Context,
-    pub sock: zmq::Socket,
-    pub endpoint: String,
-}
-
-impl FakeRouter {
-    pub fn new() -> FakeRouter {
-        let ctx = zmq::Context::new();
-        let sock = emq_transport::bind_router(
-            &ctx,
-            "tcp://127.0.0.1:*",
-            &emq_transport::SocketOptions::default(),
-        )
-        .unwrap();
-        sock.set_linger(0).unwrap();
-        let endpoint = sock.get_last_endpoint().unwrap().unwrap();
-        FakeRouter {
-            _ctx: ctx,
-            sock,
-            endpoint,
-        }
-    }
-
-    /// A ROUTER that requires ZMQ PLAIN credentials: a PLAIN server with
-    /// the ZAP domain `frontend` and, in its own context, emq_transport's
-    /// ZAP handler accepting the `user:password` lines of `users`.
-    pub fn with_plain_users(users: &str) -> FakeRouter {
-        use emq_transport::zap::{
-            parse_plain_users, spawn_zap_handler, AccessPolicy, DomainPolicy,
-        };
-        let ctx = zmq::Context::new();
-        let mut policy = AccessPolicy::default();
-        policy.domains.insert(
-            "frontend".into(),
-            DomainPolicy {
-                allow: Vec::new(),
-                plain_users: Some(parse_plain_users(users).unwrap()),
-            },
-        );
-        // the handler must be bound before the socket it guards
-        spawn_zap_handler(&ctx, policy.clone()).unwrap();
-        let sock = ctx.socket(zmq::ROUTER).unwrap();
-        sock.set_linger(0).unwrap();
-        sock.set_router_mandatory(true).unwrap();
-        policy.apply(&sock, "frontend").unwrap();
-        sock.bind("tcp://127.0.0.1:*").unwrap();
-        let endpoint = sock.get_last_endpoint().unwrap().unwrap();
-        FakeRouter {
-            _ctx: ctx,
-            sock,
-            endpoint,
-        }
-    }
-
-    pub fn send(&self, identity: &[u8], cmd: Command) {
-        emq_transport::send_routed(&self.sock, identity.to_vec(), Message::new(cmd)).unwrap();
-    }
-}
+pub use emq_testkit::lines::reader;
+pub use emq_testkit::{ChildGuard as Guard, FakeRouter};
 
 pub struct Run {
     pub code: Option<i32>,
@@ -92,14 +25,6 @@ pub struct Run {
     pub requests: Vec<(Vec<u8>, Message)>,
     /// The same messages as raw frames, identity first.
     pub raw: Vec<Vec<Vec<u8>>>,
-}
-
-pub fn reader<R: Read + Send + 'static>(mut r: R) -> thread::JoinHandle<String> {
-    thread::spawn(move || {
-        let mut s = String::new();
-        let _ = r.read_to_string(&mut s);
-        s
-    })
 }
 
 /// Run emq-sender with `args` (plus `--broker` of the fake router, when
@@ -128,6 +53,7 @@ pub fn run_sender_env(
     }
     cmd.env_remove("EMQ_BROKER_ADDR")
         .env_remove("EVENTMQ_FRONTEND_ADDR")
+        .env_remove("EVENTMQ_PUBLISHER_INCOMING_ADDR")
         .env_remove("EMQ_USERNAME")
         .env_remove("EMQ_PASSWORD");
     for (k, v) in env {

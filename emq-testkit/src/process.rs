@@ -72,6 +72,35 @@ pub fn empty_config() -> PathBuf {
     p
 }
 
+/// A plain `std::process::Child` (e.g. with piped stdio) killed and reaped
+/// when the test ends, however it ends. [`Proc`] does more (own group,
+/// logs, SIGTERM first); this is for tests that read the child's pipes.
+pub struct ChildGuard(pub Child);
+
+impl ChildGuard {
+    /// The exit code once the child exits within `timeout` (polled every
+    /// 20 ms), else `None`.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(s) = self.0.try_wait().expect("try_wait") {
+                return s.code();
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// What to start.
 #[derive(Debug, Clone)]
 pub struct Spawn {
@@ -213,10 +242,13 @@ pub struct Proc {
     status: Option<ExitStatus>,
 }
 
+/// `sig` to process `pid`, or to process group `-pid` (a stale pid only
+/// yields ESRCH).
 fn signal_pid(pid: i32, sig: i32) {
-    // SAFETY: kill(2) has no memory effects; a stale pid only yields ESRCH.
-    unsafe {
-        libc::kill(pid, sig);
+    if pid < 0 {
+        emq_jobmanager::process::signal_group(-pid, sig);
+    } else {
+        emq_jobmanager::process::signal(pid, sig);
     }
 }
 
