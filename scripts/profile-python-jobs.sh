@@ -30,7 +30,7 @@ job="${JOB:-$default_job}"
 jobs() { python3 -c 'import sys; sys.stdout.write((sys.argv[1] + "\n") * int(sys.argv[2]))' "$job" "$1"; }
 jobs 2000 > "$out/warmup.jsonl"; jobs "$n" > "$out/jobs.jsonl"
 "$bin/emq-sender" --broker "$fe" --wait - < "$out/warmup.jsonl" >/dev/null 2>&1   # warm-up
-cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }                    # utime+stime, ticks
+cpu() { awk '{print $14+$15}' "/proc/$1/stat" 2>/dev/null || echo gone; }   # utime+stime, ticks
 csw() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {s+=$2} END {print s+0}'; }
 workers=$(pgrep -P "$jm" || true)
 declare -A c0 s0
@@ -55,9 +55,17 @@ report() { # name pid
     python3 -c "print('%-22s CPU %6.1f us/job   context switches %5.2f /job' % ('$1', ($c-${c0[$2]})*1e6/$hz/$n, ($s-${s0[$2]})/$n))"
 }
 report emq-router "$router"; report emq-jobmanager "$jm"
-tw=0; for p in $workers; do tw=$((tw + $(cpu "$p") - ${c0[$p]})); done
-ts=0; for p in $workers; do ts=$((ts + $(csw "$p") - ${s0[$p]})); done
-python3 -c "print('%-22s CPU %6.1f us/job   context switches %5.2f /job' % ('8 Python workers', $tw*1e6/$hz/$n, $ts/$n))"
+tw=0; ts=0; gone=0
+for p in $workers; do
+    c=$(cpu "$p")
+    if [[ "$c" == gone ]]; then gone=$((gone + 1)); continue; fi
+    tw=$((tw + c - ${c0[$p]})); ts=$((ts + $(csw "$p") - ${s0[$p]}))
+done
+if ((gone)); then
+    echo "8 Python workers       $gone replaced during the run (MAX_JOB_COUNT, --max-job-count): not counted"
+else
+    python3 -c "print('%-22s CPU %6.1f us/job   context switches %5.2f /job' % ('8 Python workers', $tw*1e6/$hz/$n, $ts/$n))"
+fi
 read -r el us sy < "$out/sender.time"
 python3 -c "print('%-22s CPU %6.1f us/job' % ('emq-sender', ($us+$sy)*1e6/$n))"
 echo "logs and profiles in $out"
