@@ -1,6 +1,8 @@
 //! What every emq binary does with ZeroMQ, written once: socket setup with
-//! the options the protocol needs, sending and receiving eMQP messages,
-//! shutdown signals, and endpoint validation with clear errors.
+//! the options the protocol needs (and the PLAIN or CURVE client side of a
+//! connection), sending and receiving eMQP messages, shutdown signals, and
+//! endpoint validation with clear errors. Access control on the router's
+//! side is [`zap`]; CURVE keys are [`curve`].
 //!
 //! No protocol logic lives here; the cores (router, job manager) are sans-IO
 //! and the binaries move frames between these sockets and the cores.
@@ -8,6 +10,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+pub mod curve;
 pub mod http;
 pub mod metrics_http;
 pub mod zap;
@@ -31,6 +34,10 @@ pub struct SocketOptions {
     /// PLAIN users, see [`zap`]). `None`: the NULL mechanism. Ignored by
     /// [`bind_router`]. `Debug` does not show the password.
     pub plain: Option<(String, String)>,
+    /// CURVE client keys, set by [`connect_dealer`] before it connects (for
+    /// a router socket with authorised keys, see [`zap`] and [`curve`]).
+    /// Wins over `plain`. `Debug` does not show the secret key.
+    pub curve: Option<curve::CurveClient>,
 }
 
 impl Default for SocketOptions {
@@ -40,6 +47,7 @@ impl Default for SocketOptions {
             max_message_size: -1,
             linger_ms: 1000,
             plain: None,
+            curve: None,
         }
     }
 }
@@ -54,6 +62,7 @@ impl std::fmt::Debug for SocketOptions {
                 "plain",
                 &self.plain.as_ref().map(|(user, _)| (user, "<redacted>")),
             )
+            .field("curve", &self.curve)
             .finish()
     }
 }
@@ -202,7 +211,8 @@ pub fn bind_router_with(
 }
 
 /// A DEALER connected to `endpoint` with the given identity (0.3.13 peers
-/// use a fresh uuid4 per connection), as a PLAIN client when
+/// use a fresh uuid4 per connection), as a CURVE client when
+/// [`SocketOptions::curve`] is set, else as a PLAIN client when
 /// [`SocketOptions::plain`] is set.
 pub fn connect_dealer(
     ctx: &zmq::Context,
@@ -214,7 +224,9 @@ pub fn connect_dealer(
     let sock = ctx.socket(zmq::DEALER)?;
     apply_options(&sock, opts)?;
     sock.set_identity(identity)?;
-    if let Some((username, password)) = &opts.plain {
+    if let Some(curve) = &opts.curve {
+        curve.apply(&sock)?;
+    } else if let Some((username, password)) = &opts.plain {
         sock.set_plain_username(Some(username))?;
         sock.set_plain_password(Some(password))?;
     }
@@ -518,6 +530,7 @@ mod tests {
             DomainPolicy {
                 allow: Vec::new(),
                 plain_users: Some(parse_plain_users("alice:pw1\n").unwrap()),
+                curve_keys: None,
             },
         );
         // the handler must be bound before the socket it guards
