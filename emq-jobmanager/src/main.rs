@@ -14,7 +14,8 @@ Settings come from flags, then EVENTMQ_* environment variables, then the
 [jobmanager] (and [global]) section of $EVENTMQ_CONFIG_FILE
 (default /etc/eventmq.conf); flags win. Keys: WORKER_ADDR (and
 WORKER_ADDR_FAILOVER), QUEUES, CONCURRENT_JOBS, HEARTBEAT_INTERVAL,
-HEARTBEAT_LIVENESS, KILL_GRACE_PERIOD, PYTHON, MAX_MESSAGE_SIZE.
+HEARTBEAT_LIVENESS, KILL_GRACE_PERIOD, PYTHON, MAX_MESSAGE_SIZE,
+CURVE_SERVER_KEY, CURVE_SECRET_KEY_FILE.
 
 Jobs (the REQUEST message frame):
   [\"run\", {\"path\": \"pkg.mod\" | \"pkg.mod:Class\", \"callable\": NAME, \"args\": [..],
@@ -31,7 +32,10 @@ Router authentication: for a router started with --plain-users, give
 --username and --password-file (or --password; or $EMQ_USERNAME and
 $EMQ_PASSWORD); the job manager then connects as a ZMQ PLAIN client. Wrong
 credentials look like a router that never ACKs the INFORM (the router logs the
-refusal).
+refusal). For a router whose backend is CURVE (encrypted), give
+--curve-server-key (the router's router.key) and --curve-secret-key-file
+(this job manager's key pair from `emq-cli keygen`, whose public key the
+router lists); an unknown key looks the same as wrong PLAIN credentials.
 
 Logs go to stderr (RUST_LOG overrides the default level, info).
 SIGTERM/SIGINT: KBYE to the router, running jobs get --grace-period, exit 0.";
@@ -119,6 +123,19 @@ struct Cli {
     /// dropped)
     #[arg(long, value_name = "F", conflicts_with = "password")]
     password_file: Option<std::path::PathBuf>,
+
+    /// The router's CURVE public key: Z85 text or a file holding it (the
+    /// router's NAME.key); the connection is then encrypted
+    /// [env: EVENTMQ_CURVE_SERVER_KEY]
+    #[arg(long, value_name = "KEY|FILE")]
+    curve_server_key: Option<String>,
+
+    /// This job manager's CURVE key pair (NAME.key_secret from `emq-cli
+    /// keygen`, mode 0600); without it a fresh key pair is made, which
+    /// only a router accepting any key lets in
+    /// [env: EVENTMQ_CURVE_SECRET_KEY_FILE]
+    #[arg(long, value_name = "FILE")]
+    curve_secret_key_file: Option<std::path::PathBuf>,
 }
 
 fn secs(what: &str, v: f64) -> Result<Duration, String> {
@@ -157,8 +174,16 @@ fn config(
         },
         env,
     )?;
+    let curve = emq_transport::curve::curve_client(
+        &emq_transport::curve::CurveArgs {
+            server_key: cli.curve_server_key.as_deref(),
+            secret_key_file: cli.curve_secret_key_file.as_deref(),
+        },
+        &|k| s.get(k).map(str::to_string),
+    )?;
     let mut c = ManagerConfig {
         plain,
+        curve,
         ..ManagerConfig::default()
     };
     let brokers = match (cli.broker, s.get("WORKER_ADDR")) {

@@ -57,6 +57,9 @@ pub struct ManagerConfig {
     /// ZMQ PLAIN credentials `(username, password)` for a router that
     /// requires them (`--plain-users`); `None`: no authentication.
     pub plain: Option<(String, String)>,
+    /// CURVE keys (the router's public key, our key pair) for a router
+    /// whose backend is a CURVE socket; wins over `plain`.
+    pub curve: Option<emq_transport::curve::CurveClient>,
 }
 
 impl std::fmt::Debug for ManagerConfig {
@@ -76,6 +79,7 @@ impl std::fmt::Debug for ManagerConfig {
                 "plain",
                 &self.plain.as_ref().map(|(user, _)| (user, "<redacted>")),
             )
+            .field("curve", &self.curve)
             .finish()
     }
 }
@@ -95,6 +99,7 @@ impl Default for ManagerConfig {
             reconnect_delay: c.reconnect_delay,
             max_message_size: c.max_message_size,
             plain: None,
+            curve: None,
         }
     }
 }
@@ -159,6 +164,12 @@ impl JobManagerBuilder {
         password: impl Into<String>,
     ) -> Self {
         self.cfg.plain = Some((username.into(), password.into()));
+        self
+    }
+
+    /// Connect as a CURVE client with these keys.
+    pub fn curve(mut self, keys: emq_transport::curve::CurveClient) -> Self {
+        self.cfg.curve = Some(keys);
         self
     }
 
@@ -312,12 +323,18 @@ impl JobManager {
             }
         );
 
-        if let Some((user, _)) = &cfg.plain {
+        if let Some(c) = &cfg.curve {
+            info!(
+                "CURVE: router key {}, our public key {}",
+                c.server_key, c.own.public
+            );
+        } else if let Some((user, _)) = &cfg.plain {
             info!("authenticating to the router as PLAIN user {user:?}");
         }
         let ctx = zmq::Context::new();
         let opts = SocketOptions {
             plain: cfg.plain.clone(),
+            curve: cfg.curve.clone(),
             ..SocketOptions::default()
         };
         let mut sock: Option<zmq::Socket> = None;

@@ -186,7 +186,7 @@ pub(crate) fn run(cli: Cli) -> Result<(), Fail> {
         log::warn!("{line}");
     }
     // The ZAP handler must be bound before the sockets it guards.
-    let _zap = if opts.access.is_active() {
+    let zap = if opts.access.is_active() {
         for line in &opts.access_log {
             log::info!("{line}");
         }
@@ -272,6 +272,9 @@ pub(crate) fn run(cli: Cli) -> Result<(), Fail> {
     };
     let signals =
         emq_transport::ShutdownSignal::install().map_err(|e| format!("signal handlers: {e}"))?;
+    let reload =
+        emq_transport::ReloadSignal::install().map_err(|e| format!("signal handlers: {e}"))?;
+    let mut access = opts.access.clone();
 
     let mut router = Router::new(opts.core.clone());
     let mut out: Vec<Action> = Vec::with_capacity(1024);
@@ -334,6 +337,7 @@ pub(crate) fn run(cli: Cli) -> Result<(), Fail> {
                 socks.backend.as_poll_item(zmq::POLLIN),
                 socks.admin.as_poll_item(zmq::POLLIN),
                 signals.poll_item(),
+                reload.poll_item(),
             ];
             match zmq::poll(&mut items, timeout_ms) {
                 Ok(_) | Err(zmq::Error::EINTR) => {}
@@ -359,6 +363,9 @@ pub(crate) fn run(cli: Cli) -> Result<(), Fail> {
                     }
                 }
             }
+        }
+        if reload.take() {
+            reload_access(&opts, zap.as_ref(), &mut access);
         }
         if signals.requested() && !router.is_draining() {
             log::info!("shutdown signal received");
@@ -416,8 +423,37 @@ pub(crate) fn run(cli: Cli) -> Result<(), Fail> {
     drop(dashboard);
     drop(socks);
     let _ = ctx.destroy();
-    if let Some(zap) = _zap {
+    if let Some(zap) = zap {
         let _ = zap.join();
     }
     Ok(())
+}
+
+/// SIGHUP: read the access files again (`--plain-users`, the CURVE
+/// sockets' authorised keys) and hand the result to the ZAP handler. A
+/// file that cannot be read or parsed keeps the policy as it was (and says
+/// so); connections already let in stay either way.
+fn reload_access(
+    opts: &Options,
+    zap: Option<&emq_transport::zap::ZapHandler>,
+    access: &mut emq_transport::zap::AccessPolicy,
+) {
+    let Some(zap) = zap else {
+        log::info!("SIGHUP: no access files to read again");
+        return;
+    };
+    match opts.access_files.reload(access) {
+        Ok((next, lines)) => {
+            if lines.is_empty() {
+                log::info!("SIGHUP: no access files to read again");
+                return;
+            }
+            for line in lines {
+                log::info!("SIGHUP: reloaded {line}");
+            }
+            zap.set_policy(next.clone());
+            *access = next;
+        }
+        Err(e) => log::error!("SIGHUP: {e}; keeping the access rules as they were"),
+    }
 }

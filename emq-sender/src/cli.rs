@@ -79,8 +79,11 @@ from stdin.
 
 Authentication: for a router started with --plain-users, give --username and
 --password-file (or --password, or $EMQ_USERNAME / $EMQ_PASSWORD): the DEALER
-connects as a ZMQ PLAIN client. Wrong credentials look like a router that does
-not answer (exit 5 after --timeout); the router logs the refusal.";
+connects as a ZMQ PLAIN client. For a router whose frontend is CURVE
+(encrypted), give --curve-server-key (the router's router.key) and
+--curve-secret-key-file (our key pair from `emq-cli keygen`; the router lists
+its public key). Wrong credentials or an unknown key look like a router that
+does not answer (exit 5 after --timeout); the router logs the refusal.";
 
 const EXAMPLES: &str = "\
 Examples:
@@ -124,13 +127,20 @@ Examples:
   # a router that requires PLAIN credentials
   EMQ_USERNAME=alice emq-sender --password-file ~/.emq-password --call noop
 
+  # a CURVE (encrypted) router: its public key, and ours
+  emq-sender --curve-server-key router.key --curve-secret-key-file me.key_secret \\
+      --wait --call echo --args '[1]'
+
 Environment:
   EMQ_BROKER_ADDR        default for --broker
   EVENTMQ_FRONTEND_ADDR  used when EMQ_BROKER_ADDR is unset (a wildcard host
                          such as tcp://*:47291 becomes 127.0.0.1)
   EMQ_USERNAME           default for --username
   EMQ_PASSWORD           the password when neither --password nor
-                         --password-file is given";
+                         --password-file is given
+  EVENTMQ_CURVE_SERVER_KEY, EVENTMQ_CURVE_SECRET_KEY_FILE
+                         defaults for --curve-server-key and
+                         --curve-secret-key-file";
 
 fn parse_secs(s: &str) -> Result<f64, String> {
     let v: f64 = s
@@ -323,6 +333,19 @@ pub struct Cli {
     )]
     pub password_file: Option<std::path::PathBuf>,
 
+    /// The router's CURVE public key: Z85 text or a file holding it (the
+    /// router's NAME.key); the connection is then encrypted
+    /// [env: EVENTMQ_CURVE_SERVER_KEY]
+    #[arg(long, value_name = "KEY|FILE", help_heading = "Authentication")]
+    pub curve_server_key: Option<String>,
+
+    /// Our CURVE key pair (NAME.key_secret from `emq-cli keygen`, mode
+    /// 0600) whose public key the router lists; without it a fresh pair is
+    /// made, which only a router accepting any key lets in
+    /// [env: EVENTMQ_CURVE_SECRET_KEY_FILE]
+    #[arg(long, value_name = "FILE", help_heading = "Authentication")]
+    pub curve_secret_key_file: Option<std::path::PathBuf>,
+
     /// The job as JSON text, sent as is; '-' or nothing (without a job form)
     /// reads jobs from stdin, one per line
     #[arg(value_name = "MESSAGE_JSON")]
@@ -367,6 +390,8 @@ pub struct Plan {
     pub schedule: Option<ScheduleSpec>,
     /// ZMQ PLAIN credentials `(username, password)`.
     pub plain: Option<(String, String)>,
+    /// CURVE keys (wins over `plain`).
+    pub curve: Option<emq_transport::curve::CurveClient>,
 }
 
 impl std::fmt::Debug for Plan {
@@ -385,6 +410,7 @@ impl std::fmt::Debug for Plan {
                 "plain",
                 &self.plain.as_ref().map(|(user, _)| (user, "<redacted>")),
             )
+            .field("curve", &self.curve)
             .finish()
     }
 }
@@ -531,6 +557,14 @@ impl Cli {
             env,
         )
         .map_err(UsageError)?;
+        let curve = emq_transport::curve::curve_client(
+            &emq_transport::curve::CurveArgs {
+                server_key: self.curve_server_key.as_deref(),
+                secret_key_file: self.curve_secret_key_file.as_deref(),
+            },
+            &|k| env(&format!("EVENTMQ_{k}")),
+        )
+        .map_err(UsageError)?;
         let default_timeout = if self.wait {
             DEFAULT_WAIT_TIMEOUT_SECS
         } else {
@@ -547,6 +581,7 @@ impl Cli {
             mode,
             schedule,
             plain,
+            curve,
         })
     }
 }

@@ -325,46 +325,102 @@ pub fn shutdown_flag() -> std::io::Result<Arc<AtomicBool>> {
     Ok(flag)
 }
 
-/// SIGTERM, SIGINT and SIGQUIT as a flag and as a file descriptor that
-/// turns readable when one arrives, so a poll loop can sleep until its
-/// next deadline or a signal — no periodic wake-up to look at a flag.
-pub struct ShutdownSignal {
+/// Signals as a flag and as a file descriptor that turns readable when one
+/// arrives (signal-hook's flag and self-pipe), so that a poll loop can
+/// sleep until its next deadline or a signal — no periodic wake-up to look
+/// at a flag.
+struct SignalPipe {
     flag: Arc<AtomicBool>,
     read: std::os::unix::net::UnixStream,
 }
 
+impl SignalPipe {
+    fn install(signals: &[i32], flag: Arc<AtomicBool>) -> std::io::Result<SignalPipe> {
+        let (read, write) = std::os::unix::net::UnixStream::pair()?;
+        read.set_nonblocking(true)?;
+        for &sig in signals {
+            signal_hook::flag::register(sig, Arc::clone(&flag))?;
+            signal_hook::low_level::pipe::register(sig, write.try_clone()?)?;
+        }
+        Ok(SignalPipe { flag, read })
+    }
+
+    /// Empty the pipe, so that it does not keep a poll awake.
+    fn drain(&self) {
+        use std::io::Read;
+        let mut buf = [0u8; 64];
+        while matches!((&self.read).read(&mut buf), Ok(n) if n > 0) {}
+    }
+
+    fn poll_item(&self) -> zmq::PollItem<'static> {
+        use std::os::fd::AsRawFd;
+        zmq::PollItem::from_fd(self.read.as_raw_fd(), zmq::POLLIN)
+    }
+}
+
+/// SIGTERM, SIGINT and SIGQUIT as a flag and as a file descriptor that
+/// turns readable when one arrives, so a poll loop can sleep until its
+/// next deadline or a signal — no periodic wake-up to look at a flag.
+pub struct ShutdownSignal(SignalPipe);
+
 impl ShutdownSignal {
     /// Install the handlers (signal-hook's flag and self-pipe).
     pub fn install() -> std::io::Result<ShutdownSignal> {
-        let flag = shutdown_flag()?;
-        let (read, write) = std::os::unix::net::UnixStream::pair()?;
-        read.set_nonblocking(true)?;
-        for sig in [
-            signal_hook::consts::SIGTERM,
-            signal_hook::consts::SIGINT,
-            signal_hook::consts::SIGQUIT,
-        ] {
-            signal_hook::low_level::pipe::register(sig, write.try_clone()?)?;
-        }
-        Ok(ShutdownSignal { flag, read })
+        SignalPipe::install(
+            &[
+                signal_hook::consts::SIGTERM,
+                signal_hook::consts::SIGINT,
+                signal_hook::consts::SIGQUIT,
+            ],
+            Arc::new(AtomicBool::new(false)),
+        )
+        .map(ShutdownSignal)
     }
 
     /// Whether a signal has arrived (an atomic load; once one has, the
     /// pipe is emptied too, so that it does not keep a poll awake).
     pub fn requested(&self) -> bool {
-        if !shutdown_requested(&self.flag) {
+        if !shutdown_requested(&self.0.flag) {
             return false;
         }
-        use std::io::Read;
-        let mut buf = [0u8; 64];
-        while matches!((&self.read).read(&mut buf), Ok(n) if n > 0) {}
+        self.0.drain();
         true
     }
 
     /// A `zmq::poll` item that is readable once a signal arrived.
     pub fn poll_item(&self) -> zmq::PollItem<'static> {
-        use std::os::fd::AsRawFd;
-        zmq::PollItem::from_fd(self.read.as_raw_fd(), zmq::POLLIN)
+        self.0.poll_item()
+    }
+}
+
+/// SIGHUP, the conventional "read your files again", as a flag and a file
+/// descriptor (see [`ShutdownSignal`]). Installing it replaces SIGHUP's
+/// default action (ending the process).
+pub struct ReloadSignal(SignalPipe);
+
+impl ReloadSignal {
+    /// Install the handler.
+    pub fn install() -> std::io::Result<ReloadSignal> {
+        SignalPipe::install(
+            &[signal_hook::consts::SIGHUP],
+            Arc::new(AtomicBool::new(false)),
+        )
+        .map(ReloadSignal)
+    }
+
+    /// Whether SIGHUP arrived since the last call (the flag is cleared,
+    /// the pipe emptied).
+    pub fn take(&self) -> bool {
+        if !self.0.flag.swap(false, Ordering::Relaxed) {
+            return false;
+        }
+        self.0.drain();
+        true
+    }
+
+    /// A `zmq::poll` item that is readable once SIGHUP arrived.
+    pub fn poll_item(&self) -> zmq::PollItem<'static> {
+        self.0.poll_item()
     }
 }
 

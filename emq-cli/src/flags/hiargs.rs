@@ -37,6 +37,11 @@ pub enum Mode {
     Admin(Op),
     Completions(clap_complete::Shell),
     Man,
+    /// Write a CURVE key pair named `name` (`force`: over existing files).
+    Keygen {
+        name: std::path::PathBuf,
+        force: bool,
+    },
 }
 
 /// Everything emq-cli will do, checked.
@@ -53,6 +58,8 @@ pub struct Plan {
     /// What to confirm on the terminal before sending (purge, dead discard
     /// --all without --yes), e.g. "remove every waiting job ...".
     pub confirm: Option<String>,
+    /// CURVE client keys for the admin socket.
+    pub curve: Option<emq_transport::curve::CurveClient>,
 }
 
 impl Cli {
@@ -78,6 +85,21 @@ impl Cli {
                 "refusing to {what} without a confirmation: stdin is not a terminal; add --yes"
             )));
         }
+        let curve = if matches!(mode, Mode::Admin(_)) {
+            // [cli] (and [global]) only: the router's CURVE_SECRET_KEY_FILE
+            // is the router's own key pair, not ours.
+            let cli = Settings::load_from("cli", env).map_err(|e| UsageError(e.to_string()))?;
+            emq_transport::curve::curve_client(
+                &emq_transport::curve::CurveArgs {
+                    server_key: self.curve_server_key.as_deref(),
+                    secret_key_file: self.curve_secret_key_file.as_deref(),
+                },
+                &|k| cli.get(k).map(str::to_string),
+            )
+            .map_err(UsageError)?
+        } else {
+            None
+        };
         Ok(Plan {
             mode,
             admin,
@@ -85,6 +107,7 @@ impl Cli {
             timeout: Duration::from_secs_f64(self.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS)),
             json: self.json,
             confirm,
+            curve,
         })
     }
 
@@ -100,6 +123,21 @@ impl Cli {
         let op = match &self.command {
             CliCommand::Completions { shell } => return Ok((Mode::Completions(*shell), false)),
             CliCommand::Man => return Ok((Mode::Man, false)),
+            CliCommand::Keygen { name, force } => {
+                if name.as_os_str().is_empty() || name.file_name().is_none() {
+                    return Err(UsageError(format!(
+                        "keygen: {:?} does not name a file (e.g. /etc/emq/router)",
+                        name
+                    )));
+                }
+                return Ok((
+                    Mode::Keygen {
+                        name: name.clone(),
+                        force: *force,
+                    },
+                    false,
+                ));
+            }
             CliCommand::Status => Op::Status,
             CliCommand::Queues => Op::Queues,
             CliCommand::Workers => Op::Workers,
