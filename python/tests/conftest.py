@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, List, Optional
+from typing import Callable, Dict, Iterator, List, Optional
 
 import pytest
 
@@ -117,9 +117,11 @@ class Router:
     proc: Proc
     log_dir: Path
     workers: List[Proc] = field(default_factory=list)
+    #: Options every ``client()`` gets (e.g. CURVE keys).
+    client_options: Dict[str, object] = field(default_factory=dict)
 
     def client(self, **options: object) -> Client:
-        return Client(self.frontend, admin_addr=self.admin, **options)  # type: ignore[arg-type]
+        return Client(self.frontend, admin_addr=self.admin, **{**self.client_options, **options})  # type: ignore[arg-type]
 
     def add_jobmanager(self, *extra: str, concurrency: int = 4) -> Proc:
         """Start an emq-jobmanager on this router; return once the router
@@ -146,9 +148,10 @@ class Router:
         self.proc.stop()
 
 
-def start_router(log_dir: Path, *extra: str) -> Router:
+def start_router(log_dir: Path, *extra: str, client_options: Optional[Dict[str, object]] = None) -> Router:
     """An emq-router with ``--journal none`` on fresh ports (three tries:
-    a port may be taken between choosing and binding)."""
+    a port may be taken between choosing and binding); ``client_options``
+    go to every client the Router makes (readiness is asked with them)."""
     last = ""
     for attempt in range(3):
         ports = [free_port() for _ in range(3)]
@@ -159,7 +162,7 @@ def start_router(log_dir: Path, *extra: str) -> Router:
              "--journal", "none", *extra],
             log_dir,
         )
-        router = Router(fe, be, ad, proc, log_dir)
+        router = Router(fe, be, ad, proc, log_dir, client_options=dict(client_options or {}))
         deadline = time.monotonic() + START_TIMEOUT
         while proc.popen.poll() is None and time.monotonic() < deadline:
             try:
