@@ -207,6 +207,21 @@ pub(crate) fn run(cli: Cli) -> Result<(), Fail> {
         backend: bind(&opts.backend, "backend")?,
         admin: bind(&opts.admin, "admin")?,
     };
+    // Peers refused by the handshake itself (clear text on a CURVE or
+    // PLAIN socket) never reach the ZAP handler: a monitor logs them.
+    for (sock, what) in [
+        (&socks.frontend, "frontend"),
+        (&socks.backend, "backend"),
+        (&socks.admin, "admin"),
+    ] {
+        let mechanism = match access.domains.get(what) {
+            Some(d) if d.curve_keys.is_some() => "CURVE",
+            Some(d) if d.plain_users.is_some() => "PLAIN",
+            _ => continue,
+        };
+        emq_transport::zap::spawn_handshake_monitor(&ctx, sock, what, mechanism)
+            .map_err(|e| format!("{what}: cannot monitor handshakes: {e}"))?;
+    }
     let shown = |s: &zmq::Socket, fallback: &str| {
         s.get_last_endpoint()
             .ok()

@@ -291,12 +291,19 @@ impl AccessFiles {
     /// mechanisms, the users and keys the files hold now. An error leaves
     /// the caller's policy as it was. Returns the new policy and one line
     /// per file for the log.
-    pub(crate) fn reload(&self, policy: &AccessPolicy) -> Result<(AccessPolicy, Vec<String>), String> {
+    pub(crate) fn reload(
+        &self,
+        policy: &AccessPolicy,
+    ) -> Result<(AccessPolicy, Vec<String>), String> {
         let mut next = policy.clone();
         let mut log = Vec::new();
         if let Some(path) = &self.plain_users {
             let users = read_plain_users(path)?;
-            log.push(format!("--plain-users {}: {} user(s)", path.display(), users.len()));
+            log.push(format!(
+                "--plain-users {}: {} user(s)",
+                path.display(),
+                users.len()
+            ));
             for (domain, d) in next.domains.iter_mut() {
                 if domain != "admin" && d.plain_users.is_some() {
                     d.plain_users = Some(users.clone());
@@ -888,7 +895,10 @@ mod tests {
             assert_eq!(keys.admits(&alice.public), Some("alice"));
         }
         assert!(!o.access.domains["admin"].allow.is_empty());
-        assert!(o.access_log.iter().any(|l| l.contains(&server.public.to_string())));
+        assert!(o
+            .access_log
+            .iter()
+            .any(|l| l.contains(&server.public.to_string())));
 
         // per socket, from the environment; `none` keeps one in clear text
         let o = Options::resolve(
@@ -905,7 +915,10 @@ mod tests {
             o.access.domains["backend"].curve_keys,
             Some(emq_transport::curve::AuthorisedKeys::Any)
         );
-        assert!(o.access_log.iter().any(|l| l.contains("in clear text: admin")));
+        assert!(o
+            .access_log
+            .iter()
+            .any(|l| l.contains("in clear text: admin")));
 
         // what does not go together
         let e = Options::resolve(cli(&["--curve-keys", clients]), &settings(&[])).unwrap_err();
@@ -929,11 +942,19 @@ mod tests {
         .unwrap_err();
         assert!(e.contains("one mechanism"), "{e}");
         let e = Options::resolve(
-            cli(&["--curve-secret-key-file", secret, "--curve-keys", "/nonexistent"]),
+            cli(&[
+                "--curve-secret-key-file",
+                secret,
+                "--curve-keys",
+                "/nonexistent",
+            ]),
             &settings(&[]),
         )
         .unwrap_err();
-        assert!(e.starts_with("--curve-keys") && e.contains("/nonexistent"), "{e}");
+        assert!(
+            e.starts_with("--curve-keys") && e.contains("/nonexistent"),
+            "{e}"
+        );
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(secret, std::fs::Permissions::from_mode(0o644)).unwrap();
         let e = Options::resolve(
@@ -946,7 +967,12 @@ mod tests {
 
         // SIGHUP's reload sees a key added to the directory
         let o = Options::resolve(
-            cli(&["--curve-secret-key-file", secret, "--curve-frontend-keys", clients]),
+            cli(&[
+                "--curve-secret-key-file",
+                secret,
+                "--curve-frontend-keys",
+                clients,
+            ]),
             &settings(&[]),
         )
         .unwrap();
@@ -954,7 +980,11 @@ mod tests {
         write_key_pair(&std::path::Path::new(clients).join("bob"), &bob, false).unwrap();
         let (next, log) = o.access_files.reload(&o.access).unwrap();
         assert_eq!(
-            next.domains["frontend"].curve_keys.as_ref().unwrap().admits(&bob.public),
+            next.domains["frontend"]
+                .curve_keys
+                .as_ref()
+                .unwrap()
+                .admits(&bob.public),
             Some("bob")
         );
         assert!(log[0].contains("2 authorised key(s)"), "{log:?}");

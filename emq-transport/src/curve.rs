@@ -101,7 +101,10 @@ pub fn decode_z85(text: &str) -> Result<[u8; KEY_LEN], String> {
             text.chars().count()
         ));
     }
-    if let Some(c) = text.chars().find(|c| !c.is_ascii() || !Z85_ALPHABET.contains(&(*c as u8))) {
+    if let Some(c) = text
+        .chars()
+        .find(|c| !c.is_ascii() || !Z85_ALPHABET.contains(&(*c as u8)))
+    {
         return Err(format!("{c:?} is not a Z85 character"));
     }
     let bytes = zmq::z85_decode(text).map_err(|_| "not valid Z85 text".to_string())?;
@@ -124,7 +127,10 @@ pub enum KeyError {
     /// This libzmq was built without CURVE.
     Unavailable,
     /// A file could not be read or written.
-    Io { path: PathBuf, error: std::io::Error },
+    Io {
+        path: PathBuf,
+        error: std::io::Error,
+    },
     /// A key file to be written exists already.
     Exists(PathBuf),
     /// A secret key file that its group or others may read.
@@ -518,8 +524,7 @@ pub fn curve_client(
         return match secret_file {
             None => Ok(None),
             Some(_) => Err(
-                "--curve-secret-key-file needs --curve-server-key (the router's public key)"
-                    .into(),
+                "--curve-secret-key-file needs --curve-server-key (the router's public key)".into(),
             ),
         };
     };
@@ -528,9 +533,7 @@ pub fn curve_client(
     }
     let server_key = read_public_key(&server).map_err(|e| format!("{from}: {e}"))?;
     let own = match secret_file {
-        Some(path) => {
-            read_key_pair(&path).map_err(|e| format!("--curve-secret-key-file: {e}"))?
-        }
+        Some(path) => read_key_pair(&path).map_err(|e| format!("--curve-secret-key-file: {e}"))?,
         None => generate().map_err(|e| e.to_string())?,
     };
     Ok(Some(CurveClient { server_key, own }))
@@ -558,7 +561,10 @@ mod tests {
 
     #[test]
     fn this_build_has_curve() {
-        assert!(curve_available(), "libzmq without CURVE: see .cargo/config.toml");
+        assert!(
+            curve_available(),
+            "libzmq without CURVE: see .cargo/config.toml"
+        );
     }
 
     #[test]

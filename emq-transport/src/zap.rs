@@ -423,6 +423,34 @@ pub fn parse_plain_users(text: &str) -> Result<HashMap<String, String>, String> 
     Ok(users)
 }
 
+/// A refused client reconnects every 100 ms or so: the same warning at
+/// most every 10 s, with the count of those not written.
+#[derive(Default)]
+struct Repeats(HashMap<String, (std::time::Instant, u64)>);
+
+impl Repeats {
+    const QUIET: std::time::Duration = std::time::Duration::from_secs(10);
+
+    fn warn(&mut self, text: String) {
+        let now = std::time::Instant::now();
+        if self.0.len() > 10_000 {
+            self.0
+                .retain(|_, (at, _)| now.duration_since(*at) < Self::QUIET);
+        }
+        match self.0.get_mut(&text) {
+            Some((at, quiet)) if now.duration_since(*at) < Self::QUIET => *quiet += 1,
+            entry => {
+                let more = match entry {
+                    Some((_, n)) if *n > 0 => format!(" ({n} more like it not logged)"),
+                    _ => String::new(),
+                };
+                log::warn!("{text}{more}");
+                self.0.insert(text, (now, 0));
+            }
+        }
+    }
+}
+
 /// A running ZAP handler (see [`spawn_zap_handler`]).
 pub struct ZapHandler {
     policy: Arc<RwLock<AccessPolicy>>,
@@ -451,6 +479,7 @@ pub fn spawn_zap_handler(ctx: &zmq::Context, policy: AccessPolicy) -> zmq::Resul
     sock.bind(ZAP_ENDPOINT)?;
     let policy = Arc::new(RwLock::new(policy));
     let shared = Arc::clone(&policy);
+    let mut refused = Repeats::default();
     let thread = std::thread::Builder::new()
         .name("zap".into())
         .spawn(move || loop {
@@ -481,7 +510,7 @@ pub fn spawn_zap_handler(ctx: &zmq::Context, policy: AccessPolicy) -> zmq::Resul
                             }
                         );
                     } else {
-                        log::warn!("ZAP: connection refused: {}", v.text);
+                        refused.warn(format!("ZAP: connection refused: {}", v.text));
                     }
                     vec![
                         b"1.0".to_vec(),
@@ -513,6 +542,82 @@ pub fn spawn_zap_handler(ctx: &zmq::Context, policy: AccessPolicy) -> zmq::Resul
         })
         .expect("spawning a thread");
     Ok(ZapHandler { policy, thread })
+}
+
+/// Why a handshake failed, in words, from a `ZMQ_EVENT_HANDSHAKE_FAILED_*`
+/// event and its value (libzmq's `ZMQ_PROTOCOL_ERROR_*`); `None` for
+/// events that are not handshake failures or that the ZAP handler
+/// reports itself (refused credentials or keys).
+pub fn handshake_failure_text(event: u16, value: u32, mechanism: &str) -> Option<String> {
+    const FAILED_NO_DETAIL: u16 = 0x0800;
+    const FAILED_PROTOCOL: u16 = 0x2000;
+    match event {
+        FAILED_NO_DETAIL => Some(format!(
+            "a peer's handshake did not complete (it left, or did not speak {mechanism})"
+        )),
+        FAILED_PROTOCOL => Some(match value {
+            0x1100_0002 => format!(
+                "a peer was refused: it did not use {mechanism} (mechanism mismatch; \
+                 a client in clear text, or with other credentials)"
+            ),
+            0x1100_0001 => format!(
+                "a peer's {mechanism} handshake failed (cryptographic error: a client with \
+                 the wrong server key?)"
+            ),
+            v => format!("a peer's handshake failed (ZMTP protocol error 0x{v:08x})"),
+        }),
+        _ => None,
+    }
+}
+
+/// Log the handshakes that fail on `sock` (named `name` in the log) for
+/// reasons the ZAP handler never sees: a peer in clear text on a CURVE or
+/// PLAIN socket, a CURVE client with the wrong server key. A socket
+/// monitor (failed handshakes only, so nothing per message) read by a
+/// thread of its own until the context ends. `mechanism` is what the
+/// socket requires, for the text.
+pub fn spawn_handshake_monitor(
+    ctx: &zmq::Context,
+    sock: &zmq::Socket,
+    name: &str,
+    mechanism: &str,
+) -> zmq::Result<std::thread::JoinHandle<()>> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let endpoint = format!(
+        "inproc://emq-handshake-monitor-{}-{}",
+        name,
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    let events = zmq::SocketEvent::HANDSHAKE_FAILED_NO_DETAIL as i32
+        | zmq::SocketEvent::HANDSHAKE_FAILED_PROTOCOL as i32;
+    sock.monitor(&endpoint, events)?;
+    let pair = ctx.socket(zmq::PAIR)?;
+    pair.set_linger(0)?;
+    pair.connect(&endpoint)?;
+    let (name, mechanism) = (name.to_string(), mechanism.to_string());
+    let mut said = Repeats::default();
+    Ok(std::thread::Builder::new()
+        .name(format!("monitor-{name}"))
+        .spawn(move || loop {
+            let frames = match pair.recv_multipart(0) {
+                Ok(f) => f,
+                Err(zmq::Error::ETERM) => return,
+                Err(e) => {
+                    log::error!("{name}: handshake monitor receive failed: {e}");
+                    return;
+                }
+            };
+            let Some(head) = frames.first().filter(|f| f.len() >= 6) else {
+                continue;
+            };
+            let event = u16::from_ne_bytes([head[0], head[1]]);
+            let value = u32::from_ne_bytes([head[2], head[3], head[4], head[5]]);
+            if let Some(text) = handshake_failure_text(event, value, &mechanism) {
+                said.warn(format!("{name}: {text}"));
+            }
+        })
+        .expect("spawning a thread"))
 }
 
 #[cfg(test)]
@@ -862,5 +967,17 @@ mod tests {
         for s in [unknown, null, plain, good, bob2, router] {
             s.set_linger(0).unwrap();
         }
+    }
+
+    #[test]
+    fn handshake_failures_are_said_in_words() {
+        let t = handshake_failure_text(0x2000, 0x1100_0002, "CURVE").unwrap();
+        assert!(t.contains("did not use CURVE"), "{t}");
+        assert!(handshake_failure_text(0x2000, 0x1100_0001, "CURVE")
+            .unwrap()
+            .contains("server key"));
+        assert!(handshake_failure_text(0x0800, 0, "PLAIN").is_some());
+        assert_eq!(handshake_failure_text(0x4000, 400, "CURVE"), None);
+        assert_eq!(handshake_failure_text(0x1000, 0, "CURVE"), None);
     }
 }

@@ -16,6 +16,7 @@
 //! - [`cluster`]: start routers and job managers (ours and 0.3.13's) and
 //!   wait until they are ready.
 //! - [`jobs`]: job payload builders and bookkeeping for fault tests.
+//! - [`relay`]: a TCP relay that records the bytes it forwards.
 
 pub mod admin;
 pub mod bins;
@@ -26,6 +27,11 @@ pub mod jobs;
 pub mod ports;
 pub mod process;
 pub mod python;
+pub mod relay;
+
+// libzmq (zmq-sys) is built with CURVE and needs libsodium, which
+// emq-transport links: every test binary of this crate links it too.
+use emq_transport as _;
 
 pub use admin::WorkerView;
 pub use client::Client;
