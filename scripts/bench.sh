@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the release binaries and run the emq benchmark: raw zmq limit, emq
-# end to end (memory mode and durable journal), single-job round trip, router
-# memory with 1,000,000 buffered jobs, ratios to the raw limit.
+# end to end (memory mode, memory mode with CURVE encryption on every socket,
+# and durable journal), single-job round trip, router memory with 1,000,000
+# buffered jobs, ratios to the raw limit (--skip-curve leaves CURVE out).
 #
 #   scripts/bench.sh                 # defaults: 100,000 jobs, medians of 3 runs
 #   scripts/bench.sh --quick         # smoke run: 2000 jobs, 1 run

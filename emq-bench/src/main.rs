@@ -88,6 +88,9 @@ struct Args {
     /// Skip emq with the durable journal
     #[arg(long)]
     skip_durable: bool,
+    /// Skip emq in memory mode with CURVE (encryption) on every socket
+    #[arg(long)]
+    skip_curve: bool,
     /// Skip the one-at-a-time round trip phases
     #[arg(long)]
     skip_single: bool,
@@ -218,15 +221,23 @@ fn main() -> ExitCode {
             Outcome::Skipped
         } else {
             step("emq memory mode");
-            let o = phases::emq(&cfg, false, &stop);
+            let o = phases::emq(&cfg, false, false, &stop);
             report_outcome("emq memory mode", &brief(&o));
+            o
+        };
+        let curve = if a.skip_curve || interrupted() {
+            Outcome::Skipped
+        } else {
+            step("emq memory mode, CURVE");
+            let o = phases::emq(&cfg, false, true, &stop);
+            report_outcome("emq memory mode, CURVE", &brief(&o));
             o
         };
         let durable = if a.skip_durable || interrupted() {
             Outcome::Skipped
         } else {
             step("emq durable journal");
-            let o = phases::emq(&cfg, true, &stop);
+            let o = phases::emq(&cfg, true, false, &stop);
             report_outcome("emq durable journal", &brief(&o));
             o
         };
@@ -258,6 +269,7 @@ fn main() -> ExitCode {
             raw,
             raw_credit,
             memory_mode,
+            curve,
             durable,
             ideal_worker,
             buffered,
@@ -285,6 +297,7 @@ fn main() -> ExitCode {
                 ("raw", fail(&r.raw)),
                 ("raw with READY credit", fail(&r.raw_credit)),
                 ("emq memory mode", fail(&r.memory_mode)),
+                ("emq memory mode, CURVE", fail(&r.curve)),
                 ("emq durable", fail(&r.durable)),
                 ("emq-router + ideal worker", fail(&r.ideal_worker)),
                 ("router memory", fail(&r.buffered)),
