@@ -20,6 +20,7 @@ cd "$repo"
 target="${CARGO_TARGET_DIR:-$repo/target}"
 json="${BENCH_JSON:-$target/bench/latest.json}"
 
+bash scripts/ensure-deps.sh
 cargo build --release -p emq-router -p emq-jobmanager -p emq-bench >&2
 mkdir -p "$(dirname "$json")"
 exec "$target/release/emq-bench" --bin-dir "$target/release" --json "$json" "$@"
