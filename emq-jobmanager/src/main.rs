@@ -309,9 +309,35 @@ mod tests {
     }
 
     #[test]
+    fn curve_keys_from_flags_or_settings() {
+        let server = emq_transport::curve::generate().unwrap().public.to_string();
+        let c = cfg(&["--curve-server-key", &server], &no_env).unwrap();
+        assert_eq!(c.curve.unwrap().server_key.to_string(), server);
+        let cli = Cli::try_parse_from(["emq-jobmanager"]).unwrap();
+        let mut s = Settings::default();
+        s.set("CURVE_SERVER_KEY", &server);
+        let c = config(cli, &s, &no_env).unwrap();
+        assert_eq!(c.curve.unwrap().server_key.to_string(), server);
+        let e = cfg(&["--curve-secret-key-file", "/nonexistent"], &no_env).unwrap_err();
+        assert!(e.contains("--curve-server-key"), "{e}");
+        let e = cfg(
+            &[
+                "--curve-server-key",
+                &server,
+                "--curve-secret-key-file",
+                "/nonexistent",
+            ],
+            &no_env,
+        )
+        .unwrap_err();
+        assert!(e.contains("/nonexistent"), "{e}");
+    }
+
+    #[test]
     fn no_credentials_by_default() {
         let c = cfg(&[], &no_env).unwrap();
         assert_eq!(c.plain, None);
+        assert_eq!(c.curve, None);
         assert_eq!(c.brokers, vec![DEFAULT_BROKER.to_string()]);
     }
 

@@ -520,6 +520,20 @@ mod tests {
     }
 
     #[test]
+    fn curve_keys_only_with_connect_from_flags_or_environment() {
+        let c = "tcp://127.0.0.1:1";
+        let server = emq_transport::curve::generate().unwrap().public.to_string();
+        assert_eq!(plan(&["--connect", c]).unwrap().curve, None);
+        let p = plan(&["--connect", c, "--curve-server-key", &server]).unwrap();
+        assert_eq!(p.curve.unwrap().server_key.to_string(), server);
+        let env = |k: &str| (k == "EVENTMQ_CURVE_SERVER_KEY").then(|| server.clone());
+        let p = plan_env(&["--connect", c], &env).unwrap();
+        assert_eq!(p.curve.unwrap().server_key.to_string(), server);
+        let e = plan(&["--bind", c, "--curve-server-key", &server]).unwrap_err();
+        assert!(e.contains("need --connect"), "{e}");
+    }
+
+    #[test]
     fn plain_credentials_only_with_connect() {
         let c = "tcp://127.0.0.1:1";
         assert_eq!(plan(&["--connect", c]).unwrap().plain, None);

@@ -959,6 +959,19 @@ mod tests {
     }
 
     #[test]
+    fn curve_keys_from_flags_or_environment() {
+        let server = emq_transport::curve::generate().unwrap().public.to_string();
+        assert_eq!(plan(&["[1]"]).unwrap().curve, None);
+        let p = plan(&["--curve-server-key", &server, "[1]"]).unwrap();
+        assert_eq!(p.curve.unwrap().server_key.to_string(), server);
+        let env = |k: &str| (k == "EVENTMQ_CURVE_SERVER_KEY").then(|| server.clone());
+        let p = parse(&["[1]"]).unwrap().plan(&env).unwrap();
+        assert_eq!(p.curve.unwrap().server_key.to_string(), server);
+        let e = plan(&["--curve-server-key", "nope", "[1]"]).unwrap_err();
+        assert!(e.starts_with("--curve-server-key"), "{e}");
+    }
+
+    #[test]
     fn schedule_usage_errors() {
         for args in [
             &[

@@ -286,6 +286,30 @@ mod tests {
     }
 
     #[test]
+    fn keygen_and_curve_flags() {
+        assert_eq!(
+            plan(&["keygen", "/tmp/x/router"]).mode,
+            Mode::Keygen {
+                name: "/tmp/x/router".into(),
+                force: false,
+            }
+        );
+        assert!(parse(&["keygen", ""]).is_err());
+        let server = emq_transport::curve::generate().unwrap().public.to_string();
+        assert_eq!(plan(&["status"]).curve, None);
+        let p = plan(&["--curve-server-key", &server, "status"]);
+        assert_eq!(p.curve.unwrap().server_key.to_string(), server);
+        let p = plan_env(&["status"], &[("EVENTMQ_CURVE_SERVER_KEY", &server)], false).unwrap();
+        assert_eq!(p.curve.unwrap().server_key.to_string(), server);
+        // keygen needs no keys, and a bad key is a usage error elsewhere
+        assert!(plan_env(&["--curve-server-key", "bad", "status"], &[], false).is_err());
+        assert_eq!(
+            plan(&["--curve-server-key", "bad", "keygen", "k"]).curve,
+            None
+        );
+    }
+
+    #[test]
     fn subcommands_map_to_ops() {
         assert_eq!(op(&["status"]), Op::Status);
         assert_eq!(op(&["queues"]), Op::Queues);
