@@ -4,6 +4,8 @@
 //! Performance is reported, never asserted: the unit tests here cover the
 //! statistics, the report and the process handling, not the figures.
 
+#![forbid(unsafe_code)]
+
 pub mod client;
 pub mod phases;
 pub mod procs;

@@ -2,6 +2,8 @@
 //! round trip, router memory with a million buffered jobs. Prints a table
 //! and optionally writes JSON. Targets are reported, never asserted.
 
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;

@@ -5,7 +5,6 @@
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::net::{TcpListener, TcpStream};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -27,11 +26,9 @@ fn unregister(pid: i32) {
     }
 }
 
+/// `sig` to a child we spawned and have not yet reaped.
 fn kill(pid: i32, sig: i32) {
-    // SAFETY: kill(2) on a pid we spawned and have not yet reaped.
-    unsafe {
-        libc::kill(pid, sig);
-    }
+    emq_jobmanager::process::signal(pid, sig);
 }
 
 /// On SIGINT/SIGTERM: set the returned flag (every wait loop polls it),
@@ -91,13 +88,7 @@ impl ChildGuard {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        // SAFETY: prctl is async-signal-safe; nothing else runs post-fork.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
+        emq_jobmanager::process::die_with_parent(&mut cmd);
         let child = cmd
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", program.display()))?;
@@ -261,9 +252,8 @@ impl Drop for TempDir {
 /// CPU time (user + system, all threads) of process `pid`, in seconds.
 pub fn proc_cpu_secs(pid: u32) -> Option<f64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let tck = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    parse_stat_ticks(&text).map(|t| t as f64 / tck.max(1) as f64)
+    let tck = emq_jobmanager::process::clock_ticks_per_second();
+    parse_stat_ticks(&text).map(|t| t as f64 / tck as f64)
 }
 
 /// utime + stime (fields 14 and 15) of a /proc/PID/stat line; the command

@@ -11,6 +11,8 @@
 //! confirmation when the op needs one, then `ADMIN` (page after page with
 //! `--all`); for 0.3.13, its own command or exit 4.
 
+#![forbid(unsafe_code)]
+
 pub mod client;
 pub mod exit;
 pub mod flags;

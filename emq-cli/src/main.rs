@@ -1,5 +1,7 @@
 //! emq-cli: see `emq-cli --help` and the library docs.
 
+#![forbid(unsafe_code)]
+
 use std::collections::HashMap;
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;

@@ -9,6 +9,8 @@
 //! Every 100th job's payload carries a tag `needle-N` to search for; the
 //! msgid of the last job is printed.
 
+#![forbid(unsafe_code)]
+
 use std::time::Instant;
 
 // libzmq is built with CURVE and needs libsodium, which emq-transport

@@ -22,6 +22,7 @@
 //! 100,000 jobs per `jobs` call), a `job` by msgid — and the sampled
 //! STATUS, so no page or call is O(all jobs).
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod access;

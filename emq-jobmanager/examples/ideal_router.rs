@@ -11,6 +11,8 @@
 //!     [--jobs 200000] [--single 2000] [--concurrency 8] [--runs 3]
 //! ```
 
+#![forbid(unsafe_code)]
+
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -72,8 +74,7 @@ fn cpu_time(pid: u32) -> Duration {
         .iter()
         .filter_map(|&i| fields.get(i).and_then(|v| v.parse::<u64>().ok()))
         .sum();
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let hz = emq_jobmanager::process::clock_ticks_per_second();
     Duration::from_micros(ticks * 1_000_000 / hz)
 }
 

@@ -1,10 +1,15 @@
 """emq job manager's Python worker.
 
 Runs EventMQ `run` jobs one at a time for the Rust job manager, which starts
-one of these per slot and keeps it for many jobs. Protocol: JSON lines on the
-process's original stdin/stdout.
+one of these per slot and keeps it for many jobs (until MAX_JOB_COUNT, then
+it closes our stdin and we exit). Protocol: JSON lines on the process's
+original stdin/stdout.
 
-  first line out:  {"hello": "emq-worker", "pid": N, "python": "3.x.y"}
+  argument (argv[1], optional): {"setup": PATH|null, "entry": PATH|null,
+                                 "exit": PATH|null}
+  first line out:  {"hello": "emq-worker", "pid": N, "python": "3.x.y",
+                    "setup_error": str (if the setup function raised),
+                    "hooks_error": str (if entry/exit cannot be loaded)}
   in:              {"id": RUN, "job": {"path", "callable", "args", "kwargs",
                                        "class_args", "class_kwargs"}}
   out:             {"id": RUN, "value": <return value>}
@@ -15,6 +20,15 @@ process's original stdin/stdout.
 `pkg.module:Class` (instantiate Class(*class_args, **class_kwargs), then call
 its method `callable`). The job's own output on stdout goes to stderr, and
 its stdin is /dev/null, so neither can disturb the protocol.
+
+The hooks are EventMQ 0.3.13's SUBPROCESS_SETUP_FUNC (called once, before
+the hello line: before the first job), JOB_ENTRY_FUNC and JOB_EXIT_FUNC
+(called before and after every job), all with no arguments, named as
+0.3.13's `callable_from_name` reads them: `pkg.mod.func`, or
+`pkg.mod:Class.method` (Class() instantiated with no arguments). A setup
+function that raises is reported and the worker goes on, as in 0.3.13. An
+entry function that raises fails the job, which is not run; an exit
+function that raises is reported on stderr and the job's result stands.
 """
 
 import importlib
@@ -61,18 +75,94 @@ def _resolve(job):
     return getattr(module, name)
 
 
-def _error(kind, exc, tb=True):
+def _callable_from_name(name):
+    """0.3.13's `callable_from_name`: `pkg.mod.func` or
+    `pkg.mod:Class.method` (without its module reload)."""
+    if not isinstance(name, str) or "." not in name:
+        raise ValueError("%r is not a dotted path (pkg.module.function)" % (name,))
+    path, _, attr = name.rpartition(".")
+    module_name, _, class_name = path.partition(":")
+    obj = importlib.import_module(module_name)
+    if class_name:
+        obj = getattr(obj, class_name)()
+    return getattr(obj, attr)
+
+
+def _error(kind, exc, tb=True, prefix=""):
     text = str(exc)
     message = "%s: %s" % (type(exc).__name__, text) if text else type(exc).__name__
-    err = {"kind": kind, "message": message}
+    err = {"kind": kind, "message": prefix + message}
     if tb:
         err["traceback"] = traceback.format_exc()
     return err
 
 
-def _run(req):
+class Hooks:
+    """The configured setup, entry and exit functions."""
+
+    def __init__(self, cfg):
+        self.setup_name = cfg.get("setup") or None
+        self.entry_name = cfg.get("entry") or None
+        self.exit_name = cfg.get("exit") or None
+        self.entry = None
+        self.exit = None
+        # Set when entry/exit cannot be loaded: every job fails with it.
+        self.error = None
+
+    def run_setup(self):
+        """Call SUBPROCESS_SETUP_FUNC; the error text if it raised."""
+        if not self.setup_name:
+            return None
+        try:
+            _callable_from_name(self.setup_name)()
+        except BaseException as e:  # SystemExit too: the worker lives on, as in 0.3.13
+            traceback.print_exc()
+            return _error("exception", e, tb=False)["message"]
+        return None
+
+    def load(self):
+        """Resolve JOB_ENTRY_FUNC and JOB_EXIT_FUNC (after setup, which may
+        make their modules importable); the error text if one cannot be."""
+        for setting, name, attr in (
+            ("JOB_ENTRY_FUNC", self.entry_name, "entry"),
+            ("JOB_EXIT_FUNC", self.exit_name, "exit"),
+        ):
+            if not name:
+                continue
+            try:
+                setattr(self, attr, _callable_from_name(name))
+            except BaseException as e:
+                traceback.print_exc()
+                self.error = {
+                    "kind": "exception",
+                    "message": "cannot load %s %r: %s" % (
+                        setting, name, _error("exception", e, tb=False)["message"]),
+                }
+                return self.error["message"]
+        return None
+
+    def call_exit(self):
+        if self.exit is None:
+            return
+        try:
+            self.exit()
+        except BaseException:
+            sys.stderr.write("emq worker: JOB_EXIT_FUNC %r raised (the job's result stands):\n"
+                             % self.exit_name)
+            traceback.print_exc()
+
+
+def _run(req, hooks):
     rid = req.get("id") if isinstance(req, dict) else None
     job = req.get("job") if isinstance(req, dict) else None
+    if hooks.error is not None:
+        return {"id": rid, "error": dict(hooks.error)}
+    if hooks.entry is not None:
+        try:
+            hooks.entry()
+        except BaseException as e:
+            prefix = "JOB_ENTRY_FUNC %s raised " % hooks.entry_name
+            return {"id": rid, "error": _error("exception", e, prefix=prefix)}
     try:
         fn = _resolve(job)
         args = job.get("args") or []
@@ -82,6 +172,8 @@ def _run(req):
         return {"id": rid, "error": _error("bad-job", e, tb=False)}
     except BaseException as e:  # SystemExit and KeyboardInterrupt too: the worker lives on
         return {"id": rid, "error": _error("exception", e)}
+    finally:
+        hooks.call_exit()
     try:
         return json.dumps({"id": rid, "value": value}, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as e:
@@ -98,7 +190,22 @@ def main():
     proto_in, proto_out = _protocol_streams()
     if "" not in sys.path:
         sys.path.insert(0, "")
+    try:
+        cfg = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+    except ValueError:
+        cfg = {}
+    hooks = Hooks(cfg if isinstance(cfg, dict) else {})
     hello = {"hello": "emq-worker", "pid": os.getpid(), "python": sys.version.split()[0]}
+    setup_error = hooks.run_setup()
+    if setup_error:
+        hello["setup_error"] = setup_error
+    hooks_error = hooks.load()
+    if hooks_error:
+        hello["hooks_error"] = hooks_error
+    try:
+        sys.stderr.flush()
+    except Exception:
+        pass
     proto_out.write(json.dumps(hello) + "\n")
     proto_out.flush()
     for line in proto_in:
@@ -110,7 +217,7 @@ def main():
         except ValueError as e:
             out = {"id": None, "error": {"kind": "bad-job", "message": "bad request line: %s" % e}}
         else:
-            out = _run(req)
+            out = _run(req, hooks)
         if not isinstance(out, str):
             out = json.dumps(out)
         try:

@@ -39,8 +39,16 @@
 //!   REQUEST gets exactly one `REPLY [payload, orig_msgid, status]`
 //!   (`failed` with the error, `attempts: 1`, when it failed), then the
 //!   READY for its slot.
-//! - `timeout:N` → cancel after N s from the job's start, failed REPLY of
-//!   kind `timeout`, slot freed exactly once.
+//! - Timeouts: this core alone gives a job its timeout and says what
+//!   stopping it means. A job's timeout is its `timeout:N` header (N > 0),
+//!   else its payload's own `"timeout": SECONDS` field (> 0, an emq
+//!   addition), else [`Config::default_timeout`] (0.3.13's
+//!   `GLOBAL_TIMEOUT`, 300 s; `None`: no timeout). 0.3.13 has only the
+//!   header and `GLOBAL_TIMEOUT` (its worker's `payload["timeout"]` is the
+//!   header's value, passed along by its job manager), and treats
+//!   `timeout:0` as no header, as here. Past it, counted from the job's
+//!   start (the pool's Started event) → cancel, failed REPLY of kind
+//!   `timeout`, slot freed exactly once.
 //! - `CANCEL [orig_msgid]` (the router's control plane) for a job this
 //!   connection runs → the pool stops it ([`Action::CancelJob`] with
 //!   [`CancelReason::Router`]); once the pool reports it finished, one
@@ -97,6 +105,9 @@ use log::{debug, info, warn};
 /// The router's default `--max-message-size`: 16 MiB.
 pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
 
+/// 0.3.13's `GLOBAL_TIMEOUT`: the timeout of a job that names none.
+pub const DEFAULT_GLOBAL_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// At most one warning about malformed messages per this long.
 const MALFORMED_LOG_EVERY: Duration = Duration::from_secs(10);
 
@@ -124,6 +135,9 @@ pub struct Config {
     /// The largest frame the router accepts (its `--max-message-size`);
     /// `None`: no limit.
     pub max_message_size: Option<usize>,
+    /// The timeout of a job that names none (0.3.13's `GLOBAL_TIMEOUT`);
+    /// `None`: such a job may run for ever.
+    pub default_timeout: Option<Duration>,
     /// Seed of every msgid and connection identity ([`MsgIds::seeded`]).
     pub id_seed: u64,
     /// Unix time in microseconds at `now == 0`, for HEARTBEAT timestamps.
@@ -143,6 +157,7 @@ impl Config {
             reconnect_delay: Duration::from_secs(1),
             grace_period: Duration::from_secs(30),
             max_message_size: Some(DEFAULT_MAX_MESSAGE_SIZE),
+            default_timeout: Some(DEFAULT_GLOBAL_TIMEOUT),
             id_seed: 0,
             unix_micros_at_start: 0,
         }
@@ -702,8 +717,8 @@ impl Connection {
             self.queue_or_send_reply(&msgid, JobOutcome::Error(err), now, out);
             return;
         };
-        let job = match Job::parse(&req.message) {
-            Ok(job) => job,
+        let (job, own_timeout) = match Job::parse_with_timeout(&req.message) {
+            Ok(parsed) => parsed,
             Err(e) => {
                 warn!("REQUEST {msgid}: bad job: {e}");
                 let err = JobError::new(ErrorKind::BadJob, e.to_string());
@@ -713,7 +728,12 @@ impl Connection {
         };
         let run = self.next_run;
         self.next_run += 1;
-        let timeout = req.headers.timeout_secs().map(Duration::from_secs);
+        let timeout = req
+            .headers
+            .timeout_secs()
+            .map(Duration::from_secs)
+            .or(own_timeout)
+            .or(self.cfg.default_timeout);
         debug!(
             "job {msgid} on slot {slot} (queue {}, timeout {timeout:?})",
             req.queue
@@ -766,7 +786,7 @@ impl Connection {
         // before the kill reached it: its real result goes out.
         let outcome = match (outcome, r.stopping) {
             (JobOutcome::Error(_), Some(CancelReason::Timeout)) => {
-                let secs = r.timeout.map(|t| t.as_secs()).unwrap_or(0);
+                let secs = r.timeout.map(|t| t.as_secs_f64()).unwrap_or(0.0);
                 JobOutcome::Error(JobError::new(
                     ErrorKind::Timeout,
                     format!("job ran past its timeout of {secs} s and was killed"),

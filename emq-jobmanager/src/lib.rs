@@ -8,15 +8,21 @@
 //!   long-lived Python worker process per slot), [`shell`] (`shell` jobs),
 //!   [`handlers`] (`call` jobs: Rust functions registered by name).
 //! - [`manager`]: the socket loop joining the two, and the library API
-//!   ([`JobManager::builder`]).
+//!   ([`JobManager::builder`]), with its typed [`Error`].
+//! - [`process`]: every `unsafe` block of the workspace (system calls on
+//!   processes and process groups), behind safe functions that the
+//!   runners, the pool and other crates use. Unsafe code is denied in
+//!   every other module of this crate and forbidden in every other crate.
+
+#![deny(unsafe_code)]
 
 pub mod connection;
 pub mod handlers;
 pub mod manager;
 pub mod pool;
-mod process;
+pub mod process;
 pub mod python;
 pub mod shell;
 
 pub use handlers::Handlers;
-pub use manager::{JobManager, JobManagerBuilder, ManagerConfig};
+pub use manager::{ConfigError, Error, JobManager, JobManagerBuilder, ManagerConfig};

@@ -1,11 +1,13 @@
 //! `emq-jobmanager`: connect to an EventMQ router and run jobs.
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
 use emq_jobmanager::manager::{ManagerConfig, DEFAULT_BROKER};
-use emq_jobmanager::JobManager;
+use emq_jobmanager::{Error, JobManager};
 use emqp_proto::settings::Settings;
 use emqp_proto::QueueSpec;
 
@@ -15,6 +17,8 @@ Settings come from flags, then EVENTMQ_* environment variables, then the
 (default /etc/eventmq.conf); flags win. Keys: WORKER_ADDR (and
 WORKER_ADDR_FAILOVER), QUEUES, CONCURRENT_JOBS, HEARTBEAT_INTERVAL,
 HEARTBEAT_LIVENESS, KILL_GRACE_PERIOD, PYTHON, MAX_MESSAGE_SIZE,
+GLOBAL_TIMEOUT, SUBPROCESS_SETUP_FUNC (or the deprecated SETUP_PATH and
+SETUP_CALLABLE), JOB_ENTRY_FUNC, JOB_EXIT_FUNC, MAX_JOB_COUNT,
 CURVE_SERVER_KEY, CURVE_SECRET_KEY_FILE.
 
 Jobs (the REQUEST message frame):
@@ -24,8 +28,10 @@ Jobs (the REQUEST message frame):
   [\"call\", {\"handler\": \"echo\" | \"noop\", \"args\": ANY}]                   a Rust handler (echo, noop: inline)
 Every job gets REPLY [result, request msgid, ok|failed] before its slot's READY;
 result is {\"value\": ..} or {\"error\": {\"kind\", \"message\", ..}}.
-Headers honoured: timeout:N (kill after N s). retry-count:N is the router's:
-each delivered job runs once here and gets one REPLY.
+A job's timeout: its timeout:N header (N > 0), else a \"timeout\": SECS field
+in its {fields}, else --global-timeout; past it the job is killed and replied
+failed (timeout). retry-count:N is the router's: each delivered job runs once
+here and gets one REPLY.
 A result bigger than --max-message-size is replied failed (result-too-large).
 
 Router authentication: for a router started with --plain-users, give
@@ -70,9 +76,39 @@ struct Cli {
     python: Option<String>,
 
     /// Seconds running jobs get to finish after SIGTERM before they are
-    /// killed [default: 30]
+    /// killed (KILL_GRACE_PERIOD) [default: 30]
     #[arg(long, value_name = "SECS")]
     grace_period: Option<f64>,
+
+    /// Seconds a job may run when it names no timeout (no timeout:N
+    /// header, no "timeout" field); 0: no limit (GLOBAL_TIMEOUT)
+    /// [default: 300]
+    #[arg(long, value_name = "SECS")]
+    global_timeout: Option<f64>,
+
+    /// A Python function, pkg.module.function, called with no arguments
+    /// once in each Python worker process before its first job, e.g. one
+    /// that calls django.setup() (SUBPROCESS_SETUP_FUNC). If it raises, the
+    /// worker logs it and runs jobs anyway
+    #[arg(long, value_name = "PATH")]
+    subprocess_setup_func: Option<String>,
+
+    /// A Python function called with no arguments in the worker before
+    /// every `run` job (JOB_ENTRY_FUNC); if it raises, the job fails
+    /// without running
+    #[arg(long, value_name = "PATH")]
+    job_entry_func: Option<String>,
+
+    /// A Python function called with no arguments in the worker after
+    /// every `run` job, even a failed one (JOB_EXIT_FUNC); if it raises,
+    /// that is logged and the job's result stands
+    #[arg(long, value_name = "PATH")]
+    job_exit_func: Option<String>,
+
+    /// Jobs a Python worker process runs before it is replaced by a fresh
+    /// one (MAX_JOB_COUNT) [default: 1024]
+    #[arg(long, value_name = "N")]
+    max_job_count: Option<u64>,
 
     /// Seconds between heartbeats [default: 3]
     #[arg(long, value_name = "SECS")]
@@ -161,6 +197,38 @@ fn setting<T: std::str::FromStr>(s: &Settings, key: &str) -> Result<Option<T>, S
     }
 }
 
+/// A Python function setting: the flag, else the setting; empty is unset.
+/// It must be a dotted path, as 0.3.13's `callable_from_name` reads it.
+fn python_func(flag: Option<String>, s: &Settings, key: &str) -> Result<Option<String>, String> {
+    let (value, from) = match flag {
+        Some(v) => (v, "the command line".to_string()),
+        None => match s.get(key) {
+            Some(v) => (
+                v.to_string(),
+                s.source(key).unwrap_or("settings").to_string(),
+            ),
+            None => return Ok(None),
+        },
+    };
+    dotted_path(&value, key, &from)
+}
+
+/// `value` checked as a dotted path (`None` if empty).
+fn dotted_path(value: &str, key: &str, from: &str) -> Result<Option<String>, String> {
+    let value = value.trim();
+    if value.is_empty() {
+        return Ok(None);
+    }
+    let (path, name) = value.rsplit_once('.').unwrap_or(("", ""));
+    if path.is_empty() || name.is_empty() || value.contains(char::is_whitespace) {
+        return Err(format!(
+            "bad {key} {value:?} (from {from}): expected a dotted path such as \
+             myproject.setup.run"
+        ));
+    }
+    Ok(Some(value.to_string()))
+}
+
 fn config(
     cli: Cli,
     s: &Settings,
@@ -186,6 +254,7 @@ fn config(
         curve,
         ..ManagerConfig::default()
     };
+    let conn = &mut c.connection;
     let brokers = match (cli.broker, s.get("WORKER_ADDR")) {
         (Some(b), _) => b,
         (None, Some(b)) if !b.trim().is_empty() => {
@@ -199,7 +268,7 @@ fn config(
         }
         _ => DEFAULT_BROKER.to_string(),
     };
-    c.brokers = brokers
+    conn.brokers = brokers
         .split(',')
         .map(str::trim)
         .filter(|x| !x.is_empty())
@@ -210,36 +279,76 @@ fn config(
         None => s.get("QUEUES").map(String::from),
     };
     if let Some(q) = queues.filter(|q| !q.trim().is_empty()) {
-        c.queues = QueueSpec::parse_cli(&q).map_err(|e| format!("bad queues {q:?}: {e}"))?;
-        if c.queues.is_empty() {
-            c.queues = QueueSpec::default();
+        conn.queues = QueueSpec::parse_cli(&q).map_err(|e| format!("bad queues {q:?}: {e}"))?;
+        if conn.queues.is_empty() {
+            conn.queues = QueueSpec::default();
         }
     }
     if let Some(n) = cli.concurrency.or(setting(s, "CONCURRENT_JOBS")?) {
-        c.concurrency = n;
-    }
-    if let Some(p) = cli.python.or(s.get("PYTHON").map(String::from)) {
-        c.python.interpreter = p;
+        conn.concurrency = n;
     }
     if let Some(v) = cli.grace_period.or(setting(s, "KILL_GRACE_PERIOD")?) {
-        c.grace_period = secs("grace period", v)?;
+        conn.grace_period = secs("grace period", v)?;
+    }
+    if let Some(v) = cli.global_timeout.or(setting(s, "GLOBAL_TIMEOUT")?) {
+        conn.default_timeout = Some(secs("global timeout", v)?).filter(|d| !d.is_zero());
     }
     if let Some(v) = cli.heartbeat_interval.or(setting(s, "HEARTBEAT_INTERVAL")?) {
-        c.heartbeat_interval = secs("heartbeat interval", v)?;
+        conn.heartbeat_interval = secs("heartbeat interval", v)?;
     }
     if let Some(v) = cli.heartbeat_liveness.or(setting(s, "HEARTBEAT_LIVENESS")?) {
-        c.heartbeat_liveness = v;
+        conn.heartbeat_liveness = v;
     }
     if let Some(v) = cli.max_message_size.or(setting(s, "MAX_MESSAGE_SIZE")?) {
-        c.max_message_size = usize::try_from(v).ok().filter(|&n| n > 0);
+        conn.max_message_size = usize::try_from(v).ok().filter(|&n| n > 0);
     }
     if let Some(v) = cli.ack_timeout {
-        c.ack_timeout = secs("ack timeout", v)?;
+        conn.ack_timeout = secs("ack timeout", v)?;
     }
     if let Some(v) = cli.reconnect_delay {
-        c.reconnect_delay = secs("reconnect delay", v)?;
+        conn.reconnect_delay = secs("reconnect delay", v)?;
+    }
+
+    let py = &mut c.python;
+    if let Some(p) = cli.python.or(s.get("PYTHON").map(String::from)) {
+        py.interpreter = p;
+    }
+    py.setup_func = python_func(cli.subprocess_setup_func, s, "SUBPROCESS_SETUP_FUNC")?;
+    if py.setup_func.is_none() {
+        // 0.3.13's deprecated pair, used when SUBPROCESS_SETUP_FUNC is not.
+        let pair = (s.get("SETUP_PATH"), s.get("SETUP_CALLABLE"));
+        if let (Some(path), Some(name)) = pair {
+            let module = path.split(':').next().unwrap_or("").trim();
+            if !module.is_empty() && !name.trim().is_empty() {
+                log::warn!(
+                    "SETUP_PATH and SETUP_CALLABLE are deprecated (as in EventMQ); use \
+                     SUBPROCESS_SETUP_FUNC={module}.{}",
+                    name.trim()
+                );
+                let joined = format!("{module}.{}", name.trim());
+                py.setup_func =
+                    dotted_path(&joined, "SETUP_PATH", "SETUP_PATH and SETUP_CALLABLE")?;
+            }
+        }
+    }
+    py.job_entry_func = python_func(cli.job_entry_func, s, "JOB_ENTRY_FUNC")?;
+    py.job_exit_func = python_func(cli.job_exit_func, s, "JOB_EXIT_FUNC")?;
+    if let Some(n) = cli.max_job_count.or(setting(s, "MAX_JOB_COUNT")?) {
+        if n == 0 {
+            return Err("MAX_JOB_COUNT (--max-job-count) must be at least 1".into());
+        }
+        py.max_job_count = n;
     }
     Ok(c)
+}
+
+/// Exit status for a job manager that could not start or run: 2 for a
+/// configuration that cannot work (as for bad flags), 1 otherwise.
+fn exit_code(e: &Error) -> u8 {
+    match e {
+        Error::Config(_) => 2,
+        _ => 1,
+    }
 }
 
 // mimalloc: the socket loop allocates a handful of small buffers per job
@@ -271,18 +380,15 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let jm = match JobManager::builder().config(cfg).build() {
-        Ok(jm) => jm,
-        Err(e) => {
-            log::error!("{e}");
-            return ExitCode::from(2);
-        }
-    };
-    match jm.run_until_signal() {
+    match JobManager::builder()
+        .config(cfg)
+        .build()
+        .and_then(JobManager::run_until_signal)
+    {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => {
             log::error!("{e}");
-            ExitCode::from(1)
+            ExitCode::from(exit_code(&e))
         }
     }
 }
@@ -338,7 +444,7 @@ mod tests {
         let c = cfg(&[], &no_env).unwrap();
         assert_eq!(c.plain, None);
         assert_eq!(c.curve, None);
-        assert_eq!(c.brokers, vec![DEFAULT_BROKER.to_string()]);
+        assert_eq!(c.connection.brokers, vec![DEFAULT_BROKER.to_string()]);
     }
 
     #[test]
@@ -388,12 +494,12 @@ mod tests {
     #[test]
     fn max_message_size_from_flag_or_environment_and_0_or_negative_is_unlimited() {
         let c = cfg(&[], &no_env).unwrap();
-        assert_eq!(c.max_message_size, Some(16 * 1024 * 1024));
+        assert_eq!(c.connection.max_message_size, Some(16 * 1024 * 1024));
         let c = cfg(&["--max-message-size", "1000"], &no_env).unwrap();
-        assert_eq!(c.max_message_size, Some(1000));
+        assert_eq!(c.connection.max_message_size, Some(1000));
         for v in ["0", "-1"] {
             let c = cfg(&["--max-message-size", v], &no_env).unwrap();
-            assert_eq!(c.max_message_size, None, "{v}");
+            assert_eq!(c.connection.max_message_size, None, "{v}");
         }
         let env: std::collections::HashMap<String, String> = [
             ("EVENTMQ_CONFIG_FILE", "/dev/null"),
@@ -405,13 +511,175 @@ mod tests {
         let s = Settings::load_from("jobmanager", &env).unwrap();
         let cli = Cli::try_parse_from(["emq-jobmanager"]).unwrap();
         let c = config(cli, &s, &no_env).unwrap();
-        assert_eq!(c.max_message_size, Some(2048));
+        assert_eq!(c.connection.max_message_size, Some(2048));
         let cli = Cli::try_parse_from(["emq-jobmanager", "--max-message-size", "-1"]).unwrap();
         assert_eq!(
-            config(cli, &s, &no_env).unwrap().max_message_size,
+            config(cli, &s, &no_env)
+                .unwrap()
+                .connection
+                .max_message_size,
             None,
             "the flag wins"
         );
+    }
+
+    /// Settings from `EVENTMQ_*` variables and a config file (written to a
+    /// temporary file), then `args` on top.
+    fn cfg_from(args: &[&str], env: &[(&str, &str)], file: &str) -> Result<ManagerConfig, String> {
+        let path = std::env::temp_dir().join(format!(
+            "emq-jobmanager-conf-{}-{}",
+            std::process::id(),
+            std::thread::current()
+                .name()
+                .unwrap_or("t")
+                .replace("::", "-")
+        ));
+        std::fs::write(&path, file).unwrap();
+        let mut vars: std::collections::HashMap<String, String> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        vars.insert("EVENTMQ_CONFIG_FILE".into(), path.display().to_string());
+        let s = Settings::load_from("jobmanager", &vars);
+        std::fs::remove_file(&path).unwrap();
+        let cli =
+            Cli::try_parse_from(std::iter::once("emq-jobmanager").chain(args.iter().copied()))
+                .map_err(|e| e.to_string())?;
+        config(cli, &s.unwrap(), &no_env)
+    }
+
+    #[test]
+    fn kill_grace_period_is_the_grace_period_from_environment_or_file() {
+        let d = |c: ManagerConfig| c.connection.grace_period;
+        assert_eq!(d(cfg(&[], &no_env).unwrap()), Duration::from_secs(30));
+        let file = "[jobmanager]\nKILL_GRACE_PERIOD=12\n";
+        assert_eq!(
+            d(cfg_from(&[], &[], file).unwrap()),
+            Duration::from_secs(12)
+        );
+        let env = [("EVENTMQ_KILL_GRACE_PERIOD", "2.5")];
+        assert_eq!(
+            d(cfg_from(&[], &env, file).unwrap()),
+            Duration::from_millis(2500)
+        );
+        assert_eq!(
+            d(cfg_from(&["--grace-period", "1"], &env, file).unwrap()),
+            Duration::from_secs(1)
+        );
+    }
+
+    #[test]
+    fn global_timeout_defaults_to_300_s_and_0_is_none() {
+        let t = |c: ManagerConfig| c.connection.default_timeout;
+        assert_eq!(
+            t(cfg(&[], &no_env).unwrap()),
+            Some(Duration::from_secs(300))
+        );
+        let file = "[jobmanager]\nGLOBAL_TIMEOUT=60\n";
+        assert_eq!(
+            t(cfg_from(&[], &[], file).unwrap()),
+            Some(Duration::from_secs(60))
+        );
+        let env = [("EVENTMQ_GLOBAL_TIMEOUT", "0")];
+        assert_eq!(t(cfg_from(&[], &env, file).unwrap()), None);
+        assert_eq!(
+            t(cfg_from(&["--global-timeout", "0.5"], &env, file).unwrap()),
+            Some(Duration::from_millis(500))
+        );
+        assert!(cfg(&["--global-timeout=-1"], &no_env)
+            .unwrap_err()
+            .contains("global timeout"));
+    }
+
+    #[test]
+    fn python_hooks_and_max_job_count_from_flags_environment_or_file() {
+        let c = cfg(&[], &no_env).unwrap();
+        assert_eq!(
+            (
+                c.python.setup_func,
+                c.python.job_entry_func,
+                c.python.job_exit_func,
+                c.python.max_job_count
+            ),
+            (None, None, None, 1024)
+        );
+        let file = "[jobmanager]\n\
+                    SUBPROCESS_SETUP_FUNC=proj.boot.setup\n\
+                    JOB_ENTRY_FUNC=proj.hooks.entry\n\
+                    JOB_EXIT_FUNC=proj.hooks:Hooks.exit\n\
+                    MAX_JOB_COUNT=50\n";
+        let c = cfg_from(&[], &[], file).unwrap().python;
+        assert_eq!(c.setup_func.as_deref(), Some("proj.boot.setup"));
+        assert_eq!(c.job_entry_func.as_deref(), Some("proj.hooks.entry"));
+        assert_eq!(c.job_exit_func.as_deref(), Some("proj.hooks:Hooks.exit"));
+        assert_eq!(c.max_job_count, 50);
+        let env = [
+            ("EVENTMQ_JOB_ENTRY_FUNC", "env.entry"),
+            ("EVENTMQ_MAX_JOB_COUNT", "7"),
+        ];
+        let c = cfg_from(&["--job-exit-func", ""], &env, file)
+            .unwrap()
+            .python;
+        assert_eq!(c.job_entry_func.as_deref(), Some("env.entry"));
+        assert_eq!(c.job_exit_func, None, "an empty flag unsets it");
+        assert_eq!(c.max_job_count, 7);
+        let c = cfg_from(
+            &["--subprocess-setup-func", "x.y", "--max-job-count", "2"],
+            &env,
+            file,
+        )
+        .unwrap()
+        .python;
+        assert_eq!((c.setup_func.as_deref(), c.max_job_count), (Some("x.y"), 2));
+        // Clear errors for what cannot be a function or a count.
+        let e = cfg_from(&[], &[("EVENTMQ_SUBPROCESS_SETUP_FUNC", "setup")], "").unwrap_err();
+        assert!(
+            e.contains("SUBPROCESS_SETUP_FUNC") && e.contains("EVENTMQ_"),
+            "{e}"
+        );
+        assert!(cfg(&["--max-job-count", "0"], &no_env).is_err());
+        assert!(cfg_from(&[], &[("EVENTMQ_MAX_JOB_COUNT", "many")], "").is_err());
+    }
+
+    #[test]
+    fn deprecated_setup_path_and_callable_name_the_setup_function() {
+        let file = "[jobmanager]\nSETUP_PATH=proj.boot:Ignored\nSETUP_CALLABLE=setup\n";
+        let c = cfg_from(&[], &[], file).unwrap().python;
+        assert_eq!(c.setup_func.as_deref(), Some("proj.boot.setup"));
+        let c = cfg_from(&[], &[("EVENTMQ_SUBPROCESS_SETUP_FUNC", "new.setup")], file)
+            .unwrap()
+            .python;
+        assert_eq!(
+            c.setup_func.as_deref(),
+            Some("new.setup"),
+            "the new one wins"
+        );
+    }
+
+    #[test]
+    fn configuration_errors_exit_2_and_others_1() {
+        let e = JobManager::builder()
+            .concurrency(0)
+            .build()
+            .err()
+            .expect("zero concurrency is refused");
+        assert!(matches!(
+            e,
+            Error::Config(emq_jobmanager::ConfigError::ZeroConcurrency)
+        ));
+        assert_eq!(exit_code(&e), 2);
+        let e = JobManager::builder()
+            .broker("localhost:1")
+            .build()
+            .err()
+            .expect("a bad endpoint is refused");
+        assert_eq!(exit_code(&e), 2);
+        let io = Error::Io {
+            context: "starting the slot threads",
+            source: std::io::Error::other("no threads"),
+        };
+        assert_eq!(exit_code(&io), 1);
+        assert_eq!(io.to_string(), "starting the slot threads: no threads");
     }
 
     #[test]

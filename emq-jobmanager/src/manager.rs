@@ -34,26 +34,98 @@ use crate::handlers::Handlers;
 use crate::pool::{Pool, PoolConfig, PoolEvent, Waker};
 use crate::python::PythonConfig;
 
-pub type Error = Box<dyn std::error::Error + Send + Sync>;
-
 /// The default router backend endpoint.
 pub const DEFAULT_BROKER: &str = "tcp://127.0.0.1:47290";
+
+/// Why a job manager could not be built or stopped running.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The configuration cannot work ([`JobManagerBuilder::build`]).
+    Config(ConfigError),
+    /// The system refused a resource the job manager needs: signal
+    /// handlers, the wake-up socket pair, slot threads.
+    Io {
+        /// What the job manager was doing.
+        context: &'static str,
+        source: std::io::Error,
+    },
+    /// A ZeroMQ call failed: connecting the DEALER, polling.
+    Zmq {
+        /// What the job manager was doing.
+        context: String,
+        detail: String,
+    },
+}
+
+/// What is wrong with a [`ManagerConfig`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    NoBroker,
+    /// A broker endpoint that ZeroMQ cannot connect to (the reason).
+    BadEndpoint(String),
+    ZeroConcurrency,
+    ZeroHeartbeatInterval,
+    ZeroHeartbeatLiveness,
+    ZeroMaxJobCount,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigError::NoBroker => write!(f, "no broker address given"),
+            ConfigError::BadEndpoint(why) => write!(f, "{why}"),
+            ConfigError::ZeroConcurrency => write!(f, "concurrency must be at least 1"),
+            ConfigError::ZeroHeartbeatInterval => {
+                write!(f, "heartbeat interval must be greater than 0")
+            }
+            ConfigError::ZeroHeartbeatLiveness => {
+                write!(f, "heartbeat liveness must be at least 1")
+            }
+            ConfigError::ZeroMaxJobCount => write!(f, "max job count must be at least 1"),
+        }
+    }
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Config(e) => write!(f, "{e}"),
+            Error::Io { context, source } => write!(f, "{context}: {source}"),
+            Error::Zmq { context, detail } => write!(f, "{context}: {detail}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl From<ConfigError> for Error {
+    fn from(e: ConfigError) -> Error {
+        Error::Config(e)
+    }
+}
+
+fn io(context: &'static str) -> impl FnOnce(std::io::Error) -> Error {
+    move |source| Error::Io { context, source }
+}
 
 /// Everything a job manager needs to run.
 #[derive(Clone)]
 pub struct ManagerConfig {
-    pub brokers: Vec<String>,
-    pub queues: QueueSpec,
-    pub concurrency: usize,
+    /// The connection core's settings: brokers, queues, concurrency,
+    /// heartbeats, ACK timeout, reconnect delay, grace period, maximum
+    /// message size, default job timeout. [`JobManager::run`] sets its
+    /// `id_seed` and `unix_micros_at_start`.
+    pub connection: Config,
     pub python: PythonConfig,
-    pub heartbeat_interval: Duration,
-    pub heartbeat_liveness: u32,
-    pub grace_period: Duration,
-    pub ack_timeout: Duration,
-    pub reconnect_delay: Duration,
-    /// The router's `--max-message-size`: a result bigger than this is
-    /// replied as a `result-too-large` failure. `None`: no limit.
-    pub max_message_size: Option<usize>,
     /// ZMQ PLAIN credentials `(username, password)` for a router that
     /// requires them (`--plain-users`); `None`: no authentication.
     pub plain: Option<(String, String)>,
@@ -65,16 +137,8 @@ pub struct ManagerConfig {
 impl std::fmt::Debug for ManagerConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ManagerConfig")
-            .field("brokers", &self.brokers)
-            .field("queues", &self.queues)
-            .field("concurrency", &self.concurrency)
+            .field("connection", &self.connection)
             .field("python", &self.python)
-            .field("heartbeat_interval", &self.heartbeat_interval)
-            .field("heartbeat_liveness", &self.heartbeat_liveness)
-            .field("grace_period", &self.grace_period)
-            .field("ack_timeout", &self.ack_timeout)
-            .field("reconnect_delay", &self.reconnect_delay)
-            .field("max_message_size", &self.max_message_size)
             .field(
                 "plain",
                 &self.plain.as_ref().map(|(user, _)| (user, "<redacted>")),
@@ -86,18 +150,9 @@ impl std::fmt::Debug for ManagerConfig {
 
 impl Default for ManagerConfig {
     fn default() -> Self {
-        let c = Config::new(vec![DEFAULT_BROKER.into()], QueueSpec::default(), 4);
         ManagerConfig {
-            brokers: c.brokers,
-            queues: c.queues,
-            concurrency: c.concurrency,
+            connection: Config::new(vec![DEFAULT_BROKER.into()], QueueSpec::default(), 4),
             python: PythonConfig::default(),
-            heartbeat_interval: c.heartbeat_interval,
-            heartbeat_liveness: c.heartbeat_liveness,
-            grace_period: c.grace_period,
-            ack_timeout: c.ack_timeout,
-            reconnect_delay: c.reconnect_delay,
-            max_message_size: c.max_message_size,
             plain: None,
             curve: None,
         }
@@ -114,23 +169,23 @@ pub struct JobManagerBuilder {
 impl JobManagerBuilder {
     /// One router backend endpoint (replaces the list).
     pub fn broker(mut self, endpoint: impl Into<String>) -> Self {
-        self.cfg.brokers = vec![endpoint.into()];
+        self.cfg.connection.brokers = vec![endpoint.into()];
         self
     }
 
     /// A failover list of router backends, tried in turn on reconnects.
     pub fn brokers(mut self, endpoints: Vec<String>) -> Self {
-        self.cfg.brokers = endpoints;
+        self.cfg.connection.brokers = endpoints;
         self
     }
 
     pub fn queues(mut self, queues: QueueSpec) -> Self {
-        self.cfg.queues = queues;
+        self.cfg.connection.queues = queues;
         self
     }
 
     pub fn concurrency(mut self, n: usize) -> Self {
-        self.cfg.concurrency = n;
+        self.cfg.connection.concurrency = n;
         self
     }
 
@@ -140,20 +195,27 @@ impl JobManagerBuilder {
     }
 
     pub fn heartbeat(mut self, interval: Duration, liveness: u32) -> Self {
-        self.cfg.heartbeat_interval = interval;
-        self.cfg.heartbeat_liveness = liveness;
+        self.cfg.connection.heartbeat_interval = interval;
+        self.cfg.connection.heartbeat_liveness = liveness;
         self
     }
 
     pub fn grace_period(mut self, d: Duration) -> Self {
-        self.cfg.grace_period = d;
+        self.cfg.connection.grace_period = d;
         self
     }
 
     /// The router's maximum message size in bytes (`None`: no limit);
     /// results bigger than this are replied as `result-too-large`.
     pub fn max_message_size(mut self, bytes: Option<usize>) -> Self {
-        self.cfg.max_message_size = bytes;
+        self.cfg.connection.max_message_size = bytes;
+        self
+    }
+
+    /// The timeout of a job that names none (0.3.13's `GLOBAL_TIMEOUT`,
+    /// default 300 s); `None`: none.
+    pub fn default_timeout(mut self, d: Option<Duration>) -> Self {
+        self.cfg.connection.default_timeout = d;
         self
     }
 
@@ -206,21 +268,25 @@ impl JobManagerBuilder {
 
     /// Check the configuration.
     pub fn build(self) -> Result<JobManager, Error> {
-        let c = &self.cfg;
+        let c = &self.cfg.connection;
         if c.brokers.is_empty() {
-            return Err("no broker address given".into());
+            return Err(ConfigError::NoBroker.into());
         }
         for b in &c.brokers {
-            emq_transport::check_endpoint(b)?;
+            emq_transport::check_endpoint(b)
+                .map_err(|e| ConfigError::BadEndpoint(e.to_string()))?;
         }
         if c.concurrency == 0 {
-            return Err("concurrency must be at least 1".into());
+            return Err(ConfigError::ZeroConcurrency.into());
         }
         if c.heartbeat_interval.is_zero() {
-            return Err("heartbeat interval must be greater than 0".into());
+            return Err(ConfigError::ZeroHeartbeatInterval.into());
         }
         if c.heartbeat_liveness == 0 {
-            return Err("heartbeat liveness must be at least 1".into());
+            return Err(ConfigError::ZeroHeartbeatLiveness.into());
+        }
+        if self.cfg.python.max_job_count == 0 {
+            return Err(ConfigError::ZeroMaxJobCount.into());
         }
         Ok(JobManager {
             cfg: self.cfg,
@@ -259,7 +325,7 @@ impl JobManager {
     /// Run until SIGTERM/SIGINT/SIGQUIT (then leave in order) or a fatal
     /// error. Returns the exit code.
     pub fn run_until_signal(self) -> Result<i32, Error> {
-        let flag = emq_transport::shutdown_flag()?;
+        let flag = emq_transport::shutdown_flag().map_err(io("installing signal handlers"))?;
         self.run(&flag)
     }
 
@@ -274,22 +340,31 @@ impl JobManager {
     /// [`SHUTDOWN_CHECK`] so that a set `shutdown` flag (which wakes
     /// nothing) is seen; the core's timers never depend on that.
     pub fn run(self, shutdown: &AtomicBool) -> Result<i32, Error> {
-        let cfg = self.cfg;
-        let mut core_cfg = Config::new(cfg.brokers.clone(), cfg.queues.clone(), cfg.concurrency);
-        core_cfg.heartbeat_interval = cfg.heartbeat_interval;
-        core_cfg.heartbeat_liveness = cfg.heartbeat_liveness;
-        core_cfg.grace_period = cfg.grace_period;
-        core_cfg.ack_timeout = cfg.ack_timeout;
-        core_cfg.reconnect_delay = cfg.reconnect_delay;
-        core_cfg.max_message_size = cfg.max_message_size;
+        let ManagerConfig {
+            connection: mut core_cfg,
+            python,
+            plain,
+            curve,
+        } = self.cfg;
         core_cfg.id_seed = emqp_proto::msgid::random_seed();
         core_cfg.unix_micros_at_start = unix_micros_now();
         let start = Instant::now();
+        let (concurrency, queues, brokers, max_message_size, default_timeout) = (
+            core_cfg.concurrency,
+            core_cfg.queues.to_inform_json(),
+            core_cfg.brokers.join(","),
+            core_cfg.max_message_size,
+            core_cfg.default_timeout,
+        );
         let mut core = Connection::new(core_cfg);
 
-        let (wake_rx, wake_tx) = UnixStream::pair()?;
-        wake_rx.set_nonblocking(true)?;
-        wake_tx.set_nonblocking(true)?;
+        let (wake_rx, wake_tx) = UnixStream::pair().map_err(io("creating the wake-up socket"))?;
+        wake_rx
+            .set_nonblocking(true)
+            .map_err(io("creating the wake-up socket"))?;
+        wake_tx
+            .set_nonblocking(true)
+            .map_err(io("creating the wake-up socket"))?;
         // One wake-up per batch of pool events: a slot thread writes to the
         // socket only when no wake-up is pending; the loop clears the flag
         // and then drains every queued event.
@@ -305,36 +380,39 @@ impl JobManager {
         };
         let pool = Pool::new(
             PoolConfig {
-                concurrency: cfg.concurrency,
-                python: cfg.python.clone(),
+                concurrency,
+                python,
                 handlers: self.handlers,
             },
             Some(waker),
-        )?;
+        )
+        .map_err(io("starting the slot threads"))?;
         info!(
-            "emq-jobmanager {}: {} slot(s), queues {}, brokers {}, max message size {}",
+            "emq-jobmanager {}: {concurrency} slot(s), queues {queues}, brokers {brokers}, \
+             max message size {}, default job timeout {}",
             env!("CARGO_PKG_VERSION"),
-            cfg.concurrency,
-            cfg.queues.to_inform_json(),
-            cfg.brokers.join(","),
-            match cfg.max_message_size {
+            match max_message_size {
                 Some(n) => format!("{n} bytes"),
                 None => "unlimited".to_string(),
+            },
+            match default_timeout {
+                Some(t) => format!("{} s", t.as_secs_f64()),
+                None => "none".to_string(),
             }
         );
 
-        if let Some(c) = &cfg.curve {
+        if let Some(c) = &curve {
             info!(
                 "CURVE: router key {}, our public key {}",
                 c.server_key, c.own.public
             );
-        } else if let Some((user, _)) = &cfg.plain {
+        } else if let Some((user, _)) = &plain {
             info!("authenticating to the router as PLAIN user {user:?}");
         }
         let ctx = zmq::Context::new();
         let opts = SocketOptions {
-            plain: cfg.plain.clone(),
-            curve: cfg.curve.clone(),
+            plain,
+            curve,
             ..SocketOptions::default()
         };
         let mut sock: Option<zmq::Socket> = None;
@@ -358,7 +436,11 @@ impl JobManager {
                             &endpoint,
                             identity.as_bytes(),
                             &opts,
-                        )?;
+                        )
+                        .map_err(|e| Error::Zmq {
+                            context: format!("connecting to {endpoint}"),
+                            detail: e.to_string(),
+                        })?;
                         info!("connected to {endpoint} as {identity}");
                         sock = Some(s);
                     }
@@ -381,7 +463,10 @@ impl JobManager {
                             None => pool.start(job),
                         }
                     }
-                    Action::CancelJob { slot, run, reason } => pool.cancel(slot, run, reason),
+                    Action::CancelJob { slot, run, reason } => {
+                        debug!("stopping run {run} on slot {slot} ({reason:?})");
+                        pool.cancel(slot, run)
+                    }
                     Action::KillAll => pool.kill_all(),
                     Action::Exit(code) => {
                         drop(pool);
@@ -431,7 +516,12 @@ impl JobManager {
                 match polled {
                     Ok(r) => r,
                     Err(zmq::Error::EINTR) => (false, false),
-                    Err(e) => return Err(format!("poll failed: {e}").into()),
+                    Err(e) => {
+                        return Err(Error::Zmq {
+                            context: "polling".into(),
+                            detail: e.to_string(),
+                        })
+                    }
                 }
             };
             let now = start.elapsed();
@@ -459,13 +549,18 @@ impl JobManager {
             // point writes a fresh wake-up.
             wake_pending.swap(false, Ordering::AcqRel);
             while let Ok(ev) = pool.events().try_recv() {
-                let input = match ev {
-                    PoolEvent::Started { slot, run } => Input::JobStarted { slot, run },
+                match ev {
+                    // Handed in at the instant it happened (it woke
+                    // nothing): a job's timeout counts from its start.
+                    PoolEvent::Started { slot, run, at } => core.handle(
+                        Input::JobStarted { slot, run },
+                        at.saturating_duration_since(start).min(now),
+                        &mut actions,
+                    ),
                     PoolEvent::Finished { slot, run, outcome } => {
-                        Input::JobFinished { slot, run, outcome }
+                        core.handle(Input::JobFinished { slot, run, outcome }, now, &mut actions)
                     }
-                };
-                core.handle(input, now, &mut actions);
+                }
             }
         }
     }

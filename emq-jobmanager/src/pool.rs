@@ -13,9 +13,11 @@
 //! Cancelling ([`Pool::cancel`]: a timeout, or the router's CANCEL) and
 //! killing ([`Pool::kill_all`]: end of the shutdown grace period) kill the
 //! process group that runs the job; the slot thread then reports the job
-//! finished, exactly once per [`JobStart`], as a failure of the reason's
-//! kind (`timeout`, `cancelled`) unless it succeeded before the kill
-//! reached it. Per job kind:
+//! finished, exactly once per [`JobStart`], with the outcome it saw (a
+//! killed process, or its real result if it finished before the kill
+//! reached it). Why a job was stopped is not the pool's business: the
+//! connection core, which decided it, turns the failure of a job it
+//! stopped into its `timeout` or `cancelled` REPLY. Per job kind:
 //! - `shell`: the job's process group (the command and all it started).
 //! - `run`: the slot's Python worker process (its own group), which the
 //!   slot thread then replaces before it takes the next job. A cancelled
@@ -33,26 +35,32 @@
 //!   handler).
 //! - A job still waiting in the slot's mailbox (its thread busy starting
 //!   a Python worker) is taken out and reported at once, never started.
+//!
+//! The runners reach the slot only through [`GroupRegistry`] (in
+//! [`crate::process`]), which [`SlotShared`] implements: they never import
+//! the pool.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use emqp_proto::job::{ErrorKind, Job, JobError, JobOutcome};
 use log::{debug, warn};
 
-use crate::connection::{CancelReason, JobStart, CANCELLED_MESSAGE};
+use crate::connection::JobStart;
 use crate::handlers::Handlers;
+use crate::process::{kill_group, GroupRegistry};
 use crate::python::{PythonConfig, PythonWorker};
 
 /// What the pool reports.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PoolEvent {
-    Started {
-        slot: usize,
-        run: u64,
-    },
+    /// The slot thread took the job. It does not wake the socket loop: it
+    /// rides along with the next wake-up, and `at` says when it happened
+    /// (a job's timeout counts from there).
+    Started { slot: usize, run: u64, at: Instant },
     Finished {
         slot: usize,
         run: u64,
@@ -61,10 +69,9 @@ pub enum PoolEvent {
 }
 
 /// Called after an event that needs the socket loop is queued (every
-/// `Finished`, and `Started` of a job with a timeout; other `Started`
-/// events wait for the next wake-up). It may be called from several
-/// threads at once; the socket loop's waker coalesces the calls into one
-/// wake-up per batch.
+/// `Finished`; `Started` events wait for the next wake-up). It may be
+/// called from several threads at once; the socket loop's waker coalesces
+/// the calls into one wake-up per batch.
 pub type Waker = Arc<dyn Fn() + Send + Sync>;
 
 /// How to build the pool.
@@ -98,8 +105,8 @@ pub(crate) struct SlotState {
     closed: bool,
     /// The run in progress.
     run: Option<u64>,
-    /// The run the pool stopped, and why.
-    stopped: Option<(u64, Stop)>,
+    /// The run the pool stopped (a cancel, or `kill_all`).
+    stopped: Option<u64>,
     /// The process group running the current job.
     job_pgid: Option<i32>,
     /// The slot's Python worker process (its own process group).
@@ -117,83 +124,14 @@ pub(crate) struct SlotState {
     killed: bool,
 }
 
-/// Why the pool stopped a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stop {
-    /// [`Pool::cancel`]: a timeout or the router's CANCEL.
-    Cancel(CancelReason),
-    /// [`Pool::kill_all`]: the end of the shutdown grace period.
-    Kill,
-}
-
-impl Stop {
-    /// The failure reported for a run stopped this way.
-    fn error(self) -> JobError {
-        match self {
-            Stop::Cancel(CancelReason::Timeout) => JobError::new(
-                ErrorKind::Timeout,
-                "job was cancelled (timed out) and killed",
-            ),
-            Stop::Cancel(CancelReason::Router) => {
-                JobError::new(ErrorKind::Cancelled, CANCELLED_MESSAGE)
-            }
-            Stop::Kill => {
-                JobError::new(ErrorKind::Crash, "killed: the job manager is shutting down")
-            }
-        }
-    }
-}
+/// The failure of a run killed at the end of the shutdown grace period.
+const KILLED_AT_SHUTDOWN: &str = "killed: the job manager is shutting down";
 
 #[derive(Debug, Default)]
 pub(crate) struct SlotShared {
     state: Mutex<SlotState>,
     /// Signalled when a job is queued or the mailbox is closed.
     wake: Condvar,
-}
-
-fn kill_group(pgid: i32) {
-    if pgid > 0 {
-        // SAFETY: kill(2) has no memory-safety preconditions.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
-        }
-    }
-}
-
-/// Whether child `pid` has exited, without reaping it (the zombie keeps
-/// the pid and its process group ours until `Child::wait`). With `block`,
-/// waits for the exit.
-pub(crate) fn exited_no_reap(pid: i32, block: bool) -> bool {
-    let flags = libc::WEXITED | libc::WNOWAIT | if block { 0 } else { libc::WNOHANG };
-    loop {
-        // SAFETY: a zeroed siginfo_t is a valid out-parameter for waitid.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        let rc = unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) };
-        if rc == 0 {
-            // With WNOHANG and no state change, si_pid stays 0.
-            // SAFETY: waitid filled in the struct (or left it zeroed).
-            return block || unsafe { info.si_pid() } != 0;
-        }
-        match std::io::Error::last_os_error().raw_os_error() {
-            Some(libc::EINTR) => continue,
-            // ECHILD: not our child any more (already reaped).
-            _ => return true,
-        }
-    }
-}
-
-/// Have the child killed if the slot thread that started it goes away
-/// (e.g. the job manager is SIGKILLed), so no job outlives its manager.
-pub(crate) fn die_with_parent(cmd: &mut std::process::Command) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: the closure only calls prctl(2), which is async-signal-safe.
-    unsafe {
-        cmd.pre_exec(|| {
-            #[cfg(target_os = "linux")]
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
 }
 
 /// What [`SlotShared::cancel`] / [`SlotShared::kill_all`] found.
@@ -215,31 +153,22 @@ enum Stopped {
     Dequeued,
 }
 
-impl SlotShared {
-    fn lock(&self) -> MutexGuard<'_, SlotState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Record the process group that runs `run` (or `None` once it has
-    /// exited, before it is reaped). If the run was cancelled before the
-    /// process existed, it is killed at once.
-    pub(crate) fn set_job_pgid(&self, run: u64, pgid: Option<i32>) {
+impl GroupRegistry for SlotShared {
+    /// If the run was stopped before its process existed, it is killed at
+    /// once.
+    fn set_job_group(&self, run: u64, pgid: Option<i32>) {
         let mut s = self.lock();
         s.job_pgid = pgid;
         if let Some(p) = pgid {
-            if s.stopped.is_some_and(|(r, _)| r == run) {
+            if s.stopped == Some(run) {
                 kill_group(p);
             }
         }
     }
 
-    pub(crate) fn killed(&self) -> bool {
-        self.lock().killed
-    }
-
-    /// Record the slot's Python worker; one started after `kill_all` (or
-    /// by an abandoned thread) is killed at once.
-    pub(crate) fn set_python_pgid(&self, pgid: Option<i32>) {
+    /// The slot's Python worker; one started after `kill_all` (or by an
+    /// abandoned thread) is killed at once.
+    fn set_worker_group(&self, pgid: Option<i32>) {
         let mut s = self.lock();
         s.python_pgid = pgid;
         if let (Some(p), true) = (pgid, s.killed || s.abandoned) {
@@ -247,7 +176,17 @@ impl SlotShared {
         }
     }
 
-    pub(crate) fn python_pgid(&self) -> Option<i32> {
+    fn closing(&self) -> bool {
+        self.lock().killed
+    }
+}
+
+impl SlotShared {
+    fn lock(&self) -> MutexGuard<'_, SlotState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn python_pgid(&self) -> Option<i32> {
         self.lock().python_pgid
     }
 
@@ -295,13 +234,13 @@ impl SlotShared {
 
     /// The run is over: `None` if the thread was abandoned meanwhile (the
     /// pool reported the run; the thread must report nothing and end),
-    /// else why the pool stopped the run, if it did.
-    fn end(&self, run: u64) -> Option<Option<Stop>> {
+    /// else whether the pool stopped the run.
+    fn end(&self, run: u64) -> Option<bool> {
         let mut s = self.lock();
         if s.abandoned {
             return None;
         }
-        let stopped = s.stopped.filter(|(r, _)| *r == run).map(|(_, why)| why);
+        let stopped = s.stopped == Some(run);
         s.run = None;
         s.stopped = None;
         s.job_pgid = None;
@@ -310,9 +249,9 @@ impl SlotShared {
     }
 
     /// Give up on the thread running an inline handler.
-    fn abandon(s: &mut SlotState, run: u64, why: Stop) -> Stopped {
+    fn abandon(s: &mut SlotState, run: u64) -> Stopped {
         s.abandoned = true;
-        s.stopped = Some((run, why));
+        s.stopped = Some(run);
         // The abandoned thread's idle Python worker goes now, not when
         // the handler returns.
         if let Some(p) = s.python_pgid {
@@ -327,7 +266,7 @@ impl SlotShared {
 
     /// Cancel `run` if it is the one in progress, or take it out of the
     /// mailbox if it has not started.
-    fn cancel(&self, run: u64, reason: CancelReason) -> Stopped {
+    fn cancel(&self, run: u64) -> Stopped {
         let mut s = self.lock();
         if s.abandoned {
             return Stopped::Nothing;
@@ -341,11 +280,10 @@ impl SlotShared {
                 None => Stopped::Nothing,
             };
         }
-        let why = Stop::Cancel(reason);
         if s.inline_call.is_some() {
-            return SlotShared::abandon(&mut s, run, why);
+            return SlotShared::abandon(&mut s, run);
         }
-        s.stopped = Some((run, why));
+        s.stopped = Some(run);
         if let Some(p) = s.job_pgid {
             kill_group(p);
         }
@@ -363,9 +301,9 @@ impl SlotShared {
             return Stopped::Nothing;
         };
         if s.inline_call.is_some() {
-            return SlotShared::abandon(&mut s, run, Stop::Kill);
+            return SlotShared::abandon(&mut s, run);
         }
-        s.stopped = Some((run, Stop::Kill));
+        s.stopped = Some(run);
         if let Some(p) = s.job_pgid {
             kill_group(p);
         }
@@ -487,30 +425,33 @@ impl Pool {
         }
     }
 
-    /// Stop `run` on `slot` (it timed out, or the router cancelled it) if
-    /// it is still running or queued there; it is reported finished as a
-    /// failure of the reason's kind. A child process is killed and the
-    /// slot thread reports the run (a Python worker is replaced); a queued
-    /// run is taken out and reported at once; a `call` handler (a Rust
-    /// function, which cannot be killed) is reported at once and its
-    /// thread abandoned: a fresh thread takes over the slot, the old one
-    /// ends, reporting nothing, when the handler returns (see the module
-    /// docs). A run that already finished is left alone.
-    pub fn cancel(&self, slot: usize, run: u64, reason: CancelReason) {
+    /// Stop `run` on `slot` (the core timed it out, or the router
+    /// cancelled it) if it is still running or queued there; it is reported
+    /// finished, as a failure unless it succeeded before the kill reached
+    /// it. A child process is killed and the slot thread reports the run (a
+    /// Python worker is replaced); a queued run is taken out and reported
+    /// at once; a `call` handler (a Rust function, which cannot be killed)
+    /// is reported at once and its thread abandoned: a fresh thread takes
+    /// over the slot, the old one ends, reporting nothing, when the handler
+    /// returns (see the module docs). A run that already finished is left
+    /// alone.
+    pub fn cancel(&self, slot: usize, run: u64) {
         let Some(h) = self.slots.get(slot) else {
             return;
         };
         let mut h = lock_handle(h);
-        let why = Stop::Cancel(reason);
-        match h.shared.cancel(run, reason) {
+        match h.shared.cancel(run) {
             Stopped::Nothing => {}
-            Stopped::Killed => debug!("stopping run {run} on slot {slot} ({reason:?})"),
+            Stopped::Killed => debug!("stopping run {run} on slot {slot}"),
             Stopped::Dequeued => {
-                debug!("run {run} on slot {slot} stopped ({reason:?}) before it started");
+                debug!("run {run} on slot {slot} stopped before it started");
                 self.env.emit(PoolEvent::Finished {
                     slot,
                     run,
-                    outcome: JobOutcome::Error(why.error()),
+                    outcome: JobOutcome::Error(JobError::new(
+                        ErrorKind::Crash,
+                        "stopped by the job manager before it started",
+                    )),
                 });
             }
             Stopped::Abandoned {
@@ -518,12 +459,8 @@ impl Pool {
                 run,
                 queued,
             } => {
-                let what = match reason {
-                    CancelReason::Timeout => "ran past its timeout",
-                    CancelReason::Router => "was cancelled",
-                };
                 warn!(
-                    "handler {handler:?} (run {run}, slot {slot}) {what} and cannot be \
+                    "handler {handler:?} (run {run}, slot {slot}) was stopped and cannot be \
                      interrupted; abandoning its thread (it stays busy until the handler \
                      returns, its result is discarded)"
                 );
@@ -546,15 +483,11 @@ impl Pool {
                         }
                     }
                 }
-                let mut error = why.error();
-                error.message = match reason {
-                    CancelReason::Timeout => {
-                        format!("handler {handler:?} timed out (left running in the background)")
-                    }
-                    CancelReason::Router => format!(
-                        "handler {handler:?} was cancelled (left running in the background)"
-                    ),
-                };
+                // The core replaces this with why it stopped the run.
+                let error = JobError::new(
+                    ErrorKind::Crash,
+                    format!("handler {handler:?} was stopped (left running in the background)"),
+                );
                 self.env.emit(PoolEvent::Finished {
                     slot,
                     run,
@@ -585,9 +518,9 @@ impl Pool {
                 warn!("handler {handler:?} (run {run}, slot {slot}) still running at kill; abandoning its thread");
                 h.thread.take();
                 for js in queued {
-                    self.crashed(js.slot, js.run, "killed: the job manager is shutting down");
+                    self.crashed(js.slot, js.run, KILLED_AT_SHUTDOWN);
                 }
-                self.crashed(slot, run, "killed: the job manager is shutting down");
+                self.crashed(slot, run, KILLED_AT_SHUTDOWN);
             }
         }
     }
@@ -640,26 +573,25 @@ impl SlotThread {
     }
 
     fn run(mut self) {
-        self.python.prestart(&self.shared);
+        self.python.prestart(&*self.shared);
         while let Some((mut js, killed)) = self.shared.next() {
             let run = js.run;
-            // The core only needs Started at once for a job with a timeout
-            // (its deadline counts from the start); otherwise the event
-            // rides along with the next wake-up.
+            // No wake-up: the event carries its instant, so the core
+            // counts a timeout from the real start whenever it reads it.
             self.emit(
                 PoolEvent::Started {
                     slot: self.slot,
                     run,
+                    at: Instant::now(),
                 },
-                js.timeout.is_some(),
+                false,
             );
             let outcome = match &mut js.job {
-                _ if killed => JobOutcome::Error(JobError::new(
-                    ErrorKind::Crash,
-                    "killed: the job manager is shutting down",
-                )),
-                Job::Run(job) => self.python.run(run, job, &self.shared),
-                Job::Shell(job) => crate::shell::run(job, run, &self.shared),
+                _ if killed => {
+                    JobOutcome::Error(JobError::new(ErrorKind::Crash, KILLED_AT_SHUTDOWN))
+                }
+                Job::Run(job) => self.python.run(run, job, &*self.shared),
+                Job::Shell(job) => crate::shell::run(job, run, &*self.shared),
                 // Inline: no thread start or hand-off per job.
                 Job::Call(job) => self
                     .handlers
@@ -669,14 +601,8 @@ impl SlotThread {
                 debug!("abandoned slot thread of run {run} ends; its result is discarded");
                 break;
             };
-            // A stopped run that still succeeded finished before the kill
-            // reached it: its real result stands.
-            let outcome = match (outcome, stopped) {
-                (JobOutcome::Error(e), Some(why)) if e.kind != why.error().kind => {
-                    JobOutcome::Error(why.error())
-                }
-                (o, _) => o,
-            };
+            // The outcome as the slot saw it, even for a run the pool
+            // stopped: the core knows why it stopped it and says so.
             self.emit(
                 PoolEvent::Finished {
                     slot: self.slot,
@@ -686,17 +612,21 @@ impl SlotThread {
                 true,
             );
             if matches!(js.job, Job::Run(_)) {
-                if stopped.is_some() {
+                if stopped {
                     // The kill may have landed after the answer was read:
                     // a worker the pool aimed a kill at is never reused.
-                    self.python.stop(&self.shared);
+                    self.python.stop(&*self.shared);
+                } else {
+                    // A worker that ran its MAX_JOB_COUNT jobs goes now,
+                    // between jobs (the REPLY above is already out).
+                    self.python.retire_if_spent(&*self.shared);
                 }
-                // A worker killed by a cancel, a timeout or a crash is
-                // replaced now, not when the next job arrives.
-                self.python.ensure_started(&self.shared);
+                // A worker killed by a cancel, a timeout or a crash, or
+                // retired, is replaced now, not when the next job arrives.
+                self.python.ensure_started(&*self.shared);
             }
         }
-        self.python.stop(&self.shared);
+        self.python.stop(&*self.shared);
     }
 }
 

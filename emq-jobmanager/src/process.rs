@@ -1,10 +1,26 @@
-//! Process-group primitives for jobs that run as child processes, and the
-//! only `unsafe` code of the shell runner.
+//! Processes: every `unsafe` block of the workspace, and the process-group
+//! primitives built on them. Every other module and crate is
+//! `#![forbid(unsafe_code)]` (this crate `deny`s it everywhere else) and
+//! reaches the system through the safe functions here.
+//!
+//! - For the runners (`crate::python`, `crate::shell`) and the pool:
+//!   [`guarded_group`], [`GroupLeader`] (a child leading its own process
+//!   group, killed with it on drop), [`exited_no_reap`], [`kill_group`],
+//!   and [`GroupRegistry`], the narrow handle through which a runner tells
+//!   its slot which group runs what (the pool implements it; the runners
+//!   never see the pool, so there is no pool ↔ runner import cycle).
+//! - For every crate: [`signal`], [`signal_group`], [`die_with_parent`],
+//!   [`clock_ticks_per_second`].
 //!
 //! The rule: a job's processes never outlive the job manager. A `shell`
 //! job runs in a process group of its own (so a timeout or a cancel kills
 //! everything it started, by group), and the group is killed as soon as
 //! the job manager dies, even by `kill -9`, which no code of ours sees.
+//!
+//! A process group id is only ours while its leader is unreaped: once
+//! `wait` reaps it, the pid (= pgid) may be reused by an unrelated
+//! process. So a group is always forgotten (in the [`GroupRegistry`])
+//! before its leader is reaped, and killed, if at all, before that.
 //!
 //! `PR_SET_PDEATHSIG` alone is not enough: it reaches only the direct
 //! child, while the command's own children (`sh -c 'sleep 77 & …'`) do not
@@ -37,9 +53,95 @@
 //! raw system calls, no allocation, no locks, no `std` I/O. The second
 //! fork is a raw `clone` (no `pthread_atfork` handlers) for that reason.
 
+#![allow(unsafe_code)]
+
 use std::io;
 use std::os::unix::process::CommandExt;
-use std::process::Command;
+use std::process::{Child, Command, ExitStatus};
+
+/// Where a runner records the process groups it starts, so that another
+/// thread (a cancel, the kill at the end of a shutdown) can reach them: the
+/// narrow handle a runner gets from its slot.
+pub(crate) trait GroupRegistry {
+    /// The group running job `run` (`None` once it has exited, before it
+    /// is reaped). A run stopped before its group existed is killed here.
+    fn set_job_group(&self, run: u64, pgid: Option<i32>);
+    /// The slot's long-lived worker process group (`None` before it is
+    /// reaped). One started while the slot is closing is killed here.
+    fn set_worker_group(&self, pgid: Option<i32>);
+    /// The pool is being torn down: start no new process.
+    fn closing(&self) -> bool;
+}
+
+/// A child that leads its own process group (spawned with
+/// `process_group(0)` or [`guarded_group`]). Dropping it kills the whole
+/// group and reaps the leader, so no early return or panic leaves the
+/// group behind; [`GroupLeader::reap`] is the orderly end.
+pub(crate) struct GroupLeader {
+    child: Option<Child>,
+    pid: i32,
+}
+
+impl GroupLeader {
+    /// Spawn `cmd`, which must make its child a group leader.
+    pub(crate) fn spawn(cmd: &mut Command) -> io::Result<GroupLeader> {
+        let child = cmd.spawn()?;
+        let pid = child.id() as i32;
+        Ok(GroupLeader {
+            child: Some(child),
+            pid,
+        })
+    }
+
+    /// The leader's pid, which is the group id.
+    pub(crate) fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// The `Child`, to take its pipes.
+    pub(crate) fn child(&mut self) -> &mut Child {
+        self.child
+            .as_mut()
+            .expect("a GroupLeader owns its child until reaped")
+    }
+
+    /// Whether the leader has exited (it is not reaped: the group id stays
+    /// ours).
+    pub(crate) fn exited(&self) -> bool {
+        exited_no_reap(self.pid, false)
+    }
+
+    /// Wait until the leader exits, without reaping it.
+    pub(crate) fn wait_exited(&self) {
+        exited_no_reap(self.pid, true);
+    }
+
+    /// `SIGKILL` to the whole group (the leader is unreaped, so the group
+    /// id is still ours).
+    pub(crate) fn kill(&self) {
+        kill_group(self.pid);
+    }
+
+    /// Reap the leader (waiting for it to exit). Forget the group in the
+    /// [`GroupRegistry`] first: after this the pid may be reused.
+    pub(crate) fn reap(mut self) -> io::Result<ExitStatus> {
+        let mut child = self
+            .child
+            .take()
+            .expect("a GroupLeader owns its child until reaped");
+        child.wait()
+    }
+}
+
+impl Drop for GroupLeader {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            kill_group(self.pid);
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
 
 /// Make `cmd` run in a new process group headed by a guard that kills the
 /// group when the job manager (the thread that spawns `cmd`) dies. The
@@ -54,13 +156,65 @@ pub(crate) fn guarded_group(cmd: &mut Command) {
     }
 }
 
+/// Have the child killed (`SIGKILL`) when the thread that spawns it goes
+/// away (e.g. the whole process is `kill -9`ed), so no child outlives its
+/// parent. Only the direct child: see [`guarded_group`] for a whole group.
+pub fn die_with_parent(cmd: &mut Command) {
+    // SAFETY: the closure only calls prctl(2), which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+}
+
+/// Send signal `sig` to process `pid`; whether it was delivered. Nothing is
+/// sent for `pid <= 0` (which would reach a group, or every process).
+pub fn signal(pid: i32, sig: i32) -> bool {
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    pid > 0 && unsafe { libc::kill(pid, sig) } == 0
+}
+
+/// Send signal `sig` to every process of group `pgid`; whether it was
+/// delivered (nothing is sent for `pgid <= 0`).
+pub fn signal_group(pgid: i32, sig: i32) -> bool {
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    pgid > 0 && unsafe { libc::kill(-pgid, sig) } == 0
+}
+
 /// `SIGKILL` to every process of group `pgid` (nothing for `pgid <= 0`).
 /// The group id stays valid while its leader is unreaped, even if exited.
-pub(crate) fn kill_group(pgid: i32) {
-    if pgid > 0 {
-        // SAFETY: kill(2) has no memory-safety preconditions.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
+pub fn kill_group(pgid: i32) {
+    signal_group(pgid, libc::SIGKILL);
+}
+
+/// The unit of the CPU times in `/proc/PID/stat` (`sysconf(_SC_CLK_TCK)`).
+pub fn clock_ticks_per_second() -> u64 {
+    // SAFETY: sysconf(3) has no memory-safety preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    u64::try_from(hz).ok().filter(|&h| h > 0).unwrap_or(100)
+}
+
+/// Whether child `pid` has exited, without reaping it (the zombie keeps
+/// the pid and its process group ours until `Child::wait`). With `block`,
+/// waits for the exit.
+pub(crate) fn exited_no_reap(pid: i32, block: bool) -> bool {
+    let flags = libc::WEXITED | libc::WNOWAIT | if block { 0 } else { libc::WNOHANG };
+    loop {
+        // SAFETY: a zeroed siginfo_t is a valid out-parameter for waitid.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid(2) writes only into `info`, which we own.
+        let rc = unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) };
+        if rc == 0 {
+            // With WNOHANG and no state change, si_pid stays 0.
+            // SAFETY: waitid filled in the struct (or left it zeroed).
+            return block || unsafe { info.si_pid() } != 0;
+        }
+        match io::Error::last_os_error().raw_os_error() {
+            Some(libc::EINTR) => continue,
+            // ECHILD: not our child any more (already reaped).
+            _ => return true,
         }
     }
 }
@@ -313,5 +467,38 @@ mod tests {
             assert!(wait_gone(p), "{p} outlived the thread that spawned it");
         }
         assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGKILL));
+    }
+
+    #[test]
+    fn a_dropped_group_leader_takes_its_whole_group_and_is_reaped() {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "sleep 30 & echo $$ $!; wait"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .process_group(0);
+        let mut leader = GroupLeader::spawn(&mut cmd).unwrap();
+        let pids = first_line_pids(leader.child().stdout.as_mut().unwrap());
+        assert_eq!(pids[0], leader.pid(), "sh leads its group");
+        assert!(!leader.exited());
+        let pid = leader.pid();
+        drop(leader);
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "the leader was reaped"
+        );
+        for p in pids {
+            assert!(wait_gone(p), "{p} outlived the dropped leader");
+        }
+    }
+
+    #[test]
+    fn signals_reach_a_process_and_never_a_group_by_accident() {
+        assert!(!signal(0, libc::SIGTERM), "pid 0 would be our own group");
+        assert!(!signal(-1, libc::SIGTERM), "pid -1 would be every process");
+        assert!(!signal_group(0, libc::SIGKILL));
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        assert!(signal(child.id() as i32, libc::SIGTERM));
+        assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGTERM));
+        assert!(clock_ticks_per_second() > 0);
     }
 }

@@ -2,27 +2,61 @@
 //! process per slot.
 //!
 //! The worker script (`python/emq_worker.py`, embedded here) is started as
-//! `PYTHON -u -c SCRIPT` in its own process group, so that a timeout or a
-//! CANCEL kills it together with anything the job started (the slot then
-//! starts a fresh worker). It speaks JSON lines over its
-//! original stdin/stdout (see the script's docstring); the job's own prints
-//! go to the job manager's stderr. `PYTHONPATH` and the working directory
-//! are inherited (with `-c`, the working directory is on `sys.path`, as for
+//! `PYTHON -u -c SCRIPT HOOKS` in its own process group, so that a timeout
+//! or a CANCEL kills it together with anything the job started (the slot
+//! then starts a fresh worker). It speaks JSON lines over its original
+//! stdin/stdout (see the script's docstring); the job's own prints go to
+//! the job manager's stderr. `PYTHONPATH` and the working directory are
+//! inherited (with `-c`, the working directory is on `sys.path`, as for
 //! 0.3.13's worker).
+//!
+//! 0.3.13's worker-process settings, with its meaning (`eventmq/worker.py`):
+//! - `SUBPROCESS_SETUP_FUNC` ([`PythonConfig::setup_func`]): a dotted path
+//!   called with no arguments once in each worker process, before its first
+//!   job (a Django project's `django.setup()`). If it raises, the traceback
+//!   goes to stderr, the job manager logs a warning, and the worker runs
+//!   jobs anyway (as 0.3.13 does).
+//! - `JOB_ENTRY_FUNC` / `JOB_EXIT_FUNC` ([`PythonConfig::job_entry_func`],
+//!   [`PythonConfig::job_exit_func`]): called with no arguments in the
+//!   worker before and after every job. Where 0.3.13 lets an exception from
+//!   either kill the worker's job thread (every later job then hangs until
+//!   its timeout), emq defines: an entry function that raises fails the job
+//!   (kind `exception`, message naming `JOB_ENTRY_FUNC`), which is then not
+//!   run, and no exit function is called; an exit function that raises is
+//!   logged with its traceback on stderr and the job's own result stands
+//!   (the job did run: failing it would make the router retry it). Exit
+//!   runs after a job that raised too. A path that cannot be loaded fails
+//!   every job of that worker without running it.
+//! - `MAX_JOB_COUNT` ([`PythonConfig::max_job_count`], default 1024): a
+//!   worker that has run that many jobs is retired right after the REPLY
+//!   of its last one (its stdin closed, so it exits on its own, given
+//!   [`RETIRE_GRACE`] before its group is killed) and a fresh one started
+//!   for the slot. No job is lost: the next job of the slot waits in its
+//!   mailbox meanwhile, and the slot's READY went out with the REPLY.
+//!
+//! The runner sees its slot only through [`GroupRegistry`].
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use emqp_proto::job::{ErrorKind, JobError, JobOutcome, RunJob};
-use log::{debug, warn};
+use log::{debug, info, warn};
 use serde_json::Value;
 
-use crate::pool::SlotShared;
+use crate::process::{die_with_parent, GroupLeader, GroupRegistry};
 
 /// The worker script.
 pub const WORKER_SCRIPT: &str = include_str!("../python/emq_worker.py");
+
+/// 0.3.13's `MAX_JOB_COUNT`.
+pub const DEFAULT_MAX_JOB_COUNT: u64 = 1024;
+
+/// How long a retired worker gets to exit on its own (its `atexit`
+/// handlers, non-daemon threads) before its process group is killed.
+pub const RETIRE_GRACE: Duration = Duration::from_secs(2);
 
 /// How to start Python workers.
 #[derive(Debug, Clone)]
@@ -34,6 +68,16 @@ pub struct PythonConfig {
     /// Start each slot's worker when the pool starts (default), rather
     /// than on the slot's first `run` job.
     pub prestart: bool,
+    /// `SUBPROCESS_SETUP_FUNC`: `pkg.mod.func` (or `pkg.mod:Class.method`)
+    /// called once in each worker process before its first job.
+    pub setup_func: Option<String>,
+    /// `JOB_ENTRY_FUNC`: called in the worker before every job.
+    pub job_entry_func: Option<String>,
+    /// `JOB_EXIT_FUNC`: called in the worker after every job.
+    pub job_exit_func: Option<String>,
+    /// `MAX_JOB_COUNT`: a worker process is replaced after this many jobs
+    /// (at least 1).
+    pub max_job_count: u64,
 }
 
 impl Default for PythonConfig {
@@ -42,18 +86,37 @@ impl Default for PythonConfig {
             interpreter: "python3".to_string(),
             python_path: Vec::new(),
             prestart: true,
+            setup_func: None,
+            job_entry_func: None,
+            job_exit_func: None,
+            max_job_count: DEFAULT_MAX_JOB_COUNT,
         }
     }
 }
 
+impl PythonConfig {
+    /// The worker script's argument: the hook paths, as JSON.
+    fn hooks_json(&self) -> String {
+        serde_json::json!({
+            "setup": self.setup_func,
+            "entry": self.job_entry_func,
+            "exit": self.job_exit_func,
+        })
+        .to_string()
+    }
+}
+
 struct Proc {
-    child: Child,
+    leader: GroupLeader,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
     pid: i32,
+    /// Jobs this process has answered.
+    jobs: u64,
 }
 
-/// A slot's Python worker; started on first use, restarted after it dies.
+/// A slot's Python worker; started on first use, restarted after it dies,
+/// replaced after `max_job_count` jobs.
 pub(crate) struct PythonWorker {
     cfg: PythonConfig,
     proc: Option<Proc>,
@@ -73,19 +136,20 @@ impl PythonWorker {
         }
     }
 
-    fn spawn(&self, shared: &SlotShared) -> Result<Proc, String> {
-        if shared.killed() {
+    fn spawn(&self, slot: &dyn GroupRegistry) -> Result<Proc, String> {
+        if slot.closing() {
             return Err("the job manager is shutting down".into());
         }
         let mut cmd = Command::new(&self.cfg.interpreter);
         cmd.arg("-u")
             .arg("-c")
             .arg(WORKER_SCRIPT)
+            .arg(self.cfg.hooks_json())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .process_group(0);
-        crate::pool::die_with_parent(&mut cmd);
+        die_with_parent(&mut cmd);
         if !self.cfg.python_path.is_empty() {
             let mut paths = self.cfg.python_path.clone();
             if let Some(existing) = std::env::var_os("PYTHONPATH") {
@@ -95,51 +159,64 @@ impl PythonWorker {
                 cmd.env("PYTHONPATH", joined);
             }
         }
-        let mut child = cmd
-            .spawn()
+        let mut leader = GroupLeader::spawn(&mut cmd)
             .map_err(|e| format!("cannot start Python worker {:?}: {e}", self.cfg.interpreter))?;
-        let pid = child.id() as i32;
-        shared.set_python_pgid(Some(pid));
+        let pid = leader.pid();
+        slot.set_worker_group(Some(pid));
+        let child = leader.child();
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err("Python worker has no pipes".into());
         };
         let mut proc = Proc {
-            child,
+            leader,
             stdin,
             stdout: BufReader::new(stdout),
             pid,
+            jobs: 0,
         };
+        // The hello line comes after SUBPROCESS_SETUP_FUNC ran.
         let mut hello = String::new();
-        let ok = matches!(proc.stdout.read_line(&mut hello), Ok(n) if n > 0)
-            && serde_json::from_str::<Value>(&hello)
+        let hello_value = match proc.stdout.read_line(&mut hello) {
+            Ok(n) if n > 0 => serde_json::from_str::<Value>(&hello)
                 .ok()
-                .and_then(|v| v.get("hello").cloned())
-                .is_some();
-        if !ok {
-            let status = reap(proc, shared);
+                .filter(|v| v.get("hello").is_some()),
+            _ => None,
+        };
+        let Some(hello_value) = hello_value else {
+            let status = reap(proc, slot);
             return Err(format!(
                 "Python worker {:?} did not start ({status}; output {:?})",
                 self.cfg.interpreter,
                 hello.trim()
             ));
+        };
+        if let Some(e) = hello_value.get("setup_error").and_then(Value::as_str) {
+            warn!(
+                "Python worker pid {pid}: SUBPROCESS_SETUP_FUNC {:?} failed ({e}); it runs \
+                 jobs anyway, as EventMQ does (traceback above)",
+                self.cfg.setup_func.as_deref().unwrap_or("")
+            );
+        }
+        if let Some(e) = hello_value.get("hooks_error").and_then(Value::as_str) {
+            warn!("Python worker pid {pid}: {e}; its jobs fail without running");
         }
         debug!("Python worker pid {pid} started");
         Ok(proc)
     }
 
     /// Start the worker now if the configuration asks for it.
-    pub(crate) fn prestart(&mut self, shared: &SlotShared) {
+    pub(crate) fn prestart(&mut self, slot: &dyn GroupRegistry) {
         if self.cfg.prestart {
             self.used = true;
-            self.ensure_started(shared);
+            self.ensure_started(slot);
         }
     }
 
     /// Start the worker if it was used before and is not running (after a
-    /// crash or a timeout kill).
-    pub(crate) fn ensure_started(&mut self, shared: &SlotShared) {
+    /// crash, a kill, or its retirement).
+    pub(crate) fn ensure_started(&mut self, slot: &dyn GroupRegistry) {
         if self.used && self.proc.is_none() {
-            match self.spawn(shared) {
+            match self.spawn(slot) {
                 Ok(p) => self.proc = Some(p),
                 Err(e) => warn!("{e}"),
             }
@@ -147,21 +224,19 @@ impl PythonWorker {
     }
 
     /// Run one job; never panics.
-    pub(crate) fn run(&mut self, run: u64, job: &RunJob, shared: &SlotShared) -> JobOutcome {
+    pub(crate) fn run(&mut self, run: u64, job: &RunJob, slot: &dyn GroupRegistry) -> JobOutcome {
         self.used = true;
         // A worker that died while idle (OOM killer, kill -9) is replaced
         // before the job is sent, so the job is not blamed for it.
-        if let Some(p) = &self.proc {
-            if crate::pool::exited_no_reap(p.pid, false) {
-                if let Some(p) = self.proc.take() {
-                    let pid = p.pid;
-                    let status = reap(p, shared);
-                    warn!("idle Python worker pid {pid} had died ({status}); restarting it");
-                }
+        if self.proc.as_ref().is_some_and(|p| p.leader.exited()) {
+            if let Some(p) = self.proc.take() {
+                let pid = p.pid;
+                let status = reap(p, slot);
+                warn!("idle Python worker pid {pid} had died ({status}); restarting it");
             }
         }
         if self.proc.is_none() {
-            match self.spawn(shared) {
+            match self.spawn(slot) {
                 Ok(p) => self.proc = Some(p),
                 Err(e) => {
                     warn!("{e}");
@@ -175,7 +250,7 @@ impl PythonWorker {
         let request = serde_json::json!({"id": run, "job": job});
         let mut line = request.to_string();
         line.push('\n');
-        shared.set_job_pgid(run, Some(proc.pid));
+        slot.set_job_group(run, Some(proc.pid));
         let written = proc
             .stdin
             .write_all(line.as_bytes())
@@ -185,15 +260,17 @@ impl PythonWorker {
             Ok(()) => proc.stdout.read_line(&mut answer),
             Err(e) => Err(e),
         };
-        shared.set_job_pgid(run, None);
+        slot.set_job_group(run, None);
         match read {
             Ok(n) if n > 0 => match parse_answer(&answer, run) {
-                Ok(outcome) => outcome,
+                Ok(outcome) => {
+                    proc.jobs += 1;
+                    outcome
+                }
                 Err(why) => {
                     warn!("Python worker pid {}: {why}; restarting it", proc.pid);
-                    let p = self.proc.take();
-                    if let Some(p) = p {
-                        kill_and_reap(p, shared);
+                    if let Some(p) = self.proc.take() {
+                        kill_and_reap(p, slot);
                     }
                     crash(why)
                 }
@@ -203,7 +280,7 @@ impl PythonWorker {
                     return crash("no Python worker".into());
                 };
                 let pid = p.pid;
-                let status = reap(p, shared);
+                let status = reap(p, slot);
                 warn!("Python worker pid {pid} died running a job ({status})");
                 crash(format!(
                     "Python worker process died while running the job ({status})"
@@ -212,42 +289,69 @@ impl PythonWorker {
         }
     }
 
-    /// Kill and reap the worker (end of the slot thread, or after a run
-    /// the pool stopped).
-    pub(crate) fn stop(&mut self, shared: &SlotShared) {
-        if let Some(p) = self.proc.take() {
-            kill_and_reap(p, shared);
+    /// Retire the worker if it has run its `max_job_count` jobs: close its
+    /// stdin (it exits on its own, as 0.3.13's worker leaves its loop),
+    /// give it [`RETIRE_GRACE`], then kill what is left of its group.
+    pub(crate) fn retire_if_spent(&mut self, slot: &dyn GroupRegistry) {
+        let max = self.cfg.max_job_count.max(1);
+        let spent = matches!(&self.proc, Some(p) if p.jobs >= max);
+        if !spent {
+            return;
+        }
+        let Some(p) = self.proc.take() else { return };
+        let Proc {
+            leader,
+            stdin,
+            stdout,
+            pid,
+            jobs,
+        } = p;
+        info!("Python worker pid {pid} ran {jobs} job(s) (MAX_JOB_COUNT {max}); replacing it");
+        drop(stdin);
+        let deadline = Instant::now() + RETIRE_GRACE;
+        // Bounded: a job may have left a non-daemon thread that keeps the
+        // interpreter from exiting.
+        while !leader.exited() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if !leader.exited() {
+            warn!(
+                "retired Python worker pid {pid} did not exit within {RETIRE_GRACE:?}; killing it"
+            );
+        }
+        // Whatever its jobs left running in its group goes with it.
+        leader.kill();
+        drop(stdout);
+        slot.set_worker_group(None);
+        match leader.reap() {
+            Ok(s) => debug!("retired Python worker pid {pid}: {}", describe_status(s)),
+            Err(e) => warn!("retired Python worker pid {pid}: wait failed: {e}"),
         }
     }
-}
 
-impl Drop for PythonWorker {
-    fn drop(&mut self) {
-        if let Some(mut p) = self.proc.take() {
-            let _ = p.child.kill();
-            let _ = p.child.wait();
+    /// Kill and reap the worker (end of the slot thread, or after a run
+    /// the pool stopped).
+    pub(crate) fn stop(&mut self, slot: &dyn GroupRegistry) {
+        if let Some(p) = self.proc.take() {
+            kill_and_reap(p, slot);
         }
     }
 }
 
 /// Forget the process group (so no kill can hit a reused pid), then reap.
-fn reap(mut p: Proc, shared: &SlotShared) -> String {
-    shared.set_python_pgid(None);
+fn reap(p: Proc, slot: &dyn GroupRegistry) -> String {
+    slot.set_worker_group(None);
     drop(p.stdin);
-    match p.child.wait() {
+    match p.leader.reap() {
         Ok(s) => describe_status(s),
         Err(e) => format!("wait failed: {e}"),
     }
 }
 
-fn kill_and_reap(mut p: Proc, shared: &SlotShared) {
+fn kill_and_reap(p: Proc, slot: &dyn GroupRegistry) {
     // The process is not reaped yet, so its pid (= pgid) is still ours.
-    // SAFETY: kill(2) has no memory-safety preconditions.
-    unsafe {
-        libc::kill(-p.pid, libc::SIGKILL);
-    }
-    let _ = p.child.kill();
-    reap(p, shared);
+    p.leader.kill();
+    reap(p, slot);
 }
 
 pub(crate) fn describe_status(s: std::process::ExitStatus) -> String {

@@ -8,7 +8,8 @@
 //! so a job never outlives its slot; and if the job manager dies (even by
 //! `kill -9`), the group's guard process kills the group
 //! ([`crate::process`]). stdout and stderr keep at most [`OUTPUT_LIMIT`]
-//! bytes each (the rest is read and dropped).
+//! bytes each (the rest is read and dropped). The runner sees its slot only
+//! through [`GroupRegistry`].
 
 use std::io::{Read, Write};
 use std::os::unix::process::ExitStatusExt;
@@ -17,7 +18,7 @@ use std::process::{Command, Stdio};
 use emqp_proto::job::{ErrorKind, JobError, JobOutcome, ShellJob};
 use serde_json::{json, Value};
 
-use crate::pool::SlotShared;
+use crate::process::{guarded_group, GroupLeader, GroupRegistry};
 
 /// Bytes of stdout (and of stderr) kept per job.
 pub const OUTPUT_LIMIT: usize = 1 << 20;
@@ -53,7 +54,7 @@ fn read_capped<R: Read + Send + 'static>(r: Option<R>) -> std::thread::JoinHandl
 }
 
 /// Run one shell job; never panics.
-pub(crate) fn run(job: &ShellJob, run: u64, shared: &SlotShared) -> JobOutcome {
+pub(crate) fn run(job: &ShellJob, run: u64, slot: &dyn GroupRegistry) -> JobOutcome {
     let Some((program, args)) = job.argv.split_first() else {
         return JobOutcome::Error(JobError::new(ErrorKind::BadJob, "shell job: argv is empty"));
     };
@@ -67,7 +68,7 @@ pub(crate) fn run(job: &ShellJob, run: u64, shared: &SlotShared) -> JobOutcome {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     // The child is the group's guard; its status mirrors the command's.
-    crate::process::guarded_group(&mut cmd);
+    guarded_group(&mut cmd);
     for (k, v) in &job.env {
         match v {
             Value::Null => {
@@ -84,7 +85,7 @@ pub(crate) fn run(job: &ShellJob, run: u64, shared: &SlotShared) -> JobOutcome {
     if let Some(cwd) = &job.cwd {
         cmd.current_dir(cwd);
     }
-    let mut child = match cmd.spawn() {
+    let mut leader = match GroupLeader::spawn(&mut cmd) {
         Ok(c) => c,
         Err(e) => {
             let mut err = JobError::new(ErrorKind::Exit, format!("cannot run {program:?}: {e}"));
@@ -93,8 +94,8 @@ pub(crate) fn run(job: &ShellJob, run: u64, shared: &SlotShared) -> JobOutcome {
             return JobOutcome::Error(err);
         }
     };
-    let pid = child.id() as i32;
-    shared.set_job_pgid(run, Some(pid));
+    slot.set_job_group(run, Some(leader.pid()));
+    let child = leader.child();
     let stdin_writer = match (child.stdin.take(), job.stdin.clone()) {
         (Some(mut w), Some(text)) => Some(std::thread::spawn(move || {
             let _ = w.write_all(text.as_bytes());
@@ -103,12 +104,12 @@ pub(crate) fn run(job: &ShellJob, run: u64, shared: &SlotShared) -> JobOutcome {
     };
     let out = read_capped(child.stdout.take());
     let err = read_capped(child.stderr.take());
-    crate::pool::exited_no_reap(pid, true);
+    leader.wait_exited();
     // Leftovers of the job (background children) go with it; the group id
     // is still valid because its leader is not reaped yet.
-    crate::process::kill_group(pid);
-    shared.set_job_pgid(run, None);
-    let status = child.wait();
+    leader.kill();
+    slot.set_job_group(run, None);
+    let status = leader.reap();
     let stdout = out.join().unwrap_or_default();
     let stderr = err.join().unwrap_or_default();
     if let Some(w) = stdin_writer {
@@ -156,7 +157,18 @@ mod tests {
             env: Map::new(),
             cwd: None,
         };
-        run(&job, 1, &SlotShared::default())
+        run(&job, 1, &Unregistered)
+    }
+
+    /// A slot that never stops a run.
+    struct Unregistered;
+
+    impl GroupRegistry for Unregistered {
+        fn set_job_group(&self, _: u64, _: Option<i32>) {}
+        fn set_worker_group(&self, _: Option<i32>) {}
+        fn closing(&self) -> bool {
+            false
+        }
     }
 
     fn error(o: JobOutcome) -> JobError {

@@ -2,6 +2,8 @@
 //! the test on 127.0.0.1. Every wait is bounded; the job manager process is
 //! killed when a test ends (Drop).
 
+#![forbid(unsafe_code)]
+
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -150,9 +152,10 @@ impl Jm {
     }
 
     fn sigterm(&self) {
-        unsafe {
-            libc::kill(self.0.id() as i32, libc::SIGTERM);
-        }
+        assert!(emq_jobmanager::process::signal(
+            self.0.id() as i32,
+            libc::SIGTERM
+        ));
     }
 
     fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
@@ -495,8 +498,20 @@ fn unacked_inform_is_resent_on_a_fresh_connection() {
     );
 }
 
+/// A shell job that writes its pid to `pidfile` (atomically), then runs
+/// `rest`.
+fn marked_shell(pidfile: &std::path::Path, rest: &str) -> Value {
+    let script = format!(
+        "echo $$ > {0}.tmp; mv {0}.tmp {0}; {rest}",
+        pidfile.display()
+    );
+    json!(["shell", {"argv": ["sh", "-c", script]}])
+}
+
 #[test]
 fn sigterm_during_a_job_sends_its_reply_then_kbye_and_exits_0() {
+    let dir = TempDir::new("sigterm");
+    let pidfile = dir.0.join("pid");
     let r = Router::new();
     let mut jm = Jm::spawn(
         &r.endpoint,
@@ -508,9 +523,10 @@ fn sigterm_during_a_job_sends_its_reply_then_kbye_and_exits_0() {
         &id,
         "finishing",
         "",
-        json!(["shell", {"argv": ["sh", "-c", "sleep 1; echo ok"]}]),
+        marked_shell(&pidfile, "sleep 1; echo ok"),
     );
-    std::thread::sleep(Duration::from_millis(300));
+    // The job is running when the signal arrives.
+    assert_eq!(pids_written(&r, &id, &pidfile).len(), 1);
     jm.sigterm();
     // The job's REPLY first (no KBYE while it runs: a router would
     // redeliver it at once), then KBYE, nothing after it.
@@ -527,27 +543,31 @@ fn sigterm_during_a_job_sends_its_reply_then_kbye_and_exits_0() {
 
 #[test]
 fn grace_period_expiry_kills_the_job_and_exits_0() {
+    let dir = TempDir::new("grace");
+    let pidfile = dir.0.join("pid");
     let r = Router::new();
-    let mut jm = Jm::spawn(
-        &r.endpoint,
-        &["--concurrency", "1", "--grace-period", "0.5"],
+    // KILL_GRACE_PERIOD, 0.3.13's name, sets --grace-period.
+    let mut jm = Jm::spawn_env(
+        Some(&r.endpoint),
+        &["--concurrency", "1"],
+        &[("EVENTMQ_KILL_GRACE_PERIOD", "0.5")],
     );
     let id = r.register();
     assert_eq!(readies(&r, Duration::from_millis(500), &id), 1);
-    r.request(
-        &id,
-        "stuck",
-        "",
-        json!(["shell", {"argv": ["sleep", "30"]}]),
-    );
-    std::thread::sleep(Duration::from_millis(300));
+    r.request(&id, "stuck", "", marked_shell(&pidfile, "sleep 30"));
+    let pids = pids_written(&r, &id, &pidfile);
     let t = Instant::now();
     jm.sigterm();
     // Killed at the end of the grace period, no REPLY for it: the KBYE
     // makes the router redeliver it.
     assert_eq!(r.expect("KBYE", Some(&id)).1.command, Cmd::Kbye);
     assert_eq!(jm.wait_exit(Duration::from_secs(10)), Some(0));
-    assert!(t.elapsed() < Duration::from_secs(5));
+    let took = t.elapsed();
+    assert!(
+        took >= Duration::from_millis(450) && took < Duration::from_secs(5),
+        "the grace period of 0.5 s, took {took:?}"
+    );
+    assert!(all_gone(&pids), "the job was killed");
     while let Some(frames) = r.recv_raw(Duration::from_millis(100)) {
         let (_, m) = Message::decode_routed(frames).unwrap();
         assert!(
@@ -598,6 +618,14 @@ fn help_and_bad_flags() {
         "--grace-period",
         "--heartbeat-interval",
         "--heartbeat-liveness",
+        "--global-timeout",
+        "--subprocess-setup-func",
+        "--job-entry-func",
+        "--job-exit-func",
+        "--max-job-count",
+        "GLOBAL_TIMEOUT",
+        "KILL_GRACE_PERIOD",
+        "MAX_JOB_COUNT",
         "EVENTMQ_",
     ] {
         assert!(text.contains(flag), "--help mentions {flag}");
@@ -991,4 +1019,147 @@ fn cancel_kills_a_running_python_job_and_the_next_python_job_runs() {
     assert_ne!(fresh, worker);
     assert!(running(fresh));
     assert!(is_ready(&r.expect("READY", Some(&id)).1));
+}
+
+/// Collect `n` REPLYs (READYs skipped), by request msgid, with the time each
+/// arrived.
+fn replies_by_msgid(
+    r: &Router,
+    id: &[u8],
+    n: usize,
+) -> std::collections::HashMap<String, (String, JobOutcome, Instant)> {
+    let mut out = std::collections::HashMap::new();
+    while out.len() < n {
+        let (_, m) = r.expect("REPLY", Some(id));
+        if is_ready(&m) {
+            continue;
+        }
+        let (mid, status, outcome) = reply_of(&m);
+        assert!(
+            out.insert(mid.clone(), (status, outcome, Instant::now()))
+                .is_none(),
+            "two REPLYs for {mid}"
+        );
+    }
+    out
+}
+
+fn timeout_error(o: &JobOutcome) -> &str {
+    match o {
+        JobOutcome::Error(e) if e.kind == ErrorKind::Timeout => &e.message,
+        other => panic!("expected a timeout failure, got {other:?}"),
+    }
+}
+
+/// A job's `"timeout"` field gives its timeout when it has no
+/// `timeout:N` header; the header wins over it; both win over
+/// `--global-timeout`.
+#[test]
+fn a_jobs_timeout_field_stops_it_and_its_timeout_header_wins_over_it() {
+    let r = Router::new();
+    let _jm = Jm::spawn(
+        &r.endpoint,
+        &[
+            "--concurrency",
+            "3",
+            "--heartbeat-interval",
+            "1",
+            "--global-timeout",
+            "30",
+        ],
+    );
+    let id = r.register();
+    assert_eq!(readies(&r, Duration::from_millis(500), &id), 3);
+    let t = Instant::now();
+    r.request(
+        &id,
+        "field",
+        "",
+        json!(["shell", {"argv": ["sleep", "30"], "timeout": 1}]),
+    );
+    r.request(
+        &id,
+        "header",
+        "timeout:1",
+        json!(["shell", {"argv": ["sleep", "30"], "timeout": 30}]),
+    );
+    r.request(
+        &id,
+        "quick",
+        "",
+        json!(["shell", {"argv": ["echo", "in time"], "timeout": 5}]),
+    );
+    let got = replies_by_msgid(&r, &id, 3);
+    for mid in ["field", "header"] {
+        let (status, outcome, at) = &got[mid];
+        assert_eq!(status, "failed", "{mid}");
+        assert_eq!(
+            timeout_error(outcome),
+            "job ran past its timeout of 1 s and was killed"
+        );
+        let took = at.duration_since(t);
+        assert!(
+            took >= Duration::from_millis(900) && took < Duration::from_secs(6),
+            "{mid}: {took:?}"
+        );
+    }
+    let (status, outcome, _) = &got["quick"];
+    assert_eq!(status, "ok");
+    let JobOutcome::Value(v) = outcome else {
+        panic!()
+    };
+    assert_eq!(v["stdout"], json!("in time\n"));
+}
+
+/// `GLOBAL_TIMEOUT` (here from `EVENTMQ_GLOBAL_TIMEOUT`) stops a Python
+/// job and a shell job that name no timeout; the slot's Python worker is
+/// replaced and runs the next job.
+#[test]
+fn global_timeout_stops_python_and_shell_jobs_that_name_no_timeout() {
+    let r = Router::new();
+    let python = interpreter();
+    let _jm = Jm::spawn_env(
+        Some(&r.endpoint),
+        &[
+            "--concurrency",
+            "2",
+            "--heartbeat-interval",
+            "1",
+            "--python",
+            &python,
+        ],
+        &[("EVENTMQ_GLOBAL_TIMEOUT", "1")],
+    );
+    let id = r.register();
+    assert_eq!(readies(&r, Duration::from_millis(500), &id), 2);
+    let t = Instant::now();
+    r.request(
+        &id,
+        "py",
+        "reply-requested",
+        json!(["run", {"path": "time", "callable": "sleep", "args": [30]}]),
+    );
+    r.request(&id, "sh", "", json!(["shell", {"argv": ["sleep", "30"]}]));
+    let got = replies_by_msgid(&r, &id, 2);
+    for mid in ["py", "sh"] {
+        let (status, outcome, at) = &got[mid];
+        assert_eq!(status, "failed", "{mid}");
+        assert_eq!(
+            timeout_error(outcome),
+            "job ran past its timeout of 1 s and was killed"
+        );
+        let took = at.duration_since(t);
+        assert!(
+            took >= Duration::from_millis(900) && took < Duration::from_secs(6),
+            "{mid}: {took:?}"
+        );
+    }
+    r.request(
+        &id,
+        "next",
+        "",
+        json!(["run", {"path": "os.path", "callable": "join", "args": ["a", "b"]}]),
+    );
+    let got = replies_by_msgid(&r, &id, 1);
+    assert_eq!(got["next"].1, JobOutcome::Value(json!("a/b")));
 }

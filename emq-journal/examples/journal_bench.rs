@@ -7,6 +7,8 @@
 //! (DIR defaults to the system temp dir; JOBS per run to 100000; batch size
 //! 1 uses JOBS/10).
 
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 use std::time::Instant;
 

@@ -76,6 +76,8 @@
 //! [`Batch`]: emq_router_core::journal::Batch
 //! [`Restored`]: emq_router_core::journal::Restored
 
+#![forbid(unsafe_code)]
+
 mod error;
 mod journal;
 mod path;

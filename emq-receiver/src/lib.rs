@@ -2,6 +2,8 @@
 //! as one JSON object per line. For debugging, watching peers register,
 //! and tests. The binary is a thin wrapper over [`run`].
 
+#![forbid(unsafe_code)]
+
 pub mod format;
 
 use std::io::Write;

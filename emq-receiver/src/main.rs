@@ -1,5 +1,7 @@
 //! emq-receiver: see `emq-receiver --help` and the library docs.
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 use clap::Parser;

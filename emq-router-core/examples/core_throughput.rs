@@ -1,6 +1,8 @@
 //! Core-only throughput: jobs/s through REQUEST → dispatch → REPLY → READY
 //! with no sockets. `cargo run --release -p emq-router --example core_throughput [JOBS]`
 
+#![forbid(unsafe_code)]
+
 use std::time::{Duration, Instant};
 
 use emq_router_core::{Action, Config, Input, Router, Socket};

@@ -26,6 +26,7 @@
 //!   worker and dispatch ids as types;
 //! - [`prometheus`]: the text exposition format; [`util`]: small helpers.
 
+#![forbid(unsafe_code)]
 #![warn(unreachable_pub)]
 
 pub mod admin;

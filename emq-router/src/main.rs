@@ -29,6 +29,8 @@
 //! this file maps failures to exit codes (2: the journal cannot be used;
 //! 1: any other start-up error).
 
+#![forbid(unsafe_code)]
+
 mod driver;
 mod options;
 

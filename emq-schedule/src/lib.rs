@@ -44,6 +44,8 @@
 //! - **Job headers.** A [`DueRun`] carries the schedule's headers minus the
 //!   schedule directives (`nohaste`, `run_count:N`).
 
+#![forbid(unsafe_code)]
+
 pub mod book;
 pub mod cron;
 pub mod error;

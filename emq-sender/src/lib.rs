@@ -8,6 +8,8 @@
 //! a ZMQ PLAIN client), [`bulk`] pipelines jobs from a reader,
 //! [`exit::Exit`] maps outcomes to exit codes.
 
+#![forbid(unsafe_code)]
+
 pub mod bulk;
 pub mod cli;
 pub mod client;

@@ -1,5 +1,7 @@
 //! emq-sender: see `emq-sender --help` and the library docs.
 
+#![forbid(unsafe_code)]
+
 use std::io::{BufReader, IsTerminal};
 use std::process::ExitCode;
 

@@ -7,6 +7,8 @@
 //! No protocol logic lives here; the cores (router, job manager) are sans-IO
 //! and the binaries move frames between these sockets and the cores.
 
+#![forbid(unsafe_code)]
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 

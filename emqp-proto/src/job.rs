@@ -9,8 +9,14 @@
 //! - `["call", {"handler": "echo", "args": <any JSON>}]` a handler registered
 //!   in a Rust job manager (`echo` and `noop` are built in).
 //!
+//! Every kind may also carry `"timeout": SECONDS` among its fields (an emq
+//! addition, [`Job::parse_with_timeout`]): the job's own timeout, which a
+//! `timeout:N` header overrides (the job manager's rule).
+//!
 //! Results: `{"value": <any>}` on success (0.3.13's shape); on failure
 //! `{"error": {"kind": ..., "message": ..., ...}}` (see [`JobError`]).
+
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -63,6 +69,13 @@ pub enum Job {
 impl Job {
     /// Parse a REQUEST's MSG frame.
     pub fn parse(message: &[u8]) -> Result<Job, DecodeError> {
+        Job::parse_with_timeout(message).map(|(job, _)| job)
+    }
+
+    /// Parse a REQUEST's MSG frame and the job's own `"timeout"` field: a
+    /// non-negative number of seconds, `0` (or `null`, or no field) for
+    /// none. Anything else is a bad job.
+    pub fn parse_with_timeout(message: &[u8]) -> Result<(Job, Option<Duration>), DecodeError> {
         let bad = |reason: String| DecodeError::BadJson {
             field: "job",
             reason,
@@ -74,28 +87,42 @@ impl Job {
         if items.len() < 2 {
             return Err(bad("expected [kind, {fields}]".into()));
         }
-        let fields = items.swap_remove(1);
+        let mut fields = items.swap_remove(1);
+        let timeout = match fields.as_object_mut().and_then(|f| f.remove("timeout")) {
+            None | Some(Value::Null) => None,
+            Some(v) => match v.as_f64() {
+                Some(0.0) => None,
+                Some(secs) if secs.is_finite() && secs > 0.0 && secs < 1e12 => {
+                    Some(Duration::from_secs_f64(secs))
+                }
+                _ => {
+                    return Err(DecodeError::BadValue {
+                        field: "job timeout (seconds)",
+                        value: v.to_string(),
+                    })
+                }
+            },
+        };
         let kind = items[0].as_str().unwrap_or("").to_string();
         let fields_err = |e: serde_json::Error| bad(format!("{kind} job: {e}"));
-        match kind.as_str() {
-            "run" => Ok(Job::Run(
-                serde_json::from_value(fields).map_err(fields_err)?,
-            )),
+        let job = match kind.as_str() {
+            "run" => Job::Run(serde_json::from_value(fields).map_err(fields_err)?),
             "shell" => {
                 let job: ShellJob = serde_json::from_value(fields).map_err(fields_err)?;
                 if job.argv.is_empty() {
                     return Err(bad("shell job: argv is empty".into()));
                 }
-                Ok(Job::Shell(job))
+                Job::Shell(job)
             }
-            "call" => Ok(Job::Call(
-                serde_json::from_value(fields).map_err(fields_err)?,
-            )),
-            _ => Err(DecodeError::BadValue {
-                field: "job kind",
-                value: kind,
-            }),
-        }
+            "call" => Job::Call(serde_json::from_value(fields).map_err(fields_err)?),
+            _ => {
+                return Err(DecodeError::BadValue {
+                    field: "job kind",
+                    value: kind,
+                })
+            }
+        };
+        Ok((job, timeout))
     }
 
     /// The MSG frame. `run` jobs use 0.3.13's key order (compact JSON).
@@ -237,6 +264,42 @@ mod tests {
             panic!()
         };
         assert!(j.args.is_empty() && j.kwargs.is_empty());
+    }
+
+    #[test]
+    fn the_jobs_own_timeout_field() {
+        let t = |raw: &str| Job::parse_with_timeout(raw.as_bytes()).map(|(_, t)| t);
+        assert_eq!(
+            t(r#"["run", {"path": "m", "callable": "f", "timeout": 5}]"#).unwrap(),
+            Some(Duration::from_secs(5))
+        );
+        assert_eq!(
+            t(r#"["shell", {"argv": ["true"], "timeout": 0.5}]"#).unwrap(),
+            Some(Duration::from_millis(500))
+        );
+        for none in [
+            r#"["call", {"handler": "echo"}]"#,
+            r#"["call", {"handler": "echo", "timeout": 0}]"#,
+            r#"["call", {"handler": "echo", "timeout": null}]"#,
+        ] {
+            assert_eq!(t(none).unwrap(), None, "{none}");
+        }
+        for bad in [
+            r#"["call", {"handler": "echo", "timeout": -1}]"#,
+            r#"["call", {"handler": "echo", "timeout": "5"}]"#,
+            r#"["call", {"handler": "echo", "timeout": 1e300}]"#,
+        ] {
+            assert!(matches!(t(bad), Err(DecodeError::BadValue { .. })), "{bad}");
+        }
+        // The field is not the job's: a run job without it parses the same.
+        let (job, _) = Job::parse_with_timeout(
+            br#"["run", {"path": "m", "callable": "f", "args": [1], "timeout": 5}]"#,
+        )
+        .unwrap();
+        assert_eq!(
+            job,
+            Job::parse(br#"["run", {"path": "m", "callable": "f", "args": [1]}]"#).unwrap()
+        );
     }
 
     #[test]

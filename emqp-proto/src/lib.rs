@@ -9,6 +9,8 @@
 //! are accepted; see `docs/PROTOCOL.md` for the frame tables, including this
 //! project's extensions (`RESULT`, `REJECT`, the INFORM feature frame).
 
+#![forbid(unsafe_code)]
+
 pub mod command;
 pub mod error;
 pub mod headers;

@@ -18,6 +18,8 @@
 //! - [`jobs`]: job payload builders and bookkeeping for fault tests.
 //! - [`relay`]: a TCP relay that records the bytes it forwards.
 
+#![forbid(unsafe_code)]
+
 pub mod admin;
 pub mod bins;
 pub mod browser;

@@ -213,10 +213,13 @@ pub struct Proc {
     status: Option<ExitStatus>,
 }
 
+/// `sig` to process `pid`, or to process group `-pid` (a stale pid only
+/// yields ESRCH).
 fn signal_pid(pid: i32, sig: i32) {
-    // SAFETY: kill(2) has no memory effects; a stale pid only yields ESRCH.
-    unsafe {
-        libc::kill(pid, sig);
+    if pid < 0 {
+        emq_jobmanager::process::signal_group(-pid, sig);
+    } else {
+        emq_jobmanager::process::signal(pid, sig);
     }
 }
 

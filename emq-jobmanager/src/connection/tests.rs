@@ -382,7 +382,11 @@ fn request_runs_on_a_slot_and_finish_sends_reply_before_ready() {
     let s = starts(&a);
     assert_eq!(s.len(), 1);
     assert_eq!(s[0].msgid, "job-1");
-    assert_eq!(s[0].timeout, None);
+    assert_eq!(
+        s[0].timeout,
+        Some(Duration::from_secs(300)),
+        "0.3.13's GLOBAL_TIMEOUT by default"
+    );
     assert!(matches!(&s[0].job, Job::Call(c) if c.handler == "echo"));
     assert_eq!(h.c.slot_counts().busy, 1);
     let a = h.at(ms(200), finished(&s[0], JobOutcome::Value(json!([1]))));
@@ -936,6 +940,114 @@ fn a_timed_out_job_with_retry_count_is_not_run_again() {
     assert_eq!((e.kind, e.attempts), (ErrorKind::Timeout, Some(1)));
     h.msg(ms(1500), Command::Heartbeat { timestamp: None });
     assert_eq!(count(&h.advance(ms(5000)), "start"), 0);
+}
+
+/// A REQUEST with `headers` and the `echo` call job with `extra` fields.
+fn req_with(id: &str, headers: Headers, extra: serde_json::Value) -> Input {
+    let mut fields = json!({"handler": "echo"});
+    for (k, v) in extra.as_object().cloned().unwrap_or_default() {
+        fields[k] = v;
+    }
+    let payload = serde_json::to_vec(&json!(["call", fields])).unwrap();
+    Input::Frames(Message::with_msgid(id, request(headers, payload)).encode())
+}
+
+fn timeout_header(n: u64) -> Headers {
+    let mut hd = Headers::new();
+    hd.push(Header::Timeout(n));
+    hd
+}
+
+#[test]
+fn a_jobs_timeout_is_its_header_else_its_payload_field_else_the_global_timeout() {
+    let mut c = cfg(6);
+    c.default_timeout = Some(Duration::from_secs(50));
+    let (mut h, a) = Harness::with(c);
+    h.ack(ms(10), &a);
+    let secs = |n| Some(Duration::from_secs(n));
+    let cases = [
+        // The header wins over the payload's field.
+        (timeout_header(2), json!({"timeout": 30}), secs(2)),
+        (Headers::new(), json!({"timeout": 30}), secs(30)),
+        (Headers::new(), json!({"timeout": 0.5}), Some(ms(500))),
+        // timeout:0 and "timeout": 0 name no timeout: the next one counts.
+        (timeout_header(0), json!({"timeout": 7}), secs(7)),
+        (timeout_header(0), json!({"timeout": 0}), secs(50)),
+        (Headers::new(), json!({}), secs(50)),
+    ];
+    for (i, (headers, extra, want)) in cases.into_iter().enumerate() {
+        let id = format!("t{i}");
+        let s = starts(&h.at(ms(100), req_with(&id, headers, extra.clone())));
+        assert_eq!(s[0].timeout, want, "{extra}");
+    }
+    // The earliest deadline is the 0.5 s one, from its start.
+    h.at(ms(200), Input::JobStarted { slot: 2, run: 3 });
+    assert_eq!(h.c.poll_timeout(), Some(ms(700)));
+    let a = h.advance(ms(700));
+    assert_eq!(
+        a,
+        vec![Action::CancelJob {
+            slot: 2,
+            run: 3,
+            reason: CancelReason::Timeout,
+        }]
+    );
+    let a = h.at(
+        ms(710),
+        Input::JobFinished {
+            slot: 2,
+            run: 3,
+            outcome: failed(ErrorKind::Crash),
+        },
+    );
+    let JobOutcome::Error(e) = outcome(&replies(&a)[0]) else {
+        panic!()
+    };
+    assert_eq!(
+        (e.kind, e.message.as_str()),
+        (
+            ErrorKind::Timeout,
+            "job ran past its timeout of 0.5 s and was killed"
+        )
+    );
+}
+
+#[test]
+fn no_global_timeout_lets_a_job_without_one_run_for_ever() {
+    let mut c = cfg(1);
+    c.default_timeout = None;
+    let (mut h, a) = Harness::with(c);
+    h.ack(ms(10), &a);
+    let s = starts(&h.at(ms(100), req_msg("forever", Headers::new())));
+    assert_eq!(s[0].timeout, None);
+    h.at(
+        ms(150),
+        Input::JobStarted {
+            slot: 0,
+            run: s[0].run,
+        },
+    );
+    // Only the heartbeat timers remain (the router keeps talking).
+    for t in (1..=400).map(|k| ms(k * 1000)) {
+        h.msg(t, Command::Heartbeat { timestamp: None });
+        assert_eq!(count(&h.advance(t + ms(500)), "cancel"), 0);
+    }
+    assert_eq!(h.c.slot_counts().busy, 1);
+}
+
+#[test]
+fn a_bad_payload_timeout_is_a_bad_job() {
+    let mut h = registered(1);
+    let a = h.at(
+        ms(100),
+        req_with("neg", Headers::new(), json!({"timeout": -3})),
+    );
+    assert_eq!(names(&a), ["REPLY", "READY"]);
+    let JobOutcome::Error(e) = outcome(&replies(&a)[0]) else {
+        panic!()
+    };
+    assert_eq!(e.kind, ErrorKind::BadJob);
+    assert!(e.message.contains("timeout"), "{}", e.message);
 }
 
 #[test]

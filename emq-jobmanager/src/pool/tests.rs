@@ -151,6 +151,38 @@ fn wait(pool: &Pool, run: u64) -> JobOutcome {
     }
 }
 
+/// Wait until every run in `runs` has started (in any order).
+fn wait_started(pool: &Pool, runs: &[u64]) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut left: Vec<u64> = runs.to_vec();
+    while !left.is_empty() {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        match pool.events().recv_timeout(wait) {
+            Ok(PoolEvent::Started { run, .. }) => left.retain(|&r| r != run),
+            Ok(PoolEvent::Finished { run, .. }) if left.contains(&run) => {
+                panic!("run {run} finished before it was seen starting")
+            }
+            Ok(_) => {}
+            Err(_) => panic!("runs {left:?} did not start in time"),
+        }
+    }
+}
+
+/// Wait for `run` to finish (its Started event already consumed).
+fn wait_finished(pool: &Pool, run: u64) -> JobOutcome {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        match pool.events().recv_timeout(wait) {
+            Ok(PoolEvent::Finished {
+                run: r, outcome, ..
+            }) if r == run => return outcome,
+            Ok(_) => {}
+            Err(_) => panic!("run {run} did not finish in time"),
+        }
+    }
+}
+
 fn exec(pool: &Pool, run: u64, job: Job) -> JobOutcome {
     start(pool, 0, run, job);
     wait(pool, run)
@@ -283,16 +315,36 @@ fn python_non_json_return_value_is_an_error() {
     );
 }
 
+/// A stopped run is reported as the slot saw it: the pool says nothing of
+/// why it was stopped (the connection core does).
+fn assert_killed_python(o: JobOutcome) {
+    let e = err(o);
+    assert_eq!(e.kind, ErrorKind::Crash);
+    assert!(
+        e.message
+            .contains("died while running the job (killed by signal 9)"),
+        "{}",
+        e.message
+    );
+}
+
 #[test]
 fn python_timeout_kill_restarts_the_worker() {
-    let (pool, _d) = python_pool("timeout", 1);
+    let (pool, dir) = python_pool("timeout", 1);
     let pid1 = val(exec(&pool, 1, run_job("emqtestmod", "pid", json!([]))));
-    start(&pool, 0, 2, run_job("emqtestmod", "sleep", json!([30])));
-    std::thread::sleep(Duration::from_millis(300));
+    let marker = dir.0.join("in-job");
+    let path = marker.to_string_lossy().into_owned();
+    start(
+        &pool,
+        0,
+        2,
+        run_job("emqtestmod", "sleep_marked", json!([path, 30])),
+    );
+    // The job is inside time.sleep.
+    assert_eq!(read_pids(&marker), [pid1.as_i64().unwrap() as i32]);
     let t = Instant::now();
-    pool.cancel(0, 2, CancelReason::Timeout);
-    let e = err(wait(&pool, 2));
-    assert_eq!(e.kind, ErrorKind::Timeout);
+    pool.cancel(0, 2);
+    assert_killed_python(wait(&pool, 2));
     assert!(t.elapsed() < Duration::from_secs(5));
     let pid2 = val(exec(&pool, 3, run_job("emqtestmod", "pid", json!([]))));
     assert_ne!(pid1, pid2, "a new worker process");
@@ -338,7 +390,7 @@ fn stale_cancel_does_not_touch_the_next_job() {
         val(exec(&pool, 1, run_job("emqtestmod", "bump", json!([])))),
         json!(1)
     );
-    pool.cancel(0, 1, CancelReason::Timeout);
+    pool.cancel(0, 1);
     assert_eq!(
         val(exec(&pool, 2, run_job("emqtestmod", "bump", json!([])))),
         json!(2)
@@ -410,24 +462,21 @@ fn shell_timeout_kills_the_whole_process_group() {
     let pool = Pool::new(PoolConfig::new(1), None).unwrap();
     let marker = TempDir::new("pg");
     let pidfile = marker.0.join("bg.pid");
-    let script = format!("sleep 30 & echo $! > {}; wait", pidfile.display());
+    let script = format!(
+        "sleep 30 & echo $! > {0}.tmp; mv {0}.tmp {0}; wait",
+        pidfile.display()
+    );
     start(&pool, 0, 1, Job::Shell(shell(&["sh", "-c", &script])));
+    let bg = read_pids(&pidfile)[0];
     let t = Instant::now();
-    while !pidfile.exists() && t.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(50));
-    let bg: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    pool.cancel(0, 1, CancelReason::Timeout);
+    pool.cancel(0, 1);
     let e = err(wait(&pool, 1));
-    assert_eq!(e.kind, ErrorKind::Timeout);
+    assert_eq!(
+        (e.kind, e.message.as_str()),
+        (ErrorKind::Exit, "sh was killed by signal 9")
+    );
     assert!(t.elapsed() < Duration::from_secs(10));
-    std::thread::sleep(Duration::from_millis(100));
-    assert!(!running(bg), "background child killed too");
+    assert!(eventually(|| !running(bg)), "background child killed too");
 }
 
 #[test]
@@ -482,10 +531,17 @@ fn call_builtins_custom_handlers_unknown_and_panics() {
     let e = err(exec(&pool, 6, call("boom", json!(null))));
     assert!(e.message.contains("kaput"), "{}", e.message);
     start(&pool, 0, 7, call("sleepy", json!(null)));
-    std::thread::sleep(Duration::from_millis(100));
+    wait_started(&pool, &[7]);
     let t = Instant::now();
-    pool.cancel(0, 7, CancelReason::Timeout);
-    assert_eq!(err(wait(&pool, 7)).kind, ErrorKind::Timeout);
+    pool.cancel(0, 7);
+    let e = err(wait_finished(&pool, 7));
+    assert_eq!(
+        (e.kind, e.message.as_str()),
+        (
+            ErrorKind::Crash,
+            "handler \"sleepy\" was stopped (left running in the background)"
+        )
+    );
     assert!(t.elapsed() < Duration::from_secs(2));
     // The abandoned handler's slot is served by a fresh thread at once.
     let t = Instant::now();
@@ -548,11 +604,29 @@ fn inline_handlers_run_on_the_calling_thread_and_others_are_left_to_slots() {
     );
 }
 
+/// Sends on its channel when the thread that holds it ends (a
+/// thread-local's destructor runs after everything the thread did).
+struct ThreadEnd(Sender<()>);
+
+impl Drop for ThreadEnd {
+    fn drop(&mut self) {
+        let _ = self.0.send(());
+    }
+}
+
+thread_local! {
+    static THREAD_END: std::cell::RefCell<Option<ThreadEnd>> = const { std::cell::RefCell::new(None) };
+}
+
 #[test]
 fn abandoned_handler_reports_nothing_more_and_kill_all_does_not_wait_for_handlers() {
     let mut cfg = PoolConfig::new(2);
-    cfg.handlers.register("sleepy", |_| {
-        std::thread::sleep(Duration::from_millis(400));
+    let (ended_tx, ended) = unbounded::<()>();
+    let (gate_tx, gate) = unbounded::<()>();
+    cfg.handlers.register("sleepy", move |_| {
+        // Tell the test when this (soon abandoned) thread is gone.
+        THREAD_END.with(|t| *t.borrow_mut() = Some(ThreadEnd(ended_tx.clone())));
+        let _ = gate.recv_timeout(Duration::from_secs(20));
         Ok(json!("late"))
     });
     cfg.handlers.register("stuck", |_| {
@@ -566,17 +640,21 @@ fn abandoned_handler_reports_nothing_more_and_kill_all_does_not_wait_for_handler
     };
     start(&pool, 0, 1, call("sleepy", json!(null)));
     started(1);
-    pool.cancel(0, 1, CancelReason::Timeout);
+    pool.cancel(0, 1);
     match pool.events().recv_timeout(Duration::from_secs(1)) {
         Ok(PoolEvent::Finished {
             run: 1, outcome, ..
         }) => {
-            assert_eq!(err(outcome).kind, ErrorKind::Timeout)
+            assert_eq!(err(outcome).kind, ErrorKind::Crash)
         }
         other => panic!("expected Finished of run 1, got {other:?}"),
     }
-    // The old thread's late result is never reported.
-    std::thread::sleep(Duration::from_millis(600));
+    // Once the handler returns, the abandoned thread ends, and its late
+    // result was never reported.
+    gate_tx.send(()).unwrap();
+    ended
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the abandoned thread ended");
     assert!(
         pool.events().try_recv().is_err(),
         "abandoned run reported twice"
@@ -603,7 +681,7 @@ fn slots_run_in_parallel_and_kill_all_stops_everything() {
     let (pool, _d) = python_pool("killall", 2);
     start(&pool, 0, 1, run_job("emqtestmod", "sleep", json!([30])));
     start(&pool, 1, 2, Job::Shell(shell(&["sleep", "30"])));
-    std::thread::sleep(Duration::from_millis(500));
+    wait_started(&pool, &[1, 2]);
     let t = Instant::now();
     pool.kill_all();
     let mut done = 0;
@@ -626,10 +704,8 @@ fn python_worker_killed_while_idle_is_replaced_before_the_next_job() {
     let pid1 = val(exec(&pool, 1, run_job("emqtestmod", "pid", json!([]))))
         .as_i64()
         .unwrap() as i32;
-    unsafe {
-        libc::kill(pid1, libc::SIGKILL);
-    }
-    std::thread::sleep(Duration::from_millis(200));
+    assert!(crate::process::signal(pid1, libc::SIGKILL));
+    assert!(eventually(|| !running(pid1)), "the worker died");
     let pid2 = val(exec(&pool, 2, run_job("emqtestmod", "pid", json!([]))))
         .as_i64()
         .unwrap() as i32;
@@ -649,7 +725,21 @@ fn slow_call_handlers_on_different_slots_run_in_parallel() {
     // No Python worker start-up in the way of the measurement.
     cfg.python.prestart = false;
     let pool = Pool::new(cfg, None).unwrap();
-    std::thread::sleep(Duration::from_millis(100));
+    // Every slot thread is up and waiting for work.
+    for slot in 0..4 {
+        start(&pool, slot, 100 + slot as u64, call("echo", json!(slot)));
+    }
+    let mut warm = 0;
+    while warm < 4 {
+        match pool.events().recv_timeout(Duration::from_secs(10)) {
+            Ok(PoolEvent::Finished { outcome, .. }) => {
+                assert!(outcome.is_ok());
+                warm += 1;
+            }
+            Ok(_) => {}
+            Err(_) => panic!("the slot threads did not start"),
+        }
+    }
     let t = Instant::now();
     for slot in 0..4 {
         start(&pool, slot, slot as u64 + 1, call("slow", json!(slot)));
@@ -705,11 +795,15 @@ fn read_pids(path: &std::path::Path) -> Vec<i32> {
         .collect()
 }
 
-fn assert_cancelled(o: JobOutcome) {
+/// What the pool reports for a run taken out of its mailbox.
+fn assert_dequeued(o: JobOutcome) {
     let e = err(o);
     assert_eq!(
         (e.kind, e.message.as_str()),
-        (ErrorKind::Cancelled, CANCELLED_MESSAGE)
+        (
+            ErrorKind::Crash,
+            "stopped by the job manager before it started"
+        )
     );
 }
 
@@ -726,13 +820,17 @@ fn cancelled_shell_job_loses_its_process_group_and_the_slot_runs_the_next_job() 
     let pids = read_pids(&pidfile);
     assert_eq!(pids.len(), 2);
     assert!(pids.iter().all(|&p| running(p)));
-    pool.cancel(0, 1, CancelReason::Router);
-    assert_cancelled(wait(&pool, 1));
+    pool.cancel(0, 1);
+    let e = err(wait(&pool, 1));
+    assert_eq!(
+        (e.kind, e.message.as_str()),
+        (ErrorKind::Exit, "sh was killed by signal 9")
+    );
     for p in pids {
         assert!(eventually(|| !running(p)), "{p} outlived the cancel");
     }
     // A second cancel of the finished run touches nothing.
-    pool.cancel(0, 1, CancelReason::Router);
+    pool.cancel(0, 1);
     assert_eq!(
         val(exec(&pool, 2, Job::Shell(shell(&["echo", "next"]))))["stdout"],
         json!("next\n")
@@ -755,8 +853,8 @@ fn cancelled_python_job_loses_its_worker_which_is_replaced_before_the_next_job()
     );
     // The job is inside time.sleep on the old worker.
     assert_eq!(read_pids(&marker), [old]);
-    pool.cancel(0, 2, CancelReason::Router);
-    assert_cancelled(wait(&pool, 2));
+    pool.cancel(0, 2);
+    assert_killed_python(wait(&pool, 2));
     assert!(eventually(|| !running(old)), "the old worker is gone");
     // A fresh worker is started at once, before any job asks for one.
     assert!(
@@ -798,10 +896,10 @@ fn cancelled_call_job_is_reported_at_once_and_a_fresh_thread_serves_the_slot() {
     let (pool, started, gate) = gated_pool();
     start(&pool, 0, 1, call("gated", json!(null)));
     let stuck = started.recv_timeout(Duration::from_secs(10)).unwrap();
-    pool.cancel(0, 1, CancelReason::Router);
+    pool.cancel(0, 1);
     let e = err(wait(&pool, 1));
-    assert_eq!(e.kind, ErrorKind::Cancelled);
-    assert!(e.message.contains("was cancelled"), "{}", e.message);
+    assert_eq!(e.kind, ErrorKind::Crash);
+    assert!(e.message.contains("was stopped"), "{}", e.message);
     // The handler is still blocked: the next job runs on another thread.
     let fresh = val(exec(&pool, 2, call("whoami", json!(null))));
     assert_ne!(fresh, json!(stuck));
@@ -830,7 +928,7 @@ fn a_job_cancelled_before_its_slot_thread_takes_it_never_starts() {
     started.recv_timeout(Duration::from_secs(10)).unwrap();
     // Run 2 waits in the slot's mailbox behind run 1.
     start(&pool, 0, 2, call("whoami", json!(null)));
-    pool.cancel(0, 2, CancelReason::Router);
+    pool.cancel(0, 2);
     match pool.events().recv_timeout(Duration::from_secs(10)) {
         Ok(PoolEvent::Started { run: 1, .. }) => {}
         other => panic!("expected Started of run 1, got {other:?}"),
@@ -838,7 +936,7 @@ fn a_job_cancelled_before_its_slot_thread_takes_it_never_starts() {
     match pool.events().recv_timeout(Duration::from_secs(10)) {
         Ok(PoolEvent::Finished {
             run: 2, outcome, ..
-        }) => assert_cancelled(outcome),
+        }) => assert_dequeued(outcome),
         other => panic!("expected Finished of run 2, got {other:?}"),
     }
     gate.send(()).unwrap();
@@ -850,4 +948,213 @@ fn a_job_cancelled_before_its_slot_thread_takes_it_never_starts() {
     }
     // Run 2 never started; the slot takes the next job.
     assert_eq!(val(exec(&pool, 3, call("echo", json!(3)))), json!(3));
+}
+
+#[test]
+fn python_worker_is_retired_after_max_job_count_jobs_and_exits_on_its_own() {
+    let dir = TempDir::new("maxjobs");
+    std::fs::write(dir.0.join("emqtestmod.py"), MODULE).unwrap();
+    std::fs::write(
+        dir.0.join("emqatexit.py"),
+        "import atexit, os\n\
+         def mark(path):\n\
+         \x20   atexit.register(lambda: open(path + '.%d' % os.getpid(), 'w').close())\n\
+         \x20   return os.getpid()\n",
+    )
+    .unwrap();
+    let mut cfg = PoolConfig::new(1);
+    cfg.python.interpreter = interpreter();
+    cfg.python.python_path = vec![dir.0.clone()];
+    cfg.python.max_job_count = 3;
+    let pool = Pool::new(cfg, None).unwrap();
+    let marker = dir.0.join("exited").to_string_lossy().into_owned();
+    let mut pids = Vec::new();
+    for run in 1..=7 {
+        // Each job is queued while the slot may still be replacing its
+        // worker: none is lost, each runs once.
+        let job = if run == 1 {
+            run_job("emqatexit", "mark", json!([marker]))
+        } else {
+            run_job("emqtestmod", "pid", json!([]))
+        };
+        pids.push(val(exec(&pool, run, job)).as_i64().unwrap() as i32);
+    }
+    assert_eq!(pids[0], pids[1]);
+    assert_eq!(pids[1], pids[2]);
+    assert_ne!(pids[2], pids[3], "a fresh worker after 3 jobs");
+    assert_eq!(pids[3], pids[4]);
+    assert_eq!(pids[4], pids[5]);
+    assert_ne!(pids[5], pids[6]);
+    assert_ne!(pids[6], pids[0]);
+    // The first worker was not killed: its atexit handler ran.
+    let exited = dir.0.join(format!("exited.{}", pids[0]));
+    assert!(
+        eventually(|| exited.exists()),
+        "the retired worker exited on its own"
+    );
+    assert!(!running(pids[0]) && !running(pids[3]));
+}
+
+const HOOKS_MODULE: &str = r#"
+import os
+
+STATE = {"setup": 0, "entry": 0, "exit": 0, "ready": False, "in_job": False}
+
+def setup():
+    STATE["setup"] += 1
+    STATE["ready"] = True
+
+def setup_raises():
+    raise RuntimeError("no database")
+
+def entry():
+    STATE["entry"] += 1
+    STATE["in_job"] = True
+
+def exit():
+    STATE["exit"] += 1
+    STATE["in_job"] = False
+
+def entry_raises_on_second():
+    STATE["entry"] += 1
+    if STATE["entry"] == 2:
+        raise ValueError("entry refused")
+
+def exit_raises():
+    STATE["exit"] += 1
+    raise ValueError("exit failed")
+
+def state():
+    return dict(STATE, pid=os.getpid())
+
+def fail():
+    raise KeyError("job failed")
+
+class Hooks:
+    def entry(self):
+        STATE["entry"] += 100
+"#;
+
+fn hooks_pool(
+    name: &str,
+    setup: Option<&str>,
+    entry: Option<&str>,
+    exit: Option<&str>,
+) -> (Pool, TempDir) {
+    let dir = TempDir::new(name);
+    std::fs::write(dir.0.join("emqhooks.py"), HOOKS_MODULE).unwrap();
+    let mut cfg = PoolConfig::new(1);
+    cfg.python.interpreter = interpreter();
+    cfg.python.python_path = vec![dir.0.clone()];
+    cfg.python.setup_func = setup.map(String::from);
+    cfg.python.job_entry_func = entry.map(String::from);
+    cfg.python.job_exit_func = exit.map(String::from);
+    (Pool::new(cfg, None).unwrap(), dir)
+}
+
+fn hook_state(pool: &Pool, run: u64) -> Value {
+    val(exec(pool, run, run_job("emqhooks", "state", json!([]))))
+}
+
+#[test]
+fn setup_runs_once_per_worker_and_entry_and_exit_around_every_job() {
+    let (pool, _d) = hooks_pool(
+        "hooks",
+        Some("emqhooks.setup"),
+        Some("emqhooks.entry"),
+        Some("emqhooks.exit"),
+    );
+    // Inside its first job: setup once, entry once, exit not yet.
+    let s = hook_state(&pool, 1);
+    assert_eq!(
+        (
+            &s["setup"],
+            &s["ready"],
+            &s["entry"],
+            &s["exit"],
+            &s["in_job"]
+        ),
+        (&json!(1), &json!(true), &json!(1), &json!(0), &json!(true))
+    );
+    // A job that raises still gets its exit call.
+    let e = err(exec(&pool, 2, run_job("emqhooks", "fail", json!([]))));
+    assert!(e.message.contains("KeyError"), "{}", e.message);
+    let s = hook_state(&pool, 3);
+    assert_eq!(
+        (&s["setup"], &s["entry"], &s["exit"]),
+        (&json!(1), &json!(3), &json!(2))
+    );
+    // A fresh worker (after a crash) runs setup again.
+    let e = err(exec(
+        &pool,
+        4,
+        run_job("emqtestmod_absent_os", "x", json!([])),
+    ));
+    assert_eq!(e.kind, ErrorKind::Exception);
+    assert!(crate::process::signal(
+        s["pid"].as_i64().unwrap() as i32,
+        libc::SIGKILL
+    ));
+    assert!(eventually(|| !running(s["pid"].as_i64().unwrap() as i32)));
+    let s2 = hook_state(&pool, 5);
+    assert_ne!(s2["pid"], s["pid"]);
+    assert_eq!(
+        (&s2["setup"], &s2["entry"], &s2["exit"]),
+        (&json!(1), &json!(1), &json!(0))
+    );
+}
+
+#[test]
+fn hook_failures_follow_the_documented_rules() {
+    // A setup that raises: the worker runs jobs anyway (0.3.13).
+    let (pool, _d) = hooks_pool("hooks-setup", Some("emqhooks.setup_raises"), None, None);
+    let s = hook_state(&pool, 1);
+    assert_eq!(s["ready"], json!(false));
+    drop(pool);
+
+    // An entry that raises fails that job, which does not run, and no
+    // exit is called; the worker lives on.
+    let (pool, _d) = hooks_pool(
+        "hooks-entry",
+        None,
+        Some("emqhooks.entry_raises_on_second"),
+        Some("emqhooks.exit"),
+    );
+    let s1 = hook_state(&pool, 1);
+    assert_eq!((&s1["entry"], &s1["exit"]), (&json!(1), &json!(0)));
+    let e = err(exec(&pool, 2, run_job("emqhooks", "state", json!([]))));
+    assert_eq!(e.kind, ErrorKind::Exception);
+    assert_eq!(
+        e.message,
+        "JOB_ENTRY_FUNC emqhooks.entry_raises_on_second raised ValueError: entry refused"
+    );
+    assert!(e.traceback.is_some_and(|t| t.contains("entry refused")));
+    let s3 = hook_state(&pool, 3);
+    assert_eq!(s3["pid"], s1["pid"]);
+    assert_eq!(
+        (&s3["entry"], &s3["exit"]),
+        (&json!(3), &json!(1)),
+        "the refused job had no exit call"
+    );
+    drop(pool);
+
+    // An exit that raises: the job's own result stands.
+    let (pool, _d) = hooks_pool("hooks-exit", None, None, Some("emqhooks.exit_raises"));
+    assert_eq!(hook_state(&pool, 1)["exit"], json!(0));
+    assert_eq!(hook_state(&pool, 2)["exit"], json!(1));
+    drop(pool);
+
+    // The class form (0.3.13's callable_from_name), and a path that cannot
+    // be loaded: every job fails without running.
+    let (pool, _d) = hooks_pool("hooks-class", None, Some("emqhooks:Hooks.entry"), None);
+    assert_eq!(hook_state(&pool, 1)["entry"], json!(100));
+    drop(pool);
+    let (pool, _d) = hooks_pool("hooks-bad", None, Some("emqhooks.nope"), None);
+    let e = err(exec(&pool, 1, run_job("emqhooks", "state", json!([]))));
+    assert!(
+        e.message
+            .starts_with("cannot load JOB_ENTRY_FUNC 'emqhooks.nope'"),
+        "{}",
+        e.message
+    );
 }
