@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Create the Python virtualenv the interop tests use: the real EventMQ 0.3.13
-# (PyPI `eventmq`) router, job manager and client library; and, for the
-# Python client's tests, pytest and emq_client (python/, installed editable).
+# (PyPI `eventmq`) router, job manager, scheduler, pub/sub and client library,
+# and redis-py (0.3.13's emq-scheduler imports `redis.StrictRedis` and exits
+# without it, though eventmq does not declare it); and, for the Python
+# client's tests, pytest and emq_client (python/, installed editable).
 #
 #   scripts/setup-python.sh            # venv at $EMQ_PY_VENV, default <repo>/.venv
 #
@@ -53,6 +55,19 @@ assert os.path.realpath(emq_client.__file__).startswith(os.path.realpath(sys.arg
 PY
 }
 
+# redis-py for 0.3.13's emq-scheduler (interop_python_scheduler.rs).
+install_redis_client() {
+    if "$venv/bin/python" -c "import redis; redis.StrictRedis" >/dev/null 2>&1; then
+        return
+    fi
+    "$venv/bin/python" -m pip --disable-pip-version-check --no-input install --quiet redis
+    "$venv/bin/python" -c "import redis; redis.StrictRedis" || {
+        echo "setup-python: venv at $venv does not import redis after install" >&2
+        exit 1
+    }
+    echo "setup-python: redis-py installed (for 0.3.13's emq-scheduler)"
+}
+
 install_client() {
     if check_client; then
         echo "setup-python: $venv already has pytest and emq_client from $repo/python"
@@ -71,6 +86,7 @@ install_client() {
 
 if check; then
     echo "setup-python: $venv already has eventmq 0.3.13"
+    install_redis_client
     install_client
     exit 0
 fi
@@ -89,5 +105,6 @@ if ! check; then
     "$venv/bin/python" -c "import eventmq" || true
     exit 1
 fi
+install_redis_client
 install_client
 echo "setup-python: ok: $("$venv/bin/python" -c 'import zmq, sys; print("python", sys.version.split()[0], "pyzmq", zmq.__version__, "libzmq", zmq.zmq_version())')"

@@ -149,19 +149,18 @@ pub fn format_frames(frames: Vec<Vec<u8>>, routed: bool) -> Formatted {
     }
 }
 
-/// A SUB socket receives EventMQ publisher frames `[topic, message]`, not
-/// eMQP envelopes; they are shown as a PUBLISH without msgid.
+/// A SUB socket receives EventMQ publisher frames `[topic, message]`
+/// ([`emqp_proto::Published`]), not eMQP envelopes; they are shown as a
+/// PUBLISH without msgid. `None` for another number of frames.
 pub fn format_published(frames: &[Vec<u8>]) -> Option<Value> {
-    match frames {
-        [topic, message] if !topic.is_empty() => Some(json!({
-            "identity": null,
-            "command": "PUBLISH",
-            "msgid": null,
-            "fields": {"topic": text_or_b64(topic), "message": json_or_text(message)},
-            "frames": 2,
-        })),
-        _ => None,
-    }
+    let p = emqp_proto::Published::decode(frames.to_vec()).ok()?;
+    Some(json!({
+        "identity": null,
+        "command": "PUBLISH",
+        "msgid": null,
+        "fields": {"topic": text_or_b64(&p.topic), "message": json_or_text(&p.message)},
+        "frames": 2,
+    }))
 }
 
 #[cfg(test)]
@@ -445,6 +444,10 @@ mod tests {
         let v = format_published(&[b"news".to_vec(), b"{\"a\":1}".to_vec()]).unwrap();
         assert_eq!(v["command"], "PUBLISH");
         assert_eq!(v["fields"]["message"], json!({"a": 1}));
-        assert!(format_published(&[vec![], b"x".to_vec()]).is_none());
+        // an empty topic is a topic (0.3.13 publishes send_publish_request(s, '', m))
+        let v = format_published(&[vec![], b"x".to_vec()]).unwrap();
+        assert_eq!(v["fields"]["topic"], "");
+        assert!(format_published(&[b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]).is_none());
+        assert!(format_published(&[b"a".to_vec()]).is_none());
     }
 }

@@ -29,7 +29,8 @@ pub enum SocketKind {
     Dealer,
     /// Frames as pushed by a PUSH socket
     Pull,
-    /// Subscribes to every topic (or --subscribe PREFIX)
+    /// Subscribes to every topic (or to each --subscribe PREFIX); the
+    /// default with --subscribe
     Sub,
 }
 
@@ -59,6 +60,14 @@ Frames that do not decode print {\"error\": \"...\", \"frames\": [...]} and the
 receiver keeps going. On a SUB socket, EventMQ publisher frames [topic,
 message] are shown as PUBLISH with a null msgid.
 
+Subscribing: --subscribe PREFIX (repeatable; '' for everything) makes the
+socket a SUB connected to the pub/sub process's outgoing address
+(emq-pubsub, or EventMQ 0.3.13's emq-pubsub): --connect ADDR, else
+$EVENTMQ_PUBLISHER_OUTGOING_ADDR, else tcp://127.0.0.1:47299. ZeroMQ matches
+subscriptions as prefixes of the topic, and a subscriber gets only what is
+published after its subscription has reached the publisher (a moment after
+connecting).
+
 Exit codes: 0 after --count messages or on SIGINT/SIGTERM, 1 socket error,
 2 usage error, 5 when --timeout seconds pass without a message.";
 
@@ -73,6 +82,9 @@ Examples:
   # connect as a DEALER and print what a router sends
   emq-receiver --connect tcp://127.0.0.1:47291 --socket dealer --timeout 10
 
+  # print what emq-pubsub publishes on topics starting with \"orders.\"
+  emq-receiver --subscribe orders.
+
   # the same against a router that requires PLAIN credentials
   EMQ_USERNAME=alice emq-receiver --connect tcp://127.0.0.1:47291 \\
       --password-file ~/.emq-password";
@@ -85,14 +97,15 @@ Examples:
     about = "Print every eMQP/1.0 message received on a ZeroMQ socket as one JSON line",
     long_about = LONG_ABOUT,
     after_long_help = EXAMPLES,
-    group(ArgGroup::new("endpoint").required(true).args(["bind", "connect"])),
+    group(ArgGroup::new("endpoint").args(["bind", "connect"])),
 )]
 pub struct Cli {
     /// Bind the socket to ADDR (e.g. tcp://127.0.0.1:47290)
     #[arg(long, value_name = "ADDR")]
     pub bind: Option<String>,
 
-    /// Connect the socket to ADDR
+    /// Connect the socket to ADDR (with --subscribe: default
+    /// $EVENTMQ_PUBLISHER_OUTGOING_ADDR, else tcp://127.0.0.1:47299)
     #[arg(long, value_name = "ADDR")]
     pub connect: Option<String>,
 
@@ -123,9 +136,11 @@ pub struct Cli {
     #[arg(long, value_name = "ID")]
     pub identity: Option<String>,
 
-    /// SUB only: topic prefix to subscribe to [default: everything]
+    /// Subscribe to messages whose topic starts with PREFIX (a SUB socket;
+    /// repeatable; '' for everything) [default with --socket sub:
+    /// everything]
     #[arg(long, value_name = "PREFIX")]
-    pub subscribe: Option<String>,
+    pub subscribe: Vec<String>,
 
     /// --connect only: ZMQ PLAIN username, for a router started with
     /// --plain-users [default: $EMQ_USERNAME]
@@ -173,7 +188,8 @@ pub struct Plan {
     pub ack_informs: bool,
     pub heartbeat: Option<Duration>,
     pub identity: Option<String>,
-    pub subscribe: String,
+    /// SUB only: the prefixes subscribed to (`[""]`: everything).
+    pub subscribe: Vec<String>,
     /// ZMQ PLAIN credentials `(username, password)` (`--connect` only).
     pub plain: Option<(String, String)>,
     /// CURVE client keys (`--connect` only; wins over `plain`).
@@ -209,13 +225,27 @@ impl Cli {
 
     /// [`Cli::plan`] with the environment injected (for tests).
     pub fn plan_with_env(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Plan, String> {
+        let subscribing = !self.subscribe.is_empty() || self.socket == Some(SocketKind::Sub);
         let (endpoint, bind) = match (&self.bind, &self.connect) {
             (Some(b), None) => (b.trim().to_string(), true),
             (None, Some(c)) => (c.trim().to_string(), false),
+            (None, None) if subscribing => (
+                default_subscribe_endpoint(env("EVENTMQ_PUBLISHER_OUTGOING_ADDR").as_deref()),
+                false,
+            ),
+            (None, None) => {
+                return Err(
+                    "give --bind ADDR or --connect ADDR (or --subscribe TOPIC to watch a \
+                     pub/sub process)"
+                        .into(),
+                )
+            }
             _ => return Err("give exactly one of --bind and --connect".into()),
         };
         emq_transport::check_endpoint(&endpoint).map_err(|e| e.to_string())?;
-        let kind = self.socket.unwrap_or(if bind {
+        let kind = self.socket.unwrap_or(if !self.subscribe.is_empty() {
+            SocketKind::Sub
+        } else if bind {
             SocketKind::Router
         } else {
             SocketKind::Dealer
@@ -229,8 +259,11 @@ impl Cli {
         if self.identity.is_some() && kind != SocketKind::Dealer {
             return Err("--identity needs a DEALER socket (--socket dealer)".into());
         }
-        if self.subscribe.is_some() && kind != SocketKind::Sub {
-            return Err("--subscribe needs a SUB socket (--socket sub)".into());
+        if !self.subscribe.is_empty() && kind != SocketKind::Sub {
+            return Err(format!(
+                "--subscribe needs a SUB socket, not --socket {}",
+                kind.as_str().to_ascii_lowercase()
+            ));
         }
         if self.count == Some(0) {
             return Err("--count must be at least 1".into());
@@ -284,12 +317,36 @@ impl Cli {
             ack_informs: self.ack_informs,
             heartbeat: self.heartbeat.map(Duration::from_secs_f64),
             identity: self.identity.clone(),
-            subscribe: self.subscribe.clone().unwrap_or_default(),
+            subscribe: if kind == SocketKind::Sub && self.subscribe.is_empty() {
+                vec![String::new()]
+            } else {
+                self.subscribe.clone()
+            },
             plain,
             curve,
         })
     }
 }
+
+/// Where `--subscribe` connects without `--connect`:
+/// `EVENTMQ_PUBLISHER_OUTGOING_ADDR` (the pub/sub process's bind address in
+/// 0.3.13 settings; a wildcard host becomes 127.0.0.1), else 0.3.13's
+/// default `tcp://127.0.0.1:47299`.
+pub fn default_subscribe_endpoint(eventmq_publisher_outgoing_addr: Option<&str>) -> String {
+    match eventmq_publisher_outgoing_addr
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+    {
+        None => DEFAULT_SUBSCRIBE_ENDPOINT.to_string(),
+        Some(a) => ["tcp://*:", "tcp://0.0.0.0:"]
+            .iter()
+            .find_map(|w| a.strip_prefix(w))
+            .map_or_else(|| a.to_string(), |port| format!("tcp://127.0.0.1:{port}")),
+    }
+}
+
+/// 0.3.13's `PUBLISHER_OUTGOING_ADDR`.
+pub const DEFAULT_SUBSCRIBE_ENDPOINT: &str = "tcp://127.0.0.1:47299";
 
 fn open_socket(ctx: &zmq::Context, plan: &Plan) -> Result<zmq::Socket, String> {
     let opts = SocketOptions {
@@ -321,7 +378,11 @@ fn open_socket(ctx: &zmq::Context, plan: &Plan) -> Result<zmq::Socket, String> {
             let id = plan.identity.clone().unwrap_or_else(emqp_proto::new_msgid);
             sock.set_identity(id.as_bytes()).map_err(err)?;
         }
-        SocketKind::Sub => sock.set_subscribe(plan.subscribe.as_bytes()).map_err(err)?,
+        SocketKind::Sub => {
+            for prefix in &plan.subscribe {
+                sock.set_subscribe(prefix.as_bytes()).map_err(err)?;
+            }
+        }
         _ => {}
     }
     if let (Some(curve), false) = (&plan.curve, plan.bind) {
@@ -586,7 +647,52 @@ mod tests {
         assert_eq!(p.timeout, Some(Duration::from_millis(1500)));
         let p = plan(&["--connect", "tcp://127.0.0.1:1", "--socket", "sub"]).unwrap();
         assert_eq!(p.kind, SocketKind::Sub);
-        assert_eq!(p.subscribe, "");
+        assert_eq!(p.subscribe, [""]);
+    }
+
+    #[test]
+    fn subscribe_makes_a_sub_socket_on_the_pubsub_outgoing_address() {
+        let p = plan(&["--subscribe", "news"]).unwrap();
+        assert_eq!((p.kind, p.bind), (SocketKind::Sub, false));
+        assert_eq!(p.endpoint, "tcp://127.0.0.1:47299");
+        assert_eq!(p.subscribe, ["news"]);
+        let p = plan(&[
+            "--subscribe",
+            "a",
+            "--subscribe",
+            "b",
+            "--connect",
+            "tcp://h:1",
+        ])
+        .unwrap();
+        assert_eq!(p.subscribe, ["a", "b"]);
+        assert_eq!(p.endpoint, "tcp://h:1");
+        let p = plan(&["--subscribe", ""]).unwrap();
+        assert_eq!(p.subscribe, [""], "'' subscribes to everything");
+        let env =
+            |k: &str| (k == "EVENTMQ_PUBLISHER_OUTGOING_ADDR").then(|| "tcp://*:5001".to_string());
+        let p = plan_env(&["--subscribe", "x"], &env).unwrap();
+        assert_eq!(p.endpoint, "tcp://127.0.0.1:5001");
+        let p = plan_env(&["--socket", "sub"], &env).unwrap();
+        assert_eq!(
+            (p.endpoint.as_str(), p.kind),
+            ("tcp://127.0.0.1:5001", SocketKind::Sub)
+        );
+        // binding a SUB is allowed (a PUB may connect to it)
+        let p = plan(&["--subscribe", "x", "--bind", "tcp://127.0.0.1:*"]).unwrap();
+        assert_eq!((p.kind, p.bind), (SocketKind::Sub, true));
+        assert_eq!(
+            default_subscribe_endpoint(Some("tcp://10.1.1.1:9")),
+            "tcp://10.1.1.1:9"
+        );
+        let help = Cli::command().render_long_help().to_string();
+        for needle in [
+            "--subscribe <PREFIX>",
+            "EVENTMQ_PUBLISHER_OUTGOING_ADDR",
+            "emq-receiver --subscribe orders.",
+        ] {
+            assert!(help.contains(needle), "help lacks {needle}");
+        }
     }
 
     #[test]
@@ -605,7 +711,25 @@ mod tests {
         assert!(plan(&["--bind", "tcp://127.0.0.1:1", "--identity", "x"]).is_err());
         assert!(plan(&["--connect", "tcp://127.0.0.1:1", "--heartbeat", "1"]).is_err());
         assert!(plan(&["--bind", "tcp://127.0.0.1:1", "--heartbeat", "0"]).is_err());
-        assert!(plan(&["--bind", "tcp://127.0.0.1:1", "--subscribe", "x"]).is_err());
+        assert!(plan(&[
+            "--bind",
+            "tcp://127.0.0.1:1",
+            "--subscribe",
+            "x",
+            "--socket",
+            "router"
+        ])
+        .is_err());
+        assert!(plan(&[
+            "--connect",
+            "tcp://127.0.0.1:1",
+            "--subscribe",
+            "x",
+            "--socket",
+            "dealer"
+        ])
+        .unwrap_err()
+        .contains("--subscribe"));
         assert!(plan(&["--bind", "tcp://127.0.0.1:1", "--count", "0"]).is_err());
         assert!(plan(&["--bind", "tcp://127.0.0.1:1", "--timeout", "-1"]).is_err());
     }

@@ -284,3 +284,87 @@ fn heartbeats_go_to_peers_that_sent_inform() {
         );
     }
 }
+
+#[test]
+fn subscribe_prints_what_a_publisher_sends_on_its_topics_only() {
+    // The test plays the pub/sub process with an XPUB, which tells it when
+    // the receiver's subscriptions have arrived: it publishes only then.
+    let ctx = zmq::Context::new();
+    let xpub = ctx.socket(zmq::XPUB).unwrap();
+    xpub.set_linger(0).unwrap();
+    xpub.bind("tcp://127.0.0.1:*").unwrap();
+    let endpoint = xpub.get_last_endpoint().unwrap().unwrap();
+    let mut child = Guard(
+        Proc::new(BIN)
+            .args([
+                "--connect",
+                &endpoint,
+                "--subscribe",
+                "news",
+                "--subscribe",
+                "alerts",
+            ])
+            .args(["--count", "3", "--timeout", "20"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let lines = line_reader(child.0.stdout.take().unwrap());
+    let mut subscribed = std::collections::BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while subscribed.len() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "subscriptions seen: {subscribed:?}"
+        );
+        if xpub.poll(zmq::POLLIN, 100).unwrap() > 0 {
+            subscribed.insert(xpub.recv_bytes(0).unwrap());
+        }
+    }
+    assert_eq!(
+        subscribed.into_iter().collect::<Vec<_>>(),
+        vec![b"\x01alerts".to_vec(), b"\x01news".to_vec()]
+    );
+    for (topic, message) in [
+        ("weather", "{\"t\": 20}"),
+        ("news.sports", "{\"score\": [2, 1]}"),
+        ("", "\"to everyone\""),
+        ("alerts", "not json"),
+        ("news", "[1]"),
+    ] {
+        xpub.send_multipart([topic.as_bytes(), message.as_bytes()], 0)
+            .unwrap();
+    }
+    let got: Vec<Value> = (0..3)
+        .map(|_| {
+            let line = lines.recv_timeout(Duration::from_secs(10)).unwrap();
+            serde_json::from_str(&line).unwrap()
+        })
+        .collect();
+    let expect = |topic: &str, message: Value| {
+        serde_json::json!({"identity": null, "command": "PUBLISH", "msgid": null,
+            "fields": {"topic": topic, "message": message}, "frames": 2})
+    };
+    assert_eq!(
+        got,
+        vec![
+            expect("news.sports", serde_json::json!({"score": [2, 1]})),
+            expect("alerts", Value::from("not json")),
+            expect("news", serde_json::json!([1])),
+        ]
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let code = loop {
+        if let Some(s) = child.0.try_wait().unwrap() {
+            break s.code();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "receiver did not exit after --count"
+        );
+        thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(code, Some(0));
+}

@@ -22,6 +22,9 @@ pub struct BulkOptions {
     pub wait: bool,
     /// Do not wait for anything: send, then hand over (see `--no-ack`).
     pub no_ack: bool,
+    /// `--publish TOPIC`: each line goes out as PUBLISH [TOPIC, line]
+    /// (nothing answers: reported `sent`, as with `no_ack`).
+    pub publish: Option<String>,
     /// Per job, from when it was sent.
     pub timeout: Duration,
     /// At most this many jobs outstanding.
@@ -74,6 +77,18 @@ impl Summary {
             self.timed_out, self.invalid
         ));
         s
+    }
+}
+
+impl Summary {
+    /// The summary of `--publish` from stdin.
+    pub fn describe_published(&self, topic: &str, elapsed: Duration) -> String {
+        let secs = elapsed.as_secs_f64();
+        format!(
+            "emq-sender: {} message(s) published to topic {topic:?}, {} invalid lines in \
+             {secs:.2} s",
+            self.sent, self.invalid
+        )
     }
 }
 
@@ -186,11 +201,15 @@ impl Run<'_> {
         if let Err(e) = serde_json::from_str::<Value>(t) {
             return self.invalid(line, format!("not valid JSON: {e}"));
         }
-        let msgid =
-            self.client
-                .submit(&self.opts.queue, &self.opts.headers, t.as_bytes().to_vec())?;
+        let message = t.as_bytes().to_vec();
+        let msgid = match &self.opts.publish {
+            Some(topic) => self.client.publish(topic, message)?,
+            None => self
+                .client
+                .submit(&self.opts.queue, &self.opts.headers, message)?,
+        };
         self.sum.sent += 1;
-        if self.opts.no_ack {
+        if self.opts.no_ack || self.opts.publish.is_some() {
             return self.emit(output_line(line, Some(&msgid), "sent", None, &[]));
         }
         let seq = self.next_seq;
@@ -420,16 +439,16 @@ pub fn run_bulk<R: BufRead + Send + 'static>(
     if run.progress_shown {
         let _ = write!(run.err, "\r\x1b[K");
     }
-    if opts.no_ack && run.sum.sent > 0 {
+    if (opts.no_ack || opts.publish.is_some()) && run.sum.sent > 0 {
         // Exit code is decided by the caller after the hand-over.
         run.sum.note(Exit::Ok);
     }
     let summary = run.sum.clone();
-    let _ = writeln!(
-        run.err,
-        "{}",
-        summary.describe(opts.wait, started.elapsed())
-    );
+    let described = match &opts.publish {
+        Some(topic) => summary.describe_published(topic, started.elapsed()),
+        None => summary.describe(opts.wait, started.elapsed()),
+    };
+    let _ = writeln!(run.err, "{described}");
     Ok(summary)
 }
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 use clap::{ArgGroup, Parser};
 use emqp_proto::{Command, Headers, Interval, Schedule};
 
-use crate::client::default_broker;
+use crate::client::{default_broker, default_publisher};
 use crate::payload::{self, PythonArgs, UsageError};
 
 /// Default `--timeout` without `--wait`: how long to wait for the ack.
@@ -77,6 +77,17 @@ expression etc.: the reason goes to stderr, exit 3); no answer within --timeout
 use --no-ack. --wait and --reply cannot be combined with schedules, nor jobs
 from stdin.
 
+Pub/sub: --publish TOPIC sends MESSAGE_JSON (or each line of stdin) as
+PUBLISH [topic, message] to an emq-pubsub (or EventMQ 0.3.13 emq-pubsub)
+process, which passes it on to every subscriber of a prefix of TOPIC. --broker
+then names the pub/sub process's incoming address (default
+$EVENTMQ_PUBLISHER_INCOMING_ADDR, else tcp://127.0.0.1:47298). Nothing answers
+a PUBLISH: the msgid is printed and the exit code is 0 once the message is
+handed to the pub/sub process's connection (5 if it cannot be reached within
+--timeout); a message published while nobody subscribes is dropped by the
+pub/sub process, by design. --publish takes no job form, queue, header,
+--wait or schedule.
+
 Authentication: for a router started with --plain-users, give --username and
 --password-file (or --password, or $EMQ_USERNAME / $EMQ_PASSWORD): the DEALER
 connects as a ZMQ PLAIN client. For a router whose frontend is CURVE
@@ -124,6 +135,10 @@ Examples:
   # schedule on an EventMQ 0.3.13 router (it never answers SCHEDULE)
   emq-sender --no-ack --schedule-interval 3600 --python mytasks.hourly
 
+  # publish an event to the subscribers of \"orders\" (emq-pubsub)
+  emq-sender --publish orders.created '{\"order\": 42}'
+  tail -F events.jsonl | emq-sender --publish audit
+
   # a router that requires PLAIN credentials
   EMQ_USERNAME=alice emq-sender --password-file ~/.emq-password --call noop
 
@@ -135,6 +150,9 @@ Environment:
   EMQ_BROKER_ADDR        default for --broker
   EVENTMQ_FRONTEND_ADDR  used when EMQ_BROKER_ADDR is unset (a wildcard host
                          such as tcp://*:47291 becomes 127.0.0.1)
+  EVENTMQ_PUBLISHER_INCOMING_ADDR
+                         default for --broker with --publish (the same
+                         wildcard rule)
   EMQ_USERNAME           default for --username
   EMQ_PASSWORD           the password when neither --password nor
                          --password-file is given
@@ -190,7 +208,9 @@ fn parse_window(s: &str) -> Result<usize, String> {
 )]
 pub struct Cli {
     /// Router frontend to connect to [default: $EMQ_BROKER_ADDR, else
-    /// $EVENTMQ_FRONTEND_ADDR, else tcp://127.0.0.1:47291]
+    /// $EVENTMQ_FRONTEND_ADDR, else tcp://127.0.0.1:47291]; with --publish
+    /// the pub/sub process [default: $EVENTMQ_PUBLISHER_INCOMING_ADDR, else
+    /// tcp://127.0.0.1:47298]
     #[arg(long, short = 'b', value_name = "ADDR")]
     pub broker: Option<String>,
 
@@ -312,6 +332,16 @@ pub struct Cli {
     #[arg(long, value_name = "N", value_parser = parse_run_count, help_heading = "Schedules")]
     pub run_count: Option<u64>,
 
+    /// Publish MESSAGE_JSON (or each stdin line) to the subscribers of TOPIC
+    /// through emq-pubsub (sends PUBLISH [TOPIC, message]; nothing answers)
+    #[arg(
+        long,
+        value_name = "TOPIC",
+        conflicts_with_all = ["wait", "reply", "delay", "schedule_interval", "schedule_cron", "unschedule", "nohaste", "run_count"],
+        help_heading = "Pub/sub"
+    )]
+    pub publish: Option<String>,
+
     /// ZMQ PLAIN username, for a router started with --plain-users
     /// [default: $EMQ_USERNAME]
     #[arg(long, value_name = "U", help_heading = "Authentication")]
@@ -392,6 +422,9 @@ pub struct Plan {
     pub plain: Option<(String, String)>,
     /// CURVE keys (wins over `plain`).
     pub curve: Option<emq_transport::curve::CurveClient>,
+    /// `--publish TOPIC`: send PUBLISH [TOPIC, message] to a pub/sub
+    /// process instead of REQUESTs (fire and forget, like `no_ack`).
+    pub publish: Option<String>,
 }
 
 impl std::fmt::Debug for Plan {
@@ -406,6 +439,7 @@ impl std::fmt::Debug for Plan {
             .field("window", &self.window)
             .field("mode", &self.mode)
             .field("schedule", &self.schedule)
+            .field("publish", &self.publish)
             .field(
                 "plain",
                 &self.plain.as_ref().map(|(user, _)| (user, "<redacted>")),
@@ -455,6 +489,17 @@ impl Cli {
         }
         if !self.shell && (self.stdin.is_some() || !self.env.is_empty() || self.cwd.is_some()) {
             return err("--stdin, --env and --cwd need --shell");
+        }
+        if self.publish.is_some() {
+            if self.call.is_some() || self.python.is_some() || self.shell {
+                return err(
+                    "--publish sends MESSAGE_JSON (or stdin lines) as it is: --call, --python \
+                     and --shell build jobs for a router",
+                );
+            }
+            if self.queue != "default" || !self.headers.is_empty() {
+                return err("--queue and --header have no meaning with --publish (a PUBLISH has a topic only)");
+            }
         }
         let scheduling = self.schedule_interval.is_some() || self.schedule_cron.is_some();
         let schedule = if scheduling || self.unschedule {
@@ -527,6 +572,9 @@ impl Cli {
         }
         let broker = match &self.broker {
             Some(b) => b.trim().to_string(),
+            None if self.publish.is_some() => {
+                default_publisher(env("EVENTMQ_PUBLISHER_INCOMING_ADDR").as_deref())
+            }
             None => default_broker(
                 env("EMQ_BROKER_ADDR").as_deref(),
                 env("EVENTMQ_FRONTEND_ADDR").as_deref(),
@@ -575,13 +623,14 @@ impl Cli {
             queue: self.queue.clone(),
             headers,
             wait: self.wait,
-            no_ack: self.no_ack,
+            no_ack: self.no_ack || self.publish.is_some(),
             timeout: Duration::from_secs_f64(self.timeout.unwrap_or(default_timeout)),
             window: self.window,
             mode,
             schedule,
             plain,
             curve,
+            publish: self.publish.clone(),
         })
     }
 }
@@ -1010,6 +1059,61 @@ mod tests {
             .unwrap_err()
             .contains("--run-count"));
         assert!(plan(&["--schedule-interval", "60", "{"]).is_err());
+    }
+
+    #[test]
+    fn publish_sends_the_message_as_is_to_the_pubsub_address() {
+        let p = plan(&["--publish", "news", r#"{"a": 1}"#]).unwrap();
+        assert_eq!(p.publish.as_deref(), Some("news"));
+        assert_eq!(single_text(&p), r#"{"a": 1}"#);
+        assert_eq!(p.broker, "tcp://127.0.0.1:47298");
+        assert!(p.no_ack, "nothing answers a PUBLISH");
+        assert!(p.schedule.is_none());
+        assert_eq!(plan(&["--publish", ""]).unwrap().mode, Mode::Bulk);
+        assert_eq!(
+            plan(&["--publish", "", "[1]"]).unwrap().publish.as_deref(),
+            Some("")
+        );
+        let env = |k: &str| match k {
+            "EVENTMQ_PUBLISHER_INCOMING_ADDR" => Some("tcp://*:5000".to_string()),
+            "EMQ_BROKER_ADDR" => Some("tcp://127.0.0.1:1".to_string()),
+            _ => None,
+        };
+        let cli = parse(&["--publish", "t", "[1]"]).unwrap();
+        assert_eq!(cli.plan(&env).unwrap().broker, "tcp://127.0.0.1:5000");
+        let cli = parse(&["--publish", "t", "-b", "tcp://127.0.0.1:7", "[1]"]).unwrap();
+        assert_eq!(cli.plan(&env).unwrap().broker, "tcp://127.0.0.1:7");
+        let cli = parse(&["[1]"]).unwrap();
+        assert_eq!(cli.plan(&env).unwrap().broker, "tcp://127.0.0.1:1");
+        // no job form, queue, header, wait or schedule
+        for args in [
+            &["--publish", "t", "--wait", "[1]"][..],
+            &["--publish", "t", "--reply", "[1]"],
+            &["--publish", "t", "--delay", "1", "[1]"],
+            &["--publish", "t", "--schedule-interval", "5", "[1]"],
+            &["--publish", "t", "--unschedule", "[1]"],
+        ] {
+            assert!(parse(args).is_err(), "{args:?} accepted");
+        }
+        for args in [
+            &["--publish", "t", "--call", "echo"][..],
+            &["--publish", "t", "--python", "m.f"],
+            &["--publish", "t", "--shell", "--", "ls"],
+            &["--publish", "t", "-q", "email", "[1]"],
+            &["--publish", "t", "-H", "guarantee", "[1]"],
+        ] {
+            assert!(plan(args).unwrap_err().contains("--publish"), "{args:?}");
+        }
+        assert!(plan(&["--publish", "t", "not json"]).is_err());
+        let help = Cli::command().render_long_help().to_string();
+        for needle in [
+            "--publish <TOPIC>",
+            "PUBLISH [topic, message]",
+            "EVENTMQ_PUBLISHER_INCOMING_ADDR",
+            "emq-sender --publish orders.created",
+        ] {
+            assert!(help.contains(needle), "help lacks {needle}");
+        }
     }
 
     #[test]

@@ -231,6 +231,20 @@ impl Client {
         Ok(msgid)
     }
 
+    /// Send PUBLISH [topic, message] with a fresh msgid (to a pub/sub
+    /// process; nothing answers); returns that msgid.
+    pub fn publish(&self, topic: &str, message: Vec<u8>) -> Result<String, ClientError> {
+        let msgid = new_msgid();
+        self.send_command(
+            &msgid,
+            Command::Publish {
+                topic: topic.to_string(),
+                message,
+            },
+        )?;
+        Ok(msgid)
+    }
+
     /// Send any command with the given msgid.
     pub fn send_command(&self, msgid: &str, command: Command) -> Result<(), ClientError> {
         let msg = Message::with_msgid(msgid, command);
@@ -352,22 +366,35 @@ pub fn default_broker(
     if let Some(a) = emq_broker_addr.map(str::trim).filter(|a| !a.is_empty()) {
         return a.to_string();
     }
-    if let Some(a) = eventmq_frontend_addr
-        .map(str::trim)
-        .filter(|a| !a.is_empty())
-    {
-        for wildcard in ["tcp://*:", "tcp://0.0.0.0:"] {
-            if let Some(port) = a.strip_prefix(wildcard) {
-                return format!("tcp://127.0.0.1:{port}");
-            }
+    from_bind_address(eventmq_frontend_addr).unwrap_or_else(|| DEFAULT_BROKER.to_string())
+}
+
+/// The endpoint `--publish` connects to when `--broker` is not given:
+/// `EVENTMQ_PUBLISHER_INCOMING_ADDR` (the pub/sub process's bind address
+/// in 0.3.13 settings; a wildcard host becomes 127.0.0.1), else
+/// [`DEFAULT_PUBLISHER`].
+pub fn default_publisher(eventmq_publisher_incoming_addr: Option<&str>) -> String {
+    from_bind_address(eventmq_publisher_incoming_addr)
+        .unwrap_or_else(|| DEFAULT_PUBLISHER.to_string())
+}
+
+/// A bind address from 0.3.13 settings as an address to connect to.
+fn from_bind_address(addr: Option<&str>) -> Option<String> {
+    let a = addr.map(str::trim).filter(|a| !a.is_empty())?;
+    for wildcard in ["tcp://*:", "tcp://0.0.0.0:"] {
+        if let Some(port) = a.strip_prefix(wildcard) {
+            return Some(format!("tcp://127.0.0.1:{port}"));
         }
-        return a.to_string();
     }
-    DEFAULT_BROKER.to_string()
+    Some(a.to_string())
 }
 
 /// The router frontend's default address (0.3.13's).
 pub const DEFAULT_BROKER: &str = "tcp://127.0.0.1:47291";
+
+/// The pub/sub process's default incoming address (0.3.13's
+/// `PUBLISHER_INCOMING_ADDR`).
+pub const DEFAULT_PUBLISHER: &str = "tcp://127.0.0.1:47298";
 
 #[cfg(test)]
 mod tests {
@@ -391,6 +418,20 @@ mod tests {
         assert_eq!(
             default_broker(None, Some("tcp://0.0.0.0:5")),
             "tcp://127.0.0.1:5"
+        );
+    }
+
+    #[test]
+    fn default_publisher_is_the_0_3_13_pubsub_incoming_address() {
+        assert_eq!(default_publisher(None), DEFAULT_PUBLISHER);
+        assert_eq!(default_publisher(Some(" ")), DEFAULT_PUBLISHER);
+        assert_eq!(
+            default_publisher(Some("tcp://*:47298")),
+            "tcp://127.0.0.1:47298"
+        );
+        assert_eq!(
+            default_publisher(Some("tcp://10.0.0.2:9")),
+            "tcp://10.0.0.2:9"
         );
     }
 

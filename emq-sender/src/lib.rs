@@ -59,6 +59,16 @@ pub fn run<R: BufRead + Send + 'static>(plan: &Plan, input: R, io: Io) -> Exit {
         return Exit::Internal;
     }
     let result = match &plan.mode {
+        Mode::Single(message) if plan.publish.is_some() => {
+            let topic = plan.publish.as_deref().unwrap_or_default();
+            client.publish(topic, message.clone()).and_then(|msgid| {
+                let exit = hand_over(client, plan, io.err);
+                if exit == Exit::Ok {
+                    print_line(io.out, &msgid)?;
+                }
+                Ok(exit)
+            })
+        }
         Mode::Single(_) if plan.schedule.is_some() => run_schedule(client, plan, io.out, io.err),
         Mode::Single(message) if plan.no_ack => client
             .submit(&plan.queue, &plan.headers, message.clone())
@@ -76,6 +86,7 @@ pub fn run<R: BufRead + Send + 'static>(plan: &Plan, input: R, io: Io) -> Exit {
                 headers: plan.headers.clone(),
                 wait: plan.wait,
                 no_ack: plan.no_ack,
+                publish: plan.publish.clone(),
                 timeout: plan.timeout,
                 window: plan.window,
                 progress: io.progress,
@@ -103,7 +114,8 @@ pub fn run<R: BufRead + Send + 'static>(plan: &Plan, input: R, io: Io) -> Exit {
     }
 }
 
-/// `--no-ack`: close the client, keeping unsent messages up to `timeout`.
+/// `--no-ack` and `--publish`: close the client, keeping unsent messages
+/// up to `timeout`.
 /// Closing returns as soon as everything was handed to the router's
 /// connection; taking the whole linger time means it never was.
 fn hand_over(client: Client, plan: &Plan, err: &mut dyn Write) -> Exit {
@@ -123,7 +135,12 @@ fn hand_over(client: Client, plan: &Plan, err: &mut dyn Write) -> Exit {
     if started.elapsed() + slack >= linger {
         let _ = writeln!(
             err,
-            "emq-sender: could not hand the message(s) to the router at {endpoint} within {} s{}",
+            "emq-sender: could not hand the message(s) to the {} at {endpoint} within {} s{}",
+            if plan.publish.is_some() {
+                "pub/sub process"
+            } else {
+                "router"
+            },
             timeout.as_secs_f64(),
             auth_hint(plan)
         );

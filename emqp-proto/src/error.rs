@@ -14,6 +14,14 @@ pub enum DecodeError {
         expected: usize,
         got: usize,
     },
+    /// A message with a fixed number of frames had another number (a
+    /// published message on a SUB socket has exactly two, see
+    /// [`crate::published`]).
+    WrongFrameCount {
+        what: &'static str,
+        expected: usize,
+        got: usize,
+    },
     /// The first frame (after the identity on a ROUTER) is not empty.
     MissingDelimiter,
     /// The protocol frame is not `eMQP/1.0`.
@@ -52,6 +60,11 @@ impl fmt::Display for DecodeError {
                 expected,
                 got,
             } => write!(f, "too few frames: expected at least {expected}, got {got}"),
+            DecodeError::WrongFrameCount {
+                what,
+                expected,
+                got,
+            } => write!(f, "a {what} has {expected} frames, got {got}"),
             DecodeError::MissingDelimiter => write!(f, "missing empty delimiter frame"),
             DecodeError::BadProtocolVersion(v) => write!(f, "bad protocol version {v:?}"),
             DecodeError::UnknownCommand(c) => write!(f, "unknown command {c:?}"),

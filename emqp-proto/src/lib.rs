@@ -8,6 +8,8 @@
 //! Both the seed protocol (late 2015) and what EventMQ 0.3.13 actually sends
 //! are accepted; see `docs/PROTOCOL.md` for the frame tables, including this
 //! project's extensions (`RESULT`, `REJECT`, the INFORM feature frame).
+//! [`Published`] is the two-frame message a pub/sub process sends its
+//! subscribers for each PUBLISH.
 
 #![forbid(unsafe_code)]
 
@@ -19,6 +21,7 @@ pub mod interval;
 pub mod job;
 pub mod message;
 pub mod msgid;
+pub mod published;
 pub mod queues;
 pub mod settings;
 
@@ -31,6 +34,7 @@ pub use headers::{Header, Headers};
 pub use interval::{Interval, IntervalError};
 pub use message::Message;
 pub use msgid::{new_msgid, MsgIds};
+pub use published::Published;
 pub use queues::{QueueSpec, DEFAULT_QUEUE, DEFAULT_WEIGHT};
 
 /// The protocol frame every message carries after the empty delimiter.

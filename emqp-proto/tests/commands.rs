@@ -369,3 +369,48 @@ fn request_payload_is_kept_as_raw_bytes() {
     let m = Message::decode(frames.clone()).unwrap();
     assert_eq!(m.encode(), frames);
 }
+
+#[test]
+fn publish_errors_are_typed_and_the_message_is_kept_raw() {
+    use DecodeError::*;
+    assert_eq!(
+        Message::decode(f(&["", "eMQP/1.0", "PUBLISH", "m", "news"])).unwrap_err(),
+        TooFewFrames {
+            command: Some("PUBLISH"),
+            expected: 6,
+            got: 5,
+        }
+    );
+    assert_eq!(
+        Message::decode(f(&["", "eMQP/1.0", "PUBLISH", "m"])).unwrap_err(),
+        TooFewFrames {
+            command: Some("PUBLISH"),
+            expected: 6,
+            got: 4,
+        }
+    );
+    let mut bad_topic = f(&["", "eMQP/1.0", "PUBLISH", "m", "", "{}"]);
+    bad_topic[4] = vec![b'n', 0xff];
+    assert_eq!(
+        Message::decode(bad_topic).unwrap_err(),
+        NotUtf8 { field: "topic" }
+    );
+    // The message is bytes (0.3.13 sends JSON text, but nothing reads it
+    // on the way); an empty topic is a topic; trailing frames are ignored,
+    // as 0.3.13's emq-pubsub ignores them.
+    let mut frames = f(&["", "eMQP/1.0", "PUBLISH", "m", "", "", "extra"]);
+    frames[5] = vec![0xff, 0x00, 0xfe];
+    assert_eq!(
+        Message::decode(frames).unwrap().command,
+        Command::Publish {
+            topic: String::new(),
+            message: vec![0xff, 0x00, 0xfe],
+        }
+    );
+    assert_eq!(
+        Message::decode(f(&["", "eMQP/1.0", "PUBLISH", "m", "news"]))
+            .unwrap_err()
+            .to_string(),
+        "too few frames for PUBLISH: expected at least 6, got 5"
+    );
+}

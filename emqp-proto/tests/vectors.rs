@@ -236,3 +236,68 @@ fn inform_variants() {
         vec![(20, "high".to_string()), (10, "default".to_string())]
     );
 }
+
+/// `publisher.json` (captured with `tests/python/capture_publish_vectors.py`):
+/// 0.3.13's publisher client, and what 0.3.13's emq-pubsub published for
+/// the same calls.
+#[test]
+fn publisher_client_and_0_3_13_pubsub_frames() {
+    let path = format!(
+        "{}/tests/vectors/publisher.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let of = |dir: &str| -> Vec<(String, Vec<Vec<u8>>)> {
+        doc["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["direction"] == dir)
+            .map(|m| {
+                (
+                    m["note"].as_str().unwrap().to_string(),
+                    frames_of(&m["frames"]),
+                )
+            })
+            .collect()
+    };
+    let sent = of("client->pubsub");
+    let published = of("pubsub->subscriber");
+    assert_eq!(sent.len(), 4);
+    assert_eq!(
+        published.len(),
+        sent.len(),
+        "one published message per call"
+    );
+    let mut topics = Vec::new();
+    for ((note, frames), (_, out)) in sent.iter().zip(&published) {
+        let (id, msg) =
+            Message::decode_routed(frames.clone()).unwrap_or_else(|e| panic!("{note}: {e}"));
+        assert_eq!(id, frames[0]);
+        assert!(
+            note.contains(&format!("returned '{}'", msg.msgid)),
+            "{note}"
+        );
+        assert_eq!(
+            msg.clone().encode_routed(id),
+            *frames,
+            "{note}: byte-exact re-encode"
+        );
+        let Command::Publish { topic, message } = msg.command else {
+            panic!("{note}: not PUBLISH")
+        };
+        // the message is json.dumps of the argument
+        serde_json::from_slice::<serde_json::Value>(&message).unwrap();
+        // 0.3.13's emq-pubsub sent [topic, message] unchanged
+        let expect = emqp_proto::Published::of_publish(topic.clone(), message);
+        assert_eq!(
+            emqp_proto::Published::decode(out.clone()),
+            Ok(expect.clone()),
+            "{note}"
+        );
+        assert_eq!(expect.encode(), *out, "{note}");
+        topics.push(topic);
+    }
+    assert_eq!(topics, ["news", "news.sports", "", "nouvelles-été"]);
+}

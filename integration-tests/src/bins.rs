@@ -17,6 +17,7 @@ pub const ROUTER: &str = "emq-router";
 pub const JOBMANAGER: &str = "emq-jobmanager";
 pub const SENDER: &str = "emq-sender";
 pub const RECEIVER: &str = "emq-receiver";
+pub const PUBSUB: &str = "emq-pubsub";
 
 /// The workspace root (parent of this crate).
 pub fn workspace_root() -> PathBuf {

@@ -16,6 +16,10 @@
 //! - [`cluster`]: start routers and job managers (ours and 0.3.13's) and
 //!   wait until they are ready.
 //! - [`jobs`]: job payload builders and bookkeeping for fault tests.
+//! - [`pubsub`]: emq-pubsub and 0.3.13's emq-pubsub on fresh ports, and a
+//!   plain zmq SUB subscriber.
+//! - [`redis`]: a real redis-server (Debian's) on a free port, stopped on
+//!   drop (for 0.3.13's emq-scheduler).
 //! - [`relay`]: a TCP relay that records the bytes it forwards.
 
 #![forbid(unsafe_code)]
@@ -28,7 +32,9 @@ pub mod cluster;
 pub mod jobs;
 pub mod ports;
 pub mod process;
+pub mod pubsub;
 pub mod python;
+pub mod redis;
 pub mod relay;
 
 // libzmq (zmq-sys) is built with CURVE and needs libsodium, which

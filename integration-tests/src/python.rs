@@ -72,6 +72,45 @@ impl PyEnv {
         self.dir.join("bin").join("emq-jobmanager")
     }
 
+    /// eventmq's own `emq-pubsub` console script (not ours!).
+    pub fn pubsub_script(&self) -> PathBuf {
+        self.dir.join("bin").join("emq-pubsub")
+    }
+
+    /// eventmq's `emq-scheduler` console script.
+    pub fn scheduler_script(&self) -> PathBuf {
+        self.dir.join("bin").join("emq-scheduler")
+    }
+
+    /// `tests/python/eventmq_0313_publisher.py`.
+    pub fn publisher_script(&self) -> PathBuf {
+        tests_python_dir().join("eventmq_0313_publisher.py")
+    }
+
+    /// Whether the venv's Python imports `module`. When it does not: a
+    /// panic under CI (`scripts/setup-python.sh` installs what the tests
+    /// need), else `false` and the reason printed (the test is skipped).
+    pub fn require_module(&self, test: &str, module: &str) -> bool {
+        let ok = Command::new(self.python())
+            .args(["-c", &format!("import {module}")])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if ok {
+            return true;
+        }
+        let why = format!(
+            "the venv at {} cannot import {module}; run scripts/setup-python.sh",
+            self.dir.display()
+        );
+        if crate::in_ci() {
+            panic!("{test}: {why}");
+        }
+        let msg = format!("SKIPPED {test}: {why}");
+        println!("{msg}");
+        eprintln!("{msg}");
+        false
+    }
+
     /// `tests/python/eventmq_0313_client.py`.
     pub fn client_script(&self) -> PathBuf {
         tests_python_dir().join("eventmq_0313_client.py")
@@ -81,6 +120,27 @@ impl PyEnv {
     /// per line on its stdin, waiting up to `wait_acks` seconds for the
     /// REPLY acks; panics unless it exits 0. Its stdout is JSON lines.
     pub fn run_client(&self, frontend: &str, lines: &[Value], wait_acks: f64) -> RunOutput {
+        self.run_client_with(frontend, lines, wait_acks, &[])
+    }
+
+    /// [`PyEnv::run_client`], but done as soon as every job was
+    /// acknowledged (at most `wait_acks` seconds).
+    pub fn run_client_until_acked(
+        &self,
+        frontend: &str,
+        lines: &[Value],
+        wait_acks: f64,
+    ) -> RunOutput {
+        self.run_client_with(frontend, lines, wait_acks, &["--stop-after-acks"])
+    }
+
+    fn run_client_with(
+        &self,
+        frontend: &str,
+        lines: &[Value],
+        wait_acks: f64,
+        extra: &[&str],
+    ) -> RunOutput {
         let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
         let out = run(
             Spawn::new("py-client", self.python())
@@ -91,6 +151,7 @@ impl PyEnv {
                     "--wait-acks",
                     &wait_acks.to_string(),
                 ])
+                .args(extra)
                 .env("PYTHONPATH", pythonpath())
                 .stdin(input),
             Duration::from_secs(60),

@@ -47,6 +47,13 @@ def record(path, tag, label="-", seconds=0):
     return tag
 
 
+def stamp(path, tag):
+    """Append ``tag unix-time`` to ``path`` (runs of a schedule, with when
+    they ran); return ``tag``."""
+    _append(path, "%s %.6f" % (tag, time.time()))
+    return tag
+
+
 class Recorder(object):
     """A class job: ``path = "emq_test_jobs:Recorder"``, class_args [file]."""
 

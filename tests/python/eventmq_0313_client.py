@@ -10,10 +10,15 @@ Each stdin line is a JSON object:
      "kwargs": {...}, "class_args": [...], "class_kwargs": {...},
      "queue": "default", "reply_requested": false}
 or  {"via": "send_request", "message": ["run", {...}], "queue": ..., ...}
+or  {"via": "schedule", "func": "emq_test_jobs.stamp", "args": [...],
+     "interval_secs": 1, "unschedule": false, "queue": "default"}
+    (eventmq.client.messages.schedule: SCHEDULE, or UNSCHEDULE with
+    "unschedule": true; headers default to 0.3.13's ["guarantee"])
 
 Prints one JSON line per job: {"i": N, "msgid": "..."}, then one line per
 message received from the router within --wait-acks seconds:
-{"recv": [frames...]}, and finally {"done": true, "acks": K}.
+{"recv": [frames...]}, and finally {"done": true, "acks": K}. With
+--stop-after-acks it stops as soon as every job was acknowledged (REPLY).
 """
 
 import argparse
@@ -22,7 +27,7 @@ import sys
 import time
 
 import zmq
-from eventmq.client.messages import defer_job, send_request
+from eventmq.client.messages import defer_job, schedule, send_request
 from eventmq.sender import Sender
 
 
@@ -31,6 +36,7 @@ def main():
     ap.add_argument("--frontend", required=True)
     ap.add_argument("--wait-acks", type=float, default=2.0)
     ap.add_argument("--connect-delay", type=float, default=0.3)
+    ap.add_argument("--stop-after-acks", action="store_true")
     opts = ap.parse_args()
 
     jobs = [json.loads(line) for line in sys.stdin if line.strip()]
@@ -46,8 +52,21 @@ def main():
             timeout=int(job.get("timeout", 0)),
             queue=job.get("queue"),
         )
-        if job.get("via", "defer_job") == "send_request":
+        via = job.get("via", "defer_job")
+        if via == "send_request":
             msgid = send_request(s, job["message"], **flags)
+        elif via == "schedule":
+            msgid = schedule(
+                s,
+                job["func"],
+                interval_secs=job.get("interval_secs"),
+                cron=job.get("cron"),
+                args=job.get("args", []),
+                kwargs=job.get("kwargs") or None,
+                headers=job.get("headers", ["guarantee"]),
+                queue=job.get("queue") or "default",
+                unschedule=bool(job.get("unschedule", False)),
+            )
         else:
             if flags["queue"] is None:
                 del flags["queue"]
@@ -72,6 +91,8 @@ def main():
             if len(frames) >= 3 and frames[2] == "REPLY":
                 acks += 1
             print(json.dumps({"recv": frames}), flush=True)
+            if opts.stop_after_acks and acks >= len(jobs):
+                break
     print(json.dumps({"done": True, "acks": acks}), flush=True)
     s.zsocket.close(linger=1000)
 

@@ -129,6 +129,7 @@ pub fn run_sender_env(
     }
     cmd.env_remove("EMQ_BROKER_ADDR")
         .env_remove("EVENTMQ_FRONTEND_ADDR")
+        .env_remove("EVENTMQ_PUBLISHER_INCOMING_ADDR")
         .env_remove("EMQ_USERNAME")
         .env_remove("EMQ_PASSWORD");
     for (k, v) in env {
