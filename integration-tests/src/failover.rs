@@ -7,11 +7,20 @@
 //! or not acknowledged in time (its router died). A `duplicate-msgid`
 //! refusal means the router already holds the job: it counts as
 //! acknowledged, and so does a RESULT.
+//!
+//! Results are confirmed as emq's own clients confirm them: every job
+//! carries `result-receipt`, every RESULT is answered with `RECEIVED`
+//! (batched per round), and each connection that comes up (a router that
+//! took over) gets a hello (`HEARTBEAT`), on which the router sends again
+//! the results it still holds for this client (docs/PROTOCOL.md, "Results
+//! until delivered").
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use emqp_proto::{Command, Headers, Message, RejectReason, Request};
+
+use emq_transport::failover::{LinkEvent, LinkWatch};
 
 use crate::zmq_ctx;
 
@@ -31,6 +40,11 @@ pub struct Tracked {
 /// See the module documentation.
 pub struct FailoverClient {
     sock: zmq::Socket,
+    watch: LinkWatch,
+    /// RESULTs to confirm in the next RECEIVED.
+    receipts: Vec<String>,
+    /// Hellos sent (connections that came up).
+    pub hellos: usize,
     pub identity: String,
     pub jobs: Vec<Tracked>,
     index: HashMap<String, usize>,
@@ -64,11 +78,15 @@ impl FailoverClient {
         sock.set_immediate(true).expect("immediate");
         sock.set_sndhwm(0).expect("sndhwm");
         sock.set_rcvhwm(0).expect("rcvhwm");
+        let watch = LinkWatch::new(zmq_ctx(), &sock).expect("socket monitor");
         for f in frontends {
             sock.connect(f).expect("connect");
         }
         FailoverClient {
             sock,
+            watch,
+            receipts: Vec::new(),
+            hellos: 0,
             identity,
             jobs: Vec::new(),
             index: HashMap::new(),
@@ -87,7 +105,7 @@ impl FailoverClient {
 
     /// Queue a job (`reply-requested`) for submission; its msgid.
     pub fn add(&mut self, queue: &str, message: Vec<u8>) -> String {
-        let headers = Headers::parse(b"reply-requested").expect("headers");
+        let headers = Headers::parse(b"reply-requested,result-receipt").expect("headers");
         let msg = Message::new(Command::Request(Request {
             queue: queue.to_string(),
             headers,
@@ -185,6 +203,7 @@ impl FailoverClient {
             }
             Command::Result(r) => {
                 *self.results.entry(r.orig_msgid.clone()).or_default() += 1;
+                self.receipts.push(r.orig_msgid.clone());
                 self.ack(&r.orig_msgid);
             }
             Command::Reject(r) => {
@@ -202,8 +221,28 @@ impl FailoverClient {
         }
     }
 
-    /// One round: send what is due, then receive for up to `wait`.
+    /// Every job has its RESULT.
+    pub fn all_results(&self) -> bool {
+        self.jobs
+            .iter()
+            .all(|j| self.results.contains_key(&j.msgid))
+    }
+
+    /// One round: say hello on new connections, send what is due, then
+    /// receive for up to `wait`, then confirm the RESULTs received.
     pub fn step(&mut self, wait: Duration) {
+        for event in self.watch.events() {
+            if let LinkEvent::Up(_) = event {
+                let hello = Message::new(Command::Heartbeat { timestamp: None });
+                if self
+                    .sock
+                    .send_multipart(hello.encode(), zmq::DONTWAIT)
+                    .is_ok()
+                {
+                    self.hellos += 1;
+                }
+            }
+        }
         let now = Instant::now();
         // Jobs whose acknowledgement is overdue, or whose pause after a
         // refusal is over (a scan every 100 ms).
@@ -248,6 +287,13 @@ impl FailoverClient {
             }
             wait_ms = 0;
             n += 1;
+        }
+        if !self.receipts.is_empty() {
+            let orig_msgids = std::mem::take(&mut self.receipts);
+            let msg = Message::new(Command::Received { orig_msgids });
+            // Unsent (no router up): the router sends those RESULTs again
+            // after the hello, and they are confirmed then.
+            let _ = self.sock.send_multipart(msg.encode(), zmq::DONTWAIT);
         }
     }
 

@@ -220,6 +220,9 @@ fn leader_sigkill_mid_run_the_standby_serves_within_5s_and_no_acknowledged_job_i
         }
     }
     let all_done = run_to_the_end(&mut c, &tags, &file, Duration::from_secs(150));
+    // Results the old leader held (produced, not confirmed) come from the
+    // new one: every job's RESULT reaches the client.
+    let all_results = c.drive(Duration::from_secs(30), |c| c.all_results());
     let elapsed = started.elapsed();
     let first_ack = c.first_ack_after(killed_at).map(|t| t - killed_at);
     let workers_back = admin::wait_idle_workers(&b_addrs.admin, 2, 8, Duration::from_secs(20));
@@ -236,7 +239,7 @@ fn leader_sigkill_mid_run_the_standby_serves_within_5s_and_no_acknowledged_job_i
          {acked_before} acked and {ran_before} run at the kill; standby serving after {}, \
          first ack from it after {}, both job managers registered with it after {}; \
          acknowledged {}: executions {acked_tally}; all: {all_tally}; \
-         resent {}, rejects {}; results received for {} of them ({} more than once); \
+         resent {}, rejects {}; results received for {} of {n} ({} more than once, {} hellos); \
          old leader back as standby: {}",
         serving_after.map_or("never".into(), |d| format!("{:.2} s", d.as_secs_f64())),
         first_ack.map_or("never".into(), |d| format!("{:.2} s", d.as_secs_f64())),
@@ -246,6 +249,7 @@ fn leader_sigkill_mid_run_the_standby_serves_within_5s_and_no_acknowledged_job_i
         rejects(&c),
         c.results.len(),
         c.results.values().filter(|n| **n > 1).count(),
+        c.hellos,
         a2_quiet && b_still
     ));
     let serving_after = serving_after.expect("the standby never served");
@@ -255,6 +259,11 @@ fn leader_sigkill_mid_run_the_standby_serves_within_5s_and_no_acknowledged_job_i
     );
     assert!(all_done, "not every job acknowledged and run: {all_tally}");
     assert!(first_ack.is_some(), "no job acknowledged by the new leader");
+    assert!(
+        all_results,
+        "results reached the client for {} of {n} jobs",
+        c.results.len()
+    );
     assert_eq!(acked_tally.lost, 0, "acknowledged jobs never ran");
     assert_eq!(all_tally.lost, 0);
     workers_back.expect("both job managers moved to the new leader");
