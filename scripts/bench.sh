@@ -22,12 +22,34 @@
 # reported, never asserted; the exit status is non-zero only when the build
 # fails or a phase could not run. Every wait in emq-bench has a timeout and
 # the router / job manager it starts are stopped on exit, Ctrl-C included.
+#
+#   scripts/bench.sh --peers [--jobs N --rounds R --only emq,celery ...]
+#       the same Python workload through emq, EventMQ 0.3.13 (the test venv)
+#       and, when installed, Celery+Redis and RQ, alternating systems in
+#       rounds; jobs/s, submit -> done p50/p99, emq / peer. Not part of the
+#       tests. scripts/setup-bench-peers.sh (run first, idempotent) installs
+#       Debian's redis-server and a separate venv with Celery, RQ and
+#       emq_client, and says what it installs; EMQ_PEERS_NO_SETUP=1 skips it.
+#       Options are scripts/bench-peers/driver.py's (--help).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 target="${CARGO_TARGET_DIR:-$repo/target}"
 json="${BENCH_JSON:-$target/bench/latest.json}"
+
+if [[ "${1:-}" == "--peers" ]]; then
+    shift
+    cargo build --release -p emq-router -p emq-jobmanager >&2
+    if [[ "${EMQ_PEERS_NO_SETUP:-}" == 1 ]]; then
+        venv="${EMQ_PEERS_VENV:-$target/bench/peers-venv}"
+    else
+        venv="$(scripts/setup-bench-peers.sh | tail -1)"
+    fi
+    mkdir -p "$target/bench"
+    exec "$venv/bin/python" scripts/bench-peers/driver.py --bin-dir "$target/release" \
+        --eventmq-venv "${EMQ_PY_VENV:-$repo/.venv}" --json "$target/bench/peers.json" "$@"
+fi
 
 cargo build --release -p emq-router -p emq-jobmanager -p emq-bench >&2
 mkdir -p "$(dirname "$json")"

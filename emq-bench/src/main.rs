@@ -58,6 +58,10 @@ struct Args {
     /// emq-jobmanager --concurrency
     #[arg(long, default_value_t = 8)]
     concurrency: usize,
+    /// emq-jobmanager --prefetch (auto, 0 = off, N) [default: the job
+    /// manager's own, auto]
+    #[arg(long, value_name = "auto|0|N")]
+    prefetch: Option<String>,
     /// A short smoke run (2000 jobs, 1 run, 20000 buffered jobs)
     #[arg(long)]
     quick: bool,
@@ -180,6 +184,7 @@ fn main() -> ExitCode {
         },
         memory_jobs: pick(a.memory_jobs, 1_000_000, 20_000).max(1),
         concurrency: a.concurrency.max(1),
+        prefetch: a.prefetch.clone(),
         warmup_jobs: pick(a.warmup_jobs, 1000, 200).max(1),
         router_bin: bin_dir.join("emq-router"),
         jobmanager_bin: bin_dir.join("emq-jobmanager"),
@@ -356,6 +361,7 @@ fn main() -> ExitCode {
                 "memory_jobs": cfg.memory_jobs,
                 "warmup_jobs": cfg.warmup_jobs,
                 "concurrency": cfg.concurrency,
+                "prefetch": cfg.prefetch.as_deref().unwrap_or("default"),
                 "quick": a.quick,
                 "router_bin": cfg.router_bin.display().to_string(),
                 "jobmanager_bin": cfg.jobmanager_bin.display().to_string(),

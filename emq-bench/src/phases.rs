@@ -25,6 +25,8 @@ pub struct Config {
     pub single_jobs: usize,
     pub memory_jobs: usize,
     pub concurrency: usize,
+    /// emq-jobmanager --prefetch, when given.
+    pub prefetch: Option<String>,
     pub warmup_jobs: usize,
     pub router_bin: PathBuf,
     pub jobmanager_bin: PathBuf,
@@ -455,7 +457,7 @@ fn start_router(
 }
 
 fn start_jobmanager(cfg: &Config, dir: &Workdir, backend: &str) -> Result<ChildGuard, String> {
-    let args = vec![
+    let mut args = vec![
         "--broker".to_string(),
         backend.to_string(),
         "--concurrency".to_string(),
@@ -463,6 +465,9 @@ fn start_jobmanager(cfg: &Config, dir: &Workdir, backend: &str) -> Result<ChildG
         "--queues".to_string(),
         "default".to_string(),
     ];
+    if let Some(p) = &cfg.prefetch {
+        args.extend(["--prefetch".to_string(), p.clone()]);
+    }
     ChildGuard::spawn(
         "emq-jobmanager",
         &cfg.jobmanager_bin,

@@ -67,15 +67,30 @@
 //! - A result whose payload is bigger than `max_message_size` (the router
 //!   disconnects a peer that sends a bigger frame) is replaced by a failed
 //!   REPLY of kind `result-too-large` giving the size and the limit.
-//! - Slot accounting: each slot is either free (with or without a READY
-//!   outstanding) or busy; so outstanding READYs + running jobs never exceed
-//!   the concurrency. After a reconnect READYs go out only for free slots;
-//!   REPLYs of jobs that finish while disconnected wait for the next ACK.
+//! - Slot accounting: each slot is free or busy; at most `concurrency`
+//!   jobs run. Credit (READYs outstanding), jobs held (received, not
+//!   started) and running jobs together never exceed `concurrency` + the
+//!   credit window ([`window`]: 0 with [`Prefetch::Off`], so then one READY
+//!   per free slot). A REQUEST runs on a free slot at once, else waits in
+//!   the held queue; held jobs start oldest first as slots free up (a
+//!   held job never waits while a slot is free). A REQUEST with no slot
+//!   free and no READY outstanding is answered failed (`crash`: the router
+//!   sent more jobs than READYs). After a reconnect READYs go out only
+//!   for what is free; REPLYs of jobs that finish while disconnected wait
+//!   for the next ACK.
+//! - Held jobs are the router's in-flight jobs like running ones: a
+//!   CANCEL of one answers it `cancelled` at once; KBYE from the router
+//!   and our own shutdown run them (as slots free up, within the grace
+//!   period); a reconnect (router silent, no ACK) drops them unstarted —
+//!   the router redelivers the jobs of the identity it lost, so running
+//!   them too would run them twice; at the end of the grace period they
+//!   are dropped with the jobs killed, before the KBYE that makes the
+//!   router redeliver them.
 //! - Send failures: a REPLY that could not be sent is queued again, never
-//!   dropped; a READY that could not be sent gives its slot back as free and
-//!   not offered. Both go out again at the next flush point: the next ACK,
-//!   the next finished job, or the heartbeat deadline (in place of the
-//!   HEARTBEAT).
+//!   dropped; a READY that could not be sent is no credit (the slot or
+//!   window place is offered again). Both go out again at the next flush
+//!   point: the next ACK, the next finished job, or the heartbeat deadline
+//!   (in place of the HEARTBEAT).
 //! - Heartbeats every interval when nothing else was sent; any message from
 //!   the router is a heartbeat; silence past interval × liveness
 //!   ([`Liveness`]) → reconnect.
@@ -93,6 +108,9 @@
 
 use std::collections::VecDeque;
 use std::time::Duration;
+
+pub mod window;
+pub use window::{Prefetch, Window};
 
 use emqp_proto::command::{FEATURE_CANCEL, FEATURE_JOB_ACK};
 use emqp_proto::heartbeat::{timestamp_text, Liveness};
@@ -142,6 +160,8 @@ pub struct Config {
     pub id_seed: u64,
     /// Unix time in microseconds at `now == 0`, for HEARTBEAT timestamps.
     pub unix_micros_at_start: u64,
+    /// The credit window beyond the free slots ([`window`]).
+    pub prefetch: Prefetch,
 }
 
 impl Config {
@@ -160,6 +180,7 @@ impl Config {
             default_timeout: Some(DEFAULT_GLOBAL_TIMEOUT),
             id_seed: 0,
             unix_micros_at_start: 0,
+            prefetch: Prefetch::Off,
         }
     }
 }
@@ -259,6 +280,8 @@ struct Running {
     msgid: String,
     /// The run in the pool.
     run: u64,
+    /// When it was handed to the pool.
+    started: Duration,
     timeout: Option<Duration>,
     deadline: Option<Duration>,
     /// The pool was told to stop the job, and why. Set once (no second
@@ -268,11 +291,16 @@ struct Running {
 
 #[derive(Debug, Clone)]
 enum Slot {
-    /// `offered`: a READY for this slot is outstanding on this connection.
-    Free {
-        offered: bool,
-    },
+    Free,
     Busy(Box<Running>),
+}
+
+/// A job received in the credit window while every slot was busy.
+#[derive(Debug, Clone)]
+struct Held {
+    msgid: String,
+    job: Job,
+    timeout: Option<Duration>,
 }
 
 /// Slot counts, for logs and tests.
@@ -285,6 +313,10 @@ pub struct SlotCounts {
     pub idle: usize,
     /// Running a job.
     pub busy: usize,
+    /// READYs outstanding beyond the free slots (the credit window).
+    pub extra: usize,
+    /// Jobs received and not started (every slot was busy).
+    pub held: usize,
 }
 
 /// Malformed messages from the router: counted, logged at most once per
@@ -303,6 +335,10 @@ pub struct Connection {
     ids: MsgIds,
     phase: Phase,
     slots: Vec<Slot>,
+    /// Credit and the window's size.
+    window: Window,
+    /// Jobs received beyond the busy slots, oldest first.
+    held: VecDeque<Held>,
     broker_index: usize,
     connected_once: bool,
     identity: String,
@@ -322,7 +358,9 @@ impl Connection {
         }
         cfg.concurrency = cfg.concurrency.max(1);
         Connection {
-            slots: vec![Slot::Free { offered: false }; cfg.concurrency],
+            slots: vec![Slot::Free; cfg.concurrency],
+            window: Window::new(cfg.prefetch),
+            held: VecDeque::new(),
             liveness: Liveness {
                 interval: cfg.heartbeat_interval,
                 liveness: cfg.heartbeat_liveness,
@@ -374,19 +412,34 @@ impl Connection {
     }
 
     pub fn slot_counts(&self) -> SlotCounts {
-        let mut c = SlotCounts {
-            offered: 0,
-            idle: 0,
-            busy: 0,
-        };
-        for s in &self.slots {
-            match s {
-                Slot::Free { offered: true } => c.offered += 1,
-                Slot::Free { offered: false } => c.idle += 1,
-                Slot::Busy(_) => c.busy += 1,
-            }
+        let busy = self.busy();
+        let free = self.slots.len() - busy;
+        let credit = self.window.credit();
+        let offered = credit.min(free);
+        SlotCounts {
+            offered,
+            idle: free - offered,
+            busy,
+            extra: credit - offered,
+            held: self.held.len(),
         }
-        c
+    }
+
+    /// The credit window: outstanding READYs, measured service time and
+    /// round trip.
+    pub fn window(&self) -> &Window {
+        &self.window
+    }
+
+    fn busy(&self) -> usize {
+        self.slots
+            .iter()
+            .filter(|s| matches!(s, Slot::Busy(_)))
+            .count()
+    }
+
+    fn free_slot(&self) -> Option<usize> {
+        self.slots.iter().position(|s| matches!(s, Slot::Free))
     }
 
     /// Malformed messages from the router dropped so far.
@@ -521,6 +574,14 @@ impl Connection {
         self.connected_once = true;
         self.identity = self.ids.next_id();
         self.withdraw_readies();
+        if !self.held.is_empty() {
+            warn!(
+                "dropping {} held job(s), not started: the router redelivers the jobs of the \
+                 connection it lost (running them too would run them twice)",
+                self.held.len()
+            );
+            self.held.clear();
+        }
         let endpoint = self.cfg.brokers[self.broker_index].clone();
         info!(
             "connecting to {endpoint} as {} ({} slot(s))",
@@ -554,11 +615,7 @@ impl Connection {
 
     /// The router forgot (or never got) our READYs.
     fn withdraw_readies(&mut self) {
-        for s in &mut self.slots {
-            if let Slot::Free { offered } = s {
-                *offered = false;
-            }
-        }
+        self.window.withdraw();
     }
 
     /// Send `command` under a fresh msgid; returns the msgid.
@@ -574,8 +631,9 @@ impl Connection {
         out.push(Action::Send(msg));
     }
 
-    /// Send queued REPLYs, and (registered) a READY for every free slot
-    /// without one. Whether anything was sent.
+    /// Send queued REPLYs, and (registered) READYs up to `concurrency` +
+    /// the window: one for every free slot without one, and as many more
+    /// as the window allows. Whether anything was sent.
     fn flush(&mut self, now: Duration, out: &mut Vec<Action>) -> bool {
         let before = out.len();
         if matches!(
@@ -587,11 +645,16 @@ impl Connection {
             }
         }
         if self.phase == Phase::Registered {
-            for slot in 0..self.slots.len() {
-                if matches!(self.slots[slot], Slot::Free { offered: false }) {
-                    self.slots[slot] = Slot::Free { offered: true };
-                    self.send(Command::Ready, now, out);
-                }
+            let concurrency = self.cfg.concurrency;
+            let running_since = self.slots.iter().filter_map(|s| match s {
+                Slot::Busy(r) => Some(r.started),
+                Slot::Free => None,
+            });
+            let extra = self.window.extra(concurrency, running_since, now);
+            let have = self.busy() + self.held.len() + self.window.credit();
+            for _ in have..concurrency + extra {
+                self.window.ready_sent(now);
+                self.send(Command::Ready, now, out);
             }
         }
         out.len() > before
@@ -634,7 +697,7 @@ impl Connection {
             Command::Ack { acked_msgid } => self.on_ack(&acked_msgid, now, out),
             Command::Heartbeat { .. } => {}
             Command::Request(req) => self.on_request(msg.msgid, req, now, out),
-            Command::Cancel { orig_msgid } => self.on_cancel(&orig_msgid, out),
+            Command::Cancel { orig_msgid } => self.on_cancel(&orig_msgid, now, out),
             Command::Kbye | Command::Disconnect => {
                 let said = if matches!(msg.command, Command::Kbye) {
                     "KBYE"
@@ -653,11 +716,12 @@ impl Connection {
             return;
         }
         self.withdraw_readies();
-        let busy = self.slot_counts().busy;
-        if self.phase == Phase::Registered && busy > 0 {
+        let busy = self.busy();
+        let held = self.held.len();
+        if self.phase == Phase::Registered && busy + held > 0 {
             warn!(
-                "router {} said {said}; finishing {busy} running job(s) on this connection, \
-                 then reconnecting",
+                "router {} said {said}; finishing {busy} running and {held} held job(s) on this \
+                 connection, then reconnecting",
                 self.endpoint()
             );
             self.phase = Phase::Draining;
@@ -692,22 +756,16 @@ impl Connection {
     }
 
     fn on_request(&mut self, msgid: String, req: Request, now: Duration, out: &mut Vec<Action>) {
+        let credited = self.window.request_received(now);
         if self.is_shutting_down() {
-            warn!("REQUEST {msgid} arrived after KBYE; not running it (the router owns it)");
+            warn!("REQUEST {msgid} arrived while leaving; not running it (the router owns it)");
             return;
         }
-        let pick = self
-            .slots
-            .iter()
-            .position(|s| matches!(s, Slot::Free { offered: true }))
-            .or_else(|| {
-                self.slots
-                    .iter()
-                    .position(|s| matches!(s, Slot::Free { offered: false }))
-            });
-        let Some(slot) = pick else {
+        let free = self.free_slot();
+        if free.is_none() && !credited {
             warn!(
-                "REQUEST {msgid} but all {} slot(s) are busy (more REQUESTs than READYs); failing it",
+                "REQUEST {msgid} but all {} slot(s) are busy and no READY is outstanding \
+                 (more REQUESTs than READYs); failing it",
                 self.cfg.concurrency
             );
             let err = JobError::new(
@@ -716,31 +774,62 @@ impl Connection {
             );
             self.queue_or_send_reply(&msgid, JobOutcome::Error(err), now, out);
             return;
-        };
+        }
         let (job, own_timeout) = match Job::parse_with_timeout(&req.message) {
             Ok(parsed) => parsed,
             Err(e) => {
                 warn!("REQUEST {msgid}: bad job: {e}");
                 let err = JobError::new(ErrorKind::BadJob, e.to_string());
-                self.finish_slot(slot, &msgid, JobOutcome::Error(err), now, out);
+                self.queue_or_send_reply(&msgid, JobOutcome::Error(err), now, out);
+                if self.phase == Phase::Registered {
+                    self.flush(now, out);
+                }
                 return;
             }
         };
-        let run = self.next_run;
-        self.next_run += 1;
         let timeout = req
             .headers
             .timeout_secs()
             .map(Duration::from_secs)
             .or(own_timeout)
             .or(self.cfg.default_timeout);
-        debug!(
-            "job {msgid} on slot {slot} (queue {}, timeout {timeout:?})",
-            req.queue
-        );
+        match free {
+            Some(slot) => {
+                debug!(
+                    "job {msgid} on slot {slot} (queue {}, timeout {timeout:?})",
+                    req.queue
+                );
+                self.start_job(slot, msgid, job, timeout, now, out);
+            }
+            None => {
+                debug!(
+                    "job {msgid} held: every slot busy ({} held before it)",
+                    self.held.len()
+                );
+                self.held.push_back(Held {
+                    msgid,
+                    job,
+                    timeout,
+                });
+            }
+        }
+    }
+
+    fn start_job(
+        &mut self,
+        slot: usize,
+        msgid: String,
+        job: Job,
+        timeout: Option<Duration>,
+        now: Duration,
+        out: &mut Vec<Action>,
+    ) {
+        let run = self.next_run;
+        self.next_run += 1;
         self.slots[slot] = Slot::Busy(Box::new(Running {
             msgid: msgid.clone(),
             run,
+            started: now,
             timeout,
             deadline: timeout.map(|t| now + t),
             stopping: None,
@@ -752,6 +841,18 @@ impl Connection {
             job,
             timeout,
         }));
+    }
+
+    /// Held jobs onto free slots, oldest first.
+    fn start_held(&mut self, now: Duration, out: &mut Vec<Action>) {
+        while !self.held.is_empty() {
+            let Some(slot) = self.free_slot() else { return };
+            let Some(h) = self.held.pop_front() else {
+                return;
+            };
+            debug!("held job {} on slot {slot}", h.msgid);
+            self.start_job(slot, h.msgid, h.job, h.timeout, now, out);
+        }
     }
 
     fn on_job_started(&mut self, slot: usize, run: u64, now: Duration) {
@@ -782,6 +883,11 @@ impl Connection {
             return;
         }
         let msgid = r.msgid.clone();
+        if r.stopping != Some(CancelReason::Router) {
+            // What the window sizes from: how long jobs take here (a
+            // timeout counts: that job was long).
+            self.window.job_finished(now.saturating_sub(r.started));
+        }
         // A job stopped by us that still succeeded finished on its own
         // before the kill reached it: its real result goes out.
         let outcome = match (outcome, r.stopping) {
@@ -810,7 +916,7 @@ impl Connection {
     /// CANCEL from the router: stop every run of `orig_msgid` (one, unless
     /// the router delivered the same msgid twice); its REPLY goes out when
     /// the pool reports it finished.
-    fn on_cancel(&mut self, orig_msgid: &str, out: &mut Vec<Action>) {
+    fn on_cancel(&mut self, orig_msgid: &str, now: Duration, out: &mut Vec<Action>) {
         let mut found = false;
         for (slot, s) in self.slots.iter_mut().enumerate() {
             let Slot::Busy(r) = s else { continue };
@@ -836,6 +942,16 @@ impl Connection {
                 }
             }
         }
+        if let Some(i) = self.held.iter().position(|h| h.msgid == orig_msgid) {
+            found = true;
+            self.held.remove(i);
+            info!("CANCEL of job {orig_msgid}: it was held, not started; replying cancelled");
+            let err = JobError::new(ErrorKind::Cancelled, CANCELLED_MESSAGE);
+            self.queue_or_send_reply(orig_msgid, JobOutcome::Error(err), now, out);
+            if self.phase == Phase::Registered {
+                self.flush(now, out);
+            }
+        }
         if !found {
             debug!("ignoring CANCEL of job {orig_msgid}: not running here");
         }
@@ -851,13 +967,19 @@ impl Connection {
         now: Duration,
         out: &mut Vec<Action>,
     ) {
-        self.slots[slot] = Slot::Free { offered: false };
+        self.slots[slot] = Slot::Free;
         self.queue_or_send_reply(msgid, outcome, now, out);
+        if matches!(
+            self.phase,
+            Phase::Registered | Phase::Draining | Phase::ShuttingDown { .. }
+        ) {
+            self.start_held(now, out);
+        }
         match self.phase {
             Phase::Registered => {
                 self.flush(now, out);
             }
-            Phase::Draining if self.slot_counts().busy == 0 => {
+            Phase::Draining if self.busy() == 0 => {
                 info!(
                     "the last running job finished; reconnecting in {:?}",
                     self.cfg.reconnect_delay
@@ -945,16 +1067,10 @@ impl Connection {
             }
             Command::Ready => {
                 // Any outstanding READY stands for any free slot.
-                match self
-                    .slots
-                    .iter()
-                    .position(|s| matches!(s, Slot::Free { offered: true }))
-                {
-                    Some(slot) => {
-                        warn!("a READY could not be sent; slot {slot} will be offered again");
-                        self.slots[slot] = Slot::Free { offered: false };
-                    }
-                    None => debug!("a READY could not be sent; no slot was counting on it"),
+                if self.window.ready_failed() {
+                    warn!("a READY could not be sent; it will be offered again");
+                } else {
+                    debug!("a READY could not be sent; no credit was counting on it");
                 }
             }
             Command::Heartbeat { .. } => debug!("a HEARTBEAT could not be sent"),
@@ -971,9 +1087,10 @@ impl Connection {
         if self.is_shutting_down() {
             return;
         }
-        let busy = self.slot_counts().busy;
+        let busy = self.busy();
         info!(
-            "shutting down: no new jobs, {busy} running job(s) get {:?}, then KBYE to {}",
+            "shutting down: no new jobs, {busy} running and {} held job(s) get {:?}, then KBYE to {}",
+            self.held.len(),
             self.cfg.grace_period,
             self.endpoint()
         );
@@ -987,7 +1104,7 @@ impl Connection {
     }
 
     fn maybe_exit(&mut self, now: Duration, out: &mut Vec<Action>) {
-        if self.slot_counts().busy == 0 {
+        if self.busy() == 0 && self.held.is_empty() {
             info!("no jobs running; KBYE and exit");
             self.send(Command::Kbye, now, out);
             self.phase = Phase::Stopped;
@@ -1000,13 +1117,16 @@ impl Connection {
     /// router redelivers the jobs still in flight to another job manager.
     fn kill_remaining(&mut self, now: Duration, out: &mut Vec<Action>) {
         warn!(
-            "grace period over; killing {} running job(s), which the router redelivers after our KBYE",
-            self.slot_counts().busy
+            "grace period over; killing {} running job(s) and dropping {} held, which the router \
+             redelivers after our KBYE",
+            self.busy(),
+            self.held.len()
         );
         out.push(Action::KillAll);
+        self.held.clear();
         for slot in 0..self.slots.len() {
             if let Slot::Busy(_) = &self.slots[slot] {
-                self.slots[slot] = Slot::Free { offered: false };
+                self.slots[slot] = Slot::Free;
             }
         }
         self.send(Command::Kbye, now, out);

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use emq_jobmanager::connection::Prefetch;
 use emq_jobmanager::manager::{ManagerConfig, DEFAULT_BROKER};
 use emq_jobmanager::{Error, JobManager};
 use emqp_proto::settings::Settings;
@@ -18,7 +19,19 @@ Settings come from flags, then EVENTMQ_* environment variables, then the
 WORKER_ADDR_FAILOVER), QUEUES, CONCURRENT_JOBS, HEARTBEAT_INTERVAL,
 HEARTBEAT_LIVENESS, KILL_GRACE_PERIOD, PYTHON, MAX_MESSAGE_SIZE,
 GLOBAL_TIMEOUT, SUBPROCESS_SETUP_FUNC (or the deprecated SETUP_PATH and
-SETUP_CALLABLE), JOB_ENTRY_FUNC, JOB_EXIT_FUNC, MAX_JOB_COUNT.
+SETUP_CALLABLE), JOB_ENTRY_FUNC, JOB_EXIT_FUNC, MAX_JOB_COUNT, PREFETCH,
+PREFETCH_CAP.
+
+Credit window (--prefetch): at most --concurrency jobs ever run, but the
+job manager may hold more (READYs beyond its free slots, jobs received while
+every slot is busy), so that slots do not idle while a READY travels to the
+router and a job comes back. \"auto\" sizes it from the measured job time
+and round trip (2 x (slots - 1) x round trip / job time, at most
+--prefetch-cap): short jobs get credit ahead, jobs long compared with the
+round trip get none. 0 turns it off (one READY per free slot, as EventMQ
+0.3.13); N holds N more. Held jobs are the router's in-flight jobs:
+redelivered if this job manager dies, run before it leaves (KBYE, SIGTERM
+within --grace-period).
 
 Jobs (the REQUEST message frame):
   [\"run\", {\"path\": \"pkg.mod\" | \"pkg.mod:Class\", \"callable\": NAME, \"args\": [..],
@@ -131,6 +144,16 @@ struct Cli {
     /// [env: EVENTMQ_MAX_MESSAGE_SIZE] [default: 16777216 (16 MiB)]
     #[arg(long, value_name = "BYTES", allow_negative_numbers = true)]
     max_message_size: Option<i64>,
+
+    /// Credit beyond the free slots: auto (sized from measured job time
+    /// and round trip), 0 (off: one READY per free slot) or N (always N
+    /// more) [default: auto]
+    #[arg(long, value_name = "auto|0|N")]
+    prefetch: Option<String>,
+
+    /// Upper bound of the adaptive credit window, in jobs [default: 128]
+    #[arg(long, value_name = "N")]
+    prefetch_cap: Option<usize>,
 
     /// Config file (sets EVENTMQ_CONFIG_FILE)
     #[arg(short = 'C', long, value_name = "FILE")]
@@ -273,6 +296,14 @@ fn config(
     if let Some(v) = cli.max_message_size.or(setting(s, "MAX_MESSAGE_SIZE")?) {
         conn.max_message_size = usize::try_from(v).ok().filter(|&n| n > 0);
     }
+    let prefetch = match cli.prefetch.or(s.get("PREFETCH").map(String::from)) {
+        Some(p) if !p.trim().is_empty() => p.parse::<Prefetch>()?,
+        _ => Prefetch::adaptive(),
+    };
+    conn.prefetch = match (prefetch, cli.prefetch_cap.or(setting(s, "PREFETCH_CAP")?)) {
+        (Prefetch::Adaptive { .. }, Some(cap)) => Prefetch::Adaptive { cap },
+        (p, _) => p,
+    };
     if let Some(v) = cli.ack_timeout {
         conn.ack_timeout = secs("ack timeout", v)?;
     }
@@ -634,6 +665,39 @@ mod tests {
         };
         assert_eq!(exit_code(&io), 1);
         assert_eq!(io.to_string(), "starting the slot threads: no threads");
+    }
+
+    #[test]
+    fn prefetch_is_adaptive_by_default_off_with_0_fixed_with_n_and_capped_by_its_flag() {
+        use emq_jobmanager::connection::window::DEFAULT_CAP;
+        let p = |args: &[&str]| cfg(args, &no_env).map(|c| c.connection.prefetch);
+        assert_eq!(p(&[]), Ok(Prefetch::Adaptive { cap: DEFAULT_CAP }));
+        assert_eq!(p(&["--prefetch", "auto"]), Ok(Prefetch::adaptive()));
+        assert_eq!(p(&["--prefetch", "0"]), Ok(Prefetch::Off));
+        assert_eq!(p(&["--prefetch", "12"]), Ok(Prefetch::Fixed(12)));
+        assert_eq!(
+            p(&["--prefetch-cap", "16"]),
+            Ok(Prefetch::Adaptive { cap: 16 })
+        );
+        assert_eq!(
+            p(&["--prefetch", "3", "--prefetch-cap", "16"]),
+            Ok(Prefetch::Fixed(3)),
+            "the cap bounds the adaptive window only"
+        );
+        assert!(p(&["--prefetch", "many"]).unwrap_err().contains("auto"));
+        let env: std::collections::HashMap<String, String> = [
+            ("EVENTMQ_CONFIG_FILE", "/dev/null"),
+            ("EVENTMQ_PREFETCH", "0"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let s = Settings::load_from("jobmanager", &env).unwrap();
+        let cli = Cli::try_parse_from(["emq-jobmanager"]).unwrap();
+        assert_eq!(
+            config(cli, &s, &no_env).unwrap().connection.prefetch,
+            Prefetch::Off
+        );
     }
 
     #[test]

@@ -29,7 +29,7 @@ use emqp_proto::{Message, QueueSpec};
 use log::{debug, info, warn};
 use serde_json::Value;
 
-use crate::connection::{Action, Config, Connection, Input};
+use crate::connection::{Action, Config, Connection, Input, Prefetch};
 use crate::handlers::Handlers;
 use crate::pool::{Pool, PoolConfig, PoolEvent, Waker};
 use crate::python::PythonConfig;
@@ -146,8 +146,12 @@ impl std::fmt::Debug for ManagerConfig {
 
 impl Default for ManagerConfig {
     fn default() -> Self {
+        let mut connection = Config::new(vec![DEFAULT_BROKER.into()], QueueSpec::default(), 4);
+        // The binary's and the library's default; the core's own default
+        // (`Config::new`) is off, for its unit tests.
+        connection.prefetch = Prefetch::adaptive();
         ManagerConfig {
-            connection: Config::new(vec![DEFAULT_BROKER.into()], QueueSpec::default(), 4),
+            connection,
             python: PythonConfig::default(),
             plain: None,
         }
@@ -221,6 +225,13 @@ impl JobManagerBuilder {
         password: impl Into<String>,
     ) -> Self {
         self.cfg.plain = Some((username.into(), password.into()));
+        self
+    }
+
+    /// The credit window beyond the free slots: [`Prefetch::Off`] for one
+    /// READY per free slot, fixed, or adaptive (the default).
+    pub fn prefetch(mut self, prefetch: Prefetch) -> Self {
+        self.cfg.connection.prefetch = prefetch;
         self
     }
 
@@ -337,8 +348,9 @@ impl JobManager {
         core_cfg.id_seed = emqp_proto::msgid::random_seed();
         core_cfg.unix_micros_at_start = unix_micros_now();
         let start = Instant::now();
-        let (concurrency, queues, brokers, max_message_size, default_timeout) = (
+        let (concurrency, prefetch, queues, brokers, max_message_size, default_timeout) = (
             core_cfg.concurrency,
+            core_cfg.prefetch,
             core_cfg.queues.to_inform_json(),
             core_cfg.brokers.join(","),
             core_cfg.max_message_size,
@@ -376,8 +388,8 @@ impl JobManager {
         )
         .map_err(io("starting the slot threads"))?;
         info!(
-            "emq-jobmanager {}: {concurrency} slot(s), queues {queues}, brokers {brokers}, \
-             max message size {}, default job timeout {}",
+            "emq-jobmanager {}: {concurrency} slot(s), credit window {prefetch}, queues {queues}, \
+             brokers {brokers}, max message size {}, default job timeout {}",
             env!("CARGO_PKG_VERSION"),
             match max_message_size {
                 Some(n) => format!("{n} bytes"),

@@ -103,9 +103,12 @@ fn readies(r: &Router, window: Duration, keepalive: &[u8]) -> usize {
 #[test]
 fn inform_ready_request_reply_and_sigterm_kbye_exit_0() {
     let r = Router::new();
+    // One READY per free slot (no credit window): the READYs are counted.
     let mut jm = Jm::spawn(
         &r.endpoint,
         &[
+            "--prefetch",
+            "0",
             "--concurrency",
             "2",
             "--queues",
@@ -645,6 +648,9 @@ fn inline_handlers_answer_a_batch_run_once_under_retry_count_and_keep_slot_accou
     let jm = emq_jobmanager::JobManager::builder()
         .broker(r.endpoint.clone())
         .concurrency(2)
+        // One READY per free slot (no credit window): the READYs are
+        // counted.
+        .prefetch(emq_jobmanager::connection::Prefetch::Off)
         .inline_handler("double", |v: Value| {
             Ok(json!(v.as_i64().ok_or("not a number")? * 2))
         })

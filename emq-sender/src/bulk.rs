@@ -1,8 +1,9 @@
 //! Bulk mode: jobs from a reader (stdin), one JSON job per line, submitted
 //! pipelined with a bounded window of outstanding jobs; one JSON line of
-//! output per job.
+//! output per job. A `queue-full` refusal holds the feed back and the job
+//! is sent again ([`crate::backoff`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::{BufRead, Write};
 use std::sync::mpsc::{self, Receiver, TryRecvError};
 use std::time::{Duration, Instant};
@@ -10,6 +11,7 @@ use std::time::{Duration, Instant};
 use emqp_proto::{Headers, RejectReason, ResultStatus};
 use serde_json::{json, Value};
 
+use crate::backoff::Backoff;
 use crate::client::{Client, ClientError, Event};
 use crate::exit::Exit;
 
@@ -31,6 +33,8 @@ pub struct BulkOptions {
     pub window: usize,
     /// Show a `\r`-updated progress line on the error stream.
     pub progress: bool,
+    /// `queue-full` is final: no resend.
+    pub fail_fast: bool,
 }
 
 /// Counts for the summary line.
@@ -44,6 +48,8 @@ pub struct Summary {
     pub failed: usize,
     pub timed_out: usize,
     pub invalid: usize,
+    /// REQUESTs sent again after a `queue-full`.
+    pub resent: usize,
     pub exit: Option<Exit>,
 }
 
@@ -76,6 +82,9 @@ impl Summary {
             ", {} timed out, {} invalid lines in {secs:.2} s ({rate:.0} jobs/s)",
             self.timed_out, self.invalid
         ));
+        if self.resent > 0 {
+            s.push_str(&format!("; {} sent again after queue-full", self.resent));
+        }
         s
     }
 }
@@ -130,6 +139,12 @@ struct Pending {
     seq: u64,
     deadline: Instant,
     accepted: bool,
+    /// The MSG frame, kept to send it again after a `queue-full`.
+    message: Option<Vec<u8>>,
+    /// Refused `queue-full` (this text) and waiting to be sent again.
+    refused: Option<String>,
+    /// Sent again, no answer yet.
+    probing: bool,
 }
 
 /// A line of input: its number (1-based) and bytes, or a read error.
@@ -169,6 +184,17 @@ struct Run<'a> {
     next_seq: u64,
     sum: Summary,
     progress_shown: bool,
+    /// Jobs refused `queue-full`, in the order to send them again.
+    resend: VecDeque<String>,
+    /// No sending before this (the queue was full).
+    resume_at: Option<Instant>,
+    backoff: Backoff,
+    /// Refused jobs sent again per round: 1 after a refusal, doubling
+    /// with every one accepted (the router's queue drains at its own
+    /// pace: probing finds it without flooding it with refusals).
+    probe: usize,
+    /// Jobs sent again and not answered yet.
+    probing: usize,
 }
 
 impl Run<'_> {
@@ -185,6 +211,9 @@ impl Run<'_> {
     fn finish(&mut self, msgid: &str) -> Option<Pending> {
         let p = self.pending.remove(msgid)?;
         self.by_seq.remove(&p.seq);
+        if p.probing {
+            self.probing -= 1;
+        }
         Some(p)
     }
 
@@ -202,6 +231,9 @@ impl Run<'_> {
             return self.invalid(line, format!("not valid JSON: {e}"));
         }
         let message = t.as_bytes().to_vec();
+        // Kept to send it again after a queue-full (PUBLISH is never refused).
+        let keep = (!self.opts.fail_fast && !self.opts.no_ack && self.opts.publish.is_none())
+            .then(|| message.clone());
         let msgid = match &self.opts.publish {
             Some(topic) => self.client.publish(topic, message)?,
             None => self
@@ -222,9 +254,83 @@ impl Run<'_> {
                 seq,
                 deadline: Instant::now() + self.opts.timeout,
                 accepted: false,
+                message: keep,
+                refused: None,
+                probing: false,
             },
         );
         Ok(())
+    }
+
+    /// A `queue-full` for a job that may be sent again: queue it for the
+    /// resend and hold the feed back. False when its timeout leaves no
+    /// time for another try (then it is rejected for good).
+    fn refused(&mut self, msgid: &str, text: &str) -> bool {
+        let now = Instant::now();
+        let Some(p) = self.pending.get_mut(msgid) else {
+            return false;
+        };
+        if p.message.is_none() || p.refused.is_some() {
+            return false;
+        }
+        if std::mem::take(&mut p.probing) {
+            self.probing -= 1;
+            self.probe = (self.probe / 2).max(1);
+        }
+        // One pause per round of refusals (a burst is refused many times
+        // over at once): the backoff grows once.
+        let at = match self.resume_at {
+            Some(r) if r > now => r,
+            _ => now + self.backoff.next_delay(),
+        };
+        if at >= p.deadline {
+            return false;
+        }
+        p.refused = Some(text.to_string());
+        self.resend.push_back(msgid.to_string());
+        self.resume_at = Some(at);
+        true
+    }
+
+    /// Send refused jobs again once the backoff is over, `probe` at a
+    /// time. Whether the feed of new lines may go on (nothing refused
+    /// left, nothing sent again unanswered).
+    fn resend_due(&mut self, now: Instant) -> Result<bool, ClientError> {
+        if self.resume_at.is_some_and(|r| now < r) || self.probing > 0 {
+            return Ok(false);
+        }
+        self.resume_at = None;
+        while self.probing < self.probe {
+            let Some(msgid) = self.resend.pop_front() else {
+                break;
+            };
+            let Some(p) = self.pending.get_mut(&msgid) else {
+                continue;
+            };
+            if p.refused.take().is_none() {
+                continue;
+            }
+            let Some(message) = p.message.clone() else {
+                continue;
+            };
+            p.probing = true;
+            self.probing += 1;
+            self.client
+                .submit_with_msgid(&msgid, &self.opts.queue, &self.opts.headers, message)?;
+            self.sum.resent += 1;
+        }
+        Ok(self.resend.is_empty() && self.probing == 0)
+    }
+
+    /// The router answered a job other than `queue-full`.
+    fn answered(&mut self, msgid: &str) {
+        self.backoff.reset();
+        if let Some(p) = self.pending.get_mut(msgid) {
+            if std::mem::take(&mut p.probing) {
+                self.probing -= 1;
+                self.probe = (self.probe * 2).min(self.opts.window.max(1));
+            }
+        }
     }
 
     fn invalid(&mut self, line: usize, error: String) -> Result<(), ClientError> {
@@ -242,6 +348,7 @@ impl Run<'_> {
     fn handle(&mut self, ev: Event) -> Result<(), ClientError> {
         match ev {
             Event::Accepted { msgid } => {
+                self.answered(&msgid);
                 if self.opts.wait {
                     if let Some(p) = self.pending.get_mut(&msgid) {
                         if !p.accepted {
@@ -262,6 +369,13 @@ impl Run<'_> {
                 reason,
                 text,
             } => {
+                if reason == RejectReason::QueueFull
+                    && !self.opts.fail_fast
+                    && self.refused(&msgid, &text)
+                {
+                    return Ok(());
+                }
+                self.answered(&msgid);
                 let Some(p) = self.finish(&msgid) else {
                     return Ok(());
                 };
@@ -285,6 +399,7 @@ impl Run<'_> {
                 status,
                 payload,
             } => {
+                self.answered(&msgid);
                 let Some(p) = self.finish(&msgid) else {
                     return Ok(());
                 };
@@ -337,6 +452,23 @@ impl Run<'_> {
                 break;
             }
             if let Some(p) = self.finish(&msgid) {
+                if let Some(text) = p.refused {
+                    // Still refused when its time ran out: the refusal is
+                    // the answer.
+                    self.sum.rejected += 1;
+                    self.sum.note(Exit::Rejected);
+                    self.emit(output_line(
+                        p.line,
+                        Some(&msgid),
+                        "rejected",
+                        None,
+                        &[
+                            ("reason", Value::from(RejectReason::QueueFull.as_str())),
+                            ("text", Value::from(text)),
+                        ],
+                    ))?;
+                    continue;
+                }
                 self.sum.timed_out += 1;
                 self.sum.note(Exit::Timeout);
                 self.emit(output_line(
@@ -402,13 +534,20 @@ pub fn run_bulk<R: BufRead + Send + 'static>(
         next_seq: 0,
         sum: Summary::default(),
         progress_shown: false,
+        resend: VecDeque::new(),
+        resume_at: None,
+        backoff: Backoff::default(),
+        probe: 1,
+        probing: 0,
     };
     let mut eof = false;
     let mut last_progress = Instant::now();
     loop {
+        // Jobs refused queue-full go again first; no new line meanwhile.
+        let may_feed = run.resend_due(Instant::now())?;
         // Feed: as many lines as the window allows, without blocking.
         let mut fed = 0usize;
-        while !eof && run.pending.len() < window && fed < 1024 {
+        while may_feed && !eof && run.pending.len() < window && fed < 1024 {
             match rx.try_recv() {
                 Ok(Ok((n, bytes))) => {
                     run.submit_line(n, bytes)?;
@@ -423,15 +562,18 @@ pub fn run_bulk<R: BufRead + Send + 'static>(
             break;
         }
         // Receive: everything that is there, waiting a little when idle.
-        let can_feed = !eof && run.pending.len() < window;
+        let can_feed = may_feed && !eof && run.pending.len() < window;
         let wait_ms: i64 = if fed > 0 {
             0
         } else if can_feed {
             5
         } else {
             let now = Instant::now();
-            run.next_deadline()
-                .map(|d| d.saturating_duration_since(now).as_millis() as i64 + 1)
+            let next = match (run.next_deadline(), run.resume_at) {
+                (Some(d), Some(r)) => Some(d.min(r)),
+                (d, r) => d.or(r),
+            };
+            next.map(|d| d.saturating_duration_since(now).as_millis() as i64 + 1)
                 .unwrap_or(100)
                 .min(100)
         };

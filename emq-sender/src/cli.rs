@@ -44,8 +44,9 @@ Exit codes:
   0  accepted (with --wait: the job finished ok; for a schedule: REPLY)
   1  connection or internal error
   2  usage error (bad flag, MESSAGE_JSON or a bulk line that is not JSON)
-  3  rejected by the router (queue-full, malformed, shutting-down, ...; for a
-     schedule: any REJECT, e.g. a bad cron expression)
+  3  rejected by the router (malformed, shutting-down, ...; queue-full only
+     when the queue stayed full for --timeout, or at once with --fail-fast;
+     for a schedule: any REJECT, e.g. a bad cron expression)
   4  the job failed (RESULT failed, or REJECT dead-lettered)
   5  timed out: no ack within --timeout (default 10 s), or with --wait no
      result within --timeout (default 60 s)
@@ -234,6 +235,12 @@ pub struct Cli {
     #[arg(long, conflicts_with = "wait")]
     pub no_ack: bool,
 
+    /// Take REJECT queue-full as final (exit 3). Without it a full queue
+    /// is backpressure: the job is sent again after 10 ms, 20 ms, ... up to
+    /// 1 s between tries, within --timeout
+    #[arg(long)]
+    pub fail_fast: bool,
+
     /// Bulk mode: at most N jobs outstanding (sent, not yet answered)
     #[arg(long, value_name = "N", default_value_t = DEFAULT_WINDOW, value_parser = parse_window)]
     pub window: usize,
@@ -388,6 +395,8 @@ pub struct Plan {
     pub no_ack: bool,
     pub timeout: Duration,
     pub window: usize,
+    /// `REJECT queue-full` is final (no resend with backoff).
+    pub fail_fast: bool,
     pub mode: Mode,
     /// Send SCHEDULE / UNSCHEDULE (the job is then always `Mode::Single`).
     pub schedule: Option<ScheduleSpec>,
@@ -408,6 +417,7 @@ impl std::fmt::Debug for Plan {
             .field("no_ack", &self.no_ack)
             .field("timeout", &self.timeout)
             .field("window", &self.window)
+            .field("fail_fast", &self.fail_fast)
             .field("mode", &self.mode)
             .field("schedule", &self.schedule)
             .field("publish", &self.publish)
@@ -590,6 +600,7 @@ impl Cli {
             no_ack: self.no_ack || self.publish.is_some(),
             timeout: Duration::from_secs_f64(self.timeout.unwrap_or(default_timeout)),
             window: self.window,
+            fail_fast: self.fail_fast,
             mode,
             schedule,
             plain,

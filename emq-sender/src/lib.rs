@@ -10,6 +10,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod backoff;
 pub mod bulk;
 pub mod cli;
 pub mod client;
@@ -90,6 +91,7 @@ pub fn run<R: BufRead + Send + 'static>(plan: &Plan, input: R, io: Io) -> Exit {
                 publish: plan.publish.clone(),
                 timeout: plan.timeout,
                 window: plan.window,
+                fail_fast: plan.fail_fast,
                 progress: io.progress,
             };
             bulk::run_bulk(&client, input, io.out, io.err, &opts).map(|s| {
@@ -230,9 +232,39 @@ fn run_single(
     err: &mut dyn Write,
 ) -> Result<Exit, ClientError> {
     let secs = plan.timeout.as_secs_f64();
-    let msgid = client.submit(&plan.queue, &plan.headers, message)?;
+    let deadline = Instant::now() + plan.timeout;
+    let msgid = client.submit(&plan.queue, &plan.headers, message.clone())?;
     let print = print_line;
-    let outcome = client.wait(&msgid, plan.wait, plan.timeout)?;
+    let mut backoff = backoff::Backoff::default();
+    let mut resent = 0u32;
+    let outcome = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let outcome = client.wait(&msgid, plan.wait, left)?;
+        // queue-full is backpressure: the same REQUEST again, later.
+        let Outcome::Rejected {
+            reason: RejectReason::QueueFull,
+            ..
+        } = &outcome
+        else {
+            break outcome;
+        };
+        if plan.fail_fast {
+            break outcome;
+        }
+        let now = Instant::now();
+        let Some(at) = backoff.retry_at(now, deadline) else {
+            break outcome;
+        };
+        std::thread::sleep(at - now);
+        resent += 1;
+        client.submit_with_msgid(&msgid, &plan.queue, &plan.headers, message.clone())?;
+    };
+    if resent > 0 {
+        let _ = writeln!(
+            err,
+            "emq-sender: job {msgid}: queue full, sent {resent} more time(s)"
+        );
+    }
     Ok(match outcome {
         Outcome::Accepted => {
             print(out, &msgid)?;
@@ -249,9 +281,14 @@ fn run_single(
             }
         }
         Outcome::Rejected { reason, text } => {
+            let still = if reason == RejectReason::QueueFull && !plan.fail_fast {
+                format!(" (still full after {secs} s of trying: --timeout)")
+            } else {
+                String::new()
+            };
             let _ = writeln!(
                 err,
-                "emq-sender: job {msgid} rejected by the router: {}: {text}",
+                "emq-sender: job {msgid} rejected by the router: {}: {text}{still}",
                 reason.as_str()
             );
             if plan.wait && reason == RejectReason::DeadLettered {

@@ -92,16 +92,21 @@ fn queue_headers_and_raw_message_are_sent_as_given() {
 #[test]
 fn reject_exits_3_with_the_reason_on_stderr() {
     let router = FakeRouter::new();
-    let run = run_sender(Some(&router), &["[1]"], None, |r, id, msg| {
-        r.send(
-            id,
-            Command::Reject(Reject {
-                orig_msgid: msg.msgid.clone(),
-                reason: RejectReason::QueueFull,
-                text: "queue default is full".into(),
-            }),
-        )
-    });
+    let run = run_sender(
+        Some(&router),
+        &["--fail-fast", "[1]"],
+        None,
+        |r, id, msg| {
+            r.send(
+                id,
+                Command::Reject(Reject {
+                    orig_msgid: msg.msgid.clone(),
+                    reason: RejectReason::QueueFull,
+                    text: "queue default is full".into(),
+                }),
+            )
+        },
+    );
     assert_eq!(run.code, Some(3), "stderr: {}", run.stderr);
     assert!(run.stderr.contains("queue-full"), "{}", run.stderr);
     assert!(
@@ -434,4 +439,138 @@ fn broker_address_comes_from_the_environment() {
         ack,
     );
     assert_eq!(run.code, Some(0), "stderr: {}", run.stderr);
+}
+
+fn queue_full(r: &FakeRouter, id: &[u8], msg: &Message) {
+    r.send(
+        id,
+        Command::Reject(Reject {
+            orig_msgid: msg.msgid.clone(),
+            reason: RejectReason::QueueFull,
+            text: "queue default has 3 buffered jobs (hwm)".into(),
+        }),
+    )
+}
+
+#[test]
+fn queue_full_is_backpressure_the_same_request_goes_again_until_accepted() {
+    let router = FakeRouter::new();
+    let mut n = 0;
+    let run = run_sender(Some(&router), &["[1]"], None, |r, id, msg| {
+        n += 1;
+        if n <= 3 {
+            queue_full(r, id, msg)
+        } else {
+            ack(r, id, msg)
+        }
+    });
+    assert_eq!(run.code, Some(0), "stderr: {}", run.stderr);
+    assert_eq!(run.requests.len(), 4, "refused 3 times, then accepted");
+    let ids: Vec<&str> = run.requests.iter().map(|(_, m)| m.msgid.as_str()).collect();
+    assert!(ids.iter().all(|i| *i == ids[0]), "the same msgid: {ids:?}");
+    assert_eq!(run.stdout.trim(), ids[0]);
+    assert!(run.stderr.contains("sent 3 more time(s)"), "{}", run.stderr);
+    // 10 + 20 + 40 ms of backoff at least.
+    assert!(
+        run.elapsed >= Duration::from_millis(70),
+        "{:?}",
+        run.elapsed
+    );
+}
+
+#[test]
+fn a_queue_still_full_at_the_timeout_exits_3_and_fail_fast_exits_at_once() {
+    let router = FakeRouter::new();
+    let run = run_sender(
+        Some(&router),
+        &["--timeout", "0.5", "[1]"],
+        None,
+        queue_full,
+    );
+    assert_eq!(run.code, Some(3), "stderr: {}", run.stderr);
+    assert!(run.stderr.contains("queue-full"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("still full after 0.5 s"),
+        "{}",
+        run.stderr
+    );
+    // 10, 20, 40, 80, 160 ms: 6 tries fit in 0.5 s (the next wait, 320 ms,
+    // would end past it).
+    assert!(
+        (4..=7).contains(&run.requests.len()),
+        "{} tries",
+        run.requests.len()
+    );
+    assert!(run.elapsed < Duration::from_secs(3), "{:?}", run.elapsed);
+
+    let router = FakeRouter::new();
+    let run = run_sender(Some(&router), &["--fail-fast", "[1]"], None, queue_full);
+    assert_eq!(run.code, Some(3), "stderr: {}", run.stderr);
+    assert_eq!(run.requests.len(), 1, "no resend with --fail-fast");
+    assert!(!run.stderr.contains("still full"), "{}", run.stderr);
+}
+
+#[test]
+fn bulk_holds_new_lines_back_while_refused_jobs_wait_and_every_job_is_accepted_once() {
+    let router = FakeRouter::new();
+    let lines: String = (0..40).map(|i| format!("[{i}]\n")).collect();
+    let mut n = 0;
+    let run = run_sender(
+        Some(&router),
+        &["--window", "8"],
+        Some(lines),
+        |r, id, msg| {
+            n += 1;
+            // The first 8 are refused (the queue is full), then everything is
+            // taken.
+            if n <= 8 {
+                queue_full(r, id, msg)
+            } else {
+                ack(r, id, msg)
+            }
+        },
+    );
+    assert_eq!(run.code, Some(0), "stderr: {}", run.stderr);
+    let out: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(out.len(), 40, "{}", run.stdout);
+    assert!(
+        out.iter().all(|v| v["status"] == "accepted"),
+        "{}",
+        run.stdout
+    );
+    let mut lines: Vec<u64> = out.iter().map(|v| v["line"].as_u64().unwrap()).collect();
+    lines.sort_unstable();
+    assert_eq!(lines, (1..=40).collect::<Vec<_>>());
+    assert_eq!(run.requests.len(), 48, "8 refused and sent again");
+    // The 8 sent again are the first 8 lines, before any new line.
+    let bodies: Vec<String> = run
+        .requests
+        .iter()
+        .map(|(_, m)| request_parts(m).2)
+        .collect();
+    let again: Vec<&str> = bodies[8..16].iter().map(String::as_str).collect();
+    let first: Vec<&str> = bodies[..8].iter().map(String::as_str).collect();
+    assert_eq!(again, first, "refused jobs go first, in order: {bodies:?}");
+    assert!(
+        run.stderr.contains("8 sent again after queue-full"),
+        "{}",
+        run.stderr
+    );
+
+    // --fail-fast: every refusal is final.
+    let router = FakeRouter::new();
+    let lines: String = (0..5).map(|i| format!("[{i}]\n")).collect();
+    let run = run_sender(Some(&router), &["--fail-fast"], Some(lines), queue_full);
+    assert_eq!(run.code, Some(3), "stderr: {}", run.stderr);
+    assert_eq!(run.requests.len(), 5);
+    assert_eq!(
+        run.stdout.matches("\"rejected\"").count(),
+        5,
+        "{}",
+        run.stdout
+    );
 }

@@ -113,9 +113,20 @@ pub fn start_router(extra: &[&str]) -> (Proc, Addrs) {
 
 /// Start our job manager against `broker` with extra flags. Python jobs run
 /// with [`python::job_python`] and `tests/python` on PYTHONPATH.
+///
+/// Unless `extra` names `--prefetch`, it runs with `--prefetch 0` (one
+/// READY per free slot): many tests count a worker's free slots or expect
+/// the jobs a job manager holds to be the ones it runs. The credit window
+/// has its own tests (`credit_window.rs`, and against 0.3.13's router).
 pub fn start_jobmanager(name: &str, broker: &str, extra: &[&str]) -> Proc {
+    let prefetch: &[&str] = if extra.contains(&"--prefetch") {
+        &[]
+    } else {
+        &["--prefetch", "0"]
+    };
     Spawn::new(name, bins::bin(bins::JOBMANAGER))
         .args(["--broker", broker, "--python", &python::job_python()])
+        .args(prefetch)
         .args(extra)
         .env("PYTHONPATH", python::pythonpath())
         .spawn()

@@ -270,3 +270,52 @@ fn client_leaving_before_its_result_does_not_hurt_the_router() {
     assert!(bad.is_empty(), "router logged errors:\n{}", bad.join("\n"));
     assert!(c.router.is_running());
 }
+
+/// A burst bigger than the queue limit: `emq-sender` takes `queue-full` as
+/// backpressure and sends the refused jobs again, so every job of the
+/// burst is accepted and runs once (the router's real refusals, with a
+/// small `--hwm`); `--fail-fast` gives the refusals back as exit 3.
+#[test]
+fn a_burst_over_the_queue_limit_is_sent_again_until_accepted() {
+    let (_router, addrs) = start_router(&["--journal", "none", "--hwm", "50"]);
+    let _jm = start_jobmanager("emq-jobmanager", &addrs.backend, &["--concurrency", "2"]);
+    admin::wait_idle_workers(&addrs.admin, 1, 2, Duration::from_secs(20))
+        .expect("job manager registers");
+    let n = 2000;
+    let lines: String = (0..n)
+        .map(|i| format!("[\"call\", {{\"handler\": \"echo\", \"args\": {i}}}]\n"))
+        .collect();
+    let out = run(
+        Spawn::new("emq-sender", bins::bin(SENDER))
+            .args(["--broker", &addrs.frontend, "--wait", "--timeout", "60"])
+            .stdin(lines.clone()),
+        Duration::from_secs(90),
+    );
+    assert_eq!(out.code(), Some(0), "{}", out.describe());
+    let results: Vec<Value> = out
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(results.len(), n);
+    assert!(
+        results.iter().all(|v| v["status"] == "ok"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stderr.contains("sent again after queue-full"),
+        "a 50-job queue refused some of {n}: {}",
+        out.stderr
+    );
+    eprintln!("[burst] {}", out.stderr.trim());
+
+    let out = run(
+        Spawn::new("emq-sender", bins::bin(SENDER))
+            .args(["--broker", &addrs.frontend, "--fail-fast"])
+            .stdin(lines),
+        Duration::from_secs(90),
+    );
+    assert_eq!(out.code(), Some(3), "{}", out.describe());
+    assert!(out.stdout.contains("\"queue-full\""), "{}", out.describe());
+}

@@ -150,3 +150,67 @@ fn our_jobmanager_runs_python_client_jobs_from_the_python_router() {
     admin::wait_workers(&addrs.admin, Duration::from_secs(10), |w| w.is_empty())
         .expect("the 0.3.13 router forgot our job manager after KBYE");
 }
+
+/// The credit window against 0.3.13's router: it counts every READY as a
+/// free slot, hands out one job per READY, and the job manager runs the
+/// jobs it holds beyond its slots, each once, never more than its slots
+/// at a time.
+#[test]
+fn our_jobmanager_with_a_credit_window_works_with_the_python_router() {
+    let Some(py) = python::venv("our_jobmanager_with_a_credit_window_works_with_the_python_router")
+    else {
+        return;
+    };
+    let (mut router, addrs) = start_py_router(&py);
+    let mut jm = start_jobmanager(
+        "emq-jobmanager",
+        &addrs.backend,
+        &["--concurrency", "2", "--prefetch", "6"],
+    );
+    admin::wait_idle_workers(&addrs.admin, 1, 8, Duration::from_secs(30))
+        .expect("the 0.3.13 router counts 2 slots + 6 credit as 8 free slots");
+
+    let dir = scratch_dir("py-router-window");
+    let file = dir.join("records.txt");
+    let f = file.display().to_string();
+    let n = 24;
+    let lines: Vec<Value> = (0..n)
+        .map(|i| json!({"func": "emq_test_jobs.record", "args": [f, format!("w-{i}"), "window", 0.05]}))
+        .collect();
+    let ids = py_submit(&py, &addrs, &lines);
+    assert_eq!(ids.len(), n);
+    let recs = jobs::wait_records(&file, n, Duration::from_secs(60));
+    let mut tags: Vec<&str> = recs.iter().map(|r| r[0].as_str()).collect();
+    tags.sort_unstable();
+    tags.dedup();
+    assert_eq!(tags.len(), n, "every job ran once: {recs:?}");
+    // At most 2 at a time: the records came from 2 worker processes.
+    let mut pids: Vec<&str> = recs.iter().map(|r| r[2].as_str()).collect();
+    pids.sort_unstable();
+    pids.dedup();
+    assert!(
+        pids.len() <= 2,
+        "jobs ran in {} processes: {pids:?}",
+        pids.len()
+    );
+    admin::wait_idle_workers(&addrs.admin, 1, 8, Duration::from_secs(15))
+        .expect("the credit is back once the jobs are done");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(jobs::read_records(&file).len(), n, "each job ran once");
+    assert!(jm.is_running(), "our job manager died: {}", jm.tail(30));
+    assert!(
+        router.is_running(),
+        "0.3.13 router died: {}",
+        router.tail(30)
+    );
+    let rlog = router.stderr();
+    assert!(
+        !rlog
+            .lines()
+            .any(|l| l.starts_with("Traceback") || l.contains(" ERROR - ")),
+        "0.3.13 router complained:\n{}",
+        router.tail(30)
+    );
+    let st = jm.stop();
+    assert!(st.is_some_and(|s| s.success()), "job manager exit: {st:?}");
+}

@@ -50,7 +50,7 @@ def test_async_submit_many(cluster: Router) -> None:
 
 def test_async_cancel_queued_and_reject(bare_router: Router) -> None:
     async def main() -> None:
-        async with AsyncClient(bare_router.frontend, admin_addr=bare_router.admin) as c:
+        async with AsyncClient(bare_router.frontend, admin_addr=bare_router.admin, queue_full_timeout=0) as c:
             jobs = [await c.submit(call("noop")) for _ in range(3)]
             with pytest.raises(QueueFull):
                 await c.submit(call("noop"))

@@ -114,8 +114,9 @@ def test_delayed_job(client: Client) -> None:
 
 
 def test_queue_full_and_bulk_reject(bare_router: Router) -> None:
-    """The bare router holds 3 jobs per queue (--hwm 3)."""
-    with bare_router.client() as c:
+    """The bare router holds 3 jobs per queue (--hwm 3); with
+    ``queue_full_timeout=0`` a refusal is raised at once."""
+    with bare_router.client(queue_full_timeout=0) as c:
         jobs = [c.submit(call("noop")) for _ in range(3)]
         with pytest.raises(QueueFull) as e:
             c.submit(call("noop"))
@@ -129,6 +130,44 @@ def test_queue_full_and_bulk_reject(bare_router: Router) -> None:
         for j in jobs:
             assert j.cancel() == "cancelled"
         assert c.submit(call("noop")).accepted
+
+
+def test_queue_full_is_backpressure_a_refused_job_goes_again_once_there_is_room(bare_router: Router) -> None:
+    """--hwm 3 and no job manager: the 4th submit is refused queue-full and
+    sent again (same msgid) until a queued job is cancelled from another
+    thread; then it is accepted. With a short queue_full_timeout, the
+    refusal is raised once the time is spent."""
+    with bare_router.client(queue_full_timeout=20) as c:
+        jobs = [c.submit(call("noop")) for _ in range(3)]
+
+        def make_room() -> None:
+            with bare_router.client() as other:
+                other.job(jobs[0].msgid).cancel()
+
+        timer = threading.Timer(0.5, make_room)
+        t0 = time.monotonic()
+        timer.start()
+        try:
+            fourth = c.submit(call("noop"))
+        finally:
+            timer.join()
+        assert fourth.accepted
+        assert time.monotonic() - t0 >= 0.4, "it waited for the room"
+        assert fourth.status().state == "queued"
+    with bare_router.client(queue_full_timeout=0.3) as c:
+        t0 = time.monotonic()
+        with pytest.raises(QueueFull):
+            c.submit(call("noop"))
+        assert 0.1 <= time.monotonic() - t0 < 5
+
+
+def test_submit_many_sends_queue_full_refusals_again(bare_router: Router) -> None:
+    """A bulk submit far over --hwm 3, with a job manager draining the
+    queue: every job is accepted and runs once."""
+    bare_router.add_jobmanager(concurrency=2)
+    with bare_router.client() as c:
+        jobs = c.submit_many([call("echo", i) for i in range(300)])
+        assert [j.result(60) for j in jobs] == list(range(300))
 
 
 def test_bad_schedule_is_malformed(client: Client) -> None:

@@ -253,6 +253,23 @@ class JobStatus:
         return f"JobStatus(msgid={self.msgid!r}, state={self.state!r}, queue={self.queue!r}, attempts={self.attempts})"
 
 
+#: ``queue-full`` backpressure: the first wait before a refused job is
+#: sent again, doubling up to :data:`FULL_BACKOFF_MAX` (as ``emq-sender``).
+FULL_BACKOFF_FIRST = 0.01
+FULL_BACKOFF_MAX = 1.0
+
+
+def full_backoff(attempt: int) -> float:
+    """The wait before try ``attempt + 1`` of a job refused ``queue-full``
+    ``attempt`` times (1, 2, ...): 10 ms doubling to 1 s."""
+    return min(FULL_BACKOFF_MAX, FULL_BACKOFF_FIRST * (2 ** max(0, attempt - 1)))
+
+
+def is_queue_full(p: Pending) -> bool:
+    """The router refused the job because its queue is full."""
+    return isinstance(p.reject, errors.QueueFull)
+
+
 def drain_list(items: List[Pending], finished: bool = False) -> int:
     """Drop answered (with ``finished``: finished) records from the front of
     a send-ordered list; how many are left (the pipelining window)."""

@@ -56,9 +56,13 @@ class AsyncClient:
         legacy: bool = False,
         linger: float = 1.0,
         context: Optional[zmq.asyncio.Context] = None,
+        queue_full_timeout: float = 30.0,
     ) -> None:
         if window < 1:
             raise ValueError("window must be >= 1")
+        if queue_full_timeout < 0:
+            raise ValueError("queue_full_timeout must be >= 0")
+        self.queue_full_timeout = float(queue_full_timeout)
         self.addr = addr or default_frontend()
         self.admin_addr = admin_addr or default_admin()
         try:
@@ -250,6 +254,10 @@ class AsyncClient:
         await self._send(sock, frames, self.addr)
         return p
 
+    async def _repost(self, p: Pending, task: Task, queue: Optional[str], headers: str) -> None:
+        p.reject = None
+        await self._send(self._start(), wire.request(p.msgid, queue or self.queue, headers, task.message), self.addr)
+
     async def submit(
         self,
         func: JobSpec,
@@ -261,12 +269,26 @@ class AsyncClient:
         headers: Sequence[str] = (),
         **kwargs: Any,
     ) -> "AsyncJob":
-        """As :meth:`Client.submit`."""
+        """As :meth:`Client.submit` (``queue-full`` is sent again with
+        backoff for up to ``queue_full_timeout``)."""
         task = payload.build(func, args, kwargs)
-        p = await self._post(task, queue, self._headers(retries, timeout, delay, headers))
+        hdrs = self._headers(retries, timeout, delay, headers)
+        p = await self._post(task, queue, hdrs)
         if not self.legacy:
-            if not await self._await(p, lambda q: q.answered, self.ack_timeout):
-                raise self._no_answer(f"job {p.msgid}")
+            loop = asyncio.get_running_loop()
+            give_up = loop.time() + self.queue_full_timeout
+            tries = 0
+            while True:
+                if not await self._await(p, lambda q: q.answered, self.ack_timeout):
+                    raise self._no_answer(f"job {p.msgid}")
+                if not _core.is_queue_full(p):
+                    break
+                tries += 1
+                pause = _core.full_backoff(tries)
+                if loop.time() + pause >= give_up:
+                    break
+                await asyncio.sleep(pause)
+                await self._repost(p, task, queue, hdrs)
             if p.reject is not None:
                 raise p.reject
         return AsyncJob(self, p.msgid, p)

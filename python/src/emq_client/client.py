@@ -106,7 +106,11 @@ class Client:
     ``tcp://127.0.0.1:47293``); ``queue``: the default queue;
     ``ack_timeout``: seconds to wait for the router's answer to a submit
     before raising :class:`EmqConnectionError`; ``window``: jobs
-    ``submit_many`` keeps unacknowledged at once.
+    ``submit_many`` keeps unacknowledged at once;
+    ``queue_full_timeout``: a job refused ``queue-full`` is backpressure,
+    not a failure — it is sent again (same msgid) after 10 ms, doubling to
+    1 s between tries, for up to this many seconds before
+    :class:`QueueFull` is raised; 0 raises it at once.
 
     ``legacy=True`` is for an EventMQ 0.3.13 router, which acknowledges only
     jobs it can dispatch at once and never returns results: submits are fire
@@ -127,9 +131,13 @@ class Client:
         legacy: bool = False,
         linger: float = 1.0,
         context: Optional[zmq.Context] = None,  # type: ignore[type-arg]
+        queue_full_timeout: float = 30.0,
     ) -> None:
         if window < 1:
             raise ValueError("window must be >= 1")
+        if queue_full_timeout < 0:
+            raise ValueError("queue_full_timeout must be >= 0")
+        self.queue_full_timeout = float(queue_full_timeout)
         self.addr = addr or default_frontend()
         self.admin_addr = admin_addr or default_admin()
         try:
@@ -305,6 +313,12 @@ class Client:
         self._send(self._sock, frames, self.addr)
         return p
 
+    def _repost(self, p: Pending, task: Task, queue: Optional[str], headers: str) -> None:
+        """Send a refused REQUEST again under its msgid (the router kept
+        nothing of it)."""
+        p.reject = None
+        self._send(self._sock, wire.request(p.msgid, queue or self.queue, headers, task.message), self.addr)
+
     def submit(
         self,
         func: JobSpec,
@@ -329,9 +343,21 @@ class Client:
         :class:`EmqConnectionError` when no router answers in time."""
         self._check()
         task = payload.build(func, args, kwargs)
-        p = self._post(task, queue, self._headers(retries, timeout, delay, headers))
+        hdrs = self._headers(retries, timeout, delay, headers)
+        p = self._post(task, queue, hdrs)
         if not self.legacy:
-            self._wait(lambda: p.answered, self.ack_timeout, lambda: self._no_answer(f"job {p.msgid}"))
+            give_up = time.monotonic() + self.queue_full_timeout
+            tries = 0
+            while True:
+                self._wait(lambda: p.answered, self.ack_timeout, lambda: self._no_answer(f"job {p.msgid}"))
+                if not _core.is_queue_full(p):
+                    break
+                tries += 1
+                pause = _core.full_backoff(tries)
+                if time.monotonic() + pause >= give_up:
+                    break
+                time.sleep(pause)
+                self._repost(p, task, queue, hdrs)
             if p.reject is not None:
                 raise p.reject
         return Job(self, p.msgid, p)
@@ -354,6 +380,9 @@ class Client:
         ``max_unfinished``, also at most that many submitted and not yet
         finished (flow control that keeps a bulk submit under the router's
         per-queue limit, as ``emq-sender --window`` does with ``--wait``).
+        Jobs refused ``queue-full`` are sent again after the others (a few
+        at a time: one, then twice as many for every one accepted), with
+        backoff, for up to ``queue_full_timeout``.
         Returns the Jobs in order. If any was refused, raises
         :class:`BulkRejected` (holding all Jobs) unless
         ``raise_on_reject=False``, when the refused Jobs raise their
@@ -362,11 +391,14 @@ class Client:
         limit = window or self.window
         hdrs = self._headers(retries, timeout, delay, headers)
         jobs: List[Job] = []
+        tasks: List[Task] = []
         unanswered: List[Pending] = []
         unfinished: List[Pending] = []
         for item in items:
-            p = self._post(bulk_task(item), queue, hdrs)
+            task = bulk_task(item)
+            p = self._post(task, queue, hdrs)
             jobs.append(Job(self, p.msgid, p))
+            tasks.append(task)
             if self.legacy:
                 continue
             unanswered.append(p)
@@ -380,10 +412,36 @@ class Client:
                     self._await_window(unfinished, max_unfinished - 1, finished=True)
         if not self.legacy:
             self._await_window(unanswered, 0, finished=False)
+            self._resend_full(jobs, tasks, queue, hdrs)
             refused = [p.reject for p in (j._p for j in jobs) if p is not None and p.reject is not None]
             if refused and raise_on_reject:
                 raise errors.BulkRejected(jobs, refused)
         return jobs
+
+    def _resend_full(self, jobs: List["Job"], tasks: List[Task], queue: Optional[str], hdrs: str) -> None:
+        """Send the jobs refused ``queue-full`` again until accepted or
+        ``queue_full_timeout`` is over: ``probe`` at a time, doubled when
+        all were taken, halved (after a backoff pause) when some were
+        refused again."""
+        give_up = time.monotonic() + self.queue_full_timeout
+        waiting = [(j._p, t) for j, t in zip(jobs, tasks) if j._p is not None and _core.is_queue_full(j._p)]
+        probe, pauses = 1, 0
+        while waiting:
+            pause = _core.full_backoff(pauses + 1) if pauses else _core.FULL_BACKOFF_FIRST
+            if time.monotonic() + pause >= give_up:
+                return
+            time.sleep(pause)
+            batch, waiting = waiting[:probe], waiting[probe:]
+            for p, t in batch:
+                self._repost(p, t, queue, hdrs)
+            sent = [p for p, _ in batch]
+            self._await_window(sent, 0, finished=False)
+            again = [(p, t) for p, t in batch if _core.is_queue_full(p)]
+            if again:
+                probe, pauses = max(1, probe // 2), pauses + 1
+            else:
+                probe, pauses = min(probe * 2, self.window), 0
+            waiting = again + waiting
 
     def _await_window(self, unanswered: List[Pending], room: int, finished: bool) -> None:
         """Read answers until at most ``room`` jobs are unanswered (with
