@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Build the release binaries and run the emq benchmark: raw zmq limit, emq
-# end to end (memory mode, durable SQLite journal, journal on PostgreSQL),
-# single-job round trip, router memory with 1,000,000 buffered jobs, ratios
-# to the raw limit.
+# end to end (memory mode, memory mode with CURVE encryption on every socket,
+# durable SQLite journal, journal on PostgreSQL), single-job round trip,
+# router memory with 1,000,000 buffered jobs, ratios to the raw limit
+# (--skip-curve leaves CURVE out).
 #
 # The PostgreSQL phase runs against a throwaway local server that emq-bench
 # starts (initdb in a temporary directory, as the postgres user when run as
@@ -37,6 +38,8 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 target="${CARGO_TARGET_DIR:-$repo/target}"
 json="${BENCH_JSON:-$target/bench/latest.json}"
+
+bash scripts/ensure-deps.sh
 
 if [[ "${1:-}" == "--peers" ]]; then
     shift

@@ -28,6 +28,7 @@ profile=release
 cd "$repo"
 flags=()
 [[ $profile == release ]] && flags+=(--release)
+bash scripts/ensure-deps.sh
 echo "demo: building ($profile)"
 cargo build "${flags[@]}" -p emq-router -p emq-jobmanager -p emq-sender
 

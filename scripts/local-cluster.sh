@@ -37,6 +37,7 @@ cd "$repo"
 if [[ $build == 1 ]]; then
     flags=()
     [[ $profile == release ]] && flags+=(--release)
+    bash scripts/ensure-deps.sh
     echo "local-cluster: building emq-router, emq-jobmanager, emq-sender ($profile)"
     cargo build "${flags[@]}" -p emq-router -p emq-jobmanager -p emq-sender
 fi

@@ -25,6 +25,10 @@ step() {
     echo "=== $* ($(date -u +%H:%M:%S))"
 }
 
+# Debian packages the build needs (libsodium-dev for libzmq's CURVE).
+step "scripts/ensure-deps.sh"
+bash scripts/ensure-deps.sh
+
 # The Python virtualenv the interop tests and the Python client's tests
 # need (idempotent: quick when it is already there).
 if [[ -z "${EMQ_PY_VENV:-}" ]]; then

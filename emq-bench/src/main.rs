@@ -104,6 +104,9 @@ struct Args {
     /// Skip emq with the journal on PostgreSQL
     #[arg(long)]
     skip_postgres: bool,
+    /// Skip emq in memory mode with CURVE (encryption) on every socket
+    #[arg(long)]
+    skip_curve: bool,
     /// Skip the one-at-a-time round trip phases
     #[arg(long)]
     skip_single: bool,
@@ -254,15 +257,23 @@ fn main() -> ExitCode {
             Outcome::Skipped
         } else {
             step("emq memory mode");
-            let o = phases::emq(&cfg, phases::Journal::Memory, &stop);
+            let o = phases::emq(&cfg, phases::Journal::Memory, false, &stop);
             report_outcome("emq memory mode", &brief(&o));
+            o
+        };
+        let curve = if a.skip_curve || interrupted() {
+            Outcome::Skipped
+        } else {
+            step("emq memory mode, CURVE");
+            let o = phases::emq(&cfg, phases::Journal::Memory, true, &stop);
+            report_outcome("emq memory mode, CURVE", &brief(&o));
             o
         };
         let durable = if a.skip_durable || interrupted() {
             Outcome::Skipped
         } else {
             step("emq durable journal");
-            let o = phases::emq(&cfg, phases::Journal::Sqlite, &stop);
+            let o = phases::emq(&cfg, phases::Journal::Sqlite, false, &stop);
             report_outcome("emq durable journal", &brief(&o));
             o
         };
@@ -270,7 +281,7 @@ fn main() -> ExitCode {
             Outcome::Skipped
         } else {
             step("emq PostgreSQL journal");
-            let o = phases::emq(&cfg, phases::Journal::Postgres, &stop);
+            let o = phases::emq(&cfg, phases::Journal::Postgres, false, &stop);
             report_outcome("emq PostgreSQL journal", &brief(&o));
             o
         };
@@ -302,6 +313,7 @@ fn main() -> ExitCode {
             raw,
             raw_credit,
             memory_mode,
+            curve,
             durable,
             postgres,
             ideal_worker,
@@ -330,6 +342,7 @@ fn main() -> ExitCode {
                 ("raw", fail(&r.raw)),
                 ("raw with READY credit", fail(&r.raw_credit)),
                 ("emq memory mode", fail(&r.memory_mode)),
+                ("emq memory mode, CURVE", fail(&r.curve)),
                 ("emq durable", fail(&r.durable)),
                 ("emq PostgreSQL", fail(&r.postgres)),
                 ("emq-router + ideal worker", fail(&r.ideal_worker)),

@@ -1,8 +1,9 @@
 //! The measured phases of one run: raw limit, emq end to end (memory and
-//! durable journal) with a single-job round trip each, and router memory
-//! with jobs buffered and no worker.
+//! durable journal, and memory with CURVE on every socket) with a
+//! single-job round trip each, and router memory with jobs buffered and no
+//! worker.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -206,9 +207,14 @@ fn next_tag() -> u32 {
     (pid << 12) ^ N.fetch_add(1, Ordering::Relaxed).wrapping_add(1)
 }
 
-fn client_socket(ctx: &zmq::Context, endpoint: &str) -> Result<zmq::Socket, String> {
+fn client_socket(
+    ctx: &zmq::Context,
+    endpoint: &str,
+    curve: Option<&emq_transport::curve::CurveClient>,
+) -> Result<zmq::Socket, String> {
     let opts = SocketOptions {
         linger_ms: 0,
+        curve: curve.cloned(),
         ..SocketOptions::default()
     };
     let id = emqp_proto::new_msgid();
@@ -265,6 +271,7 @@ fn client_phases(
     expect_acks: bool,
     stop: &AtomicBool,
     pids: &[(&str, CpuOf)],
+    curve: Option<&emq_transport::curve::CurveClient>,
     mut alive: impl FnMut() -> Result<(), String>,
 ) -> Result<(Figures, Figures), String> {
     let mut procs: Vec<(String, CpuOf)> =
@@ -272,7 +279,7 @@ fn client_phases(
     procs.extend(pids.iter().map(|(n, p)| (n.to_string(), *p)));
     let cpu = || -> Vec<Option<f64>> { procs.iter().map(|(_, p)| p.secs()).collect() };
     let ctx = zmq::Context::new();
-    let sock = client_socket(&ctx, endpoint)?;
+    let sock = client_socket(&ctx, endpoint, curve)?;
     let job = JobFrames::noop(true);
     // warm-up: connections made, worker registered, caches warm
     let warm = Limits {
@@ -352,7 +359,8 @@ pub fn raw(cfg: &Config, credit: Option<usize>, stop: &AtomicBool) -> Outcome<Pi
     };
     Outcome::from_result((|| {
         let relay = RawRelay::start(credit)?;
-        let (pipelined, single) = client_phases(cfg, &relay.frontend, false, stop, &[], || Ok(()))?;
+        let (pipelined, single) =
+            client_phases(cfg, &relay.frontend, false, stop, &[], None, || Ok(()))?;
         relay.finish()?;
         Ok(PipeAndSingle {
             pipelined,
@@ -415,6 +423,62 @@ fn child_env(cfg: &Config) -> Vec<(&str, &str)> {
     }
 }
 
+/// CURVE keys for a phase: the router's key pair file and a directory of
+/// authorised keys (the job manager's and the client's), all written by
+/// emq_transport::curve as `emq-cli keygen` writes them.
+struct CurveSetup {
+    router_secret: PathBuf,
+    router_public: PathBuf,
+    authorised: PathBuf,
+    jobmanager_secret: PathBuf,
+    client: emq_transport::curve::CurveClient,
+}
+
+impl CurveSetup {
+    fn make(dir: &Path) -> Result<CurveSetup, String> {
+        use emq_transport::curve::{generate, write_key_pair, CurveClient};
+        let err = |e: emq_transport::curve::KeyError| format!("CURVE keys: {e}");
+        let authorised = dir.join("clients");
+        std::fs::create_dir_all(&authorised).map_err(|e| format!("CURVE keys: {e}"))?;
+        let router = generate().map_err(err)?;
+        let (router_public, router_secret) =
+            write_key_pair(&dir.join("router"), &router, true).map_err(err)?;
+        let jm = generate().map_err(err)?;
+        let (_, jobmanager_secret) =
+            write_key_pair(&authorised.join("jobmanager"), &jm, true).map_err(err)?;
+        let client = generate().map_err(err)?;
+        write_key_pair(&authorised.join("bench"), &client, true).map_err(err)?;
+        Ok(CurveSetup {
+            router_secret,
+            router_public,
+            authorised,
+            jobmanager_secret,
+            client: CurveClient {
+                server_key: router.public,
+                own: client,
+            },
+        })
+    }
+
+    fn router_args(&self) -> Vec<String> {
+        vec![
+            "--curve-secret-key-file".into(),
+            self.router_secret.display().to_string(),
+            "--curve-keys".into(),
+            self.authorised.display().to_string(),
+        ]
+    }
+
+    fn jobmanager_args(&self) -> Vec<String> {
+        vec![
+            "--curve-server-key".into(),
+            self.router_public.display().to_string(),
+            "--curve-secret-key-file".into(),
+            self.jobmanager_secret.display().to_string(),
+        ]
+    }
+}
+
 /// `journal`: a file path, a `postgresql://` URL, or `None` for memory
 /// only.
 fn start_router(
@@ -422,12 +486,13 @@ fn start_router(
     dir: &Workdir,
     journal: Option<&str>,
     hwm: usize,
+    curve: Option<&CurveSetup>,
     stop: &AtomicBool,
 ) -> Result<Router, String> {
     let ports = free_ports(3)?;
     let ep = |p: u16| format!("tcp://127.0.0.1:{p}");
     let journal_arg = journal.unwrap_or("none").to_string();
-    let args = vec![
+    let mut args = vec![
         "--frontend".to_string(),
         ep(ports[0]),
         "--backend".to_string(),
@@ -439,6 +504,7 @@ fn start_router(
         "--journal".to_string(),
         journal_arg,
     ];
+    args.extend(curve.map(CurveSetup::router_args).unwrap_or_default());
     let mut guard = ChildGuard::spawn(
         "emq-router",
         &cfg.router_bin,
@@ -456,7 +522,12 @@ fn start_router(
     })
 }
 
-fn start_jobmanager(cfg: &Config, dir: &Workdir, backend: &str) -> Result<ChildGuard, String> {
+fn start_jobmanager(
+    cfg: &Config,
+    dir: &Workdir,
+    backend: &str,
+    curve: Option<&CurveSetup>,
+) -> Result<ChildGuard, String> {
     let mut args = vec![
         "--broker".to_string(),
         backend.to_string(),
@@ -468,6 +539,7 @@ fn start_jobmanager(cfg: &Config, dir: &Workdir, backend: &str) -> Result<ChildG
     if let Some(p) = &cfg.prefetch {
         args.extend(["--prefetch".to_string(), p.clone()]);
     }
+    args.extend(curve.map(CurveSetup::jobmanager_args).unwrap_or_default());
     ChildGuard::spawn(
         "emq-jobmanager",
         &cfg.jobmanager_bin,
@@ -512,8 +584,14 @@ pub fn router_supports_journal(cfg: &Config) -> Result<bool, String> {
 
 /// emq end to end: real router (journal `none`, a fresh sqlite file, or
 /// the PostgreSQL database of `--postgres`) and one job manager, pipelined
-/// then one job at a time.
-pub fn emq(cfg: &Config, journal: Journal, stop: &AtomicBool) -> Outcome<PipeAndSingle> {
+/// then one job at a time; with `curve`, the router's three sockets are
+/// CURVE and the job manager and the bench's client have authorised keys.
+pub fn emq(
+    cfg: &Config,
+    journal: Journal,
+    curve: bool,
+    stop: &AtomicBool,
+) -> Outcome<PipeAndSingle> {
     for bin in [&cfg.router_bin, &cfg.jobmanager_bin] {
         if !bin.exists() {
             return Outcome::Unavailable(format!("{} not built", bin.display()));
@@ -529,16 +607,32 @@ pub fn emq(cfg: &Config, journal: Journal, stop: &AtomicBool) -> Outcome<PipeAnd
     if journal == Journal::Postgres && cfg.postgres.is_none() {
         return Outcome::Unavailable("no --postgres database".into());
     }
+    if curve && !emq_transport::curve::curve_available() {
+        return Outcome::Unavailable("this build's libzmq has no CURVE".into());
+    }
+    let label = if curve { "curve" } else { journal.label() };
     Outcome::from_result((|| {
-        let dir = Workdir::new(cfg, journal.label())?;
+        let dir = Workdir::new(cfg, label)?;
         let file = dir.tmp.path().join("j.sqlite").display().to_string();
         let journal_arg = match journal {
             Journal::Memory => None,
             Journal::Sqlite => Some(file.as_str()),
             Journal::Postgres => cfg.postgres.as_deref(),
         };
-        let mut router = start_router(cfg, &dir, journal_arg, (cfg.window * 2).max(10_000), stop)?;
-        let mut jm = start_jobmanager(cfg, &dir, &router.backend)?;
+        let keys = if curve {
+            Some(CurveSetup::make(dir.tmp.path())?)
+        } else {
+            None
+        };
+        let mut router = start_router(
+            cfg,
+            &dir,
+            journal_arg,
+            (cfg.window * 2).max(10_000),
+            keys.as_ref(),
+            stop,
+        )?;
+        let mut jm = start_jobmanager(cfg, &dir, &router.backend, keys.as_ref())?;
         let frontend = router.frontend.clone();
         let mut pids = vec![
             ("emq-router", CpuOf::Pid(router.guard.pid())),
@@ -548,7 +642,8 @@ pub fn emq(cfg: &Config, journal: Journal, stop: &AtomicBool) -> Outcome<PipeAnd
             // The server's processes, when it runs on this machine.
             pids.push(("postgres", CpuOf::Named("postgres")));
         }
-        let r = client_phases(cfg, &frontend, true, stop, &pids, || {
+        let client_keys = keys.as_ref().map(|k| &k.client);
+        let r = client_phases(cfg, &frontend, true, stop, &pids, client_keys, || {
             check_alive(&mut router.guard)?;
             check_alive(&mut jm)
         });
@@ -579,7 +674,7 @@ pub fn emq_ideal_worker(cfg: &Config, stop: &AtomicBool) -> Outcome<PipeAndSingl
     }
     Outcome::from_result((|| {
         let dir = Workdir::new(cfg, "ideal")?;
-        let mut router = start_router(cfg, &dir, None, (cfg.window * 2).max(10_000), stop)?;
+        let mut router = start_router(cfg, &dir, None, (cfg.window * 2).max(10_000), None, stop)?;
         let worker = IdealWorker::start(&router.backend, cfg.concurrency, Duration::from_secs(15))
             .map_err(|e| {
                 format!(
@@ -589,7 +684,7 @@ pub fn emq_ideal_worker(cfg: &Config, stop: &AtomicBool) -> Outcome<PipeAndSingl
             })?;
         let frontend = router.frontend.clone();
         let pids = [("emq-router", CpuOf::Pid(router.guard.pid()))];
-        let r = client_phases(cfg, &frontend, true, stop, &pids, || {
+        let r = client_phases(cfg, &frontend, true, stop, &pids, None, || {
             check_alive(&mut router.guard)
         });
         let hwm = proc_status_bytes(router.guard.pid(), "VmHWM");
@@ -625,11 +720,12 @@ pub fn memory(cfg: &Config, durable: bool, stop: &AtomicBool) -> Outcome<Memory>
             &dir,
             durable.then_some(journal.as_str()),
             cfg.memory_jobs.max(1) * 2,
+            None,
             stop,
         )?;
         let pid = router.guard.pid();
         let ctx = zmq::Context::new();
-        let sock = client_socket(&ctx, &router.frontend)?;
+        let sock = client_socket(&ctx, &router.frontend, None)?;
         // let the connection settle before the baseline
         std::thread::sleep(Duration::from_millis(200));
         let baseline = proc_status_bytes(pid, "VmRSS");

@@ -12,6 +12,8 @@ pub struct RunFigures {
     /// The raw limit under READY credit flow with the job manager's slots.
     pub raw_credit: Outcome<PipeAndSingle>,
     pub memory_mode: Outcome<PipeAndSingle>,
+    /// Memory mode with CURVE on every socket.
+    pub curve: Outcome<PipeAndSingle>,
     pub durable: Outcome<PipeAndSingle>,
     /// The journal on PostgreSQL (`--postgres`).
     pub postgres: Outcome<PipeAndSingle>,
@@ -29,6 +31,7 @@ impl RunFigures {
             "raw": self.raw.status_json(PipeAndSingle::to_json),
             "raw_ready_credit": self.raw_credit.status_json(PipeAndSingle::to_json),
             "emq_memory": self.memory_mode.status_json(PipeAndSingle::to_json),
+            "emq_memory_curve": self.curve.status_json(PipeAndSingle::to_json),
             "emq_durable": self.durable.status_json(PipeAndSingle::to_json),
             "emq_postgres": self.postgres.status_json(PipeAndSingle::to_json),
             "emq_router_ideal_worker": self.ideal_worker.status_json(PipeAndSingle::to_json),
@@ -202,6 +205,7 @@ pub fn metrics(runs: &[RunFigures], memory_jobs: usize, slots: usize) -> Vec<Met
     let raw: Vec<_> = runs.iter().map(|r| &r.raw).collect();
     let raw_credit: Vec<_> = runs.iter().map(|r| &r.raw_credit).collect();
     let mem: Vec<_> = runs.iter().map(|r| &r.memory_mode).collect();
+    let curve: Vec<_> = runs.iter().map(|r| &r.curve).collect();
     let dur: Vec<_> = runs.iter().map(|r| &r.durable).collect();
     let pg: Vec<_> = runs.iter().map(|r| &r.postgres).collect();
     let buf: Vec<_> = runs.iter().map(|r| &r.buffered).collect();
@@ -296,6 +300,46 @@ pub fn metrics(runs: &[RunFigures], memory_jobs: usize, slots: usize) -> Vec<Met
             None,
             mem.clone(),
             p99,
+        ),
+        metric(
+            "emq.curve.rate",
+            "emq memory mode, CURVE on every socket: jobs",
+            PerSec,
+            None,
+            curve.clone(),
+            rate,
+        ),
+        metric(
+            "emq.curve.p50",
+            "emq memory mode, CURVE: submit->result p50",
+            Micros,
+            None,
+            curve.clone(),
+            p50,
+        ),
+        metric(
+            "emq.curve.single.p50",
+            "single job round trip p50 (memory, CURVE)",
+            Micros,
+            None,
+            curve.clone(),
+            s50,
+        ),
+        metric(
+            "emq.curve.router_cpu",
+            "router CPU per job (memory mode, CURVE)",
+            Micros,
+            None,
+            curve.clone(),
+            |p: &PipeAndSingle| cpu_of(p, "emq-router"),
+        ),
+        metric(
+            "emq.curve.jobmanager_cpu",
+            "jobmanager CPU per job (memory mode, CURVE)",
+            Micros,
+            None,
+            curve.clone(),
+            |p: &PipeAndSingle| cpu_of(p, "emq-jobmanager"),
         ),
         metric(
             "emq.durable.rate",
@@ -520,15 +564,23 @@ pub fn metrics(runs: &[RunFigures], memory_jobs: usize, slots: usize) -> Vec<Met
     };
     for r in rows.iter_mut() {
         let base = match r.key {
-            "emq.memory.rate" | "emq.durable.rate" | "emq.postgres.rate" => raw_rate.value,
-            "emq.memory.p50" | "emq.durable.p50" | "emq.postgres.p50" => raw_p50.value,
-            "emq.memory.p99" | "emq.durable.p99" | "emq.postgres.p99" => raw_p99.value,
-            "emq.memory.single.p50" | "emq.durable.single.p50" | "emq.postgres.single.p50" => {
-                raw_s50.value
+            "emq.memory.rate" | "emq.durable.rate" | "emq.postgres.rate" | "emq.curve.rate" => {
+                raw_rate.value
             }
+            "emq.memory.p50" | "emq.durable.p50" | "emq.postgres.p50" | "emq.curve.p50" => {
+                raw_p50.value
+            }
+            "emq.memory.p99" | "emq.durable.p99" | "emq.postgres.p99" | "emq.curve.p99" => {
+                raw_p99.value
+            }
+            "emq.memory.single.p50"
+            | "emq.durable.single.p50"
+            | "emq.postgres.single.p50"
+            | "emq.curve.single.p50" => raw_s50.value,
             "emq.memory.single.p99"
             | "emq.durable.single.p99"
             | "emq.postgres.single.p99"
+            | "emq.curve.single.p99"
             | "ideal.single.p99" => raw_s99.value,
             "ideal.rate" => raw_rate.value,
             _ => None,
@@ -572,6 +624,14 @@ pub fn metrics(runs: &[RunFigures], memory_jobs: usize, slots: usize) -> Vec<Met
         None,
         credit_note(&rows[mem_i]),
     );
+    let curve_i = find("emq.curve.rate");
+    let cr = ratio_row(
+        "ratio.curve_memory",
+        "ratio emq memory with CURVE / without",
+        ratio(rows[curve_i].value, rows[mem_i].value),
+        None,
+        rows[curve_i].note.clone().or(rows[mem_i].note.clone()),
+    );
     let dcr = ratio_row(
         "ratio.durable_credit",
         &format!("ratio emq durable / raw limit with READY credit ({slots} slots)"),
@@ -595,7 +655,7 @@ pub fn metrics(runs: &[RunFigures], memory_jobs: usize, slots: usize) -> Vec<Met
         credit_p50,
     ];
     out.append(&mut rows);
-    out.extend([mr, dr, mcr, dcr]);
+    out.extend([mr, dr, mcr, dcr, cr]);
     out
 }
 
@@ -712,6 +772,7 @@ mod tests {
             raw: Outcome::Done(pipe(raw, 100.0)),
             raw_credit: Outcome::Done(pipe(raw / 4.0, 400.0)),
             memory_mode: Outcome::Done(pipe(mem, 900.0)),
+            curve: Outcome::Done(pipe(mem / 2.0, 1800.0)),
             durable: Outcome::Unavailable("no --journal".into()),
             postgres: Outcome::Done(pipe(25_000.0, 2000.0)),
             ideal_worker: Outcome::Skipped,
@@ -742,6 +803,8 @@ mod tests {
             get("ratio.durable_credit").note.as_deref(),
             Some("unavailable: no --journal")
         );
+        assert_eq!(get("emq.curve.rate").value, Some(55_000.0));
+        assert_eq!(get("ratio.curve_memory").value, Some(0.5));
         assert_eq!(get("emq.memory.single.p99").met(), Some(true));
         assert_eq!(get("emq.memory.single.p99").ratio_to_raw, Some(9.0));
         let d = get("emq.durable.rate");

@@ -88,10 +88,12 @@ impl AdminClient {
         ctx: &zmq::Context,
         endpoint: &str,
         timeout: Duration,
+        curve: Option<emq_transport::curve::CurveClient>,
     ) -> Result<AdminClient, ClientError> {
         let identity = format!("emq-cli-{}", emqp_proto::new_msgid());
         let opts = emq_transport::SocketOptions {
             linger_ms: 0,
+            curve,
             ..emq_transport::SocketOptions::default()
         };
         let endpoints = emq_transport::parse_endpoints(endpoint, "admin address")

@@ -48,6 +48,7 @@ pub fn run(plan: &Plan, io: Io) -> Exit {
         Mode::Man => clap_mangen::Man::new(Cli::command())
             .render(io.out)
             .map(|_| Exit::Ok),
+        Mode::Keygen { name, force } => return keygen(name, *force, io.out, io.err),
         Mode::Admin(op) => {
             // Declared before the socket `admin` makes, so dropped after it.
             let ctx = zmq::Context::new();
@@ -58,6 +59,36 @@ pub fn run(plan: &Plan, io: Io) -> Exit {
         let _ = writeln!(io.err, "emq-cli: {e}");
         Exit::Internal
     })
+}
+
+/// `emq-cli keygen NAME`: a fresh CURVE key pair in NAME.key and
+/// NAME.key_secret (0600, never over existing files without --force).
+fn keygen(name: &std::path::Path, force: bool, out: &mut dyn Write, err: &mut dyn Write) -> Exit {
+    use emq_transport::curve;
+    let written = curve::generate().and_then(|pair| {
+        curve::write_key_pair(name, &pair, force).map(|paths| (pair.public, paths))
+    });
+    match written {
+        Ok((public, (public_path, secret_path))) => {
+            let _ = writeln!(
+                out,
+                "public key: {public}\n\
+                 wrote {} (the public key: give it to the peers that must know it)\n\
+                 wrote {} (the key pair: keep it here, mode 0600)",
+                public_path.display(),
+                secret_path.display()
+            );
+            Exit::Ok
+        }
+        Err(e @ curve::KeyError::Exists(_)) => {
+            let _ = writeln!(err, "emq-cli: keygen: {e}");
+            Exit::Usage
+        }
+        Err(e) => {
+            let _ = writeln!(err, "emq-cli: keygen: {e}");
+            Exit::Internal
+        }
+    }
 }
 
 fn now_ms() -> u64 {
@@ -83,7 +114,7 @@ fn admin(
         );
         Exit::Internal
     };
-    let client = match AdminClient::connect(ctx, &plan.admin, plan.timeout) {
+    let client = match AdminClient::connect(ctx, &plan.admin, plan.timeout, plan.curve.clone()) {
         Ok(c) => c,
         Err(e) => return fail(err, e, ""),
     };

@@ -20,7 +20,7 @@ WORKER_ADDR_FAILOVER), QUEUES, CONCURRENT_JOBS, HEARTBEAT_INTERVAL,
 HEARTBEAT_LIVENESS, KILL_GRACE_PERIOD, PYTHON, MAX_MESSAGE_SIZE,
 GLOBAL_TIMEOUT, SUBPROCESS_SETUP_FUNC (or the deprecated SETUP_PATH and
 SETUP_CALLABLE), JOB_ENTRY_FUNC, JOB_EXIT_FUNC, MAX_JOB_COUNT, PREFETCH,
-PREFETCH_CAP.
+PREFETCH_CAP, CURVE_SERVER_KEY, CURVE_SECRET_KEY_FILE.
 
 Credit window (--prefetch): at most --concurrency jobs ever run, but the
 job manager may hold more (READYs beyond its free slots, jobs received while
@@ -50,7 +50,10 @@ Router authentication: for a router started with --plain-users, give
 --username and --password-file (or --password; or $EMQ_USERNAME and
 $EMQ_PASSWORD); the job manager then connects as a ZMQ PLAIN client. Wrong
 credentials look like a router that never ACKs the INFORM (the router logs the
-refusal).
+refusal). For a router whose backend is CURVE (encrypted), give
+--curve-server-key (the router's router.key) and --curve-secret-key-file
+(this job manager's key pair from `emq-cli keygen`, whose public key the
+router lists); an unknown key looks the same as wrong PLAIN credentials.
 
 Logs go to stderr (RUST_LOG overrides the default level, info).
 SIGTERM/SIGINT: KBYE to the router, running jobs get --grace-period, exit 0.";
@@ -178,6 +181,19 @@ struct Cli {
     /// dropped)
     #[arg(long, value_name = "F", conflicts_with = "password")]
     password_file: Option<std::path::PathBuf>,
+
+    /// The router's CURVE public key: Z85 text or a file holding it (the
+    /// router's NAME.key); the connection is then encrypted
+    /// [env: EVENTMQ_CURVE_SERVER_KEY]
+    #[arg(long, value_name = "KEY|FILE")]
+    curve_server_key: Option<String>,
+
+    /// This job manager's CURVE key pair (NAME.key_secret from `emq-cli
+    /// keygen`, mode 0600); without it a fresh key pair is made, which
+    /// only a router accepting any key lets in
+    /// [env: EVENTMQ_CURVE_SECRET_KEY_FILE]
+    #[arg(long, value_name = "FILE")]
+    curve_secret_key_file: Option<std::path::PathBuf>,
 }
 
 fn secs(what: &str, v: f64) -> Result<Duration, String> {
@@ -245,8 +261,16 @@ fn config(
         },
         env,
     )?;
+    let curve = emq_transport::curve::curve_client(
+        &emq_transport::curve::CurveArgs {
+            server_key: cli.curve_server_key.as_deref(),
+            secret_key_file: cli.curve_secret_key_file.as_deref(),
+        },
+        &|k| s.get(k).map(str::to_string),
+    )?;
     let mut c = ManagerConfig {
         plain,
+        curve,
         ..ManagerConfig::default()
     };
     let conn = &mut c.connection;
@@ -417,9 +441,35 @@ mod tests {
     }
 
     #[test]
+    fn curve_keys_from_flags_or_settings() {
+        let server = emq_transport::curve::generate().unwrap().public.to_string();
+        let c = cfg(&["--curve-server-key", &server], &no_env).unwrap();
+        assert_eq!(c.curve.unwrap().server_key.to_string(), server);
+        let cli = Cli::try_parse_from(["emq-jobmanager"]).unwrap();
+        let mut s = Settings::default();
+        s.set("CURVE_SERVER_KEY", &server);
+        let c = config(cli, &s, &no_env).unwrap();
+        assert_eq!(c.curve.unwrap().server_key.to_string(), server);
+        let e = cfg(&["--curve-secret-key-file", "/nonexistent"], &no_env).unwrap_err();
+        assert!(e.contains("--curve-server-key"), "{e}");
+        let e = cfg(
+            &[
+                "--curve-server-key",
+                &server,
+                "--curve-secret-key-file",
+                "/nonexistent",
+            ],
+            &no_env,
+        )
+        .unwrap_err();
+        assert!(e.contains("/nonexistent"), "{e}");
+    }
+
+    #[test]
     fn no_credentials_by_default() {
         let c = cfg(&[], &no_env).unwrap();
         assert_eq!(c.plain, None);
+        assert_eq!(c.curve, None);
         assert_eq!(c.connection.brokers, vec![DEFAULT_BROKER.to_string()]);
     }
 

@@ -129,6 +129,9 @@ pub struct ManagerConfig {
     /// ZMQ PLAIN credentials `(username, password)` for a router that
     /// requires them (`--plain-users`); `None`: no authentication.
     pub plain: Option<(String, String)>,
+    /// CURVE keys (the router's public key, our key pair) for a router
+    /// whose backend is a CURVE socket; wins over `plain`.
+    pub curve: Option<emq_transport::curve::CurveClient>,
 }
 
 impl std::fmt::Debug for ManagerConfig {
@@ -140,6 +143,7 @@ impl std::fmt::Debug for ManagerConfig {
                 "plain",
                 &self.plain.as_ref().map(|(user, _)| (user, "<redacted>")),
             )
+            .field("curve", &self.curve)
             .finish()
     }
 }
@@ -154,6 +158,7 @@ impl Default for ManagerConfig {
             connection,
             python: PythonConfig::default(),
             plain: None,
+            curve: None,
         }
     }
 }
@@ -232,6 +237,12 @@ impl JobManagerBuilder {
     /// READY per free slot, fixed, or adaptive (the default).
     pub fn prefetch(mut self, prefetch: Prefetch) -> Self {
         self.cfg.connection.prefetch = prefetch;
+        self
+    }
+
+    /// Connect as a CURVE client with these keys.
+    pub fn curve(mut self, keys: emq_transport::curve::CurveClient) -> Self {
+        self.cfg.curve = Some(keys);
         self
     }
 
@@ -344,6 +355,7 @@ impl JobManager {
             connection: mut core_cfg,
             python,
             plain,
+            curve,
         } = self.cfg;
         core_cfg.id_seed = emqp_proto::msgid::random_seed();
         core_cfg.unix_micros_at_start = unix_micros_now();
@@ -401,12 +413,18 @@ impl JobManager {
             }
         );
 
-        if let Some((user, _)) = &plain {
+        if let Some(c) = &curve {
+            info!(
+                "CURVE: router key {}, our public key {}",
+                c.server_key, c.own.public
+            );
+        } else if let Some((user, _)) = &plain {
             info!("authenticating to the router as PLAIN user {user:?}");
         }
         let ctx = zmq::Context::new();
         let opts = SocketOptions {
             plain,
+            curve,
             ..SocketOptions::default()
         };
         let mut sock: Option<zmq::Socket> = None;

@@ -158,6 +158,18 @@ pub struct Cli {
     /// line break is dropped)
     #[arg(long, value_name = "F", conflicts_with = "password")]
     pub password_file: Option<std::path::PathBuf>,
+
+    /// --connect only: the router's CURVE public key (Z85 text or a file
+    /// holding it); the connection is then encrypted
+    /// [env: EVENTMQ_CURVE_SERVER_KEY]
+    #[arg(long, value_name = "KEY|FILE")]
+    pub curve_server_key: Option<String>,
+
+    /// --connect only: our CURVE key pair (NAME.key_secret from `emq-cli
+    /// keygen`); without it a fresh pair is made
+    /// [env: EVENTMQ_CURVE_SECRET_KEY_FILE]
+    #[arg(long, value_name = "FILE")]
+    pub curve_secret_key_file: Option<std::path::PathBuf>,
 }
 
 /// A checked [`Cli`].
@@ -176,6 +188,8 @@ pub struct Plan {
     pub subscribe: Vec<String>,
     /// ZMQ PLAIN credentials `(username, password)` (`--connect` only).
     pub plain: Option<(String, String)>,
+    /// CURVE client keys (`--connect` only; wins over `plain`).
+    pub curve: Option<emq_transport::curve::CurveClient>,
 }
 
 impl std::fmt::Debug for Plan {
@@ -194,6 +208,7 @@ impl std::fmt::Debug for Plan {
                 "plain",
                 &self.plain.as_ref().map(|(user, _)| (user, "<redacted>")),
             )
+            .field("curve", &self.curve)
             .finish()
     }
 }
@@ -271,6 +286,25 @@ impl Cli {
                     .into(),
             );
         }
+        let curve_flags = self.curve_server_key.is_some() || self.curve_secret_key_file.is_some();
+        if bind && curve_flags {
+            return Err(
+                "--curve-server-key and --curve-secret-key-file need --connect (they make the \
+                 socket a CURVE client)"
+                    .into(),
+            );
+        }
+        let curve = if bind {
+            None
+        } else {
+            emq_transport::curve::curve_client(
+                &emq_transport::curve::CurveArgs {
+                    server_key: self.curve_server_key.as_deref(),
+                    secret_key_file: self.curve_secret_key_file.as_deref(),
+                },
+                &|k| env(&format!("EVENTMQ_{k}")),
+            )?
+        };
         let plain = if bind {
             None
         } else {
@@ -298,6 +332,7 @@ impl Cli {
                 self.subscribe.clone()
             },
             plain,
+            curve,
         })
     }
 }
@@ -326,6 +361,7 @@ fn open_socket(ctx: &zmq::Context, plan: &Plan) -> Result<zmq::Socket, String> {
     let opts = SocketOptions {
         linger_ms: 0,
         plain: plan.plain.clone(),
+        curve: plan.curve.clone(),
         ..SocketOptions::default()
     };
     let err = |e: zmq::Error| format!("zmq: {e}");
@@ -359,7 +395,9 @@ fn open_socket(ctx: &zmq::Context, plan: &Plan) -> Result<zmq::Socket, String> {
         }
         _ => {}
     }
-    if let (Some((username, password)), false) = (&plan.plain, plan.bind) {
+    if let (Some(curve), false) = (&plan.curve, plan.bind) {
+        curve.apply(&sock).map_err(err)?;
+    } else if let (Some((username, password)), false) = (&plan.plain, plan.bind) {
         sock.set_plain_username(Some(username)).map_err(err)?;
         sock.set_plain_password(Some(password)).map_err(err)?;
     }
@@ -561,6 +599,20 @@ mod tests {
             .unwrap_err()
             .contains("--connect: bad endpoint \"nope\""));
         assert!(plan(&["--bind", "tcp://127.0.0.1:1,tcp://127.0.0.1:2"]).is_err());
+    }
+
+    #[test]
+    fn curve_keys_only_with_connect_from_flags_or_environment() {
+        let c = "tcp://127.0.0.1:1";
+        let server = emq_transport::curve::generate().unwrap().public.to_string();
+        assert_eq!(plan(&["--connect", c]).unwrap().curve, None);
+        let p = plan(&["--connect", c, "--curve-server-key", &server]).unwrap();
+        assert_eq!(p.curve.unwrap().server_key.to_string(), server);
+        let env = |k: &str| (k == "EVENTMQ_CURVE_SERVER_KEY").then(|| server.clone());
+        let p = plan_env(&["--connect", c], &env).unwrap();
+        assert_eq!(p.curve.unwrap().server_key.to_string(), server);
+        let e = plan(&["--bind", c, "--curve-server-key", &server]).unwrap_err();
+        assert!(e.contains("need --connect"), "{e}");
     }
 
     #[test]

@@ -17,7 +17,7 @@ use emq_router_core::journal::{Batch, BatchResult, JournalStore, Restored};
 use emq_router_core::lease::StepDownReason;
 use emq_router_core::util::LogLimiter;
 use emq_router_core::{Action, Input, Router, SendFailure, Socket};
-use emq_transport::{ShutdownSignal, SocketOptions};
+use emq_transport::{ReloadSignal, ShutdownSignal, SocketOptions};
 use emqp_proto::settings::Settings;
 
 use crate::ha::Ha;
@@ -242,6 +242,9 @@ pub(crate) fn run(cli: Cli) -> Result<(), Fail> {
     opts.core.epoch_unix_micros = unix_micros();
     opts.core.id_seed = emqp_proto::msgid::random_seed();
     let signals = ShutdownSignal::install().map_err(|e| format!("signal handlers: {e}"))?;
+    // SIGHUP: the access files are read again (installed once: a router
+    // that goes back to standby and serves again keeps the same handler).
+    let reload = ReloadSignal::install().map_err(|e| format!("signal handlers: {e}"))?;
 
     let mut store = match &opts.journal {
         JournalTarget::None => Store::None,
@@ -299,7 +302,7 @@ pub(crate) fn run(cli: Cli) -> Result<(), Fail> {
     }
 
     let Store::Postgres(_) = &store else {
-        serve(&opts, &mut store, None, start, &signals)?;
+        serve(&opts, &mut store, None, start, &signals, &reload)?;
         return Ok(());
     };
     // Leader and standby, in terms.
@@ -314,7 +317,7 @@ pub(crate) fn run(cli: Cli) -> Result<(), Fail> {
             log::info!("shutdown signal received while standby: exiting");
             return Ok(());
         }
-        match serve(&opts, &mut store, Some(&mut ha), start, &signals) {
+        match serve(&opts, &mut store, Some(&mut ha), start, &signals, &reload) {
             Ok(Served::Exit) => return Ok(()),
             Ok(Served::SteppedDown) => {
                 log::info!("standby: waiting for the leader lease again");
@@ -345,6 +348,7 @@ fn serve(
     mut ha: Option<&mut Ha>,
     start: Instant,
     signals: &ShutdownSignal,
+    reload: &ReloadSignal,
 ) -> Result<Served, Fail> {
     // Load first: a standby that took over must have the journal before it
     // binds (and a journal that cannot be read stops a lone router).
@@ -392,6 +396,21 @@ fn serve(
         backend: bind(&opts.backend, "backend")?,
         admin: bind(&opts.admin, "admin")?,
     };
+    // Peers refused by the handshake itself (clear text on a CURVE or
+    // PLAIN socket) never reach the ZAP handler: a monitor logs them.
+    for (sock, what) in [
+        (&socks.frontend, "frontend"),
+        (&socks.backend, "backend"),
+        (&socks.admin, "admin"),
+    ] {
+        let mechanism = match access.domains.get(what) {
+            Some(d) if d.curve_keys.is_some() => "CURVE",
+            Some(d) if d.plain_users.is_some() => "PLAIN",
+            _ => continue,
+        };
+        emq_transport::zap::spawn_handshake_monitor(&ctx, sock, what, mechanism)
+            .map_err(|e| format!("{what}: cannot monitor handshakes: {e}"))?;
+    }
     let shown = |s: &zmq::Socket, fallback: &str| {
         s.get_last_endpoint()
             .ok()
@@ -455,6 +474,7 @@ fn serve(
         }
         _ => None,
     };
+    let mut access = opts.access.clone();
 
     let mut router = Router::new(opts.core.clone());
     let mut out: Vec<Action> = Vec::with_capacity(1024);
@@ -509,6 +529,7 @@ fn serve(
                 socks.backend.as_poll_item(zmq::POLLIN),
                 socks.admin.as_poll_item(zmq::POLLIN),
                 signals.poll_item(),
+                reload.poll_item(),
             ];
             if let Some(w) = store.pg() {
                 items.push(w.poll_item());
@@ -575,6 +596,9 @@ fn serve(
                     }
                 }
             }
+        }
+        if reload.take() {
+            reload_access(opts, zap.as_ref(), &mut access);
         }
         if signals.requested() && !router.is_draining() {
             log::info!("shutdown signal received");
@@ -657,5 +681,34 @@ fn serve(
         Ok(Served::SteppedDown)
     } else {
         Ok(Served::Exit)
+    }
+}
+
+/// SIGHUP: read the access files again (`--plain-users`, the CURVE
+/// sockets' authorised keys) and hand the result to the ZAP handler. A
+/// file that cannot be read or parsed keeps the policy as it was (and says
+/// so); connections already let in stay either way.
+fn reload_access(
+    opts: &Options,
+    zap: Option<&emq_transport::zap::ZapHandler>,
+    access: &mut emq_transport::zap::AccessPolicy,
+) {
+    let Some(zap) = zap else {
+        log::info!("SIGHUP: no access files to read again");
+        return;
+    };
+    match opts.access_files.reload(access) {
+        Ok((next, lines)) => {
+            if lines.is_empty() {
+                log::info!("SIGHUP: no access files to read again");
+                return;
+            }
+            for line in lines {
+                log::info!("SIGHUP: reloaded {line}");
+            }
+            zap.set_policy(next.clone());
+            *access = next;
+        }
+        Err(e) => log::error!("SIGHUP: {e}; keeping the access rules as they were"),
     }
 }

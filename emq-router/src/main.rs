@@ -18,7 +18,8 @@
 //! Start-up order: options, journal (default: the data dir; damaged or
 //! locked → exit 2), ZAP handler (when any access rule is active — the
 //! admin loopback default always is), the three sockets (ZAP domain /
-//! PLAIN server and ZMQ_MAXMSGSIZE — twice `--max-message-size`: the core
+//! PLAIN or CURVE server, a monitor logging failed handshakes, and
+//! ZMQ_MAXMSGSIZE — twice `--max-message-size`: the core
 //! refuses what is over the limit itself, with a REJECT and a log line —
 //! set before bind), metrics endpoint,
 //! then the journal's jobs, dead letters and schedules go into the core.

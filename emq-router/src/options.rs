@@ -10,6 +10,7 @@ use clap::Parser;
 use emq_journal::JournalTarget;
 use emq_router_core::lease::LeaseConfig;
 use emq_router_core::Config;
+use emq_transport::curve::{self, AuthorisedKeys};
 use emq_transport::zap::{parse_allowlist, AccessPolicy, Allowlist, DomainPolicy};
 use emqp_proto::settings::Settings;
 use emqp_proto::QueueSpec;
@@ -29,12 +30,25 @@ RETAIN_FINISHED, RETAIN_FOR, RETAIN_RESULT_BYTES, DEAD_LETTER_KEEP,
 RESULTS_KEEP, RESULTS_KEEP_BYTES, RESULTS_KEEP_FOR (default queues of a worker whose INFORM names none), JOURNAL, LEASE_TTL, LEASE_RENEW,
 METRICS_ADDR,
 HTTP_ADDR, HTTP_TOKEN_FILE, HTTP_READ_ONLY (true or false), MAX_MESSAGE_SIZE,
-ALLOW_FRONTEND, ALLOW_BACKEND, ALLOW_ADMIN, PLAIN_USERS.
+ALLOW_FRONTEND, ALLOW_BACKEND, ALLOW_ADMIN, PLAIN_USERS,
+CURVE_SECRET_KEY_FILE, CURVE_KEYS, CURVE_FRONTEND_KEYS, CURVE_BACKEND_KEYS,
+CURVE_ADMIN_KEYS.
 
 Access control uses ZAP: a peer outside an --allow-* list, or without valid
-PLAIN credentials when --plain-users is set, is refused by libzmq before any
-of its messages reaches the router (clients and job managers then need
-PLAIN credentials too).
+PLAIN credentials when --plain-users is set, or whose CURVE public key is not
+authorised on a CURVE socket, is refused by libzmq before any of its messages
+reaches the router (clients and job managers then need PLAIN credentials, or
+--curve-server-key and their own key pair, too).
+
+Encryption (CURVE): `emq-cli keygen NAME` makes a key pair (NAME.key,
+NAME.key_secret). Start the router with --curve-secret-key-file
+router.key_secret and the authorised client keys (--curve-keys DIR, a
+directory of the clients' *.key files, or a file of keys; or per socket
+--curve-frontend-keys, --curve-backend-keys, --curve-admin-keys). A socket
+with authorised keys is CURVE only: peers in clear text (NULL or PLAIN, such
+as EventMQ 0.3.13's Python router, job manager and clients) cannot use it.
+SIGHUP reads the authorised keys (and --plain-users) again; connections
+already open stay.
 
 Protocol: eMQP/1.0, wire-compatible with EventMQ 0.3.13. Every accepted
 REQUEST is acknowledged with REPLY [msgid]; results of reply-requested jobs
@@ -244,6 +258,35 @@ pub(crate) struct Cli {
     /// [env: EVENTMQ_PLAIN_USERS]
     #[arg(long, value_name = "FILE")]
     plain_users: Option<PathBuf>,
+
+    /// The router's CURVE key pair (NAME.key_secret from `emq-cli keygen`;
+    /// refused if its group or others may read it). Sockets with
+    /// authorised keys (--curve-keys, --curve-*-keys) are CURVE servers
+    /// with it [env: EVENTMQ_CURVE_SECRET_KEY_FILE]
+    #[arg(long, value_name = "FILE")]
+    curve_secret_key_file: Option<PathBuf>,
+
+    /// Client public keys let in on every socket that has no
+    /// --curve-*-keys of its own: a directory of *.key certificates, a
+    /// file of keys (one `KEY [name]` per line), or `any` (encrypted, any
+    /// client key) [env: EVENTMQ_CURVE_KEYS]
+    #[arg(long, value_name = "DIR|FILE|any")]
+    curve_keys: Option<String>,
+
+    /// Client keys of the frontend (clients); `none`: the frontend stays
+    /// in clear text [env: EVENTMQ_CURVE_FRONTEND_KEYS]
+    #[arg(long, value_name = "DIR|FILE|any|none")]
+    curve_frontend_keys: Option<String>,
+
+    /// Keys of the backend (job managers), as --curve-frontend-keys
+    /// [env: EVENTMQ_CURVE_BACKEND_KEYS]
+    #[arg(long, value_name = "DIR|FILE|any|none")]
+    curve_backend_keys: Option<String>,
+
+    /// Keys of the admin socket (emq-cli), as --curve-frontend-keys
+    /// [env: EVENTMQ_CURVE_ADMIN_KEYS]
+    #[arg(long, value_name = "DIR|FILE|any|none")]
+    curve_admin_keys: Option<String>,
 }
 
 const DEFAULT_MAX_MESSAGE_SIZE: i64 = 16 * 1024 * 1024;
@@ -270,6 +313,63 @@ fn parse_allow(
     parse_allowlist(&text).map_err(|e| format!("{what}{from}: {e}"))
 }
 
+fn read_plain_users(
+    path: &std::path::Path,
+) -> Result<std::collections::HashMap<String, String>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--plain-users {}: {e}", path.display()))?;
+    let users = emq_transport::zap::parse_plain_users(&text)
+        .map_err(|e| format!("--plain-users {}: {e}", path.display()))?;
+    if users.is_empty() {
+        return Err(format!("--plain-users {}: no users", path.display()));
+    }
+    Ok(users)
+}
+
+/// The files behind the access policy: `--plain-users` and each CURVE
+/// socket's authorised-keys source, with the flag or setting it came from.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct AccessFiles {
+    plain_users: Option<PathBuf>,
+    curve: Vec<(&'static str, String, String)>,
+}
+
+impl AccessFiles {
+    /// `policy` with the files read again (on SIGHUP): the same sockets and
+    /// mechanisms, the users and keys the files hold now. An error leaves
+    /// the caller's policy as it was. Returns the new policy and one line
+    /// per file for the log.
+    pub(crate) fn reload(
+        &self,
+        policy: &AccessPolicy,
+    ) -> Result<(AccessPolicy, Vec<String>), String> {
+        let mut next = policy.clone();
+        let mut log = Vec::new();
+        if let Some(path) = &self.plain_users {
+            let users = read_plain_users(path)?;
+            log.push(format!(
+                "--plain-users {}: {} user(s)",
+                path.display(),
+                users.len()
+            ));
+            for (domain, d) in next.domains.iter_mut() {
+                if domain != "admin" && d.plain_users.is_some() {
+                    d.plain_users = Some(users.clone());
+                }
+            }
+        }
+        for (domain, source, from) in &self.curve {
+            let keys: AuthorisedKeys =
+                curve::load_authorised_keys(source).map_err(|e| format!("{from}: {e}"))?;
+            log.push(format!("{domain}: {keys} ({source})"));
+            if let Some(d) = next.domains.get_mut(*domain) {
+                d.curve_keys = Some(keys);
+            }
+        }
+        Ok((next, log))
+    }
+}
+
 /// Options after flags, environment, file and defaults are merged.
 #[derive(Debug)]
 pub(crate) struct Options {
@@ -290,6 +390,8 @@ pub(crate) struct Options {
     pub(crate) http: Option<(String, emq_dashboard::Access)>,
     pub(crate) max_message_size: i64,
     pub(crate) access: AccessPolicy,
+    /// Where the access policy's files are, to read them again on SIGHUP.
+    pub(crate) access_files: AccessFiles,
     /// One line per guarded socket, logged at start.
     pub(crate) access_log: Vec<String>,
     /// Risky access settings (an admin socket open beyond loopback),
@@ -403,23 +505,84 @@ impl Options {
         if max_message_size <= 0 {
             max_message_size = -1;
         }
-        let plain_users = match cli
+        let plain_users_file = cli
             .plain_users
-            .or_else(|| s.get("PLAIN_USERS").map(PathBuf::from))
-        {
+            .or_else(|| s.get("PLAIN_USERS").map(PathBuf::from));
+        let plain_users = match &plain_users_file {
             None => None,
-            Some(path) => {
-                let text = std::fs::read_to_string(&path)
-                    .map_err(|e| format!("--plain-users {}: {e}", path.display()))?;
-                let users = emq_transport::zap::parse_plain_users(&text)
-                    .map_err(|e| format!("--plain-users {}: {e}", path.display()))?;
-                if users.is_empty() {
-                    return Err(format!("--plain-users {}: no users", path.display()));
+            Some(path) => Some(read_plain_users(path)?),
+        };
+        let curve_keys = |flag: Option<String>, key: &str, name: &str| {
+            flag.map(|v| (v, format!("--curve-{name}")))
+                .or_else(|| {
+                    s.get(key).map(|v| {
+                        (
+                            v.to_string(),
+                            format!("{key} (from {})", s.source(key).unwrap_or("settings")),
+                        )
+                    })
+                })
+                .map(|(v, from)| (v.trim().to_string(), from))
+                .filter(|(v, _)| !v.is_empty())
+        };
+        let all_keys = curve_keys(cli.curve_keys, "CURVE_KEYS", "keys");
+        let mut curve_sources: Vec<(&'static str, String, String)> = Vec::new();
+        for (domain, flag, key) in [
+            ("frontend", cli.curve_frontend_keys, "CURVE_FRONTEND_KEYS"),
+            ("backend", cli.curve_backend_keys, "CURVE_BACKEND_KEYS"),
+            ("admin", cli.curve_admin_keys, "CURVE_ADMIN_KEYS"),
+        ] {
+            match curve_keys(flag, key, &format!("{domain}-keys")).or_else(|| all_keys.clone()) {
+                Some((v, _)) if v.eq_ignore_ascii_case("none") => {}
+                Some((v, from)) => curve_sources.push((domain, v, from)),
+                None => {}
+            }
+        }
+        let curve_secret_file = cli
+            .curve_secret_key_file
+            .or_else(|| s.get("CURVE_SECRET_KEY_FILE").map(PathBuf::from))
+            .filter(|p| !p.as_os_str().is_empty());
+        let curve_server = match (&curve_secret_file, curve_sources.is_empty()) {
+            (None, true) => None,
+            (None, false) => {
+                return Err(format!(
+                    "{}: CURVE sockets need the router's key pair: --curve-secret-key-file                      (make one with `emq-cli keygen NAME`)",
+                    curve_sources[0].2
+                ))
+            }
+            (Some(path), true) => {
+                return Err(format!(
+                    "--curve-secret-key-file {}: no socket has authorised client keys                      (--curve-keys DIR|FILE|any, or --curve-frontend-keys,                      --curve-backend-keys, --curve-admin-keys)",
+                    path.display()
+                ))
+            }
+            (Some(path), false) => {
+                if !curve::curve_available() {
+                    return Err(format!(
+                        "--curve-secret-key-file: {}",
+                        curve::KeyError::Unavailable
+                    ));
                 }
-                Some(users)
+                Some(
+                    curve::read_key_pair(path)
+                        .map_err(|e| format!("--curve-secret-key-file: {e}"))?,
+                )
             }
         };
-        let mut access = AccessPolicy::default();
+        let mut curve_by_domain = std::collections::HashMap::new();
+        for (domain, source, from) in &curve_sources {
+            if plain_users.is_some() && *domain != "admin" {
+                return Err(format!(
+                    "{from} and --plain-users: a socket uses one mechanism, CURVE or PLAIN                      (the {domain} would need both)"
+                ));
+            }
+            let keys = curve::load_authorised_keys(source).map_err(|e| format!("{from}: {e}"))?;
+            curve_by_domain.insert(*domain, keys);
+        }
+        let mut access = AccessPolicy {
+            curve_server,
+            ..AccessPolicy::default()
+        };
         let mut access_log = Vec::new();
         let mut access_warnings = Vec::new();
         for (domain, flag, key, default) in [
@@ -445,7 +608,8 @@ impl Options {
             } else {
                 plain_users.clone()
             };
-            if !allow.is_empty() || plain.is_some() {
+            let curve_keys = curve_by_domain.remove(domain);
+            if !allow.is_empty() || plain.is_some() || curve_keys.is_some() {
                 access_log.push(format!(
                     "access control on {domain}: {}{}",
                     if allow.is_empty() {
@@ -453,9 +617,11 @@ impl Options {
                     } else {
                         format!("allow {allow_text}")
                     },
-                    match &plain {
-                        Some(u) => format!(", PLAIN credentials required ({} user(s))", u.len()),
-                        None => String::new(),
+                    match (&plain, &curve_keys) {
+                        (Some(u), _) =>
+                            format!(", PLAIN credentials required ({} user(s))", u.len()),
+                        (None, Some(k)) => format!(", CURVE encryption, {k}"),
+                        (None, None) => String::new(),
                     }
                 ));
                 access.domains.insert(
@@ -463,9 +629,25 @@ impl Options {
                     DomainPolicy {
                         allow,
                         plain_users: plain,
+                        curve_keys,
                     },
                 );
             }
+        }
+        if let Some(pair) = &access.curve_server {
+            let clear: Vec<&str> = ["frontend", "backend", "admin"]
+                .into_iter()
+                .filter(|d| !access.is_curve(d))
+                .collect();
+            access_log.push(format!(
+                "CURVE server key {}{}",
+                pair.public,
+                if clear.is_empty() {
+                    String::new()
+                } else {
+                    format!("; in clear text: {}", clear.join(", "))
+                }
+            ));
         }
         let core = Config {
             hwm: s.pick(cli.hwm, "HWM", emq_router_core::config::DEFAULT_HWM)?,
@@ -502,6 +684,10 @@ impl Options {
             http,
             max_message_size,
             access,
+            access_files: AccessFiles {
+                plain_users: plain_users_file,
+                curve: curve_sources,
+            },
             access_log,
             access_warnings,
             core,
@@ -768,6 +954,129 @@ mod tests {
             assert_eq!(users.get("u").map(String::as_str), Some("p"));
         }
         assert!(o.access.domains["admin"].plain_users.is_none());
+    }
+
+    #[test]
+    fn curve_keys_make_curve_sockets_with_the_router_key_pair() {
+        use emq_transport::curve::{generate, write_key_pair};
+        let dir = std::env::temp_dir().join(format!("emq-router-curve-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let clients = dir.join("clients");
+        std::fs::create_dir_all(&clients).unwrap();
+        let server = generate().unwrap();
+        let (_, secret) = write_key_pair(&dir.join("router"), &server, false).unwrap();
+        let alice = generate().unwrap();
+        write_key_pair(&clients.join("alice"), &alice, false).unwrap();
+        let secret = secret.to_str().unwrap();
+        let clients = clients.to_str().unwrap();
+
+        // --curve-keys: every socket is CURVE, with the admin allowlist kept
+        let o = Options::resolve(
+            cli(&["--curve-secret-key-file", secret, "--curve-keys", clients]),
+            &settings(&[]),
+        )
+        .unwrap();
+        assert_eq!(o.access.curve_server.as_ref(), Some(&server));
+        for d in ["frontend", "backend", "admin"] {
+            assert!(o.access.is_curve(d), "{d}");
+            let keys = o.access.domains[d].curve_keys.as_ref().unwrap();
+            assert_eq!(keys.admits(&alice.public), Some("alice"));
+        }
+        assert!(!o.access.domains["admin"].allow.is_empty());
+        assert!(o
+            .access_log
+            .iter()
+            .any(|l| l.contains(&server.public.to_string())));
+
+        // per socket, from the environment; `none` keeps one in clear text
+        let o = Options::resolve(
+            cli(&["--curve-admin-keys", "none"]),
+            &settings(&[
+                ("EVENTMQ_CURVE_SECRET_KEY_FILE", secret),
+                ("EVENTMQ_CURVE_KEYS", clients),
+                ("EVENTMQ_CURVE_BACKEND_KEYS", "any"),
+            ]),
+        )
+        .unwrap();
+        assert!(o.access.is_curve("frontend") && !o.access.is_curve("admin"));
+        assert_eq!(
+            o.access.domains["backend"].curve_keys,
+            Some(emq_transport::curve::AuthorisedKeys::Any)
+        );
+        assert!(o
+            .access_log
+            .iter()
+            .any(|l| l.contains("in clear text: admin")));
+
+        // what does not go together
+        let e = Options::resolve(cli(&["--curve-keys", clients]), &settings(&[])).unwrap_err();
+        assert!(e.contains("--curve-secret-key-file"), "{e}");
+        let e = Options::resolve(cli(&["--curve-secret-key-file", secret]), &settings(&[]))
+            .unwrap_err();
+        assert!(e.contains("no socket has authorised client keys"), "{e}");
+        let users = dir.join("users");
+        std::fs::write(&users, "u:p\n").unwrap();
+        let e = Options::resolve(
+            cli(&[
+                "--curve-secret-key-file",
+                secret,
+                "--curve-frontend-keys",
+                clients,
+                "--plain-users",
+                users.to_str().unwrap(),
+            ]),
+            &settings(&[]),
+        )
+        .unwrap_err();
+        assert!(e.contains("one mechanism"), "{e}");
+        let e = Options::resolve(
+            cli(&[
+                "--curve-secret-key-file",
+                secret,
+                "--curve-keys",
+                "/nonexistent",
+            ]),
+            &settings(&[]),
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("--curve-keys") && e.contains("/nonexistent"),
+            "{e}"
+        );
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(secret, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = Options::resolve(
+            cli(&["--curve-secret-key-file", secret, "--curve-keys", "any"]),
+            &settings(&[]),
+        )
+        .unwrap_err();
+        assert!(e.contains("chmod 600"), "{e}");
+        std::fs::set_permissions(secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+
+        // SIGHUP's reload sees a key added to the directory
+        let o = Options::resolve(
+            cli(&[
+                "--curve-secret-key-file",
+                secret,
+                "--curve-frontend-keys",
+                clients,
+            ]),
+            &settings(&[]),
+        )
+        .unwrap();
+        let bob = generate().unwrap();
+        write_key_pair(&std::path::Path::new(clients).join("bob"), &bob, false).unwrap();
+        let (next, log) = o.access_files.reload(&o.access).unwrap();
+        assert_eq!(
+            next.domains["frontend"]
+                .curve_keys
+                .as_ref()
+                .unwrap()
+                .admits(&bob.public),
+            Some("bob")
+        );
+        assert!(log[0].contains("2 authorised key(s)"), "{log:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -91,8 +91,11 @@ pub/sub process, by design. --publish takes no job form, queue, header,
 
 Authentication: for a router started with --plain-users, give --username and
 --password-file (or --password, or $EMQ_USERNAME / $EMQ_PASSWORD): the DEALER
-connects as a ZMQ PLAIN client. Wrong credentials look like a router that does
-not answer (exit 5 after --timeout); the router logs the refusal.";
+connects as a ZMQ PLAIN client. For a router whose frontend is CURVE
+(encrypted), give --curve-server-key (the router's router.key) and
+--curve-secret-key-file (our key pair from `emq-cli keygen`; the router lists
+its public key). Wrong credentials or an unknown key look like a router that
+does not answer (exit 5 after --timeout); the router logs the refusal.";
 
 const EXAMPLES: &str = "\
 Examples:
@@ -140,6 +143,10 @@ Examples:
   # a router that requires PLAIN credentials
   EMQ_USERNAME=alice emq-sender --password-file ~/.emq-password --call noop
 
+  # a CURVE (encrypted) router: its public key, and ours
+  emq-sender --curve-server-key router.key --curve-secret-key-file me.key_secret \\
+      --wait --call echo --args '[1]'
+
 Failover: --broker A,B (or EMQ_BROKER_ADDR=A,B) connects to every router
 of the list and talks to the one that serves (a standby binds nothing). After
 a reconnect the sender sends again what was not acknowledged (same msgid) and
@@ -155,7 +162,10 @@ Environment:
                          wildcard rule)
   EMQ_USERNAME           default for --username
   EMQ_PASSWORD           the password when neither --password nor
-                         --password-file is given";
+                         --password-file is given
+  EVENTMQ_CURVE_SERVER_KEY, EVENTMQ_CURVE_SECRET_KEY_FILE
+                         defaults for --curve-server-key and
+                         --curve-secret-key-file";
 
 fn parse_interval(s: &str) -> Result<i64, String> {
     match s.trim().parse::<i64>() {
@@ -356,6 +366,19 @@ pub struct Cli {
     )]
     pub password_file: Option<std::path::PathBuf>,
 
+    /// The router's CURVE public key: Z85 text or a file holding it (the
+    /// router's NAME.key); the connection is then encrypted
+    /// [env: EVENTMQ_CURVE_SERVER_KEY]
+    #[arg(long, value_name = "KEY|FILE", help_heading = "Authentication")]
+    pub curve_server_key: Option<String>,
+
+    /// Our CURVE key pair (NAME.key_secret from `emq-cli keygen`, mode
+    /// 0600) whose public key the router lists; without it a fresh pair is
+    /// made, which only a router accepting any key lets in
+    /// [env: EVENTMQ_CURVE_SECRET_KEY_FILE]
+    #[arg(long, value_name = "FILE", help_heading = "Authentication")]
+    pub curve_secret_key_file: Option<std::path::PathBuf>,
+
     /// The job as JSON text, sent as is; '-' or nothing (without a job form)
     /// reads jobs from stdin, one per line
     #[arg(value_name = "MESSAGE_JSON")]
@@ -402,6 +425,8 @@ pub struct Plan {
     pub schedule: Option<ScheduleSpec>,
     /// ZMQ PLAIN credentials `(username, password)`.
     pub plain: Option<(String, String)>,
+    /// CURVE keys (wins over `plain`).
+    pub curve: Option<emq_transport::curve::CurveClient>,
     /// `--publish TOPIC`: send PUBLISH [TOPIC, message] to a pub/sub
     /// process instead of REQUESTs (fire and forget, like `no_ack`).
     pub publish: Option<String>,
@@ -425,6 +450,7 @@ impl std::fmt::Debug for Plan {
                 "plain",
                 &self.plain.as_ref().map(|(user, _)| (user, "<redacted>")),
             )
+            .field("curve", &self.curve)
             .finish()
     }
 }
@@ -587,6 +613,14 @@ impl Cli {
             env,
         )
         .map_err(UsageError)?;
+        let curve = emq_transport::curve::curve_client(
+            &emq_transport::curve::CurveArgs {
+                server_key: self.curve_server_key.as_deref(),
+                secret_key_file: self.curve_secret_key_file.as_deref(),
+            },
+            &|k| env(&format!("EVENTMQ_{k}")),
+        )
+        .map_err(UsageError)?;
         let default_timeout = if self.wait {
             DEFAULT_WAIT_TIMEOUT_SECS
         } else {
@@ -604,6 +638,7 @@ impl Cli {
             mode,
             schedule,
             plain,
+            curve,
             publish: self.publish.clone(),
         })
     }
@@ -979,6 +1014,19 @@ mod tests {
                 .unwrap()
                 .no_ack
         );
+    }
+
+    #[test]
+    fn curve_keys_from_flags_or_environment() {
+        let server = emq_transport::curve::generate().unwrap().public.to_string();
+        assert_eq!(plan(&["[1]"]).unwrap().curve, None);
+        let p = plan(&["--curve-server-key", &server, "[1]"]).unwrap();
+        assert_eq!(p.curve.unwrap().server_key.to_string(), server);
+        let env = |k: &str| (k == "EVENTMQ_CURVE_SERVER_KEY").then(|| server.clone());
+        let p = parse(&["[1]"]).unwrap().plan(&env).unwrap();
+        assert_eq!(p.curve.unwrap().server_key.to_string(), server);
+        let e = plan(&["--curve-server-key", "nope", "[1]"]).unwrap_err();
+        assert!(e.starts_with("--curve-server-key"), "{e}");
     }
 
     #[test]

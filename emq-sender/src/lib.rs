@@ -45,6 +45,7 @@ pub fn progress_wanted() -> bool {
 pub fn run<R: BufRead + Send + 'static>(plan: &Plan, input: R, io: Io) -> Exit {
     let opts = emq_transport::SocketOptions {
         plain: plan.plain.clone(),
+        curve: plan.curve.clone(),
         ..emq_transport::SocketOptions::default()
     };
     let client = match Client::connect_with(&plan.broker, &opts) {
@@ -156,11 +157,15 @@ fn hand_over(client: Client, plan: &Plan, err: &mut dyn Write) -> Exit {
 /// Added to "no answer" messages when PLAIN credentials were given: a
 /// router that refuses them looks exactly like one that does not answer.
 fn auth_hint(plan: &Plan) -> String {
-    match &plan.plain {
-        Some((user, _)) => format!(
+    match (&plan.curve, &plan.plain) {
+        (Some(c), _) => format!(
+            " (or the router refused our CURVE key {}, or {} is not its key: its log says so)",
+            c.own.public, c.server_key
+        ),
+        (None, Some((user, _))) => format!(
             " (or the router refused the PLAIN credentials of user {user:?}: its log says so)"
         ),
-        None => String::new(),
+        (None, None) => String::new(),
     }
 }
 

@@ -65,6 +65,7 @@ fn a_full_send_queue_is_a_timeout_error() {
         max_message_size: -1,
         linger_ms: 0,
         plain: None,
+        curve: None,
     };
     let client = Client::connect_with(&ep, &opts).unwrap();
     client.set_send_timeout(Duration::from_millis(100)).unwrap();

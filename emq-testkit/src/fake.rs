@@ -56,6 +56,7 @@ impl FakeRouter {
             DomainPolicy {
                 allow: Vec::new(),
                 plain_users: Some(parse_plain_users(users).expect("users")),
+                curve_keys: None,
             },
         );
         // the handler must be bound before the socket it guards

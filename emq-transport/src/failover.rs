@@ -78,7 +78,9 @@ pub fn dealer(
     let sock = ctx.socket(zmq::DEALER)?;
     apply_options(&sock, opts)?;
     sock.set_identity(identity)?;
-    if let Some((username, password)) = &opts.plain {
+    if let Some(curve) = &opts.curve {
+        curve.apply(&sock)?;
+    } else if let Some((username, password)) = &opts.plain {
         sock.set_plain_username(Some(username))?;
         sock.set_plain_password(Some(password))?;
     }

@@ -1,6 +1,8 @@
 //! What every emq binary does with ZeroMQ, written once: socket setup with
-//! the options the protocol needs, sending and receiving eMQP messages,
-//! shutdown signals, and endpoint validation with clear errors.
+//! the options the protocol needs (and the PLAIN or CURVE client side of a
+//! connection), sending and receiving eMQP messages, shutdown signals, and
+//! endpoint validation with clear errors. Access control on the router's
+//! side is [`zap`]; CURVE keys are [`curve`].
 //!
 //! No protocol logic lives here; the cores (router, job manager) are sans-IO
 //! and the binaries move frames between these sockets and the cores.
@@ -10,6 +12,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+pub mod curve;
 pub mod failover;
 pub mod http;
 pub mod metrics_http;
@@ -39,6 +42,10 @@ pub struct SocketOptions {
     /// PLAIN users, see [`zap`]). `None`: the NULL mechanism. Ignored by
     /// [`bind_router`]. `Debug` does not show the password.
     pub plain: Option<(String, String)>,
+    /// CURVE client keys, set by [`connect_dealer`] before it connects (for
+    /// a router socket with authorised keys, see [`zap`] and [`curve`]).
+    /// Wins over `plain`. `Debug` does not show the secret key.
+    pub curve: Option<curve::CurveClient>,
 }
 
 impl Default for SocketOptions {
@@ -48,6 +55,7 @@ impl Default for SocketOptions {
             max_message_size: -1,
             linger_ms: 1000,
             plain: None,
+            curve: None,
         }
     }
 }
@@ -62,6 +70,7 @@ impl std::fmt::Debug for SocketOptions {
                 "plain",
                 &self.plain.as_ref().map(|(user, _)| (user, "<redacted>")),
             )
+            .field("curve", &self.curve)
             .finish()
     }
 }
@@ -210,7 +219,8 @@ pub fn bind_router_with(
 }
 
 /// A DEALER connected to `endpoint` with the given identity (0.3.13 peers
-/// use a fresh uuid4 per connection), as a PLAIN client when
+/// use a fresh uuid4 per connection), as a CURVE client when
+/// [`SocketOptions::curve`] is set, else as a PLAIN client when
 /// [`SocketOptions::plain`] is set.
 pub fn connect_dealer(
     ctx: &zmq::Context,
@@ -311,46 +321,102 @@ pub fn shutdown_flag() -> std::io::Result<Arc<AtomicBool>> {
     Ok(flag)
 }
 
-/// SIGTERM, SIGINT and SIGQUIT as a flag and as a file descriptor that
-/// turns readable when one arrives, so a poll loop can sleep until its
-/// next deadline or a signal — no periodic wake-up to look at a flag.
-pub struct ShutdownSignal {
+/// Signals as a flag and as a file descriptor that turns readable when one
+/// arrives (signal-hook's flag and self-pipe), so that a poll loop can
+/// sleep until its next deadline or a signal — no periodic wake-up to look
+/// at a flag.
+struct SignalPipe {
     flag: Arc<AtomicBool>,
     read: std::os::unix::net::UnixStream,
 }
 
+impl SignalPipe {
+    fn install(signals: &[i32], flag: Arc<AtomicBool>) -> std::io::Result<SignalPipe> {
+        let (read, write) = std::os::unix::net::UnixStream::pair()?;
+        read.set_nonblocking(true)?;
+        for &sig in signals {
+            signal_hook::flag::register(sig, Arc::clone(&flag))?;
+            signal_hook::low_level::pipe::register(sig, write.try_clone()?)?;
+        }
+        Ok(SignalPipe { flag, read })
+    }
+
+    /// Empty the pipe, so that it does not keep a poll awake.
+    fn drain(&self) {
+        use std::io::Read;
+        let mut buf = [0u8; 64];
+        while matches!((&self.read).read(&mut buf), Ok(n) if n > 0) {}
+    }
+
+    fn poll_item(&self) -> zmq::PollItem<'static> {
+        use std::os::fd::AsRawFd;
+        zmq::PollItem::from_fd(self.read.as_raw_fd(), zmq::POLLIN)
+    }
+}
+
+/// SIGTERM, SIGINT and SIGQUIT as a flag and as a file descriptor that
+/// turns readable when one arrives, so a poll loop can sleep until its
+/// next deadline or a signal — no periodic wake-up to look at a flag.
+pub struct ShutdownSignal(SignalPipe);
+
 impl ShutdownSignal {
     /// Install the handlers (signal-hook's flag and self-pipe).
     pub fn install() -> std::io::Result<ShutdownSignal> {
-        let flag = shutdown_flag()?;
-        let (read, write) = std::os::unix::net::UnixStream::pair()?;
-        read.set_nonblocking(true)?;
-        for sig in [
-            signal_hook::consts::SIGTERM,
-            signal_hook::consts::SIGINT,
-            signal_hook::consts::SIGQUIT,
-        ] {
-            signal_hook::low_level::pipe::register(sig, write.try_clone()?)?;
-        }
-        Ok(ShutdownSignal { flag, read })
+        SignalPipe::install(
+            &[
+                signal_hook::consts::SIGTERM,
+                signal_hook::consts::SIGINT,
+                signal_hook::consts::SIGQUIT,
+            ],
+            Arc::new(AtomicBool::new(false)),
+        )
+        .map(ShutdownSignal)
     }
 
     /// Whether a signal has arrived (an atomic load; once one has, the
     /// pipe is emptied too, so that it does not keep a poll awake).
     pub fn requested(&self) -> bool {
-        if !shutdown_requested(&self.flag) {
+        if !shutdown_requested(&self.0.flag) {
             return false;
         }
-        use std::io::Read;
-        let mut buf = [0u8; 64];
-        while matches!((&self.read).read(&mut buf), Ok(n) if n > 0) {}
+        self.0.drain();
         true
     }
 
     /// A `zmq::poll` item that is readable once a signal arrived.
     pub fn poll_item(&self) -> zmq::PollItem<'static> {
-        use std::os::fd::AsRawFd;
-        zmq::PollItem::from_fd(self.read.as_raw_fd(), zmq::POLLIN)
+        self.0.poll_item()
+    }
+}
+
+/// SIGHUP, the conventional "read your files again", as a flag and a file
+/// descriptor (see [`ShutdownSignal`]). Installing it replaces SIGHUP's
+/// default action (ending the process).
+pub struct ReloadSignal(SignalPipe);
+
+impl ReloadSignal {
+    /// Install the handler.
+    pub fn install() -> std::io::Result<ReloadSignal> {
+        SignalPipe::install(
+            &[signal_hook::consts::SIGHUP],
+            Arc::new(AtomicBool::new(false)),
+        )
+        .map(ReloadSignal)
+    }
+
+    /// Whether SIGHUP arrived since the last call (the flag is cleared,
+    /// the pipe emptied).
+    pub fn take(&self) -> bool {
+        if !self.0.flag.swap(false, Ordering::Relaxed) {
+            return false;
+        }
+        self.0.drain();
+        true
+    }
+
+    /// A `zmq::poll` item that is readable once SIGHUP arrived.
+    pub fn poll_item(&self) -> zmq::PollItem<'static> {
+        self.0.poll_item()
     }
 }
 
@@ -516,6 +582,7 @@ mod tests {
             DomainPolicy {
                 allow: Vec::new(),
                 plain_users: Some(parse_plain_users("alice:pw1\n").unwrap()),
+                curve_keys: None,
             },
         );
         // the handler must be bound before the socket it guards

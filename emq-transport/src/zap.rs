@@ -4,13 +4,20 @@
 //! same context) about every new connection to a socket that has a ZAP
 //! domain set. We give each socket its own domain (`frontend`, `backend`,
 //! `admin`) and decide per domain: the peer's IP must be in the allowlist,
-//! and when PLAIN credentials are configured the username/password must
-//! match. A denied peer is disconnected by libzmq before any message of it
-//! reaches the router, so it can neither submit nor register nor send
-//! DISCONNECT on the admin socket.
+//! and then the socket's mechanism decides — PLAIN: the username/password
+//! must match; CURVE: the client's public key must be one of the socket's
+//! authorised keys ([`crate::curve`]). A socket is NULL, PLAIN or CURVE,
+//! never two of them: a CURVE socket refuses NULL and PLAIN peers (libzmq
+//! fails their handshake before ZAP is asked), so an encrypted socket
+//! cannot be talked to in clear text. A denied peer is disconnected by
+//! libzmq before any message of it reaches the router, so it can neither
+//! submit nor register nor send DISCONNECT on the admin socket.
 //!
 //! The decision is a pure function ([`AccessPolicy::decide`]) so that it is
 //! unit-tested without sockets; [`spawn_zap_handler`] only moves frames.
+//! The policy of a running handler can be replaced
+//! ([`ZapHandler::set_policy`]: the router reloads its authorised keys on
+//! SIGHUP); a socket's mechanism is fixed when it binds.
 //!
 //! An allowlist as a person writes it (`--allow-admin 127.0.0.0/8,::1`) is
 //! read by [`parse_allowlist`]. "Any address" must be said (`any`): an empty
@@ -22,6 +29,9 @@ use std::collections::HashMap;
 use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
+use std::sync::{Arc, RwLock};
+
+use crate::curve::{AuthorisedKeys, KeyPair, PublicKey};
 
 /// The inproc endpoint libzmq sends ZAP requests to.
 pub const ZAP_ENDPOINT: &str = "inproc://zeromq.zap.01";
@@ -213,12 +223,19 @@ pub struct DomainPolicy {
     /// When set, the socket is a PLAIN server and these username → password
     /// pairs are accepted; peers using the NULL mechanism are refused.
     pub plain_users: Option<HashMap<String, String>>,
+    /// When set, the socket is a CURVE server (with
+    /// [`AccessPolicy::curve_server`]'s key pair) and lets in these client
+    /// keys only. Not together with `plain_users`.
+    pub curve_keys: Option<AuthorisedKeys>,
 }
 
 /// Access rules by ZAP domain.
 #[derive(Debug, Clone, Default)]
 pub struct AccessPolicy {
     pub domains: HashMap<String, DomainPolicy>,
+    /// The server key pair of the CURVE sockets (those whose domain has
+    /// `curve_keys`). `Debug` does not show the secret key.
+    pub curve_server: Option<KeyPair>,
 }
 
 /// One ZAP request, as libzmq sends it.
@@ -302,6 +319,33 @@ impl AccessPolicy {
                 ));
             }
         }
+        if let Some(keys) = &domain.curve_keys {
+            let key = match (req.mechanism.as_str(), req.credentials.as_slice()) {
+                ("CURVE", [k]) => <[u8; 32]>::try_from(k.as_slice()).ok().map(PublicKey),
+                _ => None,
+            };
+            let Some(key) = key else {
+                return ZapVerdict::deny(format!(
+                    "{} requires CURVE (got {} from {})",
+                    req.domain, req.mechanism, req.address
+                ));
+            };
+            return match keys.admits(&key) {
+                Some(name) => ZapVerdict {
+                    status: "200",
+                    text: "OK".into(),
+                    user_id: if name.is_empty() {
+                        key.to_string()
+                    } else {
+                        name.to_string()
+                    },
+                },
+                None => ZapVerdict::deny(format!(
+                    "CURVE key {key} from {} is not authorised on {}",
+                    req.address, req.domain
+                )),
+            };
+        }
         match &domain.plain_users {
             None => ZapVerdict {
                 status: "200",
@@ -331,19 +375,35 @@ impl AccessPolicy {
     pub fn is_active(&self) -> bool {
         self.domains
             .values()
-            .any(|d| !d.allow.is_empty() || d.plain_users.is_some())
+            .any(|d| !d.allow.is_empty() || d.plain_users.is_some() || d.curve_keys.is_some())
     }
 
     /// Configure `sock` for `domain`: set the ZAP domain (so libzmq consults
-    /// the handler) and make it a PLAIN server when credentials are required.
+    /// the handler) and make it a PLAIN server when credentials are
+    /// required, or a CURVE server with [`AccessPolicy::curve_server`]'s
+    /// key pair when client keys are (`EINVAL` when that key pair is
+    /// missing, or both are asked for).
     pub fn apply(&self, sock: &zmq::Socket, domain: &str) -> zmq::Result<()> {
         if let Some(d) = self.domains.get(domain) {
             sock.set_zap_domain(domain)?;
-            if d.plain_users.is_some() {
-                sock.set_plain_server(true)?;
+            match (&d.plain_users, &d.curve_keys, &self.curve_server) {
+                (Some(_), Some(_), _) | (None, Some(_), None) => return Err(zmq::Error::EINVAL),
+                (Some(_), None, _) => sock.set_plain_server(true)?,
+                (None, Some(_), Some(pair)) => {
+                    sock.set_curve_server(true)?;
+                    sock.set_curve_secretkey(&pair.secret.0)?;
+                }
+                (None, None, _) => {}
             }
         }
         Ok(())
+    }
+
+    /// Whether `domain`'s socket is a CURVE server.
+    pub fn is_curve(&self, domain: &str) -> bool {
+        self.domains
+            .get(domain)
+            .is_some_and(|d| d.curve_keys.is_some())
     }
 }
 
@@ -363,16 +423,64 @@ pub fn parse_plain_users(text: &str) -> Result<HashMap<String, String>, String> 
     Ok(users)
 }
 
+/// A refused client reconnects every 100 ms or so: the same warning at
+/// most every 10 s, with the count of those not written.
+#[derive(Default)]
+struct Repeats(HashMap<String, (std::time::Instant, u64)>);
+
+impl Repeats {
+    const QUIET: std::time::Duration = std::time::Duration::from_secs(10);
+
+    fn warn(&mut self, text: String) {
+        let now = std::time::Instant::now();
+        if self.0.len() > 10_000 {
+            self.0
+                .retain(|_, (at, _)| now.duration_since(*at) < Self::QUIET);
+        }
+        match self.0.get_mut(&text) {
+            Some((at, quiet)) if now.duration_since(*at) < Self::QUIET => *quiet += 1,
+            entry => {
+                let more = match entry {
+                    Some((_, n)) if *n > 0 => format!(" ({n} more like it not logged)"),
+                    _ => String::new(),
+                };
+                log::warn!("{text}{more}");
+                self.0.insert(text, (now, 0));
+            }
+        }
+    }
+}
+
+/// A running ZAP handler (see [`spawn_zap_handler`]).
+pub struct ZapHandler {
+    policy: Arc<RwLock<AccessPolicy>>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl ZapHandler {
+    /// Decide on connections from now on with `policy` (a reload:
+    /// connections already let in stay; the mechanism each socket was
+    /// bound with does not change).
+    pub fn set_policy(&self, policy: AccessPolicy) {
+        *self.policy.write().unwrap_or_else(|e| e.into_inner()) = policy;
+    }
+
+    /// Wait for the handler's thread, which ends with the context.
+    pub fn join(self) -> std::thread::Result<()> {
+        self.thread.join()
+    }
+}
+
 /// Bind the ZAP handler in `ctx` and answer requests on a thread until the
 /// context is terminated. Must run before the sockets it guards bind.
-pub fn spawn_zap_handler(
-    ctx: &zmq::Context,
-    policy: AccessPolicy,
-) -> zmq::Result<std::thread::JoinHandle<()>> {
+pub fn spawn_zap_handler(ctx: &zmq::Context, policy: AccessPolicy) -> zmq::Result<ZapHandler> {
     let sock = ctx.socket(zmq::REP)?;
     sock.set_linger(0)?;
     sock.bind(ZAP_ENDPOINT)?;
-    Ok(std::thread::Builder::new()
+    let policy = Arc::new(RwLock::new(policy));
+    let shared = Arc::clone(&policy);
+    let mut refused = Repeats::default();
+    let thread = std::thread::Builder::new()
         .name("zap".into())
         .spawn(move || loop {
             let frames = match sock.recv_multipart(0) {
@@ -385,11 +493,24 @@ pub fn spawn_zap_handler(
             };
             let reply = match ZapRequest::parse(frames) {
                 Ok(req) => {
-                    let v = policy.decide(&req);
+                    let v = shared
+                        .read()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .decide(&req);
                     if v.allowed() {
-                        log::debug!("ZAP: {} on {} allowed", req.address, req.domain);
+                        log::debug!(
+                            "ZAP: {} on {} allowed ({}{})",
+                            req.address,
+                            req.domain,
+                            req.mechanism,
+                            if v.user_id.is_empty() {
+                                String::new()
+                            } else {
+                                format!(" {}", v.user_id)
+                            }
+                        );
                     } else {
-                        log::warn!("ZAP: connection refused: {}", v.text);
+                        refused.warn(format!("ZAP: connection refused: {}", v.text));
                     }
                     vec![
                         b"1.0".to_vec(),
@@ -419,6 +540,83 @@ pub fn spawn_zap_handler(
                 log::error!("ZAP handler send failed: {e}");
             }
         })
+        .expect("spawning a thread");
+    Ok(ZapHandler { policy, thread })
+}
+
+/// Why a handshake failed, in words, from a `ZMQ_EVENT_HANDSHAKE_FAILED_*`
+/// event and its value (libzmq's `ZMQ_PROTOCOL_ERROR_*`); `None` for
+/// events that are not handshake failures or that the ZAP handler
+/// reports itself (refused credentials or keys).
+pub fn handshake_failure_text(event: u16, value: u32, mechanism: &str) -> Option<String> {
+    const FAILED_NO_DETAIL: u16 = 0x0800;
+    const FAILED_PROTOCOL: u16 = 0x2000;
+    match event {
+        FAILED_NO_DETAIL => Some(format!(
+            "a peer's handshake did not complete (it left, or did not speak {mechanism})"
+        )),
+        FAILED_PROTOCOL => Some(match value {
+            0x1100_0002 => format!(
+                "a peer was refused: it did not use {mechanism} (mechanism mismatch; \
+                 a client in clear text, or with other credentials)"
+            ),
+            0x1100_0001 => format!(
+                "a peer's {mechanism} handshake failed (cryptographic error: a client with \
+                 the wrong server key?)"
+            ),
+            v => format!("a peer's handshake failed (ZMTP protocol error 0x{v:08x})"),
+        }),
+        _ => None,
+    }
+}
+
+/// Log the handshakes that fail on `sock` (named `name` in the log) for
+/// reasons the ZAP handler never sees: a peer in clear text on a CURVE or
+/// PLAIN socket, a CURVE client with the wrong server key. A socket
+/// monitor (failed handshakes only, so nothing per message) read by a
+/// thread of its own until the context ends. `mechanism` is what the
+/// socket requires, for the text.
+pub fn spawn_handshake_monitor(
+    ctx: &zmq::Context,
+    sock: &zmq::Socket,
+    name: &str,
+    mechanism: &str,
+) -> zmq::Result<std::thread::JoinHandle<()>> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let endpoint = format!(
+        "inproc://emq-handshake-monitor-{}-{}",
+        name,
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    let events = zmq::SocketEvent::HANDSHAKE_FAILED_NO_DETAIL as i32
+        | zmq::SocketEvent::HANDSHAKE_FAILED_PROTOCOL as i32;
+    sock.monitor(&endpoint, events)?;
+    let pair = ctx.socket(zmq::PAIR)?;
+    pair.set_linger(0)?;
+    pair.connect(&endpoint)?;
+    let (name, mechanism) = (name.to_string(), mechanism.to_string());
+    let mut said = Repeats::default();
+    Ok(std::thread::Builder::new()
+        .name(format!("monitor-{name}"))
+        .spawn(move || loop {
+            let frames = match pair.recv_multipart(0) {
+                Ok(f) => f,
+                Err(zmq::Error::ETERM) => return,
+                Err(e) => {
+                    log::error!("{name}: handshake monitor receive failed: {e}");
+                    return;
+                }
+            };
+            let Some(head) = frames.first().filter(|f| f.len() >= 6) else {
+                continue;
+            };
+            let event = u16::from_ne_bytes([head[0], head[1]]);
+            let value = u32::from_ne_bytes([head[2], head[3], head[4], head[5]]);
+            if let Some(text) = handshake_failure_text(event, value, &mechanism) {
+                said.warn(format!("{name}: {text}"));
+            }
+        })
         .expect("spawning a thread"))
 }
 
@@ -443,6 +641,7 @@ mod tests {
             DomainPolicy {
                 allow: vec!["127.0.0.1".parse().unwrap()],
                 plain_users: None,
+                curve_keys: None,
             },
         );
         p.domains.insert(
@@ -450,6 +649,7 @@ mod tests {
             DomainPolicy {
                 allow: vec!["10.0.0.0/8".parse().unwrap(), "::1".parse().unwrap()],
                 plain_users: Some(parse_plain_users("w:secret\n# c\n").unwrap()),
+                curve_keys: None,
             },
         );
         p
@@ -560,6 +760,7 @@ mod tests {
             DomainPolicy {
                 allow: vec!["127.0.0.2".parse().unwrap()],
                 plain_users: None,
+                curve_keys: None,
             },
         );
         p.domains.insert(
@@ -567,6 +768,7 @@ mod tests {
             DomainPolicy {
                 allow: vec!["127.0.0.1".parse().unwrap()],
                 plain_users: Some(parse_plain_users("w:pw").unwrap()),
+                curve_keys: None,
             },
         );
         let _zap = spawn_zap_handler(&ctx, p.clone()).unwrap();
@@ -613,5 +815,169 @@ mod tests {
         for s in [d, bad, good, front, back] {
             s.set_linger(0).unwrap();
         }
+    }
+
+    fn curve_req(domain: &str, address: &str, key: &PublicKey) -> ZapRequest {
+        ZapRequest {
+            request_id: b"1".to_vec(),
+            domain: domain.into(),
+            address: address.into(),
+            mechanism: "CURVE".into(),
+            credentials: vec![key.0.to_vec()],
+        }
+    }
+
+    #[test]
+    fn curve_domains_let_in_authorised_keys_only_and_keep_the_allowlist() {
+        use crate::curve::generate;
+        let alice = generate().unwrap().public;
+        let mallory = generate().unwrap().public;
+        let mut p = AccessPolicy {
+            curve_server: Some(generate().unwrap()),
+            ..AccessPolicy::default()
+        };
+        p.domains.insert(
+            "frontend".into(),
+            DomainPolicy {
+                allow: vec!["127.0.0.0/8".parse().unwrap()],
+                plain_users: None,
+                curve_keys: Some(AuthorisedKeys::Only(
+                    [(alice, "alice".to_string())].into_iter().collect(),
+                )),
+            },
+        );
+        p.domains.insert(
+            "backend".into(),
+            DomainPolicy {
+                curve_keys: Some(AuthorisedKeys::Any),
+                ..DomainPolicy::default()
+            },
+        );
+        assert!(p.is_active() && p.is_curve("frontend") && !p.is_curve("admin"));
+        let v = p.decide(&curve_req("frontend", "127.0.0.1", &alice));
+        assert!(v.allowed());
+        assert_eq!(v.user_id, "alice");
+        let v = p.decide(&curve_req("frontend", "127.0.0.1", &mallory));
+        assert!(!v.allowed());
+        assert!(v.text.contains(&mallory.to_string()), "{}", v.text);
+        // the allowlist still applies to a good key
+        assert!(!p
+            .decide(&curve_req("frontend", "10.0.0.1", &alice))
+            .allowed());
+        // other mechanisms are refused on a CURVE domain
+        assert!(!p
+            .decide(&req("frontend", "127.0.0.1", "NULL", &[]))
+            .allowed());
+        assert!(!p
+            .decide(&req("frontend", "127.0.0.1", "PLAIN", &["a", "b"]))
+            .allowed());
+        let short = ZapRequest {
+            credentials: vec![vec![1; 5]],
+            ..curve_req("frontend", "127.0.0.1", &alice)
+        };
+        assert!(!p.decide(&short).allowed());
+        // `any`: every key, named by itself
+        let v = p.decide(&curve_req("backend", "192.0.2.1", &mallory));
+        assert!(v.allowed());
+        assert_eq!(v.user_id, mallory.to_string());
+    }
+
+    #[test]
+    fn a_curve_socket_refuses_unknown_null_and_plain_peers_and_reloads_its_keys() {
+        use crate::curve::{generate, CurveClient};
+        let ctx = zmq::Context::new();
+        let server = generate().unwrap();
+        let alice = generate().unwrap();
+        let bob = generate().unwrap();
+        let only = |pairs: &[(&KeyPair, &str)]| {
+            let mut p = AccessPolicy {
+                curve_server: Some(server.clone()),
+                ..AccessPolicy::default()
+            };
+            p.domains.insert(
+                "frontend".into(),
+                DomainPolicy {
+                    curve_keys: Some(AuthorisedKeys::Only(
+                        pairs
+                            .iter()
+                            .map(|(k, n)| (k.public, n.to_string()))
+                            .collect(),
+                    )),
+                    ..DomainPolicy::default()
+                },
+            );
+            p
+        };
+        let policy = only(&[(&alice, "alice")]);
+        let zap = spawn_zap_handler(&ctx, policy.clone()).unwrap();
+        let router = ctx.socket(zmq::ROUTER).unwrap();
+        router.set_linger(0).unwrap();
+        policy.apply(&router, "frontend").unwrap();
+        router.bind("tcp://127.0.0.1:*").unwrap();
+        let endpoint = router.get_last_endpoint().unwrap().unwrap();
+        let opts = crate::SocketOptions {
+            linger_ms: 0,
+            ..crate::SocketOptions::default()
+        };
+        let client = |id: &[u8], own: Option<&KeyPair>, plain: bool| {
+            let opts = crate::SocketOptions {
+                curve: own.map(|own| CurveClient {
+                    server_key: server.public,
+                    own: own.clone(),
+                }),
+                plain: plain.then(|| ("u".to_string(), "p".to_string())),
+                ..opts.clone()
+            };
+            let d = crate::connect_dealer(&ctx, &endpoint, id, &opts).unwrap();
+            d.send_multipart([id.to_vec()], 0).unwrap();
+            d
+        };
+        let unknown = client(b"bob", Some(&bob), false);
+        let null = client(b"null", None, false);
+        let plain = client(b"plain", None, true);
+        let good = client(b"alice", Some(&alice), false);
+        assert!(router.poll(zmq::POLLIN, 5000).unwrap() > 0);
+        let frames = router.recv_multipart(0).unwrap();
+        assert_eq!(frames, [b"alice".to_vec(), b"alice".to_vec()]);
+        assert_eq!(
+            router.poll(zmq::POLLIN, 300).unwrap(),
+            0,
+            "only the authorised key gets through"
+        );
+        // and back, encrypted both ways
+        router
+            .send_multipart([b"alice".to_vec(), b"hi".to_vec()], 0)
+            .unwrap();
+        assert!(good.poll(zmq::POLLIN, 5000).unwrap() > 0);
+        assert_eq!(good.recv_bytes(0).unwrap(), b"hi");
+
+        // Reload: bob is authorised now; a new connection of his gets in
+        // (libzmq retries the handshake of the refused one, too).
+        zap.set_policy(only(&[(&alice, "alice"), (&bob, "bob")]));
+        let bob2 = client(b"bob2", Some(&bob), false);
+        let mut got = Vec::new();
+        while router.poll(zmq::POLLIN, 5000).unwrap() > 0 {
+            got.push(router.recv_multipart(0).unwrap()[0].clone());
+            if got.contains(&b"bob2".to_vec()) {
+                break;
+            }
+        }
+        assert!(got.contains(&b"bob2".to_vec()), "{got:?}");
+        assert!(!got.contains(&b"null".to_vec()) && !got.contains(&b"plain".to_vec()));
+        for s in [unknown, null, plain, good, bob2, router] {
+            s.set_linger(0).unwrap();
+        }
+    }
+
+    #[test]
+    fn handshake_failures_are_said_in_words() {
+        let t = handshake_failure_text(0x2000, 0x1100_0002, "CURVE").unwrap();
+        assert!(t.contains("did not use CURVE"), "{t}");
+        assert!(handshake_failure_text(0x2000, 0x1100_0001, "CURVE")
+            .unwrap()
+            .contains("server key"));
+        assert!(handshake_failure_text(0x0800, 0, "PLAIN").is_some());
+        assert_eq!(handshake_failure_text(0x4000, 400, "CURVE"), None);
+        assert_eq!(handshake_failure_text(0x1000, 0, "CURVE"), None);
     }
 }

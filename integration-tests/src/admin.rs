@@ -10,8 +10,21 @@ use crate::zmq_ctx;
 
 /// Send `cmd` (STATUS, ROUTER_SHOW_WORKERS, ...) and parse the REPLY JSON.
 pub fn query(endpoint: &str, cmd: Command, timeout: Duration) -> Result<Value, String> {
+    query_as(endpoint, cmd, timeout, None)
+}
+
+/// [`query`] as a CURVE client with `curve`'s keys (or in clear text).
+pub fn query_as(
+    endpoint: &str,
+    cmd: Command,
+    timeout: Duration,
+    curve: Option<&emq_transport::curve::CurveClient>,
+) -> Result<Value, String> {
     let sock = zmq_ctx().socket(zmq::DEALER).map_err(|e| e.to_string())?;
     sock.set_linger(0).map_err(|e| e.to_string())?;
+    if let Some(c) = curve {
+        c.apply(&sock).map_err(|e| e.to_string())?;
+    }
     sock.set_identity(format!("it-admin-{}", emqp_proto::new_msgid()).as_bytes())
         .map_err(|e| e.to_string())?;
     sock.connect(endpoint).map_err(|e| e.to_string())?;

@@ -35,6 +35,17 @@ pub const FAST_HEARTBEAT: [&str; 4] = ["--heartbeat-interval", "0.5", "--heartbe
 
 /// Wait until the router at `addrs` answers STATUS (or the process exits).
 pub fn wait_router_ready(p: &mut Proc, addrs: &Addrs, timeout: Duration) -> Result<(), String> {
+    wait_router_ready_as(p, addrs, timeout, None)
+}
+
+/// [`wait_router_ready`], asking STATUS as a CURVE client when `curve` is
+/// given (a router whose admin socket is CURVE).
+pub fn wait_router_ready_as(
+    p: &mut Proc,
+    addrs: &Addrs,
+    timeout: Duration,
+    curve: Option<&emq_transport::curve::CurveClient>,
+) -> Result<(), String> {
     let deadline = std::time::Instant::now() + timeout;
     loop {
         if !p.is_running() {
@@ -45,10 +56,11 @@ pub fn wait_router_ready(p: &mut Proc, addrs: &Addrs, timeout: Duration) -> Resu
                 p.tail(30)
             ));
         }
-        if crate::admin::query(
+        if crate::admin::query_as(
             &addrs.admin,
             emqp_proto::Command::Status,
             Duration::from_millis(500),
+            curve,
         )
         .is_ok()
         {
@@ -70,6 +82,15 @@ pub fn wait_router_ready(p: &mut Proc, addrs: &Addrs, timeout: Duration) -> Resu
 /// its own in the test's scratch directory (the default one in `$HOME` is
 /// shared by every router on the machine, and locked by the first).
 pub fn start_router_on(addrs: &Addrs, extra: &[&str]) -> Result<Proc, String> {
+    start_router_on_as(addrs, extra, None)
+}
+
+/// [`start_router_on`], asking STATUS with `curve`'s keys.
+pub fn start_router_on_as(
+    addrs: &Addrs,
+    extra: &[&str],
+    curve: Option<&emq_transport::curve::CurveClient>,
+) -> Result<Proc, String> {
     let journal = if extra.contains(&"--journal") {
         vec![]
     } else {
@@ -91,16 +112,25 @@ pub fn start_router_on(addrs: &Addrs, extra: &[&str]) -> Result<Proc, String> {
         ])
         .args(extra)
         .spawn();
-    wait_router_ready(&mut p, addrs, ROUTER_READY).map(|_| p)
+    wait_router_ready_as(&mut p, addrs, ROUTER_READY, curve).map(|_| p)
 }
 
 /// Start our router on fresh ports (retried on new ports if it cannot
 /// start, e.g. a port was taken meanwhile).
 pub fn start_router(extra: &[&str]) -> (Proc, Addrs) {
+    start_router_as(extra, None)
+}
+
+/// [`start_router`] for a router whose admin socket is CURVE: readiness
+/// is asked with `curve`'s keys.
+pub fn start_router_as(
+    extra: &[&str],
+    curve: Option<&emq_transport::curve::CurveClient>,
+) -> (Proc, Addrs) {
     let mut last = String::new();
     for _ in 0..3 {
         let addrs = Addrs::fresh();
-        match start_router_on(&addrs, extra) {
+        match start_router_on_as(&addrs, extra, curve) {
             Ok(p) => return (p, addrs),
             Err(e) => {
                 eprintln!("[harness] router start failed, retrying on new ports: {e}");

@@ -20,7 +20,8 @@
 //!   drop (for 0.3.13's emq-scheduler).
 //! - [`postgres`]: a throwaway PostgreSQL cluster per test (initdb, start,
 //!   stop on drop), from Debian's packages.
-//! - [`relay`]: a loopback TCP relay a test can cut (a network partition).
+//! - [`relay`]: a loopback TCP relay a test can cut (a network partition)
+//!   and whose forwarded bytes it can read (what crosses the wire).
 //! - [`failover`]: a client that resubmits across a router failover.
 
 #![forbid(unsafe_code)]
@@ -36,6 +37,10 @@ pub mod pubsub;
 pub mod python;
 pub mod redis;
 pub mod relay;
+
+// libzmq (zmq-sys) is built with CURVE and needs libsodium, which
+// emq-transport links: every test binary of this crate links it too.
+use emq_transport as _;
 
 pub use admin::WorkerView;
 pub use client::Client;

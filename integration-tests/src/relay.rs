@@ -2,7 +2,10 @@
 //! relay's port instead of its server's; [`Relay::cut`] closes every
 //! relayed connection and drops every new one (a network partition
 //! between that process and the server, as the process sees it), and
-//! [`Relay::heal`] lets connections through again.
+//! [`Relay::heal`] lets connections through again. Every byte it forwards,
+//! in either direction, is also recorded: [`Relay::saw`] tells whether some
+//! bytes crossed the wire in clear (the CURVE tests check that payloads and
+//! results do not, and do without CURVE).
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -19,21 +22,30 @@ struct Shared {
     stop: AtomicBool,
     /// Both ends of every relayed connection, to cut them.
     conns: Mutex<Vec<TcpStream>>,
+    /// Everything forwarded so far, both directions.
+    recorded: Mutex<Vec<u8>>,
 }
 
 /// A relay from `127.0.0.1:port()` to a target; stopped on drop.
 pub struct Relay {
+    /// `tcp://127.0.0.1:PORT`: connect here instead of to the target.
+    pub endpoint: String,
     port: u16,
     shared: Arc<Shared>,
     accept: Option<JoinHandle<()>>,
 }
 
-fn pipe(mut from: TcpStream, mut to: TcpStream) {
+fn pipe(mut from: TcpStream, mut to: TcpStream, shared: &Shared) {
     let mut buf = [0u8; 16 * 1024];
     loop {
         match from.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => {
+                shared
+                    .recorded
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .extend_from_slice(&buf[..n]);
                 if to.write_all(&buf[..n]).is_err() {
                     break;
                 }
@@ -45,6 +57,16 @@ fn pipe(mut from: TcpStream, mut to: TcpStream) {
 }
 
 impl Relay {
+    /// Relay a free loopback port to a `tcp://HOST:PORT` endpoint.
+    pub fn to_endpoint(upstream: &str) -> Relay {
+        let target = upstream
+            .strip_prefix("tcp://")
+            .and_then(|a| std::net::ToSocketAddrs::to_socket_addrs(a).ok())
+            .and_then(|mut a| a.next())
+            .unwrap_or_else(|| panic!("not a tcp://HOST:PORT endpoint: {upstream}"));
+        Relay::start(target)
+    }
+
     /// Relay a free loopback port to `target`.
     pub fn start(target: SocketAddr) -> Relay {
         let port = free_port();
@@ -78,11 +100,13 @@ impl Relay {
                         conns.push(b);
                     }
                 }
-                std::thread::spawn(move || pipe(client, s2));
-                std::thread::spawn(move || pipe(server, c2));
+                let (a, b) = (Arc::clone(&s), Arc::clone(&s));
+                std::thread::spawn(move || pipe(client, s2, &a));
+                std::thread::spawn(move || pipe(server, c2, &b));
             }
         });
         Relay {
+            endpoint: format!("tcp://127.0.0.1:{port}"),
             port,
             shared,
             accept: Some(accept),
@@ -107,6 +131,29 @@ impl Relay {
     pub fn heal(&self) {
         self.shared.open.store(true, Ordering::SeqCst);
     }
+
+    /// How many bytes went through so far, both directions.
+    pub fn len(&self) -> usize {
+        self.recorded().len()
+    }
+
+    /// Whether nothing went through yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether `needle` appears in the bytes that went through.
+    pub fn saw(&self, needle: &[u8]) -> bool {
+        let rec = self.recorded();
+        !needle.is_empty() && rec.windows(needle.len()).any(|w| w == needle)
+    }
+
+    fn recorded(&self) -> std::sync::MutexGuard<'_, Vec<u8>> {
+        self.shared
+            .recorded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 impl Drop for Relay {
@@ -118,5 +165,33 @@ impl Drop for Relay {
         if let Some(t) = self.accept.take() {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_cross_the_relay_and_are_recorded() {
+        let upstream = TcpListener::bind(("127.0.0.1", free_port())).unwrap();
+        let addr = upstream.local_addr().unwrap();
+        let echo = std::thread::spawn(move || {
+            let (mut s, _) = upstream.accept().unwrap();
+            let mut buf = [0u8; 5];
+            s.read_exact(&mut buf).unwrap();
+            s.write_all(b"pong:").unwrap();
+            s.write_all(&buf).unwrap();
+        });
+        let relay = Relay::to_endpoint(&format!("tcp://{addr}"));
+        let mut c = TcpStream::connect(("127.0.0.1", relay.port())).unwrap();
+        c.write_all(b"hello").unwrap();
+        let mut back = [0u8; 10];
+        c.read_exact(&mut back).unwrap();
+        assert_eq!(&back, b"pong:hello");
+        echo.join().unwrap();
+        assert!(relay.saw(b"hello") && relay.saw(b"pong:"));
+        assert!(!relay.saw(b"absent"));
+        assert_eq!(relay.len(), 15);
     }
 }

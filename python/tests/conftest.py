@@ -18,7 +18,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, List, Optional
+from typing import Callable, Dict, Iterator, List, Optional
 
 import pytest
 
@@ -117,9 +117,11 @@ class Router:
     proc: Proc
     log_dir: Path
     workers: List[Proc] = field(default_factory=list)
+    #: Options every ``client()`` gets (e.g. CURVE keys).
+    client_options: Dict[str, object] = field(default_factory=dict)
 
     def client(self, **options: object) -> Client:
-        return Client(self.frontend, admin_addr=self.admin, **options)  # type: ignore[arg-type]
+        return Client(self.frontend, admin_addr=self.admin, **{**self.client_options, **options})  # type: ignore[arg-type]
 
     def add_jobmanager(self, *extra: str, concurrency: int = 4) -> Proc:
         """Start an emq-jobmanager on this router; return once the router
@@ -147,11 +149,17 @@ class Router:
 
 
 def start_router(
-    log_dir: Path, *extra: str, journal: Optional[Path] = None, ports: Optional[List[int]] = None
+    log_dir: Path,
+    *extra: str,
+    journal: Optional[Path] = None,
+    ports: Optional[List[int]] = None,
+    client_options: Optional[Dict[str, object]] = None,
 ) -> Router:
     """An emq-router on fresh ports (three tries: a port may be taken
     between choosing and binding), or on ``ports`` (frontend, backend,
-    admin; one try), with ``--journal none`` or the ``journal`` file."""
+    admin; one try), with ``--journal none`` or the ``journal`` file;
+    ``client_options`` go to every client the Router makes (readiness is
+    asked with them)."""
     last = ""
     for attempt in range(3 if ports is None else 1):
         fe, be, ad = (f"tcp://127.0.0.1:{p}" for p in (ports or [free_port() for _ in range(3)]))
@@ -161,7 +169,7 @@ def start_router(
              "--journal", str(journal) if journal else "none", *extra],
             log_dir,
         )
-        router = Router(fe, be, ad, proc, log_dir)
+        router = Router(fe, be, ad, proc, log_dir, client_options=dict(client_options or {}))
         deadline = time.monotonic() + START_TIMEOUT
         while proc.popen.poll() is None and time.monotonic() < deadline:
             try:

@@ -37,6 +37,11 @@ pub enum Mode {
     Admin(Op),
     Completions(clap_complete::Shell),
     Man,
+    /// Write a CURVE key pair named `name` (`force`: over existing files).
+    Keygen {
+        name: std::path::PathBuf,
+        force: bool,
+    },
 }
 
 /// Everything emq-cli will do, checked.
@@ -53,6 +58,8 @@ pub struct Plan {
     /// What to confirm on the terminal before sending (purge, dead discard
     /// --all without --yes), e.g. "remove every waiting job ...".
     pub confirm: Option<String>,
+    /// CURVE client keys for the admin socket.
+    pub curve: Option<emq_transport::curve::CurveClient>,
 }
 
 impl Cli {
@@ -85,6 +92,21 @@ impl Cli {
                 "refusing to {what} without a confirmation: stdin is not a terminal; add --yes"
             )));
         }
+        let curve = if matches!(mode, Mode::Admin(_)) {
+            // [cli] (and [global]) only: the router's CURVE_SECRET_KEY_FILE
+            // is the router's own key pair, not ours.
+            let cli = Settings::load_from("cli", env).map_err(|e| UsageError(e.to_string()))?;
+            emq_transport::curve::curve_client(
+                &emq_transport::curve::CurveArgs {
+                    server_key: self.curve_server_key.as_deref(),
+                    secret_key_file: self.curve_secret_key_file.as_deref(),
+                },
+                &|k| cli.get(k).map(str::to_string),
+            )
+            .map_err(UsageError)?
+        } else {
+            None
+        };
         Ok(Plan {
             mode,
             admin,
@@ -92,6 +114,7 @@ impl Cli {
             timeout: Duration::from_secs_f64(self.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS)),
             json: self.json,
             confirm,
+            curve,
         })
     }
 
@@ -107,6 +130,21 @@ impl Cli {
         let op = match &self.command {
             CliCommand::Completions { shell } => return Ok((Mode::Completions(*shell), false)),
             CliCommand::Man => return Ok((Mode::Man, false)),
+            CliCommand::Keygen { name, force } => {
+                if name.as_os_str().is_empty() || name.file_name().is_none() {
+                    return Err(UsageError(format!(
+                        "keygen: {:?} does not name a file (e.g. /etc/emq/router)",
+                        name
+                    )));
+                }
+                return Ok((
+                    Mode::Keygen {
+                        name: name.clone(),
+                        force: *force,
+                    },
+                    false,
+                ));
+            }
             CliCommand::Status => Op::Status,
             CliCommand::Queues => Op::Queues,
             CliCommand::Workers => Op::Workers,
@@ -243,6 +281,30 @@ mod tests {
             Mode::Admin(op) => op,
             other => panic!("not an admin op: {other:?}"),
         }
+    }
+
+    #[test]
+    fn keygen_and_curve_flags() {
+        assert_eq!(
+            plan(&["keygen", "/tmp/x/router"]).mode,
+            Mode::Keygen {
+                name: "/tmp/x/router".into(),
+                force: false,
+            }
+        );
+        assert!(parse(&["keygen", ""]).is_err());
+        let server = emq_transport::curve::generate().unwrap().public.to_string();
+        assert_eq!(plan(&["status"]).curve, None);
+        let p = plan(&["--curve-server-key", &server, "status"]);
+        assert_eq!(p.curve.unwrap().server_key.to_string(), server);
+        let p = plan_env(&["status"], &[("EVENTMQ_CURVE_SERVER_KEY", &server)], false).unwrap();
+        assert_eq!(p.curve.unwrap().server_key.to_string(), server);
+        // keygen needs no keys, and a bad key is a usage error elsewhere
+        assert!(plan_env(&["--curve-server-key", "bad", "status"], &[], false).is_err());
+        assert_eq!(
+            plan(&["--curve-server-key", "bad", "keygen", "k"]).curve,
+            None
+        );
     }
 
     #[test]

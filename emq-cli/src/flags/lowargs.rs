@@ -38,6 +38,15 @@ emq-cli connects to every address and the router that serves answers (a
 standby router binds nothing). The admin socket takes no PLAIN credentials (the router
 guards it with --allow-admin, loopback by default).
 
+Encryption: for a router whose admin socket is CURVE, give --curve-server-key
+(the router's NAME.key, or the key as Z85 text) and --curve-secret-key-file
+(our key pair, whose public key the router lists); or
+$EVENTMQ_CURVE_SERVER_KEY and $EVENTMQ_CURVE_SECRET_KEY_FILE, or
+CURVE_SERVER_KEY and CURVE_SECRET_KEY_FILE in the config file's [cli]
+section. `emq-cli keygen NAME` makes a key pair: NAME.key (the public key, to
+hand out) and NAME.key_secret (both keys), each readable by its owner only; a
+secret key file its group or others may read is refused everywhere.
+
 Exit codes:
   0  ok
   1  no answer within --timeout, connection or internal error
@@ -61,6 +70,9 @@ Examples:
   emq-cli pause email; emq-cli resume email
   emq-cli drain 0b6e…-…                 # a worker identity from `emq-cli workers`
   emq-cli --admin tcp://10.0.0.5:47293 shutdown
+  emq-cli keygen /etc/emq/router        # router.key, router.key_secret (0600)
+  emq-cli --curve-server-key /etc/emq/router.key \\
+      --curve-secret-key-file ~/.emq/me.key_secret status
   emq-cli completions bash > /etc/bash_completion.d/emq-cli
   emq-cli man > emq-cli.1";
 
@@ -91,6 +103,17 @@ pub struct Cli {
     /// Print the router's answer as JSON instead of tables
     #[arg(long, global = true)]
     pub json: bool,
+
+    /// The router's CURVE public key (Z85 text, or a file holding it such
+    /// as the router's NAME.key), for a CURVE admin socket
+    /// [env: EVENTMQ_CURVE_SERVER_KEY]
+    #[arg(long, value_name = "KEY|FILE", global = true)]
+    pub curve_server_key: Option<String>,
+
+    /// Our CURVE key pair (NAME.key_secret from `emq-cli keygen`); without
+    /// it a fresh pair is made [env: EVENTMQ_CURVE_SECRET_KEY_FILE]
+    #[arg(long, value_name = "FILE", global = true)]
+    pub curve_secret_key_file: Option<std::path::PathBuf>,
 
     #[command(subcommand)]
     pub command: CliCommand,
@@ -171,6 +194,16 @@ pub enum CliCommand {
     },
     /// Print emq-cli's man page (roff) to stdout
     Man,
+    /// Make a CURVE key pair (as zmq_curve_keypair, Z85): NAME.key holds
+    /// the public key, NAME.key_secret both keys; both are created
+    /// readable by their owner only (0600). Prints the public key
+    Keygen {
+        /// Path and name of the pair, e.g. /etc/emq/router
+        name: std::path::PathBuf,
+        /// Replace existing files
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 /// `jobs` arguments.

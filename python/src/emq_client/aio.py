@@ -20,7 +20,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence
 import zmq
 import zmq.asyncio
 
-from . import _core, errors, link, payload, wire
+from . import _core, curve, errors, link, payload, wire
 from ._core import JobStatus, Pending
 from .client import BulkItem, bulk_task, default_admin, default_frontend, readable, recv_ready
 
@@ -57,12 +57,15 @@ class AsyncClient:
         linger: float = 1.0,
         context: Optional[zmq.asyncio.Context] = None,
         queue_full_timeout: float = 30.0,
+        curve_server_key: Optional[curve.PathLike] = None,
+        curve_secret_key_file: Optional[curve.PathLike] = None,
     ) -> None:
         if window < 1:
             raise ValueError("window must be >= 1")
         if queue_full_timeout < 0:
             raise ValueError("queue_full_timeout must be >= 0")
         self.queue_full_timeout = float(queue_full_timeout)
+        self._curve = curve.curve_keys(curve_server_key, curve_secret_key_file)
         self.addr = addr or default_frontend()
         self.admin_addr = admin_addr or default_admin()
         try:
@@ -96,6 +99,8 @@ class AsyncClient:
         sock = self._ctx.socket(zmq.DEALER)
         try:
             sock.setsockopt(zmq.IDENTITY, wire.new_msgid().encode())
+            if self._curve is not None:
+                self._curve.apply(sock)
             sock.setsockopt(zmq.LINGER, self._linger_ms)
             sock.setsockopt(zmq.RCVHWM, 100_000)
             if watched:

@@ -32,7 +32,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 import zmq
 
-from . import _core, errors, link, payload, wire
+from . import _core, curve, errors, link, payload, wire
 from ._core import JobStatus, Pending
 from .payload import JobSpec, Task
 
@@ -117,6 +117,13 @@ class Client:
     and forget (no ``reply-requested``, no waiting), schedules are sent
     without waiting, and ``result``, ``status`` and ``cancel`` raise
     :class:`Unsupported` — results need an emq router.
+
+    ``curve_server_key`` (the router's public key: Z85 text or its
+    ``NAME.key`` file) and ``curve_secret_key_file`` (our ``NAME.key_secret``
+    from ``emq-cli keygen``) encrypt both connections with CURVE, for a
+    router started with ``--curve-secret-key-file``; defaults
+    ``$EVENTMQ_CURVE_SERVER_KEY`` and ``$EVENTMQ_CURVE_SECRET_KEY_FILE``
+    (:mod:`emq_client.curve`).
     """
 
     def __init__(
@@ -132,12 +139,15 @@ class Client:
         linger: float = 1.0,
         context: Optional[zmq.Context] = None,  # type: ignore[type-arg]
         queue_full_timeout: float = 30.0,
+        curve_server_key: Optional[curve.PathLike] = None,
+        curve_secret_key_file: Optional[curve.PathLike] = None,
     ) -> None:
         if window < 1:
             raise ValueError("window must be >= 1")
         if queue_full_timeout < 0:
             raise ValueError("queue_full_timeout must be >= 0")
         self.queue_full_timeout = float(queue_full_timeout)
+        self._curve = curve.curve_keys(curve_server_key, curve_secret_key_file)
         self.addr = addr or default_frontend()
         self.admin_addr = admin_addr or default_admin()
         try:
@@ -170,6 +180,8 @@ class Client:
         sock = self._ctx.socket(zmq.DEALER)
         try:
             sock.setsockopt(zmq.IDENTITY, wire.new_msgid().encode())
+            if self._curve is not None:
+                self._curve.apply(sock)
             sock.setsockopt(zmq.SNDTIMEO, int(self.ack_timeout * 1000))
             sock.setsockopt(zmq.LINGER, self._linger_ms)
             sock.setsockopt(zmq.RCVHWM, 100_000)
