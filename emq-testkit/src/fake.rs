@@ -7,8 +7,6 @@ use std::time::{Duration, Instant};
 
 use emqp_proto::{Command, Headers, Inform, Message, PeerType, QueueSpec, Request};
 
-use crate::ports;
-
 /// A routing identity (the first frame a ROUTER sees).
 pub type Identity = Vec<u8>;
 
@@ -26,15 +24,27 @@ impl Default for FakeRouter {
     }
 }
 
+/// The `tcp://127.0.0.1:PORT` a socket bound to `tcp://127.0.0.1:*` got.
+fn bound_endpoint(sock: &zmq::Socket) -> String {
+    sock.get_last_endpoint()
+        .expect("last endpoint")
+        .expect("a UTF-8 endpoint")
+}
+
 impl FakeRouter {
     /// A plain ROUTER (as emq_transport binds the router's frontend).
     pub fn new() -> FakeRouter {
         let ctx = zmq::Context::new();
-        let endpoint = ports::free_endpoint();
-        let sock =
-            emq_transport::bind_router(&ctx, &endpoint, &emq_transport::SocketOptions::default())
-                .expect("bind the fake router");
+        // Bound on a port the kernel picks and kept bound (no probe, then
+        // bind: another test process may take a probed port in between).
+        let sock = emq_transport::bind_router(
+            &ctx,
+            "tcp://127.0.0.1:*",
+            &emq_transport::SocketOptions::default(),
+        )
+        .expect("bind the fake router");
         sock.set_linger(0).expect("linger");
+        let endpoint = bound_endpoint(&sock);
         FakeRouter {
             sock,
             endpoint,
@@ -65,8 +75,9 @@ impl FakeRouter {
         sock.set_linger(0).expect("linger");
         sock.set_router_mandatory(true).expect("mandatory");
         policy.apply(&sock, "frontend").expect("policy");
-        let endpoint = ports::free_endpoint();
-        sock.bind(&endpoint).expect("bind the fake router");
+        sock.bind("tcp://127.0.0.1:*")
+            .expect("bind the fake router");
+        let endpoint = bound_endpoint(&sock);
         FakeRouter {
             sock,
             endpoint,

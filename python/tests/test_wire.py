@@ -20,7 +20,7 @@ import emq_client
 from emq_client import Client, JobFailed, QueueFull, messages, wire
 from emq_client.sender import Sender
 
-from conftest import REPO, free_port
+from conftest import REPO
 
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 
@@ -66,11 +66,12 @@ class Capture:
     REQUEST as ``answer`` says (default: REPLY, then RESULT value 42)."""
 
     def __init__(self, answer: Optional[Callable[[List[bytes]], List[List[bytes]]]] = None) -> None:
-        self.addr = f"tcp://127.0.0.1:{free_port()}"
         self.ctx = zmq.Context.instance()
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
-        self.sock.bind(self.addr)
+        # A port the kernel picks, kept bound (no probe-then-bind race).
+        self.sock.bind("tcp://127.0.0.1:*")
+        self.addr = self.sock.getsockopt_string(zmq.LAST_ENDPOINT)
         self.got: List[List[bytes]] = []
         self.answer = answer or self.ack_and_result
         self.stop = threading.Event()
