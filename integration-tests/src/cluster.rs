@@ -77,6 +77,22 @@ pub fn wait_router_ready_as(
     }
 }
 
+/// Spawn our router (as `name`) on `addrs` with extra flags, without
+/// waiting for it (a standby router never answers STATUS).
+pub fn spawn_router(name: &str, addrs: &Addrs, extra: &[&str]) -> Proc {
+    Spawn::new(name, bins::bin(bins::ROUTER))
+        .args([
+            "--frontend",
+            &addrs.frontend,
+            "--backend",
+            &addrs.backend,
+            "--admin",
+            &addrs.admin,
+        ])
+        .args(extra)
+        .spawn()
+}
+
 /// Start our router on `addrs` with extra flags; ready when it answers STATUS.
 /// Unless `extra` names a `--journal`, the router gets a journal file of
 /// its own in the test's scratch directory (the default one in `$HOME` is
@@ -100,18 +116,8 @@ pub fn start_router_on_as(
             dir.join("router.journal").display().to_string(),
         ]
     };
-    let mut p = Spawn::new("emq-router", bins::bin(bins::ROUTER))
-        .args(journal)
-        .args([
-            "--frontend",
-            &addrs.frontend,
-            "--backend",
-            &addrs.backend,
-            "--admin",
-            &addrs.admin,
-        ])
-        .args(extra)
-        .spawn();
+    let journal: Vec<&str> = journal.iter().map(String::as_str).collect();
+    let mut p = spawn_router("emq-router", addrs, &[&journal[..], extra].concat());
     wait_router_ready_as(&mut p, addrs, ROUTER_READY, curve).map(|_| p)
 }
 

@@ -31,7 +31,7 @@ use integration_tests::jobs::{self, Tally};
 use integration_tests::postgres::PgCluster;
 use integration_tests::process::scratch_dir;
 use integration_tests::relay::Relay;
-use integration_tests::{bins, env_usize, poll_until, Addrs, Client, Proc, Spawn};
+use integration_tests::{env_usize, poll_until, Addrs, Client, Proc};
 use serde_json::json;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -43,20 +43,8 @@ fn serial() -> MutexGuard<'static, ()> {
 /// A router on `addrs` with the journal at `url`; not waited for (a
 /// standby answers nothing).
 fn router(name: &str, addrs: &Addrs, url: &str, extra: &[&str]) -> Proc {
-    Spawn::new(name, bins::bin(bins::ROUTER))
-        .args([
-            "--frontend",
-            &addrs.frontend,
-            "--backend",
-            &addrs.backend,
-            "--admin",
-            &addrs.admin,
-            "--journal",
-            url,
-        ])
-        .args(FAST_HEARTBEAT)
-        .args(extra)
-        .spawn()
+    let args = [&["--journal", url][..], &FAST_HEARTBEAT, extra].concat();
+    integration_tests::cluster::spawn_router(name, addrs, &args)
 }
 
 fn wait_leader(p: &mut Proc) {
