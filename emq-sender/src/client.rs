@@ -208,9 +208,13 @@ impl Track {
 
 impl Drop for Client {
     /// The receipts not sent yet go out (within the linger time): the
-    /// router would send those results again otherwise.
+    /// router would send those results again otherwise. The connection
+    /// monitor is stopped before its reader is dropped.
     fn drop(&mut self) {
         let _ = self.flush_receipts();
+        // Before the watch's reader goes (emq_transport::failover); a
+        // failure leaves only this client's own context at risk.
+        let _ = self.watch.stop(&self.sock);
     }
 }
 

@@ -161,8 +161,9 @@ pub fn connect_and_wait(
     let ready = mon
         .poll(zmq::POLLIN, ms)
         .map_err(|e| format!("monitor poll: {e}"))?;
-    // Stop monitoring either way (the event, if any, is drained with `mon`).
-    let _ = sock.monitor("", 0);
+    // Stop monitoring either way, before `mon` goes: an event with no
+    // reader would block the context's I/O thread (emq_transport::failover).
+    emq_transport::stop_monitor(sock).map_err(|e| format!("stopping the monitor: {e}"))?;
     if ready == 0 {
         return Err(format!("no handshake with {endpoint} within {timeout:?}"));
     }

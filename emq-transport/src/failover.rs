@@ -23,6 +23,14 @@
 //! - [`LinkWatch`] tells a client when a connection comes up or goes
 //!   down (libzmq's socket monitor), so that after a reconnect it can say
 //!   hello and send again what was not acknowledged.
+//! - **A monitor is stopped before its reader goes** ([`stop_monitor`],
+//!   [`LinkWatch::stop`]). libzmq's I/O thread writes each event to the
+//!   monitor with a blocking send: an event with no reader left (a router
+//!   going away while the socket still lingers over unsent messages)
+//!   blocks that thread for good, and every socket of the context with
+//!   it. For the same reason the reader has no receive limit: a client
+//!   that reads no events for a long while queues a few bytes per event
+//!   instead of filling the pipe.
 //!
 //! Job managers use the same list but one address at a time, with a new
 //! identity per connection (their slots belong to one router:
@@ -150,8 +158,16 @@ impl LinkWatch {
         sock.monitor(&endpoint, events)?;
         let pair = ctx.socket(zmq::PAIR)?;
         pair.set_linger(0)?;
+        pair.set_rcvhwm(0)?;
         pair.connect(&endpoint)?;
         Ok(LinkWatch { pair })
+    }
+
+    /// Stop watching `sock` (the socket this watch was made for); call it
+    /// before the watch is dropped (see the module documentation). Events
+    /// already waiting can still be read.
+    pub fn stop(&self, sock: &zmq::Socket) -> zmq::Result<()> {
+        stop_monitor(sock)
     }
 
     /// The socket to poll (readable when an event is waiting).
@@ -179,6 +195,23 @@ impl LinkWatch {
             }
         }
         out
+    }
+}
+
+/// Turn `sock`'s socket monitor off, so that nothing is written to its
+/// reader any more (see the module documentation for why this comes
+/// before the reader is closed).
+///
+/// libzmq turns a monitor off with a NULL endpoint, which the zmq crate's
+/// safe API cannot pass; a monitor on a fresh inproc address with no
+/// events does the same: libzmq closes the old monitor socket first, and
+/// the new one is never written to. A socket already being closed
+/// answers ETERM, which is fine: its context is ending.
+pub fn stop_monitor(sock: &zmq::Socket) -> zmq::Result<()> {
+    let off = format!("inproc://emq-monitor-off-{}", emqp_proto::new_msgid());
+    match sock.monitor(&off, 0) {
+        Err(zmq::Error::ETERM) => Ok(()),
+        other => other,
     }
 }
 
@@ -254,5 +287,55 @@ mod tests {
             watch.socket().poll(zmq::POLLIN, 100).unwrap();
         }
         assert_eq!(up, [LinkEvent::Up(live)]);
+    }
+
+    /// A watched DEALER whose router goes away while it lingers over
+    /// unsent messages: after [`LinkWatch::stop`] and the watch dropped,
+    /// the DISCONNECTED event is not written, and the context still
+    /// carries messages. (Without the stop, libzmq's I/O thread blocks on
+    /// the event for good and the probes below get nothing.)
+    #[test]
+    fn a_stopped_watch_leaves_the_context_working_when_the_router_goes() {
+        let rctx = zmq::Context::new();
+        let router = rctx.socket(zmq::ROUTER).unwrap();
+        router.set_linger(0).unwrap();
+        router.set_rcvhwm(1).unwrap();
+        router.bind("tcp://127.0.0.1:*").unwrap();
+        let addr = router.get_last_endpoint().unwrap().unwrap();
+        let ctx = zmq::Context::new();
+        let sock = ctx.socket(zmq::DEALER).unwrap();
+        sock.set_linger(1000).unwrap();
+        let watch = LinkWatch::new(&ctx, &sock).unwrap();
+        sock.connect(&addr).unwrap();
+        sock.send("hello", 0).unwrap();
+        assert!(router.poll(zmq::POLLIN, 5000).unwrap() > 0);
+        router.recv_multipart(0).unwrap();
+        // The router reads no more: fill the DEALER's queue.
+        let chunk = vec![0u8; 32 * 1024];
+        let mut full = false;
+        for _ in 0..5000 {
+            if sock.send(&chunk[..], zmq::DONTWAIT).is_err() {
+                full = true;
+                break;
+            }
+        }
+        assert!(full, "the DEALER never filled up");
+        watch.stop(&sock).unwrap();
+        drop(watch);
+        drop(router); // the connection drops under the lingering DEALER
+        for probe in 1..=3 {
+            let r = ctx.socket(zmq::ROUTER).unwrap();
+            r.set_linger(0).unwrap();
+            r.bind("tcp://127.0.0.1:*").unwrap();
+            let d = ctx.socket(zmq::DEALER).unwrap();
+            d.set_linger(0).unwrap();
+            d.connect(&r.get_last_endpoint().unwrap().unwrap()).unwrap();
+            d.send("probe", 0).unwrap();
+            assert!(
+                r.poll(zmq::POLLIN, 2000).unwrap() > 0,
+                "the context stopped carrying messages (probe {probe})"
+            );
+        }
+        sock.set_linger(0).unwrap();
     }
 }

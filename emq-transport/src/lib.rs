@@ -21,8 +21,8 @@ pub mod zap;
 use emqp_proto::{DecodeError, Message};
 
 pub use failover::{
-    connect_all, connect_dealer_to, loopback_for_wildcard, parse_endpoints, LinkEvent, LinkWatch,
-    LINK_HEARTBEAT,
+    connect_all, connect_dealer_to, loopback_for_wildcard, parse_endpoints, stop_monitor,
+    LinkEvent, LinkWatch, LINK_HEARTBEAT,
 };
 
 /// Default high-water mark for sockets (messages, per peer pipe).

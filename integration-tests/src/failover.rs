@@ -68,6 +68,15 @@ pub struct FailoverClient {
     last_scan: Instant,
 }
 
+impl Drop for FailoverClient {
+    /// The monitor stops before its reader goes: an event with no reader
+    /// would block the shared test context's I/O thread
+    /// (emq_transport::failover).
+    fn drop(&mut self) {
+        let _ = self.watch.stop(&self.sock);
+    }
+}
+
 impl FailoverClient {
     /// Connect to every endpoint in `frontends`.
     pub fn connect(frontends: &[&str]) -> FailoverClient {

@@ -107,6 +107,9 @@ class AsyncClient:
                 self._watch = link.watch(sock)  # type: ignore[assignment]
             link.connect(sock, addrs)
         except zmq.ZMQError as e:
+            if self._watch is not None:
+                link.unwatch(sock, self._watch)  # type: ignore[arg-type]
+                self._watch = None
             sock.close(0)
             raise errors.EmqConnectionError(f"cannot connect to {','.join(addrs)}: {e}") from None
         return sock
@@ -445,8 +448,8 @@ class AsyncClient:
                     pass
         if self._sync is not None:
             self._send_receipts()
-        if self._watch is not None:
-            self._watch.close(0)
+        if self._watch is not None and self._sock is not None:
+            link.unwatch(self._sock, self._watch)  # monitor off before its reader goes
         if self._sock is not None:
             self._sock.close(self._linger_ms)
         if self._admin is not None:

@@ -189,6 +189,9 @@ class Client:
                 self._watch = link.watch(sock)
             link.connect(sock, addrs)
         except zmq.ZMQError as e:
+            if self._watch is not None:
+                link.unwatch(sock, self._watch)
+                self._watch = None
             sock.close(0)
             raise errors.EmqConnectionError(f"cannot connect to {','.join(addrs)}: {e}") from None
         return sock
@@ -570,11 +573,28 @@ class Client:
             return
         self._closed = True
         self._send_receipts()
+        self._close_sockets()
+
+    def _close_sockets(self) -> None:
+        """Close the sockets, the connection watch first and the right way
+        (:func:`link.unwatch`)."""
         if self._watch is not None:
-            self._watch.close(0)
+            link.unwatch(self._sock, self._watch)
         self._sock.close(self._linger_ms)
         if self._admin is not None:
             self._admin.close(0)
+
+    def __del__(self) -> None:
+        # A Client dropped without close(): its sockets would otherwise be
+        # closed by the garbage collector in any order, the monitor's
+        # reader possibly first (see link.unwatch). No receipts here: the
+        # collector may run on another thread.
+        if not getattr(self, "_closed", True):
+            self._closed = True
+            try:
+                self._close_sockets()
+            except Exception:
+                pass
 
     def __enter__(self) -> "Client":
         return self

@@ -14,6 +14,11 @@ the emq binaries (``emq_transport::failover``).
 - :func:`watch` / :func:`link_event`: the socket's connections coming up
   and going down (libzmq's socket monitor), so the client can say hello
   and send again what was not answered after a reconnect.
+- :func:`unwatch`: stop the monitor, then close its reader. The order is
+  the rule: libzmq's I/O thread writes each event to the monitor with a
+  blocking send, so an event (a router going away while the socket still
+  lingers) with no reader left blocks that thread, and with it every
+  socket of the context — ``zmq.Context.instance()`` by default — for good.
 
 A client keeps its socket, and so its identity, across reconnects and
 routers: the router holds results for that identity until they are
@@ -73,13 +78,31 @@ def watch(sock: "zmq.Socket[Any]") -> "zmq.Socket[Any]":
 
     The monitor's inproc address is unique (pyzmq's ``get_monitor_socket``
     names it after the socket's file descriptor, which the next socket may
-    get while libzmq still tears down the old monitor: "address in use")."""
+    get while libzmq still tears down the old monitor: "address in use").
+
+    The reader has no receive limit (``RCVHWM`` 0): a client that reads no
+    events for a long while (idle between calls while its router restarts
+    again and again) queues a few bytes per event instead of filling the
+    pipe, which would block libzmq's I/O thread (see :func:`unwatch`)."""
     addr = f"inproc://emq-link-{uuid.uuid4()}"
     sock.monitor(addr, _EVENTS)
     pair = sock.context.socket(zmq.PAIR)
     pair.setsockopt(zmq.LINGER, 0)
+    pair.setsockopt(zmq.RCVHWM, 0)
     pair.connect(addr)
     return pair
+
+
+def unwatch(sock: "zmq.Socket[Any]", pair: "zmq.Socket[Any]") -> None:
+    """Undo :func:`watch`: stop the monitor of ``sock`` first, then close
+    its reader ``pair`` (the other order can block the context's I/O thread
+    for good; see the module documentation). ``sock`` stays open."""
+    if not sock.closed:
+        try:
+            sock.disable_monitor()
+        except zmq.ZMQError:
+            pass  # the context is terminating: no I/O thread to block
+    pair.close(0)
 
 
 def link_event(frames: Sequence[bytes]) -> Optional[Tuple[bool, str]]:
