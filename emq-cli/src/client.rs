@@ -166,7 +166,7 @@ impl AdminClient {
     pub fn disconnect(&self) -> Result<(), ClientError> {
         let msgid = self.send(Command::Disconnect)?;
         self.wait("DISCONNECT", |m| match m.command {
-            Command::Ack { acked_msgid } if acked_msgid == msgid => Some(()),
+            Command::Ack { acked_msgid, .. } if acked_msgid == msgid => Some(()),
             _ => None,
         })
     }

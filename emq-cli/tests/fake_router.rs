@@ -78,6 +78,7 @@ impl FakeRouter {
                     }
                     Command::Disconnect => Some(Command::Ack {
                         acked_msgid: msg.msgid.clone(),
+                        features: vec![],
                     }),
                     Command::Admin { request } => admin.as_ref().and_then(|script| {
                         let req: Value = serde_json::from_slice(&request).unwrap();

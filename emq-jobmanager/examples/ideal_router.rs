@@ -221,6 +221,7 @@ fn main() {
     assert!(matches!(m.command, Cmd::Inform(_)), "{m:?}");
     let ack = Message::new(Cmd::Ack {
         acked_msgid: m.msgid,
+        features: vec![],
     });
     sock.send_multipart(ack.encode_routed(id.clone()), 0)
         .unwrap();

@@ -13,7 +13,9 @@
 //! - Input: [`Connection::handle`] for each [`Input`] — frames read from the
 //!   DEALER (decoded here; malformed ones are logged, rate-limited, and
 //!   dropped), a job starting or finishing in the pool, a send that failed,
-//!   a shutdown request.
+//!   the socket's connection lost ([`Input::LinkDown`], from libzmq's
+//!   socket monitor, naming the connection's identity), a shutdown
+//!   request.
 //! - Timers: [`Connection::poll_timeout`] is the next deadline (heartbeat
 //!   to send, router silence limit, ACK timeout, reconnect wait, job
 //!   timeouts, end of the grace period); sleep until it, then call
@@ -26,14 +28,15 @@
 //! - Getters: [`Connection::identity`], [`Connection::endpoint`],
 //!   [`Connection::is_registered`], [`Connection::is_draining`],
 //!   [`Connection::is_shutting_down`], [`Connection::slot_counts`],
-//!   [`Connection::malformed_count`].
+//!   [`Connection::malformed_count`], [`Connection::resend_counts`].
 //!
 //! Rules (see the tests for each):
 //! - connect → one INFORM `[queues, "worker", "job-ack,cancel"]`; no ACK within
 //!   `ack_timeout` → a fresh connection (new identity, next broker), INFORM
 //!   again.
-//! - ACK → queued REPLYs, then one READY per free slot. No waiting for a
-//!   router HEARTBEAT (a 0.3.13 quirk).
+//! - ACK → the REPLYs of the resend window again when the ACK lists
+//!   `reply-resend` ([`resend`]), queued REPLYs, then one READY per free
+//!   slot. No waiting for a router HEARTBEAT (a 0.3.13 quirk).
 //! - REQUEST → a free slot runs it, once: retries (`retry-count:N`) belong
 //!   to the router, which journals attempts and backs off. Every delivered
 //!   REQUEST gets exactly one `REPLY [payload, orig_msgid, status]`
@@ -94,6 +97,21 @@
 //! - Heartbeats every interval when nothing else was sent; any message from
 //!   the router is a heartbeat; silence past interval × liveness
 //!   ([`Liveness`]) → reconnect.
+//! - Link down ([`Input::LinkDown`] for the current connection; one for
+//!   a connection already replaced is ignored): frames in transit on the
+//!   TCP connection were lost and libzmq would heal it under the same
+//!   identity, so neither side would notice. Registered or draining →
+//!   the same as the router found silent: reconnect at once with a fresh
+//!   identity to the next broker, INFORM, then (after the ACK) the
+//!   REPLYs of the resend window, queued REPLYs and READYs for the free
+//!   slots; running jobs keep running and reply on the new connection;
+//!   the router drops the old identity at its next send to it and
+//!   redelivers what it held there (a lost REQUEST). Waiting for an ACK →
+//!   ignored: no slot was offered yet, and the ACK timeout covers a lost
+//!   INFORM (a reconnect here would loop on a handshake that keeps
+//!   failing). Leaving (shutdown) → the connection is kept (a new
+//!   identity would make the router redeliver the running jobs) and the
+//!   REPLYs of the resend window go out again on it.
 //! - KBYE/DISCONNECT from the router → no more READYs; running jobs go on
 //!   on the same connection and identity, and each REPLY goes out on it; once
 //!   no job runs (at once if none did) → reconnect after `reconnect_delay`
@@ -109,10 +127,11 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+pub mod resend;
 pub mod window;
 pub use window::{Prefetch, Window};
 
-use emqp_proto::command::{FEATURE_CANCEL, FEATURE_JOB_ACK};
+use emqp_proto::command::{FEATURE_CANCEL, FEATURE_JOB_ACK, FEATURE_REPLY_RESEND};
 use emqp_proto::heartbeat::{timestamp_text, Liveness};
 use emqp_proto::job::{ErrorKind, Job, JobError, JobOutcome};
 use emqp_proto::{
@@ -125,6 +144,13 @@ pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
 
 /// 0.3.13's `GLOBAL_TIMEOUT`: the timeout of a job that names none.
 pub const DEFAULT_GLOBAL_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// At most this many REPLYs are kept to be sent again after a reconnect
+/// ([`resend`]).
+pub const DEFAULT_RESEND_MAX_REPLIES: usize = 4096;
+
+/// At most this many payload bytes of REPLYs are kept to be sent again.
+pub const DEFAULT_RESEND_MAX_BYTES: usize = 16 * 1024 * 1024;
 
 /// At most one warning about malformed messages per this long.
 const MALFORMED_LOG_EVERY: Duration = Duration::from_secs(10);
@@ -162,6 +188,11 @@ pub struct Config {
     pub unix_micros_at_start: u64,
     /// The credit window beyond the free slots ([`window`]).
     pub prefetch: Prefetch,
+    /// At most this many REPLYs are kept to be sent again after a
+    /// reconnect ([`resend`]).
+    pub resend_max_replies: usize,
+    /// At most this many payload bytes of REPLYs are kept to be sent again.
+    pub resend_max_bytes: usize,
 }
 
 impl Config {
@@ -181,6 +212,8 @@ impl Config {
             id_seed: 0,
             unix_micros_at_start: 0,
             prefetch: Prefetch::Off,
+            resend_max_replies: DEFAULT_RESEND_MAX_REPLIES,
+            resend_max_bytes: DEFAULT_RESEND_MAX_BYTES,
         }
     }
 }
@@ -201,6 +234,10 @@ pub enum Input {
     /// An [`Action::Send`] could not be carried out; `message` is what it
     /// carried.
     SendFailed { message: Message },
+    /// The socket of connection `identity` lost its connection to the
+    /// router (libzmq's socket monitor: DISCONNECTED). Frames in transit
+    /// were lost; libzmq would reconnect under the same identity.
+    LinkDown { identity: String },
     /// SIGTERM/SIGINT: leave in order.
     Shutdown,
 }
@@ -347,6 +384,10 @@ pub struct Connection {
     /// REPLYs not sent yet: their job finished while not registered, or
     /// their send failed.
     pending_replies: VecDeque<Message>,
+    /// Copies of the REPLYs sent in the resend window ([`resend`]).
+    sent_replies: resend::SentReplies,
+    /// The current connection's ACK listed `reply-resend`.
+    router_resends: bool,
     next_run: u64,
     malformed: MalformedLog,
 }
@@ -366,6 +407,12 @@ impl Connection {
                 liveness: cfg.heartbeat_liveness,
             },
             ids: MsgIds::seeded(cfg.id_seed),
+            sent_replies: resend::SentReplies::new(
+                resend::window(&cfg),
+                cfg.resend_max_replies,
+                cfg.resend_max_bytes,
+            ),
+            router_resends: false,
             cfg,
             phase: Phase::Stopped,
             broker_index: 0,
@@ -447,6 +494,12 @@ impl Connection {
         self.malformed.total
     }
 
+    /// REPLYs kept to be sent again after a reconnect, and how many were
+    /// forgotten for the bounds before their window ended ([`resend`]).
+    pub fn resend_counts(&self) -> (usize, u64) {
+        (self.sent_replies.len(), self.sent_replies.forgotten())
+    }
+
     // ---- input ----------------------------------------------------------
 
     /// Feed one input; the resulting actions are appended to `out`.
@@ -464,6 +517,7 @@ impl Connection {
                 self.on_job_finished(slot, run, outcome, now, out)
             }
             Input::SendFailed { message } => self.on_send_failed(message),
+            Input::LinkDown { identity } => self.on_link_down(&identity, now, out),
             Input::Shutdown => self.on_shutdown(now, out),
         }
     }
@@ -500,6 +554,7 @@ impl Connection {
         if self.phase == Phase::Stopped {
             return;
         }
+        self.sent_replies.expire(now);
         // Job timers first: a timeout does not depend on the link.
         for (slot, s) in self.slots.iter_mut().enumerate() {
             let Slot::Busy(r) = s else { continue };
@@ -573,6 +628,7 @@ impl Connection {
         }
         self.connected_once = true;
         self.identity = self.ids.next_id();
+        self.router_resends = false;
         self.withdraw_readies();
         if !self.held.is_empty() {
             warn!(
@@ -627,8 +683,26 @@ impl Connection {
     }
 
     fn send_message(&mut self, msg: Message, now: Duration, out: &mut Vec<Action>) {
+        if self.router_resends && matches!(msg.command, Command::Reply(_)) {
+            self.sent_replies.keep(&msg, now);
+        }
         self.last_sent = now;
         out.push(Action::Send(msg));
+    }
+
+    /// The REPLYs of the resend window again, as they were sent (the
+    /// router takes each at most once); they stay kept. How many.
+    fn resend_replies(&mut self, now: Duration, out: &mut Vec<Action>) -> usize {
+        if !self.router_resends {
+            return 0;
+        }
+        let copies = self.sent_replies.in_window(now);
+        let n = copies.len();
+        if n > 0 {
+            self.last_sent = now;
+            out.extend(copies.into_iter().map(Action::Send));
+        }
+        n
     }
 
     /// Send queued REPLYs, and (registered) READYs up to `concurrency` +
@@ -694,7 +768,10 @@ impl Connection {
             self.last_received = now;
         }
         match msg.command {
-            Command::Ack { acked_msgid } => self.on_ack(&acked_msgid, now, out),
+            Command::Ack {
+                acked_msgid,
+                features,
+            } => self.on_ack(&acked_msgid, &features, now, out),
             Command::Heartbeat { .. } => {}
             Command::Request(req) => self.on_request(msg.msgid, req, now, out),
             Command::Cancel { orig_msgid } => self.on_cancel(&orig_msgid, now, out),
@@ -737,7 +814,7 @@ impl Connection {
         }
     }
 
-    fn on_ack(&mut self, acked: &str, now: Duration, out: &mut Vec<Action>) {
+    fn on_ack(&mut self, acked: &str, features: &[String], now: Duration, out: &mut Vec<Action>) {
         let Phase::AwaitingAck { inform_msgid, .. } = &self.phase else {
             debug!("ignoring ACK of {acked}: not waiting for one");
             return;
@@ -746,13 +823,50 @@ impl Connection {
             warn!("ACK names {acked}, our INFORM was {inform_msgid}; accepting it");
         }
         self.phase = Phase::Registered;
+        self.router_resends = features.iter().any(|f| f == FEATURE_REPLY_RESEND);
+        if !self.router_resends && self.sent_replies.len() > 0 {
+            debug!(
+                "forgetting {} sent REPLY(s): this router does not take REPLYs sent again",
+                self.sent_replies.len()
+            );
+            self.sent_replies.clear();
+        }
+        let resent = self.resend_replies(now, out);
         info!(
-            "registered with {} as {} ({} queued result(s))",
+            "registered with {} as {} ({} queued result(s), {resent} recent result(s) sent again)",
             self.endpoint(),
             self.identity,
             self.pending_replies.len()
         );
         self.flush(now, out);
+    }
+
+    /// The socket lost its connection (see the module documentation).
+    fn on_link_down(&mut self, identity: &str, now: Duration, out: &mut Vec<Action>) {
+        if identity != self.identity {
+            debug!("link down of {identity}, a connection already replaced: ignored");
+            return;
+        }
+        match self.phase {
+            Phase::Registered | Phase::Draining => {
+                self.reconnect(now, "connection to the router lost (link down)", out)
+            }
+            Phase::ShuttingDown { .. } => {
+                let n = self.resend_replies(now, out);
+                warn!(
+                    "connection to the router lost while leaving; keeping {} (libzmq reconnects \
+                     it), {n} recent result(s) sent again",
+                    self.identity
+                );
+            }
+            Phase::AwaitingAck { .. } => debug!(
+                "link down before the ACK: ignored (the ACK timeout of {:?} covers it)",
+                self.cfg.ack_timeout
+            ),
+            Phase::Waiting { .. } | Phase::Stopped => {
+                debug!("link down while not connected to a router: ignored")
+            }
+        }
     }
 
     fn on_request(&mut self, msgid: String, req: Request, now: Duration, out: &mut Vec<Action>) {
@@ -1063,6 +1177,7 @@ impl Connection {
                     "a REPLY ({}) could not be sent; queued to be sent again",
                     message.msgid
                 );
+                self.sent_replies.unsent(&message.msgid);
                 self.pending_replies.push_back(message);
             }
             Command::Ready => {

@@ -2,6 +2,13 @@
 //! run it. The loop here only moves data between the DEALER socket, the
 //! [`Connection`] core and the [`Pool`].
 //!
+//! The DEALER is watched with libzmq's socket monitor
+//! ([`emq_transport::failover::LinkWatch`]): a lost connection goes to the
+//! core as [`Input::LinkDown`] (a TCP reset loses the frames in transit,
+//! and libzmq would heal it under the same identity, so neither side would
+//! notice otherwise). The monitor is stopped before its watch is dropped,
+//! whenever the socket is replaced or closed ([`Link`]'s `Drop`).
+//!
 //! ```no_run
 //! use emq_jobmanager::JobManager;
 //! let code = JobManager::builder()
@@ -24,6 +31,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use emq_transport::failover::{LinkEvent, LinkWatch};
 use emq_transport::SocketOptions;
 use emqp_proto::{Message, QueueSpec};
 use log::{debug, info, warn};
@@ -427,7 +435,7 @@ impl JobManager {
             curve,
             ..SocketOptions::default()
         };
-        let mut sock: Option<zmq::Socket> = None;
+        let mut link: Option<Link> = None;
         let mut shutdown_seen = false;
         let mut actions = Vec::new();
         core.start(start.elapsed(), &mut actions);
@@ -440,24 +448,14 @@ impl JobManager {
             for action in actions.drain(..) {
                 match action {
                     Action::Connect { endpoint, identity } => {
-                        if let Some(old) = sock.take() {
-                            let _ = old.set_linger(0);
+                        if let Some(old) = link.take() {
+                            let _ = old.sock.set_linger(0);
                         }
-                        let s = emq_transport::connect_dealer(
-                            &ctx,
-                            &endpoint,
-                            identity.as_bytes(),
-                            &opts,
-                        )
-                        .map_err(|e| Error::Zmq {
-                            context: format!("connecting to {endpoint}"),
-                            detail: e.to_string(),
-                        })?;
+                        link = Some(Link::open(&ctx, &endpoint, &identity, &opts)?);
                         info!("connected to {endpoint} as {identity}");
-                        sock = Some(s);
                     }
                     Action::Send(msg) => {
-                        if let Some(message) = send(sock.as_ref(), msg) {
+                        if let Some(message) = send(link.as_ref().map(|l| &l.sock), msg) {
                             feedback.push(Input::SendFailed { message });
                         }
                     }
@@ -483,7 +481,7 @@ impl JobManager {
                     Action::Exit(code) => {
                         drop(pool);
                         // Closing with linger lets KBYE and the last REPLYs out.
-                        drop(sock);
+                        drop(link);
                         info!("exiting with status {code}");
                         return Ok(code);
                     }
@@ -512,22 +510,32 @@ impl JobManager {
             // Round up: waking a little late is fine, a little early spins.
             let wait_ms = wait.as_micros().div_ceil(1000) as i64;
 
-            let (wake_readable, sock_readable) = {
+            let (wake_readable, sock_readable, watch_readable) = {
                 let wake_item = zmq::PollItem::from_fd(wake_rx.as_raw_fd(), zmq::POLLIN);
-                let polled = match &sock {
-                    Some(s) => {
-                        let mut items = [wake_item, s.as_poll_item(zmq::POLLIN)];
-                        zmq::poll(&mut items, wait_ms)
-                            .map(|_| (items[0].is_readable(), items[1].is_readable()))
+                let polled = match &link {
+                    Some(l) => {
+                        let mut items = [
+                            wake_item,
+                            l.sock.as_poll_item(zmq::POLLIN),
+                            l.watch.socket().as_poll_item(zmq::POLLIN),
+                        ];
+                        zmq::poll(&mut items, wait_ms).map(|_| {
+                            (
+                                items[0].is_readable(),
+                                items[1].is_readable(),
+                                items[2].is_readable(),
+                            )
+                        })
                     }
                     None => {
                         let mut items = [wake_item];
-                        zmq::poll(&mut items, wait_ms).map(|_| (items[0].is_readable(), false))
+                        zmq::poll(&mut items, wait_ms)
+                            .map(|_| (items[0].is_readable(), false, false))
                     }
                 };
                 match polled {
                     Ok(r) => r,
-                    Err(zmq::Error::EINTR) => (false, false),
+                    Err(zmq::Error::EINTR) => (false, false, false),
                     Err(e) => {
                         return Err(Error::Zmq {
                             context: "polling".into(),
@@ -538,10 +546,10 @@ impl JobManager {
             };
             let now = start.elapsed();
             if sock_readable {
-                if let Some(s) = &sock {
+                if let Some(l) = &link {
                     // Everything the router sent so far, before any output.
                     loop {
-                        match emq_transport::recv_frames(s, &mut frame_buf) {
+                        match emq_transport::recv_frames(&l.sock, &mut frame_buf) {
                             Ok(frames) => core.handle(Input::Frames(frames), now, &mut actions),
                             Err(zmq::Error::EAGAIN) => break,
                             Err(zmq::Error::EINTR) => continue,
@@ -550,6 +558,15 @@ impl JobManager {
                                 break;
                             }
                         }
+                    }
+                }
+            }
+            if watch_readable {
+                // After the frames read above: what arrived before the
+                // connection went down is the router's.
+                if let Some(l) = &link {
+                    for input in l.events() {
+                        core.handle(input, now, &mut actions);
                     }
                 }
             }
@@ -574,6 +591,76 @@ impl JobManager {
                     }
                 }
             }
+        }
+    }
+}
+
+/// The DEALER of one connection and the monitor watching it.
+struct Link {
+    sock: zmq::Socket,
+    watch: LinkWatch,
+    /// The connection's identity, named in [`Input::LinkDown`].
+    identity: String,
+    endpoint: String,
+}
+
+impl Link {
+    /// A DEALER with `identity`, watched from before it connects.
+    fn open(
+        ctx: &zmq::Context,
+        endpoint: &str,
+        identity: &str,
+        opts: &SocketOptions,
+    ) -> Result<Link, Error> {
+        let err = |e: Box<dyn std::error::Error + Send + Sync>| Error::Zmq {
+            context: format!("connecting to {endpoint}"),
+            detail: e.to_string(),
+        };
+        let sock = emq_transport::failover::dealer(ctx, identity.as_bytes(), opts).map_err(err)?;
+        let watch = LinkWatch::new(ctx, &sock).map_err(|e| Error::Zmq {
+            context: format!("watching the connection to {endpoint}"),
+            detail: e.to_string(),
+        })?;
+        let link = Link {
+            sock,
+            watch,
+            identity: identity.to_string(),
+            endpoint: endpoint.to_string(),
+        };
+        emq_transport::connect_all(&link.sock, &[endpoint.to_string()]).map_err(err)?;
+        Ok(link)
+    }
+
+    /// The watch's events, as inputs for the core: a lost connection
+    /// names this link's identity (the core ignores it once it has moved
+    /// on to another connection).
+    fn events(&self) -> Vec<Input> {
+        let mut inputs = Vec::new();
+        for e in self.watch.events() {
+            match e {
+                LinkEvent::Up(ep) => debug!("connection to {ep} up ({})", self.identity),
+                LinkEvent::Down(ep) => {
+                    warn!(
+                        "connection to {ep} lost ({}); frames in transit may be lost",
+                        self.identity
+                    );
+                    inputs.push(Input::LinkDown {
+                        identity: self.identity.clone(),
+                    });
+                }
+            }
+        }
+        inputs
+    }
+}
+
+impl Drop for Link {
+    /// The monitor is stopped before its reader goes (see
+    /// `emq_transport::failover`): libzmq's I/O thread would otherwise
+    /// block for good on an event nobody reads.
+    fn drop(&mut self) {
+        if let Err(e) = self.watch.stop(&self.sock) {
+            warn!("stopping the monitor of {}: {e}", self.endpoint);
         }
     }
 }

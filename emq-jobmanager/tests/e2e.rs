@@ -135,6 +135,7 @@ fn inform_ready_request_reply_and_sigterm_kbye_exit_0() {
         &id,
         Cmd::Ack {
             acked_msgid: String::from_utf8(frames[4].clone()).unwrap(),
+            features: vec![],
         },
     );
     assert_eq!(readies(&r, Duration::from_millis(1500), &id), 2);
@@ -281,6 +282,7 @@ fn heartbeat_timeout_reconnects_with_new_identity_and_delivers_the_running_job_r
         &id2,
         Cmd::Ack {
             acked_msgid: m.msgid,
+            features: vec![],
         },
     );
     // The slot is busy: no READY until the job's REPLY, which comes on the new connection.
@@ -334,6 +336,7 @@ fn router_kbye_during_a_job_gets_its_reply_on_the_same_connection_then_a_new_inf
         &id2,
         Cmd::Ack {
             acked_msgid: m.msgid,
+            features: vec![],
         },
     );
     assert_eq!(readies(&r, Duration::from_millis(700), &id2), 2);
@@ -386,6 +389,7 @@ fn unacked_inform_is_resent_on_a_fresh_connection() {
         &id2,
         Cmd::Ack {
             acked_msgid: m2.msgid,
+            features: vec![],
         },
     );
     assert_eq!(
@@ -494,6 +498,7 @@ fn eventmq_environment_settings_in_0_3_13_form() {
         &id,
         Cmd::Ack {
             acked_msgid: String::from_utf8(frames[4].clone()).unwrap(),
+            features: vec![],
         },
     );
     assert_eq!(readies(&r, Duration::from_millis(1000), &id), 3);

@@ -64,7 +64,14 @@ pub fn fields(cmd: &Command) -> Value {
             "peer_type": i.peer_type.as_ref().map(|t| t.as_str()),
             "features": i.features,
         }),
-        Command::Ack { acked_msgid } => json!({ "acked_msgid": acked_msgid }),
+        Command::Ack {
+            acked_msgid,
+            features,
+        } if features.is_empty() => json!({ "acked_msgid": acked_msgid }),
+        Command::Ack {
+            acked_msgid,
+            features,
+        } => json!({ "acked_msgid": acked_msgid, "features": features }),
         Command::Request(r) => json!({
             "queue": r.queue,
             "headers": headers_list(&r.headers),
@@ -271,6 +278,7 @@ mod tests {
             (
                 Command::Ack {
                     acked_msgid: "i-1".into(),
+                    features: vec![],
                 },
                 json!({"acked_msgid": "i-1"}),
             ),

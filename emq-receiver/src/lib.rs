@@ -442,6 +442,7 @@ pub fn handle_frames(frames: Vec<Vec<u8>>, kind: SocketKind, ack_informs: bool) 
                 if ack_informs {
                     let reply = Message::new(Command::Ack {
                         acked_msgid: msg.msgid,
+                        features: vec![],
                     });
                     ack = Some(reply.encode_routed(identity.clone()));
                 }
@@ -773,7 +774,8 @@ mod tests {
         assert_eq!(
             msg.command,
             Command::Ack {
-                acked_msgid: "inf-1".into()
+                acked_msgid: "inf-1".into(),
+                features: vec![],
             }
         );
         assert!(handle_frames(inform, SocketKind::Router, false)

@@ -100,7 +100,8 @@ fn prints_an_inform_acks_it_and_stops_after_count() {
         Some(emq_transport::Received::Message(m)) => assert_eq!(
             m.command,
             Command::Ack {
-                acked_msgid: "inf-1".into()
+                acked_msgid: "inf-1".into(),
+                features: vec![],
             }
         ),
         other => panic!("expected ACK, got {other:?}"),
@@ -243,7 +244,7 @@ fn heartbeats_go_to_peers_that_sent_inform() {
             other => panic!("expected ACK then HEARTBEATs, got {other:?}"),
         }
     }
-    assert!(matches!(&got[0], Command::Ack { acked_msgid } if acked_msgid == "inf-hb"));
+    assert!(matches!(&got[0], Command::Ack { acked_msgid, .. } if acked_msgid == "inf-hb"));
     for c in &got[1..] {
         assert!(
             matches!(c, Command::Heartbeat { timestamp: Some(t) } if t.parse::<f64>().is_ok()),

@@ -67,6 +67,26 @@ pub struct JobExtra {
     /// An operator cancelled it while it ran: its REPLY ends it as
     /// cancelled (no retry), its worker's death too (no redelivery).
     pub cancelling: bool,
+    /// The msgids of the failed REPLYs that put it back for a retry (the
+    /// last [`RETRY_REPLIES_KEPT`]), so that the same REPLY sent again by
+    /// a job manager after a reconnect is not taken twice
+    /// (`router/completion.rs`, "Reconnects").
+    pub retry_replies: VecDeque<Box<str>>,
+}
+
+/// How many retry REPLY msgids a job keeps ([`JobExtra::retry_replies`]):
+/// more than the retries that fit in a job manager's resend window
+/// (interval × liveness) with the default backoff.
+pub const RETRY_REPLIES_KEPT: usize = 32;
+
+impl JobExtra {
+    /// Note the failed REPLY `reply_msgid` that put the job back.
+    pub fn took_retry_reply(&mut self, reply_msgid: &str) {
+        if self.retry_replies.len() >= RETRY_REPLIES_KEPT {
+            self.retry_replies.pop_front();
+        }
+        self.retry_replies.push_back(reply_msgid.into());
+    }
 }
 
 /// `Job::msgid_len` of a msgid stored as the 16 bytes of a uuid.

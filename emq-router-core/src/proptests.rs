@@ -63,6 +63,9 @@ enum Op {
         w: usize,
         id: Option<u8>,
         status: u8,
+        /// The REPLY's own msgid is `rep{rep}`: a repeat is a REPLY sent
+        /// again (a job manager's resend after a reconnect).
+        rep: u8,
     },
     Kbye(usize),
     Heartbeat(usize),
@@ -99,8 +102,8 @@ fn op() -> impl Strategy<Value = Op> {
         6 => (0..3usize).prop_map(Op::Ready),
         8 => (0..2usize, 0..8u8, 0..3usize, 0..7usize)
             .prop_map(|(c, id, q, h)| Op::Request { c, id, q, h }),
-        5 => (0..3usize, prop::option::weighted(0.9, 0..8u8), 0..3u8)
-            .prop_map(|(w, id, status)| Op::Reply { w, id, status }),
+        5 => (0..3usize, prop::option::weighted(0.9, 0..8u8), 0..3u8, 0..16u8)
+            .prop_map(|(w, id, status, rep)| Op::Reply { w, id, status, rep }),
         1 => (0..3usize).prop_map(Op::Kbye),
         2 => (0..3usize).prop_map(Op::Heartbeat),
         1 => Just(Op::Scheduler),
@@ -170,9 +173,10 @@ fn to_input(op: &Op) -> Option<Input> {
                 ],
             ),
         ),
-        Op::Reply { w, id, status } => {
+        Op::Reply { w, id, status, rep } => {
             let mid = id.map(|i| format!("m{i}"));
-            let mut parts: Vec<&[u8]> = vec![b"REPLY", b"rep", b"{}"];
+            let rep = format!("rep{rep}");
+            let mut parts: Vec<&[u8]> = vec![b"REPLY", rep.as_bytes(), b"{}"];
             if let Some(m) = &mid {
                 parts.push(m.as_bytes());
                 match status {

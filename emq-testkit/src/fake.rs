@@ -230,6 +230,7 @@ pub fn heartbeat() -> Command {
 pub fn ack(msgid: &str) -> Command {
     Command::Ack {
         acked_msgid: msgid.to_string(),
+        features: vec![],
     }
 }
 

@@ -44,6 +44,12 @@ pub const FEATURE_JOB_ACK: &str = "job-ack";
 /// INFORM feature: the worker stops a running job on CANCEL (emq).
 pub const FEATURE_CANCEL: &str = "cancel";
 
+/// Router feature, in the second frame of its ACK of a worker's INFORM
+/// (emq): REPLYs a worker sends again after a reconnect, for jobs whose
+/// first REPLY may have been lost with the old connection, are taken at
+/// most once and never forwarded twice (docs/PROTOCOL.md, "Link resets").
+pub const FEATURE_REPLY_RESEND: &str = "reply-resend";
+
 impl Inform {
     pub fn has_feature(&self, name: &str) -> bool {
         self.features.iter().any(|f| f == name)
@@ -203,8 +209,12 @@ pub struct Reject {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     Inform(Inform),
+    /// `features` (emq, a second body frame, csv): what the router offers
+    /// the worker it ACKs ([`FEATURE_REPLY_RESEND`]); empty: no frame (a
+    /// 0.3.13 ACK, or an ACK to a peer that listed no features).
     Ack {
         acked_msgid: String,
+        features: Vec<String>,
     },
     Ready,
     Request(Request),
@@ -296,15 +306,7 @@ impl Command {
                         }
                     }),
                 };
-                let features = match frames.optional() {
-                    None => Vec::new(),
-                    Some(f) => utf8(f, "features")?
-                        .split(',')
-                        .map(str::trim)
-                        .filter(|s| !s.is_empty())
-                        .map(String::from)
-                        .collect(),
-                };
+                let features = decode_features(frames.optional())?;
                 Command::Inform(Inform {
                     queues,
                     peer_type,
@@ -313,6 +315,7 @@ impl Command {
             }
             "ACK" => Command::Ack {
                 acked_msgid: utf8(frames.next(1)?, "acked msgid")?,
+                features: decode_features(frames.optional())?,
             },
             "READY" => Command::Ready,
             "REQUEST" => Command::Request(Request {
@@ -395,11 +398,15 @@ impl Command {
                 });
                 let t = i.peer_type.unwrap_or(PeerType::Worker);
                 out.push(t.as_str().as_bytes().to_vec());
-                if !i.features.is_empty() {
-                    out.push(i.features.join(",").into_bytes());
-                }
+                encode_features(&i.features, out);
             }
-            Command::Ack { acked_msgid } => out.push(acked_msgid.into_bytes()),
+            Command::Ack {
+                acked_msgid,
+                features,
+            } => {
+                out.push(acked_msgid.into_bytes());
+                encode_features(&features, out);
+            }
             Command::Ready
             | Command::Disconnect
             | Command::Kbye
@@ -452,6 +459,27 @@ impl Command {
                 out.extend(orig_msgids.into_iter().map(String::into_bytes));
             }
         }
+    }
+}
+
+/// A csv FEATURES frame (INFORM's third, ACK's second): items trimmed,
+/// empty ones skipped; absent → none.
+fn decode_features(frame: Option<Vec<u8>>) -> Result<Vec<String>, DecodeError> {
+    let Some(f) = frame else {
+        return Ok(Vec::new());
+    };
+    Ok(utf8(f, "features")?
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect())
+}
+
+/// The FEATURES frame, only when there is a feature to list.
+fn encode_features(features: &[String], out: &mut Vec<Vec<u8>>) {
+    if !features.is_empty() {
+        out.push(features.join(",").into_bytes());
     }
 }
 

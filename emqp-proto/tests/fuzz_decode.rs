@@ -24,6 +24,7 @@ fn frame_list() -> impl Strategy<Value = Vec<Vec<u8>>> {
         "[-+]?[0-9]{0,21}(\\.[0-9]{0,5})?(e[-+]?[0-9]{1,3})?".prop_map(String::into_bytes),
         Just(b"ok".to_vec()),
         Just(b"failed".to_vec()),
+        Just(b"reply-resend,job-ack".to_vec()),
         "[a-z0-9:,\\-]{0,12}".prop_map(String::into_bytes),
     ];
     let body = prop::collection::vec(prop_oneof![junk.clone(), text], 0..8);

@@ -92,10 +92,15 @@ fn jobmanager_session_fields() {
     assert_eq!(inform.peer_type, Some(PeerType::Worker));
     assert!(inform.features.is_empty());
 
-    let Command::Ack { acked_msgid } = &msgs[1].2.command else {
+    let Command::Ack {
+        acked_msgid,
+        features,
+    } = &msgs[1].2.command
+    else {
         panic!()
     };
     assert_eq!(acked_msgid, &msgs[0].2.msgid);
+    assert!(features.is_empty(), "0.3.13's ACK has one frame");
 
     let Command::Heartbeat {
         timestamp: Some(ts),

@@ -116,7 +116,13 @@ impl Harness {
     /// ACK the INFORM found in `actions`.
     fn ack(&mut self, t: Duration, actions: &[Action]) -> Vec<Action> {
         let id = inform_msgid(actions).expect("an INFORM to ACK");
-        self.msg(t, Command::Ack { acked_msgid: id })
+        self.msg(
+            t,
+            Command::Ack {
+                acked_msgid: id,
+                features: vec![],
+            },
+        )
     }
 }
 
@@ -353,6 +359,7 @@ fn ack_with_another_msgid_is_accepted() {
         ms(10),
         Command::Ack {
             acked_msgid: "something-else".into(),
+            features: vec![],
         },
     );
     assert_eq!(names(&a), ["READY"]);
@@ -1076,7 +1083,16 @@ fn works_with_a_0_3_13_router_flow() {
     let id = inform_msgid(&a).unwrap();
     let a = h.at(
         ms(50),
-        Input::Frames(Message::with_msgid("0cd877dd", Command::Ack { acked_msgid: id }).encode()),
+        Input::Frames(
+            Message::with_msgid(
+                "0cd877dd",
+                Command::Ack {
+                    acked_msgid: id,
+                    features: vec![],
+                },
+            )
+            .encode(),
+        ),
     );
     assert_eq!(count(&a, "READY"), 2);
     h.msg(
@@ -1274,7 +1290,10 @@ fn slot_accounting_holds_under_random_events_and_send_failures() {
         // The router's view: credit = READYs received - REQUESTs sent, per connection.
         let mut credit: i64 = 0;
         let mut n = 0;
-        let mut delivered_replies: Vec<String> = Vec::new();
+        // Per job, the msgids of the REPLY messages sent for it: one (a
+        // copy sent again after a reconnect is the same message).
+        let mut delivered_replies: std::collections::HashMap<String, Vec<String>> =
+            std::collections::HashMap::new();
         // Jobs the router cancelled, and the kills ordered (one per run).
         let mut cancelled = std::collections::HashSet::new();
         let mut kills = std::collections::HashSet::new();
@@ -1283,9 +1302,17 @@ fn slot_accounting_holds_under_random_events_and_send_failures() {
             let now = ms(t);
             let input = match rng.next(9) {
                 0 => match inform_msgid(&last) {
-                    Some(id) => {
-                        Input::Frames(Message::new(Command::Ack { acked_msgid: id }).encode())
-                    }
+                    Some(id) => Input::Frames(
+                        Message::new(Command::Ack {
+                            acked_msgid: id,
+                            features: if rng.next(2) == 0 {
+                                vec![]
+                            } else {
+                                vec![FEATURE_REPLY_RESEND.into()]
+                            },
+                        })
+                        .encode(),
+                    ),
                     None => Input::Frames(vec![b"junk".to_vec()]),
                 },
                 1 | 2 if credit > 0 || rng.next(10) == 0 => {
@@ -1328,6 +1355,9 @@ fn slot_accounting_holds_under_random_events_and_send_failures() {
                     credit = 0;
                     Input::Frames(Message::new(Command::Kbye).encode())
                 }
+                7 if rng.next(10) == 0 => Input::LinkDown {
+                    identity: h.c.identity().to_string(),
+                },
                 _ => Input::Frames(Message::new(Command::Heartbeat { timestamp: None }).encode()),
             };
             let mut a = h.at(now, input);
@@ -1341,14 +1371,17 @@ fn slot_accounting_holds_under_random_events_and_send_failures() {
                     Action::Send(m) if rng.next(6) == 0 => failures.push(m.clone()),
                     Action::Send(m) if m.command == Command::Ready => credit += 1,
                     Action::Send(Message {
+                        msgid: reply_msgid,
                         command: Command::Reply(r),
-                        ..
                     }) => {
                         let msgid = r.orig_msgid.clone().unwrap();
                         if cancelled.contains(&msgid) && r.status == Some(ResultStatus::Failed) {
                             assert_eq!(r.payload, CANCELLED_PAYLOAD, "seed {seed}: {msgid}");
                         }
-                        delivered_replies.push(msgid);
+                        let sent = delivered_replies.entry(msgid).or_default();
+                        if !sent.contains(reply_msgid) {
+                            sent.push(reply_msgid.clone());
+                        }
                     }
                     Action::StartJob(j) => running.push(j.clone()),
                     Action::CancelJob { slot, run, .. } => {
@@ -1374,14 +1407,13 @@ fn slot_accounting_holds_under_random_events_and_send_failures() {
             );
             assert!(running.len() <= conc, "seed {seed}");
         }
-        let mut seen = delivered_replies.clone();
-        seen.sort();
-        seen.dedup();
-        assert_eq!(
-            seen.len(),
-            delivered_replies.len(),
-            "seed {seed}: a REPLY delivered twice"
-        );
+        for (job, sent) in &delivered_replies {
+            assert_eq!(
+                sent.len(),
+                1,
+                "seed {seed}: job {job} replied twice: {sent:?}"
+            );
+        }
     }
 }
 
@@ -1617,4 +1649,240 @@ fn a_ready_whose_send_failed_is_no_credit_and_goes_out_again() {
     let a = h.advance(ms(3010));
     assert_eq!(names(&a), ["READY"], "in place of the HEARTBEAT");
     assert_eq!(h.c.window().credit(), 3);
+}
+
+// ---- link down, and REPLYs sent again (resend.rs) ------------------------
+
+impl Harness {
+    /// ACK the INFORM in `actions` as an emq router does: listing
+    /// `reply-resend`.
+    fn ack_resend(&mut self, t: Duration, actions: &[Action]) -> Vec<Action> {
+        let id = inform_msgid(actions).expect("an INFORM to ACK");
+        self.msg(
+            t,
+            Command::Ack {
+                acked_msgid: id,
+                features: vec![FEATURE_REPLY_RESEND.into()],
+            },
+        )
+    }
+
+    /// The driver's socket monitor: the current connection went down.
+    fn link_down(&mut self, t: Duration) -> Vec<Action> {
+        let identity = self.c.identity().to_string();
+        self.at(t, Input::LinkDown { identity })
+    }
+}
+
+/// Started and registered with an emq router (ACK with `reply-resend` at
+/// 10 ms), `n` READYs sent.
+fn registered_resend(concurrency: usize) -> Harness {
+    let (mut h, a) = Harness::new(concurrency);
+    let a = h.ack_resend(ms(10), &a);
+    assert_eq!(count(&a, "READY"), concurrency);
+    h
+}
+
+/// The REPLYs sent in `actions`, as messages (msgid included).
+fn reply_msgs(actions: &[Action]) -> Vec<Message> {
+    sent(actions, "REPLY")
+}
+
+#[test]
+fn link_down_reconnects_at_once_and_running_jobs_reply_on_the_new_connection() {
+    for router_resends in [false, true] {
+        let mut h = if router_resends {
+            registered_resend(2)
+        } else {
+            registered(2)
+        };
+        let old = h.c.identity().to_string();
+        let s = starts(&h.at(ms(100), req_msg("long", Headers::new())));
+        let a = h.link_down(ms(200));
+        assert_eq!(names(&a), ["connect", "INFORM"]);
+        let Action::Connect { endpoint, identity } = &a[0] else {
+            panic!()
+        };
+        assert_eq!(endpoint, "tcp://127.0.0.1:2", "the next broker");
+        assert_ne!(identity, &old, "a fresh identity");
+        assert_eq!(h.c.slot_counts().busy, 1, "the job keeps running");
+        assert_eq!(h.c.slot_counts().offered, 0, "the router forgot our READYs");
+        // Finished before the ACK: its REPLY waits for it.
+        assert!(h
+            .at(ms(250), finished(&s[0], JobOutcome::Value(json!(1))))
+            .is_empty());
+        let a2 = if router_resends {
+            h.ack_resend(ms(300), &a)
+        } else {
+            h.ack(ms(300), &a)
+        };
+        assert_eq!(names(&a2), ["REPLY", "READY", "READY"], "{router_resends}");
+        assert_eq!(replies(&a2)[0].orig_msgid.as_deref(), Some("long"));
+    }
+}
+
+#[test]
+fn link_down_of_a_replaced_connection_or_before_the_ack_is_ignored() {
+    let mut h = registered_resend(1);
+    let old = h.c.identity().to_string();
+    let a = h.link_down(ms(100));
+    assert_eq!(names(&a), ["connect", "INFORM"]);
+    // Waiting for the ACK: the ACK timeout covers a lost INFORM.
+    assert!(h.link_down(ms(150)).is_empty());
+    // A late event of the replaced socket.
+    assert!(h.at(ms(160), Input::LinkDown { identity: old }).is_empty());
+    let a2 = h.ack_resend(ms(200), &a);
+    assert_eq!(names(&a2), ["READY"]);
+    // After the router said KBYE (no job running): the reconnect is due anyway.
+    h.msg(ms(300), Command::Kbye);
+    assert!(h.link_down(ms(310)).is_empty());
+    assert_eq!(names(&h.fire_at(ms(1300))), ["connect", "INFORM"]);
+}
+
+#[test]
+fn link_down_while_draining_reconnects_and_the_reply_waits_for_the_ack() {
+    let mut h = registered_resend(1);
+    let s = starts(&h.at(ms(100), req_msg("j", Headers::new())));
+    h.msg(ms(200), Command::Kbye);
+    assert!(h.c.is_draining());
+    let a = h.link_down(ms(300));
+    assert_eq!(names(&a), ["connect", "INFORM"]);
+    assert!(h
+        .at(ms(400), finished(&s[0], JobOutcome::Value(json!(1))))
+        .is_empty());
+    assert_eq!(names(&h.ack_resend(ms(500), &a)), ["REPLY", "READY"]);
+}
+
+/// The REPLYs of the last interval × liveness + ACK timeout (14 s) go
+/// out again, as they were, after the ACK of every reconnect (link down,
+/// router silence, KBYE), before the queued REPLYs and the READYs; no
+/// longer once their window ended.
+#[test]
+fn recent_replies_go_out_again_after_each_reconnect_within_their_window() {
+    let mut h = registered_resend(2);
+    let s = starts(&h.at(ms(100), req_msg("a", Headers::new())));
+    let first = h.at(ms(200), finished(&s[0], JobOutcome::Value(json!("A"))));
+    assert_eq!(names(&first), ["REPLY", "READY"]);
+    let reply_a = reply_msgs(&first).remove(0);
+    let s = starts(&h.at(ms(300), req_msg("b", Headers::new())));
+    assert_eq!(h.c.resend_counts(), (1, 0));
+
+    // Link down: b finishes while the INFORM waits for its ACK.
+    let a = h.link_down(ms(400));
+    h.at(ms(450), finished(&s[0], failed(ErrorKind::Exception)));
+    let a2 = h.ack_resend(ms(500), &a);
+    assert_eq!(names(&a2), ["REPLY", "REPLY", "READY", "READY"]);
+    let r = reply_msgs(&a2);
+    assert_eq!(r[0], reply_a, "the copy of a, as sent (same msgid)");
+    assert_eq!(replies(&a2)[1].orig_msgid.as_deref(), Some("b"));
+    assert_eq!(h.c.resend_counts(), (2, 0));
+
+    // Router silence 9 s after its last message (the ACK at 500 ms): both
+    // again (a was sent at 200 ms, b at 500 ms: within 14 s of 9.6 s).
+    assert_eq!(resend::window(&h.c.cfg), ms(14_000));
+    let a = h.advance(ms(9501));
+    assert_eq!(names(&a).last().map(String::as_str), Some("INFORM"));
+    let a3 = h.ack_resend(ms(9600), &a);
+    assert_eq!(names(&a3), ["REPLY", "REPLY", "READY", "READY"]);
+    assert_eq!(reply_msgs(&a3)[0], reply_a);
+
+    // KBYE, reconnect 1 s later: the windows (14 s from 200 and 500 ms)
+    // are over.
+    h.msg(ms(14_500), Command::Kbye);
+    let a = h.fire_at(ms(15_500));
+    assert_eq!(names(&a), ["connect", "INFORM"]);
+    let a4 = h.ack_resend(ms(15_600), &a);
+    assert_eq!(names(&a4), ["READY", "READY"]);
+    assert_eq!(h.c.resend_counts(), (0, 0));
+}
+
+/// A 0.3.13 router would forward a REPLY it got twice to the client: the
+/// copies go only to a router whose ACK listed `reply-resend`, and are
+/// dropped when the next router does not list it.
+#[test]
+fn nothing_is_sent_again_to_a_router_without_reply_resend() {
+    // Never kept for such a router.
+    let mut h = registered(1);
+    let s = starts(&h.at(ms(100), req_msg("a", Headers::new())));
+    h.at(ms(200), finished(&s[0], JobOutcome::Value(json!(1))));
+    assert_eq!(h.c.resend_counts(), (0, 0));
+    let a = h.link_down(ms(300));
+    assert_eq!(names(&h.ack_resend(ms(400), &a)), ["READY"]);
+
+    // Kept for an emq router, dropped on reaching one that does not list it.
+    let mut h = registered_resend(1);
+    let s = starts(&h.at(ms(100), req_msg("a", Headers::new())));
+    h.at(ms(200), finished(&s[0], JobOutcome::Value(json!(1))));
+    assert_eq!(h.c.resend_counts(), (1, 0));
+    let a = h.link_down(ms(300));
+    assert_eq!(names(&h.ack(ms(400), &a)), ["READY"]);
+    assert_eq!(h.c.resend_counts(), (0, 0));
+}
+
+/// At most `resend_max_replies` copies and `resend_max_bytes` of payload:
+/// the oldest go first (counted); a REPLY bigger than the byte bound is
+/// never kept.
+#[test]
+fn the_copies_are_bounded_oldest_forgotten_first() {
+    let mut c = cfg(1);
+    c.resend_max_replies = 2;
+    c.resend_max_bytes = 200;
+    let (mut h, a) = Harness::with(c);
+    h.ack_resend(ms(10), &a);
+    let mut sent_replies = Vec::new();
+    for (i, id) in ["a", "b", "c"].iter().enumerate() {
+        let t = 100 * (i as u64 + 1);
+        let s = starts(&h.at(ms(t), req_msg(id, Headers::new())));
+        let a = h.at(ms(t + 50), finished(&s[0], JobOutcome::Value(json!(id))));
+        sent_replies.push(reply_msgs(&a).remove(0));
+    }
+    assert_eq!(h.c.resend_counts(), (2, 1), "a forgotten");
+    let a = h.link_down(ms(400));
+    let a2 = h.ack_resend(ms(500), &a);
+    assert_eq!(reply_msgs(&a2), sent_replies[1..].to_vec());
+    // A result of 300 bytes is over the byte bound: not kept, and the two
+    // others stay.
+    let s = starts(&h.at(ms(600), req_msg("big", Headers::new())));
+    h.at(
+        ms(650),
+        finished(&s[0], JobOutcome::Value(json!("x".repeat(300)))),
+    );
+    assert_eq!(h.c.resend_counts(), (2, 2));
+}
+
+/// A REPLY whose send failed is queued, not a copy: after the reconnect
+/// it goes out once.
+#[test]
+fn a_reply_whose_send_failed_goes_out_once_after_the_reconnect() {
+    let mut h = registered_resend(1);
+    let s = starts(&h.at(ms(100), req_msg("j", Headers::new())));
+    let a = h.at(ms(200), finished(&s[0], JobOutcome::Value(json!(1))));
+    let r = reply_msgs(&a).remove(0);
+    h.send_failed(ms(200), &r);
+    assert_eq!(h.c.resend_counts(), (0, 0));
+    let a = h.link_down(ms(300));
+    let a2 = h.ack_resend(ms(400), &a);
+    assert_eq!(names(&a2), ["REPLY", "READY"]);
+    assert_eq!(reply_msgs(&a2), vec![r]);
+    assert_eq!(h.c.resend_counts(), (1, 0), "a copy once sent");
+}
+
+/// Leaving (SIGTERM) keeps the connection (a new identity would make the
+/// router redeliver the jobs still running): a link down sends the recent
+/// REPLYs again on it, and the running job's REPLY follows as usual.
+#[test]
+fn link_down_while_leaving_sends_the_recent_replies_again_on_the_same_connection() {
+    let mut h = registered_resend(2);
+    let id = h.c.identity().to_string();
+    let s1 = starts(&h.at(ms(100), req_msg("a", Headers::new())));
+    let s2 = starts(&h.at(ms(110), req_msg("b", Headers::new())));
+    let a = h.at(ms(200), finished(&s1[0], JobOutcome::Value(json!(1))));
+    let reply_a = reply_msgs(&a).remove(0);
+    assert!(h.at(ms(300), Input::Shutdown).is_empty());
+    let a = h.link_down(ms(400));
+    assert_eq!(names(&a), ["REPLY"]);
+    assert_eq!(reply_msgs(&a), vec![reply_a]);
+    assert_eq!(h.c.identity(), id, "same connection");
+    let a = h.at(ms(500), finished(&s2[0], JobOutcome::Value(json!(2))));
+    assert_eq!(names(&a), ["REPLY", "KBYE", "exit 0"]);
 }

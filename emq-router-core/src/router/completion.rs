@@ -25,6 +25,18 @@
 //!   other REPLY whose msgid is not in flight on that worker (late,
 //!   duplicate, legacy worker) is ignored: a result is forwarded at most
 //!   once.
+//! - **REPLYs sent again.** An emq job manager sends the REPLYs of its
+//!   last interval × liveness again after a reconnect, as they were (same
+//!   message msgid), when this router's ACK listed `reply-resend`
+//!   (docs/PROTOCOL.md, "Link resets"); the first copy may have been lost
+//!   with the old connection. Each REPLY message counts at most once: a
+//!   copy of one that ended its job finds no job (ignored, so no second
+//!   RESULT); a copy of a failed REPLY that put its job back for a retry
+//!   is recognised by its message msgid, which the job keeps
+//!   ([`crate::jobs::JobExtra::retry_replies`]), and ignored wherever the
+//!   job is now (waiting for its retry, queued, or in flight again), so it
+//!   neither spends a retry nor ends the next try. A copy whose first
+//!   never arrived is a REPLY like any other (the rules above).
 //! - **Retries** are the router's alone (job managers run each delivery
 //!   once): a REPLY with status `failed` for a job with `retry-count:N`
 //!   and fewer than N failures so far puts the job back (at the back of
@@ -91,9 +103,11 @@ impl Router {
         self.pool.finish(id, seq, &msgid)
     }
 
+    /// A worker's REPLY (message msgid `reply_msgid`).
     pub(super) fn on_worker_reply(
         &mut self,
         id: WorkerId,
+        reply_msgid: &str,
         r: Reply,
         now: Duration,
         out: &mut Vec<Action>,
@@ -115,7 +129,7 @@ impl Router {
         let Some(seq) = seq else {
             if w.kind == WorkerKind::JobAck {
                 if let Some(m) = &r.orig_msgid {
-                    if self.reply_elsewhere(id, m, &r, now, out) {
+                    if self.reply_elsewhere(id, reply_msgid, m, &r, now, out) {
                         return;
                     }
                 }
@@ -130,6 +144,13 @@ impl Router {
             );
             return;
         };
+        let taken = w
+            .inflight
+            .get(&seq)
+            .is_some_and(|i| self.reply_taken(i.job, reply_msgid));
+        if taken {
+            return;
+        }
         let Some(jid) = self.finish_inflight(id, seq) else {
             return;
         };
@@ -137,7 +158,25 @@ impl Router {
             w.kind.owe_ready();
         }
         let status = r.status.unwrap_or(ResultStatus::Ok);
-        self.job_done(jid, id, status, Some(r.payload), now, out);
+        self.job_done(jid, id, status, Some((reply_msgid, r.payload)), now, out);
+    }
+
+    /// Whether the REPLY message `reply_msgid` already put job `jid` back
+    /// for a retry (a copy sent again after a reconnect): then it changes
+    /// nothing.
+    fn reply_taken(&self, jid: JobId, reply_msgid: &str) -> bool {
+        let taken = self
+            .store
+            .jobs
+            .get(&jid)
+            .and_then(|j| j.extra.as_ref())
+            .is_some_and(|e| e.retry_replies.iter().any(|m| &**m == reply_msgid));
+        if taken {
+            log::debug!(
+                "REPLY {reply_msgid} was taken already (it put its job back for a retry): ignored"
+            );
+        }
+        taken
     }
 
     /// A job-ack worker's REPLY for a job that is not in flight on it (its
@@ -148,6 +187,7 @@ impl Router {
     fn reply_elsewhere(
         &mut self,
         id: WorkerId,
+        reply_msgid: &str,
         msgid: &str,
         r: &Reply,
         now: Duration,
@@ -156,6 +196,9 @@ impl Router {
         let Some(jid) = self.store.find(msgid) else {
             return false;
         };
+        if self.reply_taken(jid, reply_msgid) {
+            return true;
+        }
         let Some(job) = self.store.jobs.get(&jid) else {
             return false;
         };
@@ -183,20 +226,27 @@ impl Router {
                 .unwrap_or_default()
         );
         let status = r.status.unwrap_or(ResultStatus::Ok);
-        self.job_done(jid, id, status, Some(r.payload.clone()), now, out);
+        let reply = Some((reply_msgid, r.payload.clone()));
+        self.job_done(jid, id, status, reply, now, out);
         true
     }
 
-    /// A job's delivery ended with `status`.
+    /// A job's delivery ended with `status`; `reply`: the msgid and
+    /// payload of the REPLY message that ended it (`None`: a legacy
+    /// worker's READY).
     fn job_done(
         &mut self,
         jid: JobId,
         worker: WorkerId,
         status: ResultStatus,
-        payload: Option<Vec<u8>>,
+        reply: Option<(&str, Vec<u8>)>,
         now: Duration,
         out: &mut Vec<Action>,
     ) {
+        let (reply_msgid, payload) = match reply {
+            Some((m, p)) => (Some(m), Some(p)),
+            None => (None, None),
+        };
         let Some(job) = self.store.jobs.get_mut(&jid) else {
             return;
         };
@@ -213,6 +263,9 @@ impl Router {
             let extra = job.extra_mut();
             extra.failures += 1;
             extra.last_error = payload;
+            if let Some(m) = reply_msgid {
+                extra.took_retry_reply(m);
+            }
             let failures = extra.failures;
             let delay = self.cfg.backoff(failures);
             log::info!(

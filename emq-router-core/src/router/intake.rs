@@ -228,7 +228,7 @@ impl Router {
                     orig_msgid: Some(orig),
                     status: Some(emqp_proto::ResultStatus::Failed),
                 };
-                self.on_worker_reply(id, r, now, out);
+                self.on_worker_reply(id, msgid.unwrap_or_default(), r, now, out);
             }
             return;
         }

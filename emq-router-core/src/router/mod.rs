@@ -459,7 +459,13 @@ impl Router {
                 return;
             }
             Command::Disconnect => {
-                let ack = frames_of(self.ids.next_id(), Command::Ack { acked_msgid: msgid });
+                let ack = frames_of(
+                    self.ids.next_id(),
+                    Command::Ack {
+                        acked_msgid: msgid,
+                        features: vec![],
+                    },
+                );
                 self.send(Socket::Admin, identity, ack, out);
                 self.start_shutdown("admin DISCONNECT", now, out);
                 return;

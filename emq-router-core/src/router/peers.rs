@@ -2,8 +2,11 @@
 //!
 //! - **Registration.** Backend INFORM → `ACK [inform msgid]`, then one
 //!   HEARTBEAT at once (a 0.3.13 job manager starts its worker processes,
-//!   and so sends READY, only after the first HEARTBEAT). A worker starts
-//!   with 0 slots. Empty INFORM queues → `Config::default_queues`. The
+//!   and so sends READY, only after the first HEARTBEAT). The ACK of an
+//!   INFORM that listed features (every emq job manager) has a second
+//!   frame, the router's own features ([`ROUTER_FEATURES`]: `reply-resend`,
+//!   see `completion.rs`); a 0.3.13 job manager, which lists none, gets
+//!   0.3.13's one-frame ACK. A worker starts with 0 slots. Empty INFORM queues → `Config::default_queues`. The
 //!   third INFORM frame lists features; `job-ack` makes the worker a
 //!   [`WorkerKind::JobAck`] worker (completion tracked per REPLY), else it
 //!   is [`WorkerKind::Legacy`] (see `completion.rs`). A second INFORM from
@@ -31,6 +34,7 @@
 
 use std::time::Duration;
 
+use emqp_proto::command::FEATURE_REPLY_RESEND;
 use emqp_proto::heartbeat::{timestamp_text, Liveness};
 use emqp_proto::{Command, Inform, Message, PeerType};
 
@@ -40,6 +44,9 @@ use crate::jobs::JobId;
 use crate::util::{ident, micros};
 
 const MICROSECOND: Duration = Duration::from_micros(1);
+
+/// What the router's ACK tells a worker that listed features.
+const ROUTER_FEATURES: [&str; 1] = [FEATURE_REPLY_RESEND];
 use crate::workers::{WorkerId, WorkerKind};
 
 impl Router {
@@ -90,7 +97,7 @@ impl Router {
         };
         match command {
             Command::Ready => self.on_ready(id, now, out),
-            Command::Reply(r) => self.on_worker_reply(id, r, now, out),
+            Command::Reply(r) => self.on_worker_reply(id, &msgid, r, now, out),
             Command::Heartbeat { .. } => {}
             Command::Kbye => self.remove_worker(id, "KBYE", now, out),
             other => {
@@ -145,9 +152,20 @@ impl Router {
                 format!(", features {}", inf.features.join(","))
             }
         );
+        let features = if inf.features.is_empty() {
+            Vec::new()
+        } else {
+            ROUTER_FEATURES.iter().map(|f| f.to_string()).collect()
+        };
         self.pool
             .register(identity.clone(), queues, inf.features, now);
-        let ack = frames_of(self.ids.next_id(), Command::Ack { acked_msgid: msgid });
+        let ack = frames_of(
+            self.ids.next_id(),
+            Command::Ack {
+                acked_msgid: msgid,
+                features,
+            },
+        );
         self.send(Socket::Backend, identity.clone(), ack, out);
         let hb = self.heartbeat_frames(now);
         self.send(Socket::Backend, identity, hb, out);
@@ -177,7 +195,13 @@ impl Router {
                 });
             }
         }
-        let ack = frames_of(self.ids.next_id(), Command::Ack { acked_msgid: msgid });
+        let ack = frames_of(
+            self.ids.next_id(),
+            Command::Ack {
+                acked_msgid: msgid,
+                features: vec![],
+            },
+        );
         self.send(Socket::Frontend, identity.clone(), ack, out);
         let hb = self.heartbeat_frames(now);
         self.send(Socket::Frontend, identity, hb, out);

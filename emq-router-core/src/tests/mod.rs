@@ -22,6 +22,7 @@ pub(crate) fn us(n: u64) -> Duration {
 mod control;
 mod durability;
 mod limits;
+mod resent_replies;
 mod results;
 
 /// A router with a fake clock, and a fake journal store that commits
@@ -33,6 +34,8 @@ pub(crate) struct H {
     /// Every record committed, in order.
     pub(crate) journal: Vec<Record>,
     pub(crate) fail_journal: Option<String>,
+    /// REPLYs sent by [`H::reply`] so far (their msgids).
+    replies: u64,
 }
 
 pub(crate) type Sent = (Socket, String, Message);
@@ -48,6 +51,7 @@ impl H {
             now: 1_000 * SECOND,
             journal: Vec::new(),
             fail_journal: None,
+            replies: 0,
         }
     }
 
@@ -155,9 +159,26 @@ impl H {
         self.frames(Frontend, frames)
     }
 
+    /// A worker's REPLY, under a msgid of its own (`rep-N`, as every
+    /// worker sends), for `orig`.
     pub(crate) fn reply(
         &mut self,
         worker: &str,
+        orig: &str,
+        payload: &str,
+        status: Option<ResultStatus>,
+    ) -> Vec<Sent> {
+        self.replies += 1;
+        let msgid = format!("rep-{}", self.replies);
+        self.reply_as(worker, &msgid, orig, payload, status)
+    }
+
+    /// A worker's REPLY under the message msgid `msgid` (the same msgid
+    /// again: a REPLY sent again after a reconnect).
+    pub(crate) fn reply_as(
+        &mut self,
+        worker: &str,
+        msgid: &str,
         orig: &str,
         payload: &str,
         status: Option<ResultStatus>,
@@ -167,7 +188,7 @@ impl H {
             orig_msgid: Some(orig.to_string()),
             status,
         };
-        self.msg(Backend, worker, "rep", Command::Reply(r))
+        self.msg(Backend, worker, msgid, Command::Reply(r))
     }
 
     pub(crate) fn tick(&mut self) -> Vec<Sent> {
@@ -276,7 +297,8 @@ fn inform_is_acked_with_its_msgid_then_heartbeat_and_worker_has_no_slot() {
     assert_eq!(
         m[0].command,
         Command::Ack {
-            acked_msgid: "inform-w1".into()
+            acked_msgid: "inform-w1".into(),
+            features: vec![],
         }
     );
     assert!(matches!(
@@ -341,7 +363,8 @@ fn scheduler_inform_on_frontend_is_acked_and_listed() {
     assert_eq!(
         m[0].command,
         Command::Ack {
-            acked_msgid: "inf-s1".into()
+            acked_msgid: "inf-s1".into(),
+            features: vec![],
         }
     );
     let v = admin(&mut h, Command::RouterShowSchedulers);
@@ -1279,7 +1302,8 @@ fn admin_disconnect_acks_kbyes_everyone_rejects_new_work_and_exits_when_drained(
     assert_eq!(
         to(&sent, Admin, "adm")[0].command,
         Command::Ack {
-            acked_msgid: "admin:d".into()
+            acked_msgid: "admin:d".into(),
+            features: vec![],
         }
     );
     assert_eq!(to(&sent, Backend, "w1")[0].command, Command::Kbye);
