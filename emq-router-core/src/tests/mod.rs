@@ -1651,17 +1651,39 @@ fn reply_from_new_identity_completes_job_requeued_after_old_worker_timed_out() {
     assert_eq!(h.r.stats().results_forwarded, 1);
 }
 
+/// Job `j1` of client `c` (`headers`) is lost with worker `lost` (its
+/// KBYE), redelivered to worker `then`, which fails it with the REPLY
+/// message `reply_msgid`: the job waits for a retry, with one lost
+/// delivery counted.
+pub(crate) fn lost_then_failed(
+    h: &mut H,
+    headers: &str,
+    lost: &str,
+    then: &str,
+    reply_msgid: &str,
+) {
+    worker(h, lost, "", 1);
+    h.request("c", "j1", "default", headers);
+    h.msg(Backend, lost, "k", Command::Kbye);
+    worker(h, then, "", 1);
+    assert_eq!(h.r.inflight_count(), 1);
+    let fail = r#"{"error": {"kind": "exception", "message": "boom"}}"#;
+    h.reply_as(then, reply_msgid, "j1", fail, Some(ResultStatus::Failed));
+    assert_eq!(h.r.delayed_count(), 1);
+    assert_eq!(h.r.stats().retried, 1);
+}
+
 #[test]
 fn reply_from_new_identity_for_job_redelivered_elsewhere_completes_once() {
     let mut h = H::new();
-    worker(&mut h, "old", "", 1);
-    h.request("c", "j1", "default", "reply-requested,retry-count:3");
-    h.msg(Backend, "old", "k", Command::Kbye);
     // Redelivered to another job manager, which fails it: waits for a retry.
-    worker(&mut h, "other", "", 1);
-    assert_eq!(h.r.inflight_count(), 1);
-    h.reply("other", "j1", "{}", Some(ResultStatus::Failed));
-    assert_eq!(h.r.delayed_count(), 1);
+    lost_then_failed(
+        &mut h,
+        "reply-requested,retry-count:3",
+        "old",
+        "other",
+        "f1",
+    );
     // The first run's REPLY arrives on the old job manager's new identity.
     worker(&mut h, "new", "", 0);
     let sent = h.reply("new", "j1", r#"{"value": 2}"#, Some(ResultStatus::Ok));

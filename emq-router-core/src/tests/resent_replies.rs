@@ -60,7 +60,9 @@ fn the_ack_lists_reply_resend_only_to_workers_that_listed_features() {
 
 /// The REPLY arrived; the job manager reconnects and sends it again (same
 /// msgid), from its new identity and, while leaving, from the old one:
-/// no second RESULT, nothing else changes.
+/// no second RESULT, nothing else changes. (A copy whose first was lost
+/// is a REPLY from a new identity like any other:
+/// `reply_from_new_identity_completes_job_in_flight_on_old_identity`.)
 #[test]
 fn a_resent_reply_of_a_finished_job_forwards_no_second_result() {
     let mut h = H::new();
@@ -80,54 +82,15 @@ fn a_resent_reply_of_a_finished_job_forwards_no_second_result() {
     assert_eq!(h.r.stats().completed, 1);
 }
 
-/// The REPLY was lost with the old connection: its copy from the new
-/// identity completes the job in flight on the old one, once; a second
-/// copy (another reconnect) changes nothing, and the old identity's
-/// removal redelivers nothing.
-#[test]
-fn a_resent_reply_whose_first_was_lost_completes_the_job_once() {
-    let mut h = H::new();
-    worker(&mut h, "old", "", 1);
-    h.request("c", "j1", "default", "reply-requested");
-    worker(&mut h, "new", "", 0);
-    let sent = h.reply_as("new", "r1", "j1", r#"{"value": 1}"#, Some(ResultStatus::Ok));
-    assert_eq!(results(&sent, "c").len(), 1);
-    worker(&mut h, "newer", "", 0);
-    let sent = h.reply_as(
-        "newer",
-        "r1",
-        "j1",
-        r#"{"value": 1}"#,
-        Some(ResultStatus::Ok),
-    );
-    assert!(results(&sent, "c").is_empty());
-    let sent = h.input(Input::SendFailed {
-        socket: Backend,
-        identity: b"old".to_vec(),
-        reason: SendFailure::HostUnreachable,
-    });
-    assert!(forwarded(&decode(sent), "new").is_empty());
-    assert_eq!(h.r.stats().redelivered, 0);
-    assert!(h.r.unfinished_jobs().is_empty());
-    assert_eq!(h.r.stats().results_forwarded, 1);
-}
-
 /// A failed REPLY put its job back for a retry; copies of it (after one
 /// reconnect or more) neither spend a retry nor end the next try —
 /// wherever the job is: waiting for the retry, queued, or in flight again.
 #[test]
 fn a_resent_failed_reply_spends_no_retry_and_ends_no_later_try() {
     let mut h = H::new();
-    worker(&mut h, "w0", "", 1);
-    h.request("c", "j1", "default", "reply-requested,retry-count:2");
     // Its first delivery is lost (w0 leaves), so the job counts a lost
     // delivery: the case where any REPLY from elsewhere used to end it.
-    h.msg(Backend, "w0", "k", Command::Kbye);
-    worker(&mut h, "old", "", 1);
-    assert_eq!(h.r.inflight_count(), 1);
-    h.reply_as("old", "r1", "j1", FAIL, Some(ResultStatus::Failed));
-    assert_eq!(h.r.delayed_count(), 1);
-    assert_eq!(h.r.stats().retried, 1);
+    lost_then_failed(&mut h, "reply-requested,retry-count:2", "w0", "old", "r1");
 
     // The job manager reconnects: the copy arrives while the job waits.
     worker(&mut h, "new", "", 0);
@@ -180,14 +143,13 @@ fn copies_of_every_failed_try_count_once() {
     let mut h = H::new();
     worker(&mut h, "a", "", 1);
     h.request("c", "j1", "default", "reply-requested,retry-count:2");
-    h.reply_as("a", "f1", "j1", FAIL, Some(ResultStatus::Failed));
-    h.ready("a");
-    h.advance(SECOND);
-    assert_eq!(h.r.inflight_count(), 1);
-    h.reply_as("a", "f2", "j1", FAIL, Some(ResultStatus::Failed));
-    h.ready("a");
-    h.advance(2 * SECOND);
-    assert_eq!(h.r.inflight_count(), 1, "the third try");
+    // Try n fails with REPLY `fn`; after its backoff the next try runs.
+    for (reply, backoff) in [("f1", SECOND), ("f2", 2 * SECOND)] {
+        h.reply_as("a", reply, "j1", FAIL, Some(ResultStatus::Failed));
+        h.ready("a");
+        h.advance(backoff);
+        assert_eq!(h.r.inflight_count(), 1, "the try after {reply}");
+    }
     worker(&mut h, "b", "", 0);
     for copy in ["f2", "f1", "f1"] {
         assert!(h
@@ -197,10 +159,16 @@ fn copies_of_every_failed_try_count_once() {
     assert_eq!(h.r.inflight_count(), 1, "the third try still runs");
     assert_eq!(h.r.stats().retried, 2);
     let sent = h.reply_as("a", "f3", "j1", FAIL, Some(ResultStatus::Failed));
-    let rs = results(&sent, "c");
-    assert_eq!(rs.len(), 1);
-    let v: serde_json::Value = serde_json::from_slice(&rs[0].payload).unwrap();
-    assert_eq!(v["error"]["attempts"], 3);
+    let attempts: Vec<serde_json::Value> = results(&sent, "c")
+        .iter()
+        .map(|r| serde_json::from_slice::<serde_json::Value>(&r.payload).unwrap())
+        .map(|v| v["error"]["attempts"].clone())
+        .collect();
+    assert_eq!(
+        attempts,
+        [serde_json::json!(3)],
+        "one RESULT, after 3 tries"
+    );
     assert_eq!(h.r.stats().dead_lettered, 1);
     assert!(h
         .reply_as("b", "f3", "j1", FAIL, Some(ResultStatus::Failed))
