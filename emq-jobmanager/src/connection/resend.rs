@@ -78,6 +78,20 @@ fn payload_len(m: &Message) -> usize {
     }
 }
 
+/// `into` becomes a copy of `from`, reusing `into`'s buffers when both
+/// are REPLYs.
+fn copy_into(into: &mut Message, from: &Message) {
+    into.msgid.clone_from(&from.msgid);
+    match (&mut into.command, &from.command) {
+        (Command::Reply(a), Command::Reply(b)) => {
+            a.payload.clone_from(&b.payload);
+            a.orig_msgid.clone_from(&b.orig_msgid);
+            a.status = b.status;
+        }
+        (a, b) => *a = b.clone(),
+    }
+}
+
 impl SentReplies {
     pub(super) fn new(window: Duration, max_replies: usize, max_bytes: usize) -> SentReplies {
         SentReplies {
@@ -110,16 +124,27 @@ impl SentReplies {
             return;
         }
         let mut dropped = 0;
+        // The last copy forgotten holds the new one: at the bound (many
+        // jobs a second) a copy then costs no allocation.
+        let mut spare = None;
         while self.copies.len() >= self.max_replies || self.bytes + len > self.max_bytes {
             let Some((_, old)) = self.copies.pop_front() else {
                 break;
             };
             self.bytes -= payload_len(&old);
             dropped += 1;
+            spare = Some(old);
         }
         self.note_forgotten(dropped, now);
         self.bytes += len;
-        self.copies.push_back((now, reply.clone()));
+        let copy = match spare {
+            Some(mut m) => {
+                copy_into(&mut m, reply);
+                m
+            }
+            None => reply.clone(),
+        };
+        self.copies.push_back((now, copy));
     }
 
     /// A REPLY whose send failed is not a copy (it is queued to be sent).
