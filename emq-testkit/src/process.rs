@@ -366,6 +366,12 @@ impl Proc {
         }
     }
 
+    /// SIGTERM the child (not its group), without waiting: the test then
+    /// sees what it does on the way out, and [`Proc::wait_exit`]s.
+    pub fn terminate(&self) {
+        self.signal(libc::SIGTERM);
+    }
+
     /// SIGSTOP the child.
     pub fn pause(&self) {
         self.signal(libc::SIGSTOP);
@@ -434,6 +440,29 @@ impl Drop for Proc {
     }
 }
 
+/// Whether `pid` is a live process (a zombie waiting for its reaper is
+/// not), from `/proc/PID/stat`.
+pub fn pid_alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.trim_start().chars().next());
+            !matches!(state, Some('Z') | Some('X'))
+        }
+        Err(_) => false,
+    }
+}
+
+/// Wait (polling `/proc` every 20 ms, at most `timeout`) until none of
+/// `pids` is alive; whether they all went.
+pub fn wait_pids_gone(pids: &[i32], timeout: Duration) -> bool {
+    crate::poll_until(timeout, Duration::from_millis(20), || {
+        (!pids.iter().any(|&p| pid_alive(p))).then_some(())
+    })
+    .is_some()
+}
+
 /// The last `n` lines of `text`.
 pub fn tail_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
@@ -488,4 +517,33 @@ pub fn run(spawn: Spawn, timeout: Duration) -> RunOutput {
     };
     p.status = Some(p.status.unwrap_or_else(|| ExitStatus::from_raw(9)));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_is_bounded_and_a_terminated_pid_is_seen_to_go() {
+        let sh = Spawn::new("sh", "/bin/sh").args(["-c", "echo out; echo err >&2; exit 3"]);
+        let out = run(sh, Duration::from_secs(10));
+        assert_eq!(out.code(), Some(3), "{}", out.describe());
+        assert_eq!(
+            (out.stdout.as_str(), out.stderr.as_str()),
+            ("out\n", "err\n")
+        );
+        let out = run(
+            Spawn::new("sleep", "sleep").arg("30"),
+            Duration::from_millis(200),
+        );
+        assert!(out.status.is_none(), "killed at the bound");
+
+        let mut p = Spawn::new("sleep", "sleep").arg("30").spawn();
+        let pid = p.pid();
+        assert!(pid_alive(pid));
+        p.terminate();
+        assert!(p.wait_exit(Duration::from_secs(5)).is_some());
+        assert!(wait_pids_gone(&[pid], Duration::from_secs(5)));
+        assert!(!pid_alive(pid));
+    }
 }
