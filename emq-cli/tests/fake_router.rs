@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::Parser;
 use emq_cli::{run, Cli, Exit, Io};
 use emq_testkit::fake::ServedRouter;
-use emq_testkit::process::run as run_process;
+use emq_testkit::process::run_to_exit;
 use emq_testkit::Spawn;
 use emqp_proto::{Command, Reply};
 use serde_json::{json, Value};
@@ -364,8 +364,7 @@ fn the_binary_maps_outcomes_to_exit_codes() {
         let spawn = Spawn::new("emq-cli", env!("CARGO_BIN_EXE_emq-cli"))
             .args(args)
             .env("EVENTMQ_CONFIG_FILE", "/dev/null");
-        let out = run_process(spawn, Duration::from_secs(30));
-        assert!(out.status.is_some(), "{args:?}: {}", out.describe());
+        let out = run_to_exit(spawn, Duration::from_secs(30));
         (out.code(), out.stderr)
     };
     let code = |endpoint: &str, args: &[&str]| {

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use emq_testkit::fake::{ack, is_ready, reply_of};
-use emq_testkit::process::{pid_alive as running, run, scratch_dir, wait_pids_gone};
+use emq_testkit::process::{pid_alive as running, run_to_exit, scratch_dir, wait_pids_gone};
 use emq_testkit::{Proc, Spawn};
 use emqp_proto::job::{ErrorKind, JobOutcome};
 use emqp_proto::{Command as Cmd, Headers, Message, Request};
@@ -33,14 +33,11 @@ fn start_jm_env(endpoint: Option<&str>, args: &[&str], env: &[(&str, &str)]) -> 
         Some(ep) => &["--broker", ep],
         None => &[],
     };
-    env.iter()
-        .fold(
-            Spawn::new("emq-jobmanager", BIN)
-                .args(broker)
-                .args(args)
-                .env("RUST_LOG", "debug"),
-            |spawn, (k, v)| spawn.env(k, v),
-        )
+    Spawn::new("emq-jobmanager", BIN)
+        .args(broker)
+        .args(args)
+        .env("RUST_LOG", "debug")
+        .envs(env.iter().copied())
         .spawn()
 }
 
@@ -417,7 +414,7 @@ fn eventmq_environment_settings_in_0_3_13_form() {
 
 #[test]
 fn help_and_bad_flags() {
-    let out = run(
+    let out = run_to_exit(
         Spawn::new("emq-jobmanager", BIN).arg("--help"),
         Duration::from_secs(10),
     );
@@ -443,7 +440,7 @@ fn help_and_bad_flags() {
     ] {
         assert!(text.contains(flag), "--help mentions {flag}");
     }
-    let out = run(
+    let out = run_to_exit(
         Spawn::new("emq-jobmanager", BIN).args(["--broker", "localhost:1"]),
         Duration::from_secs(10),
     );

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use emq_testkit::fake::{inform_with_features, FakeDealer, FakeRouter};
 use emq_testkit::lines::line_reader;
 use emq_testkit::ports::free_endpoint;
-use emq_testkit::process::run;
+use emq_testkit::process::run_to_exit;
 use emq_testkit::{ChildGuard as Guard, Spawn};
 use emqp_proto::{Command, Message, PeerType};
 use serde_json::Value;
@@ -156,7 +156,7 @@ fn usage_errors_exit_2() {
         &["--bind", "nonsense"],
         &["--connect", "tcp://127.0.0.1:1", "--ack-informs"],
     ] {
-        let out = run(Spawn::new("emq-receiver", BIN).args(args), EXIT);
+        let out = run_to_exit(Spawn::new("emq-receiver", BIN).args(args), EXIT);
         assert_eq!(out.code(), Some(2), "{args:?}: {}", out.describe());
     }
 }

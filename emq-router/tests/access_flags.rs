@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use common::router;
-use emq_testkit::process::run;
+use emq_testkit::process::run_to_exit;
 
 /// How long a router given a bad option may take to exit ("at once"; the
 /// old binary never exited).
@@ -18,15 +18,7 @@ const AT_ONCE: Duration = Duration::from_secs(5);
 /// Runs the router with `args` and `env` (bounded by AT_ONCE); its exit
 /// code and stderr.
 fn exit_at_once(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String) {
-    let spawn = env
-        .iter()
-        .fold(router(args), |spawn, (k, v)| spawn.env(k, v));
-    let out = run(spawn, AT_ONCE);
-    assert!(
-        out.status.is_some(),
-        "the router is still running after {AT_ONCE:?}: {}",
-        out.describe()
-    );
+    let out = run_to_exit(router(args).envs(env.iter().copied()), AT_ONCE);
     (out.code(), out.stderr)
 }
 

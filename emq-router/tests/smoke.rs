@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{router, start, Router};
 use emq_testkit::fake::{frames, inform_with_features, request, FakeDealer};
-use emq_testkit::process::{run, scratch_dir};
+use emq_testkit::process::{run_to_exit, scratch_dir};
 use emqp_proto::{Command, Headers, Interval, PeerType, Reply, ResultStatus, Schedule};
 
 /// The router with a 0.5 s heartbeat, plus `extra`, started.
@@ -150,13 +150,8 @@ fn journaled_jobs_survive_a_restart() {
 
 /// Run the router to its exit (it must exit by itself within 20 s);
 /// returns the exit code and stderr.
-fn run_to_exit(args: &[&str]) -> (Option<i32>, String) {
-    let out = run(router(args), Duration::from_secs(20));
-    assert!(
-        out.status.is_some(),
-        "router did not exit: {}",
-        out.describe()
-    );
+fn router_exit(args: &[&str]) -> (Option<i32>, String) {
+    let out = run_to_exit(router(args), Duration::from_secs(20));
     (out.code(), out.stderr)
 }
 
@@ -165,7 +160,7 @@ fn corrupt_journal_is_a_clear_error_with_exit_code_2() {
     let dir = scratch_dir("corrupt");
     let path = dir.join("journal.sqlite");
     std::fs::write(&path, vec![0x5a; 8192]).unwrap();
-    let (code, err) = run_to_exit(&["--journal", path.to_str().unwrap()]);
+    let (code, err) = router_exit(&["--journal", path.to_str().unwrap()]);
     assert_eq!(code, Some(2), "{err}");
     assert!(
         err.contains("journal") && err.contains(path.to_str().unwrap()),
@@ -180,7 +175,7 @@ fn locked_journal_is_a_clear_error_with_exit_code_2() {
     let path = dir.join("journal.sqlite");
     let p = path.to_str().unwrap();
     let _first = start_router_with(&["--journal", p]);
-    let (code, err) = run_to_exit(&["--journal", p]);
+    let (code, err) = router_exit(&["--journal", p]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains(p) && !err.contains("panicked"), "{err}");
 }

@@ -6,8 +6,9 @@
 //!   out twice per process (no bind-to-port-0-then-release).
 //! - [`process`]: [`Proc`], a guard around a child process (own process
 //!   group, output captured under `target/emq-it-logs/`, SIGTERM then
-//!   SIGKILL on drop), [`process::run`] for one-shot tools (run to the
-//!   exit within a bound: code, stdout, stderr), [`process::ChildGuard`]
+//!   SIGKILL on drop), [`process::run`] / [`process::run_to_exit`] for
+//!   one-shot tools (run to the exit within a bound: code, stdout,
+//!   stderr), [`process::ChildGuard`]
 //!   for a plain `std::process::Child`, [`process::scratch_dir`] for a
 //!   test's files, and [`process::wait_pids_gone`].
 //! - [`bins`]: paths of our binaries (built on demand with cargo).

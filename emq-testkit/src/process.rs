@@ -149,6 +149,16 @@ impl Spawn {
         self
     }
 
+    /// [`Spawn::env`] for each pair.
+    pub fn envs<I, K, V>(self, vars: I) -> Spawn
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<OsStr>,
+        V: AsRef<OsStr>,
+    {
+        vars.into_iter().fold(self, |s, (k, v)| s.env(k, v))
+    }
+
     pub fn current_dir(mut self, dir: impl AsRef<Path>) -> Spawn {
         self.cwd = Some(dir.as_ref().to_path_buf());
         self
@@ -502,6 +512,19 @@ impl RunOutput {
     }
 }
 
+/// [`run`], for a command that must exit by itself within `timeout`: a
+/// panic (with its output) if it had to be killed.
+pub fn run_to_exit(spawn: Spawn, timeout: Duration) -> RunOutput {
+    let name = spawn.name.clone();
+    let out = run(spawn, timeout);
+    assert!(
+        out.status.is_some(),
+        "{name} did not exit within {timeout:?}: {}",
+        out.describe()
+    );
+    out
+}
+
 /// Run to completion, at most `timeout` (then killed, `status: None`).
 pub fn run(spawn: Spawn, timeout: Duration) -> RunOutput {
     let mut p = spawn.spawn();
@@ -537,6 +560,13 @@ mod tests {
             Duration::from_millis(200),
         );
         assert!(out.status.is_none(), "killed at the bound");
+        let late = std::panic::catch_unwind(|| {
+            run_to_exit(
+                Spawn::new("sleep", "sleep").arg("30"),
+                Duration::from_millis(200),
+            )
+        });
+        assert!(late.is_err(), "run_to_exit fails when it had to kill");
 
         let mut p = Spawn::new("sleep", "sleep").arg("30").spawn();
         let pid = p.pid();
