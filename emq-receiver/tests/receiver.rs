@@ -21,13 +21,22 @@ struct Receiver {
     endpoint: String,
 }
 
+/// The receiver bound on a free loopback port, plus `extra`.
 fn start(extra: &[&str]) -> Receiver {
     let endpoint = free_endpoint();
+    let (child, lines) = spawn(&[&["--bind", &endpoint][..], extra].concat());
+    Receiver {
+        child,
+        lines,
+        endpoint,
+    }
+}
+
+/// The receiver with `args`, and its stdout as lines.
+fn spawn(args: &[&str]) -> (Guard, mpsc::Receiver<String>) {
     let mut child = Guard(
         Proc::new(BIN)
-            .arg("--bind")
-            .arg(&endpoint)
-            .args(extra)
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -35,11 +44,7 @@ fn start(extra: &[&str]) -> Receiver {
             .expect("spawn emq-receiver"),
     );
     let lines = line_reader(child.0.stdout.take().unwrap());
-    Receiver {
-        child,
-        lines,
-        endpoint,
-    }
+    (child, lines)
 }
 
 impl Receiver {
@@ -165,17 +170,16 @@ fn usage_errors_exit_2() {
 fn connects_as_a_dealer_and_prints_what_a_router_sends() {
     let router = FakeRouter::new();
     let endpoint = router.endpoint.clone();
-    let mut child = Guard(
-        Proc::new(BIN)
-            .args(["--connect", &endpoint, "--identity", "rx-1", "--count", "1"])
-            .args(["--timeout", "20"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let lines = line_reader(child.0.stdout.take().unwrap());
+    let (mut child, lines) = spawn(&[
+        "--connect",
+        &endpoint,
+        "--identity",
+        "rx-1",
+        "--count",
+        "1",
+        "--timeout",
+        "20",
+    ]);
     // ROUTER_MANDATORY: refused until the receiver has connected
     let ack = Message::with_msgid("a-1", Command::Reply(emqp_proto::Reply::ack_of("req-9")));
     assert!(
@@ -227,24 +231,18 @@ fn subscribe_prints_what_a_publisher_sends_on_its_topics_only() {
     xpub.set_linger(0).unwrap();
     xpub.bind("tcp://127.0.0.1:*").unwrap();
     let endpoint = xpub.get_last_endpoint().unwrap().unwrap();
-    let mut child = Guard(
-        Proc::new(BIN)
-            .args([
-                "--connect",
-                &endpoint,
-                "--subscribe",
-                "news",
-                "--subscribe",
-                "alerts",
-            ])
-            .args(["--count", "3", "--timeout", "20"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let lines = line_reader(child.0.stdout.take().unwrap());
+    let (mut child, lines) = spawn(&[
+        "--connect",
+        &endpoint,
+        "--subscribe",
+        "news",
+        "--subscribe",
+        "alerts",
+        "--count",
+        "3",
+        "--timeout",
+        "20",
+    ]);
     let mut subscribed = std::collections::BTreeSet::new();
     let deadline = Instant::now() + Duration::from_secs(10);
     while subscribed.len() < 2 {
