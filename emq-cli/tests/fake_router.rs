@@ -5,14 +5,14 @@
 //! paging, confirmations and timeouts without a real router.
 
 use std::collections::HashMap;
-use std::process::Command as Process;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::time::Duration;
 
 use clap::Parser;
 use emq_cli::{run, Cli, Exit, Io};
-use emqp_proto::{Command, Message, Reply};
+use emq_testkit::fake::ServedRouter;
+use emq_testkit::process::run_to_exit;
+use emq_testkit::Spawn;
+use emqp_proto::{Command, Reply};
 use serde_json::{json, Value};
 
 const EMQ_STATUS: &str = r#"{"counters":{"accepted":0},"waiting_messages_by_queue":{}}"#;
@@ -22,82 +22,40 @@ const OLD_STATUS: &str = r#"{"inflight_messages_by_queue": {}, "latency_messages
 /// `None` for silence.
 type Script = Box<dyn Fn(&Value) -> Option<String> + Send>;
 
-/// A ROUTER on a free loopback port, served by a thread until dropped.
-struct FakeRouter {
-    endpoint: String,
-    /// Every message received, in order.
-    seen: Arc<Mutex<Vec<Command>>>,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
+/// emq-testkit's fake ROUTER, served by its own thread until dropped,
+/// answering as a router's admin socket does.
+struct FakeRouter(ServedRouter);
 
 impl FakeRouter {
     /// `status`: the STATUS answer; `admin`: the ADMIN script (a 0.3.13
     /// router: `None`, ADMIN is never answered).
     fn start(status: &'static str, admin: Option<Script>) -> FakeRouter {
-        let ctx = zmq::Context::new();
-        let sock = emq_transport::bind_router(
-            &ctx,
-            "tcp://127.0.0.1:*",
-            &emq_transport::SocketOptions::default(),
-        )
-        .unwrap();
-        sock.set_linger(0).unwrap();
-        let endpoint = sock.get_last_endpoint().unwrap().unwrap();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (seen2, stop2) = (seen.clone(), stop.clone());
-        let thread = std::thread::spawn(move || {
-            let _ctx = ctx;
-            let mut n = 0u64;
-            while !stop2.load(Ordering::Relaxed) {
-                if sock.poll(zmq::POLLIN, 50).unwrap() == 0 {
-                    continue;
-                }
-                let frames = sock.recv_multipart(0).unwrap();
-                let Ok((identity, msg)) = Message::decode_routed(frames) else {
-                    continue;
-                };
-                seen2.lock().unwrap().push(msg.command.clone());
-                n += 1;
-                let reply = |payload: String, orig: Option<String>| {
-                    Command::Reply(Reply {
-                        payload: payload.into_bytes(),
-                        orig_msgid: orig,
-                        status: None,
-                    })
-                };
-                let answer = match msg.command {
-                    Command::Status => Some(reply(status.to_string(), None)),
-                    Command::RouterShowWorkers => Some(reply(
-                        r#"{"connected_workers": {"w-1": {"queues": [[10, "default"]], "hb": 1.0, "available_slots": 3}}, "connected_queues": {}}"#.into(),
-                        None,
-                    )),
-                    Command::RouterShowSchedulers => {
-                        Some(reply(r#"{"connected_schedulers": {}}"#.into(), None))
-                    }
-                    Command::Disconnect => Some(Command::Ack {
-                        acked_msgid: msg.msgid.clone(),
-                        features: vec![],
-                    }),
-                    Command::Admin { request } => admin.as_ref().and_then(|script| {
-                        let req: Value = serde_json::from_slice(&request).unwrap();
-                        script(&req).map(|a| reply(a, Some(msg.msgid.clone())))
-                    }),
-                    _ => None,
-                };
-                if let Some(cmd) = answer {
-                    let out = Message::with_msgid(format!("fake-{n}"), cmd);
-                    sock.send_multipart(out.encode_routed(identity), 0).unwrap();
-                }
+        let reply = |payload: String, orig: Option<String>| {
+            Command::Reply(Reply {
+                payload: payload.into_bytes(),
+                orig_msgid: orig,
+                status: None,
+            })
+        };
+        FakeRouter(emq_testkit::FakeRouter::new().serve(move |msg| match &msg.command {
+            Command::Status => Some(reply(status.to_string(), None)),
+            Command::RouterShowWorkers => Some(reply(
+                r#"{"connected_workers": {"w-1": {"queues": [[10, "default"]], "hb": 1.0, "available_slots": 3}}, "connected_queues": {}}"#.into(),
+                None,
+            )),
+            Command::RouterShowSchedulers => {
+                Some(reply(r#"{"connected_schedulers": {}}"#.into(), None))
             }
-        });
-        FakeRouter {
-            endpoint,
-            seen,
-            stop,
-            thread: Some(thread),
-        }
+            Command::Disconnect => Some(Command::Ack {
+                acked_msgid: msg.msgid.clone(),
+                features: vec![],
+            }),
+            Command::Admin { request } => admin.as_ref().and_then(|script| {
+                let req: Value = serde_json::from_slice(request).unwrap();
+                script(&req).map(|a| reply(a, Some(msg.msgid.clone())))
+            }),
+            _ => None,
+        }))
     }
 
     fn emq(script: impl Fn(&Value) -> Option<String> + Send + 'static) -> FakeRouter {
@@ -108,8 +66,13 @@ impl FakeRouter {
         FakeRouter::start(OLD_STATUS, None)
     }
 
+    fn endpoint(&self) -> &str {
+        &self.0.endpoint
+    }
+
+    /// Every message received, in order.
     fn seen(&self) -> Vec<Command> {
-        self.seen.lock().unwrap().clone()
+        self.0.seen().into_iter().map(|m| m.command).collect()
     }
 
     /// The ADMIN requests received, as JSON.
@@ -121,15 +84,6 @@ impl FakeRouter {
                 _ => None,
             })
             .collect()
-    }
-}
-
-impl Drop for FakeRouter {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 
@@ -176,7 +130,7 @@ fn an_emq_router_gets_admin_requests_and_tables_come_back() {
         assert_eq!(req, &json!({"op": "queues"}));
         Some(r#"{"ok":true,"queues":[{"name":"default","depth":1,"inflight":0,"retry_waiting":0,"delayed":0,"oldest_age_ms":5000,"paused":false,"processed":2,"failed":0,"workers":1}]}"#.into())
     });
-    let o = cli(&r.endpoint, &["queues"], false);
+    let o = cli(r.endpoint(), &["queues"], false);
     assert_eq!(o.exit, Exit::Ok, "{}", o.err);
     assert!(o.out.starts_with("QUEUE    DEPTH"), "{}", o.out);
     assert!(o.out.contains("default      1"), "{}", o.out);
@@ -190,7 +144,7 @@ fn an_emq_router_gets_admin_requests_and_tables_come_back() {
 fn json_prints_the_answer_unchanged() {
     let answer = r#"{"ok": true,   "queues": [], "zz": 1, "aa": 2}"#;
     let r = FakeRouter::emq(move |_| Some(answer.into()));
-    let o = cli(&r.endpoint, &["--json", "queues"], false);
+    let o = cli(r.endpoint(), &["--json", "queues"], false);
     assert_eq!(o.exit, Exit::Ok);
     assert_eq!(o.out, format!("{answer}\n"));
 }
@@ -203,7 +157,7 @@ fn a_refusal_is_exit_3_with_the_routers_message() {
                 .to_string(),
         )
     });
-    let o = cli(&r.endpoint, &["job", "m-404"], false);
+    let o = cli(r.endpoint(), &["job", "m-404"], false);
     assert_eq!(o.exit, Exit::Refused);
     assert_eq!(o.out, "");
     assert!(
@@ -213,7 +167,7 @@ fn a_refusal_is_exit_3_with_the_routers_message() {
         o.err
     );
     // With --json the answer goes to stdout as well.
-    let o = cli(&r.endpoint, &["--json", "cancel", "m-404"], false);
+    let o = cli(r.endpoint(), &["--json", "cancel", "m-404"], false);
     assert_eq!(o.exit, Exit::Refused);
     assert_eq!(
         serde_json::from_str::<Value>(&o.out).unwrap()["error"]["kind"],
@@ -224,11 +178,11 @@ fn a_refusal_is_exit_3_with_the_routers_message() {
 #[test]
 fn an_answer_that_is_not_the_control_planes_is_exit_1() {
     let r = FakeRouter::emq(|_| Some("not json".into()));
-    let o = cli(&r.endpoint, &["queues"], false);
+    let o = cli(r.endpoint(), &["queues"], false);
     assert_eq!(o.exit, Exit::Internal);
     assert!(o.err.contains("not JSON"), "{}", o.err);
     let r = FakeRouter::emq(|_| Some(r#"{"queues": []}"#.into()));
-    let o = cli(&r.endpoint, &["queues"], false);
+    let o = cli(r.endpoint(), &["queues"], false);
     assert_eq!(o.exit, Exit::Internal);
     assert!(
         o.err.contains("not an answer of the control plane"),
@@ -249,7 +203,7 @@ fn all_follows_the_cursor_and_merges_the_pages() {
         Some(json!({"ok": true, "jobs": jobs, "next_cursor": next, "scanned": 10}).to_string())
     });
     let o = cli(
-        &r.endpoint,
+        r.endpoint(),
         &["--json", "jobs", "--all", "--queue", "q", "--limit", "2"],
         false,
     );
@@ -269,7 +223,7 @@ fn all_follows_the_cursor_and_merges_the_pages() {
     assert_eq!(reqs[1]["cursor"], "c1");
     assert!(reqs.iter().all(|q| q["queue"] == "q" && q["limit"] == 2));
     // Without --all: one page, and a note that more follow.
-    let o = cli(&r.endpoint, &["jobs"], false);
+    let o = cli(r.endpoint(), &["jobs"], false);
     assert_eq!(o.exit, Exit::Ok);
     assert!(o.err.contains("--all"), "{}", o.err);
     assert_eq!(r.admin_requests().len(), 4);
@@ -284,7 +238,7 @@ fn all_is_bounded_when_the_cursor_never_ends() {
                 .to_string(),
         )
     });
-    let o = cli(&r.endpoint, &["--json", "dead", "list", "--all"], false);
+    let o = cli(r.endpoint(), &["--json", "dead", "list", "--all"], false);
     assert_eq!(o.exit, Exit::Ok, "{}", o.err);
     let v: Value = serde_json::from_str(&o.out).unwrap();
     assert_eq!(
@@ -297,12 +251,12 @@ fn all_is_bounded_when_the_cursor_never_ends() {
 #[test]
 fn a_declined_confirmation_sends_nothing() {
     let r = FakeRouter::emq(|_| Some(r#"{"ok":true,"queue":"q","purged":3}"#.into()));
-    let o = cli(&r.endpoint, &["purge", "q"], false);
+    let o = cli(r.endpoint(), &["purge", "q"], false);
     assert_eq!(o.exit, Exit::Usage);
     assert_eq!(o.asked.len(), 1);
     assert!(o.asked[0].contains("queue \"q\"") && o.asked[0].ends_with("[y/N] "));
     assert!(r.admin_requests().is_empty());
-    let o = cli(&r.endpoint, &["purge", "q"], true);
+    let o = cli(r.endpoint(), &["purge", "q"], true);
     assert_eq!(o.exit, Exit::Ok, "{}", o.err);
     assert_eq!(o.out, "purged 3 waiting job(s) of queue q\n");
     assert_eq!(
@@ -310,7 +264,7 @@ fn a_declined_confirmation_sends_nothing() {
         vec![json!({"op": "purge", "queue": "q"})]
     );
     // --yes: no question.
-    let o = cli(&r.endpoint, &["dead", "discard", "--all", "--yes"], true);
+    let o = cli(r.endpoint(), &["dead", "discard", "--all", "--yes"], true);
     assert!(o.asked.is_empty());
     assert_eq!(
         r.admin_requests()[1],
@@ -324,7 +278,7 @@ fn an_emq_router_without_the_control_plane_times_out_with_a_hint() {
     let argv = [
         "emq-cli",
         "--admin",
-        &r.endpoint,
+        r.endpoint(),
         "--timeout",
         "0.3",
         "queues",
@@ -355,19 +309,19 @@ fn an_emq_router_without_the_control_plane_times_out_with_a_hint() {
 #[test]
 fn an_eventmq_0313_router_gets_its_own_commands_or_exit_4() {
     let r = FakeRouter::eventmq_0313();
-    let o = cli(&r.endpoint, &["status"], false);
+    let o = cli(r.endpoint(), &["status"], false);
     assert_eq!(o.exit, Exit::Ok, "{}", o.err);
     assert!(o.out.starts_with("router: EventMQ 0.3.13"), "{}", o.out);
     assert!(o.out.contains("default        2"), "{}", o.out);
-    let o = cli(&r.endpoint, &["--json", "status"], false);
+    let o = cli(r.endpoint(), &["--json", "status"], false);
     assert_eq!(o.out, format!("{OLD_STATUS}\n"));
-    let o = cli(&r.endpoint, &["workers"], false);
+    let o = cli(r.endpoint(), &["workers"], false);
     assert_eq!(o.exit, Exit::Ok);
     assert_eq!(
         o.out,
         "WORKER  QUEUES       FREE\nw-1     default(10)     3\n"
     );
-    let o = cli(&r.endpoint, &["schedules"], false);
+    let o = cli(r.endpoint(), &["schedules"], false);
     assert_eq!(o.exit, Exit::Ok);
     assert!(o.out.starts_with("no scheduler connected"), "{}", o.out);
     for args in [
@@ -385,7 +339,7 @@ fn an_eventmq_0313_router_gets_its_own_commands_or_exit_4() {
         &["undrain", "w"],
         &["unschedule", "s"],
     ] {
-        let o = cli(&r.endpoint, args, true);
+        let o = cli(r.endpoint(), args, true);
         assert_eq!(o.exit, Exit::Unsupported, "{args:?}");
         assert!(o.err.contains("EventMQ 0.3.13"), "{}", o.err);
         assert!(
@@ -393,7 +347,7 @@ fn an_eventmq_0313_router_gets_its_own_commands_or_exit_4() {
             "{args:?}: no confirmation for an unsupported op"
         );
     }
-    let o = cli(&r.endpoint, &["shutdown"], false);
+    let o = cli(r.endpoint(), &["shutdown"], false);
     assert_eq!(o.exit, Exit::Ok, "{}", o.err);
     let seen = r.seen();
     assert!(matches!(seen.last(), Some(Command::Disconnect)), "{seen:?}");
@@ -406,59 +360,51 @@ fn an_eventmq_0313_router_gets_its_own_commands_or_exit_4() {
 
 #[test]
 fn the_binary_maps_outcomes_to_exit_codes() {
-    let bin = env!("CARGO_BIN_EXE_emq-cli");
-    let code = |endpoint: &str, args: &[&str]| {
-        let out = Process::new(bin)
-            .args(["--admin", endpoint, "--timeout", "2"])
+    // The binary, run to its exit within a bound: its code and stderr.
+    let run_bin = |args: &[&str]| {
+        let spawn = Spawn::new("emq-cli", env!("CARGO_BIN_EXE_emq-cli"))
             .args(args)
-            .env("EVENTMQ_CONFIG_FILE", "/dev/null")
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+            .env("EVENTMQ_CONFIG_FILE", "/dev/null");
+        let out = run_to_exit(spawn, Duration::from_secs(30));
+        (out.code(), out.stderr)
+    };
+    let code = |endpoint: &str, args: &[&str]| {
+        run_bin(&[&["--admin", endpoint, "--timeout", "2"][..], args].concat())
     };
     let emq = FakeRouter::emq(|req| match req["op"].as_str() {
         Some("pause") => Some(r#"{"ok":true,"queue":"q","paused":true}"#.into()),
         _ => Some(r#"{"ok":false,"error":{"kind":"conflict","message":"finished"}}"#.into()),
     });
-    assert_eq!(code(&emq.endpoint, &["pause", "q"]).0, Some(0));
-    let (c, err) = code(&emq.endpoint, &["cancel", "m"]);
+    assert_eq!(code(emq.endpoint(), &["pause", "q"]).0, Some(0));
+    let (c, err) = code(emq.endpoint(), &["cancel", "m"]);
     assert_eq!(c, Some(3), "{err}");
     assert!(err.contains("conflict: finished"), "{err}");
     // Usage errors: clap's and ours (no terminal for a confirmation).
-    assert_eq!(code(&emq.endpoint, &["dead", "retry"]).0, Some(2));
-    let (c, err) = code(&emq.endpoint, &["purge", "q"]);
+    assert_eq!(code(emq.endpoint(), &["dead", "retry"]).0, Some(2));
+    let (c, err) = code(emq.endpoint(), &["purge", "q"]);
     assert_eq!(c, Some(2), "{err}");
     assert!(err.contains("--yes"), "{err}");
     let old = FakeRouter::eventmq_0313();
-    assert_eq!(code(&old.endpoint, &["queues"]).0, Some(4));
+    assert_eq!(code(old.endpoint(), &["queues"]).0, Some(4));
     drop(old);
     // Nobody there.
     let gone = {
         let r = FakeRouter::eventmq_0313();
-        r.endpoint.clone()
+        r.endpoint().to_string()
     };
-    let out = Process::new(bin)
-        .args(["--admin", &gone, "--timeout", "0.3", "status"])
-        .env("EVENTMQ_CONFIG_FILE", "/dev/null")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        run_bin(&["--admin", &gone, "--timeout", "0.3", "status"]).0,
+        Some(1)
+    );
 }
 
 #[test]
 fn a_failover_list_reaches_the_router_that_serves() {
     let r = FakeRouter::emq(|_| Some(r#"{"ok":true,"queues":[]}"#.into()));
     // Nobody listens on the first address (a standby binds nothing).
-    let dead = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        format!("tcp://127.0.0.1:{}", l.local_addr().unwrap().port())
-    };
+    let dead = emq_testkit::ports::free_endpoint();
     for _ in 0..3 {
-        let o = cli(&format!("{dead},{}", r.endpoint), &["queues"], false);
+        let o = cli(&format!("{dead},{}", r.endpoint()), &["queues"], false);
         assert_eq!(o.exit, Exit::Ok, "{}", o.err);
     }
     assert_eq!(r.admin_requests().len(), 3);

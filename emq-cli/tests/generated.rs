@@ -1,15 +1,18 @@
 //! `emq-cli completions SHELL` and `emq-cli man` print what clap_complete
 //! and clap_mangen generate from the command line definition.
 
-use std::process::Command;
+use std::time::Duration;
 
+use emq_testkit::process::run_to_exit;
+use emq_testkit::Spawn;
+
+/// emq-cli run to its exit (within 30 s): its code and stdout.
 fn emq_cli(args: &[&str]) -> (Option<i32>, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_emq-cli"))
+    let spawn = Spawn::new("emq-cli", env!("CARGO_BIN_EXE_emq-cli"))
         .args(args)
-        .env("EVENTMQ_CONFIG_FILE", "/dev/null")
-        .output()
-        .unwrap();
-    (out.status.code(), String::from_utf8(out.stdout).unwrap())
+        .env("EVENTMQ_CONFIG_FILE", "/dev/null");
+    let out = run_to_exit(spawn, Duration::from_secs(30));
+    (out.code(), out.stdout)
 }
 
 #[test]

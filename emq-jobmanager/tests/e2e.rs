@@ -1,110 +1,56 @@
 //! The real `emq-jobmanager` binary against a fake ROUTER socket bound in
 //! the test on 127.0.0.1. Every wait is bounded; the job manager process is
-//! killed when a test ends (Drop).
+//! stopped when a test ends, however it ends (emq-testkit's `Proc`).
 
 #![forbid(unsafe_code)]
 
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
+use emq_testkit::fake::{ack, is_ready, reply_of};
+use emq_testkit::process::{pid_alive as running, run_to_exit, scratch_dir, wait_pids_gone};
+use emq_testkit::{Proc, Spawn};
 use emqp_proto::job::{ErrorKind, JobOutcome};
 use emqp_proto::{Command as Cmd, Headers, Message, Request};
 use serde_json::{json, Value};
 
 // The fake ROUTER: emq-testkit's (bound on a free port; next/expect skip
-// heartbeats and keep the job manager alive; register ACKs the INFORM).
+// heartbeats and keep the job manager alive; register ACKs the INFORM;
+// readies counts READYs; expect_ready/expect_reply take the next message).
 use emq_testkit::FakeRouter as Router;
 
-/// The job manager process; killed on drop.
-struct Jm(Child);
+const BIN: &str = env!("CARGO_BIN_EXE_emq-jobmanager");
 
-impl Jm {
-    fn spawn(endpoint: &str, args: &[&str]) -> Jm {
-        Self::spawn_env(Some(endpoint), args, &[])
-    }
-
-    fn spawn_env(endpoint: Option<&str>, args: &[&str], env: &[(&str, &str)]) -> Jm {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_emq-jobmanager"));
-        if let Some(ep) = endpoint {
-            cmd.arg("--broker").arg(ep);
-        }
-        cmd.args(args)
-            .env("RUST_LOG", "debug")
-            .env("EVENTMQ_CONFIG_FILE", "/dev/null")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
-        for (k, _) in std::env::vars() {
-            if k.starts_with("EVENTMQ_") && k != "EVENTMQ_CONFIG_FILE" {
-                cmd.env_remove(k);
-            }
-        }
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        Jm(cmd.spawn().expect("start emq-jobmanager"))
-    }
-
-    fn sigterm(&self) {
-        assert!(emq_jobmanager::process::signal(
-            self.0.id() as i32,
-            libc::SIGTERM
-        ));
-    }
-
-    fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            if let Some(s) = self.0.try_wait().unwrap() {
-                return Some(s.code().unwrap_or(-1));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
-    }
+/// The job manager against `endpoint` with `args`, logging at debug.
+fn start_jm(endpoint: &str, args: &[&str]) -> Proc {
+    start_jm_env(Some(endpoint), args, &[])
 }
 
-impl Drop for Jm {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn reply_of(m: &Message) -> (String, String, JobOutcome) {
-    let Cmd::Reply(r) = &m.command else {
-        panic!("expected REPLY, got {m:?}")
+/// The job manager with `--broker endpoint` (if given), `args` and `env`
+/// (the kit's Spawn: no inherited `EVENTMQ_*`, no machine config file).
+fn start_jm_env(endpoint: Option<&str>, args: &[&str], env: &[(&str, &str)]) -> Proc {
+    let broker: &[&str] = match endpoint {
+        Some(ep) => &["--broker", ep],
+        None => &[],
     };
-    (
-        r.orig_msgid.clone().expect("orig msgid"),
-        r.status.expect("status").as_str().to_string(),
-        JobOutcome::from_payload(&r.payload).unwrap(),
-    )
+    Spawn::new("emq-jobmanager", BIN)
+        .args(broker)
+        .args(args)
+        .env("RUST_LOG", "debug")
+        .envs(env.iter().copied())
+        .spawn()
 }
 
-fn is_ready(m: &Message) -> bool {
-    m.command == Cmd::Ready
-}
-
-/// Count READYs arriving within `window`.
-fn readies(r: &Router, window: Duration, keepalive: &[u8]) -> usize {
-    let deadline = Instant::now() + window;
-    let mut n = 0;
-    while let Some((_, m)) = r.next(
-        deadline.saturating_duration_since(Instant::now()),
-        Some(keepalive),
-    ) {
-        assert!(is_ready(&m), "expected only READYs, got {m:?}");
-        n += 1;
-    }
-    n
+/// The exit code once `jm` exits within 10 s.
+fn exit_code(jm: &mut Proc) -> Option<i32> {
+    jm.wait_exit(Duration::from_secs(10)).and_then(|s| s.code())
 }
 
 #[test]
 fn inform_ready_request_reply_and_sigterm_kbye_exit_0() {
     let r = Router::new();
     // One READY per free slot (no credit window): the READYs are counted.
-    let mut jm = Jm::spawn(
+    let mut jm = start_jm(
         &r.endpoint,
         &[
             "--prefetch",
@@ -131,14 +77,8 @@ fn inform_ready_request_reply_and_sigterm_kbye_exit_0() {
     assert_eq!(id.len(), 36, "uuid4 identity");
     // Nothing before the ACK, then READY x concurrency (no router HEARTBEAT needed).
     assert!(r.next(Duration::from_millis(700), None).is_none());
-    r.send(
-        &id,
-        Cmd::Ack {
-            acked_msgid: String::from_utf8(frames[4].clone()).unwrap(),
-            features: vec![],
-        },
-    );
-    assert_eq!(readies(&r, Duration::from_millis(1500), &id), 2);
+    r.send(&id, ack(std::str::from_utf8(&frames[4]).unwrap()));
+    assert_eq!(r.readies(Duration::from_millis(1500), &id), 2);
 
     // call echo: REPLY [payload, msgid, ok] then READY.
     r.request(
@@ -153,7 +93,7 @@ fn inform_ready_request_reply_and_sigterm_kbye_exit_0() {
         &frames[4..],
         [&br#"{"value":{"a":1}}"#[..], b"req-echo", b"ok"]
     );
-    assert!(is_ready(&r.expect("READY", Some(&id)).1));
+    r.expect_ready(&id);
 
     // A Python job (stdlib), even without reply-requested (job-ack: always a REPLY).
     r.request(
@@ -162,16 +102,15 @@ fn inform_ready_request_reply_and_sigterm_kbye_exit_0() {
         "",
         json!(["run", {"path": "os.path", "callable": "join", "args": ["a", "b"]}]),
     );
-    let (_, m) = r.expect("REPLY", Some(&id));
     assert_eq!(
-        reply_of(&m),
+        r.expect_reply(&id),
         (
             "req-py".into(),
             "ok".into(),
             JobOutcome::Value(json!("a/b"))
         )
     );
-    assert!(is_ready(&r.expect("READY", Some(&id)).1));
+    r.expect_ready(&id);
 
     // A failing shell job.
     r.request(
@@ -180,15 +119,14 @@ fn inform_ready_request_reply_and_sigterm_kbye_exit_0() {
         "",
         json!(["shell", {"argv": ["sh", "-c", "echo x; exit 4"]}]),
     );
-    let (_, m) = r.expect("REPLY", Some(&id));
-    let (mid, status, out) = reply_of(&m);
+    let (mid, status, out) = r.expect_reply(&id);
     assert_eq!((mid.as_str(), status.as_str()), ("req-sh", "failed"));
     let JobOutcome::Error(e) = out else { panic!() };
     assert_eq!(
         (e.kind, e.exit_status, e.stdout.as_deref()),
         (ErrorKind::Exit, Some(4), Some("x\n"))
     );
-    assert!(is_ready(&r.expect("READY", Some(&id)).1));
+    r.expect_ready(&id);
 
     // A bad payload: failed bad-job, the slot comes back.
     r.send_msg(
@@ -202,29 +140,28 @@ fn inform_ready_request_reply_and_sigterm_kbye_exit_0() {
             }),
         ),
     );
-    let (_, m) = r.expect("REPLY", Some(&id));
-    let (_, status, out) = reply_of(&m);
+    let (_, status, out) = r.expect_reply(&id);
     assert_eq!(status, "failed");
     assert!(matches!(out, JobOutcome::Error(e) if e.kind == ErrorKind::BadJob));
-    assert!(is_ready(&r.expect("READY", Some(&id)).1));
+    r.expect_ready(&id);
 
     // SIGTERM: KBYE, exit 0.
-    jm.sigterm();
+    jm.terminate();
     let (kid, m) = r.expect("KBYE", Some(&id));
     assert_eq!(kid, id);
     assert_eq!(m.command, Cmd::Kbye);
-    assert_eq!(jm.wait_exit(Duration::from_secs(10)), Some(0));
+    assert_eq!(exit_code(&mut jm), Some(0));
 }
 
 #[test]
 fn timed_out_job_frees_its_slot_exactly_once() {
     let r = Router::new();
-    let _jm = Jm::spawn(
+    let _jm = start_jm(
         &r.endpoint,
         &["--concurrency", "1", "--heartbeat-interval", "1"],
     );
     let id = r.register();
-    assert_eq!(readies(&r, Duration::from_millis(1000), &id), 1);
+    assert_eq!(r.readies(Duration::from_millis(1000), &id), 1);
     let t = Instant::now();
     r.request(
         &id,
@@ -232,25 +169,23 @@ fn timed_out_job_frees_its_slot_exactly_once() {
         "reply-requested,timeout:1",
         json!(["shell", {"argv": ["sleep", "30"]}]),
     );
-    let (_, m) = r.expect("REPLY", Some(&id));
-    let (mid, status, out) = reply_of(&m);
+    let (mid, status, out) = r.expect_reply(&id);
     assert_eq!((mid.as_str(), status.as_str()), ("slow", "failed"));
     let JobOutcome::Error(e) = out else { panic!() };
     assert_eq!(e.kind, ErrorKind::Timeout);
     assert!(t.elapsed() >= Duration::from_millis(900) && t.elapsed() < Duration::from_secs(6));
     // Exactly one READY for the freed slot.
-    assert_eq!(readies(&r, Duration::from_millis(1500), &id), 1);
+    assert_eq!(r.readies(Duration::from_millis(1500), &id), 1);
     // And the slot works again.
     r.request(&id, "after", "", json!(["call", {"handler": "noop"}]));
-    let (_, m) = r.expect("REPLY", Some(&id));
-    assert_eq!(reply_of(&m).2, JobOutcome::Value(Value::Null));
-    assert_eq!(readies(&r, Duration::from_millis(800), &id), 1);
+    assert_eq!(r.expect_reply(&id).2, JobOutcome::Value(Value::Null));
+    assert_eq!(r.readies(Duration::from_millis(800), &id), 1);
 }
 
 #[test]
 fn heartbeat_timeout_reconnects_with_new_identity_and_delivers_the_running_job_reply() {
     let r = Router::new();
-    let _jm = Jm::spawn(
+    let _jm = start_jm(
         &r.endpoint,
         &[
             "--concurrency",
@@ -262,7 +197,7 @@ fn heartbeat_timeout_reconnects_with_new_identity_and_delivers_the_running_job_r
         ],
     );
     let id1 = r.register();
-    assert_eq!(readies(&r, Duration::from_millis(200), &id1), 1);
+    assert_eq!(r.readies(Duration::from_millis(200), &id1), 1);
     // A job that outlives the connection; then the router goes silent.
     r.request(
         &id1,
@@ -278,13 +213,7 @@ fn heartbeat_timeout_reconnects_with_new_identity_and_delivers_the_running_job_r
         t.elapsed() < Duration::from_secs(3),
         "reconnected after ~0.9 s of silence"
     );
-    r.send(
-        &id2,
-        Cmd::Ack {
-            acked_msgid: m.msgid,
-            features: vec![],
-        },
-    );
+    r.send(&id2, ack(&m.msgid));
     // The slot is busy: no READY until the job's REPLY, which comes on the new connection.
     let (rid, m) = r.expect("REPLY", Some(&id2));
     assert_eq!(rid, id2);
@@ -295,13 +224,13 @@ fn heartbeat_timeout_reconnects_with_new_identity_and_delivers_the_running_job_r
     let (rid, m) = r.expect("READY", Some(&id2));
     assert_eq!(rid, id2);
     assert!(is_ready(&m));
-    assert_eq!(readies(&r, Duration::from_millis(800), &id2), 0);
+    assert_eq!(r.readies(Duration::from_millis(800), &id2), 0);
 }
 
 #[test]
 fn router_kbye_during_a_job_gets_its_reply_on_the_same_connection_then_a_new_inform() {
     let r = Router::new();
-    let _jm = Jm::spawn(
+    let _jm = start_jm(
         &r.endpoint,
         &[
             "--concurrency",
@@ -313,7 +242,7 @@ fn router_kbye_during_a_job_gets_its_reply_on_the_same_connection_then_a_new_inf
         ],
     );
     let id1 = r.register();
-    assert_eq!(readies(&r, Duration::from_millis(700), &id1), 2);
+    assert_eq!(r.readies(Duration::from_millis(700), &id1), 2);
     r.request(
         &id1,
         "draining",
@@ -332,38 +261,31 @@ fn router_kbye_during_a_job_gets_its_reply_on_the_same_connection_then_a_new_inf
     let (id2, m) = r.expect("a new INFORM", None);
     assert!(matches!(m.command, Cmd::Inform(_)), "{m:?}");
     assert_ne!(id2, id1);
-    r.send(
-        &id2,
-        Cmd::Ack {
-            acked_msgid: m.msgid,
-            features: vec![],
-        },
-    );
-    assert_eq!(readies(&r, Duration::from_millis(700), &id2), 2);
+    r.send(&id2, ack(&m.msgid));
+    assert_eq!(r.readies(Duration::from_millis(700), &id2), 2);
 }
 
 #[test]
 fn a_result_over_max_message_size_is_replied_result_too_large() {
     let r = Router::new();
-    let _jm = Jm::spawn(
+    let _jm = start_jm(
         &r.endpoint,
         &["--concurrency", "1", "--max-message-size", "1000"],
     );
     let id = r.register();
-    assert_eq!(readies(&r, Duration::from_millis(500), &id), 1);
+    assert_eq!(r.readies(Duration::from_millis(500), &id), 1);
     r.request(
         &id,
         "big",
         "reply-requested",
         json!(["call", {"handler": "echo", "args": "x".repeat(2000)}]),
     );
-    let (_, m) = r.expect("REPLY", Some(&id));
-    let (mid, status, out) = reply_of(&m);
+    let (mid, status, out) = r.expect_reply(&id);
     assert_eq!((mid.as_str(), status.as_str()), ("big", "failed"));
     let JobOutcome::Error(e) = out else { panic!() };
     assert_eq!(e.kind, ErrorKind::ResultTooLarge);
     assert!(e.message.contains("1000 bytes"), "{}", e.message);
-    assert!(is_ready(&r.expect("READY", Some(&id)).1));
+    r.expect_ready(&id);
     // A result under the limit still goes out as is.
     r.request(
         &id,
@@ -371,29 +293,22 @@ fn a_result_over_max_message_size_is_replied_result_too_large() {
         "",
         json!(["call", {"handler": "echo", "args": "x"}]),
     );
-    let (_, m) = r.expect("REPLY", Some(&id));
-    assert_eq!(reply_of(&m).2, JobOutcome::Value(json!("x")));
+    assert_eq!(r.expect_reply(&id).2, JobOutcome::Value(json!("x")));
 }
 
 #[test]
 fn unacked_inform_is_resent_on_a_fresh_connection() {
     let r = Router::new();
-    let _jm = Jm::spawn(&r.endpoint, &["--ack-timeout", "0.5"]);
+    let _jm = start_jm(&r.endpoint, &["--ack-timeout", "0.5"]);
     let (id1, m1) = r.expect("INFORM", None);
     assert!(matches!(m1.command, Cmd::Inform(_)));
     let (id2, m2) = r.expect("second INFORM", None);
     assert!(matches!(m2.command, Cmd::Inform(_)));
     assert_ne!(id1, id2);
     assert_ne!(m1.msgid, m2.msgid);
-    r.send(
-        &id2,
-        Cmd::Ack {
-            acked_msgid: m2.msgid,
-            features: vec![],
-        },
-    );
+    r.send(&id2, ack(&m2.msgid));
     assert_eq!(
-        readies(&r, Duration::from_millis(1000), &id2),
+        r.readies(Duration::from_millis(1000), &id2),
         4,
         "default concurrency 4"
     );
@@ -401,7 +316,7 @@ fn unacked_inform_is_resent_on_a_fresh_connection() {
 
 /// A shell job that writes its pid to `pidfile` (atomically), then runs
 /// `rest`.
-fn marked_shell(pidfile: &std::path::Path, rest: &str) -> Value {
+fn marked_shell(pidfile: &Path, rest: &str) -> Value {
     let script = format!(
         "echo $$ > {0}.tmp; mv {0}.tmp {0}; {rest}",
         pidfile.display()
@@ -411,15 +326,15 @@ fn marked_shell(pidfile: &std::path::Path, rest: &str) -> Value {
 
 #[test]
 fn sigterm_during_a_job_sends_its_reply_then_kbye_and_exits_0() {
-    let dir = TempDir::new("sigterm");
-    let pidfile = dir.0.join("pid");
+    let dir = scratch_dir("sigterm");
+    let pidfile = dir.join("pid");
     let r = Router::new();
-    let mut jm = Jm::spawn(
+    let mut jm = start_jm(
         &r.endpoint,
         &["--concurrency", "1", "--heartbeat-interval", "1"],
     );
     let id = r.register();
-    assert_eq!(readies(&r, Duration::from_millis(500), &id), 1);
+    assert_eq!(r.readies(Duration::from_millis(500), &id), 1);
     r.request(
         &id,
         "finishing",
@@ -428,14 +343,13 @@ fn sigterm_during_a_job_sends_its_reply_then_kbye_and_exits_0() {
     );
     // The job is running when the signal arrives.
     assert_eq!(pids_written(&r, &id, &pidfile).len(), 1);
-    jm.sigterm();
+    jm.terminate();
     // The job's REPLY first (no KBYE while it runs: a router would
     // redeliver it at once), then KBYE, nothing after it.
-    let (_, m) = r.expect("REPLY", Some(&id));
-    assert_eq!(reply_of(&m).1, "ok");
+    assert_eq!(r.expect_reply(&id).1, "ok");
     let (_, m) = r.expect("KBYE", Some(&id));
     assert_eq!(m.command, Cmd::Kbye);
-    assert_eq!(jm.wait_exit(Duration::from_secs(10)), Some(0));
+    assert_eq!(exit_code(&mut jm), Some(0));
     while let Some(frames) = r.recv_raw(Duration::from_millis(100)) {
         let (_, m) = Message::decode_routed(frames).unwrap();
         assert!(!is_ready(&m), "READY after SIGTERM");
@@ -444,25 +358,25 @@ fn sigterm_during_a_job_sends_its_reply_then_kbye_and_exits_0() {
 
 #[test]
 fn grace_period_expiry_kills_the_job_and_exits_0() {
-    let dir = TempDir::new("grace");
-    let pidfile = dir.0.join("pid");
+    let dir = scratch_dir("grace");
+    let pidfile = dir.join("pid");
     let r = Router::new();
     // KILL_GRACE_PERIOD, 0.3.13's name, sets --grace-period.
-    let mut jm = Jm::spawn_env(
+    let mut jm = start_jm_env(
         Some(&r.endpoint),
         &["--concurrency", "1"],
         &[("EVENTMQ_KILL_GRACE_PERIOD", "0.5")],
     );
     let id = r.register();
-    assert_eq!(readies(&r, Duration::from_millis(500), &id), 1);
+    assert_eq!(r.readies(Duration::from_millis(500), &id), 1);
     r.request(&id, "stuck", "", marked_shell(&pidfile, "sleep 30"));
     let pids = pids_written(&r, &id, &pidfile);
     let t = Instant::now();
-    jm.sigterm();
+    jm.terminate();
     // Killed at the end of the grace period, no REPLY for it: the KBYE
     // makes the router redeliver it.
     assert_eq!(r.expect("KBYE", Some(&id)).1.command, Cmd::Kbye);
-    assert_eq!(jm.wait_exit(Duration::from_secs(10)), Some(0));
+    assert_eq!(exit_code(&mut jm), Some(0));
     let took = t.elapsed();
     assert!(
         took >= Duration::from_millis(450) && took < Duration::from_secs(5),
@@ -481,7 +395,7 @@ fn grace_period_expiry_kills_the_job_and_exits_0() {
 #[test]
 fn eventmq_environment_settings_in_0_3_13_form() {
     let r = Router::new();
-    let _jm = Jm::spawn_env(
+    let _jm = start_jm_env(
         None,
         &[],
         &[
@@ -494,24 +408,18 @@ fn eventmq_environment_settings_in_0_3_13_form() {
     assert_eq!(frames[3], b"INFORM");
     assert_eq!(frames[5], br#"[[20, "high"], [10, "default"]]"#);
     let id = frames[0].clone();
-    r.send(
-        &id,
-        Cmd::Ack {
-            acked_msgid: String::from_utf8(frames[4].clone()).unwrap(),
-            features: vec![],
-        },
-    );
-    assert_eq!(readies(&r, Duration::from_millis(1000), &id), 3);
+    r.send(&id, ack(std::str::from_utf8(&frames[4]).unwrap()));
+    assert_eq!(r.readies(Duration::from_millis(1000), &id), 3);
 }
 
 #[test]
 fn help_and_bad_flags() {
-    let out = Command::new(env!("CARGO_BIN_EXE_emq-jobmanager"))
-        .arg("--help")
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let text = String::from_utf8_lossy(&out.stdout);
+    let out = run_to_exit(
+        Spawn::new("emq-jobmanager", BIN).arg("--help"),
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.code(), Some(0), "{}", out.describe());
+    let text = out.stdout;
     for flag in [
         "--broker",
         "--queues",
@@ -532,56 +440,39 @@ fn help_and_bad_flags() {
     ] {
         assert!(text.contains(flag), "--help mentions {flag}");
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_emq-jobmanager"))
-        .args(["--broker", "localhost:1"])
-        .env("EVENTMQ_CONFIG_FILE", "/dev/null")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("tcp://"));
-}
-
-/// Whether `pid` is a live process (a zombie waiting for a reaper is not).
-fn running(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat
-                .rsplit_once(')')
-                .map(|(_, r)| r.trim_start().chars().next());
-            !matches!(state, Some(Some('Z')) | Some(Some('X')))
-        }
-        Err(_) => false,
-    }
+    let out = run_to_exit(
+        Spawn::new("emq-jobmanager", BIN).args(["--broker", "localhost:1"]),
+        Duration::from_secs(10),
+    );
+    assert_eq!(out.code(), Some(2), "{}", out.describe());
+    assert!(out.stderr.contains("tcp://"), "{}", out.stderr);
 }
 
 #[test]
 fn python_workers_die_with_a_killed_job_manager() {
     let r = Router::new();
-    let mut jm = Jm::spawn(
+    let mut jm = start_jm(
         &r.endpoint,
         &["--concurrency", "1", "--heartbeat-interval", "1"],
     );
     let id = r.register();
-    assert_eq!(readies(&r, Duration::from_millis(500), &id), 1);
+    assert_eq!(r.readies(Duration::from_millis(500), &id), 1);
     r.request(
         &id,
         "pid",
         "",
         json!(["run", {"path": "os", "callable": "getpid"}]),
     );
-    let (_, m) = r.expect("REPLY", Some(&id));
-    let JobOutcome::Value(v) = reply_of(&m).2 else {
-        panic!("{m:?}")
+    let JobOutcome::Value(v) = r.expect_reply(&id).2 else {
+        panic!("expected a value")
     };
     let worker = v.as_i64().unwrap() as i32;
     assert!(running(worker));
-    let _ = jm.0.kill();
-    let _ = jm.0.wait();
-    let t = Instant::now();
-    while running(worker) && t.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(!running(worker), "Python worker outlived its job manager");
+    assert!(jm.kill9().is_some(), "the job manager died of SIGKILL");
+    assert!(
+        wait_pids_gone(&[worker], Duration::from_secs(5)),
+        "Python worker outlived its job manager"
+    );
 }
 
 /// `kill -9` of the job manager takes a running shell job's whole process
@@ -590,17 +481,14 @@ fn python_workers_die_with_a_killed_job_manager() {
 /// redelivers the job.
 #[test]
 fn shell_jobs_die_with_a_killed_job_manager() {
-    let dir = std::env::temp_dir().join(format!("emq-jm-e2e-{}-kill9", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let pidfile = dir.join("pids");
+    let pidfile = scratch_dir("kill9").join("pids");
     let r = Router::new();
-    let mut jm = Jm::spawn(
+    let mut jm = start_jm(
         &r.endpoint,
         &["--concurrency", "1", "--heartbeat-interval", "1"],
     );
     let id = r.register();
-    assert_eq!(readies(&r, Duration::from_millis(500), &id), 1);
+    assert_eq!(r.readies(Duration::from_millis(500), &id), 1);
     let script = format!(
         "sleep 77 & echo $$ $! > {0}.tmp; mv {0}.tmp {0}; wait",
         pidfile.display()
@@ -611,30 +499,17 @@ fn shell_jobs_die_with_a_killed_job_manager() {
         "timeout:60",
         json!(["shell", {"argv": ["sh", "-c", script]}]),
     );
-    let t = Instant::now();
-    while !pidfile.exists() && t.elapsed() < Duration::from_secs(10) {
-        assert!(r.next(Duration::from_millis(20), Some(&id)).is_none());
-    }
-    let pids: Vec<i32> = std::fs::read_to_string(&pidfile)
-        .expect("the shell job wrote its pids")
-        .split_whitespace()
-        .map(|p| p.parse().unwrap())
-        .collect();
+    let pids = pids_written(&r, &id, &pidfile);
     assert_eq!(pids.len(), 2);
     assert!(pids.iter().all(|&p| running(p)));
-    let _ = jm.0.kill();
-    let _ = jm.0.wait();
-    let t = Instant::now();
-    while pids.iter().any(|&p| running(p)) && t.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert!(jm.kill9().is_some(), "the job manager died of SIGKILL");
+    wait_pids_gone(&pids, Duration::from_secs(5));
     for p in pids {
         assert!(
             !running(p),
             "shell job process {p} outlived its job manager"
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The library's job manager in this process (inline handlers cannot be
@@ -677,7 +552,7 @@ fn inline_handlers_answer_a_batch_run_once_under_retry_count_and_keep_slot_accou
     let thread = std::thread::spawn(move || jm.run(&stop_jm).unwrap());
 
     let id = r.register();
-    assert_eq!(readies(&r, Duration::from_millis(700), &id), 2);
+    assert_eq!(r.readies(Duration::from_millis(700), &id), 2);
     // Two jobs at once, one per READY: each answered REPLY then READY.
     r.request(
         &id,
@@ -717,15 +592,14 @@ fn inline_handlers_answer_a_batch_run_once_under_retry_count_and_keep_slot_accou
         "retry-count:1",
         json!(["call", {"handler": "flaky"}]),
     );
-    let (_, m) = r.expect("REPLY", Some(&id));
-    let (mid, status, out) = reply_of(&m);
+    let (mid, status, out) = r.expect_reply(&id);
     assert_eq!((mid.as_str(), status.as_str()), ("f1", "failed"));
     let JobOutcome::Error(e) = out else { panic!() };
     assert_eq!(
         (e.message.as_str(), e.attempts),
         ("first call fails", Some(1))
     );
-    assert!(is_ready(&r.expect("READY", Some(&id)).1));
+    r.expect_ready(&id);
     assert_eq!(calls.load(Ordering::SeqCst), 1);
     // Nothing more: exactly one READY per finished job.
     assert!(r.next(Duration::from_millis(300), Some(&id)).is_none());
@@ -734,24 +608,6 @@ fn inline_handlers_answer_a_batch_run_once_under_retry_count_and_keep_slot_accou
     let (_, m) = r.expect("KBYE", Some(&id));
     assert_eq!(m.command, Cmd::Kbye);
     assert_eq!(thread.join().unwrap(), 0);
-}
-
-/// A fresh empty directory under the temporary directory, removed on drop.
-struct TempDir(std::path::PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("emq-jm-e2e-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// The Python interpreter: the project venv's when `EMQ_PY_VENV` is set
@@ -766,7 +622,7 @@ fn interpreter() -> String {
 /// Wait (bounded, keeping the connection alive) for a job to write its
 /// pids to `path` (a temporary name renamed into place); nothing else may
 /// arrive meanwhile.
-fn pids_written(r: &Router, id: &[u8], path: &std::path::Path) -> Vec<i32> {
+fn pids_written(r: &Router, id: &[u8], path: &Path) -> Vec<i32> {
     let t = Instant::now();
     while !path.exists() && t.elapsed() < Duration::from_secs(10) {
         if let Some((_, m)) = r.next(Duration::from_millis(20), Some(id)) {
@@ -780,13 +636,9 @@ fn pids_written(r: &Router, id: &[u8], path: &std::path::Path) -> Vec<i32> {
         .collect()
 }
 
-/// Poll `/proc` until none of `pids` runs (at most 10 s).
+/// Whether every one of `pids` is gone within 10 s.
 fn all_gone(pids: &[i32]) -> bool {
-    let t = Instant::now();
-    while pids.iter().any(|&p| running(p)) && t.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    !pids.iter().any(|&p| running(p))
+    wait_pids_gone(pids, Duration::from_secs(10))
 }
 
 /// The REPLY to a cancelled job: exactly the documented payload.
@@ -804,7 +656,7 @@ fn expect_cancelled_reply(r: &Router, id: &[u8], msgid: &str) {
             b"failed"
         ]
     );
-    assert!(is_ready(&r.expect("READY", Some(id)).1));
+    r.expect_ready(id);
 }
 
 fn cancel(r: &Router, id: &[u8], msgid: &str) {
@@ -818,15 +670,15 @@ fn cancel(r: &Router, id: &[u8], msgid: &str) {
 
 #[test]
 fn cancel_kills_a_running_shell_job_and_the_freed_slot_runs_the_next_job() {
-    let dir = TempDir::new("cancel-sh");
-    let pidfile = dir.0.join("pids");
+    let dir = scratch_dir("cancel-sh");
+    let pidfile = dir.join("pids");
     let r = Router::new();
-    let _jm = Jm::spawn(
+    let _jm = start_jm(
         &r.endpoint,
         &["--concurrency", "1", "--heartbeat-interval", "1"],
     );
     let id = r.register();
-    assert_eq!(readies(&r, Duration::from_millis(500), &id), 1);
+    assert_eq!(r.readies(Duration::from_millis(500), &id), 1);
     let script = format!(
         "sleep 30 & echo $$ $! > {0}.tmp; mv {0}.tmp {0}; wait",
         pidfile.display()
@@ -854,19 +706,18 @@ fn cancel_kills_a_running_shell_job_and_the_freed_slot_runs_the_next_job() {
         "",
         json!(["shell", {"argv": ["echo", "next"]}]),
     );
-    let (_, m) = r.expect("REPLY", Some(&id));
-    let (mid, status, out) = reply_of(&m);
+    let (mid, status, out) = r.expect_reply(&id);
     assert_eq!((mid.as_str(), status.as_str()), ("after", "ok"));
     let JobOutcome::Value(v) = out else { panic!() };
     assert_eq!(v["stdout"], json!("next\n"));
-    assert!(is_ready(&r.expect("READY", Some(&id)).1));
+    r.expect_ready(&id);
 }
 
 #[test]
 fn cancel_kills_a_running_python_job_and_the_next_python_job_runs() {
-    let dir = TempDir::new("cancel-py");
+    let dir = scratch_dir("cancel-py");
     std::fs::write(
-        dir.0.join("emqcanceljobs.py"),
+        dir.join("emqcanceljobs.py"),
         "import os, time\n\
          def sleep_marked(path, secs):\n\
          \x20   with open(path + '.tmp', 'w') as f:\n\
@@ -876,11 +727,11 @@ fn cancel_kills_a_running_python_job_and_the_next_python_job_runs() {
          \x20   return 'slept'\n",
     )
     .unwrap();
-    let marker = dir.0.join("pid");
+    let marker = dir.join("pid");
     let r = Router::new();
     let python = interpreter();
-    let pythonpath = dir.0.to_string_lossy().into_owned();
-    let _jm = Jm::spawn_env(
+    let pythonpath = dir.to_string_lossy().into_owned();
+    let _jm = start_jm_env(
         Some(&r.endpoint),
         &[
             "--concurrency",
@@ -893,7 +744,7 @@ fn cancel_kills_a_running_python_job_and_the_next_python_job_runs() {
         &[("PYTHONPATH", &pythonpath)],
     );
     let id = r.register();
-    assert_eq!(readies(&r, Duration::from_millis(500), &id), 1);
+    assert_eq!(r.readies(Duration::from_millis(500), &id), 1);
     r.request(
         &id,
         "nap",
@@ -916,14 +767,13 @@ fn cancel_kills_a_running_python_job_and_the_next_python_job_runs() {
         "",
         json!(["run", {"path": "os", "callable": "getpid"}]),
     );
-    let (_, m) = r.expect("REPLY", Some(&id));
-    let (mid, status, out) = reply_of(&m);
+    let (mid, status, out) = r.expect_reply(&id);
     assert_eq!((mid.as_str(), status.as_str()), ("next", "ok"));
     let JobOutcome::Value(v) = out else { panic!() };
     let fresh = v.as_i64().unwrap() as i32;
     assert_ne!(fresh, worker);
     assert!(running(fresh));
-    assert!(is_ready(&r.expect("READY", Some(&id)).1));
+    r.expect_ready(&id);
 }
 
 /// Collect `n` REPLYs (READYs skipped), by request msgid, with the time each
@@ -962,7 +812,7 @@ fn timeout_error(o: &JobOutcome) -> &str {
 #[test]
 fn a_jobs_timeout_field_stops_it_and_its_timeout_header_wins_over_it() {
     let r = Router::new();
-    let _jm = Jm::spawn(
+    let _jm = start_jm(
         &r.endpoint,
         &[
             "--concurrency",
@@ -974,7 +824,7 @@ fn a_jobs_timeout_field_stops_it_and_its_timeout_header_wins_over_it() {
         ],
     );
     let id = r.register();
-    assert_eq!(readies(&r, Duration::from_millis(500), &id), 3);
+    assert_eq!(r.readies(Duration::from_millis(500), &id), 3);
     let t = Instant::now();
     r.request(
         &id,
@@ -1023,7 +873,7 @@ fn a_jobs_timeout_field_stops_it_and_its_timeout_header_wins_over_it() {
 fn global_timeout_stops_python_and_shell_jobs_that_name_no_timeout() {
     let r = Router::new();
     let python = interpreter();
-    let _jm = Jm::spawn_env(
+    let _jm = start_jm_env(
         Some(&r.endpoint),
         &[
             "--concurrency",
@@ -1036,7 +886,7 @@ fn global_timeout_stops_python_and_shell_jobs_that_name_no_timeout() {
         &[("EVENTMQ_GLOBAL_TIMEOUT", "1")],
     );
     let id = r.register();
-    assert_eq!(readies(&r, Duration::from_millis(500), &id), 2);
+    assert_eq!(r.readies(Duration::from_millis(500), &id), 2);
     let t = Instant::now();
     r.request(
         &id,

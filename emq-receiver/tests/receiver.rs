@@ -3,13 +3,14 @@
 
 use std::process::{Command as Proc, Stdio};
 use std::sync::mpsc;
-use std::thread;
 use std::time::{Duration, Instant};
 
+use emq_testkit::fake::{inform_with_features, FakeDealer, FakeRouter};
 use emq_testkit::lines::line_reader;
 use emq_testkit::ports::free_endpoint;
-use emq_testkit::ChildGuard as Guard;
-use emqp_proto::{Command, Inform, Message, PeerType, QueueSpec};
+use emq_testkit::process::run_to_exit;
+use emq_testkit::{ChildGuard as Guard, Spawn};
+use emqp_proto::{Command, Message, PeerType};
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_emq-receiver");
@@ -20,13 +21,22 @@ struct Receiver {
     endpoint: String,
 }
 
+/// The receiver bound on a free loopback port, plus `extra`.
 fn start(extra: &[&str]) -> Receiver {
     let endpoint = free_endpoint();
+    let (child, lines) = spawn(&[&["--bind", &endpoint][..], extra].concat());
+    Receiver {
+        child,
+        lines,
+        endpoint,
+    }
+}
+
+/// The receiver with `args`, and its stdout as lines.
+fn spawn(args: &[&str]) -> (Guard, mpsc::Receiver<String>) {
     let mut child = Guard(
         Proc::new(BIN)
-            .arg("--bind")
-            .arg(&endpoint)
-            .args(extra)
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -34,11 +44,7 @@ fn start(extra: &[&str]) -> Receiver {
             .expect("spawn emq-receiver"),
     );
     let lines = line_reader(child.0.stdout.take().unwrap());
-    Receiver {
-        child,
-        lines,
-        endpoint,
-    }
+    (child, lines)
 }
 
 impl Receiver {
@@ -55,35 +61,22 @@ impl Receiver {
     }
 }
 
-fn dealer(ctx: &zmq::Context, endpoint: &str, id: &str) -> zmq::Socket {
-    let s = emq_transport::connect_dealer(
-        ctx,
-        endpoint,
-        id.as_bytes(),
-        &emq_transport::SocketOptions::default(),
-    )
-    .unwrap();
-    s.set_linger(0).unwrap();
-    s
-}
-
+/// A worker's INFORM for `10:default,15:email` with the `job-ack` feature.
 fn inform(msgid: &str) -> Message {
     Message::with_msgid(
         msgid,
-        Command::Inform(Inform {
-            queues: QueueSpec(vec![(10, "default".into()), (15, "email".into())]),
-            peer_type: Some(PeerType::Worker),
-            features: vec!["job-ack".into()],
-        }),
+        inform_with_features("10:default,15:email", PeerType::Worker, &["job-ack"]),
     )
 }
+
+/// How long the receiver gets to exit once it has printed `--count` lines.
+const EXIT: Duration = Duration::from_secs(10);
 
 #[test]
 fn prints_an_inform_acks_it_and_stops_after_count() {
     let mut rx = start(&["--ack-informs", "--count", "2", "--timeout", "20"]);
-    let ctx = zmq::Context::new();
-    let d = dealer(&ctx, &rx.endpoint, "worker-1");
-    emq_transport::send_message(&d, inform("inf-1")).unwrap();
+    let d = FakeDealer::connect(&rx.endpoint, b"worker-1");
+    d.send_msg(inform("inf-1"));
     let v = rx.next_json();
     assert_eq!(v["identity"], "worker-1");
     assert_eq!(v["command"], "INFORM");
@@ -96,30 +89,25 @@ fn prints_an_inform_acks_it_and_stops_after_count() {
     assert_eq!(v["fields"]["features"], serde_json::json!(["job-ack"]));
     assert_eq!(v["frames"], 8);
     // --ack-informs: the worker gets ACK [inf-1]
-    match emq_transport::recv_message(&d, 10_000).unwrap() {
-        Some(emq_transport::Received::Message(m)) => assert_eq!(
-            m.command,
-            Command::Ack {
-                acked_msgid: "inf-1".into(),
-                features: vec![],
-            }
-        ),
-        other => panic!("expected ACK, got {other:?}"),
-    }
-    emq_transport::send_message(&d, Message::with_msgid("r-1", Command::Ready)).unwrap();
+    assert_eq!(
+        d.recv(Duration::from_secs(10)).expect("ACK").command,
+        Command::Ack {
+            acked_msgid: "inf-1".into(),
+            features: vec![],
+        }
+    );
+    d.send_as("r-1", Command::Ready);
     let v = rx.next_json();
     assert_eq!(v["command"], "READY");
     // --count 2 reached: exits 0 even though more arrives
-    assert_eq!(rx.wait_exit(Duration::from_secs(10)), Some(0));
+    assert_eq!(rx.wait_exit(EXIT), Some(0));
 }
 
 #[test]
 fn malformed_messages_print_an_error_line_and_it_keeps_going() {
     let mut rx = start(&["--count", "3", "--timeout", "20"]);
-    let ctx = zmq::Context::new();
-    let d = dealer(&ctx, &rx.endpoint, "client-1");
-    d.send_multipart([&b""[..], b"eMQP/1.0", b"FLY", b"m-1"], 0)
-        .unwrap();
+    let d = FakeDealer::connect(&rx.endpoint, b"client-1");
+    d.send_frames(emq_testkit::fake::frames(&["", "eMQP/1.0", "FLY", "m-1"]));
     let v = rx.next_json();
     assert!(
         v["error"].as_str().unwrap().contains("unknown command"),
@@ -130,8 +118,12 @@ fn malformed_messages_print_an_error_line_and_it_keeps_going() {
         serde_json::json!(["client-1", "", "eMQP/1.0", "FLY", "m-1"])
     );
     // non-UTF-8 msgid: an error line with b64 frames
-    d.send_multipart([&b""[..], b"eMQP/1.0", b"READY", &[0xff, 0xfe]], 0)
-        .unwrap();
+    d.send_frames(vec![
+        b"".to_vec(),
+        b"eMQP/1.0".to_vec(),
+        b"READY".to_vec(),
+        vec![0xff, 0xfe],
+    ]);
     let v = rx.next_json();
     assert!(v["error"].as_str().unwrap().contains("UTF-8"), "{v}");
     assert_eq!(v["frames"][4], "b64://4=");
@@ -144,7 +136,7 @@ fn malformed_messages_print_an_error_line_and_it_keeps_going() {
             message: br#"["call", {"handler": "echo", "args": [1]}]"#.to_vec(),
         }),
     );
-    emq_transport::send_message(&d, req).unwrap();
+    d.send_msg(req);
     let v = rx.next_json();
     assert_eq!(v["command"], "REQUEST");
     assert_eq!(
@@ -152,7 +144,7 @@ fn malformed_messages_print_an_error_line_and_it_keeps_going() {
         serde_json::json!(["reply-requested", "timeout:5"])
     );
     assert_eq!(v["fields"]["message"][1]["args"], serde_json::json!([1]));
-    assert_eq!(rx.wait_exit(Duration::from_secs(10)), Some(0));
+    assert_eq!(rx.wait_exit(EXIT), Some(0));
 }
 
 #[test]
@@ -170,45 +162,31 @@ fn usage_errors_exit_2() {
         &["--bind", "nonsense"],
         &["--connect", "tcp://127.0.0.1:1", "--ack-informs"],
     ] {
-        let status = Proc::new(BIN)
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .unwrap();
-        assert_eq!(status.code(), Some(2), "{args:?}");
+        let out = run_to_exit(Spawn::new("emq-receiver", BIN).args(args), EXIT);
+        assert_eq!(out.code(), Some(2), "{args:?}: {}", out.describe());
     }
 }
 
 #[test]
 fn connects_as_a_dealer_and_prints_what_a_router_sends() {
-    let ctx = zmq::Context::new();
-    let router = emq_transport::bind_router(
-        &ctx,
-        "tcp://127.0.0.1:*",
-        &emq_transport::SocketOptions::default(),
-    )
-    .unwrap();
-    router.set_linger(0).unwrap();
-    let endpoint = router.get_last_endpoint().unwrap().unwrap();
-    let mut child = Guard(
-        Proc::new(BIN)
-            .args(["--connect", &endpoint, "--identity", "rx-1", "--count", "1"])
-            .args(["--timeout", "20"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+    let router = FakeRouter::new();
+    let endpoint = router.endpoint.clone();
+    let (mut child, lines) = spawn(&[
+        "--connect",
+        &endpoint,
+        "--identity",
+        "rx-1",
+        "--count",
+        "1",
+        "--timeout",
+        "20",
+    ]);
+    // ROUTER_MANDATORY: refused until the receiver has connected
+    let ack = Message::with_msgid("a-1", Command::Reply(emqp_proto::Reply::ack_of("req-9")));
+    assert!(
+        router.send_when_connected(b"rx-1", ack, Duration::from_secs(10)),
+        "receiver never connected"
     );
-    let lines = line_reader(child.0.stdout.take().unwrap());
-    // ROUTER_MANDATORY: EHOSTUNREACH until the receiver has connected
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let ack = || Message::with_msgid("a-1", Command::Reply(emqp_proto::Reply::ack_of("req-9")));
-    while emq_transport::send_routed(&router, b"rx-1".to_vec(), ack()).is_err() {
-        assert!(Instant::now() < deadline, "receiver never connected");
-        thread::sleep(Duration::from_millis(20));
-    }
     let line = lines.recv_timeout(Duration::from_secs(10)).unwrap();
     let v: Value = serde_json::from_str(&line).unwrap();
     assert_eq!(
@@ -216,32 +194,24 @@ fn connects_as_a_dealer_and_prints_what_a_router_sends() {
         serde_json::json!({"identity": null, "command": "REPLY", "msgid": "a-1",
             "fields": {"payload": "req-9", "orig_msgid": null, "status": null}, "frames": 5})
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let code = loop {
-        if let Some(s) = child.0.try_wait().unwrap() {
-            break s.code();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "receiver did not exit after --count"
-        );
-        thread::sleep(Duration::from_millis(20));
-    };
-    assert_eq!(code, Some(0));
+    assert_eq!(
+        child.wait_exit(EXIT),
+        Some(0),
+        "receiver did not exit (0) after --count"
+    );
 }
 
 #[test]
 fn heartbeats_go_to_peers_that_sent_inform() {
     let rx = start(&["--ack-informs", "--heartbeat", "0.2", "--timeout", "20"]);
-    let ctx = zmq::Context::new();
-    let d = dealer(&ctx, &rx.endpoint, "worker-hb");
-    emq_transport::send_message(&d, inform("inf-hb")).unwrap();
+    let d = FakeDealer::connect(&rx.endpoint, b"worker-hb");
+    d.send_msg(inform("inf-hb"));
     assert_eq!(rx.next_json()["command"], "INFORM");
     let mut got = Vec::new();
     while got.len() < 3 {
-        match emq_transport::recv_message(&d, 5_000).unwrap() {
-            Some(emq_transport::Received::Message(m)) => got.push(m.command),
-            other => panic!("expected ACK then HEARTBEATs, got {other:?}"),
+        match d.recv(Duration::from_secs(5)) {
+            Some(m) => got.push(m.command),
+            None => panic!("expected ACK then HEARTBEATs, got {got:?} only"),
         }
     }
     assert!(matches!(&got[0], Command::Ack { acked_msgid, .. } if acked_msgid == "inf-hb"));
@@ -262,24 +232,18 @@ fn subscribe_prints_what_a_publisher_sends_on_its_topics_only() {
     xpub.set_linger(0).unwrap();
     xpub.bind("tcp://127.0.0.1:*").unwrap();
     let endpoint = xpub.get_last_endpoint().unwrap().unwrap();
-    let mut child = Guard(
-        Proc::new(BIN)
-            .args([
-                "--connect",
-                &endpoint,
-                "--subscribe",
-                "news",
-                "--subscribe",
-                "alerts",
-            ])
-            .args(["--count", "3", "--timeout", "20"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let lines = line_reader(child.0.stdout.take().unwrap());
+    let (mut child, lines) = spawn(&[
+        "--connect",
+        &endpoint,
+        "--subscribe",
+        "news",
+        "--subscribe",
+        "alerts",
+        "--count",
+        "3",
+        "--timeout",
+        "20",
+    ]);
     let mut subscribed = std::collections::BTreeSet::new();
     let deadline = Instant::now() + Duration::from_secs(10);
     while subscribed.len() < 2 {
@@ -323,16 +287,9 @@ fn subscribe_prints_what_a_publisher_sends_on_its_topics_only() {
             expect("news", serde_json::json!([1])),
         ]
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let code = loop {
-        if let Some(s) = child.0.try_wait().unwrap() {
-            break s.code();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "receiver did not exit after --count"
-        );
-        thread::sleep(Duration::from_millis(20));
-    };
-    assert_eq!(code, Some(0));
+    assert_eq!(
+        child.wait_exit(EXIT),
+        Some(0),
+        "receiver did not exit (0) after --count"
+    );
 }

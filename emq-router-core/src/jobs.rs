@@ -697,6 +697,15 @@ impl JobStore {
         self.queues.get(queue)?.front().copied()
     }
 
+    /// The routes with buffered jobs.
+    pub fn buffered_routes(&self) -> Vec<String> {
+        self.queues
+            .iter()
+            .filter(|(_, q)| !q.is_empty())
+            .map(|(r, _)| r.clone())
+            .collect()
+    }
+
     pub fn queue_len(&self, queue: &str) -> usize {
         self.queues.get(queue).map_or(0, VecDeque::len)
     }

@@ -4,24 +4,28 @@ use std::thread;
 use std::time::Duration;
 
 use emq_sender::{Client, Outcome};
-use emqp_proto::{Command, Headers, JobResult, Message, Reply, ResultStatus};
+use emq_testkit::ports::free_endpoint;
+use emq_testkit::FakeRouter;
+use emqp_proto::{Command, Headers, JobResult, Reply, ResultStatus};
 
 #[test]
 fn submit_and_wait_for_ack_and_result() {
-    let fake = emq_testkit::FakeRouter::new();
+    let fake = FakeRouter::new();
     let ep = fake.endpoint.clone();
     let server = thread::spawn(move || {
-        let router = &fake.sock;
         for _ in 0..2 {
-            assert!(router.poll(zmq::POLLIN, 10_000).unwrap() > 0);
-            let (id, msg) = Message::decode_routed(router.recv_multipart(0).unwrap()).unwrap();
-            let send = |c| emq_transport::send_routed(router, id.clone(), Message::new(c)).unwrap();
-            send(Command::Reply(Reply::ack_of(&msg.msgid)));
-            send(Command::Result(JobResult {
-                orig_msgid: msg.msgid.clone(),
-                status: ResultStatus::Ok,
-                payload: br#"{"value": 7}"#.to_vec(),
-            }));
+            let (id, msg) = fake
+                .recv(Duration::from_secs(10))
+                .expect("a REQUEST within 10 s");
+            fake.send(&id, Command::Reply(Reply::ack_of(&msg.msgid)));
+            fake.send(
+                &id,
+                Command::Result(JobResult {
+                    orig_msgid: msg.msgid.clone(),
+                    status: ResultStatus::Ok,
+                    payload: br#"{"value": 7}"#.to_vec(),
+                }),
+            );
         }
     });
     let client = Client::connect(&ep).unwrap();
@@ -59,7 +63,7 @@ fn submit_and_wait_for_ack_and_result() {
 #[test]
 fn a_full_send_queue_is_a_timeout_error() {
     // nothing listens there: messages pile up in the outgoing queue
-    let ep = emq_testkit::ports::free_endpoint();
+    let ep = free_endpoint();
     let opts = emq_transport::SocketOptions {
         hwm: 5,
         max_message_size: -1,
@@ -80,26 +84,6 @@ fn a_full_send_queue_is_a_timeout_error() {
     assert!(err.timed_out, "{err}");
 }
 
-fn free_endpoint() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    format!("tcp://127.0.0.1:{}", l.local_addr().unwrap().port())
-}
-
-/// Read messages off a fake router until `want` (bounded).
-fn next_message(router: &zmq::Socket, want: &str) -> (Vec<u8>, Message) {
-    for _ in 0..100 {
-        assert!(
-            router.poll(zmq::POLLIN, 10_000).unwrap() > 0,
-            "no {want} within 10 s"
-        );
-        let (id, msg) = Message::decode_routed(router.recv_multipart(0).unwrap()).unwrap();
-        if msg.command.name() == want {
-            return (id, msg);
-        }
-    }
-    panic!("no {want}");
-}
-
 /// A client on a two-address failover list: the router on the first
 /// address takes a REQUEST without answering and goes away; a router on
 /// the second address then gets the client's hello and the REQUEST again
@@ -108,15 +92,12 @@ fn next_message(router: &zmq::Socket, want: &str) -> (Vec<u8>, Message) {
 #[test]
 fn a_failover_list_sends_unanswered_requests_again_to_the_next_router() {
     let (a_ep, b_ep) = (free_endpoint(), free_endpoint());
-    let ctx = zmq::Context::new();
-    let opts = emq_transport::SocketOptions::default();
-    let a = emq_transport::bind_router(&ctx, &a_ep, &opts).unwrap();
-    a.set_linger(0).unwrap();
+    let a = FakeRouter::bind(&a_ep);
     let client = Client::connect(&format!("{a_ep}, {b_ep}")).unwrap();
     assert_eq!(client.endpoint(), format!("{a_ep},{b_ep}"));
     let headers = Headers::parse(b"reply-requested").unwrap();
     let msgid = client.submit("default", &headers, b"[1]".to_vec()).unwrap();
-    let (id_a, req) = next_message(&a, "REQUEST");
+    let (id_a, req) = a.expect_command("REQUEST");
     assert_eq!(req.msgid, msgid);
     let Command::Request(r) = &req.command else {
         panic!()
@@ -128,26 +109,30 @@ fn a_failover_list_sends_unanswered_requests_again_to_the_next_router() {
         .recv_event(Duration::from_millis(300))
         .unwrap()
         .is_none());
-    let b = emq_transport::bind_router(&ctx, &b_ep, &opts).unwrap();
-    b.set_linger(0).unwrap();
+    let b = FakeRouter::bind(&b_ep);
     let server = thread::spawn(move || {
-        let (id, hello) = next_message(&b, "HEARTBEAT");
+        let (id, hello) = b.expect_command("HEARTBEAT");
         assert_eq!(id, id_a, "the same identity on the other router");
         let _ = hello;
-        let (id, again) = next_message(&b, "REQUEST");
+        let (id, again) = b.expect_command("REQUEST");
         assert_eq!(again.msgid, msgid);
-        let send = |c| emq_transport::send_routed(&b, id.clone(), Message::new(c)).unwrap();
-        send(Command::Reject(emqp_proto::Reject {
-            orig_msgid: msgid.clone(),
-            reason: emqp_proto::RejectReason::DuplicateMsgid,
-            text: "held".into(),
-        }));
-        send(Command::Result(JobResult {
-            orig_msgid: msgid.clone(),
-            status: ResultStatus::Ok,
-            payload: br#"{"value": 1}"#.to_vec(),
-        }));
-        let (_, receipt) = next_message(&b, "RECEIVED");
+        b.send(
+            &id,
+            Command::Reject(emqp_proto::Reject {
+                orig_msgid: msgid.clone(),
+                reason: emqp_proto::RejectReason::DuplicateMsgid,
+                text: "held".into(),
+            }),
+        );
+        b.send(
+            &id,
+            Command::Result(JobResult {
+                orig_msgid: msgid.clone(),
+                status: ResultStatus::Ok,
+                payload: br#"{"value": 1}"#.to_vec(),
+            }),
+        );
+        let (_, receipt) = b.expect_command("RECEIVED");
         assert_eq!(
             receipt.command,
             Command::Received {

@@ -81,7 +81,7 @@ fn credentials_from_the_environment_and_a_password_file() {
     assert_eq!(run.code, Some(0), "stderr: {}", run.stderr);
     assert!(matches!(run.requests[0].1.command, Command::Schedule(_)));
 
-    let file = std::env::temp_dir().join(format!("emq-sender-plain-{}", std::process::id()));
+    let file = emq_testkit::process::scratch_dir("plain").join("password");
     std::fs::write(&file, "s3cret\n").unwrap();
     let run = run_sender_env(
         Some(&router),
@@ -92,7 +92,6 @@ fn credentials_from_the_environment_and_a_password_file() {
         None,
         ack,
     );
-    std::fs::remove_file(&file).unwrap();
     assert_eq!(run.code, Some(0), "stderr: {}", run.stderr);
     assert_eq!(run.requests.len(), 1);
 

@@ -6,11 +6,16 @@
 //!   out twice per process (no bind-to-port-0-then-release).
 //! - [`process`]: [`Proc`], a guard around a child process (own process
 //!   group, output captured under `target/emq-it-logs/`, SIGTERM then
-//!   SIGKILL on drop), [`process::run`] for one-shot tools, and
-//!   [`process::ChildGuard`] for a plain `std::process::Child`.
+//!   SIGKILL on drop), [`process::run`] / [`process::run_to_exit`] for
+//!   one-shot tools (run to the exit within a bound: code, stdout,
+//!   stderr), [`process::ChildGuard`]
+//!   for a plain `std::process::Child`, [`process::scratch_dir`] for a
+//!   test's files, and [`process::wait_pids_gone`].
 //! - [`bins`]: paths of our binaries (built on demand with cargo).
-//! - [`fake`]: a fake ROUTER and a fake worker played by the test, and
-//!   frame builders for what they send.
+//! - [`fake`]: peers played by the test: a fake ROUTER (driven from the
+//!   test's thread, or served by a thread of its own with a closure) and a
+//!   fake DEALER (worker, client, admin tool; PLAIN credentials or none),
+//!   and frame builders for what they send.
 //! - [`poll_until`], [`lines`]: waiting for an event, bounded.
 //!
 //! Signals go through `emq_jobmanager::process` (the one module of the
@@ -24,7 +29,7 @@ pub mod lines;
 pub mod ports;
 pub mod process;
 
-pub use fake::{FakeRouter, FakeWorker};
+pub use fake::{FakeDealer, FakeRouter, ServedRouter};
 pub use process::{ChildGuard, Proc, RunOutput, Spawn};
 
 use std::time::{Duration, Instant};

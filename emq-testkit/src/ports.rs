@@ -5,7 +5,7 @@
 //! connection. Each is checked by binding 127.0.0.1 and never handed out
 //! twice in one process; the start is random so concurrent test processes
 //! rarely probe the same ports. A router that still fails to bind is
-//! restarted on fresh ports by [`crate::cluster`].
+//! restarted on fresh ports by `integration_tests::cluster`.
 
 use std::collections::HashSet;
 use std::net::TcpListener;

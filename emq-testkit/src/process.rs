@@ -149,6 +149,16 @@ impl Spawn {
         self
     }
 
+    /// [`Spawn::env`] for each pair.
+    pub fn envs<I, K, V>(self, vars: I) -> Spawn
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<OsStr>,
+        V: AsRef<OsStr>,
+    {
+        vars.into_iter().fold(self, |s, (k, v)| s.env(k, v))
+    }
+
     pub fn current_dir(mut self, dir: impl AsRef<Path>) -> Spawn {
         self.cwd = Some(dir.as_ref().to_path_buf());
         self
@@ -366,6 +376,12 @@ impl Proc {
         }
     }
 
+    /// SIGTERM the child (not its group), without waiting: the test then
+    /// sees what it does on the way out, and [`Proc::wait_exit`]s.
+    pub fn terminate(&self) {
+        self.signal(libc::SIGTERM);
+    }
+
     /// SIGSTOP the child.
     pub fn pause(&self) {
         self.signal(libc::SIGSTOP);
@@ -434,6 +450,29 @@ impl Drop for Proc {
     }
 }
 
+/// Whether `pid` is a live process (a zombie waiting for its reaper is
+/// not), from `/proc/PID/stat`.
+pub fn pid_alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.trim_start().chars().next());
+            !matches!(state, Some('Z') | Some('X'))
+        }
+        Err(_) => false,
+    }
+}
+
+/// Wait (polling `/proc` every 20 ms, at most `timeout`) until none of
+/// `pids` is alive; whether they all went.
+pub fn wait_pids_gone(pids: &[i32], timeout: Duration) -> bool {
+    crate::poll_until(timeout, Duration::from_millis(20), || {
+        (!pids.iter().any(|&p| pid_alive(p))).then_some(())
+    })
+    .is_some()
+}
+
 /// The last `n` lines of `text`.
 pub fn tail_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
@@ -473,6 +512,19 @@ impl RunOutput {
     }
 }
 
+/// [`run`], for a command that must exit by itself within `timeout`: a
+/// panic (with its output) if it had to be killed.
+pub fn run_to_exit(spawn: Spawn, timeout: Duration) -> RunOutput {
+    let name = spawn.name.clone();
+    let out = run(spawn, timeout);
+    assert!(
+        out.status.is_some(),
+        "{name} did not exit within {timeout:?}: {}",
+        out.describe()
+    );
+    out
+}
+
 /// Run to completion, at most `timeout` (then killed, `status: None`).
 pub fn run(spawn: Spawn, timeout: Duration) -> RunOutput {
     let mut p = spawn.spawn();
@@ -488,4 +540,40 @@ pub fn run(spawn: Spawn, timeout: Duration) -> RunOutput {
     };
     p.status = Some(p.status.unwrap_or_else(|| ExitStatus::from_raw(9)));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_is_bounded_and_a_terminated_pid_is_seen_to_go() {
+        let sh = Spawn::new("sh", "/bin/sh").args(["-c", "echo out; echo err >&2; exit 3"]);
+        let out = run(sh, Duration::from_secs(10));
+        assert_eq!(out.code(), Some(3), "{}", out.describe());
+        assert_eq!(
+            (out.stdout.as_str(), out.stderr.as_str()),
+            ("out\n", "err\n")
+        );
+        let out = run(
+            Spawn::new("sleep", "sleep").arg("30"),
+            Duration::from_millis(200),
+        );
+        assert!(out.status.is_none(), "killed at the bound");
+        let late = std::panic::catch_unwind(|| {
+            run_to_exit(
+                Spawn::new("sleep", "sleep").arg("30"),
+                Duration::from_millis(200),
+            )
+        });
+        assert!(late.is_err(), "run_to_exit fails when it had to kill");
+
+        let mut p = Spawn::new("sleep", "sleep").arg("30").spawn();
+        let pid = p.pid();
+        assert!(pid_alive(pid));
+        p.terminate();
+        assert!(p.wait_exit(Duration::from_secs(5)).is_some());
+        assert!(wait_pids_gone(&[pid], Duration::from_secs(5)));
+        assert!(!pid_alive(pid));
+    }
 }

@@ -7,10 +7,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use emq_router_core::journal::{
     Batch, DeadLetterRecord, FinishedRecord, JobRecord, JournalStore, Restored, ResultRecord,
 };
+use postgres::types::ToSql;
 use postgres::{Client, IsolationLevel, NoTls, Row, Statement};
 
 use super::error::PgError;
-use super::plan::{unix_ms_column, unix_ms_from_column, Dead, Other, Plan, Seqs, Update};
+use super::plan::{
+    unix_ms_column, unix_ms_from_column, Dead, FinishedColumns, JobColumns, Other, Plan,
+    ResultColumns, Seqs, Update,
+};
 use super::schema::{self, Migrated, Migration, MIGRATIONS};
 use crate::row_index::{Key, RowIndex};
 
@@ -592,52 +596,12 @@ impl PgJournal {
         let epoch = i64::try_from(fence.epoch).unwrap_or(i64::MAX);
         let batch = i64::try_from(batch).unwrap_or(i64::MAX);
         if plan.is_one_statement() {
-            let (j, f, r) = (&plan.inserts, &plan.finished, &plan.results);
             let (at_or_below, before) = plan.trim_finished.unwrap_or((i64::MIN, i64::MIN));
             let row = c
                 .client
                 .query_one(
                     &c.stmts.one_statement,
-                    &[
-                        &fence.holder,
-                        &epoch,
-                        &j.seq,
-                        &j.msgid,
-                        &j.client,
-                        &j.queue,
-                        &j.route,
-                        &j.headers,
-                        &j.message,
-                        &j.attempts,
-                        &j.accepted_at,
-                        &j.run_at,
-                        &plan.deletes,
-                        &f.job.seq,
-                        &f.job.msgid,
-                        &f.job.client,
-                        &f.job.queue,
-                        &f.job.route,
-                        &f.job.headers,
-                        &f.job.message,
-                        &f.job.attempts,
-                        &f.job.accepted_at,
-                        &f.job.run_at,
-                        &f.outcome,
-                        &f.finished_at,
-                        &f.result,
-                        &f.result_truncated,
-                        &at_or_below,
-                        &before,
-                        &batch,
-                        &r.seq,
-                        &r.msgid,
-                        &r.client,
-                        &r.status,
-                        &r.payload,
-                        &r.receipt,
-                        &r.held_at,
-                        &plan.result_deletes,
-                    ],
+                    &one_statement_params(fence, &epoch, plan, &at_or_below, &before, &batch),
                 )
                 .map_err(err)?;
             if row.get::<_, i64>(0) != 1 {
@@ -663,22 +627,7 @@ impl PgJournal {
         }
         let j = &plan.inserts;
         if j.len() > 0 {
-            tx.execute(
-                &s.insert_jobs,
-                &[
-                    &j.seq,
-                    &j.msgid,
-                    &j.client,
-                    &j.queue,
-                    &j.route,
-                    &j.headers,
-                    &j.message,
-                    &j.attempts,
-                    &j.accepted_at,
-                    &j.run_at,
-                ],
-            )
-            .map_err(err)?;
+            tx.execute(&s.insert_jobs, &job_params(j)).map_err(err)?;
         }
         for u in &plan.updates {
             match u {
@@ -719,27 +668,8 @@ impl PgJournal {
         }
         let f = &plan.finished;
         if f.job.len() > 0 {
-            let j = &f.job;
-            tx.execute(
-                &s.insert_finished,
-                &[
-                    &j.seq,
-                    &j.msgid,
-                    &j.client,
-                    &j.queue,
-                    &j.route,
-                    &j.headers,
-                    &j.message,
-                    &j.attempts,
-                    &j.accepted_at,
-                    &j.run_at,
-                    &f.outcome,
-                    &f.finished_at,
-                    &f.result,
-                    &f.result_truncated,
-                ],
-            )
-            .map_err(err)?;
+            tx.execute(&s.insert_finished, &finished_params(f))
+                .map_err(err)?;
         }
         if let Some((at_or_below, before)) = plan.trim_finished {
             tx.execute(&s.trim_finished, &[&at_or_below, &before])
@@ -759,13 +689,8 @@ impl PgJournal {
         }
         let r = &plan.results;
         if !r.seq.is_empty() {
-            tx.execute(
-                &s.insert_results,
-                &[
-                    &r.seq, &r.msgid, &r.client, &r.status, &r.payload, &r.receipt, &r.held_at,
-                ],
-            )
-            .map_err(err)?;
+            tx.execute(&s.insert_results, &result_params(r))
+                .map_err(err)?;
         }
         if !plan.result_deletes.is_empty() {
             tx.execute(&s.delete_results, &[&plan.result_deletes])
@@ -945,6 +870,66 @@ impl JournalStore for PgJournal {
     fn describe(&self) -> String {
         self.db.clone()
     }
+}
+
+/// A statement parameter.
+type Param<'p> = &'p (dyn ToSql + Sync);
+
+/// The parameters of INSERT_JOBS, in its column order; also the job part
+/// of INSERT_FINISHED and of the one-statement batch.
+fn job_params<'p>(j: &'p JobColumns<'_>) -> [Param<'p>; 10] {
+    [
+        &j.seq,
+        &j.msgid,
+        &j.client,
+        &j.queue,
+        &j.route,
+        &j.headers,
+        &j.message,
+        &j.attempts,
+        &j.accepted_at,
+        &j.run_at,
+    ]
+}
+
+/// The parameters of INSERT_FINISHED: the job's columns, then the end's.
+fn finished_params<'p>(f: &'p FinishedColumns<'_>) -> Vec<Param<'p>> {
+    let mut p = job_params(&f.job).to_vec();
+    p.extend_from_slice(&[
+        &f.outcome as Param<'p>,
+        &f.finished_at,
+        &f.result,
+        &f.result_truncated,
+    ]);
+    p
+}
+
+/// The parameters of INSERT_RESULTS.
+fn result_params<'p>(r: &'p ResultColumns<'_>) -> [Param<'p>; 7] {
+    [
+        &r.seq, &r.msgid, &r.client, &r.status, &r.payload, &r.receipt, &r.held_at,
+    ]
+}
+
+/// The parameters of the one-statement batch (`ONE_STATEMENT`): the
+/// fence, the new jobs, the jobs deleted, the finished jobs, the trim of
+/// finished jobs, the batch number, the results and the results deleted.
+fn one_statement_params<'p>(
+    fence: &'p Fence,
+    epoch: &'p i64,
+    plan: &'p Plan<'_>,
+    at_or_below: &'p i64,
+    before: &'p i64,
+    batch: &'p i64,
+) -> Vec<Param<'p>> {
+    let mut p: Vec<Param<'p>> = vec![&fence.holder, epoch];
+    p.extend_from_slice(&job_params(&plan.inserts));
+    p.push(&plan.deletes);
+    p.extend(finished_params(&plan.finished));
+    p.extend_from_slice(&[at_or_below as Param<'p>, before, batch]);
+    p.extend_from_slice(&result_params(&plan.results));
+    p.push(&plan.result_deletes);
+    p
 }
 
 #[cfg(test)]

@@ -10,6 +10,15 @@
 //! front is not yet durable waits for the commit, which pumps it again.
 //! Nothing is dispatched while the router drains, from a paused queue, or
 //! to a drained worker.
+//!
+//! **Nor while the journal fails** (`durability.rs`): a job started then
+//! could finish with nobody able to record it. With a lease (PostgreSQL,
+//! high availability) such a router is about to step down, and the
+//! standby that takes over runs every unrecorded job again; with SQLite a
+//! crash before the journal recovers would do the same. So a failing
+//! journal holds the buffered jobs where they are, and the first batch
+//! that commits again pumps every queue. Only the jobs already running
+//! when the journal failed can run twice.
 
 use std::time::Duration;
 
@@ -25,9 +34,11 @@ use crate::workers::WorkerId;
 impl Router {
     /// Whether the front job of `queue` may be handed out.
     pub(crate) fn front_dispatchable(&self, queue: &str) -> bool {
-        self.store
-            .front(queue)
-            .is_some_and(|id| self.journal.is_durable(id))
+        !self.journal.is_failing()
+            && self
+                .store
+                .front(queue)
+                .is_some_and(|id| self.journal.is_durable(id))
     }
 
     /// The front job of `queue`, taken out of its buffer, if dispatchable.

@@ -25,7 +25,8 @@
 //! (completions, attempts, dead letters, schedules) are kept and written
 //! first in the next batch, and the sends waiting for them wait for that
 //! batch. Until a batch commits again, new REQUESTs and SCHEDULEs are
-//! refused `journal-unavailable`; the core retries every
+//! refused `journal-unavailable` and no job is dispatched (`dispatch.rs`
+//! says why); the core retries every
 //! [`RETRY_INTERVAL`] on its own — with the kept records, or a
 //! [`Record::Probe`] when there are none — and recovers without a
 //! restart. Jobs acknowledged earlier stay queued and are never dropped.
@@ -166,6 +167,11 @@ impl Durability {
 
     pub(crate) fn enabled(&self) -> bool {
         self.enabled
+    }
+
+    /// Whether batches fail (new work refused, nothing dispatched).
+    pub(crate) fn is_failing(&self) -> bool {
+        matches!(self.state, JournalState::Failing { .. })
     }
 
     pub(crate) fn state(&self) -> &JournalState {
@@ -440,9 +446,11 @@ impl Router {
 
     fn batch_committed(&mut self, p: Pending, now: Duration, out: &mut Vec<Action>) {
         let j = &mut self.journal;
+        let recovered = j.is_failing();
         if let JournalState::Failing { since, refused, .. } = &j.state {
             log::info!(
-                "journal recovered after {:.1} s: accepting jobs again ({refused} request(s) refused meanwhile)",
+                "journal recovered after {:.1} s: accepting and dispatching jobs again \
+                 ({refused} request(s) refused meanwhile)",
                 now.saturating_sub(*since).as_secs_f64()
             );
         }
@@ -461,10 +469,15 @@ impl Router {
             self.result_released(&m, seq);
         }
         let mut routes: Vec<String> = Vec::new();
-        for jid in &p.jobs {
-            if let Some(job) = self.store.jobs.get(jid) {
-                if !routes.iter().any(|r| r == job.route()) {
-                    routes.push(job.route().to_string());
+        if recovered {
+            // Dispatch was held while the journal failed (dispatch.rs).
+            routes = self.store.buffered_routes();
+        } else {
+            for jid in &p.jobs {
+                if let Some(job) = self.store.jobs.get(jid) {
+                    if !routes.iter().any(|r| r == job.route()) {
+                        routes.push(job.route().to_string());
+                    }
                 }
             }
         }
@@ -523,8 +536,8 @@ impl Router {
             _ => {
                 log::error!(
                     "journal write failed: {error}; {reject_ids} job(s) of the batch refused \
-                     (journal-unavailable), new jobs and schedules are refused until a write \
-                     succeeds again (retrying every {} s)",
+                     (journal-unavailable), new jobs and schedules are refused and no job is \
+                     dispatched until a write succeeds again (retrying every {} s)",
                     RETRY_INTERVAL.as_secs()
                 );
                 j.state = JournalState::Failing {

@@ -541,20 +541,25 @@ impl Router {
     fn emit_results(&mut self, client: &[u8], states: &[Delivery], out: &mut Vec<Action>) -> usize {
         let msgids = self.results.of_client(client, states);
         for m in &msgids {
-            let Some(h) = self.results.held.get(m) else {
-                continue;
-            };
-            let (status, payload) = (h.status, h.payload.clone());
-            let frames = result_frames(self, m, status, payload);
-            self.results.set_state(m, Delivery::Handed);
-            self.stats.results_resent += 1;
-            out.push(Action::Send {
-                socket: Socket::Frontend,
-                identity: client.to_vec(),
-                frames,
-            });
+            self.resend_result(client, m, out);
         }
         msgids.len()
+    }
+
+    /// Send the held result of `msgid` to `client` again (now handed).
+    fn resend_result(&mut self, client: &[u8], msgid: &str, out: &mut Vec<Action>) {
+        let Some(h) = self.results.held.get(msgid) else {
+            return;
+        };
+        let (status, payload) = (h.status, h.payload.clone());
+        let frames = result_frames(self, msgid, status, payload);
+        self.results.set_state(msgid, Delivery::Handed);
+        self.stats.results_resent += 1;
+        out.push(Action::Send {
+            socket: Socket::Frontend,
+            identity: client.to_vec(),
+            frames,
+        });
     }
 
     /// A send to `client` on the frontend failed: its results handed since
@@ -652,18 +657,7 @@ impl Router {
             let next = now.saturating_add(interval);
             c.probe = Some((next, interval.saturating_mul(2).min(PROBE_MAX)));
             self.results.probes.insert((next, client.clone()));
-            let Some(h) = self.results.held.get(first) else {
-                continue;
-            };
-            let (status, payload) = (h.status, h.payload.clone());
-            let frames = result_frames(self, first, status, payload);
-            self.results.set_state(first, Delivery::Handed);
-            self.stats.results_resent += 1;
-            out.push(Action::Send {
-                socket: Socket::Frontend,
-                identity: client,
-                frames,
-            });
+            self.resend_result(&client, first, out);
         }
         self.trim_results(now);
     }

@@ -293,6 +293,45 @@ fn a_result_waits_for_its_completion_record_across_a_failure() {
     assert!(finished_in_journal(&h, "j1"));
 }
 
+/// A failing journal holds durable jobs in their buffers: a READY, or a
+/// worker that joins, gets nothing; the first batch that commits again
+/// dispatches them. (A leader cut off from PostgreSQL ran 500 of 1,500
+/// jobs twice before this rule: it kept dispatching jobs whose ends it
+/// could no longer record, and the standby ran them again.)
+#[test]
+fn nothing_is_dispatched_while_the_journal_fails_and_recovery_dispatches_at_once() {
+    let mut h = durable();
+    worker(&mut h, "w1", "", 1);
+    for i in 0..3 {
+        h.request("c", &format!("j{i}"), "default", "");
+    }
+    assert_eq!(h.r.inflight_count(), 1);
+    h.fail_journal = Some("connection to the database lost".into());
+    // The end of j0 cannot be recorded: the journal fails.
+    let sent = h.reply("w1", "j0", "{}", None);
+    assert_eq!(h.r.journal_state().name(), "failing");
+    assert!(forwarded(&sent, "w1").is_empty(), "{sent:?}");
+    let sent = h.ready("w1");
+    assert!(
+        forwarded(&sent, "w1").is_empty(),
+        "a READY while failing: {sent:?}"
+    );
+    worker(&mut h, "w2", "", 1);
+    assert_eq!(h.r.inflight_count(), 0, "a new worker while failing");
+    assert_eq!(h.r.buffered_count(), 2);
+    // The retry commits: both jobs are dispatched in the same input.
+    h.fail_journal = None;
+    h.now += SECOND; // the retry interval
+    let sent = decode(h.timeout());
+    assert_eq!(h.r.journal_state().name(), "ok");
+    let mut got = forwarded(&sent, "w1");
+    got.extend(forwarded(&sent, "w2"));
+    got.sort();
+    assert_eq!(got, ["j1", "j2"], "{sent:?}");
+    assert_eq!(h.r.buffered_count(), 0);
+    assert!(finished_in_journal(&h, "j0"));
+}
+
 #[test]
 fn a_draining_router_exits_only_after_its_last_batch_committed() {
     let mut h = durable();

@@ -83,14 +83,16 @@ pub fn run_sender_env(
     let mut requests = Vec::new();
     let mut received = Vec::new();
     let mut raw = Vec::new();
-    let code = loop {
-        if let Some(status) = child.0.try_wait().unwrap() {
-            break status.code();
-        }
-        if started.elapsed() > LIMIT {
-            break None;
-        }
-        if let Some(r) = router {
+    let code = match router {
+        // Nothing to serve: wait for the exit.
+        None => child.wait_exit(LIMIT),
+        Some(r) => loop {
+            if let Some(status) = child.0.try_wait().unwrap() {
+                break status.code();
+            }
+            if started.elapsed() > LIMIT {
+                break None;
+            }
             while r.sock.poll(zmq::POLLIN, 10).unwrap() > 0 {
                 let frames = r.sock.recv_multipart(0).unwrap();
                 raw.push(frames.clone());
@@ -102,9 +104,7 @@ pub fn run_sender_env(
                 serve(r, &id, &msg);
                 requests.push((id, msg));
             }
-        } else {
-            thread::sleep(Duration::from_millis(10));
-        }
+        },
     };
     let elapsed = started.elapsed();
     drop(child);
