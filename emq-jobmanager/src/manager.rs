@@ -7,7 +7,7 @@
 //! core as [`Input::LinkDown`] (a TCP reset loses the frames in transit,
 //! and libzmq would heal it under the same identity, so neither side would
 //! notice otherwise). The monitor is stopped before its watch is dropped,
-//! whenever the socket is replaced or closed ([`Link`]'s `Drop`).
+//! whenever the socket is replaced or closed (`Link`'s `Drop`).
 //!
 //! ```no_run
 //! use emq_jobmanager::JobManager;
