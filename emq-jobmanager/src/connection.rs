@@ -35,8 +35,11 @@
 //!   `ack_timeout` → a fresh connection (new identity, next broker), INFORM
 //!   again.
 //! - ACK → the REPLYs of the resend window again when the ACK lists
-//!   `reply-resend` ([`resend`]), queued REPLYs, then one READY per free
-//!   slot. No waiting for a router HEARTBEAT (a 0.3.13 quirk).
+//!   `reply-resend` ([`resend`]); `RUNNING [msgid...]` with the jobs still
+//!   running from an earlier connection when it lists `adopt-running` (the
+//!   router moves them onto this connection instead of delivering them
+//!   again); queued REPLYs; then one READY per free slot. No waiting for a
+//!   router HEARTBEAT (a 0.3.13 quirk).
 //! - REQUEST → a free slot runs it, once: retries (`retry-count:N`) belong
 //!   to the router, which journals attempts and backs off. Every delivered
 //!   REQUEST gets exactly one `REPLY [payload, orig_msgid, status]`
@@ -131,7 +134,9 @@ pub mod resend;
 pub mod window;
 pub use window::{Prefetch, Window};
 
-use emqp_proto::command::{FEATURE_CANCEL, FEATURE_JOB_ACK, FEATURE_REPLY_RESEND};
+use emqp_proto::command::{
+    FEATURE_ADOPT_RUNNING, FEATURE_CANCEL, FEATURE_JOB_ACK, FEATURE_REPLY_RESEND,
+};
 use emqp_proto::heartbeat::{timestamp_text, Liveness};
 use emqp_proto::job::{ErrorKind, Job, JobError, JobOutcome};
 use emqp_proto::{
@@ -832,13 +837,38 @@ impl Connection {
             self.sent_replies.clear();
         }
         let resent = self.resend_replies(now, out);
+        let running = if features.iter().any(|f| f == FEATURE_ADOPT_RUNNING) {
+            self.announce_running(now, out)
+        } else {
+            0
+        };
         info!(
-            "registered with {} as {} ({} queued result(s), {resent} recent result(s) sent again)",
+            "registered with {} as {} ({} queued result(s), {resent} recent result(s) sent again, \
+             {running} running job(s) announced)",
             self.endpoint(),
             self.identity,
             self.pending_replies.len()
         );
         self.flush(now, out);
+    }
+
+    /// `RUNNING [msgid...]`: the jobs still running from an earlier
+    /// connection, so that the router moves them onto this one instead of
+    /// delivering them again (see the module documentation). How many.
+    fn announce_running(&mut self, now: Duration, out: &mut Vec<Action>) -> usize {
+        let orig_msgids: Vec<String> = self
+            .slots
+            .iter()
+            .filter_map(|s| match s {
+                Slot::Busy(r) => Some(r.msgid.clone()),
+                Slot::Free => None,
+            })
+            .collect();
+        let n = orig_msgids.len();
+        if n > 0 {
+            self.send(Command::Running { orig_msgids }, now, out);
+        }
+        n
     }
 
     /// The socket lost its connection (see the module documentation).

@@ -106,7 +106,9 @@ pub fn fields(cmd: &Command) -> Value {
         }),
         Command::Admin { request } => json!({ "request": json_or_text(request) }),
         Command::Cancel { orig_msgid } => json!({ "orig_msgid": orig_msgid }),
-        Command::Received { orig_msgids } => json!({ "orig_msgids": orig_msgids }),
+        Command::Received { orig_msgids } | Command::Running { orig_msgids } => {
+            json!({ "orig_msgids": orig_msgids })
+        }
         Command::Ready
         | Command::Disconnect
         | Command::Kbye

@@ -138,6 +138,7 @@ pub fn status_json(snap: &Snapshot) -> String {
             "failed": s.failed,
             "retried": s.retried,
             "redelivered": s.redelivered,
+            "adopted": s.adopted,
             "dead_lettered": s.dead_lettered,
             "results_forwarded": s.results_forwarded,
             "rejected_queue_full": s.rejected_queue_full,

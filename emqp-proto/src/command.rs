@@ -50,6 +50,12 @@ pub const FEATURE_CANCEL: &str = "cancel";
 /// most once and never forwarded twice (docs/PROTOCOL.md, "Link resets").
 pub const FEATURE_REPLY_RESEND: &str = "reply-resend";
 
+/// Router feature, in the ACK's features frame (emq): after a reconnect a
+/// worker may list, in `RUNNING`, the jobs it still runs from an earlier
+/// connection, and the router moves them to the new connection instead of
+/// delivering them again (docs/PROTOCOL.md, "Link resets").
+pub const FEATURE_ADOPT_RUNNING: &str = "adopt-running";
+
 impl Inform {
     pub fn has_feature(&self, name: &str) -> bool {
         self.features.iter().any(|f| f == name)
@@ -254,6 +260,13 @@ pub enum Command {
     Received {
         orig_msgids: Vec<String>,
     },
+    /// emq: worker → router after the ACK of a reconnect, when the ACK
+    /// listed [`FEATURE_ADOPT_RUNNING`]: the jobs (one or more ORIG_MSGID
+    /// frames) that this job manager still runs, delivered on an earlier
+    /// connection; their REPLYs will come on this one.
+    Running {
+        orig_msgids: Vec<String>,
+    },
 }
 
 impl Command {
@@ -279,6 +292,7 @@ impl Command {
             Command::Result(_) => "RESULT",
             Command::Reject(_) => "REJECT",
             Command::Received { .. } => "RECEIVED",
+            Command::Running { .. } => "RUNNING",
         }
     }
 
@@ -375,12 +389,16 @@ impl Command {
                 reason: RejectReason::parse(utf8(frames.next(3)?, "reject reason")?),
                 text: utf8(frames.next(3)?, "reject text")?,
             }),
-            "RECEIVED" => {
+            "RECEIVED" | "RUNNING" => {
                 let mut orig_msgids = vec![utf8(frames.next(1)?, "original msgid")?];
                 while let Some(f) = frames.optional() {
                     orig_msgids.push(utf8(f, "original msgid")?);
                 }
-                Command::Received { orig_msgids }
+                if canonical == "RECEIVED" {
+                    Command::Received { orig_msgids }
+                } else {
+                    Command::Running { orig_msgids }
+                }
             }
             _ => unreachable!("canonical_name returns only known names"),
         };
@@ -455,7 +473,7 @@ impl Command {
                 out.push(r.reason.as_str().as_bytes().to_vec());
                 out.push(r.text.into_bytes());
             }
-            Command::Received { orig_msgids } => {
+            Command::Received { orig_msgids } | Command::Running { orig_msgids } => {
                 out.extend(orig_msgids.into_iter().map(String::into_bytes));
             }
         }
@@ -526,7 +544,7 @@ fn decode_interval(frame: &[u8]) -> Result<Interval, DecodeError> {
 }
 
 /// Every command name this crate knows.
-pub const NAMES: [&str; 19] = [
+pub const NAMES: [&str; 20] = [
     "INFORM",
     "ACK",
     "READY",
@@ -546,6 +564,7 @@ pub const NAMES: [&str; 19] = [
     "ADMIN",
     "CANCEL",
     "RECEIVED",
+    "RUNNING",
 ];
 
 /// Map the command frame to its canonical name. Upper case is what every

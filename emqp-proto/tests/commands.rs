@@ -103,6 +103,9 @@ fn every_command() -> Vec<Command> {
         Command::Received {
             orig_msgids: vec!["abc".into(), "def".into(), "ghi".into()],
         },
+        Command::Running {
+            orig_msgids: vec!["abc".into(), "def".into()],
+        },
     ]
 }
 
@@ -489,4 +492,16 @@ fn received_carries_one_or_more_msgids_and_needs_one() {
         }
     );
     assert!(Message::decode(f(&["", "eMQP/1.0", "RECEIVED", "m1"])).is_err());
+}
+
+#[test]
+fn running_carries_one_or_more_msgids_and_needs_one() {
+    let m = Message::decode(f(&["", "eMQP/1.0", "RUNNING", "m1", "a", "b"])).unwrap();
+    assert_eq!(
+        m.command,
+        Command::Running {
+            orig_msgids: vec!["a".into(), "b".into()]
+        }
+    );
+    assert!(Message::decode(f(&["", "eMQP/1.0", "RUNNING", "m1"])).is_err());
 }

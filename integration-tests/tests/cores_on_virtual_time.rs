@@ -1610,6 +1610,38 @@ fn a_reply_lost_in_a_link_reset_is_sent_again_and_its_job_runs_once() {
     }
 }
 
+/// A reset while a long job runs and nothing is on its way: the job
+/// manager reconnects at once and, after the ACK (which lists
+/// `adopt-running`), says the job still runs (`RUNNING`); the router moves
+/// it onto the new identity, so when it drops the old one (its next
+/// HEARTBEAT to it fails) nothing is delivered again. The job runs once
+/// and its RESULT comes from the new connection. (Without the move, the
+/// drop redelivered it to the new identity's free slot: twice.)
+#[test]
+fn a_job_running_across_a_link_reset_is_adopted_and_runs_once() {
+    let mut sim = Sim::new(&[2]);
+    sim.until_registered();
+    let msgids = sim.submit_many(1, |_| 5000);
+    sim.run_for(secs(1));
+    assert_eq!(sim.jms[0].pool.running_msgids(&sim.trace), msgids);
+    let old = sim.identity(0);
+    sim.reset_link(0, &[Dir::ToRouter, Dir::FromRouter]);
+    assert_ne!(sim.identity(0), old);
+    let done = sim.run_until(secs(30), |s| s.client.result_count() >= 1);
+    assert!(done, "no RESULT");
+    sim.run_for(secs(20));
+    sim.router.check(true);
+    assert_one_ok_result_each(&sim, &msgids);
+    assert_eq!(sim.trace.runs_of(&msgids[0]).len(), 1, "ran once");
+    let stats = sim.router.core.stats();
+    assert_eq!((stats.adopted, stats.redelivered), (1, 0));
+    assert_eq!(
+        sim.router.core.worker_count(),
+        1,
+        "the old identity is gone"
+    );
+}
+
 /// A reset while a READY is on its way: it is lost, but the job manager
 /// reconnects and offers every free slot to the router again under its
 /// new identity (the old identity, with its leaked slot, is dropped at the

@@ -6,14 +6,14 @@
 //! manager's DEALER under the same routing id. The job manager sees the
 //! link go down (socket monitor), reconnects under a fresh identity, and
 //! sends its recent REPLYs again after the router's ACK (which lists
-//! `reply-resend`); the router drops the old identity at its next send
-//! there and redelivers what it still held on it.
+//! `reply-resend`), then names the jobs it still runs (`RUNNING`, the ACK
+//! lists `adopt-running`); the router moves those onto the new identity,
+//! drops the old identity at its next send there and redelivers what it
+//! still held on it (REQUESTs the cut lost).
 //!
 //! Jobs are shell jobs appending `tag $PPID` to a file, so every
 //! execution is counted apart from the RESULTs: every job must get exactly
-//! one RESULT and none may be lost; a job that was still running when its
-//! old identity was dropped runs twice (at least once), and the test
-//! reports how many did. `EMQ_LINK_RESET_JOBS` (default 300) sets the
+//! one RESULT, none may be lost, and none may run twice. `EMQ_LINK_RESET_JOBS` (default 300) sets the
 //! number of jobs.
 
 use std::time::{Duration, Instant};
@@ -130,9 +130,12 @@ fn link_resets_lose_no_result_and_every_job_gets_one() {
     assert_eq!(results.duplicated, 0, "a job got two RESULTs");
     assert_eq!(failed, 0);
     assert_eq!(executions.lost, 0, "a job never ran");
-    assert!(
-        executions.duplicated <= RESETS * SLOTS as usize,
-        "more jobs ran twice than were running at the cuts: {executions}"
+    // One job manager: its RUNNING (the jobs it still runs) reaches the
+    // router before its READYs, so a job the router took back from the
+    // old identity is never handed out again before it is adopted.
+    assert_eq!(
+        executions.duplicated, 0,
+        "a job ran twice across a reset: {executions}"
     );
     assert!(downs >= RESETS, "the job manager saw {downs} links down");
 

@@ -1721,6 +1721,64 @@ fn link_down_reconnects_at_once_and_running_jobs_reply_on_the_new_connection() {
     }
 }
 
+/// After a reconnect, a router whose ACK lists `adopt-running` gets
+/// `RUNNING` with the jobs still running (before the READYs), so that it
+/// does not deliver them again; one that does not list it gets nothing
+/// of the kind; with nothing running there is no RUNNING.
+#[test]
+fn running_jobs_are_announced_after_a_reconnect_to_a_router_that_adopts_them() {
+    for adopts in [true, false] {
+        let mut h = registered(3);
+        let s1 = starts(&h.at(ms(100), req_msg("long-1", Headers::new())));
+        starts(&h.at(ms(110), req_msg("long-2", Headers::new())));
+        let a = h.link_down(ms(200));
+        assert_eq!(names(&a), ["connect", "INFORM"]);
+        let id = inform_msgid(&a).unwrap();
+        let features = if adopts {
+            vec![FEATURE_ADOPT_RUNNING.into()]
+        } else {
+            vec![]
+        };
+        let a2 = h.msg(
+            ms(300),
+            Command::Ack {
+                acked_msgid: id,
+                features,
+            },
+        );
+        if !adopts {
+            assert_eq!(names(&a2), ["READY"], "no RUNNING");
+            continue;
+        }
+        assert_eq!(
+            names(&a2),
+            ["RUNNING", "READY"],
+            "RUNNING before the READYs"
+        );
+        let running = sent(&a2, "RUNNING");
+        let Command::Running { orig_msgids } = &running[0].command else {
+            panic!()
+        };
+        assert_eq!(orig_msgids, &["long-1", "long-2"]);
+        // The next reconnect, with nothing running: no RUNNING.
+        h.at(ms(400), finished(&s1[0], JobOutcome::Value(json!(1))));
+        let a = h.link_down(ms(500));
+        let id = inform_msgid(&a).unwrap();
+        let a3 = h.msg(
+            ms(600),
+            Command::Ack {
+                acked_msgid: id,
+                features: vec![FEATURE_ADOPT_RUNNING.into()],
+            },
+        );
+        assert_eq!(
+            names(&a3),
+            ["RUNNING", "READY", "READY"],
+            "long-2 still runs"
+        );
+    }
+}
+
 #[test]
 fn link_down_of_a_replaced_connection_or_before_the_ack_is_ignored() {
     let mut h = registered_resend(1);

@@ -37,6 +37,18 @@
 //!   job is now (waiting for its retry, queued, or in flight again), so it
 //!   neither spends a retry nor ends the next try. A copy whose first
 //!   never arrived is a REPLY like any other (the rules above).
+//! - **Adoption.** A job manager that reconnects while jobs run (a link
+//!   reset, a router found silent) may list them in `RUNNING [msgid...]`
+//!   once the ACK of its new connection listed `adopt-running`. Each such
+//!   job that is still in flight on another identity (the old one, not
+//!   yet dropped), or back in its queue after that identity was dropped
+//!   (redelivered, not yet handed out again), moves onto the new identity
+//!   as in flight, without taking a slot (the job manager counts it as a
+//!   busy slot and offers no READY for it); a requeued one has its lost
+//!   delivery taken back. Its REPLY then completes it as usual, and the
+//!   old identity's removal does not deliver it again. A job already
+//!   handed out again, or finished, is left alone: that run happens (at
+//!   least once).
 //! - **Retries** are the router's alone (job managers run each delivery
 //!   once): a REPLY with status `failed` for a job with `retry-count:N`
 //!   and fewer than N failures so far puts the job back (at the back of
@@ -229,6 +241,67 @@ impl Router {
         let reply = Some((reply_msgid, r.payload.clone()));
         self.job_done(jid, id, status, reply, now, out);
         true
+    }
+
+    /// `RUNNING [msgid...]` from a job-ack worker after the ACK of its
+    /// reconnect: it still runs these jobs, delivered on an earlier
+    /// connection. Each is moved onto this worker (see "Adoption" in the
+    /// module documentation); the others are left as they are.
+    pub(super) fn on_running(&mut self, id: WorkerId, msgids: Vec<String>, now: Duration) {
+        let Some(w) = self.pool.get(id) else { return };
+        if w.kind != WorkerKind::JobAck {
+            log::debug!("RUNNING from a worker without job-ack: ignored");
+            return;
+        }
+        let who = ident(&w.identity).into_owned();
+        let mut adopted = 0usize;
+        for msgid in msgids {
+            let Some(jid) = self.store.find(&msgid) else {
+                log::debug!("RUNNING {msgid} from {who}: no such unfinished job");
+                continue;
+            };
+            let Some(job) = self.store.jobs.get(&jid) else {
+                continue;
+            };
+            let requeued = job.lost() > 0;
+            match job.state {
+                JobState::InFlight { worker, .. } if worker == id => continue,
+                JobState::InFlight { worker, seq } => {
+                    if self.finish_inflight(worker, seq).is_none() {
+                        continue;
+                    }
+                }
+                JobState::Queued if requeued => self.store.remove_queued(jid),
+                JobState::Delayed { due } if requeued => {
+                    self.store.delayed.remove(&(due, jid));
+                }
+                _ => {
+                    log::debug!("RUNNING {msgid} from {who}: not in flight nor redelivered");
+                    continue;
+                }
+            }
+            let Some(seq) = self.pool.record_dispatch(id, jid, &msgid, false, now) else {
+                // Cannot happen (the worker is known): keep the job.
+                self.store.requeue(jid, true);
+                continue;
+            };
+            if let Some(job) = self.store.jobs.get_mut(&jid) {
+                if requeued && !matches!(job.state, JobState::InFlight { .. }) {
+                    // Its delivery was not lost after all.
+                    let extra = job.extra_mut();
+                    extra.lost = extra.lost.saturating_sub(1);
+                }
+                job.state = JobState::InFlight { worker: id, seq };
+            }
+            adopted += 1;
+        }
+        if adopted > 0 {
+            self.stats.adopted += adopted as u64;
+            log::info!(
+                "worker {who} reconnected running {adopted} job(s) delivered on its earlier \
+                 connection: moved to it, not delivered again"
+            );
+        }
     }
 
     /// A job's delivery ended with `status`; `reply`: the msgid and

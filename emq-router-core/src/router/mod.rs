@@ -117,6 +117,9 @@ pub struct Stats {
     pub failed: u64,
     pub retried: u64,
     pub redelivered: u64,
+    /// Jobs a reconnected job manager said it still runs (`RUNNING`),
+    /// moved onto its new connection instead of being delivered again.
+    pub adopted: u64,
     pub dead_lettered: u64,
     pub rejected_queue_full: u64,
     pub rejected_malformed: u64,

@@ -4,8 +4,8 @@
 //!   HEARTBEAT at once (a 0.3.13 job manager starts its worker processes,
 //!   and so sends READY, only after the first HEARTBEAT). The ACK of an
 //!   INFORM that listed features (every emq job manager) has a second
-//!   frame, the router's own features ([`ROUTER_FEATURES`]: `reply-resend`,
-//!   see `completion.rs`); a 0.3.13 job manager, which lists none, gets
+//!   frame, the router's own features ([`ROUTER_FEATURES`]: `reply-resend`
+//!   and `adopt-running`, see `completion.rs`); a 0.3.13 job manager, which lists none, gets
 //!   0.3.13's one-frame ACK. A worker starts with 0 slots. Empty INFORM queues → `Config::default_queues`. The
 //!   third INFORM frame lists features; `job-ack` makes the worker a
 //!   [`WorkerKind::JobAck`] worker (completion tracked per REPLY), else it
@@ -34,7 +34,7 @@
 
 use std::time::Duration;
 
-use emqp_proto::command::FEATURE_REPLY_RESEND;
+use emqp_proto::command::{FEATURE_ADOPT_RUNNING, FEATURE_REPLY_RESEND};
 use emqp_proto::heartbeat::{timestamp_text, Liveness};
 use emqp_proto::{Command, Inform, Message, PeerType};
 
@@ -46,7 +46,7 @@ use crate::util::{ident, micros};
 const MICROSECOND: Duration = Duration::from_micros(1);
 
 /// What the router's ACK tells a worker that listed features.
-const ROUTER_FEATURES: [&str; 1] = [FEATURE_REPLY_RESEND];
+const ROUTER_FEATURES: [&str; 2] = [FEATURE_REPLY_RESEND, FEATURE_ADOPT_RUNNING];
 use crate::workers::{WorkerId, WorkerKind};
 
 impl Router {
@@ -98,6 +98,7 @@ impl Router {
         match command {
             Command::Ready => self.on_ready(id, now, out),
             Command::Reply(r) => self.on_worker_reply(id, &msgid, r, now, out),
+            Command::Running { orig_msgids } => self.on_running(id, orig_msgids, now),
             Command::Heartbeat { .. } => {}
             Command::Kbye => self.remove_worker(id, "KBYE", now, out),
             other => {

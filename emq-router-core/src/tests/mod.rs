@@ -19,6 +19,7 @@ pub(crate) fn us(n: u64) -> Duration {
     Duration::from_micros(n)
 }
 
+mod adoption;
 mod control;
 mod durability;
 mod limits;
