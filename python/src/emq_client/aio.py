@@ -448,28 +448,10 @@ class AsyncClient:
                     pass
         if self._sync is not None:
             self._send_receipts()
-        self._close_sockets()
-
-    def _close_sockets(self) -> None:
-        """Close the sockets, the connection watch first and the right way
-        (:func:`link.unwatch`)."""
-        if self._watch is not None and self._sock is not None:
-            link.unwatch(self._sock, self._watch)  # type: ignore[arg-type]
-        if self._sock is not None:
-            self._sock.close(self._linger_ms)
-        if self._admin is not None:
-            self._admin.close(0)
+        link.close_sockets(self._sock, self._watch, self._admin, self._linger_ms)
 
     def __del__(self) -> None:
-        # Dropped without close() (its tasks gone with their loop): the
-        # sockets must not be left to the garbage collector's order (see
-        # link.unwatch).
-        if not getattr(self, "_closed", True):
-            self._closed = True
-            try:
-                self._close_sockets()
-            except Exception:
-                pass
+        link.close_on_drop(self)
 
     async def __aenter__(self) -> "AsyncClient":
         return self

@@ -573,28 +573,10 @@ class Client:
             return
         self._closed = True
         self._send_receipts()
-        self._close_sockets()
-
-    def _close_sockets(self) -> None:
-        """Close the sockets, the connection watch first and the right way
-        (:func:`link.unwatch`)."""
-        if self._watch is not None:
-            link.unwatch(self._sock, self._watch)
-        self._sock.close(self._linger_ms)
-        if self._admin is not None:
-            self._admin.close(0)
+        link.close_sockets(self._sock, self._watch, self._admin, self._linger_ms)
 
     def __del__(self) -> None:
-        # A Client dropped without close(): its sockets would otherwise be
-        # closed by the garbage collector in any order, the monitor's
-        # reader possibly first (see link.unwatch). No receipts here: the
-        # collector may run on another thread.
-        if not getattr(self, "_closed", True):
-            self._closed = True
-            try:
-                self._close_sockets()
-            except Exception:
-                pass
+        link.close_on_drop(self)
 
     def __enter__(self) -> "Client":
         return self

@@ -117,3 +117,35 @@ def link_event(frames: Sequence[bytes]) -> Optional[Tuple[bool, str]]:
     if event == int(zmq.EVENT_DISCONNECTED):
         return False, endpoint
     return None
+
+
+def close_sockets(
+    sock: "Optional[zmq.Socket[Any]]",
+    watch: "Optional[zmq.Socket[Any]]",
+    admin: "Optional[zmq.Socket[Any]]",
+    linger_ms: int,
+) -> None:
+    """Close a client's sockets: its DEALER ``sock`` (given ``linger_ms``
+    for unsent messages) after stopping its connection ``watch`` the right
+    way (:func:`unwatch`), and its ``admin`` socket. Used by
+    ``close()`` and by a client's ``__del__`` (a client dropped without
+    close() would leave the order to the garbage collector)."""
+    if watch is not None and sock is not None:
+        unwatch(sock, watch)
+    if sock is not None:
+        sock.close(linger_ms)
+    if admin is not None:
+        admin.close(0)
+
+
+def close_on_drop(client: Any) -> None:
+    """A client's ``__del__``: its sockets closed as :func:`close_sockets`
+    says, if ``close()`` did not run. No receipts or other sends: the
+    garbage collector may run on any thread."""
+    if getattr(client, "_closed", True):
+        return
+    client._closed = True
+    try:
+        close_sockets(client._sock, client._watch, client._admin, client._linger_ms)
+    except Exception:
+        pass
