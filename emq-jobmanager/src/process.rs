@@ -376,18 +376,7 @@ mod tests {
         cmd
     }
 
-    /// Whether `pid` is a live process (a zombie is not).
-    fn running(pid: i32) -> bool {
-        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            Ok(stat) => {
-                let state = stat
-                    .rsplit_once(')')
-                    .map(|(_, r)| r.trim_start().chars().next());
-                !matches!(state, Some(Some('Z')) | Some(Some('X')))
-            }
-            Err(_) => false,
-        }
-    }
+    use emq_testkit::process::pid_alive as running;
 
     fn wait_gone(pid: i32) -> bool {
         let t = Instant::now();

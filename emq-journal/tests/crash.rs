@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{accepted, completed, TempDir};
+use common::{accepted, completed, JournalPath, TempDir};
 use emq_journal::Journal;
 use emq_router_core::journal::{Batch, BatchId, JournalStore, Record};
 

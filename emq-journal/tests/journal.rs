@@ -8,7 +8,7 @@ use std::fs::OpenOptions;
 use std::io::{Seek, SeekFrom, Write};
 use std::time::Instant;
 
-use common::{accepted, completed, job, msgids, TempDir};
+use common::{accepted, completed, job, msgids, JournalPath, TempDir};
 use emq_journal::{Journal, JournalError, JournalOptions, SyncMode, SCHEMA_VERSION};
 use emq_router_core::journal::{Batch, BatchId, JobRecord, JournalStore, Record};
 

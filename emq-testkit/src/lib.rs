@@ -30,7 +30,7 @@ pub mod ports;
 pub mod process;
 
 pub use fake::{FakeDealer, FakeRouter, ServedRouter};
-pub use process::{ChildGuard, Proc, RunOutput, Spawn};
+pub use process::{ChildGuard, Proc, RunOutput, Spawn, TempDir};
 
 use std::time::{Duration, Instant};
 

@@ -59,6 +59,26 @@ pub fn scratch_dir(label: &str) -> PathBuf {
     dir
 }
 
+/// A [`scratch_dir`] removed when dropped, for tests whose files are not
+/// worth keeping for a post-mortem.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(label: &str) -> TempDir {
+        TempDir(scratch_dir(label))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// An empty EventMQ config file, so neither our binaries nor 0.3.13 read
 /// `/etc/eventmq.conf` of the machine.
 pub fn empty_config() -> PathBuf {

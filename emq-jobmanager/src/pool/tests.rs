@@ -6,7 +6,6 @@
 use super::*;
 use emqp_proto::job::{CallJob, RunJob, ShellJob};
 use serde_json::{json, Map, Value};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 const MODULE: &str = r#"
@@ -63,35 +62,8 @@ class Counter:
         return self.value + self.step * times
 "#;
 
-/// Whether `pid` is a live process (a zombie waiting for a reaper is not).
-fn running(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat
-                .rsplit_once(')')
-                .map(|(_, r)| r.trim_start().chars().next());
-            !matches!(state, Some(Some('Z')) | Some(Some('X')))
-        }
-        Err(_) => false,
-    }
-}
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("emq-jm-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use emq_testkit::process::pid_alive as running;
+use emq_testkit::TempDir;
 
 /// The interpreter: the project venv's when `EMQ_PY_VENV` is set.
 fn interpreter() -> String {

@@ -1,41 +1,21 @@
-//! Shared helpers: a temporary directory removed on drop, job builders.
+//! Shared helpers: the journal file of a test directory (the test kit's
+//! `TempDir`), job builders.
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::path::PathBuf;
 
 use emq_router_core::journal::{JobRecord, Record};
 
-pub struct TempDir(PathBuf);
+pub use emq_testkit::TempDir;
 
-impl TempDir {
-    pub fn new(tag: &str) -> TempDir {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let dir = std::env::temp_dir().join(format!(
-            "emq-journal-{tag}-{}-{}-{nanos}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).expect("create temp dir");
-        TempDir(dir)
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-
-    pub fn journal(&self) -> PathBuf {
-        self.0.join("journal.sqlite")
-    }
+/// The journal file of a test's directory.
+pub trait JournalPath {
+    fn journal(&self) -> PathBuf;
 }
 
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+impl JournalPath for TempDir {
+    fn journal(&self) -> PathBuf {
+        self.path().join("journal.sqlite")
     }
 }
 
