@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use emq_testkit::fake::{inform_with_features, FakeDealer, FakeRouter};
 use emq_testkit::lines::line_reader;
-use emq_testkit::ports::free_endpoint;
 use emq_testkit::process::run_to_exit;
 use emq_testkit::{ChildGuard as Guard, Spawn};
 use emqp_proto::{Command, Message, PeerType};
@@ -21,10 +20,22 @@ struct Receiver {
     endpoint: String,
 }
 
-/// The receiver bound on a free loopback port, plus `extra`.
+/// The receiver bound on a loopback port the kernel picks (kept bound: no
+/// probe-then-bind race), plus `extra`; the port read back from its
+/// "bound to" line.
 fn start(extra: &[&str]) -> Receiver {
-    let endpoint = free_endpoint();
-    let (child, lines) = spawn(&[&["--bind", &endpoint][..], extra].concat());
+    let (child, lines, errs) =
+        spawn_with_stderr(&[&["--bind", "tcp://127.0.0.1:*"][..], extra].concat());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let endpoint = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = errs
+            .recv_timeout(left)
+            .expect("emq-receiver says where it is bound within 10 s");
+        if let Some((_, ep)) = line.split_once(" bound to ") {
+            break ep.trim().to_string();
+        }
+    };
     Receiver {
         child,
         lines,
@@ -34,17 +45,24 @@ fn start(extra: &[&str]) -> Receiver {
 
 /// The receiver with `args`, and its stdout as lines.
 fn spawn(args: &[&str]) -> (Guard, mpsc::Receiver<String>) {
+    let (child, lines, _) = spawn_with_stderr(args);
+    (child, lines)
+}
+
+/// The receiver with `args`, and its stdout and stderr as lines.
+fn spawn_with_stderr(args: &[&str]) -> (Guard, mpsc::Receiver<String>, mpsc::Receiver<String>) {
     let mut child = Guard(
         Proc::new(BIN)
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("spawn emq-receiver"),
     );
     let lines = line_reader(child.0.stdout.take().unwrap());
-    (child, lines)
+    let errs = line_reader(child.0.stderr.take().unwrap());
+    (child, lines, errs)
 }
 
 impl Receiver {
