@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import weakref
-from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 from . import errors, wire
 from .wire import Frames, Incoming
@@ -282,3 +282,26 @@ def drain_list(items: List[Pending], finished: bool = False) -> int:
             i += 1
     del items[:i]
     return len(items)
+
+
+def submit_headers(
+    legacy: bool, retries: int, timeout: float, delay: Optional[float], headers: Iterable[str]
+) -> str:
+    """The HEADERS frame of a submit: an emq client asks for the result and
+    its receipt; a ``legacy`` one (0.3.13's router) cannot delay."""
+    if legacy and delay is not None:
+        raise errors.Unsupported("delay needs an emq router (0.3.13 has no delay header)")
+    return wire.headers_frame(
+        reply_requested=not legacy,
+        receipt=not legacy,
+        retries=retries,
+        timeout=timeout,
+        delay=delay,
+        extra=headers,
+    )
+
+
+def no_answer(addr: str, ack_timeout: float, what: str) -> Exception:
+    """The error when the router at ``addr`` did not answer ``what`` in
+    time."""
+    return errors.EmqConnectionError(f"no answer from the router at {addr} to {what} within {ack_timeout} s")

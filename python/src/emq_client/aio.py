@@ -239,21 +239,6 @@ class AsyncClient:
             await self._wait_event(waiter.event, remaining)
         return True
 
-    def _no_answer(self, what: str) -> Exception:
-        return errors.EmqConnectionError(f"no answer from the router at {self.addr} to {what} within {self.ack_timeout} s")
-
-    def _headers(self, retries: int, timeout: float, delay: Optional[float], headers: Iterable[str]) -> str:
-        if self.legacy and delay is not None:
-            raise errors.Unsupported("delay needs an emq router (0.3.13 has no delay header)")
-        return wire.headers_frame(
-            reply_requested=not self.legacy,
-            receipt=not self.legacy,
-            retries=retries,
-            timeout=timeout,
-            delay=delay,
-            extra=headers,
-        )
-
     async def _post(self, task: Task, queue: Optional[str], headers: str) -> Pending:
         sock = self._start()
         msgid = wire.new_msgid()
@@ -280,7 +265,7 @@ class AsyncClient:
         """As :meth:`Client.submit` (``queue-full`` is sent again with
         backoff for up to ``queue_full_timeout``)."""
         task = payload.build(func, args, kwargs)
-        hdrs = self._headers(retries, timeout, delay, headers)
+        hdrs = _core.submit_headers(self.legacy, retries, timeout, delay, headers)
         p = await self._post(task, queue, hdrs)
         if not self.legacy:
             loop = asyncio.get_running_loop()
@@ -288,7 +273,7 @@ class AsyncClient:
             tries = 0
             while True:
                 if not await self._await(p, lambda q: q.answered, self.ack_timeout):
-                    raise self._no_answer(f"job {p.msgid}")
+                    raise _core.no_answer(self.addr, self.ack_timeout, f"job {p.msgid}")
                 if not _core.is_queue_full(p):
                     break
                 tries += 1
@@ -316,7 +301,7 @@ class AsyncClient:
     ) -> List["AsyncJob"]:
         """As :meth:`Client.submit_many`."""
         limit = window or self.window
-        hdrs = self._headers(retries, timeout, delay, headers)
+        hdrs = _core.submit_headers(self.legacy, retries, timeout, delay, headers)
         jobs: List[AsyncJob] = []
         unanswered: List[Pending] = []
         unfinished: List[Pending] = []
@@ -349,7 +334,7 @@ class AsyncClient:
             if _core.drain_list(unanswered, finished) <= room:
                 break
             if not await self._wait_event(progress, self.ack_timeout) and not all(p.answered for p in unanswered):
-                raise self._no_answer(f"{len(unanswered)} jobs")
+                raise _core.no_answer(self.addr, self.ack_timeout, f"{len(unanswered)} jobs")
 
     async def schedule(
         self,
@@ -396,7 +381,7 @@ class AsyncClient:
         await self._send(sock, frames, self.addr)
         if not self.legacy:
             if not await self._await(p, lambda q: q.answered, self.ack_timeout):
-                raise self._no_answer(f"schedule {msgid}")
+                raise _core.no_answer(self.addr, self.ack_timeout, f"schedule {msgid}")
             if p.reject is not None:
                 raise p.reject
         return msgid

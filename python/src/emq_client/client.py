@@ -302,23 +302,7 @@ class Client:
                 raise expired()
             self._pump(remaining)
 
-    def _no_answer(self, what: str) -> Exception:
-        return errors.EmqConnectionError(f"no answer from the router at {self.addr} to {what} within {self.ack_timeout} s")
-
     # -- submitting -------------------------------------------------------
-
-    def _headers(self, retries: int, timeout: float, delay: Optional[float], headers: Iterable[str]) -> str:
-        """The HEADERS frame for a submit by this client."""
-        if self.legacy and delay is not None:
-            raise errors.Unsupported("delay needs an emq router (0.3.13 has no delay header)")
-        return wire.headers_frame(
-            reply_requested=not self.legacy,
-            receipt=not self.legacy,
-            retries=retries,
-            timeout=timeout,
-            delay=delay,
-            extra=headers,
-        )
 
     def _post(self, task: Task, queue: Optional[str], headers: str) -> Pending:
         """Send one REQUEST and record it."""
@@ -358,13 +342,13 @@ class Client:
         :class:`EmqConnectionError` when no router answers in time."""
         self._check()
         task = payload.build(func, args, kwargs)
-        hdrs = self._headers(retries, timeout, delay, headers)
+        hdrs = _core.submit_headers(self.legacy, retries, timeout, delay, headers)
         p = self._post(task, queue, hdrs)
         if not self.legacy:
             give_up = time.monotonic() + self.queue_full_timeout
             tries = 0
             while True:
-                self._wait(lambda: p.answered, self.ack_timeout, lambda: self._no_answer(f"job {p.msgid}"))
+                self._wait(lambda: p.answered, self.ack_timeout, lambda: _core.no_answer(self.addr, self.ack_timeout, f"job {p.msgid}"))
                 if not _core.is_queue_full(p):
                     break
                 tries += 1
@@ -404,7 +388,7 @@ class Client:
         :class:`Rejected` from ``result()``."""
         self._check()
         limit = window or self.window
-        hdrs = self._headers(retries, timeout, delay, headers)
+        hdrs = _core.submit_headers(self.legacy, retries, timeout, delay, headers)
         jobs: List[Job] = []
         tasks: List[Task] = []
         unanswered: List[Pending] = []
@@ -465,7 +449,7 @@ class Client:
         as long as they take."""
         while _core.drain_list(unanswered, finished) > room:
             if not self._pump(self.ack_timeout) and not all(p.answered for p in unanswered):
-                raise self._no_answer(f"{len(unanswered)} jobs")
+                raise _core.no_answer(self.addr, self.ack_timeout, f"{len(unanswered)} jobs")
 
     def schedule(
         self,
@@ -518,7 +502,7 @@ class Client:
         p = self._tracker.add(msgid, reply=False, frames=frames)
         self._send(self._sock, frames, self.addr)
         if not self.legacy:
-            self._wait(lambda: p.answered, self.ack_timeout, lambda: self._no_answer(f"schedule {msgid}"))
+            self._wait(lambda: p.answered, self.ack_timeout, lambda: _core.no_answer(self.addr, self.ack_timeout, f"schedule {msgid}"))
             if p.reject is not None:
                 raise p.reject
         return msgid
