@@ -27,6 +27,7 @@ included; every wait is bounded.
 """
 
 import argparse
+import importlib
 import json
 import os
 import shutil
@@ -277,28 +278,23 @@ class Redis(System):
                     raise RuntimeError("redis-server did not start")
                 time.sleep(0.05)
 
-    def redis_missing(self):
+    #: The Python package of the system's client and workers.
+    package = None
+
+    def available(self):
         if not shutil.which("redis-server"):
             return "redis-server is not installed (apt-get install redis-server)"
-        try:
-            import redis  # noqa: F401
-        except ImportError:
-            return "the redis package is not installed in this python"
+        for pkg in ("redis", self.package):
+            try:
+                importlib.import_module(pkg)
+            except ImportError:
+                return "the %s package is not installed in this python" % pkg
         return None
 
 
 class Celery(Redis):
     name = "celery-redis"
-
-    def available(self):
-        why = self.redis_missing()
-        if why:
-            return why
-        try:
-            import celery  # noqa: F401
-        except ImportError:
-            return "celery is not installed in this python"
-        return None
+    package = "celery"
 
     def start(self):
         self.start_redis()
@@ -327,17 +323,8 @@ class Celery(Redis):
 
 class RQ(Redis):
     name = "rq-redis"
+    package = "rq"
     share = 0.1
-
-    def available(self):
-        why = self.redis_missing()
-        if why:
-            return why
-        try:
-            import rq  # noqa: F401
-        except ImportError:
-            return "rq is not installed in this python"
-        return None
 
     def start(self):
         r = self.start_redis()
