@@ -211,24 +211,8 @@ impl Router {
         if self.reply_taken(jid, reply_msgid) {
             return true;
         }
-        let Some(job) = self.store.jobs.get(&jid) else {
+        if self.take_back(id, jid).is_none() {
             return false;
-        };
-        match job.state {
-            JobState::InFlight { worker, seq } if worker != id => {
-                if self.finish_inflight(worker, seq).is_none() {
-                    return false;
-                }
-                if let Some(w) = self.pool.get_mut(worker) {
-                    // A legacy worker would send a READY for that slot.
-                    w.kind.owe_ready();
-                }
-            }
-            JobState::Queued if job.lost() > 0 => self.store.remove_queued(jid),
-            JobState::Delayed { due } if job.lost() > 0 => {
-                self.store.delayed.remove(&(due, jid));
-            }
-            _ => return false,
         }
         log::info!(
             "REPLY for {msgid} from worker {} completes the job delivered on another connection",
@@ -260,33 +244,17 @@ impl Router {
                 log::debug!("RUNNING {msgid} from {who}: no such unfinished job");
                 continue;
             };
-            let Some(job) = self.store.jobs.get(&jid) else {
+            let Some(from_queue) = self.take_back(id, jid) else {
+                log::debug!("RUNNING {msgid} from {who}: on it already, or handed out again");
                 continue;
             };
-            let requeued = job.lost() > 0;
-            match job.state {
-                JobState::InFlight { worker, .. } if worker == id => continue,
-                JobState::InFlight { worker, seq } => {
-                    if self.finish_inflight(worker, seq).is_none() {
-                        continue;
-                    }
-                }
-                JobState::Queued if requeued => self.store.remove_queued(jid),
-                JobState::Delayed { due } if requeued => {
-                    self.store.delayed.remove(&(due, jid));
-                }
-                _ => {
-                    log::debug!("RUNNING {msgid} from {who}: not in flight nor redelivered");
-                    continue;
-                }
-            }
             let Some(seq) = self.pool.record_dispatch(id, jid, &msgid, false, now) else {
                 // Cannot happen (the worker is known): keep the job.
                 self.store.requeue(jid, true);
                 continue;
             };
             if let Some(job) = self.store.jobs.get_mut(&jid) {
-                if requeued && !matches!(job.state, JobState::InFlight { .. }) {
+                if from_queue {
                     // Its delivery was not lost after all.
                     let extra = job.extra_mut();
                     extra.lost = extra.lost.saturating_sub(1);
@@ -301,6 +269,37 @@ impl Router {
                 "worker {who} reconnected running {adopted} job(s) delivered on its earlier \
                  connection: moved to it, not delivered again"
             );
+        }
+    }
+
+    /// Take job `jid` back, for worker `id`, from where an earlier
+    /// delivery of it left it after a reconnect (a REPLY or a RUNNING from
+    /// the job manager's new identity): in flight on another identity, or
+    /// queued / waiting for a retry delay after that delivery was counted
+    /// lost. `Some(true)`: it was back in its queue; `Some(false)`: it was
+    /// taken off another worker; `None`: nothing to take it from (in
+    /// flight on `id`, finished, never lost).
+    fn take_back(&mut self, id: WorkerId, jid: JobId) -> Option<bool> {
+        let job = self.store.jobs.get(&jid)?;
+        let lost = job.lost() > 0;
+        match job.state {
+            JobState::InFlight { worker, seq } if worker != id => {
+                self.finish_inflight(worker, seq)?;
+                if let Some(w) = self.pool.get_mut(worker) {
+                    // A legacy worker would send a READY for that slot.
+                    w.kind.owe_ready();
+                }
+                Some(false)
+            }
+            JobState::Queued if lost => {
+                self.store.remove_queued(jid);
+                Some(true)
+            }
+            JobState::Delayed { due } if lost => {
+                self.store.delayed.remove(&(due, jid));
+                Some(true)
+            }
+            _ => None,
         }
     }
 
