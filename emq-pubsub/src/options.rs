@@ -41,7 +41,7 @@ Every option can also come from the environment (EVENTMQ_<KEY>) or from the
 (default /etc/eventmq.conf), as with EventMQ 0.3.13. Flags win over the
 environment, which wins over the file. Keys: PUBLISHER_INCOMING_ADDR,
 PUBLISHER_OUTGOING_ADDR, MAX_MESSAGE_SIZE, PUBLISHER_SUBSCRIBER_HWM,
-PUBLISHER_REPORT_INTERVAL.
+PUBLISHER_REPORT_INTERVAL, PUBLISHER_MAX_SUBSCRIPTIONS.
 
 SIGTERM, SIGINT or SIGQUIT stop it: what is already queued for subscribers
 gets up to a second to go out, the totals are logged, exit 0. Exit code 2:
@@ -83,6 +83,14 @@ pub struct Cli {
     /// [env: EVENTMQ_PUBLISHER_REPORT_INTERVAL] [default: 60]
     #[arg(long, value_name = "SECS", value_parser = emqp_proto::duration::secs)]
     pub report_interval: Option<f64>,
+
+    /// Topic prefixes the subscription table keeps at most (it only serves
+    /// the "to no subscriber" count: past it, subscriptions still work,
+    /// are logged as not kept, and messages to no kept prefix are not
+    /// counted as to no subscriber) [env: EVENTMQ_PUBLISHER_MAX_SUBSCRIPTIONS]
+    /// [default: 100000]
+    #[arg(long, value_name = "N")]
+    pub max_subscriptions: Option<usize>,
 }
 
 /// Options after flags, environment, file and defaults are merged.
@@ -94,6 +102,7 @@ pub struct Options {
     pub max_message_size: Option<usize>,
     pub subscriber_hwm: i32,
     pub report_every: Option<Duration>,
+    pub max_subscriptions: usize,
 }
 
 impl Options {
@@ -156,12 +165,18 @@ impl Options {
                     .map_err(|e| format!("--report-interval {secs}: {e}"))?,
             )
         };
+        let max_subscriptions = s.pick(
+            cli.max_subscriptions,
+            "PUBLISHER_MAX_SUBSCRIPTIONS",
+            crate::core::DEFAULT_MAX_SUBSCRIPTIONS,
+        )?;
         Ok(Options {
             incoming,
             outgoing,
             max_message_size,
             subscriber_hwm,
             report_every,
+            max_subscriptions,
         })
     }
 
@@ -170,6 +185,7 @@ impl Options {
         Config {
             max_message_size: self.max_message_size,
             report_every: self.report_every,
+            max_subscriptions: self.max_subscriptions,
         }
     }
 
@@ -221,6 +237,7 @@ mod tests {
                 max_message_size: Some(16 * 1024 * 1024),
                 subscriber_hwm: 100_000,
                 report_every: Some(Duration::from_secs(60)),
+                max_subscriptions: 100_000,
             }
         );
         assert_eq!(o.socket_max_message_size(), 32 * 1024 * 1024);

@@ -15,6 +15,7 @@ use std::sync::Arc;
 pub mod curve;
 pub mod failover;
 pub mod http;
+pub mod log_limit;
 pub mod metrics_http;
 pub mod zap;
 

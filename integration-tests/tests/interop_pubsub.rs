@@ -316,3 +316,122 @@ fn emq_pubsub_drops_what_is_not_a_publish_and_keeps_going() {
         assert!(log.contains(needle), "log lacks {needle:?}:\n{log}");
     }
 }
+
+/// VmRSS of a process, in kB.
+fn rss_kb(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+/// The numbers the periodic reports ("last 0.5 s: ...") give before
+/// `needle`, one per report line.
+fn per_report(log: &str, needle: &str) -> Vec<u64> {
+    log.lines()
+        .filter(|l| l.contains("last 0.5 s: "))
+        .filter_map(|l| {
+            let head = &l[..l.find(needle)?];
+            head.rsplit(|c: char| !c.is_ascii_digit())
+                .find(|w| !w.is_empty())?
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
+#[test]
+fn floods_of_subscriptions_and_of_junk_cost_a_bounded_table_and_a_few_log_lines() {
+    const TOPICS: usize = 20_000;
+    const KEPT: usize = 1_000;
+    const JUNK: u64 = 20_000;
+    let (mut pubsub, addrs) = start_pubsub(&[
+        "--max-subscriptions",
+        &KEPT.to_string(),
+        "--report-interval",
+        "0.5",
+    ]);
+    let rss_start = rss_kb(pubsub.pid());
+    // one subscriber with 20,000 distinct topics (no high-water mark on
+    // its subscriptions, so libzmq passes every one of them on)
+    let sub = integration_tests::zmq_ctx().socket(zmq::SUB).unwrap();
+    sub.set_linger(0).unwrap();
+    sub.set_sndhwm(0).unwrap();
+    for i in 0..TOPICS {
+        sub.set_subscribe(format!("flood.{i:06}").as_bytes())
+            .unwrap();
+    }
+    sub.connect(&addrs.outgoing).unwrap();
+    let full = format!(
+        "{KEPT} topic prefix(es) subscribed and {} more not kept",
+        TOPICS - KEPT
+    );
+    pubsub
+        .wait_for_log_line(&full, WAIT)
+        .unwrap_or_else(|e| panic!("{e}\n{}", pubsub.tail(20)));
+    let rss_subscribed = rss_kb(pubsub.pid());
+    // it leaves: every one of its prefixes leaves the table
+    drop(sub);
+    let gone = poll_until(WAIT, POLL, || {
+        pubsub
+            .stderr()
+            .lines()
+            .rev()
+            .find(|l| l.contains("last 0.5 s: "))
+            .filter(|l| l.contains("; 0 topic prefix(es) subscribed") && !l.contains("not kept"))
+            .map(str::to_string)
+    });
+    assert!(
+        gone.is_some(),
+        "the table did not empty:\n{}",
+        pubsub.tail(20)
+    );
+    let rss_left = rss_kb(pubsub.pid());
+
+    // 20,000 malformed messages
+    let dealer = integration_tests::zmq_ctx().socket(zmq::DEALER).unwrap();
+    dealer.set_linger(0).unwrap();
+    dealer.set_sndhwm(0).unwrap();
+    dealer.set_identity(b"junk-flood").unwrap();
+    dealer.connect(&addrs.incoming).unwrap();
+    for _ in 0..JUNK {
+        dealer.send_multipart([&b"not"[..], b"emqp"], 0).unwrap();
+    }
+    let counted = poll_until(WAIT, POLL, || {
+        let n: u64 = per_report(&pubsub.stderr(), " malformed").iter().sum();
+        (n >= JUNK).then_some(n)
+    });
+    assert_eq!(
+        counted,
+        Some(JUNK),
+        "every one counted:\n{}",
+        pubsub.tail(20)
+    );
+    assert!(pubsub.is_running());
+    pubsub.stop();
+    let log = pubsub.stderr();
+    let lines = |needle: &str| log.lines().filter(|l| l.contains(needle)).count();
+    let malformed_lines = lines("that is not eMQP/1.0");
+    let subscription_lines = lines("subscription to topic prefix") + lines("no subscriber left");
+    let not_kept_lines = lines("not kept: the table holds");
+    assert!(
+        malformed_lines <= 5,
+        "{malformed_lines} lines for {JUNK} malformed messages"
+    );
+    assert!(
+        subscription_lines <= 2 * 5 && not_kept_lines <= 5,
+        "{subscription_lines} lines for {} subscription changes, {not_kept_lines} for those \
+         not kept",
+        2 * TOPICS
+    );
+    let total = log.lines().count();
+    assert!(total < 200, "{total} log lines in all");
+    integration_tests::report(&format!(
+        "pubsub floods: {TOPICS} topics of one subscriber with --max-subscriptions {KEPT}: \
+         VmRSS {rss_start} kB at start, {rss_subscribed} kB subscribed, {rss_left} kB after it \
+         left (table 0); {JUNK} malformed messages: {malformed_lines} line(s); \
+         {subscription_lines} subscription line(s); {total} log lines in all"
+    ));
+}

@@ -155,6 +155,7 @@ fn frames_over_the_size_limit_are_dropped() {
         Config {
             max_message_size: Some(8),
             report_every: None,
+            ..Config::default()
         },
         T0,
     );
@@ -171,6 +172,7 @@ fn frames_over_the_size_limit_are_dropped() {
         Config {
             max_message_size: None,
             report_every: None,
+            ..Config::default()
         },
         T0,
     );
@@ -225,6 +227,7 @@ fn reports_are_due_every_period_and_do_not_burst_after_a_stall() {
         Config {
             max_message_size: None,
             report_every: Some(every),
+            ..Config::default()
         },
         Duration::from_secs(5),
     );
@@ -244,8 +247,77 @@ fn reports_are_due_every_period_and_do_not_burst_after_a_stall() {
         Config {
             max_message_size: None,
             report_every: None,
+            ..Config::default()
         },
         T0,
     );
     assert_eq!(quiet.poll_timeout(), None);
+}
+
+#[test]
+fn a_flood_of_junk_writes_a_few_lines_then_one_summary_per_kind() {
+    let mut c = Pubsub::new(
+        Config {
+            report_every: None,
+            ..Config::default()
+        },
+        T0,
+    );
+    assert_eq!(c.poll_timeout(), None);
+    let at = |ms: u64| T0 + Duration::from_millis(ms);
+    for i in 0..20_000u64 {
+        assert!(c
+            .handle_incoming(vec![b"p".to_vec(), b"junk".to_vec()], at(i / 10))
+            .is_none());
+    }
+    assert_eq!(c.stats().malformed, 20_000, "every one is counted");
+    // the first LOG_BURST were written; the summary of the rest is due when
+    // the window that started with the first is over
+    assert_eq!(c.poll_timeout(), Some(at(0) + super::LOG_WINDOW));
+    c.handle_timeout(at(9_999));
+    assert_eq!(c.poll_timeout(), Some(at(0) + super::LOG_WINDOW), "not yet");
+    c.handle_timeout(at(10_000));
+    assert_eq!(c.poll_timeout(), None, "summarised once");
+    assert_eq!(
+        c.quiet.malformed.take_summary(at(60_000)),
+        None,
+        "nothing left to summarise"
+    );
+}
+
+#[test]
+fn the_table_is_bounded_and_a_departed_subscriber_leaves_nothing_in_it() {
+    let mut c = Pubsub::new(
+        Config {
+            max_subscriptions: 3,
+            ..Config::default()
+        },
+        T0,
+    );
+    for t in ["a", "b", "c", "d", "e"] {
+        c.handle_subscription(format!("\x01{t}").as_bytes(), T0);
+    }
+    c.handle_subscription(b"\x01a", T0); // kept already: nothing new
+    assert_eq!(c.subscription_count(), (3, 2), "three kept, two not");
+    assert_eq!(c.stats().untracked, 2);
+    // "z" may have matched a prefix that is not kept: not counted as unheard
+    c.handle_incoming(publish("p", "z", b"1"), T0).unwrap();
+    assert_eq!(c.stats().unheard, 0);
+    assert!(
+        c.summary()
+            .contains("3 topic prefix(es) subscribed and 2 more not kept (--max-subscriptions)"),
+        "{}",
+        c.summary()
+    );
+    // the subscriber leaves: libzmq unsubscribes every prefix it held
+    for t in ["a", "b", "c", "d", "e"] {
+        c.handle_subscription(format!("\x00{t}").as_bytes(), T0);
+    }
+    assert_eq!(c.subscription_count(), (0, 0));
+    c.handle_incoming(publish("p", "z", b"2"), T0).unwrap();
+    assert_eq!(
+        c.stats().unheard,
+        1,
+        "now nobody is listening, and the core knows"
+    );
 }
