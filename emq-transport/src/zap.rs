@@ -32,6 +32,7 @@ use std::str::FromStr;
 use std::sync::{Arc, RwLock};
 
 use crate::curve::{AuthorisedKeys, KeyPair, PublicKey};
+use crate::log_limit::LogLimit;
 
 /// The inproc endpoint libzmq sends ZAP requests to.
 pub const ZAP_ENDPOINT: &str = "inproc://zeromq.zap.01";
@@ -423,30 +424,69 @@ pub fn parse_plain_users(text: &str) -> Result<HashMap<String, String>, String> 
     Ok(users)
 }
 
-/// A refused client reconnects every 100 ms or so: the same warning at
-/// most every 10 s, with the count of those not written.
-#[derive(Default)]
-struct Repeats(HashMap<String, (std::time::Instant, u64)>);
+/// The refusals a handler writes to the log. A refused client reconnects
+/// every 100 ms or so: the same warning at most every 10 s, with the count
+/// of those not written. And since a new key, name or address costs a
+/// client nothing, at most [`REFUSALS_PER_WINDOW`] warnings of any text per
+/// window ([`LogLimit`]); the rest are summed up in one line once the
+/// window is over ("N more … not logged one by one"). The handler's thread
+/// wakes every [`QUIET_TICK_MS`] for that summary.
+struct Repeats {
+    start: std::time::Instant,
+    /// Per text: when it was last written, and how often not since.
+    seen: HashMap<String, (std::time::Duration, u64)>,
+    all: LogLimit,
+    /// What a line is about, for the summary ("connection refusal(s)").
+    what: &'static str,
+}
+
+/// Refusal warnings of any text written per 10 s.
+pub const REFUSALS_PER_WINDOW: u32 = 10;
+/// How often a handler's thread wakes to write a summary that is due.
+const QUIET_TICK_MS: i32 = 1000;
 
 impl Repeats {
-    const QUIET: std::time::Duration = std::time::Duration::from_secs(10);
+    const QUIET: std::time::Duration = crate::log_limit::DEFAULT_WINDOW;
+
+    fn new(what: &'static str) -> Repeats {
+        Repeats {
+            start: std::time::Instant::now(),
+            seen: HashMap::new(),
+            all: LogLimit::new(Self::QUIET, REFUSALS_PER_WINDOW),
+            what,
+        }
+    }
 
     fn warn(&mut self, text: String) {
-        let now = std::time::Instant::now();
-        if self.0.len() > 10_000 {
-            self.0
-                .retain(|_, (at, _)| now.duration_since(*at) < Self::QUIET);
+        let now = self.start.elapsed();
+        self.flush();
+        if self.seen.len() > 10_000 {
+            self.seen.retain(|_, (at, _)| now - *at < Self::QUIET);
         }
-        match self.0.get_mut(&text) {
-            Some((at, quiet)) if now.duration_since(*at) < Self::QUIET => *quiet += 1,
+        match self.seen.get_mut(&text) {
+            Some((at, quiet)) if now - *at < Self::QUIET => *quiet += 1,
             entry => {
                 let more = match entry {
                     Some((_, n)) if *n > 0 => format!(" ({n} more like it not logged)"),
                     _ => String::new(),
                 };
-                log::warn!("{text}{more}");
-                self.0.insert(text, (now, 0));
+                if self.all.allow(now) {
+                    log::warn!("{text}{more}");
+                }
+                self.seen.insert(text, (now, 0));
             }
+        }
+    }
+
+    /// Write the summary of a window that is over, if lines were held
+    /// back in it.
+    fn flush(&mut self) {
+        if let Some(n) = self.all.take_summary(self.start.elapsed()) {
+            log::warn!(
+                "{n} more {} in the last {} s, not logged one by one",
+                self.what,
+                self.all.window().as_secs()
+            );
         }
     }
 }
@@ -476,16 +516,21 @@ impl ZapHandler {
 pub fn spawn_zap_handler(ctx: &zmq::Context, policy: AccessPolicy) -> zmq::Result<ZapHandler> {
     let sock = ctx.socket(zmq::REP)?;
     sock.set_linger(0)?;
+    sock.set_rcvtimeo(QUIET_TICK_MS)?;
     sock.bind(ZAP_ENDPOINT)?;
     let policy = Arc::new(RwLock::new(policy));
     let shared = Arc::clone(&policy);
-    let mut refused = Repeats::default();
+    let mut refused = Repeats::new("connection refusal(s)");
     let thread = std::thread::Builder::new()
         .name("zap".into())
         .spawn(move || loop {
             let frames = match sock.recv_multipart(0) {
                 Ok(f) => f,
                 Err(zmq::Error::ETERM) => return,
+                Err(zmq::Error::EAGAIN) => {
+                    refused.flush();
+                    continue;
+                }
                 Err(e) => {
                     log::error!("ZAP handler receive failed: {e}");
                     return;
@@ -594,15 +639,20 @@ pub fn spawn_handshake_monitor(
     sock.monitor(&endpoint, events)?;
     let pair = ctx.socket(zmq::PAIR)?;
     pair.set_linger(0)?;
+    pair.set_rcvtimeo(QUIET_TICK_MS)?;
     pair.connect(&endpoint)?;
     let (name, mechanism) = (name.to_string(), mechanism.to_string());
-    let mut said = Repeats::default();
+    let mut said = Repeats::new("failed handshake(s)");
     Ok(std::thread::Builder::new()
         .name(format!("monitor-{name}"))
         .spawn(move || loop {
             let frames = match pair.recv_multipart(0) {
                 Ok(f) => f,
                 Err(zmq::Error::ETERM) => return,
+                Err(zmq::Error::EAGAIN) => {
+                    said.flush();
+                    continue;
+                }
                 Err(e) => {
                     log::error!("{name}: handshake monitor receive failed: {e}");
                     return;

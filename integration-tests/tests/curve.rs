@@ -301,3 +301,72 @@ fn unknown_keys_no_keys_and_plain_are_refused_before_the_core_and_sighup_lets_a_
     assert_eq!(counters(&addrs.admin, Some(&keys))["accepted"], 1);
     router.stop();
 }
+
+#[test]
+fn three_hundred_random_keys_cost_a_bounded_number_of_log_lines() {
+    const ATTEMPTS: usize = 300;
+    let keys = Keys::make();
+    let (mut router, addrs) = curve_router(&keys);
+    let server_key = keys.client("ops").server_key;
+    // each with a key of its own (free to make), one attempt each (no
+    // reconnecting), all at once
+    let socks: Vec<zmq::Socket> = (0..ATTEMPTS)
+        .map(|i| {
+            let sock = integration_tests::zmq_ctx().socket(zmq::DEALER).unwrap();
+            sock.set_linger(0).unwrap();
+            sock.set_reconnect_ivl(-1).unwrap();
+            emq_transport::curve::CurveClient {
+                server_key: server_key.clone(),
+                own: emq_transport::curve::generate().unwrap(),
+            }
+            .apply(&sock)
+            .unwrap();
+            sock.set_identity(format!("random-{i}").as_bytes()).unwrap();
+            sock.connect(&addrs.frontend).unwrap();
+            sock
+        })
+        .collect();
+    // every refusal is either its own line (a key of its own) or counted
+    // in a summary once its 10 s window is over
+    let refusal = "is not authorised on frontend";
+    let summary = "more connection refusal(s) in the last 10 s";
+    let accounted = |log: &str| -> (usize, u64) {
+        let lines = log.lines().filter(|l| l.contains(refusal)).count();
+        let summed: u64 = log
+            .lines()
+            .filter_map(|l| {
+                let head = &l[..l.find(summary)?];
+                head.rsplit(|c: char| !c.is_ascii_digit())
+                    .find(|w| !w.is_empty())?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum();
+        (lines, summed)
+    };
+    let done =
+        integration_tests::poll_until(Duration::from_secs(40), Duration::from_millis(100), || {
+            let (lines, summed) = accounted(&router.stderr());
+            (lines as u64 + summed >= ATTEMPTS as u64).then_some((lines, summed))
+        });
+    drop(socks);
+    let log = router.stderr();
+    let (lines, summed) = done.unwrap_or_else(|| {
+        panic!(
+            "not all {ATTEMPTS} refusals were logged or summed up: {:?}\n{}",
+            accounted(&log),
+            router.tail(30)
+        )
+    });
+    router.stop();
+    let warnings = log.lines().filter(|l| l.contains(" WARN ")).count();
+    assert!(
+        lines <= 2 * emq_transport::zap::REFUSALS_PER_WINDOW as usize,
+        "{lines} refusal lines for {ATTEMPTS} random keys"
+    );
+    assert!(warnings <= 30, "{warnings} warning lines in all:\n{log}");
+    integration_tests::report(&format!(
+        "curve: {ATTEMPTS} random-key attempts -> {lines} refusal line(s) + {summed} summed up \
+         in a summary; {warnings} warning line(s) in all"
+    ));
+}
