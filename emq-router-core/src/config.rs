@@ -78,6 +78,11 @@ pub struct Config {
     /// runs): the driver passes a random one; tests a fixed one, so that
     /// frames are the same on every run.
     pub id_seed: u64,
+    /// The secret the take-back keys are made from (`router/peers.rs`,
+    /// "Take-back keys"): the driver passes random bytes; tests fixed ones.
+    /// Unlike `id_seed` it must never be guessable from what the router
+    /// sends.
+    pub take_back_secret: [u8; 32],
 }
 
 impl Default for Config {
@@ -102,6 +107,7 @@ impl Default for Config {
             epoch_unix_micros: 0,
             max_message_size: Some(DEFAULT_MAX_MESSAGE_SIZE),
             id_seed: 0,
+            take_back_secret: [0; 32],
         }
     }
 }

@@ -55,6 +55,9 @@ pub struct JobMeta {
 pub struct JobExtra {
     /// Deliveries lost to worker failure.
     pub lost: u32,
+    /// The take-back key of the worker whose delivery was lost last: only
+    /// its job manager may take the job back (`router/completion.rs`).
+    pub lost_from: Option<Box<str>>,
     /// Failed REPLYs so far.
     pub failures: u32,
     /// The last failed REPLY payload.

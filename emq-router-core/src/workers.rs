@@ -63,6 +63,9 @@ pub struct Worker {
     /// The queues as announced (admin output keeps the INFORM order).
     pub announced: Vec<(u32, String)>,
     pub features: Vec<String>,
+    /// Its job manager's take-back key (`router/peers.rs`, "Take-back
+    /// keys"); `None` for a worker that listed no features.
+    pub take_back: Option<Box<str>>,
     /// How the worker reports finished jobs.
     pub kind: WorkerKind,
     pub slots: u32,
@@ -179,6 +182,7 @@ impl WorkerPool {
                 queues,
                 announced,
                 features,
+                take_back: None,
                 kind,
                 slots: 0,
                 draining: false,

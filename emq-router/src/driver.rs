@@ -241,6 +241,10 @@ pub(crate) fn run(cli: Cli) -> Result<(), Fail> {
     let start = Instant::now();
     opts.core.epoch_unix_micros = unix_micros();
     opts.core.id_seed = emqp_proto::msgid::random_seed();
+    // four random seeds (uuid4 bits from the OS's generator): ~240 bits
+    for chunk in opts.core.take_back_secret.chunks_mut(8) {
+        chunk.copy_from_slice(&emqp_proto::msgid::random_seed().to_le_bytes());
+    }
     let signals = ShutdownSignal::install().map_err(|e| format!("signal handlers: {e}"))?;
     // SIGHUP: the access files are read again (installed once: a router
     // that goes back to standby and serves again keeps the same handler).

@@ -56,6 +56,25 @@ pub const FEATURE_REPLY_RESEND: &str = "reply-resend";
 /// delivering them again (docs/PROTOCOL.md, "Link resets").
 pub const FEATURE_ADOPT_RUNNING: &str = "adopt-running";
 
+/// The prefix of the take-back key in the features frames (emq): the
+/// router's ACK of a worker INFORM that listed features carries
+/// `take-back=KEY` (32 hex digits), a secret of that job manager; after a
+/// reconnect the job manager lists the same `take-back=KEY` in its INFORM,
+/// and only then may its new identity take back the jobs delivered on the
+/// old one (REPLY from the new identity, RUNNING). docs/PROTOCOL.md, "Link
+/// resets".
+pub const FEATURE_TAKE_BACK: &str = "take-back=";
+
+/// The take-back key a features list carries, if one is well formed (32
+/// lowercase hex digits).
+pub fn take_back_key(features: &[String]) -> Option<&str> {
+    features.iter().find_map(|f| {
+        let key = f.strip_prefix(FEATURE_TAKE_BACK)?;
+        (key.len() == 32 && key.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+            .then_some(key)
+    })
+}
+
 impl Inform {
     pub fn has_feature(&self, name: &str) -> bool {
         self.features.iter().any(|f| f == name)

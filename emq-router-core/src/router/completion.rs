@@ -24,7 +24,12 @@
 //!   connection (slots come from READYs, so no slot count changes). Any
 //!   other REPLY whose msgid is not in flight on that worker (late,
 //!   duplicate, legacy worker) is ignored: a result is forwarded at most
-//!   once.
+//!   once. **Only the job's holder may take it back**: the worker must
+//!   have the take-back key of the worker the job was delivered to (its
+//!   job manager listed it in the INFORM of its new connection;
+//!   `peers.rs`, "Take-back keys"). A REPLY or RUNNING from any other
+//!   worker for a job it does not hold is ignored with a warning (one
+//!   line per claim, rate-limited), and the holder's run goes on.
 //! - **REPLYs sent again.** An emq job manager sends the REPLYs of its
 //!   last interval × liveness again after a reconnect, as they were (same
 //!   message msgid), when this router's ACK listed `reply-resend`
@@ -75,6 +80,17 @@ use super::{DeadLetter, Router};
 use crate::event::Action;
 use crate::jobs::{Job, JobId, JobState};
 use crate::journal::{FinishedRecord, Record};
+
+/// What [`Router::take_back`] found.
+enum TakeBack {
+    /// Taken: back from its queue (`true`) or off another worker.
+    Taken { from_queue: bool },
+    /// Nothing to take it from (in flight on the claimant, finished, never
+    /// lost).
+    Nothing,
+    /// Held elsewhere, and the claimant lacks the holder's key.
+    NotTheHolder,
+}
 
 /// Payload bytes a finished job or dead letter keeps for lookups.
 pub(crate) const PAYLOAD_KEPT: usize = 1000;
@@ -211,8 +227,13 @@ impl Router {
         if self.reply_taken(jid, reply_msgid) {
             return true;
         }
-        if self.take_back(id, jid).is_none() {
-            return false;
+        match self.take_back(id, jid) {
+            TakeBack::Taken { .. } => {}
+            TakeBack::Nothing => return false,
+            TakeBack::NotTheHolder => {
+                self.log_stranger(id, "REPLY", msgid, now);
+                return true;
+            }
         }
         log::info!(
             "REPLY for {msgid} from worker {} completes the job delivered on another connection",
@@ -244,9 +265,16 @@ impl Router {
                 log::debug!("RUNNING {msgid} from {who}: no such unfinished job");
                 continue;
             };
-            let Some(from_queue) = self.take_back(id, jid) else {
-                log::debug!("RUNNING {msgid} from {who}: on it already, or handed out again");
-                continue;
+            let from_queue = match self.take_back(id, jid) {
+                TakeBack::Taken { from_queue } => from_queue,
+                TakeBack::Nothing => {
+                    log::debug!("RUNNING {msgid} from {who}: on it already, or handed out again");
+                    continue;
+                }
+                TakeBack::NotTheHolder => {
+                    self.log_stranger(id, "RUNNING", &msgid, now);
+                    continue;
+                }
             };
             let Some(seq) = self.pool.record_dispatch(id, jid, &msgid, false, now) else {
                 // Cannot happen (the worker is known): keep the job.
@@ -276,30 +304,58 @@ impl Router {
     /// delivery of it left it after a reconnect (a REPLY or a RUNNING from
     /// the job manager's new identity): in flight on another identity, or
     /// queued / waiting for a retry delay after that delivery was counted
-    /// lost. `Some(true)`: it was back in its queue; `Some(false)`: it was
-    /// taken off another worker; `None`: nothing to take it from (in
-    /// flight on `id`, finished, never lost).
-    fn take_back(&mut self, id: WorkerId, jid: JobId) -> Option<bool> {
-        let job = self.store.jobs.get(&jid)?;
+    /// lost — if `id` holds the take-back key of the worker the job was
+    /// delivered to (see "Reconnects").
+    fn take_back(&mut self, id: WorkerId, jid: JobId) -> TakeBack {
+        let Some(job) = self.store.jobs.get(&jid) else {
+            return TakeBack::Nothing;
+        };
+        let key = self.pool.get(id).and_then(|w| w.take_back.as_deref());
+        let holds = |other: Option<&str>| key.is_some() && key == other;
         let lost = job.lost() > 0;
+        let lost_from = job.extra.as_ref().and_then(|e| e.lost_from.as_deref());
         match job.state {
             JobState::InFlight { worker, seq } if worker != id => {
-                self.finish_inflight(worker, seq)?;
+                let holder = self.pool.get(worker).and_then(|w| w.take_back.as_deref());
+                if !holds(holder) {
+                    return TakeBack::NotTheHolder;
+                }
+                if self.finish_inflight(worker, seq).is_none() {
+                    return TakeBack::Nothing;
+                }
                 if let Some(w) = self.pool.get_mut(worker) {
                     // A legacy worker would send a READY for that slot.
                     w.kind.owe_ready();
                 }
-                Some(false)
+                TakeBack::Taken { from_queue: false }
+            }
+            JobState::Queued | JobState::Delayed { .. } if lost && !holds(lost_from) => {
+                TakeBack::NotTheHolder
             }
             JobState::Queued if lost => {
                 self.store.remove_queued(jid);
-                Some(true)
+                TakeBack::Taken { from_queue: true }
             }
             JobState::Delayed { due } if lost => {
                 self.store.delayed.remove(&(due, jid));
-                Some(true)
+                TakeBack::Taken { from_queue: true }
             }
-            _ => None,
+            _ => TakeBack::Nothing,
+        }
+    }
+
+    /// A claim of a job by a worker without its holder's take-back key.
+    fn log_stranger(&mut self, id: WorkerId, what: &str, msgid: &str, now: Duration) {
+        self.stats.foreign_claims += 1;
+        if self.stranger_log.allow(now) {
+            log::warn!(
+                "{what} for {msgid} from worker {} ignored: that job was delivered to another \
+                 job manager, and this one did not present its take-back key",
+                self.pool
+                    .get(id)
+                    .map(|w| ident(&w.identity).into_owned())
+                    .unwrap_or_default()
+            );
         }
     }
 

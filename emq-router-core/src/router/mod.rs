@@ -120,6 +120,9 @@ pub struct Stats {
     /// Jobs a reconnected job manager said it still runs (`RUNNING`),
     /// moved onto its new connection instead of being delivered again.
     pub adopted: u64,
+    /// REPLYs and RUNNINGs for a job delivered to another job manager,
+    /// from a worker without that job manager's take-back key: ignored.
+    pub foreign_claims: u64,
     pub dead_lettered: u64,
     pub rejected_queue_full: u64,
     pub rejected_malformed: u64,
@@ -203,7 +206,10 @@ pub struct Router {
     drain_deadline: Option<Duration>,
     exited: bool,
     ids: MsgIds,
+    /// Take-back keys issued so far (`peers.rs`, "Take-back keys").
+    take_back_issued: u64,
     malformed_log: LogLimiter,
+    stranger_log: LogLimiter,
     oversized_log: LogLimiter,
     unknown_log: LogLimiter,
     reject_log: LogLimiter,
@@ -238,6 +244,8 @@ impl Router {
             malformed_log: LogLimiter::new("malformed messages", 20),
             oversized_log: LogLimiter::new("messages over the size limit", 20),
             unknown_log: LogLimiter::new("messages from unknown workers", 20),
+            stranger_log: LogLimiter::new("claims of other job managers' jobs", 20),
+            take_back_issued: 0,
             reject_log: LogLimiter::new("rejected requests", 20),
             gone_log: LogLimiter::new("messages to gone clients", 20),
             drop_log: LogLimiter::new("dropped results", 20),

@@ -13,6 +13,18 @@
 //!   a known identity re-registers it (its in-flight jobs are redelivered
 //!   first). Frontend INFORM with TYPE `scheduler` registers a scheduler
 //!   (ACK and HEARTBEAT too). INFORMs are ignored while draining.
+//! - **Take-back keys.** The ACK's features frame also carries
+//!   `take-back=KEY`: a secret of that job manager, 32 hex digits, the
+//!   first 128 bits of SHA-256(`Config::take_back_secret` ‖ a counter), so
+//!   that no one can work one out from keys or msgids seen before (the
+//!   secret comes from the driver, random; the core draws no random
+//!   numbers). A job manager that reconnects lists the key it was given in
+//!   its INFORM (`take-back=KEY`) and is ACKed the same key; only a worker
+//!   with the key of the worker a job was delivered to may take that job
+//!   back (`completion.rs`, "Reconnects" and "Adoption"). A stranger on the
+//!   backend does not know it, so it cannot finish other job managers'
+//!   jobs. The key is neither logged nor shown (stripped from the
+//!   worker's features).
 //! - **Slots.** READY adds one slot, or, if one of the worker's queues
 //!   (highest weight first) has a dispatchable job, hands out the oldest.
 //! - **Heartbeats.** Every `heartbeat_interval` the router sends HEARTBEAT
@@ -34,7 +46,7 @@
 
 use std::time::Duration;
 
-use emqp_proto::command::{FEATURE_ADOPT_RUNNING, FEATURE_REPLY_RESEND};
+use emqp_proto::command::{FEATURE_ADOPT_RUNNING, FEATURE_REPLY_RESEND, FEATURE_TAKE_BACK};
 use emqp_proto::heartbeat::{timestamp_text, Liveness};
 use emqp_proto::{Command, Inform, Message, PeerType};
 
@@ -143,23 +155,38 @@ impl Router {
         } else {
             inf.queues.0
         };
+        let mut inf_features = inf.features;
+        let presented = emqp_proto::command::take_back_key(&inf_features).map(str::to_string);
+        inf_features.retain(|f| !f.starts_with(FEATURE_TAKE_BACK));
+        let take_back = if inf_features.is_empty() && presented.is_none() {
+            None
+        } else {
+            Some(presented.unwrap_or_else(|| self.issue_take_back_key()))
+        };
         log::info!(
             "worker {} registered: queues {}{}",
             ident(&identity),
             emqp_proto::QueueSpec(queues.clone()).to_inform_json(),
-            if inf.features.is_empty() {
+            if inf_features.is_empty() {
                 String::new()
             } else {
-                format!(", features {}", inf.features.join(","))
+                format!(", features {}", inf_features.join(","))
             }
         );
-        let features = if inf.features.is_empty() {
-            Vec::new()
-        } else {
-            ROUTER_FEATURES.iter().map(|f| f.to_string()).collect()
+        let features = match &take_back {
+            None => Vec::new(),
+            Some(key) => ROUTER_FEATURES
+                .iter()
+                .map(|f| f.to_string())
+                .chain([format!("{FEATURE_TAKE_BACK}{key}")])
+                .collect(),
         };
-        self.pool
-            .register(identity.clone(), queues, inf.features, now);
+        let id = self
+            .pool
+            .register(identity.clone(), queues, inf_features, now);
+        if let Some(w) = self.pool.get_mut(id) {
+            w.take_back = take_back.map(String::into_boxed_str);
+        }
         let ack = frames_of(
             self.ids.next_id(),
             Command::Ack {
@@ -170,6 +197,17 @@ impl Router {
         self.send(Socket::Backend, identity.clone(), ack, out);
         let hb = self.heartbeat_frames(now);
         self.send(Socket::Backend, identity, hb, out);
+    }
+
+    /// A new take-back key (see "Take-back keys" above).
+    fn issue_take_back_key(&mut self) -> String {
+        use sha2::{Digest, Sha256};
+        self.take_back_issued += 1;
+        let digest = Sha256::new()
+            .chain_update(self.cfg.take_back_secret)
+            .chain_update(self.take_back_issued.to_le_bytes())
+            .finalize();
+        digest[..16].iter().map(|b| format!("{b:02x}")).collect()
     }
 
     pub(super) fn on_scheduler_inform(
@@ -375,6 +413,7 @@ impl Router {
                 }
                 let extra = job.extra_mut();
                 extra.lost += 1;
+                extra.lost_from = w.take_back.clone();
                 if extra.lost >= self.cfg.max_attempts {
                     dead.push(*jid);
                 } else {

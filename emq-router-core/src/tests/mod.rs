@@ -37,6 +37,8 @@ pub(crate) struct H {
     pub(crate) fail_journal: Option<String>,
     /// REPLYs sent by [`H::reply`] so far (their msgids).
     replies: u64,
+    /// The take-back key each backend identity's last ACK gave.
+    keys: std::collections::HashMap<String, String>,
 }
 
 pub(crate) type Sent = (Socket, String, Message);
@@ -53,6 +55,7 @@ impl H {
             journal: Vec::new(),
             fail_journal: None,
             replies: 0,
+            keys: Default::default(),
         }
     }
 
@@ -133,7 +136,32 @@ impl H {
             peer_type: Some(PeerType::Worker),
             features: features.iter().map(|s| s.to_string()).collect(),
         };
-        self.msg(Backend, id, &format!("inform-{id}"), Command::Inform(inf))
+        let sent = self.msg(Backend, id, &format!("inform-{id}"), Command::Inform(inf));
+        for (socket, to, m) in &sent {
+            if let (Backend, Command::Ack { features, .. }) = (socket, &m.command) {
+                if let Some(key) = emqp_proto::command::take_back_key(features) {
+                    self.keys.insert(to.clone(), key.to_string());
+                }
+            }
+        }
+        sent
+    }
+
+    /// The take-back key the ACK to `id` gave.
+    pub(crate) fn key(&self, id: &str) -> String {
+        self.keys
+            .get(id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no key for {id}"))
+    }
+
+    /// `old`'s job manager on a new connection `new`: INFORM with
+    /// `features` and the key `old` was given.
+    pub(crate) fn reconnect(&mut self, old: &str, new: &str, features: &[&str]) -> Vec<Sent> {
+        let key = format!("take-back={}", self.key(old));
+        let mut all: Vec<&str> = features.to_vec();
+        all.push(&key);
+        self.inform(new, "", &all)
     }
 
     pub(crate) fn ready(&mut self, id: &str) -> Vec<Sent> {
@@ -275,6 +303,15 @@ fn worker(h: &mut H, id: &str, queues: &str, slots: usize) {
     h.inform(id, queues, &["job-ack"]);
     for _ in 0..slots {
         h.ready(id);
+    }
+}
+
+/// `old`'s job manager again, on the new identity `new` (a job-ack worker
+/// with `slots` READYs), presenting `old`'s take-back key.
+fn reconnected(h: &mut H, old: &str, new: &str, slots: usize) {
+    h.reconnect(old, new, &["job-ack"]);
+    for _ in 0..slots {
+        h.ready(new);
     }
 }
 
@@ -890,9 +927,9 @@ fn late_or_duplicate_reply_is_ignored_never_forwarded_twice() {
     assert_eq!(results(&h.reply("w1", "j1", "{}", None), "c1").len(), 1);
     assert!(h.reply("w1", "j1", "{}", None).is_empty());
     assert!(h.reply("w1", "never-sent", "{}", None).is_empty());
-    // A REPLY from another job-ack worker for a job not on it completes it
-    // (job manager reconnect); the REPLY from the worker it ran on is then
-    // a duplicate.
+    // A REPLY from another job manager for a job not on it is ignored
+    // (it does not hold the job: no take-back key); the REPLY from the
+    // worker it ran on completes it.
     worker(&mut h, "w2", "", 1);
     h.request("c1", "j2", "default", "reply-requested");
     let on = if h
@@ -907,8 +944,9 @@ fn late_or_duplicate_reply_is_ignored_never_forwarded_twice() {
     } else {
         ("w1", "w2")
     };
-    assert_eq!(results(&h.reply(on.1, "j2", "{}", None), "c1").len(), 1);
-    assert!(h.reply(on.0, "j2", "{}", None).is_empty());
+    assert!(h.reply(on.1, "j2", "{}", None).is_empty());
+    assert_eq!(h.r.stats().foreign_claims, 1);
+    assert_eq!(results(&h.reply(on.0, "j2", "{}", None), "c1").len(), 1);
     assert_eq!(h.r.stats().results_forwarded, 2);
 }
 
@@ -1604,7 +1642,7 @@ fn reply_from_new_identity_completes_job_in_flight_on_old_identity() {
     h.request("c", "j1", "default", "reply-requested");
     assert_eq!(h.r.inflight_count(), 1);
     // The job manager reconnects (new identity) before the router notices.
-    worker(&mut h, "new", "", 1);
+    reconnected(&mut h, "old", "new", 1);
     let sent = h.reply("new", "j1", r#"{"value": 1}"#, Some(ResultStatus::Ok));
     let rs = results(&sent, "c");
     assert_eq!(rs.len(), 1, "{sent:?}");
@@ -1634,7 +1672,7 @@ fn reply_from_new_identity_completes_job_requeued_after_old_worker_timed_out() {
     worker(&mut h, "old", "", 1);
     h.request("c", "j1", "default", "reply-requested");
     // The new connection registers but has no free slot yet.
-    worker(&mut h, "new", "", 0);
+    reconnected(&mut h, "old", "new", 0);
     for _ in 0..10 {
         h.heartbeat("new");
         h.advance(SECOND);
@@ -1686,7 +1724,7 @@ fn reply_from_new_identity_for_job_redelivered_elsewhere_completes_once() {
         "f1",
     );
     // The first run's REPLY arrives on the old job manager's new identity.
-    worker(&mut h, "new", "", 0);
+    reconnected(&mut h, "old", "new", 0);
     let sent = h.reply("new", "j1", r#"{"value": 2}"#, Some(ResultStatus::Ok));
     assert_eq!(results(&sent, "c").len(), 1);
     assert_eq!(h.r.delayed_count(), 0);
