@@ -10,6 +10,11 @@
 //!   `adopt-running` (the router moves them onto this connection instead
 //!   of delivering them again); queued REPLYs; then one READY per free
 //!   slot. No waiting for a router HEARTBEAT (a 0.3.13 quirk).
+//! - The ACK's `take-back=KEY` (an emq router's secret for this job
+//!   manager) is kept and listed in the INFORM of every later connection
+//!   (`job-ack,cancel,take-back=KEY`): only with it may the new identity
+//!   take back the jobs that run across the reconnect (its REPLYs and
+//!   RUNNING; docs/PROTOCOL.md, "Link resets"). It is never logged.
 //! - Heartbeats every interval when nothing else was sent; any message from
 //!   the router is a heartbeat; silence past interval × liveness
 //!   ([`Liveness`](emqp_proto::heartbeat::Liveness)) → reconnect.
@@ -34,7 +39,8 @@
 use std::time::Duration;
 
 use emqp_proto::command::{
-    FEATURE_ADOPT_RUNNING, FEATURE_CANCEL, FEATURE_JOB_ACK, FEATURE_REPLY_RESEND,
+    take_back_key, FEATURE_ADOPT_RUNNING, FEATURE_CANCEL, FEATURE_JOB_ACK, FEATURE_REPLY_RESEND,
+    FEATURE_TAKE_BACK,
 };
 use emqp_proto::heartbeat::timestamp_text;
 use emqp_proto::{Command, Inform, Message, PeerType};
@@ -84,7 +90,14 @@ impl Connection {
         let inform = Command::Inform(Inform {
             queues: self.cfg.queues.clone(),
             peer_type: Some(PeerType::Worker),
-            features: vec![FEATURE_JOB_ACK.to_string(), FEATURE_CANCEL.to_string()],
+            features: [FEATURE_JOB_ACK.to_string(), FEATURE_CANCEL.to_string()]
+                .into_iter()
+                .chain(
+                    self.take_back
+                        .as_ref()
+                        .map(|k| format!("{FEATURE_TAKE_BACK}{k}")),
+                )
+                .collect(),
         });
         let inform_msgid = self.send(inform, now, out);
         self.phase = Phase::AwaitingAck {
@@ -200,6 +213,9 @@ impl Connection {
             warn!("ACK names {acked}, our INFORM was {inform_msgid}; accepting it");
         }
         self.phase = Phase::Registered;
+        if let Some(key) = take_back_key(features) {
+            self.take_back = Some(key.to_string());
+        }
         self.router_resends = features.iter().any(|f| f == FEATURE_REPLY_RESEND);
         if !self.router_resends && self.sent_replies.len() > 0 {
             debug!(

@@ -255,6 +255,9 @@ pub struct Connection {
     sent_replies: resend::SentReplies,
     /// The current connection's ACK listed `reply-resend`.
     router_resends: bool,
+    /// The take-back key the router's last ACK gave (`link.rs`), listed in
+    /// the INFORM of every later connection.
+    take_back: Option<String>,
     next_run: u64,
     malformed: MalformedLog,
 }
@@ -279,6 +282,7 @@ impl Connection {
                 cfg.resend_max_bytes,
             ),
             router_resends: false,
+            take_back: None,
             cfg,
             phase: Phase::Stopped,
             broker_index: 0,

@@ -418,3 +418,59 @@ fn link_down_while_draining_reconnects_and_the_reply_waits_for_the_ack() {
         .is_empty());
     assert_eq!(names(&h.ack_resend(ms(500), &a)), ["REPLY", "READY"]);
 }
+
+/// The INFORM features in `actions`.
+fn inform_features(actions: &[Action]) -> Vec<String> {
+    let m = sent(actions, "INFORM");
+    let Command::Inform(inf) = &m[0].command else {
+        panic!()
+    };
+    inf.features.clone()
+}
+
+/// The ACK's `take-back=KEY` is kept and listed in the INFORM of every
+/// later connection (so that the new identity may take back the jobs
+/// running across the reconnect); without one (a 0.3.13 router), the
+/// INFORM lists only job-ack and cancel.
+#[test]
+fn the_take_back_key_of_the_ack_goes_with_every_later_inform() {
+    let key = "0123456789abcdef0123456789abcdef";
+    let (mut h, a) = Harness::new(1);
+    assert_eq!(inform_features(&a), ["job-ack", "cancel"]);
+    let id = inform_msgid(&a).unwrap();
+    h.msg(
+        ms(10),
+        Command::Ack {
+            acked_msgid: id,
+            features: vec![FEATURE_ADOPT_RUNNING.into(), format!("take-back={key}")],
+        },
+    );
+    for (i, t) in [100, 300].into_iter().enumerate() {
+        let a = h.link_down(ms(t));
+        assert_eq!(
+            inform_features(&a),
+            [
+                "job-ack".to_string(),
+                "cancel".into(),
+                format!("take-back={key}")
+            ],
+            "reconnect {i}"
+        );
+        let id = inform_msgid(&a).unwrap();
+        // a router that lists no key (0.3.13, or not now): the key stays
+        h.msg(
+            ms(t + 50),
+            Command::Ack {
+                acked_msgid: id,
+                features: vec![],
+            },
+        );
+    }
+    // a 0.3.13 router never gives one: nothing extra is listed
+    let (mut h, a) = Harness::new(1);
+    h.ack(ms(10), &a);
+    assert_eq!(
+        inform_features(&h.link_down(ms(100))),
+        ["job-ack", "cancel"]
+    );
+}
