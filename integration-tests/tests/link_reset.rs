@@ -157,3 +157,81 @@ fn link_resets_lose_no_result_and_every_job_gets_one() {
     assert!(jm.is_running(), "{}", jm.tail(30));
     assert!(router.is_running(), "{}", router.tail(30));
 }
+
+/// Issue 26 item 6: a stranger on the backend (a fake DEALER that
+/// registers as a job-ack worker) sends REPLY for a job a real job manager
+/// runs, then RUNNING for it: the router ignores both (it lacks that job
+/// manager's take-back key), says so in its log, and the client gets the
+/// real job manager's result.
+#[test]
+fn a_stranger_on_the_backend_cannot_finish_another_job_managers_job() {
+    use emq_testkit::fake::{inform_with_features, FakeDealer};
+    use emqp_proto::{Command, PeerType, Reply};
+
+    let (mut router, addrs) = start_router(&FAST_HEARTBEAT);
+    let mut jm_args = vec!["--concurrency", "1"];
+    jm_args.extend(FAST_HEARTBEAT);
+    let mut jm = start_jobmanager("jm-holder", &addrs.backend, &jm_args);
+    admin::wait_idle_workers(&addrs.admin, 1, 1, Duration::from_secs(20))
+        .expect("the job manager registers with 1 slot");
+    let file = scratch_dir("stranger").join("started.txt");
+    let script = format!(
+        "echo started >> '{}'; sleep 1; echo real-result",
+        file.display()
+    );
+    let mut client = Client::connect(&addrs.frontend);
+    let id = client.submit_reply("default", jobs::shell(&["sh", "-c", &script]));
+    poll_until(Duration::from_secs(20), Duration::from_millis(20), || {
+        file.exists().then_some(())
+    })
+    .expect("the job starts on the real job manager");
+
+    let stranger = FakeDealer::connect(&addrs.backend, b"stranger");
+    stranger.send(inform_with_features(
+        "10:default",
+        PeerType::Worker,
+        &["job-ack", "cancel"],
+    ));
+    let ack = stranger.expect("the stranger's ACK");
+    assert!(matches!(ack.command, Command::Ack { .. }), "{ack:?}");
+    stranger.send(Command::Reply(Reply {
+        payload: br#"{"value": "forged"}"#.to_vec(),
+        orig_msgid: Some(id.clone()),
+        status: Some(ResultStatus::Ok),
+    }));
+    stranger.send(Command::Running {
+        orig_msgids: vec![id.clone()],
+    });
+    router
+        .wait_for_log_line(
+            &format!("REPLY for {id} from worker stranger ignored"),
+            Duration::from_secs(10),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        client.wait_for(Duration::from_secs(30), |c| c.finished(&id)),
+        "no result"
+    );
+    let got = client.result(&id).expect("a result").clone();
+    let text = String::from_utf8_lossy(&got.payload).into_owned();
+    assert!(
+        text.contains("real-result") && !text.contains("forged"),
+        "the client got {text}"
+    );
+    assert_eq!(client.results[&id].len(), 1);
+    let log = router.stderr();
+    assert_eq!(
+        lines_with(
+            &log,
+            &format!("RUNNING for {id} from worker stranger ignored")
+        ),
+        1
+    );
+    report(&format!(
+        "take-back: a stranger's REPLY and RUNNING for an in-flight job ignored; the client got \
+         the real result ({} bytes)",
+        got.payload.len()
+    ));
+    jm.stop();
+    router.stop();
+}
