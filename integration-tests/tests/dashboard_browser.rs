@@ -540,3 +540,31 @@ fn page_load_times() {
     b.screenshot(&screenshot_path("dashboard-1m-last-view.png"))
         .unwrap();
 }
+
+/// Issue 26 item 8: with more idle connections than the dashboard's cap
+/// (256 in all, 64 per peer address), new requests were reset until the
+/// idle ones timed out (about 5 s). Now the oldest idle connection makes
+/// room: 300 idle connections from 127.0.0.1, then a request from the
+/// same address is answered at once.
+#[test]
+fn three_hundred_idle_connections_do_not_lock_the_operator_out() {
+    let (mut router, _addrs, base) = router_with_dashboard(&[]);
+    let host = base.trim_start_matches("http://").to_string();
+    let idle: Vec<TcpStream> = (0..300)
+        .map(|_| TcpStream::connect(&host).expect("an idle connection"))
+        .collect();
+    let started = std::time::Instant::now();
+    let (status, _) = http(&base, "GET", "/", &[], "");
+    let took = started.elapsed();
+    drop(idle);
+    router.stop();
+    assert_eq!(status, 200, "the request after 300 idle connections");
+    assert!(
+        took < Duration::from_secs(2),
+        "answered after {took:?} behind 300 idle connections"
+    );
+    integration_tests::report(&format!(
+        "dashboard: 300 idle connections from one address, then a request: {status} in {} ms",
+        took.as_millis()
+    ));
+}
