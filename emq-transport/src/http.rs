@@ -84,7 +84,7 @@ impl Default for HttpLimits {
             request_timeout: Duration::from_secs(10),
             max_body_bytes: 64 * 1024,
             max_connections: 256,
-            max_connections_per_peer: 64,
+            max_connections_per_peer: 128,
         }
     }
 }

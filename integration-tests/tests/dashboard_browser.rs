@@ -542,10 +542,10 @@ fn page_load_times() {
 }
 
 /// Issue 26 item 8: with more idle connections than the dashboard's cap
-/// (256 in all, 64 per peer address), new requests were reset until the
-/// idle ones timed out (about 5 s). Now the oldest idle connection makes
-/// room: 300 idle connections from 127.0.0.1, then a request from the
-/// same address is answered at once.
+/// (256), new requests were reset until the idle ones timed out (about
+/// 5 s). Now the oldest idle connection makes room (over 256 in all or 128
+/// from one address): 300 idle connections from 127.0.0.1, then a request
+/// from the same address is answered at once.
 #[test]
 fn three_hundred_idle_connections_do_not_lock_the_operator_out() {
     let (mut router, _addrs, base) = router_with_dashboard(&[]);
