@@ -289,7 +289,7 @@ impl Open {
         let victim = self
             .conns
             .iter()
-            .find(|(_, c)| peer.map_or(true, |p| c.peer == p) && c.busy.load(Ordering::SeqCst) == 0)
+            .find(|(_, c)| peer.is_none_or(|p| c.peer == p) && c.busy.load(Ordering::SeqCst) == 0)
             .map(|(id, _)| *id);
         match victim.and_then(|id| self.conns.remove(&id)) {
             Some(c) => {

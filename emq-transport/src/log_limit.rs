@@ -73,9 +73,7 @@ impl LogLimit {
     /// The number of lines not written, once the window they fell in is
     /// over (then zero again); `None` if there is nothing to summarise yet.
     pub fn take_summary(&mut self, now: Duration) -> Option<u64> {
-        let over = self
-            .started
-            .map_or(true, |start| now >= start + self.window);
+        let over = self.started.is_none_or(|start| now >= start + self.window);
         if self.suppressed == 0 || !over {
             return None;
         }

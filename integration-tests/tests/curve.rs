@@ -316,7 +316,7 @@ fn three_hundred_random_keys_cost_a_bounded_number_of_log_lines() {
             sock.set_linger(0).unwrap();
             sock.set_reconnect_ivl(-1).unwrap();
             emq_transport::curve::CurveClient {
-                server_key: server_key.clone(),
+                server_key,
                 own: emq_transport::curve::generate().unwrap(),
             }
             .apply(&sock)
