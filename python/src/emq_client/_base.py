@@ -215,6 +215,12 @@ class AdminCall:
 # -- the client --------------------------------------------------------------
 
 
+def earliest(*times: Optional[float]) -> Optional[float]:
+    """The earliest of the given times (None: no time)."""
+    given = [t for t in times if t is not None]
+    return min(given) if given else None
+
+
 def bulk_task(item: BulkItem) -> Task:
     """The Task for one ``submit_many`` item."""
     if isinstance(item, tuple):

@@ -74,6 +74,7 @@ class Tracker:
         self._connected = False
         self._lost = False
         self._up: Set[str] = set()
+        self._again_at: Optional[float] = None
 
     def __len__(self) -> int:
         return len(self._jobs)
@@ -105,9 +106,12 @@ class Tracker:
     def handle(self, msg: Incoming) -> Optional[Pending]:
         """Apply one answer; the record it changed, or None when nobody waits
         for it (unknown msgid, handle dropped, or not a job answer)."""
-        if msg.command == "REJECT" and msg.reason == "duplicate-msgid" and msg.orig in self._resent:
-            # Sent again after a reconnect: the router had taken it.
-            msg = Incoming("REPLY", msg.orig)
+        if msg.command == "REJECT" and msg.reason == "duplicate-msgid":
+            known = self._jobs.get(msg.orig)
+            if msg.orig in self._resent or (known is not None and known.accepted):
+                # Sent again (after a reconnect, or a journal-uncertain
+                # answer): the router had taken it.
+                msg = Incoming("REPLY", msg.orig)
         if msg.command in ("REPLY", "RESULT", "REJECT"):
             self._unanswered.pop(msg.orig, None)
             if msg.command != "REPLY":
@@ -148,27 +152,53 @@ class Tracker:
         """A RECEIVED that could not be sent: keep its msgids for the next."""
         self._receipts[:0] = [f.decode() for f in frames[4:]]
 
-    def link(self, up: bool, endpoint: str = "") -> List[Frames]:
-        """A connection to ``endpoint`` came up (``up``) or went down; what
-        to send now: the hello and every unanswered message again (in the
-        order they were first sent) once a connection serves after one was
-        lost — when one comes up after a loss, or when one that was up goes
-        down while another still is (a failover list whose router froze:
-        what went into its connection goes to the router that serves)."""
+    def link(self, up: bool, endpoint: str, now: float) -> List[Frames]:
+        """A connection to ``endpoint`` came up (``up``) or went down at
+        ``now``; what to send now. Once a connection serves after one was
+        lost, the hello and every unanswered message go again (in the order
+        they were first sent): at once when one comes up after a loss;
+        :data:`SETTLE` seconds later (:meth:`poll_timeout`,
+        :meth:`handle_timeout`) when one that was up goes down while another
+        still is — a failover list whose router froze: what went into its
+        connection goes to the router that serves. (libzmq drops the dead
+        connection's pipe a moment after it reports the drop; a message
+        sent in between could go into that pipe and be lost.)"""
         if up:
             self._up.add(endpoint)
             first, self._connected = not self._connected, True
             if first or not self._lost:
                 return []
-        else:
-            was_up = endpoint in self._up
-            self._up.discard(endpoint)
-            self._lost = True
-            if not (was_up and self._up):
-                return []
+            return self._send_again()
+        was_up = endpoint in self._up
+        self._up.discard(endpoint)
+        self._lost = True
+        if was_up and self._up:
+            self._again_at = now + SETTLE
+        return []
+
+    def poll_timeout(self) -> Optional[float]:
+        """When :meth:`handle_timeout` has something to send, or None."""
+        return self._again_at
+
+    def handle_timeout(self, now: float) -> List[Frames]:
+        """What to send at ``now``: see :meth:`link`."""
+        if self._again_at is None or now < self._again_at:
+            return []
+        self._again_at = None
+        if not self._lost or not self._up:
+            return []  # sent already, or nothing serves: the next link up sends
+        return self._send_again()
+
+    def _send_again(self) -> List[Frames]:
         self._lost = False
+        self._again_at = None
         self._resent.update(self._unanswered)
         return [wire.hello(), *self._unanswered.values()]
+
+
+#: Seconds between a connection's drop (another still up) and sending
+#: again what was not answered (:meth:`Tracker.link`).
+SETTLE = 0.2
 
 
 def decode_result(msgid: str, status: str, payload: bytes) -> Any:

@@ -147,15 +147,22 @@ class AsyncClient(_base.BaseClient):
             sync.send(frames[-1], 0)
 
     async def _links(self, watch: zmq.asyncio.Socket) -> None:
-        """The watch task: after a reconnect, say hello and send again what
-        was not answered."""
+        """The watch task: apply connection changes, and send what the
+        tracker sends again after a reconnect or a drop (when it says)."""
+        tracker = self._tracker
         while True:
-            ev = link.link_event(await watch.recv_multipart())
-            if ev is None:
-                continue
-            assert self._sock is not None
-            for f in self._tracker.link(*ev):
-                await self._send(self._sock, f, self.addr)
+            wake = tracker.poll_timeout()
+            ms = None if wake is None else max(0, int((wake - time.monotonic()) * 1000 + 0.999))
+            again: List[List[bytes]] = []
+            if await watch.poll(ms):
+                ev = link.link_event(await watch.recv_multipart())
+                if ev is not None:
+                    again += tracker.link(*ev, time.monotonic())
+            again += tracker.handle_timeout(time.monotonic())
+            if again and self._sock is not None and self._sync is not None:
+                readable(self._sync)  # libzmq applies its pipe changes first
+                for f in again:
+                    await self._send(self._sock, f, self.addr)
 
     async def _send(self, sock: zmq.asyncio.Socket, frames: List[bytes], addr: str) -> None:
         """Send: at once when the socket has room, else waiting up to the

@@ -172,7 +172,8 @@ class Client(_base.BaseClient):
                 # the router says something or the time is up.
                 deadline = None if timeout is None else time.monotonic() + timeout
                 while True:
-                    left = None if deadline is None else deadline - time.monotonic()
+                    wake = _base.earliest(deadline, self._tracker.poll_timeout())
+                    left = None if wake is None else wake - time.monotonic()
                     ms = None if left is None else max(0, int(left * 1000 + 0.999))
                     self._poller().poll(ms)
                     self._links()
@@ -203,19 +204,24 @@ class Client(_base.BaseClient):
         return self._poll
 
     def _links(self) -> None:
-        """Apply the connection changes waiting on the watch: after a
-        reconnect, say hello and send again what was not answered."""
+        """Apply the connection changes waiting on the watch, and what the
+        tracker sends again after a reconnect or a drop."""
         watch = self._watch
         if watch is None:
             return
+        tracker = self._tracker
+        again: List[List[bytes]] = []
         while True:
             frames = recv_ready(watch)
             if frames is None:
-                return
+                break
             ev = link.link_event(frames)
-            if ev is None:
-                continue
-            for f in self._tracker.link(*ev):
+            if ev is not None:
+                again += tracker.link(*ev, time.monotonic())
+        again += tracker.handle_timeout(time.monotonic())
+        if again:
+            readable(self._sock)  # libzmq applies its pipe changes first
+            for f in again:
                 self._send(self._sock, f, self.addr)
 
     def _send_receipts(self) -> None:
