@@ -25,8 +25,8 @@ def test_ten_thousand_jobs_submit_many(cluster: Router) -> None:
         assert c.outstanding == 0
 
 
-def test_many_python_jobs(cluster: Router) -> None:
-    with cluster.client() as c:
+def test_many_python_jobs(cluster: Router, kind: str) -> None:
+    with cluster.connect(kind) as c:
         jobs = c.submit_many([("emq_test_jobs.add", (i, i)) for i in range(200)], window=20, max_unfinished=50)
         assert [j.result(120) for j in jobs] == [2 * i for i in range(200)]
 

@@ -36,9 +36,9 @@ def test_failover_lists_are_parsed_as_the_binaries_do() -> None:
         Client("tcp://127.0.0.1:1,nope")
 
 
-def test_a_dead_address_in_the_list_is_skipped(cluster: Router) -> None:
+def test_a_dead_address_in_the_list_is_skipped(cluster: Router, kind: str) -> None:
     dead = f"tcp://127.0.0.1:{free_port()}"
-    with Client(f"{dead},{cluster.frontend}", admin_addr=f"{dead},{cluster.admin}") as c:
+    with make_client(kind, f"{dead},{cluster.frontend}", admin_addr=f"{dead},{cluster.admin}") as c:
         jobs = [c.submit(call("echo", i)) for i in range(10)]
         assert [j.result(30) for j in jobs] == list(range(10))
         assert jobs[0].status().state == "done"
