@@ -54,8 +54,8 @@ import time
 from typing import Any, Callable, Dict, Generator, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _core, curve, errors, link, payload, wire
-from ._core import JobStatus, Pending
-from .payload import JobSpec, Task
+from ._core import Pending
+from .payload import Task
 from .wire import Frames
 
 #: What ``submit_many`` takes per job: a Task, a callable or dotted path
@@ -501,5 +501,3 @@ class BaseJob:
         """The router acknowledged the job (False while unknown or refused)."""
         return self._p is not None and self._p.accepted
 
-
-__all__ = ["BaseClient", "BaseJob", "BulkItem", "JobSpec", "JobStatus"]

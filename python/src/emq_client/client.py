@@ -39,8 +39,8 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 import zmq
 
 from . import _base, errors, link, payload, wire
-from ._base import READ, Admin, Await, BulkItem, Plan, Send, Sleep
-from ._core import JobStatus, Pending
+from ._base import Admin, Await, BulkItem, Plan, Send, Sleep
+from ._core import JobStatus
 from .payload import JobSpec
 
 # Flags as plain ints: pyzmq's enum arithmetic costs more than the send.
