@@ -8,7 +8,8 @@ step's outcome. The blocking driver (:mod:`emq_client.client`) and the
 asyncio driver (:mod:`emq_client.aio`) run plans and do only the I/O a step
 names:
 
-- :class:`Send` the frames on the frontend (outcome None);
+- a list of frames (:data:`Send`, the step every job takes, so the
+  frames themselves): send it on the frontend (outcome None);
 - :class:`Await` until ``cond()`` holds, reading answers, for up to
   ``timeout`` seconds (outcome: whether it holds); ``pending`` names the one
   job waited for (the asyncio driver wakes on that job's changes only);
@@ -66,12 +67,6 @@ BulkItem = Union[Task, str, Callable[..., Any], Tuple[Any, ...]]
 # -- steps -------------------------------------------------------------------
 
 
-class Send(NamedTuple):
-    """Send ``frames`` on the frontend."""
-
-    frames: Frames
-
-
 class Await(NamedTuple):
     """Read answers until ``cond()`` or ``timeout`` seconds (None: no limit);
     the outcome is whether ``cond()`` holds."""
@@ -101,7 +96,10 @@ class Admin(NamedTuple):
     args: Dict[str, Any]
 
 
-Step = Union[Send, Await, Read, Sleep, Admin]
+#: A send step is the message's frames themselves (no wrapper per job).
+Send = list
+
+Step = Union[Frames, Await, Read, Sleep, Admin]
 Plan = Generator[Step, Any, Any]
 
 
@@ -331,7 +329,7 @@ class BaseClient:
                 break
             yield Sleep(pause)
             self._tracker.again(p, frames)
-            yield Send(frames)
+            yield frames
         if p.reject is not None:
             raise p.reject
         if p.uncertain is not None:
@@ -340,7 +338,7 @@ class BaseClient:
     def _submit(self, task: Task, queue: Optional[str], headers: str) -> Plan:
         """``submit``: send, wait for the acknowledgement; the job handle."""
         p, frames = self._record(task, queue, headers)
-        yield Send(frames)
+        yield frames
         if not self.legacy:
             yield from self._until_answered(p, frames, f"job {p.msgid}")
         return self._job_type(self, p.msgid, p)
@@ -360,7 +358,7 @@ class BaseClient:
         sent: List[Tuple[Pending, Frames]] = []
         for item in items:
             p, frames = self._record(bulk_task(item), queue, headers)
-            yield Send(frames)
+            yield frames
             sent.append((p, frames))
             if self.legacy:
                 continue
@@ -407,7 +405,7 @@ class BaseClient:
             batch = probe.batch()
             for p, frames in batch:
                 self._tracker.again(p, frames)
-                yield Send(frames)
+                yield frames
             yield from self._make_room([p for p, _ in batch], 0, False)
             probe.settled(batch)
 
@@ -429,7 +427,7 @@ class BaseClient:
             interval_secs=interval, cron=cron, unschedule=unschedule,
         )
         p = self._tracker.add(msgid, reply=False, frames=frames)
-        yield Send(frames)
+        yield frames
         if not self.legacy:
             yield from self._until_answered(p, frames, f"schedule {msgid}")
         return msgid
@@ -437,7 +435,7 @@ class BaseClient:
     def _send_raw(self, command: str, body: Sequence[bytes]) -> Plan:
         """``[command, msgid, *body]`` with a fresh msgid, unanswered."""
         msgid = wire.new_msgid()
-        yield Send([b"", wire.PROTOCOL, command.encode(), msgid.encode(), *body])
+        yield [b"", wire.PROTOCOL, command.encode(), msgid.encode(), *body]
         return msgid
 
     def _admin_call(self, op: str, args: Dict[str, Any]) -> AdminCall:

@@ -26,7 +26,7 @@ import zmq
 import zmq.asyncio
 
 from . import _base, errors, link, payload, wire
-from ._base import Admin, Await, BulkItem, Plan, Send, Sleep
+from ._base import Admin, Await, BulkItem, Plan, Sleep
 from ._core import JobStatus, Pending
 from .client import readable, recv_ready
 from .payload import JobSpec
@@ -219,16 +219,15 @@ class AsyncClient(_base.BaseClient):
         try:
             while True:
                 step = plan.send(out)
-                kind = type(step)
                 out = None
-                if kind is Send:
-                    await self._send(sock, step.frames, self.addr)  # type: ignore[union-attr]
-                elif kind is Await:
-                    out = await self._until(step.cond, step.timeout, step.pending)  # type: ignore[union-attr]
-                elif kind is Sleep:
-                    await asyncio.sleep(step.seconds)  # type: ignore[union-attr]
-                elif kind is Admin:
-                    out = await self.admin(step.op, **step.args)  # type: ignore[union-attr]
+                if isinstance(step, list):
+                    await self._send(sock, step, self.addr)
+                elif isinstance(step, Await):
+                    out = await self._until(step.cond, step.timeout, step.pending)
+                elif isinstance(step, Sleep):
+                    await asyncio.sleep(step.seconds)
+                elif isinstance(step, Admin):
+                    out = await self.admin(step.op, **step.args)
                 elif self._sync is not None and readable(self._sync):  # READ
                     self._drain()
         except StopIteration as stop:

@@ -39,7 +39,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 import zmq
 
 from . import _base, errors, link, payload, wire
-from ._base import Admin, Await, BulkItem, Plan, Send, Sleep
+from ._base import Admin, Await, BulkItem, Plan, Sleep
 from ._core import JobStatus
 from .payload import JobSpec
 
@@ -211,14 +211,15 @@ class Client(_base.BaseClient):
             return
         tracker = self._tracker
         again: List[List[bytes]] = []
-        while True:
+        while readable(watch):
             frames = recv_ready(watch)
             if frames is None:
                 break
             ev = link.link_event(frames)
             if ev is not None:
                 again += tracker.link(*ev, time.monotonic())
-        again += tracker.handle_timeout(time.monotonic())
+        if tracker.poll_timeout() is not None:
+            again += tracker.handle_timeout(time.monotonic())
         if again:
             readable(self._sock)  # libzmq applies its pipe changes first
             for f in again:
@@ -258,16 +259,15 @@ class Client(_base.BaseClient):
         try:
             while True:
                 step = plan.send(out)
-                kind = type(step)
                 out = None
-                if kind is Send:
-                    self._send(self._sock, step.frames, self.addr)  # type: ignore[union-attr]
-                elif kind is Await:
-                    out = self._until(step.cond, step.timeout)  # type: ignore[union-attr]
-                elif kind is Sleep:
-                    time.sleep(step.seconds)  # type: ignore[union-attr]
-                elif kind is Admin:
-                    out = self.admin(step.op, **step.args)  # type: ignore[union-attr]
+                if isinstance(step, list):
+                    self._send(self._sock, step, self.addr)
+                elif isinstance(step, Await):
+                    out = self._until(step.cond, step.timeout)
+                elif isinstance(step, Sleep):
+                    time.sleep(step.seconds)
+                elif isinstance(step, Admin):
+                    out = self.admin(step.op, **step.args)
                 elif readable(self._sock):  # READ
                     self._pump(0)
         except StopIteration as stop:
