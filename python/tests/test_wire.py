@@ -17,7 +17,7 @@ import pytest
 import zmq
 
 import emq_client
-from emq_client import Client, JobFailed, JournalUncertain, QueueFull, Rejected, messages, wire
+from emq_client import JobFailed, JournalUncertain, QueueFull, Rejected, messages, wire
 from emq_client.sender import Sender
 
 from conftest import REPO, make_client
@@ -155,15 +155,15 @@ def test_compat_messages_match_0313_vectors(vectors: List[Dict[str, Any]], captu
     s.close(0)
 
 
-def test_client_frames_match_0313_vectors(vectors: List[Dict[str, Any]], capture: Capture) -> None:
-    """Client.submit and Client.schedule send 0.3.13's frames: the legacy
-    client exactly defer_job's, the emq client the same plus
-    reply-requested and result-receipt (and a RECEIVED for the result);
+def test_client_frames_match_0313_vectors(vectors: List[Dict[str, Any]], capture: Capture, kind: str) -> None:
+    """Client.submit and Client.schedule (and AsyncClient's) send 0.3.13's
+    frames: the legacy client exactly defer_job's, the emq client the same
+    plus reply-requested and result-receipt (and a RECEIVED for the result);
     schedules exactly schedule()'s."""
-    with Client(capture.addr, legacy=True) as legacy:
+    with make_client(kind, capture.addr, legacy=True) as legacy:
         legacy.submit("pyemq_jobs.noop")
         capture.wait_for(1)  # two connections: keep their messages in order
-    with Client(capture.addr) as c:
+    with make_client(kind, capture.addr) as c:
         job = c.submit(pyemq_jobs.mark, "x", k=1)
         assert job.result(5) == 42
         c.schedule("pyemq_jobs.noop", interval=60)
@@ -199,7 +199,7 @@ def test_headers_and_payload_forms() -> None:
         emq_client.task("nodots")
 
 
-def test_answers_reject_and_failure() -> None:
+def test_answers_reject_and_failure(kind: str) -> None:
     """REJECT becomes its reason's exception; a failed RESULT a JobFailed
     with kind, message and traceback."""
 
@@ -216,7 +216,7 @@ def test_answers_reject_and_failure() -> None:
     try:
         # queue_full_timeout=0: the REJECT is raised at once instead of
         # being retried as backpressure (test_client.py covers that).
-        with Client(cap.addr, queue_full_timeout=0) as c:
+        with make_client(kind, cap.addr, queue_full_timeout=0) as c:
             with pytest.raises(QueueFull) as e:
                 c.submit(emq_client.call("noop"))
             assert e.value.reason == "queue-full" and "full" in e.value.text

@@ -17,6 +17,10 @@ names:
 - :class:`Sleep` (outcome None);
 - :class:`Admin`: one control-plane call (outcome: the answer object).
 
+A driver subclasses :class:`BaseClient`: ``_setup()`` sets its job handle
+class (``_job_type``) and its sockets (or defers them), ``_run(plan)`` runs
+a plan, and each public method is ``self._run(self._<method>(...))``.
+
 The rules the plans follow:
 
 - **Submit.** Every message waits ``ack_timeout`` for its answer (silence:
@@ -52,12 +56,15 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable, Dict, Generator, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Generator, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from . import _core, curve, errors, link, payload, wire
 from ._core import Pending
 from .payload import Task
 from .wire import Frames
+
+if TYPE_CHECKING:
+    import zmq
 
 #: What ``submit_many`` takes per job: a Task, a callable or dotted path
 #: (called with no arguments), or ``(spec, args)`` / ``(spec, args, kwargs)``.
@@ -260,7 +267,7 @@ class BaseClient:
         window: int = 1000,
         legacy: bool = False,
         linger: float = 1.0,
-        context: Any = None,
+        context: "Optional[zmq.Context[Any]]" = None,
         queue_full_timeout: float = 30.0,
         curve_server_key: Optional[curve.PathLike] = None,
         curve_secret_key_file: Optional[curve.PathLike] = None,
@@ -284,7 +291,7 @@ class BaseClient:
         self.window = window
         self.legacy = legacy
         self._linger_ms = int(linger * 1000)
-        self._context = context
+        self._context: "Optional[zmq.Context[Any]]" = context
         self._pid = os.getpid()
         self._tracker = _core.Tracker(resend=not legacy)
         self._closed = False
