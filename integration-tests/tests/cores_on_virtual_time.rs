@@ -27,7 +27,7 @@
 //! - `Trace`: what happened, for the assertions.
 //!
 //! Then the tests: the rules that span both cores (docs/PROTOCOL.md, the
-//! router core's `router/*.rs`, `emq-jobmanager/src/connection.rs`).
+//! router core's `router/*.rs`, `emq-jobmanager/src/connection/*.rs`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::Duration;
