@@ -10,6 +10,8 @@ router (admin ops), never slept for.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import os
 import signal
 import socket
@@ -18,11 +20,11 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import pytest
 
-from emq_client import Client, EmqError
+from emq_client import AsyncClient, AsyncJob, BulkRejected, Client, EmqError
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -123,6 +125,11 @@ class Router:
     def client(self, **options: object) -> Client:
         return Client(self.frontend, admin_addr=self.admin, **{**self.client_options, **options})  # type: ignore[arg-type]
 
+    def connect(self, kind: str, **options: object) -> Any:
+        """A ``Client`` (``kind`` "sync") or an :class:`AsyncAsSync` over an
+        ``AsyncClient`` ("async"), with the same options."""
+        return make_client(kind, self.frontend, admin_addr=self.admin, **{**self.client_options, **options})
+
     def add_jobmanager(self, *extra: str, concurrency: int = 4) -> Proc:
         """Start an emq-jobmanager on this router; return once the router
         lists it among its workers."""
@@ -181,6 +188,65 @@ def start_router(
         last = proc.tail()
         proc.stop()
     pytest.fail(f"emq-router did not start:\n{last}")
+
+
+class AsyncAsSync:
+    """An :class:`AsyncClient` called like a :class:`Client`: every call
+    runs to completion on the proxy's own event loop (bounded), and
+    :class:`AsyncJob` results come back as :class:`AsyncAsSync` proxies
+    too. One test body then checks both clients (the ``kind`` fixture)."""
+
+    BOUND = 120.0
+
+    def __init__(self, target: Any, loop: Optional[asyncio.AbstractEventLoop] = None) -> None:
+        self._target = target
+        self._loop = loop or asyncio.new_event_loop()
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._target, name)
+        if not callable(value):
+            return self._wrap(value)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            out = value(*args, **kwargs)
+            if inspect.isawaitable(out):
+                try:
+                    out = self._loop.run_until_complete(asyncio.wait_for(out, self.BOUND))
+                except BulkRejected as e:
+                    e.jobs = [self._wrap(j) for j in e.jobs]
+                    raise
+            return self._wrap(out)
+
+        return call
+
+    def _wrap(self, value: Any) -> Any:
+        if isinstance(value, (AsyncClient, AsyncJob)):
+            return AsyncAsSync(value, self._loop)
+        if isinstance(value, list) and value and isinstance(value[0], AsyncJob):
+            return [AsyncAsSync(v, self._loop) for v in value]
+        return value
+
+    def __enter__(self) -> "AsyncAsSync":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+        self._loop.close()
+
+
+def make_client(kind: str, *args: Any, **options: Any) -> Any:
+    """``Client(*args, **options)``, or for ``kind`` "async" the same
+    ``AsyncClient`` behind an :class:`AsyncAsSync`."""
+    if kind == "sync":
+        return Client(*args, **options)
+    assert kind == "async", kind
+    return AsyncAsSync(AsyncClient(*args, **options))
+
+
+@pytest.fixture(params=["sync", "async"])
+def kind(request: pytest.FixtureRequest) -> str:
+    """Run a test once with :class:`Client`, once with :class:`AsyncClient`."""
+    return str(request.param)
 
 
 @pytest.fixture(scope="module")

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
-from emq_client import Client, call
+from emq_client import call
 
-from conftest import Router
+from conftest import Router, start_router
 
 N = 10_000
 
@@ -24,7 +25,23 @@ def test_ten_thousand_jobs_submit_many(cluster: Router) -> None:
         assert c.outstanding == 0
 
 
-def test_many_python_jobs(cluster: Router) -> None:
-    with cluster.client() as c:
+def test_many_python_jobs(cluster: Router, kind: str) -> None:
+    with cluster.connect(kind) as c:
         jobs = c.submit_many([("emq_test_jobs.add", (i, i)) for i in range(200)], window=20, max_unfinished=50)
         assert [j.result(120) for j in jobs] == [2 * i for i in range(200)]
+
+
+def test_submit_many_sends_queue_full_refusals_again_past_a_small_hwm(tmp_path: Path, kind: str) -> None:
+    """2,000 jobs against --hwm 50 with one job manager draining the queue:
+    the refusals are backpressure, sent again until accepted; every job
+    runs once (the async client once failed here with
+    ``BulkRejected: 1135 of 2000 jobs rejected``)."""
+    router = start_router(tmp_path, "--hwm", "50")
+    try:
+        router.add_jobmanager(concurrency=4)
+        with router.connect(kind) as c:
+            jobs = c.submit_many([call("echo", i) for i in range(2000)])
+            assert all(j.accepted for j in jobs)
+            assert [j.result(60) for j in jobs] == list(range(2000))
+    finally:
+        router.stop()

@@ -1,13 +1,15 @@
-"""Client against a real emq-router and emq-jobmanager: results of Python,
-shell and call jobs, failures, timeouts, cancel, rejects, connection errors,
-thread ownership, bounded memory."""
+"""Client and AsyncClient against a real emq-router and emq-jobmanager:
+results of Python, shell and call jobs, failures, timeouts, cancel, rejects,
+connection errors, thread ownership, bounded memory. Every test but the
+thread one runs with both clients (the ``kind`` fixture; the AsyncClient
+behind conftest's ``AsyncAsSync``)."""
 
 from __future__ import annotations
 
 import gc
 import threading
 import time
-from typing import List
+from typing import Any, Iterator, List
 
 import pytest
 
@@ -30,33 +32,40 @@ from emq_client import (
     shell,
 )
 
-from conftest import Router, free_port, wait_until
+from conftest import Router, free_port, make_client, wait_until
 
 
-def test_python_job_results(client: Client) -> None:
-    assert client.submit("emq_test_jobs.add", 1, 2).result(30) == 3
-    assert client.submit(emq_test_jobs.echo, 1, "a", k=[1, 2]).result(30) == {"args": [1, "a"], "kwargs": {"k": [1, 2]}}
+@pytest.fixture
+def any_client(cluster: Router, kind: str) -> Iterator[Any]:
+    """A Client or an AsyncClient (as AsyncAsSync) on the shared cluster."""
+    with cluster.connect(kind) as c:
+        yield c
+
+
+def test_python_job_results(any_client: Any) -> None:
+    assert any_client.submit("emq_test_jobs.add", 1, 2).result(30) == 3
+    assert any_client.submit(emq_test_jobs.echo, 1, "a", k=[1, 2]).result(30) == {"args": [1, "a"], "kwargs": {"k": [1, 2]}}
     greet = python("emq_pyclient_jobs:Greeter.greet", args=["emq"], class_kwargs={"greeting": "Hi"})
-    assert client.submit(greet).result(30) == "Hi, emq"
+    assert any_client.submit(greet).result(30) == "Hi, emq"
     # a job kwarg named like a submit option goes through python()
-    assert client.submit(python(emq_test_jobs.echo, kwargs={"queue": "q"})).result(30) == {"args": [], "kwargs": {"queue": "q"}}
+    assert any_client.submit(python(emq_test_jobs.echo, kwargs={"queue": "q"})).result(30) == {"args": [], "kwargs": {"queue": "q"}}
 
 
-def test_shell_and_call_results(client: Client) -> None:
-    out = client.submit(shell(["sh", "-c", "cat; echo $X"], stdin="in\n", env={"X": "x"})).result(30)
+def test_shell_and_call_results(any_client: Any) -> None:
+    out = any_client.submit(shell(["sh", "-c", "cat; echo $X"], stdin="in\n", env={"X": "x"})).result(30)
     assert out == {"exit_status": 0, "stdout": "in\nx\n", "stderr": ""}
     with pytest.raises(JobFailed) as e:
-        client.submit(shell(["sh", "-c", "echo no >&2; exit 3"])).result(30)
+        any_client.submit(shell(["sh", "-c", "echo no >&2; exit 3"])).result(30)
     assert e.value.kind == "exit" and e.value.error["exit_status"] == 3
-    assert client.submit(call("echo", {"a": [1, 2]})).result(30) == {"a": [1, 2]}
-    assert client.submit(call("noop")).result(30) is None
+    assert any_client.submit(call("echo", {"a": [1, 2]})).result(30) == {"a": [1, 2]}
+    assert any_client.submit(call("noop")).result(30) is None
     with pytest.raises(JobFailed) as e:
-        client.submit(call("no-such-handler")).result(30)
+        any_client.submit(call("no-such-handler")).result(30)
     assert e.value.kind == "unknown-handler"
 
 
-def test_raising_job(client: Client) -> None:
-    job = client.submit("emq_test_jobs.fail", "bad input")
+def test_raising_job(any_client: Any) -> None:
+    job = any_client.submit("emq_test_jobs.fail", "bad input")
     with pytest.raises(JobFailed) as e:
         job.result(30)
     assert e.value.kind == "exception"
@@ -66,22 +75,22 @@ def test_raising_job(client: Client) -> None:
     assert job.status().state == "failed"
 
 
-def test_retries_then_failure(client: Client) -> None:
+def test_retries_then_failure(any_client: Any) -> None:
     with pytest.raises(JobFailed) as e:
-        client.submit("emq_test_jobs.fail", retries=1).result(30)
+        any_client.submit("emq_test_jobs.fail", retries=1).result(30)
     assert e.value.error.get("attempts") == 2
 
 
-def test_timed_out_job(client: Client) -> None:
+def test_timed_out_job(any_client: Any) -> None:
     started = time.monotonic()
     with pytest.raises(JobTimedOut) as e:
-        client.submit("emq_test_jobs.sleep", 30, timeout=1).result(25)
+        any_client.submit("emq_test_jobs.sleep", 30, timeout=1).result(25)
     assert e.value.kind == "timeout"
     assert time.monotonic() - started < 20
 
 
-def test_result_wait_timeout_then_cancel_running(client: Client) -> None:
-    job = client.submit("emq_test_jobs.sleep", 30, "late")
+def test_result_wait_timeout_then_cancel_running(any_client: Any) -> None:
+    job = any_client.submit("emq_test_jobs.sleep", 30, "late")
     with pytest.raises(ResultTimeout):
         job.result(timeout=0.2)
     wait_until("the job to run", lambda: job.status().state == "in-flight", 20)
@@ -94,8 +103,8 @@ def test_result_wait_timeout_then_cancel_running(client: Client) -> None:
     assert e.value.kind == "conflict"
 
 
-def test_cancel_queued_job(bare_router: Router) -> None:
-    with bare_router.client() as c:
+def test_cancel_queued_job(bare_router: Router, kind: str) -> None:
+    with bare_router.connect(kind) as c:
         job = c.submit(call("noop"))
         assert job.accepted
         assert job.status().state == "queued"
@@ -107,16 +116,16 @@ def test_cancel_queued_job(bare_router: Router) -> None:
             c.job("no-such-job").status()
 
 
-def test_delayed_job(client: Client) -> None:
-    job = client.submit(call("echo", 7), delay=2)
+def test_delayed_job(any_client: Any) -> None:
+    job = any_client.submit(call("echo", 7), delay=2)
     assert job.status().state == "delayed"
     assert job.result(20) == 7
 
 
-def test_queue_full_and_bulk_reject(bare_router: Router) -> None:
+def test_queue_full_and_bulk_reject(bare_router: Router, kind: str) -> None:
     """The bare router holds 3 jobs per queue (--hwm 3); with
     ``queue_full_timeout=0`` a refusal is raised at once."""
-    with bare_router.client(queue_full_timeout=0) as c:
+    with bare_router.connect(kind, queue_full_timeout=0) as c:
         jobs = [c.submit(call("noop")) for _ in range(3)]
         with pytest.raises(QueueFull) as e:
             c.submit(call("noop"))
@@ -132,12 +141,12 @@ def test_queue_full_and_bulk_reject(bare_router: Router) -> None:
         assert c.submit(call("noop")).accepted
 
 
-def test_queue_full_is_backpressure_a_refused_job_goes_again_once_there_is_room(bare_router: Router) -> None:
+def test_queue_full_is_backpressure_a_refused_job_goes_again_once_there_is_room(bare_router: Router, kind: str) -> None:
     """--hwm 3 and no job manager: the 4th submit is refused queue-full and
     sent again (same msgid) until a queued job is cancelled from another
     thread; then it is accepted. With a short queue_full_timeout, the
     refusal is raised once the time is spent."""
-    with bare_router.client(queue_full_timeout=20) as c:
+    with bare_router.connect(kind, queue_full_timeout=20) as c:
         jobs = [c.submit(call("noop")) for _ in range(3)]
 
         def make_room() -> None:
@@ -154,37 +163,37 @@ def test_queue_full_is_backpressure_a_refused_job_goes_again_once_there_is_room(
         assert fourth.accepted
         assert time.monotonic() - t0 >= 0.4, "it waited for the room"
         assert fourth.status().state == "queued"
-    with bare_router.client(queue_full_timeout=0.3) as c:
+    with bare_router.connect(kind, queue_full_timeout=0.3) as c:
         t0 = time.monotonic()
         with pytest.raises(QueueFull):
             c.submit(call("noop"))
         assert 0.1 <= time.monotonic() - t0 < 5
 
 
-def test_submit_many_sends_queue_full_refusals_again(bare_router: Router) -> None:
+def test_submit_many_sends_queue_full_refusals_again(bare_router: Router, kind: str) -> None:
     """A bulk submit far over --hwm 3, with a job manager draining the
     queue: every job is accepted and runs once."""
     bare_router.add_jobmanager(concurrency=2)
-    with bare_router.client() as c:
+    with bare_router.connect(kind) as c:
         jobs = c.submit_many([call("echo", i) for i in range(300)])
         assert [j.result(60) for j in jobs] == list(range(300))
 
 
-def test_bad_schedule_is_malformed(client: Client) -> None:
+def test_bad_schedule_is_malformed(any_client: Any) -> None:
     with pytest.raises(Malformed):
-        client.schedule(call("noop"), cron="not a cron")
+        any_client.schedule(call("noop"), cron="not a cron")
 
 
-def test_schedule_runs_and_unschedules(client: Client, tmp_path) -> None:
+def test_schedule_runs_and_unschedules(any_client: Any, tmp_path) -> None:
     out = tmp_path / "sched.txt"
-    client.schedule("emq_test_jobs.record", str(out), "tick", interval=0.3)
+    any_client.schedule("emq_test_jobs.record", str(out), "tick", interval=0.3)
     wait_until("two scheduled runs", lambda: out.exists() and len(out.read_text().splitlines()) >= 2, 20)
-    client.unschedule("emq_test_jobs.record", str(out), "tick")
+    any_client.unschedule("emq_test_jobs.record", str(out), "tick")
 
 
-def test_connection_errors() -> None:
+def test_connection_errors(kind: str) -> None:
     nobody = f"tcp://127.0.0.1:{free_port()}"
-    with Client(nobody, admin_addr=nobody, ack_timeout=0.3, admin_timeout=0.3) as c:
+    with make_client(kind, nobody, admin_addr=nobody, ack_timeout=0.3, admin_timeout=0.3) as c:
         started = time.monotonic()
         with pytest.raises(EmqConnectionError, match="no answer"):
             c.submit(call("noop"))
@@ -192,7 +201,7 @@ def test_connection_errors() -> None:
             c.job("x").status()
         assert time.monotonic() - started < 5
     with pytest.raises(EmqConnectionError):
-        Client("not-an-address")
+        make_client(kind, "not-an-address")
 
 
 def test_one_client_per_thread(client: Client) -> None:
@@ -213,12 +222,12 @@ def test_one_client_per_thread(client: Client) -> None:
     assert job.result(30) == 1
 
 
-def test_memory_bounded_by_live_handles(client: Client) -> None:
+def test_memory_bounded_by_live_handles(any_client: Any) -> None:
     """Dropped handles free their records; their results are discarded."""
-    jobs = client.submit_many([call("noop")] * 2000)
-    assert client.outstanding >= 2000
+    jobs = any_client.submit_many([call("noop")] * 2000)
+    assert any_client.outstanding >= 2000
     last = jobs[-1]
     del jobs
     gc.collect()
-    assert client.outstanding <= 1
+    assert any_client.outstanding <= 1
     assert last.result(30) is None

@@ -15,7 +15,7 @@ import zmq
 from emq_client import Client, EmqConnectionError, EmqError, call
 from emq_client.curve import curve_keys
 
-from conftest import Router, binary, start_router
+from conftest import Router, binary, start_router, make_client
 
 
 def keygen(name: Path) -> None:
@@ -50,8 +50,8 @@ def curve_cluster(tmp_path_factory: pytest.TempPathFactory, keys: Path) -> Itera
         router.stop()
 
 
-def test_an_authorised_key_submits_and_gets_results_and_status(curve_cluster: Router) -> None:
-    with curve_cluster.client() as c:
+def test_an_authorised_key_submits_and_gets_results_and_status(curve_cluster: Router, kind: str) -> None:
+    with curve_cluster.connect(kind) as c:
         job = c.submit(call("echo", {"secret": 42}))
         assert job.result(timeout=30) == {"secret": 42}
         assert job.status().state == "done"
@@ -65,12 +65,12 @@ def test_keys_also_come_from_the_environment(curve_cluster: Router, keys: Path, 
 
 
 @pytest.mark.parametrize("who", ["stranger", "no-key"])
-def test_an_unknown_key_or_no_key_gets_no_answer(curve_cluster: Router, keys: Path, who: str) -> None:
+def test_an_unknown_key_or_no_key_gets_no_answer(curve_cluster: Router, keys: Path, who: str, kind: str) -> None:
     opts = {"curve_server_key": None, "curve_secret_key_file": None}
     if who == "stranger":
         opts = {"curve_server_key": str(keys / "router.key"),
                 "curve_secret_key_file": str(keys / "stranger.key_secret")}
-    with Client(curve_cluster.frontend, admin_addr=curve_cluster.admin, ack_timeout=1.0, **opts) as c:  # type: ignore[arg-type]
+    with make_client(kind, curve_cluster.frontend, admin_addr=curve_cluster.admin, ack_timeout=1.0, **opts) as c:
         with pytest.raises(EmqConnectionError):
             c.submit(call("echo", [1]))
     assert "not authorised" in curve_cluster.proc.log.read_text() or who == "no-key"

@@ -2,21 +2,23 @@
 against real routers: a dead address in the list is skipped; jobs
 acknowledged by a router that is then killed with SIGKILL get their results
 from the router that takes over its journal on other addresses — also
-results the first router had produced and the client had not read."""
+results the first router had produced and the client had not read; submits
+sent into a frozen router's connection go to the router that serves."""
 
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 from pathlib import Path
 from typing import Iterator, List
 
 import pytest
 
-from emq_client import AsyncClient, Client, EmqConnectionError, call
+from emq_client import AsyncClient, Client, EmqConnectionError, call, link
 from emq_client.link import parse_endpoints
 
-from conftest import PYTHONPATH, Proc, Router, binary, free_port, spawn, start_router, wait_until
+from conftest import PYTHONPATH, Proc, Router, binary, free_port, make_client, spawn, start_router, wait_until
 
 FAST = ["--heartbeat-interval", "0.5", "--heartbeat-liveness", "3"]
 
@@ -34,9 +36,9 @@ def test_failover_lists_are_parsed_as_the_binaries_do() -> None:
         Client("tcp://127.0.0.1:1,nope")
 
 
-def test_a_dead_address_in_the_list_is_skipped(cluster: Router) -> None:
+def test_a_dead_address_in_the_list_is_skipped(cluster: Router, kind: str) -> None:
     dead = f"tcp://127.0.0.1:{free_port()}"
-    with Client(f"{dead},{cluster.frontend}", admin_addr=f"{dead},{cluster.admin}") as c:
+    with make_client(kind, f"{dead},{cluster.frontend}", admin_addr=f"{dead},{cluster.admin}") as c:
         jobs = [c.submit(call("echo", i)) for i in range(10)]
         assert [j.result(30) for j in jobs] == list(range(10))
         assert jobs[0].status().state == "done"
@@ -154,3 +156,51 @@ def test_the_async_client_gets_results_across_a_failover(pair: Pair) -> None:
             return await submit(c)
 
     assert asyncio.run(run()) == [f"j{i}" for i in range(15)]
+
+
+def queued_on(router: Router) -> int:
+    """Jobs the router holds (any state)."""
+    with router.client(admin_timeout=2.0) as c:
+        return len(c.admin("jobs", limit=100)["jobs"])
+
+
+@pytest.mark.parametrize("bulk", [False, True], ids=["submit", "submit_many"])
+def test_submits_sent_into_a_frozen_router_go_to_the_one_that_serves(
+    tmp_path: Path, kind: str, bulk: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 26 item 2: a client on the failover list A,B, connected to
+    both, A then SIGSTOPped. Submits go round-robin into A's frozen
+    connection too; once the heartbeat drops it, the client sends every
+    unacknowledged one again, same msgid, to B — before, those waited for
+    an answer that never came (EmqConnectionError). Every job is
+    acknowledged and runs once (B's job manager; A never thaws)."""
+    monkeypatch.setattr(link, "LINK_HEARTBEAT_MS", 500)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = start_router(tmp_path / "a")
+    b = start_router(tmp_path / "b")
+    out = tmp_path / "runs.txt"
+    try:
+        b.add_jobmanager()
+        frontends, admins = f"{a.frontend},{b.frontend}", f"{a.admin},{b.admin}"
+        with make_client(kind, frontends, admin_addr=admins, ack_timeout=10) as c:
+
+            def connected_to_both() -> bool:
+                c.submit(call("noop"))
+                return queued_on(a) > 0 and queued_on(b) > 0
+
+            wait_until("the client to reach both routers", connected_to_both, 20)
+            a.proc.popen.send_signal(signal.SIGSTOP)
+            specs = [("emq_test_jobs.record", (str(out), f"j{i}")) for i in range(100)]
+            if bulk:
+                jobs = c.submit_many(specs, window=20)
+            else:
+                jobs = [c.submit(spec, *args) for spec, args in specs]
+            assert all(j.accepted for j in jobs)
+            assert [j.result(60) for j in jobs] == [f"j{i}" for i in range(100)]
+        runs = sorted(line.split()[0] for line in out.read_text().splitlines())
+        assert runs == sorted(f"j{i}" for i in range(100)), "every job ran once"
+    finally:
+        a.proc.popen.kill()  # also when stopped
+        a.proc.popen.wait(10)
+        b.stop()

@@ -17,10 +17,10 @@ import pytest
 import zmq
 
 import emq_client
-from emq_client import Client, JobFailed, QueueFull, messages, wire
+from emq_client import JobFailed, JournalUncertain, QueueFull, Rejected, messages, wire
 from emq_client.sender import Sender
 
-from conftest import REPO
+from conftest import REPO, make_client
 
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 
@@ -155,15 +155,15 @@ def test_compat_messages_match_0313_vectors(vectors: List[Dict[str, Any]], captu
     s.close(0)
 
 
-def test_client_frames_match_0313_vectors(vectors: List[Dict[str, Any]], capture: Capture) -> None:
-    """Client.submit and Client.schedule send 0.3.13's frames: the legacy
-    client exactly defer_job's, the emq client the same plus
-    reply-requested and result-receipt (and a RECEIVED for the result);
+def test_client_frames_match_0313_vectors(vectors: List[Dict[str, Any]], capture: Capture, kind: str) -> None:
+    """Client.submit and Client.schedule (and AsyncClient's) send 0.3.13's
+    frames: the legacy client exactly defer_job's, the emq client the same
+    plus reply-requested and result-receipt (and a RECEIVED for the result);
     schedules exactly schedule()'s."""
-    with Client(capture.addr, legacy=True) as legacy:
+    with make_client(kind, capture.addr, legacy=True) as legacy:
         legacy.submit("pyemq_jobs.noop")
         capture.wait_for(1)  # two connections: keep their messages in order
-    with Client(capture.addr) as c:
+    with make_client(kind, capture.addr) as c:
         job = c.submit(pyemq_jobs.mark, "x", k=1)
         assert job.result(5) == 42
         c.schedule("pyemq_jobs.noop", interval=60)
@@ -199,7 +199,7 @@ def test_headers_and_payload_forms() -> None:
         emq_client.task("nodots")
 
 
-def test_answers_reject_and_failure() -> None:
+def test_answers_reject_and_failure(kind: str) -> None:
     """REJECT becomes its reason's exception; a failed RESULT a JobFailed
     with kind, message and traceback."""
 
@@ -216,7 +216,7 @@ def test_answers_reject_and_failure() -> None:
     try:
         # queue_full_timeout=0: the REJECT is raised at once instead of
         # being retried as backpressure (test_client.py covers that).
-        with Client(cap.addr, queue_full_timeout=0) as c:
+        with make_client(kind, cap.addr, queue_full_timeout=0) as c:
             with pytest.raises(QueueFull) as e:
                 c.submit(emq_client.call("noop"))
             assert e.value.reason == "queue-full" and "full" in e.value.text
@@ -225,5 +225,74 @@ def test_answers_reject_and_failure() -> None:
                 job.result(5)
             assert (f.value.kind, f.value.message) == ("exception", "ValueError: x")
             assert "Traceback" in (f.value.traceback or "")
+    finally:
+        cap.close()
+
+
+def uncertain_once() -> Callable[[List[bytes]], List[List[bytes]]]:
+    """A router that answers the first send of every REQUEST ``REJECT
+    journal-uncertain`` and a send of the same msgid again with REPLY and a
+    RESULT (the msgid's text as the value)."""
+    seen: set = set()
+
+    def answer(frames: List[bytes]) -> List[List[bytes]]:
+        ident, msgid = frames[0], frames[4]
+        if frames[3] != b"REQUEST":
+            return []
+        if msgid not in seen:
+            seen.add(msgid)
+            return [[ident, b"", wire.PROTOCOL, b"REJECT", wire.new_msgid().encode(), msgid,
+                     b"journal-uncertain", b"the journal could not tell whether it stored the job"]]
+        value = json.dumps({"value": msgid.decode()}).encode()
+        return [[ident, b"", wire.PROTOCOL, b"REPLY", wire.new_msgid().encode(), msgid],
+                [ident, b"", wire.PROTOCOL, b"RESULT", wire.new_msgid().encode(), msgid, b"ok", value]]
+
+    return answer
+
+
+def requests(cap: Capture) -> List[List[bytes]]:
+    return [f for f in cap.got if f[3] == b"REQUEST"]
+
+
+def test_journal_uncertain_is_sent_again_under_the_same_msgid(kind: str) -> None:
+    """``journal-uncertain`` is not a refusal: the job goes again, same
+    msgid and frames, and the acknowledgement of the second send counts
+    (queue_full_timeout=0: it does not depend on the queue-full budget)."""
+    cap = Capture(uncertain_once())
+    try:
+        with make_client(kind, cap.addr, queue_full_timeout=0, ack_timeout=5) as c:
+            job = c.submit(emq_client.call("echo", 1))
+            assert job.accepted
+            assert job.result(5) == job.msgid
+            sent = requests(cap)
+            assert len(sent) == 2
+            assert sent[0][4] == sent[1][4] == job.msgid.encode()
+            assert sent[0][1:] == sent[1][1:]
+            jobs = c.submit_many([emq_client.call("echo", i) for i in range(20)], window=5)
+            assert [j.result(5) for j in jobs] == [j.msgid for j in jobs]
+            msgids = [f[4].decode() for f in requests(cap)[2:]]
+            assert sorted(msgids) == sorted(2 * [j.msgid for j in jobs])
+    finally:
+        cap.close()
+
+
+def test_journal_uncertain_past_the_time_is_not_a_refusal(kind: str) -> None:
+    """A router that stays unsure: once the time is spent the submit raises
+    JournalUncertain, which says the job may run and is no Rejected."""
+
+    def always(frames: List[bytes]) -> List[List[bytes]]:
+        if frames[3] != b"REQUEST":
+            return []
+        return [[frames[0], b"", wire.PROTOCOL, b"REJECT", b"m", frames[4], b"journal-uncertain", b"unsure"]]
+
+    cap = Capture(always)
+    try:
+        with make_client(kind, cap.addr, queue_full_timeout=0, ack_timeout=0.3) as c:
+            with pytest.raises(JournalUncertain) as e:
+                c.submit(emq_client.call("noop"))
+            assert not isinstance(e.value, Rejected)
+            assert "may run" in str(e.value)
+            sent = requests(cap)
+            assert len(sent) >= 2 and len({f[4] for f in sent}) == 1 and sent[0][4] == e.value.msgid.encode()
     finally:
         cap.close()

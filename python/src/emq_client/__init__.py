@@ -31,6 +31,7 @@ from .errors import (
     JobNotFound,
     JobTimedOut,
     JournalUnavailable,
+    JournalUncertain,
     Malformed,
     ProtocolError,
     QueueFull,
@@ -50,7 +51,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AdminError", "AsyncClient", "AsyncJob", "BulkRejected", "Client", "DeadLettered",
     "DuplicateMsgid", "EmqConnectionError", "EmqError", "Job", "JobCancelled", "JobFailed",
-    "JobNotFound", "JobStatus", "JobTimedOut", "JournalUnavailable", "Malformed",
+    "JobNotFound", "JobStatus", "JobTimedOut", "JournalUnavailable", "JournalUncertain", "Malformed",
     "ProtocolError", "QueueFull", "Rejected", "ResultTimeout", "ScheduleNotFound",
     "ShuttingDown", "Task", "Unsupported", "WrongThread", "call", "defer_job", "job",
     "python", "raw", "schedule", "shell", "task", "thread_client", "unschedule",

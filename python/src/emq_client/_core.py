@@ -33,23 +33,26 @@ RECEIPT_BATCH = 256
 
 class Pending:
     """One submitted job as the client knows it: acknowledged, refused,
-    finished. ``waker`` (the asyncio client's) is called on every change."""
+    uncertain (``journal-uncertain``: the router could not tell whether it
+    stored the job; it goes again), finished. ``waker`` (the asyncio
+    client's) is called on every change."""
 
-    __slots__ = ("msgid", "accepted", "reject", "status", "payload", "reply", "waker", "__weakref__")
+    __slots__ = ("msgid", "accepted", "reject", "uncertain", "status", "payload", "reply", "waker", "__weakref__")
 
     def __init__(self, msgid: str, reply: bool) -> None:
         self.msgid = msgid
         self.reply = reply
         self.accepted = False
         self.reject: Optional[errors.Rejected] = None
+        self.uncertain: Optional[errors.JournalUncertain] = None
         self.status: Optional[str] = None
         self.payload: Optional[bytes] = None
         self.waker: Optional[Callable[[], None]] = None
 
     @property
     def answered(self) -> bool:
-        """The router acknowledged or refused the message."""
-        return self.accepted or self.reject is not None
+        """The router acknowledged, refused, or was unsure about the message."""
+        return self.accepted or self.reject is not None or self.uncertain is not None
 
     @property
     def finished(self) -> bool:
@@ -70,6 +73,8 @@ class Tracker:
         self._receipts: List[str] = []
         self._connected = False
         self._lost = False
+        self._up: Set[str] = set()
+        self._again_at: Optional[float] = None
 
     def __len__(self) -> int:
         return len(self._jobs)
@@ -82,6 +87,17 @@ class Tracker:
             self._unanswered[msgid] = frames
         return p
 
+    def again(self, p: Pending, frames: Frames) -> None:
+        """``p`` goes again as ``frames`` (same msgid) after a ``queue-full``
+        or ``journal-uncertain`` answer: forget that answer, keep the frames
+        for a reconnect, and take a ``duplicate-msgid`` answer as accepted
+        (the router had stored it)."""
+        p.reject = None
+        p.uncertain = None
+        if self.resend:
+            self._unanswered[p.msgid] = frames
+            self._resent.add(p.msgid)
+
     @property
     def unanswered(self) -> int:
         """Messages kept to be sent again after a reconnect."""
@@ -90,9 +106,12 @@ class Tracker:
     def handle(self, msg: Incoming) -> Optional[Pending]:
         """Apply one answer; the record it changed, or None when nobody waits
         for it (unknown msgid, handle dropped, or not a job answer)."""
-        if msg.command == "REJECT" and msg.reason == "duplicate-msgid" and msg.orig in self._resent:
-            # Sent again after a reconnect: the router had taken it.
-            msg = Incoming("REPLY", msg.orig)
+        if msg.command == "REJECT" and msg.reason == "duplicate-msgid":
+            known = self._jobs.get(msg.orig)
+            if msg.orig in self._resent or (known is not None and known.accepted):
+                # Sent again (after a reconnect, or a journal-uncertain
+                # answer): the router had taken it.
+                msg = Incoming("REPLY", msg.orig)
         if msg.command in ("REPLY", "RESULT", "REJECT"):
             self._unanswered.pop(msg.orig, None)
             if msg.command != "REPLY":
@@ -109,7 +128,11 @@ class Tracker:
             p.status = msg.status
             p.payload = msg.payload
         elif msg.command == "REJECT":
-            p.reject = errors.rejected(msg.orig, msg.reason, msg.text)
+            answer = errors.rejected(msg.orig, msg.reason, msg.text)
+            if isinstance(answer, errors.JournalUncertain):
+                p.uncertain = answer
+            else:
+                p.reject = answer
         else:
             return None
         if p.waker is not None:
@@ -129,20 +152,53 @@ class Tracker:
         """A RECEIVED that could not be sent: keep its msgids for the next."""
         self._receipts[:0] = [f.decode() for f in frames[4:]]
 
-    def link(self, up: bool) -> List[Frames]:
-        """A connection came up (``up``) or went down; what to send: after a
-        connection comes up following a lost one, the hello and every
-        unanswered message again (in the order they were first sent)."""
-        if not up:
-            self._lost = True
+    def link(self, up: bool, endpoint: str, now: float) -> List[Frames]:
+        """A connection to ``endpoint`` came up (``up``) or went down at
+        ``now``; what to send now. Once a connection serves after one was
+        lost, the hello and every unanswered message go again (in the order
+        they were first sent): at once when one comes up after a loss;
+        :data:`SETTLE` seconds later (:meth:`poll_timeout`,
+        :meth:`handle_timeout`) when one that was up goes down while another
+        still is — a failover list whose router froze: what went into its
+        connection goes to the router that serves. (libzmq drops the dead
+        connection's pipe a moment after it reports the drop; a message
+        sent in between could go into that pipe and be lost.)"""
+        if up:
+            self._up.add(endpoint)
+            first, self._connected = not self._connected, True
+            if first or not self._lost:
+                return []
+            return self._send_again()
+        was_up = endpoint in self._up
+        self._up.discard(endpoint)
+        self._lost = True
+        if was_up and self._up:
+            self._again_at = now + SETTLE
+        return []
+
+    def poll_timeout(self) -> Optional[float]:
+        """When :meth:`handle_timeout` has something to send, or None."""
+        return self._again_at
+
+    def handle_timeout(self, now: float) -> List[Frames]:
+        """What to send at ``now``: see :meth:`link`."""
+        if self._again_at is None or now < self._again_at:
             return []
-        again = self._connected and self._lost
-        self._connected = True
-        if not again:
-            return []
+        self._again_at = None
+        if not self._lost or not self._up:
+            return []  # sent already, or nothing serves: the next link up sends
+        return self._send_again()
+
+    def _send_again(self) -> List[Frames]:
         self._lost = False
+        self._again_at = None
         self._resent.update(self._unanswered)
         return [wire.hello(), *self._unanswered.values()]
+
+
+#: Seconds between a connection's drop (another still up) and sending
+#: again what was not answered (:meth:`Tracker.link`).
+SETTLE = 0.2
 
 
 def decode_result(msgid: str, status: str, payload: bytes) -> Any:
@@ -265,9 +321,10 @@ def full_backoff(attempt: int) -> float:
     return min(FULL_BACKOFF_MAX, FULL_BACKOFF_FIRST * (2 ** max(0, attempt - 1)))
 
 
-def is_queue_full(p: Pending) -> bool:
-    """The router refused the job because its queue is full."""
-    return isinstance(p.reject, errors.QueueFull)
+def wants_resend(p: Pending) -> bool:
+    """The job goes again under its msgid: its queue was full, or the
+    router could not tell whether it stored it."""
+    return p.uncertain is not None or isinstance(p.reject, errors.QueueFull)
 
 
 def drain_list(items: List[Pending], finished: bool = False) -> int:

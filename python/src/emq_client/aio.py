@@ -8,25 +8,31 @@ RECEIVED. A second task watches the connections: after a reconnect (a
 router restarted, or another on the failover list took over) it says hello
 and sends again what was not answered (see :class:`~emq_client.Client`). A client belongs to
 the event loop it was first used on (zmq.asyncio sockets are bound to
-one); use from another loop or thread raises :class:`WrongThread`.
+one); use from another loop or thread raises :class:`WrongThread`. In a
+child after ``os.fork()`` it starts over on the child's loop with fresh
+sockets.
+
+What the client decides is in :mod:`emq_client._base`, shared with the
+blocking client; this module is the asyncio driver of its plans.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 import zmq
 import zmq.asyncio
 
-from . import _core, curve, errors, link, payload, wire
+from . import _base, errors, link, payload, wire
+from ._base import Admin, Await, BulkItem, Plan, Sleep
 from ._core import JobStatus, Pending
-from .client import BulkItem, bulk_task, default_admin, default_frontend, readable, recv_ready
+from .client import readable, recv_ready
+from .payload import JobSpec
 
 _FIRST = int(zmq.SNDMORE) | int(zmq.NOBLOCK)
 _MORE = int(zmq.SNDMORE)
-from .payload import JobSpec, Task
 
 
 class _Waiter:
@@ -41,46 +47,16 @@ class _Waiter:
         self.event.set()
 
 
-class AsyncClient:
-    """An asyncio connection to an emq router; options as :class:`Client`."""
+class AsyncClient(_base.BaseClient):
+    """An asyncio connection to an emq router; options as :class:`Client`
+    (``context``: a ``zmq.asyncio.Context``)."""
 
-    def __init__(
-        self,
-        addr: Optional[str] = None,
-        *,
-        admin_addr: Optional[str] = None,
-        queue: str = wire.DEFAULT_QUEUE,
-        ack_timeout: float = 10.0,
-        admin_timeout: float = 5.0,
-        window: int = 1000,
-        legacy: bool = False,
-        linger: float = 1.0,
-        context: Optional[zmq.asyncio.Context] = None,
-        queue_full_timeout: float = 30.0,
-        curve_server_key: Optional[curve.PathLike] = None,
-        curve_secret_key_file: Optional[curve.PathLike] = None,
-    ) -> None:
-        if window < 1:
-            raise ValueError("window must be >= 1")
-        if queue_full_timeout < 0:
-            raise ValueError("queue_full_timeout must be >= 0")
-        self.queue_full_timeout = float(queue_full_timeout)
-        self._curve = curve.curve_keys(curve_server_key, curve_secret_key_file)
-        self.addr = addr or default_frontend()
-        self.admin_addr = admin_addr or default_admin()
-        try:
-            self._addrs = link.parse_endpoints(self.addr, "addr")
-            self._admin_addrs = link.parse_endpoints(self.admin_addr, "admin_addr")
-        except ValueError as e:
-            raise errors.EmqConnectionError(f"cannot connect: {e}") from None
-        self.queue = queue
-        self.ack_timeout = float(ack_timeout)
-        self.admin_timeout = float(admin_timeout)
-        self.window = window
-        self.legacy = legacy
-        self._linger_ms = int(linger * 1000)
-        self._ctx = context or zmq.asyncio.Context.instance()
-        self._tracker = _core.Tracker(resend=not legacy)
+    def _setup(self) -> None:
+        self._job_type = AsyncJob
+        self._reset()
+
+    def _reset(self) -> None:
+        """No loop, no sockets yet: the first call binds and connects."""
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._sock: Optional[zmq.asyncio.Socket] = None
         # The same socket for calls that never block (sends that fit, reads
@@ -92,37 +68,26 @@ class AsyncClient:
         self._watch: Optional[zmq.asyncio.Socket] = None
         self._watcher: Optional["asyncio.Task[None]"] = None
         self._progress: Optional[asyncio.Event] = None
-        self._closed = False
 
-    def _dealer(self, addrs: List[str], watched: bool = False) -> zmq.asyncio.Socket:
-        """A DEALER as :meth:`Client._dealer` makes it."""
-        sock = self._ctx.socket(zmq.DEALER)
+    def _dealer(self, addrs: List[str], watched: bool = False) -> Any:
         try:
-            sock.setsockopt(zmq.IDENTITY, wire.new_msgid().encode())
-            if self._curve is not None:
-                self._curve.apply(sock)
-            sock.setsockopt(zmq.LINGER, self._linger_ms)
-            sock.setsockopt(zmq.RCVHWM, 100_000)
-            if watched:
-                self._watch = link.watch(sock)  # type: ignore[assignment]
-            link.connect(sock, addrs)
+            return link.dealer(self._ctx, addrs, keys=self._curve, linger_ms=self._linger_ms, watched=watched)
         except zmq.ZMQError as e:
-            if self._watch is not None:
-                link.unwatch(sock, self._watch)  # type: ignore[arg-type]
-                self._watch = None
-            sock.close(0)
             raise errors.EmqConnectionError(f"cannot connect to {','.join(addrs)}: {e}") from None
-        return sock
 
     def _start(self) -> zmq.asyncio.Socket:
-        """Check the caller's loop; on first use bind to it, connect, and
-        start the reader task."""
+        """Check the caller's loop; on first use (and first use in a forked
+        child) bind to it, connect, and start the reader task."""
         if self._closed:
             raise errors.EmqError("the client is closed")
+        if self._forked():
+            self._reset()  # the parent's sockets and tasks: left alone
         loop = asyncio.get_running_loop()
         if self._loop is None:
             self._loop = loop
-            self._sock = self._dealer(self._addrs, watched=not self.legacy)
+            self._ctx: "zmq.Context[Any]" = self._context or zmq.asyncio.Context.instance()
+            self._sock, self._watch = self._dealer(self._addrs, watched=not self.legacy)
+            assert self._sock is not None
             self._sync = zmq.Socket.shadow(self._sock.underlying)
             self._progress = asyncio.Event()
             self._admin_lock = asyncio.Lock()
@@ -182,15 +147,22 @@ class AsyncClient:
             sync.send(frames[-1], 0)
 
     async def _links(self, watch: zmq.asyncio.Socket) -> None:
-        """The watch task: after a reconnect, say hello and send again what
-        was not answered."""
+        """The watch task: apply connection changes, and send what the
+        tracker sends again after a reconnect or a drop (when it says)."""
+        tracker = self._tracker
         while True:
-            ev = link.link_event(await watch.recv_multipart())
-            if ev is None:
-                continue
-            assert self._sock is not None
-            for f in self._tracker.link(ev[0]):
-                await self._send(self._sock, f, self.addr)
+            wake = tracker.poll_timeout()
+            ms = None if wake is None else max(0, int((wake - time.monotonic()) * 1000 + 0.999))
+            again: List[List[bytes]] = []
+            if await watch.poll(ms):
+                ev = link.link_event(await watch.recv_multipart())
+                if ev is not None:
+                    again += tracker.link(*ev, time.monotonic())
+            again += tracker.handle_timeout(time.monotonic())
+            if again and self._sock is not None and self._sync is not None:
+                readable(self._sync)  # libzmq applies its pipe changes first
+                for f in again:
+                    await self._send(self._sock, f, self.addr)
 
     async def _send(self, sock: zmq.asyncio.Socket, frames: List[bytes], addr: str) -> None:
         """Send: at once when the socket has room, else waiting up to the
@@ -213,43 +185,55 @@ class AsyncClient:
         except asyncio.TimeoutError:
             raise errors.EmqConnectionError(f"cannot send to {addr}: no router there") from None
 
-    async def _wait_event(self, event: asyncio.Event, timeout: Optional[float]) -> bool:
-        """Wait for ``event`` up to ``timeout``; whether it was set."""
-        try:
-            await asyncio.wait_for(event.wait(), timeout)
-        except asyncio.TimeoutError:
-            return False
-        return True
-
-    async def _await(self, p: Pending, cond: "Any", timeout: Optional[float]) -> bool:
-        """Wait until ``cond(p)`` or ``timeout``; whether it holds."""
-        waiter = p.waker if isinstance(p.waker, _Waiter) else None
-        if waiter is None:
-            waiter = _Waiter()
-            p.waker = waiter
+    async def _until(self, cond: Callable[[], bool], timeout: Optional[float], p: Optional[Pending]) -> bool:
+        """Wait until ``cond()`` or ``timeout``; whether it holds. Woken by
+        ``p``'s changes when given (many coroutines may each await their
+        job), else by any arrival."""
+        if p is None:
+            event = self._progress
+        else:
+            if not isinstance(p.waker, _Waiter):
+                p.waker = _Waiter()
+            event = p.waker.event
+        assert event is not None
         deadline = None if timeout is None else time.monotonic() + timeout
-        while not cond(p):
-            waiter.event.clear()
+        while not cond():
+            event.clear()
             self._drain()
-            if cond(p):
+            if cond():
                 break
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 return False
-            await self._wait_event(waiter.event, remaining)
+            try:
+                await asyncio.wait_for(event.wait(), remaining)
+            except asyncio.TimeoutError:
+                pass
         return True
 
-    async def _post(self, task: Task, queue: Optional[str], headers: str) -> Pending:
+    async def _run(self, plan: Plan) -> Any:
+        """Run a plan of :mod:`emq_client._base` on this loop: do each
+        step's I/O, hand back its outcome; the plan's value."""
         sock = self._start()
-        msgid = wire.new_msgid()
-        frames = wire.request(msgid, queue or self.queue, headers, task.message)
-        p = self._tracker.add(msgid, reply=not self.legacy, frames=frames)
-        await self._send(sock, frames, self.addr)
-        return p
+        out: Any = None
+        try:
+            while True:
+                step = plan.send(out)
+                out = None
+                if isinstance(step, list):
+                    await self._send(sock, step, self.addr)
+                elif isinstance(step, Await):
+                    out = await self._until(step.cond, step.timeout, step.pending)
+                elif isinstance(step, Sleep):
+                    await asyncio.sleep(step.seconds)
+                elif isinstance(step, Admin):
+                    out = await self.admin(step.op, **step.args)
+                elif self._sync is not None and readable(self._sync):  # READ
+                    self._drain()
+        except StopIteration as stop:
+            return stop.value
 
-    async def _repost(self, p: Pending, task: Task, queue: Optional[str], headers: str) -> None:
-        p.reject = None
-        await self._send(self._start(), wire.request(p.msgid, queue or self.queue, headers, task.message), self.addr)
+    # -- the API ------------------------------------------------------------
 
     async def submit(
         self,
@@ -262,29 +246,9 @@ class AsyncClient:
         headers: Sequence[str] = (),
         **kwargs: Any,
     ) -> "AsyncJob":
-        """As :meth:`Client.submit` (``queue-full`` is sent again with
-        backoff for up to ``queue_full_timeout``)."""
+        """As :meth:`Client.submit`."""
         task = payload.build(func, args, kwargs)
-        hdrs = _core.submit_headers(self.legacy, retries, timeout, delay, headers)
-        p = await self._post(task, queue, hdrs)
-        if not self.legacy:
-            loop = asyncio.get_running_loop()
-            give_up = loop.time() + self.queue_full_timeout
-            tries = 0
-            while True:
-                if not await self._await(p, lambda q: q.answered, self.ack_timeout):
-                    raise _core.no_answer(self.addr, self.ack_timeout, f"job {p.msgid}")
-                if not _core.is_queue_full(p):
-                    break
-                tries += 1
-                pause = _core.full_backoff(tries)
-                if loop.time() + pause >= give_up:
-                    break
-                await asyncio.sleep(pause)
-                await self._repost(p, task, queue, hdrs)
-            if p.reject is not None:
-                raise p.reject
-        return AsyncJob(self, p.msgid, p)
+        return await self._run(self._submit(task, queue, self._headers(retries, timeout, delay, headers)))  # type: ignore[no-any-return]
 
     async def submit_many(
         self,
@@ -300,41 +264,8 @@ class AsyncClient:
         raise_on_reject: bool = True,
     ) -> List["AsyncJob"]:
         """As :meth:`Client.submit_many`."""
-        limit = window or self.window
-        hdrs = _core.submit_headers(self.legacy, retries, timeout, delay, headers)
-        jobs: List[AsyncJob] = []
-        unanswered: List[Pending] = []
-        unfinished: List[Pending] = []
-        for item in items:
-            p = await self._post(bulk_task(item), queue, hdrs)
-            jobs.append(AsyncJob(self, p.msgid, p))
-            if self.legacy:
-                continue
-            unanswered.append(p)
-            if len(unanswered) >= limit:
-                await self._await_window(unanswered, limit - 1, finished=False)
-            if max_unfinished:
-                unfinished.append(p)
-                if len(unfinished) >= max_unfinished:
-                    await self._await_window(unfinished, max_unfinished - 1, finished=True)
-        if not self.legacy:
-            await self._await_window(unanswered, 0, finished=False)
-            refused = [j._p.reject for j in jobs if j._p is not None and j._p.reject is not None]
-            if refused and raise_on_reject:
-                raise errors.BulkRejected(jobs, refused)
-        return jobs
-
-    async def _await_window(self, unanswered: List[Pending], room: int, finished: bool) -> None:
-        """As :meth:`Client._await_window`."""
-        progress = self._progress
-        assert progress is not None
-        while _core.drain_list(unanswered, finished) > room:
-            progress.clear()
-            self._drain()
-            if _core.drain_list(unanswered, finished) <= room:
-                break
-            if not await self._wait_event(progress, self.ack_timeout) and not all(p.answered for p in unanswered):
-                raise _core.no_answer(self.addr, self.ack_timeout, f"{len(unanswered)} jobs")
+        hdrs = self._headers(retries, timeout, delay, headers)
+        return await self._run(self._submit_many(items, queue, hdrs, window, max_unfinished, raise_on_reject))  # type: ignore[no-any-return]
 
     async def schedule(
         self,
@@ -347,7 +278,8 @@ class AsyncClient:
         **kwargs: Any,
     ) -> str:
         """As :meth:`Client.schedule`."""
-        return await self._schedule(payload.build(func, args, kwargs), interval, cron, queue, headers, False)
+        task = payload.build(func, args, kwargs)
+        return await self._run(self._schedule(task, interval, cron, queue, headers, False))  # type: ignore[no-any-return]
 
     async def unschedule(
         self,
@@ -358,33 +290,8 @@ class AsyncClient:
         **kwargs: Any,
     ) -> str:
         """As :meth:`Client.unschedule`."""
-        return await self._schedule(payload.build(func, args, kwargs), None, None, queue, headers, True)
-
-    async def _schedule(
-        self,
-        task: Task,
-        interval: Optional[float],
-        cron: Optional[str],
-        queue: Optional[str],
-        headers: Sequence[str],
-        unschedule: bool,
-    ) -> str:
-        if not unschedule and (interval is None) == (cron is None):
-            raise ValueError("give either interval or cron")
-        sock = self._start()
-        msgid = wire.new_msgid()
-        frames = wire.schedule(
-            msgid, queue or self.queue, ",".join(headers), task.message,
-            interval_secs=interval, cron=cron, unschedule=unschedule,
-        )
-        p = self._tracker.add(msgid, reply=False, frames=frames)
-        await self._send(sock, frames, self.addr)
-        if not self.legacy:
-            if not await self._await(p, lambda q: q.answered, self.ack_timeout):
-                raise _core.no_answer(self.addr, self.ack_timeout, f"schedule {msgid}")
-            if p.reject is not None:
-                raise p.reject
-        return msgid
+        task = payload.build(func, args, kwargs)
+        return await self._run(self._schedule(task, None, None, queue, headers, True))  # type: ignore[no-any-return]
 
     def job(self, msgid: str) -> "AsyncJob":
         """As :meth:`Client.job`."""
@@ -393,15 +300,14 @@ class AsyncClient:
     async def admin(self, op: str, **args: Any) -> Dict[str, Any]:
         """As :meth:`Client.admin`; one request at a time per client."""
         self._start()
-        if self.legacy:
-            raise errors.Unsupported(f"admin op {op!r} needs an emq router")
+        call = self._admin_call(op, args)
         assert self._admin_lock is not None
         async with self._admin_lock:
             if self._admin is None:
-                self._admin = self._dealer(self._admin_addrs)
+                self._admin, _ = self._dealer(self._admin_addrs)
             sock = self._admin
-            msgid = wire.new_msgid("admin:")
-            await self._send(sock, wire.admin(msgid, {"op": op, **args}), self.admin_addr)
+            assert sock is not None
+            await self._send(sock, call.frames, self.admin_addr)
             deadline = time.monotonic() + self.admin_timeout
             while True:
                 remaining = deadline - time.monotonic()
@@ -412,18 +318,18 @@ class AsyncClient:
                 except asyncio.TimeoutError:
                     sock.close(0)
                     self._admin = None
-                    raise errors.EmqConnectionError(
-                        f"no answer from the admin socket {self.admin_addr} to {op!r} within {self.admin_timeout} s"
-                    ) from None
-                msg = wire.parse(frames)
-                if msg is not None and msg.command == "REPLY" and msg.orig == msgid:
-                    return _core.admin_answer(op, msg.payload)
+                    raise call.expired() from None
+                answer = call.answer(frames)
+                if answer is not None:
+                    return answer
 
     async def close(self) -> None:
         """Stop the reader and close the sockets."""
         if self._closed:
             return
         self._closed = True
+        if self._forked():
+            return  # the parent's sockets and tasks: left alone
         for task in (self._reader, self._watcher):
             if task is not None:
                 task.cancel()
@@ -444,28 +350,12 @@ class AsyncClient:
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
 
-    @property
-    def outstanding(self) -> int:
-        """Jobs whose handles are alive."""
-        return len(self._tracker)
 
-
-class AsyncJob:
+class AsyncJob(_base.BaseJob):
     """A submitted job, awaited on its client's event loop."""
 
-    __slots__ = ("client", "msgid", "_p")
-
-    def __init__(self, client: AsyncClient, msgid: str, pending: Optional[Pending]) -> None:
-        self.client = client
-        self.msgid = msgid
-        self._p = pending
-
-    def __repr__(self) -> str:
-        return f"AsyncJob({self.msgid!r})"
-
-    @property
-    def accepted(self) -> bool:
-        return self._p is not None and self._p.accepted
+    __slots__ = ()
+    client: AsyncClient
 
     def done(self) -> bool:
         """Whether ``await result()`` would return at once."""
@@ -473,37 +363,12 @@ class AsyncJob:
 
     async def result(self, timeout: Optional[float] = None) -> Any:
         """As :meth:`Job.result`."""
-        c = self.client
-        c._start()
-        p = self._p
-        if c.legacy:
-            raise errors.Unsupported("results need an emq router (EventMQ 0.3.13 returns none)")
-        if p is None or not p.reply:
-            return await self._result_by_admin(timeout)
-        if not await c._await(p, lambda q: q.finished, timeout):
-            raise errors.ResultTimeout(self.msgid, timeout)
-        return _core.outcome(p)
-
-    async def _result_by_admin(self, timeout: Optional[float]) -> Any:
-        """As :meth:`Job._result_by_admin`, sleeping with asyncio."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        pause = 0.02
-        while True:
-            finished, value = _core.finished_view_outcome(self.msgid, (await self.status()).view)
-            if finished:
-                return value
-            now = time.monotonic()
-            if deadline is not None and now >= deadline:
-                raise errors.ResultTimeout(self.msgid, timeout)
-            await asyncio.sleep(pause if deadline is None else min(pause, deadline - now))
-            pause = min(pause * 2, 1.0)
+        return await self.client._run(self.client._result(self.msgid, self._p, timeout))
 
     async def status(self) -> JobStatus:
         """As :meth:`Job.status`."""
-        answer = await self.client.admin("job", msgid=self.msgid)
-        return _core.status_of(answer.get("job") or {})
+        return await self.client._run(self.client._status(self.msgid))  # type: ignore[no-any-return]
 
     async def cancel(self) -> str:
         """As :meth:`Job.cancel`."""
-        answer = await self.client.admin("cancel", msgid=self.msgid)
-        return str(answer.get("state", ""))
+        return await self.client._run(self.client._cancel(self.msgid))  # type: ignore[no-any-return]

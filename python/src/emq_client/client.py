@@ -21,25 +21,27 @@ belongs to the thread that made it: any call from another thread (on the
 Client or on one of its Jobs) raises :class:`~emq_client.errors.WrongThread`.
 Make one Client per thread; they are cheap (one socket each, one shared
 zmq context). :func:`thread_client` keeps one per thread and address.
+
+**Fork.** A Client used in a child after ``os.fork()`` reconnects there
+with fresh sockets (the parent's are left alone; :mod:`emq_client._base`).
+
+What the client decides is in :mod:`emq_client._base`, shared with the
+asyncio client; this module is the blocking driver: it runs the plans,
+doing the I/O each step names.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 import zmq
 
-from . import _core, curve, errors, link, payload, wire
-from ._core import JobStatus, Pending
-from .payload import JobSpec, Task
-
-#: What ``submit_many`` takes per job: a Task, a callable or dotted path
-#: (called with no arguments), or ``(spec, args)`` / ``(spec, args, kwargs)``.
-BulkItem = Union[Task, str, Callable[..., Any], Tuple[Any, ...]]
-
+from . import _base, errors, link, payload, wire
+from ._base import Admin, Await, BulkItem, Plan, Sleep
+from ._core import JobStatus
+from .payload import JobSpec
 
 # Flags as plain ints: pyzmq's enum arithmetic costs more than the send.
 _SNDMORE = int(zmq.SNDMORE)
@@ -74,29 +76,7 @@ def readable(sock: "zmq.Socket[Any]") -> bool:
     return bool(int(sock.get(_EVENTS)) & _POLLIN)
 
 
-def bulk_task(item: BulkItem) -> Task:
-    """The Task for one ``submit_many`` item."""
-    if isinstance(item, tuple):
-        if not 1 <= len(item) <= 3:
-            raise TypeError("a submit_many tuple is (spec, args) or (spec, args, kwargs)")
-        spec = item[0]
-        args = tuple(item[1]) if len(item) > 1 else ()
-        kwargs = dict(item[2]) if len(item) > 2 else {}
-        return payload.build(spec, args, kwargs)
-    return payload.build(item, (), {})
-
-
-def default_frontend() -> str:
-    """``$EMQ_BROKER_ADDR`` (0.3.13's variable for clients), else the default."""
-    return os.environ.get("EMQ_BROKER_ADDR") or wire.DEFAULT_FRONTEND
-
-
-def default_admin() -> str:
-    """``$EMQ_ADMIN_ADDR``, else the router's default admin address."""
-    return os.environ.get("EMQ_ADMIN_ADDR") or wire.DEFAULT_ADMIN
-
-
-class Client:
+class Client(_base.BaseClient):
     """A connection to an emq router's frontend (and admin socket).
 
     ``addr``: the frontend (default ``$EMQ_BROKER_ADDR``, else
@@ -110,7 +90,10 @@ class Client:
     ``queue_full_timeout``: a job refused ``queue-full`` is backpressure,
     not a failure — it is sent again (same msgid) after 10 ms, doubling to
     1 s between tries, for up to this many seconds before
-    :class:`QueueFull` is raised; 0 raises it at once.
+    :class:`QueueFull` is raised; 0 raises it at once. A job answered
+    ``journal-uncertain`` (the router cannot tell whether it stored it) is
+    sent again the same way, for at least ``ack_timeout``, then
+    :class:`JournalUncertain` (not a refusal: it may run) is raised.
 
     ``legacy=True`` is for an EventMQ 0.3.13 router, which acknowledges only
     jobs it can dispatch at once and never returns results: submits are fire
@@ -123,87 +106,46 @@ class Client:
     from ``emq-cli keygen``) encrypt both connections with CURVE, for a
     router started with ``--curve-secret-key-file``; defaults
     ``$EVENTMQ_CURVE_SERVER_KEY`` and ``$EVENTMQ_CURVE_SECRET_KEY_FILE``
-    (:mod:`emq_client.curve`).
+    (:mod:`emq_client.curve`). ``context``: the zmq context (default
+    ``zmq.Context.instance()``).
     """
 
-    def __init__(
-        self,
-        addr: Optional[str] = None,
-        *,
-        admin_addr: Optional[str] = None,
-        queue: str = wire.DEFAULT_QUEUE,
-        ack_timeout: float = 10.0,
-        admin_timeout: float = 5.0,
-        window: int = 1000,
-        legacy: bool = False,
-        linger: float = 1.0,
-        context: Optional[zmq.Context] = None,  # type: ignore[type-arg]
-        queue_full_timeout: float = 30.0,
-        curve_server_key: Optional[curve.PathLike] = None,
-        curve_secret_key_file: Optional[curve.PathLike] = None,
-    ) -> None:
-        if window < 1:
-            raise ValueError("window must be >= 1")
-        if queue_full_timeout < 0:
-            raise ValueError("queue_full_timeout must be >= 0")
-        self.queue_full_timeout = float(queue_full_timeout)
-        self._curve = curve.curve_keys(curve_server_key, curve_secret_key_file)
-        self.addr = addr or default_frontend()
-        self.admin_addr = admin_addr or default_admin()
-        try:
-            self._addrs = link.parse_endpoints(self.addr, "addr")
-            self._admin_addrs = link.parse_endpoints(self.admin_addr, "admin_addr")
-        except ValueError as e:
-            raise errors.EmqConnectionError(f"cannot connect: {e}") from None
-        self.queue = queue
-        self.ack_timeout = float(ack_timeout)
-        self.admin_timeout = float(admin_timeout)
-        self.window = window
-        self.legacy = legacy
-        self._linger_ms = int(linger * 1000)
+    def _setup(self) -> None:
+        self._job_type = Job
         self._owner = threading.get_ident()
-        self._ctx = context or zmq.Context.instance()
-        self._tracker = _core.Tracker(resend=not legacy)
-        self._watch: Optional["zmq.Socket[Any]"] = None
-        self._poll: Optional[zmq.Poller] = None
-        self._sock = self._dealer(self._addrs, watched=not legacy)
-        self._admin: Optional[zmq.Socket] = None  # type: ignore[type-arg]
-        self._closed = False
+        self._connect()
 
     # -- sockets ---------------------------------------------------------
 
-    def _dealer(self, addrs: List[str], watched: bool = False) -> "zmq.Socket[Any]":
-        """A DEALER with a uuid4 identity (as 0.3.13's Sender), a send timeout
-        (a send that blocks this long means no router: a connection error)
-        and a short linger, connected to every address of ``addrs``; with
-        ``watched``, its connections are watched (``self._watch``)."""
-        sock = self._ctx.socket(zmq.DEALER)
+    def _connect(self) -> None:
+        """Make the frontend DEALER (watched, unless legacy); the admin one
+        comes with the first admin call."""
+        self._ctx: "zmq.Context[Any]" = self._context or zmq.Context.instance()
+        self._watch: Optional["zmq.Socket[Any]"] = None
+        self._poll: Optional[zmq.Poller] = None
+        self._admin: Optional["zmq.Socket[Any]"] = None
+        self._sock, self._watch = self._dealer(self._addrs, watched=not self.legacy)
+
+    def _dealer(self, addrs: List[str], watched: bool = False) -> "Any":
         try:
-            sock.setsockopt(zmq.IDENTITY, wire.new_msgid().encode())
-            if self._curve is not None:
-                self._curve.apply(sock)
-            sock.setsockopt(zmq.SNDTIMEO, int(self.ack_timeout * 1000))
-            sock.setsockopt(zmq.LINGER, self._linger_ms)
-            sock.setsockopt(zmq.RCVHWM, 100_000)
-            if watched:
-                self._watch = link.watch(sock)
-            link.connect(sock, addrs)
+            return link.dealer(
+                self._ctx, addrs, keys=self._curve, linger_ms=self._linger_ms,
+                send_timeout_ms=int(self.ack_timeout * 1000), watched=watched,
+            )
         except zmq.ZMQError as e:
-            if self._watch is not None:
-                link.unwatch(sock, self._watch)
-                self._watch = None
-            sock.close(0)
             raise errors.EmqConnectionError(f"cannot connect to {','.join(addrs)}: {e}") from None
-        return sock
 
     def _check(self) -> None:
-        """Refuse use from another thread, or after close."""
+        """Refuse use from another thread, or after close; reconnect in a
+        forked child."""
         if threading.get_ident() != self._owner:
             raise errors.WrongThread(
                 "this Client belongs to another thread: make one Client per thread (emq_client.thread_client)"
             )
         if self._closed:
             raise errors.EmqError("the client is closed")
+        if self._forked():
+            self._connect()
 
     def _send(self, sock: "zmq.Socket[Any]", frames: List[bytes], addr: str) -> None:
         """Send one message; a send that cannot proceed within the ack
@@ -230,7 +172,8 @@ class Client:
                 # the router says something or the time is up.
                 deadline = None if timeout is None else time.monotonic() + timeout
                 while True:
-                    left = None if deadline is None else deadline - time.monotonic()
+                    wake = _base.earliest(deadline, self._tracker.poll_timeout())
+                    left = None if wake is None else wake - time.monotonic()
                     ms = None if left is None else max(0, int(left * 1000 + 0.999))
                     self._poller().poll(ms)
                     self._links()
@@ -261,19 +204,25 @@ class Client:
         return self._poll
 
     def _links(self) -> None:
-        """Apply the connection changes waiting on the watch: after a
-        reconnect, say hello and send again what was not answered."""
+        """Apply the connection changes waiting on the watch, and what the
+        tracker sends again after a reconnect or a drop."""
         watch = self._watch
         if watch is None:
             return
-        while True:
+        tracker = self._tracker
+        again: List[List[bytes]] = []
+        while readable(watch):
             frames = recv_ready(watch)
             if frames is None:
-                return
+                break
             ev = link.link_event(frames)
-            if ev is None:
-                continue
-            for f in self._tracker.link(ev[0]):
+            if ev is not None:
+                again += tracker.link(*ev, time.monotonic())
+        if tracker.poll_timeout() is not None:
+            again += tracker.handle_timeout(time.monotonic())
+        if again:
+            readable(self._sock)  # libzmq applies its pipe changes first
+            for f in again:
                 self._send(self._sock, f, self.addr)
 
     def _send_receipts(self) -> None:
@@ -292,31 +241,39 @@ class Client:
                 self._tracker.give_back_receipts(frames)
                 return
 
-    def _wait(self, done: Callable[[], bool], timeout: Optional[float], expired: Callable[[], Exception]) -> None:
-        """Read answers until ``done()`` or ``timeout`` seconds pass (then
-        raise ``expired()``)."""
+    def _until(self, done: Callable[[], bool], timeout: Optional[float]) -> bool:
+        """Read answers until ``done()`` or ``timeout`` seconds pass;
+        whether ``done()`` holds."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while not done():
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
-                raise expired()
+                return False
             self._pump(remaining)
+        return True
 
-    # -- submitting -------------------------------------------------------
+    def _run(self, plan: Plan) -> Any:
+        """Run a plan of :mod:`emq_client._base`: do each step's I/O, hand
+        back its outcome; the plan's value."""
+        out: Any = None
+        try:
+            while True:
+                step = plan.send(out)
+                out = None
+                if isinstance(step, list):
+                    self._send(self._sock, step, self.addr)
+                elif isinstance(step, Await):
+                    out = self._until(step.cond, step.timeout)
+                elif isinstance(step, Sleep):
+                    time.sleep(step.seconds)
+                elif isinstance(step, Admin):
+                    out = self.admin(step.op, **step.args)
+                elif readable(self._sock):  # READ
+                    self._pump(0)
+        except StopIteration as stop:
+            return stop.value
 
-    def _post(self, task: Task, queue: Optional[str], headers: str) -> Pending:
-        """Send one REQUEST and record it."""
-        msgid = wire.new_msgid()
-        frames = wire.request(msgid, queue or self.queue, headers, task.message)
-        p = self._tracker.add(msgid, reply=not self.legacy, frames=frames)
-        self._send(self._sock, frames, self.addr)
-        return p
-
-    def _repost(self, p: Pending, task: Task, queue: Optional[str], headers: str) -> None:
-        """Send a refused REQUEST again under its msgid (the router kept
-        nothing of it)."""
-        p.reject = None
-        self._send(self._sock, wire.request(p.msgid, queue or self.queue, headers, task.message), self.addr)
+    # -- the API ------------------------------------------------------------
 
     def submit(
         self,
@@ -342,24 +299,7 @@ class Client:
         :class:`EmqConnectionError` when no router answers in time."""
         self._check()
         task = payload.build(func, args, kwargs)
-        hdrs = _core.submit_headers(self.legacy, retries, timeout, delay, headers)
-        p = self._post(task, queue, hdrs)
-        if not self.legacy:
-            give_up = time.monotonic() + self.queue_full_timeout
-            tries = 0
-            while True:
-                self._wait(lambda: p.answered, self.ack_timeout, lambda: _core.no_answer(self.addr, self.ack_timeout, f"job {p.msgid}"))
-                if not _core.is_queue_full(p):
-                    break
-                tries += 1
-                pause = _core.full_backoff(tries)
-                if time.monotonic() + pause >= give_up:
-                    break
-                time.sleep(pause)
-                self._repost(p, task, queue, hdrs)
-            if p.reject is not None:
-                raise p.reject
-        return Job(self, p.msgid, p)
+        return self._run(self._submit(task, queue, self._headers(retries, timeout, delay, headers)))  # type: ignore[no-any-return]
 
     def submit_many(
         self,
@@ -387,69 +327,8 @@ class Client:
         ``raise_on_reject=False``, when the refused Jobs raise their
         :class:`Rejected` from ``result()``."""
         self._check()
-        limit = window or self.window
-        hdrs = _core.submit_headers(self.legacy, retries, timeout, delay, headers)
-        jobs: List[Job] = []
-        tasks: List[Task] = []
-        unanswered: List[Pending] = []
-        unfinished: List[Pending] = []
-        for item in items:
-            task = bulk_task(item)
-            p = self._post(task, queue, hdrs)
-            jobs.append(Job(self, p.msgid, p))
-            tasks.append(task)
-            if self.legacy:
-                continue
-            unanswered.append(p)
-            if len(jobs) % 32 == 0 and readable(self._sock):
-                self._pump(0)
-            if len(unanswered) >= limit:
-                self._await_window(unanswered, limit - 1, finished=False)
-            if max_unfinished:
-                unfinished.append(p)
-                if len(unfinished) >= max_unfinished:
-                    self._await_window(unfinished, max_unfinished - 1, finished=True)
-        if not self.legacy:
-            self._await_window(unanswered, 0, finished=False)
-            self._resend_full(jobs, tasks, queue, hdrs)
-            refused = [p.reject for p in (j._p for j in jobs) if p is not None and p.reject is not None]
-            if refused and raise_on_reject:
-                raise errors.BulkRejected(jobs, refused)
-        return jobs
-
-    def _resend_full(self, jobs: List["Job"], tasks: List[Task], queue: Optional[str], hdrs: str) -> None:
-        """Send the jobs refused ``queue-full`` again until accepted or
-        ``queue_full_timeout`` is over: ``probe`` at a time, doubled when
-        all were taken, halved (after a backoff pause) when some were
-        refused again."""
-        give_up = time.monotonic() + self.queue_full_timeout
-        waiting = [(j._p, t) for j, t in zip(jobs, tasks) if j._p is not None and _core.is_queue_full(j._p)]
-        probe, pauses = 1, 0
-        while waiting:
-            pause = _core.full_backoff(pauses + 1) if pauses else _core.FULL_BACKOFF_FIRST
-            if time.monotonic() + pause >= give_up:
-                return
-            time.sleep(pause)
-            batch, waiting = waiting[:probe], waiting[probe:]
-            for p, t in batch:
-                self._repost(p, t, queue, hdrs)
-            sent = [p for p, _ in batch]
-            self._await_window(sent, 0, finished=False)
-            again = [(p, t) for p, t in batch if _core.is_queue_full(p)]
-            if again:
-                probe, pauses = max(1, probe // 2), pauses + 1
-            else:
-                probe, pauses = min(probe * 2, self.window), 0
-            waiting = again + waiting
-
-    def _await_window(self, unanswered: List[Pending], room: int, finished: bool) -> None:
-        """Read answers until at most ``room`` jobs are unanswered (with
-        ``finished``: unfinished). Silence for ``ack_timeout`` while some
-        job is unacknowledged is a connection error; accepted jobs may run
-        as long as they take."""
-        while _core.drain_list(unanswered, finished) > room:
-            if not self._pump(self.ack_timeout) and not all(p.answered for p in unanswered):
-                raise _core.no_answer(self.addr, self.ack_timeout, f"{len(unanswered)} jobs")
+        hdrs = self._headers(retries, timeout, delay, headers)
+        return self._run(self._submit_many(items, queue, hdrs, window, max_unfinished, raise_on_reject))  # type: ignore[no-any-return]
 
     def schedule(
         self,
@@ -466,7 +345,9 @@ class Client:
         router took it (raises :class:`Malformed` for a bad cron). Frames as
         0.3.13's ``schedule()`` sends them, so either library can remove
         the schedule."""
-        return self._schedule(payload.build(func, args, kwargs), interval, cron, queue, headers, False)
+        self._check()
+        task = payload.build(func, args, kwargs)
+        return self._run(self._schedule(task, interval, cron, queue, headers, False))  # type: ignore[no-any-return]
 
     def unschedule(
         self,
@@ -479,44 +360,15 @@ class Client:
         """Remove the schedule of this job on this queue (the router matches
         queue and payload); raises :class:`ScheduleNotFound` when none
         matches."""
-        return self._schedule(payload.build(func, args, kwargs), None, None, queue, headers, True)
-
-    def _schedule(
-        self,
-        task: Task,
-        interval: Optional[float],
-        cron: Optional[str],
-        queue: Optional[str],
-        headers: Sequence[str],
-        unschedule: bool,
-    ) -> str:
-        """Send SCHEDULE or UNSCHEDULE and wait for its answer (emq only)."""
         self._check()
-        if not unschedule and (interval is None) == (cron is None):
-            raise ValueError("give either interval or cron")
-        msgid = wire.new_msgid()
-        frames = wire.schedule(
-            msgid, queue or self.queue, ",".join(headers), task.message,
-            interval_secs=interval, cron=cron, unschedule=unschedule,
-        )
-        p = self._tracker.add(msgid, reply=False, frames=frames)
-        self._send(self._sock, frames, self.addr)
-        if not self.legacy:
-            self._wait(lambda: p.answered, self.ack_timeout, lambda: _core.no_answer(self.addr, self.ack_timeout, f"schedule {msgid}"))
-            if p.reject is not None:
-                raise p.reject
-        return msgid
+        task = payload.build(func, args, kwargs)
+        return self._run(self._schedule(task, None, None, queue, headers, True))  # type: ignore[no-any-return]
 
     def send_raw(self, command: str, body: Sequence[bytes]) -> str:
         """Send ``[command, msgid, *body]`` with a fresh msgid, unanswered
         (the compatibility functions of :mod:`emq_client.messages` use it)."""
         self._check()
-        msgid = wire.new_msgid()
-        frames = [b"", wire.PROTOCOL, command.encode(), msgid.encode(), *body]
-        self._send(self._sock, frames, self.addr)
-        return msgid
-
-    # -- jobs by msgid, admin ------------------------------------------------
+        return self._run(self._send_raw(command, body))  # type: ignore[no-any-return]
 
     def job(self, msgid: str) -> "Job":
         """A handle for a job submitted elsewhere (another client, another
@@ -529,13 +381,11 @@ class Client:
         """One control-plane operation (docs/PROTOCOL.md, "Control plane"):
         the answer object, or :class:`AdminError` raised."""
         self._check()
-        if self.legacy:
-            raise errors.Unsupported(f"admin op {op!r} needs an emq router")
+        call = self._admin_call(op, args)
         if self._admin is None:
-            self._admin = self._dealer(self._admin_addrs)
+            self._admin, _ = self._dealer(self._admin_addrs)
         sock = self._admin
-        msgid = wire.new_msgid("admin:")
-        self._send(sock, wire.admin(msgid, {"op": op, **args}), self.admin_addr)
+        self._send(sock, call.frames, self.admin_addr)
         deadline = time.monotonic() + self.admin_timeout
         while True:
             remaining = deadline - time.monotonic()
@@ -544,18 +394,18 @@ class Client:
                 # being taken for the next request's.
                 sock.close(0)
                 self._admin = None
-                raise errors.EmqConnectionError(
-                    f"no answer from the admin socket {self.admin_addr} to {op!r} within {self.admin_timeout} s"
-                )
-            msg = wire.parse(sock.recv_multipart())
-            if msg is not None and msg.command == "REPLY" and msg.orig == msgid:
-                return _core.admin_answer(op, msg.payload)
+                raise call.expired()
+            answer = call.answer(sock.recv_multipart())
+            if answer is not None:
+                return answer
 
     def close(self) -> None:
         """Close the sockets (unsent messages get ``linger`` seconds)."""
         if self._closed:
             return
         self._closed = True
+        if self._forked():
+            return  # the parent's sockets: left alone
         self._send_receipts()
         link.close_sockets(self._sock, self._watch, self._admin, self._linger_ms)
 
@@ -568,32 +418,15 @@ class Client:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    @property
-    def outstanding(self) -> int:
-        """Jobs whose handles are alive (what the client keeps memory for)."""
-        return len(self._tracker)
 
-
-class Job:
+class Job(_base.BaseJob):
     """A submitted job. ``msgid`` is its id on the router.
 
     ``result(timeout)`` blocks for the value; ``status()`` and ``cancel()``
     use the admin socket. A Job belongs to its Client's thread."""
 
-    __slots__ = ("client", "msgid", "_p")
-
-    def __init__(self, client: Client, msgid: str, pending: Optional[Pending]) -> None:
-        self.client = client
-        self.msgid = msgid
-        self._p = pending
-
-    def __repr__(self) -> str:
-        return f"Job({self.msgid!r})"
-
-    @property
-    def accepted(self) -> bool:
-        """The router acknowledged the job (False while unknown or refused)."""
-        return self._p is not None and self._p.accepted
+    __slots__ = ()
+    client: Client
 
     def done(self) -> bool:
         """Whether ``result()`` would return at once (reads what has arrived,
@@ -609,36 +442,14 @@ class Job:
         finish; return its value. Raises :class:`JobFailed` (``kind``,
         ``message``, ``traceback``) when it failed, :class:`Rejected` when it
         was refused, :class:`ResultTimeout` when the time ran out."""
-        c = self.client
-        c._check()
-        p = self._p
-        if c.legacy:
-            raise errors.Unsupported("results need an emq router (EventMQ 0.3.13 returns none)")
-        if p is None or not p.reply:
-            return self._result_by_admin(timeout)
-        c._wait(lambda: p.finished, timeout, lambda: errors.ResultTimeout(self.msgid, timeout))
-        return _core.outcome(p)
-
-    def _result_by_admin(self, timeout: Optional[float]) -> Any:
-        """Poll the admin ``job`` view until it is finished: 20 ms at first,
-        doubling to 1 s between polls, until ``timeout``."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        pause = 0.02
-        while True:
-            finished, value = _core.finished_view_outcome(self.msgid, self.status().view)
-            if finished:
-                return value
-            now = time.monotonic()
-            if deadline is not None and now >= deadline:
-                raise errors.ResultTimeout(self.msgid, timeout)
-            time.sleep(pause if deadline is None else min(pause, deadline - now))
-            pause = min(pause * 2, 1.0)
+        self.client._check()
+        return self.client._run(self.client._result(self.msgid, self._p, timeout))
 
     def status(self) -> JobStatus:
         """The job's state on the router (admin op ``job``); raises
         :class:`JobNotFound` for a job the router neither holds nor keeps."""
-        answer = self.client.admin("job", msgid=self.msgid)
-        return _core.status_of(answer.get("job") or {})
+        self.client._check()
+        return self.client._run(self.client._status(self.msgid))  # type: ignore[no-any-return]
 
     def cancel(self) -> str:
         """Cancel the job (admin op ``cancel``): a waiting job is removed at
@@ -646,8 +457,8 @@ class Job:
         manager (returns ``cancelling``). Its ``result()`` then raises
         :class:`JobCancelled`. :class:`AdminError` kind ``conflict`` when it
         had already finished."""
-        answer = self.client.admin("cancel", msgid=self.msgid)
-        return str(answer.get("state", ""))
+        self.client._check()
+        return self.client._run(self.client._cancel(self.msgid))  # type: ignore[no-any-return]
 
 
 _local = threading.local()
@@ -656,7 +467,7 @@ _local = threading.local()
 def thread_client(addr: Optional[str] = None, **options: Any) -> Client:
     """This thread's Client for ``addr`` (made on first use, kept for the
     thread's life); what the ``@job`` decorator's ``submit`` uses."""
-    key = (addr or default_frontend(), tuple(sorted(options.items())))
+    key = (addr or _base.default_frontend(), tuple(sorted(options.items())))
     clients: Dict[Any, Client] = _local.__dict__.setdefault("clients", {})
     c = clients.get(key)
     if c is None or c._closed:

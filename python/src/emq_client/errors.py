@@ -12,7 +12,7 @@ be reached (:class:`EmqConnectionError`), or the caller waited too long
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Type
+from typing import Any, Dict, List, Mapping, Optional, Type, Union
 
 
 class EmqError(Exception):
@@ -74,6 +74,23 @@ class JournalUnavailable(Rejected):
     """REJECT journal-unavailable: nothing was stored; try again later."""
 
 
+class JournalUncertain(EmqConnectionError):
+    """REJECT journal-uncertain, still the answer when the submit's time
+    ran out: the router could not tell whether it stored the job. **Not a
+    refusal** — the job may run. The client sends such a job again under
+    the same msgid (the router takes it as the same job) until it is
+    acknowledged; this is raised only when ``queue_full_timeout`` (at least
+    ``ack_timeout``) is spent. Ask ``client.job(msgid)`` later. From
+    ``submit_many``, ``jobs`` holds every handle."""
+
+    def __init__(self, msgid: str, reason: str, text: str) -> None:
+        super().__init__(f"job {msgid}: the router could not tell whether it stored the job (it may run): {text}")
+        self.msgid = msgid
+        self.reason = reason
+        self.text = text
+        self.jobs: List[Any] = []
+
+
 class DuplicateMsgid(Rejected):
     """REJECT duplicate-msgid: the router holds an unfinished job with it."""
 
@@ -82,20 +99,26 @@ class ScheduleNotFound(Rejected):
     """REJECT not-found: an UNSCHEDULE matched no schedule."""
 
 
-_REJECTS: Dict[str, Type[Rejected]] = {
+#: The REJECT reasons (docs/PROTOCOL.md, "REJECT reasons") and their
+#: exceptions. A separate list from the admin error kinds (:class:`AdminError`).
+#: ``queue-full`` and ``journal-uncertain`` are sent again by the client
+#: (same msgid, backoff) before either is raised.
+REJECT_REASONS: Dict[str, Union[Type[Rejected], Type[JournalUncertain]]] = {
     "queue-full": QueueFull,
     "malformed": Malformed,
     "shutting-down": ShuttingDown,
     "journal-unavailable": JournalUnavailable,
+    "journal-uncertain": JournalUncertain,
     "duplicate-msgid": DuplicateMsgid,
     "not-found": ScheduleNotFound,
 }
 
 
-def rejected(msgid: str, reason: str, text: str) -> Rejected:
+def rejected(msgid: str, reason: str, text: str) -> "Union[Rejected, JournalUncertain]":
     """The exception for a REJECT reason (unknown reasons give the base
-    class, so a newer router's reasons still surface)."""
-    return _REJECTS.get(reason, Rejected)(msgid, reason, text)
+    class, so a newer router's reasons still surface); ``journal-uncertain``
+    gives :class:`JournalUncertain`, which is not a refusal."""
+    return REJECT_REASONS.get(reason, Rejected)(msgid, reason, text)
 
 
 class JobFailed(EmqError):

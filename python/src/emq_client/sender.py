@@ -17,7 +17,7 @@ from typing import Any, List, Optional, Sequence, Union
 import zmq
 
 from . import errors
-from .client import default_frontend
+from ._base import default_frontend
 
 Frame = Union[str, bytes]
 

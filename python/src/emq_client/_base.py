@@ -1,0 +1,508 @@
+"""Everything a client decides, written once for :class:`~emq_client.Client`
+and :class:`~emq_client.AsyncClient` (the shape of httpx's
+``BaseClient``/``Client``/``AsyncClient``): no socket, no sleep, no event
+loop here.
+
+A client call is a *plan*: a generator that yields steps and receives each
+step's outcome. The blocking driver (:mod:`emq_client.client`) and the
+asyncio driver (:mod:`emq_client.aio`) run plans and do only the I/O a step
+names:
+
+- a list of frames (:data:`Send`, the step every job takes, so the
+  frames themselves): send it on the frontend (outcome None);
+- :class:`Await` until ``cond()`` holds, reading answers, for up to
+  ``timeout`` seconds (outcome: whether it holds); ``pending`` names the one
+  job waited for (the asyncio driver wakes on that job's changes only);
+- :data:`READ`: apply what has arrived, without waiting;
+- :class:`Sleep` (outcome None);
+- :class:`Admin`: one control-plane call (outcome: the answer object).
+
+A driver subclasses :class:`BaseClient`: ``_setup()`` sets its job handle
+class (``_job_type``) and its sockets (or defers them), ``_run(plan)`` runs
+a plan, and each public method is ``self._run(self._<method>(...))``.
+
+The rules the plans follow:
+
+- **Submit.** Every message waits ``ack_timeout`` for its answer (silence:
+  :class:`EmqConnectionError`). ``queue-full`` (the router kept nothing)
+  and ``journal-uncertain`` (it cannot tell whether it stored the job) are
+  not final: the same frames, same msgid, go again after 10 ms, doubling to
+  1 s (:class:`Backoff`), for up to ``queue_full_timeout`` seconds
+  (``journal-uncertain``: at least ``ack_timeout``); the router takes a
+  msgid it already holds as the same job (``duplicate-msgid`` then counts
+  as accepted, :class:`~emq_client._core.Tracker`). A client is never told
+  "refused" about a job that may run: an uncertain job whose time ran out
+  raises :class:`~emq_client.errors.JournalUncertain`, not a ``Rejected``.
+- **Bulk window** (:class:`Window`): ``submit_many`` keeps at most
+  ``window`` jobs unanswered (and with ``max_unfinished`` that many
+  unfinished); a full window waits, and ``ack_timeout`` without making room
+  while some job is unanswered is a connection error.
+- **Bulk resends** (:class:`Probe`): jobs answered ``queue-full`` or
+  ``journal-uncertain`` go again after the rest, one at first, twice as
+  many after a batch all accepted, half as many (after a backoff pause)
+  when some were refused again.
+- **Admin calls** (:class:`AdminCall`): one request, the answer with its
+  msgid, or a connection error after ``admin_timeout``; a job known only
+  by msgid gets its result by polling the admin ``job`` view, 20 ms
+  doubling to 1 s apart.
+- **Fork.** A client remembers the process that made its sockets; used in
+  a child after ``os.fork()`` it starts over with fresh sockets on a fresh
+  zmq context and an empty tracker (the parent's sockets are left alone:
+  libzmq's state is not usable in the child, and closing it there would
+  touch the parent's connections).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING, Any, Callable, Dict, Generator, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
+
+from . import _core, curve, errors, link, payload, wire
+from ._core import Pending
+from .payload import Task
+from .wire import Frames
+
+if TYPE_CHECKING:
+    import zmq
+
+#: What ``submit_many`` takes per job: a Task, a callable or dotted path
+#: (called with no arguments), or ``(spec, args)`` / ``(spec, args, kwargs)``.
+BulkItem = Union[Task, str, Callable[..., Any], Tuple[Any, ...]]
+
+
+# -- steps -------------------------------------------------------------------
+
+
+class Await(NamedTuple):
+    """Read answers until ``cond()`` or ``timeout`` seconds (None: no limit);
+    the outcome is whether ``cond()`` holds."""
+
+    cond: Callable[[], bool]
+    timeout: Optional[float]
+    pending: Optional[Pending] = None
+
+
+class Read(NamedTuple):
+    """Apply what has arrived, without waiting."""
+
+
+READ = Read()
+
+
+class Sleep(NamedTuple):
+    """Wait ``seconds`` (reading nothing)."""
+
+    seconds: float
+
+
+class Admin(NamedTuple):
+    """One admin call; the outcome is its answer object."""
+
+    op: str
+    args: Dict[str, Any]
+
+
+#: A send step is the message's frames themselves (no wrapper per job).
+Send = list
+
+Step = Union[Frames, Await, Read, Sleep, Admin]
+Plan = Generator[Step, Any, Any]
+
+
+# -- step objects ------------------------------------------------------------
+
+
+class Backoff:
+    """When a job answered ``queue-full`` or ``journal-uncertain`` goes
+    again: 10 ms doubling to 1 s (:func:`~emq_client._core.full_backoff`),
+    until ``full_for`` seconds after ``now`` (``uncertain_for`` for an
+    uncertain answer). Time is given, never read."""
+
+    def __init__(self, now: float, full_for: float, uncertain_for: float) -> None:
+        self.full_until = now + full_for
+        self.uncertain_until = now + uncertain_for
+        self.tries = 0
+
+    def pause(self, p: Pending, now: float) -> Optional[float]:
+        """The wait before ``p`` goes again, or None: its answer stands
+        (accepted, refused for good, or its time is spent)."""
+        if not _core.wants_resend(p):
+            return None
+        self.tries += 1
+        pause = _core.full_backoff(self.tries)
+        until = self.uncertain_until if p.uncertain is not None else self.full_until
+        if now + pause >= until:
+            return None
+        return pause
+
+
+class Window:
+    """The bulk window: jobs sent and not answered (at most ``limit``), and
+    with ``max_unfinished`` jobs sent and not finished (at most that many)."""
+
+    def __init__(self, limit: int, max_unfinished: Optional[int]) -> None:
+        self.limit = limit
+        self.max_unfinished = max_unfinished or 0
+        self.unanswered: List[Pending] = []
+        self.unfinished: List[Pending] = []
+
+    def sent(self, p: Pending) -> List[Tuple[List[Pending], int, bool]]:
+        """Count ``p`` in; the waits due before the next send: ``(jobs,
+        room, finished)`` each."""
+        self.unanswered.append(p)
+        waits = []
+        if len(self.unanswered) >= self.limit:
+            waits.append((self.unanswered, self.limit - 1, False))
+        if self.max_unfinished:
+            self.unfinished.append(p)
+            if len(self.unfinished) >= self.max_unfinished:
+                waits.append((self.unfinished, self.max_unfinished - 1, True))
+        return waits
+
+
+class Probe:
+    """Bulk resends: the jobs answered ``queue-full`` or
+    ``journal-uncertain``, ``size`` at a time (1 at first; doubled up to
+    ``window`` after a batch all accepted, halved after a refusal, which
+    also lengthens the pause)."""
+
+    def __init__(self, waiting: List[Tuple[Pending, Frames]], window: int) -> None:
+        self.waiting = waiting
+        self.window = window
+        self.size = 1
+        self.pauses = 0
+
+    def pause(self) -> float:
+        """The wait before the next batch."""
+        return _core.full_backoff(self.pauses + 1) if self.pauses else _core.FULL_BACKOFF_FIRST
+
+    def batch(self) -> List[Tuple[Pending, Frames]]:
+        """The next jobs to send again."""
+        batch, self.waiting = self.waiting[: self.size], self.waiting[self.size:]
+        return batch
+
+    def settled(self, batch: List[Tuple[Pending, Frames]]) -> None:
+        """The batch is answered: the ones to go again return to the front."""
+        again = [(p, f) for p, f in batch if _core.wants_resend(p)]
+        if again:
+            self.size, self.pauses = max(1, self.size // 2), self.pauses + 1
+        else:
+            self.size, self.pauses = min(self.size * 2, self.window), 0
+        self.waiting = again + self.waiting
+
+
+class AdminCall:
+    """One admin request: its frames, and the answer among what arrives."""
+
+    def __init__(self, op: str, args: Dict[str, Any], addr: str, timeout: float) -> None:
+        self.op = op
+        self.addr = addr
+        self.timeout = timeout
+        self.msgid = wire.new_msgid("admin:")
+        self.frames = wire.admin(self.msgid, {"op": op, **args})
+
+    def answer(self, frames: Sequence[bytes]) -> Optional[Dict[str, Any]]:
+        """The answer object if ``frames`` are ours (or its error raised),
+        else None (an answer to an earlier call that timed out)."""
+        msg = wire.parse(frames)
+        if msg is not None and msg.command == "REPLY" and msg.orig == self.msgid:
+            return _core.admin_answer(self.op, msg.payload)
+        return None
+
+    def expired(self) -> errors.EmqConnectionError:
+        """The error when no answer came within the timeout."""
+        return errors.EmqConnectionError(
+            f"no answer from the admin socket {self.addr} to {self.op!r} within {self.timeout} s"
+        )
+
+
+# -- the client --------------------------------------------------------------
+
+
+def earliest(*times: Optional[float]) -> Optional[float]:
+    """The earliest of the given times (None: no time)."""
+    given = [t for t in times if t is not None]
+    return min(given) if given else None
+
+
+def bulk_task(item: BulkItem) -> Task:
+    """The Task for one ``submit_many`` item."""
+    if isinstance(item, tuple):
+        if not 1 <= len(item) <= 3:
+            raise TypeError("a submit_many tuple is (spec, args) or (spec, args, kwargs)")
+        spec = item[0]
+        args = tuple(item[1]) if len(item) > 1 else ()
+        kwargs = dict(item[2]) if len(item) > 2 else {}
+        return payload.build(spec, args, kwargs)
+    return payload.build(item, (), {})
+
+
+def default_frontend() -> str:
+    """``$EMQ_BROKER_ADDR`` (0.3.13's variable for clients), else the default."""
+    return os.environ.get("EMQ_BROKER_ADDR") or wire.DEFAULT_FRONTEND
+
+
+def default_admin() -> str:
+    """``$EMQ_ADMIN_ADDR``, else the router's default admin address."""
+    return os.environ.get("EMQ_ADMIN_ADDR") or wire.DEFAULT_ADMIN
+
+
+class BaseClient:
+    """Options, the tracker of outstanding jobs, and the plans of every
+    call (see the module documentation). The options are documented on
+    :class:`~emq_client.Client`; ``context`` is the driver's zmq context."""
+
+    #: The job handle class of the driver (``Job``, ``AsyncJob``).
+    _job_type: Callable[[Any, str, Optional[Pending]], Any]
+
+    def __init__(
+        self,
+        addr: Optional[str] = None,
+        *,
+        admin_addr: Optional[str] = None,
+        queue: str = wire.DEFAULT_QUEUE,
+        ack_timeout: float = 10.0,
+        admin_timeout: float = 5.0,
+        window: int = 1000,
+        legacy: bool = False,
+        linger: float = 1.0,
+        context: "Optional[zmq.Context[Any]]" = None,
+        queue_full_timeout: float = 30.0,
+        curve_server_key: Optional[curve.PathLike] = None,
+        curve_secret_key_file: Optional[curve.PathLike] = None,
+    ) -> None:
+        if window < 1:
+            raise ValueError("window must be >= 1")
+        if queue_full_timeout < 0:
+            raise ValueError("queue_full_timeout must be >= 0")
+        self.queue_full_timeout = float(queue_full_timeout)
+        self._curve = curve.curve_keys(curve_server_key, curve_secret_key_file)
+        self.addr = addr or default_frontend()
+        self.admin_addr = admin_addr or default_admin()
+        try:
+            self._addrs = link.parse_endpoints(self.addr, "addr")
+            self._admin_addrs = link.parse_endpoints(self.admin_addr, "admin_addr")
+        except ValueError as e:
+            raise errors.EmqConnectionError(f"cannot connect: {e}") from None
+        self.queue = queue
+        self.ack_timeout = float(ack_timeout)
+        self.admin_timeout = float(admin_timeout)
+        self.window = window
+        self.legacy = legacy
+        self._linger_ms = int(linger * 1000)
+        self._context: "Optional[zmq.Context[Any]]" = context
+        self._pid = os.getpid()
+        self._tracker = _core.Tracker(resend=not legacy)
+        self._closed = False
+        self._clock: Callable[[], float] = time.monotonic
+        self._setup()
+
+    def _setup(self) -> None:
+        """The driver's part of ``__init__`` (its sockets, or nothing yet)."""
+
+    # -- fork ---------------------------------------------------------------
+
+    def _forked(self) -> bool:
+        """This process is a child forked after the sockets were made: they
+        are the parent's (module documentation, "Fork")."""
+        if self._pid == os.getpid():
+            return False
+        self._pid = os.getpid()
+        self._context = None  # the parent's; a fresh one is made
+        self._tracker = _core.Tracker(resend=not self.legacy)
+        return True
+
+    # -- plans ----------------------------------------------------------------
+
+    def _headers(self, retries: int, timeout: float, delay: Optional[float], headers: Iterable[str]) -> str:
+        return _core.submit_headers(self.legacy, retries, timeout, delay, headers)
+
+    def _record(self, task: Task, queue: Optional[str], headers: str) -> Tuple[Pending, Frames]:
+        """A REQUEST for ``task``, recorded and ready to send."""
+        msgid = wire.new_msgid()
+        frames = wire.request(msgid, queue or self.queue, headers, task.message)
+        return self._tracker.add(msgid, reply=not self.legacy, frames=frames), frames
+
+    def _until_answered(self, p: Pending, frames: Frames, what: str) -> Plan:
+        """Wait for ``p``'s answer, sending it again while it is
+        ``queue-full`` or ``journal-uncertain`` (:class:`Backoff`)."""
+        backoff = Backoff(self._clock(), self.queue_full_timeout, max(self.queue_full_timeout, self.ack_timeout))
+        while True:
+            if not (yield Await(lambda: p.answered, self.ack_timeout, p)):
+                raise _core.no_answer(self.addr, self.ack_timeout, what)
+            pause = backoff.pause(p, self._clock())
+            if pause is None:
+                break
+            yield Sleep(pause)
+            self._tracker.again(p, frames)
+            yield frames
+        if p.reject is not None:
+            raise p.reject
+        if p.uncertain is not None:
+            raise p.uncertain
+
+    def _submit(self, task: Task, queue: Optional[str], headers: str) -> Plan:
+        """``submit``: send, wait for the acknowledgement; the job handle."""
+        p, frames = self._record(task, queue, headers)
+        yield frames
+        if not self.legacy:
+            yield from self._until_answered(p, frames, f"job {p.msgid}")
+        return self._job_type(self, p.msgid, p)
+
+    def _submit_many(
+        self,
+        items: Iterable[BulkItem],
+        queue: Optional[str],
+        headers: str,
+        window: Optional[int],
+        max_unfinished: Optional[int],
+        raise_on_reject: bool,
+    ) -> Plan:
+        """``submit_many``: pipelined through a :class:`Window`, then the
+        jobs to send again through a :class:`Probe`; the handles."""
+        win = Window(window or self.window, max_unfinished)
+        sent: List[Tuple[Pending, Frames]] = []
+        for item in items:
+            p, frames = self._record(bulk_task(item), queue, headers)
+            yield frames
+            sent.append((p, frames))
+            if self.legacy:
+                continue
+            if len(sent) % 32 == 0:
+                yield READ
+            for jobs, room, finished in win.sent(p):
+                yield from self._make_room(jobs, room, finished)
+        handles = [self._job_type(self, p.msgid, p) for p, _ in sent]
+        if self.legacy:
+            return handles
+        yield from self._make_room(win.unanswered, 0, False)
+        yield from self._resend(sent)
+        refused = [p.reject for p, _ in sent if p.reject is not None]
+        if refused and raise_on_reject:
+            raise errors.BulkRejected(handles, refused)
+        uncertain = [p.uncertain for p, _ in sent if p.uncertain is not None]
+        if uncertain:
+            uncertain[0].jobs = handles
+            raise uncertain[0]
+        return handles
+
+    def _make_room(self, jobs: List[Pending], room: int, finished: bool) -> Plan:
+        """Read answers until at most ``room`` of ``jobs`` are unanswered
+        (``finished``: unfinished); accepted jobs may run as long as they
+        take, an unanswered one waits ``ack_timeout`` at most."""
+        while _core.drain_list(jobs, finished) > room:
+            made = yield Await(lambda: _core.drain_list(jobs, finished) <= room, self.ack_timeout)
+            if not made and not all(p.answered for p in jobs):
+                raise _core.no_answer(self.addr, self.ack_timeout, f"{len(jobs)} jobs")
+
+    def _resend(self, sent: List[Tuple[Pending, Frames]]) -> Plan:
+        """Send the jobs answered ``queue-full`` or ``journal-uncertain``
+        again (:class:`Probe`) until accepted or their time is spent."""
+        now = self._clock()
+        full_until = now + self.queue_full_timeout
+        uncertain_until = now + max(self.queue_full_timeout, self.ack_timeout)
+        probe = Probe([(p, f) for p, f in sent if _core.wants_resend(p)], self.window)
+        while probe.waiting:
+            pause = probe.pause()
+            until = uncertain_until if any(p.uncertain is not None for p, _ in probe.waiting) else full_until
+            if self._clock() + pause >= until:
+                return
+            yield Sleep(pause)
+            batch = probe.batch()
+            for p, frames in batch:
+                self._tracker.again(p, frames)
+                yield frames
+            yield from self._make_room([p for p, _ in batch], 0, False)
+            probe.settled(batch)
+
+    def _schedule(
+        self,
+        task: Task,
+        interval: Optional[float],
+        cron: Optional[str],
+        queue: Optional[str],
+        headers: Sequence[str],
+        unschedule: bool,
+    ) -> Plan:
+        """SCHEDULE or UNSCHEDULE, waiting for its answer (emq only)."""
+        if not unschedule and (interval is None) == (cron is None):
+            raise ValueError("give either interval or cron")
+        msgid = wire.new_msgid()
+        frames = wire.schedule(
+            msgid, queue or self.queue, ",".join(headers), task.message,
+            interval_secs=interval, cron=cron, unschedule=unschedule,
+        )
+        p = self._tracker.add(msgid, reply=False, frames=frames)
+        yield frames
+        if not self.legacy:
+            yield from self._until_answered(p, frames, f"schedule {msgid}")
+        return msgid
+
+    def _send_raw(self, command: str, body: Sequence[bytes]) -> Plan:
+        """``[command, msgid, *body]`` with a fresh msgid, unanswered."""
+        msgid = wire.new_msgid()
+        yield [b"", wire.PROTOCOL, command.encode(), msgid.encode(), *body]
+        return msgid
+
+    def _admin_call(self, op: str, args: Dict[str, Any]) -> AdminCall:
+        if self.legacy:
+            raise errors.Unsupported(f"admin op {op!r} needs an emq router")
+        return AdminCall(op, args, self.admin_addr, self.admin_timeout)
+
+    def _result(self, msgid: str, p: Optional[Pending], timeout: Optional[float]) -> Plan:
+        """A job's value: from its RESULT, or (a job submitted elsewhere) by
+        polling the admin ``job`` view until it is finished."""
+        if self.legacy:
+            raise errors.Unsupported("results need an emq router (EventMQ 0.3.13 returns none)")
+        if p is not None and p.reply:
+            pending = p
+            if not (yield Await(lambda: pending.finished, timeout, pending)):
+                raise errors.ResultTimeout(msgid, timeout)
+            return _core.outcome(pending)
+        deadline = None if timeout is None else self._clock() + timeout
+        pause = 0.02
+        while True:
+            answer = yield Admin("job", {"msgid": msgid})
+            finished, value = _core.finished_view_outcome(msgid, answer.get("job") or {})
+            if finished:
+                return value
+            now = self._clock()
+            if deadline is not None and now >= deadline:
+                raise errors.ResultTimeout(msgid, timeout)
+            yield Sleep(pause if deadline is None else min(pause, deadline - now))
+            pause = min(pause * 2, 1.0)
+
+    def _status(self, msgid: str) -> Plan:
+        answer = yield Admin("job", {"msgid": msgid})
+        return _core.status_of(answer.get("job") or {})
+
+    def _cancel(self, msgid: str) -> Plan:
+        answer = yield Admin("cancel", {"msgid": msgid})
+        return str(answer.get("state", ""))
+
+    @property
+    def outstanding(self) -> int:
+        """Jobs whose handles are alive (what the client keeps memory for)."""
+        return len(self._tracker)
+
+
+class BaseJob:
+    """What both job handles share. ``msgid`` is the job's id on the
+    router."""
+
+    __slots__ = ("client", "msgid", "_p")
+
+    def __init__(self, client: Any, msgid: str, pending: Optional[Pending]) -> None:
+        self.client = client
+        self.msgid = msgid
+        self._p = pending
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.msgid!r})"
+
+    @property
+    def accepted(self) -> bool:
+        """The router acknowledged the job (False while unknown or refused)."""
+        return self._p is not None and self._p.accepted
+
