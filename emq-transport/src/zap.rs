@@ -24,6 +24,12 @@
 //! list, or one of only commas and spaces, is an error and not "no
 //! restriction", so that `--allow-admin ""` or an unset-but-empty
 //! environment variable cannot open the admin socket by accident.
+//!
+//! The router's policy comes from its flags and settings through
+//! [`AccessPolicy::from_settings`] (`--allow-*`, `--plain-users`,
+//! `--curve-*`, else `ALLOW_*`, `PLAIN_USERS`, `CURVE_*`, else any address
+//! on the frontend and backend and loopback on the admin socket), which also
+//! keeps where its files are ([`AccessFiles`]) to read them again on SIGHUP.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -949,6 +955,87 @@ pub fn spawn_handshake_monitor(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn from_settings(args: &AccessArgs, env: &[(&str, &str)]) -> Result<Access, String> {
+        let mut s = Settings::default();
+        for (k, v) in env {
+            s.set(k, v);
+        }
+        AccessPolicy::from_settings(args, &s, "tcp://127.0.0.1:47293")
+    }
+
+    #[test]
+    fn from_settings_defaults_to_a_loopback_admin_socket_and_flags_win() {
+        let a = from_settings(&AccessArgs::default(), &[]).unwrap();
+        assert_eq!(a.policy.domains.len(), 1);
+        let admin = &a.policy.domains["admin"].allow;
+        assert!(admin
+            .iter()
+            .any(|b| b.contains("127.0.0.1".parse().unwrap())));
+        assert!(!admin
+            .iter()
+            .any(|b| b.contains("10.0.0.1".parse().unwrap())));
+        assert!(a.warnings.is_empty());
+        assert_eq!(a.log, ["access control on admin: allow 127.0.0.0/8,::1"]);
+        // The flag wins over the setting; the setting over the default.
+        let args = AccessArgs {
+            allow_frontend: Some("10.0.0.0/8".into()),
+            ..AccessArgs::default()
+        };
+        let a = from_settings(&args, &[("ALLOW_FRONTEND", "any"), ("ALLOW_ADMIN", "any")]).unwrap();
+        assert_eq!(a.policy.domains["frontend"].allow.len(), 1);
+        assert!(!a.policy.domains.contains_key("admin"));
+        assert!(
+            a.warnings[0].contains("tcp://127.0.0.1:47293"),
+            "{:?}",
+            a.warnings
+        );
+        // A bad setting names the flag and where it came from.
+        let e =
+            from_settings(&AccessArgs::default(), &[("ALLOW_BACKEND", "10.0.0.0/99")]).unwrap_err();
+        assert!(e.starts_with("--allow-backend (from set)"), "{e}");
+    }
+
+    #[test]
+    fn from_settings_messages_read_as_one_line() {
+        let dir = std::env::temp_dir().join(format!("emq-zap-settings-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (_, secret) =
+            curve::write_key_pair(&dir.join("router"), &curve::generate().unwrap(), false).unwrap();
+        let users = dir.join("users");
+        std::fs::write(&users, "u:p\n").unwrap();
+        let keys_only = AccessArgs {
+            curve_keys: Some("any".into()),
+            ..AccessArgs::default()
+        };
+        let secret_only = AccessArgs {
+            curve_secret_key_file: Some(secret.clone()),
+            ..AccessArgs::default()
+        };
+        let both = AccessArgs {
+            curve_secret_key_file: Some(secret),
+            curve_frontend_keys: Some("any".into()),
+            plain_users: Some(users),
+            ..AccessArgs::default()
+        };
+        for (args, says) in [
+            (
+                keys_only,
+                "need the router's key pair: --curve-secret-key-file (make one",
+            ),
+            (
+                secret_only,
+                "no socket has authorised client keys (--curve-keys",
+            ),
+            (both, "CURVE or PLAIN (the frontend would need both)"),
+        ] {
+            let e = from_settings(&args, &[]).unwrap_err();
+            assert!(e.contains(says), "{e}");
+            assert!(!e.contains("  "), "a run of spaces in {e:?}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     fn req(domain: &str, address: &str, mechanism: &str, creds: &[&str]) -> ZapRequest {
         ZapRequest {
