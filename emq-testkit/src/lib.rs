@@ -18,8 +18,8 @@
 //!   and frame builders for what they send.
 //! - [`poll_until`], [`lines`]: waiting for an event, bounded.
 //!
-//! Signals go through `emq_jobmanager::process` (the one module of the
-//! workspace with `unsafe`), so this crate forbids unsafe code.
+//! Signals go through `emq_process` (the one crate of the workspace with
+//! `unsafe`), so this crate forbids unsafe code.
 
 #![forbid(unsafe_code)]
 
