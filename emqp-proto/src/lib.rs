@@ -13,6 +13,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod admin;
 pub mod command;
 pub mod duration;
 pub mod error;
@@ -26,6 +27,7 @@ pub mod published;
 pub mod queues;
 pub mod settings;
 
+pub use admin::{AdminError, AdminOp, ErrorKind, OpName};
 pub use command::{
     Command, Inform, JobResult, PeerType, Reject, RejectReason, Reply, Request, ResultStatus,
     Schedule,
