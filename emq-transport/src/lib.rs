@@ -12,6 +12,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+pub mod admin;
 pub mod curve;
 pub mod failover;
 pub mod http;

@@ -26,7 +26,10 @@ use std::num::NonZeroU64;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
-use strum::{EnumDiscriminants, EnumIter, IntoEnumIterator, IntoStaticStr};
+use strum::{EnumDiscriminants, EnumIter, IntoStaticStr};
+
+/// `OpName::iter()`, `ErrorKind::iter()`, `ViewState::iter()`.
+pub use strum::IntoEnumIterator;
 
 /// One control-plane operation with its arguments.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, EnumDiscriminants)]
@@ -176,9 +179,20 @@ impl From<DeadTarget> for DeadTargetArgs {
     }
 }
 
-/// A job's state in its view (and the `state` filter of `jobs`).
+/// A job's state in its view (and the `state` filter of `jobs`, which
+/// lists no dead letters: `dead` does).
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, EnumIter, IntoStaticStr,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    EnumIter,
+    IntoStaticStr,
+    strum::EnumString,
 )]
 #[serde(rename_all = "kebab-case")]
 #[strum(serialize_all = "kebab-case")]
@@ -191,6 +205,7 @@ pub enum ViewState {
     Done,
     Failed,
     Cancelled,
+    DeadLettered,
 }
 
 impl ViewState {
@@ -199,11 +214,11 @@ impl ViewState {
         self.into()
     }
 
-    /// `done`, `failed` or `cancelled`.
+    /// `done`, `failed`, `cancelled` or `dead-lettered`.
     pub fn is_finished(self) -> bool {
         matches!(
             self,
-            ViewState::Done | ViewState::Failed | ViewState::Cancelled
+            ViewState::Done | ViewState::Failed | ViewState::Cancelled | ViewState::DeadLettered
         )
     }
 }

@@ -1,7 +1,9 @@
 //! The command line as clap parses it: as close to what was typed as
 //! possible. [`super::hiargs`] checks it and turns it into a [`super::Plan`].
 
-use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+use clap::builder::TypedValueParser;
+use clap::{ArgGroup, Args, Parser, Subcommand};
+use emqp_proto::admin::{IntoEnumIterator, ViewState};
 
 /// The admin address 0.3.13 and emq routers bind by default.
 pub const DEFAULT_ADMIN: &str = "tcp://127.0.0.1:47293";
@@ -213,8 +215,8 @@ pub struct JobsArgs {
     #[arg(long, short = 'q', value_name = "Q")]
     pub queue: Option<String>,
     /// Only jobs in this state
-    #[arg(long, short = 's', value_name = "S", value_enum)]
-    pub state: Option<JobState>,
+    #[arg(long, short = 's', value_name = "S", value_parser = view_state())]
+    pub state: Option<ViewState>,
     /// Only jobs whose payload (MSG frame) contains TEXT
     #[arg(long, short = 'c', value_name = "TEXT")]
     pub contains: Option<String>,
@@ -278,35 +280,11 @@ pub struct DeadTarget {
     pub contains: Option<String>,
 }
 
-/// A job state, as the router names it.
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JobState {
-    Delayed,
-    Queued,
-    InFlight,
-    Cancelling,
-    Retrying,
-    Done,
-    Failed,
-    Cancelled,
-    DeadLettered,
-}
-
-impl JobState {
-    /// The router's name of the state.
-    pub fn name(self) -> &'static str {
-        match self {
-            JobState::Delayed => "delayed",
-            JobState::Queued => "queued",
-            JobState::InFlight => "in-flight",
-            JobState::Cancelling => "cancelling",
-            JobState::Retrying => "retrying",
-            JobState::Done => "done",
-            JobState::Failed => "failed",
-            JobState::Cancelled => "cancelled",
-            JobState::DeadLettered => "dead-lettered",
-        }
-    }
+/// `--state`: a job state as the router names it (the possible values
+/// come from the vocabulary).
+fn view_state() -> impl TypedValueParser<Value = ViewState> {
+    clap::builder::PossibleValuesParser::new(ViewState::iter().map(ViewState::as_str))
+        .try_map(|s| s.parse::<ViewState>())
 }
 
 fn parse_limit(s: &str) -> Result<u32, String> {

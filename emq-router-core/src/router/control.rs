@@ -357,7 +357,7 @@ impl Router {
             "msgid": d.job.msgid,
             "queue": d.job.queue,
             "route": d.job.route,
-            "state": "dead-lettered",
+            "state": ViewState::DeadLettered,
             "headers": String::from_utf8_lossy(&d.job.headers),
             "attempts": d.job.attempts,
             "accepted_at_ms": d.job.accepted_at_unix_ms,
@@ -394,6 +394,12 @@ impl Router {
     /// finished ones in finishing order (each newest or oldest first),
     /// filtered; one page, from a cursor (`u<job id>` or `f<sequence>`).
     fn op_jobs(&self, q: &JobsQuery, now: Duration) -> Result<Value, AdminError> {
+        if q.state == Some(ViewState::DeadLettered) {
+            return Err(bad(format!(
+                "jobs lists no dead letters: {} does",
+                OpName::Dead
+            )));
+        }
         let filter = Filter {
             queue: q.queue.as_deref(),
             state: q.state.map(ViewState::as_str),
@@ -554,10 +560,14 @@ impl Router {
             None => 0,
             Some(c) => c.parse().map_err(|_| bad(format!("bad cursor {c:?}")))?,
         };
-        let matching =
-            self.dead.iter().rev().filter(|d| {
-                filter.admits(&d.job.queue, &d.job.route, "dead-lettered", &d.job.payload)
-            });
+        let matching = self.dead.iter().rev().filter(|d| {
+            filter.admits(
+                &d.job.queue,
+                &d.job.route,
+                ViewState::DeadLettered.as_str(),
+                &d.job.payload,
+            )
+        });
         let page: Vec<Value> = matching
             .clone()
             .skip(skip)
@@ -591,7 +601,12 @@ impl Router {
                 state: None,
                 contains: contains.as_deref(),
             }
-            .admits(&d.job.queue, &d.job.route, "dead-lettered", &d.job.payload),
+            .admits(
+                &d.job.queue,
+                &d.job.route,
+                ViewState::DeadLettered.as_str(),
+                &d.job.payload,
+            ),
         };
         let mut taken = Vec::new();
         let mut kept = std::collections::VecDeque::with_capacity(self.dead.len());
