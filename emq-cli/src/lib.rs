@@ -50,6 +50,9 @@ pub fn run(plan: &Plan, io: Io) -> Exit {
         Mode::Man => clap_mangen::Man::new(Cli::command())
             .render(io.out)
             .map(|_| Exit::Ok),
+        Mode::Vocabulary => {
+            writeln!(io.out, "{}", emqp_proto::admin::vocabulary()).map(|_| Exit::Ok)
+        }
         Mode::Keygen { name, force } => return keygen(name, *force, io.out, io.err),
         Mode::Admin(op) => {
             // Declared before the socket `admin` makes, so dropped after it.

@@ -480,7 +480,7 @@ pub fn decode_answer(answer: &Value) -> Option<Result<&Map<String, Value>, Admin
 
 /// The vocabulary as JSON, for clients in other languages to check theirs
 /// against: `{"ops": {NAME: {"args": [..], "change": bool, "journaled":
-/// bool}}, "error_kinds": [..]}`.
+/// bool}}, "error_kinds": [..], "job_states": {NAME: {"finished": bool}}}`.
 pub fn vocabulary() -> Value {
     let examples = AdminOp::examples();
     let mut ops = Map::new();
@@ -501,7 +501,10 @@ pub fn vocabulary() -> Value {
         );
     }
     let kinds: Vec<&str> = ErrorKind::on_the_wire().map(ErrorKind::as_str).collect();
-    json!({"ops": ops, "error_kinds": kinds})
+    let states: Map<String, Value> = ViewState::iter()
+        .map(|s| (s.as_str().into(), json!({"finished": s.is_finished()})))
+        .collect();
+    json!({"ops": ops, "error_kinds": kinds, "job_states": states})
 }
 
 #[cfg(test)]
@@ -733,5 +736,8 @@ mod tests {
         assert_eq!(v["ops"]["status"]["args"], json!([]));
         assert_eq!(v["ops"].as_object().unwrap().len(), OpName::iter().count());
         assert_eq!(v["error_kinds"].as_array().unwrap().len(), 6);
+        assert_eq!(v["job_states"]["dead-lettered"], json!({"finished": true}));
+        assert_eq!(v["job_states"]["in-flight"], json!({"finished": false}));
+        assert_eq!(v["job_states"].as_object().unwrap().len(), 9);
     }
 }

@@ -39,6 +39,8 @@ pub enum Mode {
     Admin(Op),
     Completions(clap_complete::Shell),
     Man,
+    /// Print `emqp_proto::admin::vocabulary()`.
+    Vocabulary,
     /// Write a CURVE key pair named `name` (`force`: over existing files).
     Keygen {
         name: std::path::PathBuf,
@@ -132,6 +134,7 @@ impl Cli {
         let op = match &self.command {
             CliCommand::Completions { shell } => return Ok((Mode::Completions(*shell), false)),
             CliCommand::Man => return Ok((Mode::Man, false)),
+            CliCommand::Vocabulary => return Ok((Mode::Vocabulary, false)),
             CliCommand::Keygen { name, force } => {
                 if name.as_os_str().is_empty() || name.file_name().is_none() {
                     return Err(UsageError(format!(
@@ -411,6 +414,7 @@ mod tests {
             one(AdminOp::Unschedule { id: "s".into() })
         );
         assert_eq!(plan(&["man"]).mode, Mode::Man);
+        assert_eq!(plan(&["vocabulary"]).mode, Mode::Vocabulary);
         assert_eq!(
             plan(&["completions", "zsh"]).mode,
             Mode::Completions(clap_complete::Shell::Zsh)
