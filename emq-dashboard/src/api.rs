@@ -29,7 +29,7 @@ use serde_json::{json, Map, Value};
 use tokio::sync::Semaphore;
 
 use emq_transport::admin::ClientError;
-use emqp_proto::admin::{decode_answer, encode_answer, AdminError, AdminOp, OpName};
+use emqp_proto::admin::{decode_answer, encode_answer, AdminError, AdminOp, ErrorKind, OpName};
 
 use crate::access::Access;
 use crate::admin::AdminPool;
@@ -64,6 +64,11 @@ pub(crate) fn error_response(status: u16, kind: &str, message: &str) -> Response
         status,
         &json!({"ok": false, "error": {"kind": kind, "message": message}}),
     )
+}
+
+/// A refusal as the router would answer it, with its HTTP status.
+pub(crate) fn refusal_response(e: AdminError) -> Response {
+    json_response(e.kind.http_status(), &encode_answer(Err(e)))
 }
 
 /// The HTTP status of an answer.
@@ -151,7 +156,7 @@ pub(crate) async fn op(
         .and_then(|req| Ok((AdminOp::from_value(req.clone())?, req)));
     let (admin_op, req) = match decoded {
         Ok(d) => d,
-        Err(e) => return json_response(e.kind.http_status(), &encode_answer(Err(e))),
+        Err(e) => return refusal_response(e),
     };
     if change {
         let mut args = req.clone();
@@ -161,7 +166,10 @@ pub(crate) async fn op(
         log::info!("dashboard: {op} {args}");
     }
     let Ok(_slot) = api.slots.acquire().await else {
-        return error_response(503, "shutting-down", "the server is stopping");
+        return refusal_response(AdminError::new(
+            ErrorKind::ShuttingDown,
+            "the server is stopping",
+        ));
     };
     let admin = api.admin.clone();
     match tokio::task::spawn_blocking(move || admin.request(&admin_op)).await {

@@ -141,7 +141,9 @@ pub fn routes(
         .route("/api/{op}", get(api::op).post(api::op))
         .with_state(api)
         .merge(extra)
-        .fallback(|| async { api::error_response(404, "not-found", "no such page") })
+        .fallback(|| async {
+            api::refusal_response(emqp_proto::admin::AdminError::not_found("no such page"))
+        })
         .layer(middleware::from_fn_with_state(access, guard))
 }
 

@@ -228,11 +228,13 @@ mod tests {
     use super::*;
     use emqp_proto::admin::{encode_answer, ErrorKind};
 
-    /// A ROUTER bound on inproc.
-    fn router(ctx: &zmq::Context, endpoint: &str) -> zmq::Socket {
+    /// A ROUTER bound on `inproc://<name>`, and a client of it.
+    fn pair(ctx: &zmq::Context, name: &str, timeout: Duration) -> (zmq::Socket, AdminClient) {
+        let endpoint = format!("inproc://{name}");
         let r = ctx.socket(zmq::ROUTER).unwrap();
-        r.bind(endpoint).unwrap();
-        r
+        r.bind(&endpoint).unwrap();
+        let c = AdminClient::connect(ctx, &endpoint, "t", timeout, None).unwrap();
+        (r, c)
     }
 
     /// Answer one ADMIN with `answer(op)`, after a stale REPLY to another
@@ -267,15 +269,7 @@ mod tests {
     #[test]
     fn a_call_gets_its_own_answer_or_the_refusal() {
         let ctx = zmq::Context::new();
-        let r = router(&ctx, "inproc://admin-client-test");
-        let c = AdminClient::connect(
-            &ctx,
-            "inproc://admin-client-test",
-            "t",
-            Duration::from_secs(5),
-            None,
-        )
-        .unwrap();
+        let (r, c) = pair(&ctx, "admin-client-test", Duration::from_secs(5));
         let server = std::thread::spawn(move || {
             serve_one(&r, |op| {
                 assert_eq!(op, AdminOp::Queues {});
@@ -299,15 +293,7 @@ mod tests {
     #[test]
     fn no_answer_is_a_timeout() {
         let ctx = zmq::Context::new();
-        let _silent = router(&ctx, "inproc://admin-client-silent");
-        let c = AdminClient::connect(
-            &ctx,
-            "inproc://admin-client-silent",
-            "t",
-            Duration::from_millis(200),
-            None,
-        )
-        .unwrap();
+        let (_silent, c) = pair(&ctx, "admin-client-silent", Duration::from_millis(200));
         match c.call(&AdminOp::Status {}) {
             Err(CallError::Client(ClientError::Timeout { what, .. })) => {
                 assert_eq!(what, "ADMIN status")
