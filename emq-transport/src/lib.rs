@@ -16,9 +16,7 @@ use std::sync::Arc;
 pub mod admin;
 pub mod curve;
 pub mod failover;
-pub mod http;
 pub mod log_limit;
-pub mod metrics_http;
 pub mod zap;
 
 use emqp_proto::{DecodeError, Message};
