@@ -94,10 +94,12 @@ pub enum Record {
     /// are ignored.
     DeadLetterRemoved { msgid: String },
     /// The job failed for good: it moves to the dead letters with `reason`
-    /// (the store keeps the newest `keep`). Unknown msgids are ignored.
+    /// and the worker's last error payload, if any (the store keeps the
+    /// newest `keep`). Unknown msgids are ignored.
     DeadLettered {
         msgid: String,
         reason: String,
+        error: Option<Vec<u8>>,
         keep: usize,
     },
     /// The job is being delivered again: its delivery count is `attempts`.
@@ -125,6 +127,8 @@ pub enum Record {
 pub struct DeadLetterRecord {
     pub job: JobRecord,
     pub reason: String,
+    /// The worker's last error payload (its failed REPLY), if any.
+    pub error: Option<Vec<u8>>,
     pub dead_at_unix_ms: u64,
 }
 

@@ -107,8 +107,9 @@ const REPLACE_JOB: &str = "UPDATE emq_jobs SET client = $2, queue = $3, route = 
     message = $6, attempts = $7, accepted_at = $8, run_at = $9 WHERE seq = $1";
 const UPDATE_ATTEMPTS: &str = "UPDATE emq_jobs SET attempts = $2 WHERE seq = $1";
 const MOVE_TO_DEAD: &str = "INSERT INTO emq_dead_letters
-        (seq, msgid, client, queue, route, headers, message, attempts, accepted_at, error, dead_at)
-    SELECT $2, msgid, client, queue, route, headers, message, attempts, accepted_at, $3, $4
+        (seq, msgid, client, queue, route, headers, message, attempts, accepted_at, error, dead_at,
+         last_error)
+    SELECT $2, msgid, client, queue, route, headers, message, attempts, accepted_at, $3, $4, $5
     FROM emq_jobs WHERE seq = $1";
 const DELETE_DEAD: &str = "DELETE FROM emq_dead_letters WHERE msgid = $1";
 const DELETE_JOBS: &str = "DELETE FROM emq_jobs WHERE seq = ANY($1)";
@@ -658,7 +659,8 @@ impl PgJournal {
                     job_seq,
                     seq,
                     reason,
-                } => tx.execute(&s.move_to_dead, &[job_seq, seq, reason, &dead_at]),
+                    error,
+                } => tx.execute(&s.move_to_dead, &[job_seq, seq, reason, &dead_at, error]),
                 Dead::Remove { msgid } => tx.execute(&s.delete_dead, &[msgid]),
             }
             .map_err(err)?;
@@ -778,7 +780,7 @@ impl PgJournal {
         for r in tx
             .query(
                 "SELECT msgid, client, queue, route, headers, message, attempts, accepted_at,
-                        NULL::BIGINT, seq, error, dead_at
+                        NULL::BIGINT, seq, error, dead_at, last_error
                  FROM emq_dead_letters ORDER BY seq",
                 &[],
             )
@@ -788,6 +790,7 @@ impl PgJournal {
             restored.dead_letters.push(DeadLetterRecord {
                 job: job_from_row(&r).map_err(err)?,
                 reason: r.try_get(10).map_err(err)?,
+                error: r.try_get(12).map_err(err)?,
                 dead_at_unix_ms: unix_ms_from_column(r.try_get(11).map_err(err)?),
             });
         }

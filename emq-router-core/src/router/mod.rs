@@ -101,7 +101,7 @@ impl From<DeadLetterRecord> for DeadLetter {
         DeadLetter {
             job: d.job,
             reason: d.reason,
-            error: None,
+            error: d.error,
             at_unix_ms: d.dead_at_unix_ms,
         }
     }

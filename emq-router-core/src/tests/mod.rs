@@ -1083,7 +1083,10 @@ fn lost_deliveries_beyond_max_attempts_dead_letter_with_failed_result() {
 
 #[test]
 fn failed_reply_with_retry_count_retries_with_doubling_backoff_then_dead_letters() {
-    let mut h = H::new();
+    let mut h = H::with(Config {
+        journal: true,
+        ..Config::default()
+    });
     worker(&mut h, "w1", "", 1);
     h.request("c", "r", "default", "reply-requested,retry-count:2");
     let fail = r#"{"error": {"kind": "exception", "message": "boom"}}"#;
@@ -1114,6 +1117,13 @@ fn failed_reply_with_retry_count_retries_with_doubling_backoff_then_dead_letters
     assert_eq!(h.r.stats().retried, 2);
     assert_eq!(h.r.stats().dead_lettered, 1);
     assert!(h.r.unfinished_jobs().is_empty());
+    // The journal keeps why it died (the last error), so that a restart
+    // lists it too.
+    let journaled = h.journal.iter().find_map(|r| match r {
+        Record::DeadLettered { msgid, error, .. } if msgid == "r" => Some(error.clone()),
+        _ => None,
+    });
+    assert_eq!(journaled, Some(Some(rs[0].payload.clone())));
 }
 
 #[test]
