@@ -151,6 +151,12 @@ pub enum BatchResult {
     /// Nothing of the batch was written; the text says why (for the log
     /// and the admin STATUS).
     Failed(String),
+    /// The store cannot tell whether the batch was written (the
+    /// connection to the database broke while its commit was on its way);
+    /// the text says why. The store settles it before its next write: a
+    /// batch that did commit is undone there, so that the core's view
+    /// (nothing of it written) holds once a later batch commits.
+    Uncertain(String),
 }
 
 /// What a store holds, read at start.

@@ -39,12 +39,16 @@ impl Default for PgOptions {
     }
 }
 
-/// A batch reported failed whose commit may nevertheless have happened
-/// (the connection broke on the way). The core refused its jobs and keeps
-/// its other records to write again; before the next write the store asks
-/// the database (`emq_lease.last_batch`) and, if it did commit, takes its
-/// refused jobs out again and its finished rows (written again with the
-/// kept records), then re-reads which rows exist.
+/// A batch whose commit may have happened (the connection broke on the
+/// way; reported as an error that [`PgError::may_have_committed`], which
+/// the router turns into `BatchResult::Uncertain`). The core answered its
+/// jobs `journal-uncertain` (their clients send them again, same msgid)
+/// and keeps its other records to write again; before the next write the
+/// store asks the database (`emq_lease.last_batch`) and, if it did commit,
+/// takes its jobs out again and its finished rows (written again with the
+/// kept records), then re-reads which rows exist. If another router takes
+/// over first, it loads those jobs and runs them: the resent REQUESTs are
+/// acknowledged there as those jobs.
 #[derive(Debug, Clone)]
 struct Uncertain {
     batch: u64,
@@ -460,9 +464,9 @@ impl PgJournal {
             return Err(PgError::NoLease { db });
         };
         // A failure to connect, or to settle an earlier batch, writes
-        // nothing: a plain failed batch.
-        self.conn()?;
-        self.settle()?;
+        // nothing: a plain failed batch (not one that may have committed).
+        self.conn().map_err(PgError::before_the_batch)?;
+        self.settle().map_err(PgError::before_the_batch)?;
         let plan = Plan::build(records, &self.rows, &self.result_rows, self.seqs);
         match self.write_plan(&plan, &fence, batch.id.0) {
             Ok(()) => {
@@ -538,7 +542,8 @@ impl PgJournal {
             tx.commit().map_err(err)?;
             log::warn!(
                 "journal {}: batch {} had committed before the connection broke; its {undone} \
-                 job(s), refused meanwhile, were taken out again",
+                 job(s), answered journal-uncertain meanwhile, were taken out again (their \
+                 clients send them again)",
                 self.db,
                 u.batch
             );

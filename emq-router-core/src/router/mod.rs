@@ -128,6 +128,9 @@ pub struct Stats {
     pub rejected_malformed: u64,
     pub rejected_shutting_down: u64,
     pub rejected_duplicate: u64,
+    /// REQUESTs sent again (a msgid held with the same queue and message)
+    /// acknowledged as the job already held, not run again.
+    pub resent_requests: u64,
     /// REQUESTs and SCHEDULEs refused `journal-unavailable` (including
     /// jobs whose batch failed: they were never acknowledged).
     pub rejected_journal: u64,

@@ -35,6 +35,10 @@ pub(crate) struct H {
     /// Every record committed, in order.
     pub(crate) journal: Vec<Record>,
     pub(crate) fail_journal: Option<String>,
+    /// While `fail_journal` is set: the store cannot tell whether the
+    /// batch committed (`BatchResult::Uncertain`) instead of knowing it
+    /// did not.
+    pub(crate) uncertain: bool,
     /// REPLYs sent by [`H::reply`] so far (their msgids).
     replies: u64,
     /// The take-back key each backend identity's last ACK gave.
@@ -54,6 +58,7 @@ impl H {
             now: 1_000 * SECOND,
             journal: Vec::new(),
             fail_journal: None,
+            uncertain: false,
             replies: 0,
             keys: Default::default(),
         }
@@ -97,6 +102,7 @@ impl H {
                         self.journal.extend(records);
                         BatchResult::Committed
                     }
+                    Some(e) if self.uncertain => BatchResult::Uncertain(e.clone()),
                     Some(e) => BatchResult::Failed(e.clone()),
                 };
                 let mut more = Vec::new();
