@@ -8,15 +8,9 @@
 //! | 3 | the router refused: `{"ok": false, "error": {"kind", "message"}}` |
 //! | 4 | the router does not support the command (EventMQ 0.3.13) |
 
-/// A process exit code of emq-cli.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    Ok,
-    Internal,
-    Usage,
-    Refused,
-    Unsupported,
-}
+/// A process exit code: every emq binary's one type; emq-cli uses
+/// `Ok`, `Internal`, `Usage`, `Refused` and `Unsupported`.
+pub use emq_cli_support::Exit;
 
 /// The error kinds the control plane documents (docs/PROTOCOL.md).
 pub const ERROR_KINDS: [&str; 6] = [
@@ -28,34 +22,15 @@ pub const ERROR_KINDS: [&str; 6] = [
     "shutting-down",
 ];
 
-impl Exit {
-    /// The numeric process exit code.
-    pub fn code(self) -> u8 {
-        match self {
-            Exit::Ok => 0,
-            Exit::Internal => 1,
-            Exit::Usage => 2,
-            Exit::Refused => 3,
-            Exit::Unsupported => 4,
-        }
-    }
-
-    /// The code for an ADMIN answer: `ok: true` is 0; a refusal is 3
-    /// whatever its kind (a kind this emq-cli does not know yet is still
-    /// the router saying no); an answer without a boolean `ok` is not an
-    /// answer of the control plane (1).
-    pub fn for_answer(answer: &serde_json::Value) -> Exit {
-        match answer.get("ok").and_then(serde_json::Value::as_bool) {
-            Some(true) => Exit::Ok,
-            Some(false) => Exit::Refused,
-            None => Exit::Internal,
-        }
-    }
-}
-
-impl From<Exit> for std::process::ExitCode {
-    fn from(e: Exit) -> Self {
-        std::process::ExitCode::from(e.code())
+/// The code for an ADMIN answer: `ok: true` is 0; a refusal is 3
+/// whatever its kind (a kind this emq-cli does not know yet is still
+/// the router saying no); an answer without a boolean `ok` is not an
+/// answer of the control plane (1).
+pub fn for_answer(answer: &serde_json::Value) -> Exit {
+    match answer.get("ok").and_then(serde_json::Value::as_bool) {
+        Some(true) => Exit::Ok,
+        Some(false) => Exit::Refused,
+        None => Exit::Internal,
     }
 }
 
@@ -81,10 +56,10 @@ mod tests {
     fn every_documented_refusal_is_exit_3() {
         for kind in ERROR_KINDS.iter().chain(&["a-future-kind"]) {
             let a = json!({"ok": false, "error": {"kind": kind, "message": "m"}});
-            assert_eq!(Exit::for_answer(&a), Exit::Refused, "{kind}");
+            assert_eq!(for_answer(&a), Exit::Refused, "{kind}");
         }
-        assert_eq!(Exit::for_answer(&json!({"ok": true, "jobs": []})), Exit::Ok);
-        assert_eq!(Exit::for_answer(&json!({"jobs": []})), Exit::Internal);
-        assert_eq!(Exit::for_answer(&json!([1])), Exit::Internal);
+        assert_eq!(for_answer(&json!({"ok": true, "jobs": []})), Exit::Ok);
+        assert_eq!(for_answer(&json!({"jobs": []})), Exit::Internal);
+        assert_eq!(for_answer(&json!([1])), Exit::Internal);
     }
 }

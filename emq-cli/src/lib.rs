@@ -249,7 +249,7 @@ fn refused(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Option<Exit> {
-    match Exit::for_answer(&answer.json) {
+    match exit::for_answer(&answer.json) {
         Exit::Ok => None,
         Exit::Refused => {
             if plan.json {

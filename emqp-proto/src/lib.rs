@@ -14,7 +14,6 @@
 #![forbid(unsafe_code)]
 
 pub mod command;
-pub mod duration;
 pub mod error;
 pub mod headers;
 pub mod heartbeat;
@@ -24,7 +23,6 @@ pub mod message;
 pub mod msgid;
 pub mod published;
 pub mod queues;
-pub mod settings;
 
 pub use command::{
     Command, Inform, JobResult, PeerType, Reject, RejectReason, Reply, Request, ResultStatus,

@@ -11,11 +11,9 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use emqp_proto::settings::{Settings, SettingsError};
+use emq_cli_support::{Settings, SettingsError};
 
-use super::lowargs::{
-    Cli, CliCommand, DeadCommand, DeadTarget, DEFAULT_ADMIN, DEFAULT_TIMEOUT_SECS,
-};
+use super::lowargs::{Cli, CliCommand, DeadCommand, DeadTarget, DEFAULT_ADMIN, DEFAULT_TIMEOUT};
 use crate::op::{Op, Target};
 
 /// A usage error: printed as `emq-cli: error: ...`, exit 2.
@@ -96,14 +94,8 @@ impl Cli {
             // [cli] (and [global]) only: the router's CURVE_SECRET_KEY_FILE
             // is the router's own key pair, not ours.
             let cli = Settings::load_from("cli", env).map_err(|e| UsageError(e.to_string()))?;
-            emq_transport::curve::curve_client(
-                &emq_transport::curve::CurveArgs {
-                    server_key: self.curve_server_key.as_deref(),
-                    secret_key_file: self.curve_secret_key_file.as_deref(),
-                },
-                &|k| cli.get(k).map(str::to_string),
-            )
-            .map_err(UsageError)?
+            emq_transport::curve::curve_client(&self.curve, &|k| cli.get(k).map(str::to_string))
+                .map_err(UsageError)?
         } else {
             None
         };
@@ -111,7 +103,7 @@ impl Cli {
             mode,
             admin,
             admin_source,
-            timeout: Duration::from_secs_f64(self.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS)),
+            timeout: self.timeout.unwrap_or(DEFAULT_TIMEOUT),
             json: self.json,
             confirm,
             curve,

@@ -1,12 +1,15 @@
 //! The command line as clap parses it: as close to what was typed as
 //! possible. [`super::hiargs`] checks it and turns it into a [`super::Plan`].
 
+use std::time::Duration;
+
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+use emq_cli_support::{parse_positive_duration, CurveArgs};
 
 /// The admin address 0.3.13 and emq routers bind by default.
 pub const DEFAULT_ADMIN: &str = "tcp://127.0.0.1:47293";
-/// Default `--timeout`, seconds.
-pub const DEFAULT_TIMEOUT_SECS: f64 = 5.0;
+/// Default `--timeout`.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The router's largest page.
 pub const MAX_PAGE: u32 = 1000;
 
@@ -97,23 +100,16 @@ pub struct Cli {
     pub admin: Option<String>,
 
     /// Seconds to wait for each answer from the router
-    #[arg(long, short = 't', value_name = "SECS", global = true, value_parser = emqp_proto::duration::positive_secs)]
-    pub timeout: Option<f64>,
+    #[arg(long, short = 't', value_name = "SECS", global = true, value_parser = parse_positive_duration)]
+    pub timeout: Option<Duration>,
 
     /// Print the router's answer as JSON instead of tables
     #[arg(long, global = true)]
     pub json: bool,
 
-    /// The router's CURVE public key (Z85 text, or a file holding it such
-    /// as the router's NAME.key), for a CURVE admin socket
-    /// [env: EVENTMQ_CURVE_SERVER_KEY]
-    #[arg(long, value_name = "KEY|FILE", global = true)]
-    pub curve_server_key: Option<String>,
-
-    /// Our CURVE key pair (NAME.key_secret from `emq-cli keygen`); without
-    /// it a fresh pair is made [env: EVENTMQ_CURVE_SECRET_KEY_FILE]
-    #[arg(long, value_name = "FILE", global = true)]
-    pub curve_secret_key_file: Option<std::path::PathBuf>,
+    // CURVE keys, for a router whose admin socket is CURVE.
+    #[command(flatten)]
+    pub curve: CurveArgs,
 
     #[command(subcommand)]
     pub command: CliCommand,
