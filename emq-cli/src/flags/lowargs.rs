@@ -145,6 +145,13 @@ pub enum CliCommand {
         msgid: String,
     },
     /// Dead letters: jobs that failed for good
+    ///
+    /// A job is dead-lettered when it fails with its `retry-count:N`
+    /// retries spent (only jobs with N > 0; its last error is kept, across
+    /// restarts), or when its deliveries were lost to dying workers the
+    /// router's --max-attempts times (default 5). A job without
+    /// `retry-count` (or with `retry-count:0`) that fails is finished
+    /// `failed`, not dead-lettered: `emq-cli jobs --state failed` lists it.
     #[command(subcommand)]
     Dead(DeadCommand),
     /// Pause a queue: it still accepts and buffers jobs, and dispatches none
