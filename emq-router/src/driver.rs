@@ -568,6 +568,11 @@ fn serve(
                     Reply::Appended { batch, result, .. } => {
                         let result = match result {
                             Ok(()) => BatchResult::Committed,
+                            // The connection broke while the commit was on
+                            // its way: its jobs may run (journal-uncertain).
+                            Err(e) if e.may_have_committed() => {
+                                BatchResult::Uncertain(e.to_string())
+                            }
                             Err(e) => BatchResult::Failed(e.to_string()),
                         };
                         router.handle(Input::JournalDone { batch, result }, now, &mut out);
