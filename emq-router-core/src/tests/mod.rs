@@ -2230,7 +2230,7 @@ fn metrics_count_per_queue_and_the_latency_histogram() {
 
 #[test]
 fn latency_histogram_buckets_are_cumulative_and_bounded() {
-    let mut hist = crate::metrics::Histogram::default();
+    let mut hist = crate::data::Histogram::default();
     for us in [50, 100, 101, 60_000_000, 60_000_001] {
         hist.observe(us);
     }
