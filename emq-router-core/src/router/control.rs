@@ -113,6 +113,20 @@ impl Router {
         self.admin_answer(identity, msgid, &encode_answer(answer), out);
     }
 
+    /// The `bad-request` answer to an ADMIN message that did not decode
+    /// (or had a frame over the size limit): never silence on the admin
+    /// socket.
+    pub(super) fn admin_undecodable(
+        &mut self,
+        identity: Vec<u8>,
+        msgid: String,
+        e: &dyn std::fmt::Display,
+        out: &mut Vec<Action>,
+    ) {
+        let v = encode_answer(Err(bad(format!("undecodable admin message: {e}"))));
+        self.admin_answer(identity, msgid, &v, out);
+    }
+
     /// `REPLY [answer, msgid]` on the admin socket.
     pub(super) fn admin_answer(
         &mut self,
@@ -744,11 +758,6 @@ impl Router {
         workers.sort_by(|a, b| a["identity"].as_str().cmp(&b["identity"].as_str()));
         json!({ "workers": workers })
     }
-}
-
-/// An ADMIN frame that did not decode: the `bad-request` answer.
-pub(super) fn undecodable_answer(e: &dyn std::fmt::Display) -> Value {
-    encode_answer(Err(bad(format!("undecodable admin message: {e}"))))
 }
 
 /// For tests and tools: an ADMIN request's frames.
