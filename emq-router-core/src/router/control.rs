@@ -156,7 +156,7 @@ impl Router {
             }
         }
         match op {
-            AdminOp::Status {} => {
+            AdminOp::Status => {
                 let mut v: Value =
                     serde_json::from_str(&crate::admin::status_json(&self.snapshot(now)))
                         .unwrap_or(Value::Null);
@@ -178,7 +178,7 @@ impl Router {
             AdminOp::Dead(q) => self.op_dead(&q),
             AdminOp::DeadRetry(t) => self.op_dead_take(&t, true, now, out),
             AdminOp::DeadDiscard(t) => self.op_dead_take(&t, false, now, out),
-            AdminOp::Queues {} => Ok(self.op_queues(now)),
+            AdminOp::Queues => Ok(self.op_queues(now)),
             AdminOp::Pause { queue } => Ok(self.op_pause(queue, true, now, out)),
             AdminOp::Resume { queue } => Ok(self.op_pause(queue, false, now, out)),
             AdminOp::Purge { queue } => {
@@ -192,10 +192,10 @@ impl Router {
                 log::info!("queue {queue} purged: {n} waiting job(s) cancelled");
                 Ok(json!({ "queue": queue, "purged": n }))
             }
-            AdminOp::Workers {} => Ok(self.op_workers(now)),
+            AdminOp::Workers => Ok(self.op_workers(now)),
             AdminOp::Drain { worker } => self.op_drain(worker, true, now, out),
             AdminOp::Undrain { worker } => self.op_drain(worker, false, now, out),
-            AdminOp::Schedules {} => Ok(json!({ "schedules": self.book.list() })),
+            AdminOp::Schedules => Ok(json!({ "schedules": self.book.list() })),
             AdminOp::Unschedule { id } => {
                 let sid = emq_schedule::ScheduleId::parse(&id)
                     .ok_or_else(|| bad(format!("{id} is not a schedule id")))?;
@@ -205,7 +205,7 @@ impl Router {
                 self.journal_schedules();
                 Ok(json!({ "removed": id }))
             }
-            AdminOp::Shutdown {} => {
+            AdminOp::Shutdown => {
                 self.start_shutdown("admin shutdown", now, out);
                 Ok(json!({ "shutting_down": true }))
             }
