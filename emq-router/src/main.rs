@@ -25,7 +25,8 @@
 //! then the journal's jobs, dead letters and schedules go into the core.
 //!
 //! `options.rs` turns flags, environment and config file into a checked
-//! plan; `driver.rs` holds the sockets, the journal store and the loop;
+//! plan; `driver.rs` runs the loop over the parts (`sockets.rs`, `web.rs`,
+//! `journal_port.rs` with `ha.rs` and `pg_writer.rs`);
 //! this file maps failures to exit codes (2: the journal cannot be used;
 //! 1: any other start-up error).
 
@@ -33,8 +34,11 @@
 
 mod driver;
 mod ha;
+mod journal_port;
 mod options;
 mod pg_writer;
+mod sockets;
+mod web;
 
 use std::process::ExitCode;
 

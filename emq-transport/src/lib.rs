@@ -17,6 +17,7 @@ pub mod failover;
 pub mod http;
 pub mod log_limit;
 pub mod metrics_http;
+pub mod poll;
 pub mod zap;
 
 use emqp_proto::{DecodeError, Message};
