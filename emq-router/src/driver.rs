@@ -359,15 +359,16 @@ impl Term<'_> {
         Ok(any)
     }
 
-    /// Carry out the core's actions in order — sends (a failure fed back
-    /// as `SendFailed`), journal batches handed to the port (outcomes
-    /// that are ready fed back as `JournalDone`) — until none are left.
-    /// `Some` when the term is over.
+    /// Carry out the core's actions in order — sends (each failure fed
+    /// back as `SendFailed`, then `Flushed`), journal batches handed to
+    /// the port (outcomes that are ready fed back as `JournalDone`) —
+    /// until none are left. `Some` when the term is over.
     fn flush(&mut self) -> Option<Ended> {
         let mut exit = false;
         let mut failed: Vec<Input> = Vec::new();
         while !self.out.is_empty() {
             let now = self.now();
+            let mut sent = false;
             for a in std::mem::take(&mut self.out) {
                 match a {
                     Action::Send {
@@ -375,6 +376,7 @@ impl Term<'_> {
                         identity,
                         frames,
                     } => {
+                        sent = true;
                         if let Err(reason) = self.socks.send(socket, &identity, frames, now) {
                             failed.push(Input::SendFailed {
                                 socket,
@@ -389,6 +391,9 @@ impl Term<'_> {
             }
             for input in failed.drain(..) {
                 self.router.handle(input, now, &mut self.out);
+            }
+            if sent {
+                self.router.handle(Input::Flushed, now, &mut self.out);
             }
             if let Err(reason) = self.journal_events() {
                 return Some(Ended::Lost(reason));

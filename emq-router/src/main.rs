@@ -7,7 +7,7 @@
 //! core's `poll_timeout()` is reached, `handle_timeout(now)`; then the
 //! actions are carried out in order — sends at once (a failure, such as
 //! EHOSTUNREACH or EAGAIN at the peer's high-water mark, goes back as
-//! `SendFailed`), journal batches appended to the store in one transaction
+//! `SendFailed`, and then `Flushed` says they all went), journal batches appended to the store in one transaction
 //! each with the outcome fed back as `JournalDone` (the core holds
 //! acknowledgements and dispatches until then, and handles a failed
 //! batch). zmq_poll blocks only after a round that found nothing, and only

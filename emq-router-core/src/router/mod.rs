@@ -16,17 +16,20 @@
 //!   order they must be carried out. A [`Action::Journal`] batch must be
 //!   appended to the store and its outcome fed back with
 //!   [`Input::JournalDone`] (in batch order); a failed
-//!   [`Action::Send`] is fed back as [`Input::SendFailed`];
+//!   [`Action::Send`] is fed back as [`Input::SendFailed`], and once the
+//!   sends handed out are carried out (failures reported), the driver
+//!   says so with [`Input::Flushed`] (as quinn-proto's "transmits
+//!   done");
 //! - **getters**: counts, [`Router::snapshot`] (the read model that admin
 //!   STATUS and `/metrics` are rendered from), [`Router::check_invariants`].
 //!
 //! A driver's loop: read what the sockets have and `handle` each message;
 //! if `poll_timeout() <= now`, `handle_timeout(now)`; carry out the
-//! actions (feeding failures and journal outcomes back, which may add
-//! actions); stop after [`Action::Exit`]; sleep until `poll_timeout()` or
-//! input. A failed send must be fed back before the next message read
-//! off a socket (and before the next `handle_timeout`): the core takes a
-//! RESULT that no failure was reported for as handed over (`results.rs`). Time is a [`Duration`] since the driver's start (the same type as
+//! actions (feeding failures back, then [`Input::Flushed`], and journal
+//! outcomes, which may add actions); stop after [`Action::Exit`]; sleep
+//! until `poll_timeout()` or input. The core takes a RESULT handed out
+//! as delivered at [`Input::Flushed`] unless a failure for its client
+//! came before (`results.rs`). Time is a [`Duration`] since the driver's start (the same type as
 //! the job manager's connection core); the core reads no clock and draws
 //! no random numbers (msgids come from `Config::id_seed`).
 //!
@@ -366,9 +369,6 @@ impl Router {
     /// Feed one input; actions are appended to `out` in the order the
     /// driver must carry them out.
     pub fn handle(&mut self, input: Input, now: Duration, out: &mut Vec<Action>) {
-        if !matches!(input, Input::SendFailed { .. } | Input::JournalDone { .. }) {
-            self.confirm_results(now, out);
-        }
         match input {
             Input::Frames { socket, frames } => self.on_frames(socket, frames, now, out),
             Input::Message {
@@ -383,6 +383,7 @@ impl Router {
             } => self.on_send_failed(socket, identity, reason, now, out),
             Input::JournalDone { batch, result } => self.on_journal_done(batch, result, now, out),
             Input::Shutdown => self.start_shutdown("shutdown requested", now, out),
+            Input::Flushed => self.confirm_results(out),
         }
         self.maybe_exit(now, out);
     }
@@ -410,11 +411,6 @@ impl Router {
         at(self.drain_deadline);
         at(self.journal.deadline(draining));
         at(self.results.deadline(self.cfg.results_keep_for));
-        if self.results.has_handed() {
-            // Results handed over: taken as delivered at the next call
-            // (the driver has fed back the failed sends by then).
-            at(Some(Duration::ZERO));
-        }
         t
     }
 
@@ -422,7 +418,6 @@ impl Router {
     /// delay ended, schedule runs, the group commit or journal retry, the
     /// drain deadline.
     pub fn handle_timeout(&mut self, now: Duration, out: &mut Vec<Action>) {
-        self.confirm_results(now, out);
         self.send_heartbeats(now, out);
         self.sweep_dead_peers(now, out);
         self.requeue_due_retries(now, out);
