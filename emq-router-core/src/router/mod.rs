@@ -48,6 +48,8 @@
 //!   letters, pause, purge, drain);
 //! - `durability.rs`: the journal rule (batches, held sends, failures);
 //! - `drain.rs`: orderly shutdown;
+//! - `timers.rs`: the timer table (which deadline sources there are, and
+//!   in which order the due ones fire);
 //! - `invariants.rs`: the bookkeeping checks the tests run after every input.
 
 use std::time::Duration;
@@ -62,6 +64,7 @@ mod invariants;
 mod peers;
 pub(crate) mod results;
 mod schedules;
+pub(crate) mod timers;
 
 use std::collections::VecDeque;
 
@@ -390,45 +393,23 @@ impl Router {
 
     /// The earliest time at which [`Router::handle_timeout`] has work, or
     /// `None` when nothing is timed (no peers, no delayed jobs, no
-    /// schedules, nothing to commit).
+    /// schedules, nothing to commit): the earliest deadline of the timer
+    /// table (`timers.rs`), each read in O(1) or O(log n).
     pub fn poll_timeout(&self) -> Option<Duration> {
-        let draining = self.is_draining();
-        let peers = !self.pool.workers.is_empty() || !self.schedulers.is_empty();
-        let mut t: Option<Duration> = None;
-        let mut at = |x: Option<Duration>| {
-            if let Some(x) = x {
-                t = Some(t.map_or(x, |t| t.min(x)));
-            }
-        };
-        if peers {
-            at(Some(self.next_heartbeat));
-            at(self.liveness_deadline());
-        }
-        at(self.store.delayed.first().map(|(due, _)| *due));
-        if !draining {
-            at(self.next_schedule_run());
-        }
-        at(self.drain_deadline);
-        at(self.journal.deadline(draining));
-        at(self.results.deadline(self.cfg.results_keep_for));
-        t
+        timers::TIMERS
+            .into_iter()
+            .filter_map(|t| self.deadline(t))
+            .min()
     }
 
-    /// Timers due at `now`: heartbeats, the dead-peer sweep, retries whose
-    /// delay ended, schedule runs, the group commit or journal retry, the
-    /// drain deadline.
+    /// Timers due at `now` — heartbeats, the dead-peer sweep, retries
+    /// whose delay ended, schedule runs, result probes and expiry, the
+    /// group commit or journal retry, the drain deadline — and only those
+    /// (`timers.rs`).
     pub fn handle_timeout(&mut self, now: Duration, out: &mut Vec<Action>) {
-        self.send_heartbeats(now, out);
-        self.sweep_dead_peers(now, out);
-        self.requeue_due_retries(now, out);
-        if !self.is_draining() {
-            self.run_schedules(now, out);
-        }
         let drop_before = self.retention_cutoff(now);
         self.finished.trim(self.cfg.retain_finished, drop_before);
-        self.result_timers(now, out);
-        self.flush_journal(now, out);
-        self.maybe_exit(now, out);
+        self.fire_due(now, out);
     }
 
     fn on_message(

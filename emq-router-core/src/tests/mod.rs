@@ -25,6 +25,7 @@ mod durability;
 mod limits;
 mod resent_replies;
 mod results;
+mod timers;
 
 /// A router with a fake clock, and a fake journal store that commits
 /// every batch (or fails it while `fail_journal` is set), as a driver
