@@ -20,16 +20,16 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use emq_cli_support::Exit;
 use emq_journal::postgres::{PgJournal, PgOptions};
 use emq_journal::JournalTarget;
 use emq_router_core::lease::StepDownReason;
 use emq_router_core::{Action, Input, Router};
 use emq_transport::{ReloadSignal, ShutdownSignal};
-use emqp_proto::settings::Settings;
 
+use crate::flags::Plan;
 use crate::ha::LeasedPg;
 use crate::journal_port::{Event, JournalPort, LoadError, NoJournal, Sqlite};
-use crate::options::{Cli, Options};
 use crate::pg_writer::PgWriter;
 use crate::sockets::{Sockets, READ_ORDER};
 use crate::web::Web;
@@ -46,13 +46,14 @@ fn unix_micros() -> u64 {
         .unwrap_or(0)
 }
 
-/// Why `run` failed: the message and the exit code (2: the journal cannot
-/// be used; 1: anything else).
-pub(crate) struct Fail(pub(crate) u8, pub(crate) String);
+/// Why `run` failed: the message and the exit code
+/// ([`Exit::JournalUnusable`]: the journal cannot be used;
+/// [`Exit::Internal`]: anything else).
+pub(crate) struct Fail(pub(crate) Exit, pub(crate) String);
 
 impl From<String> for Fail {
     fn from(s: String) -> Fail {
-        Fail(1, s)
+        Fail(Exit::Internal, s)
     }
 }
 
@@ -64,9 +65,8 @@ struct Signals {
     reload: ReloadSignal,
 }
 
-pub(crate) fn run(cli: Cli) -> Result<(), Fail> {
-    let settings = Settings::load("router").map_err(|e| e.to_string())?;
-    let mut opts = Options::resolve(cli, &settings)?;
+pub(crate) fn run(plan: &Plan) -> Result<(), Fail> {
+    let mut opts = plan.clone();
     let start = Instant::now();
     opts.core.epoch_unix_micros = unix_micros();
     opts.core.id_seed = emqp_proto::msgid::random_seed();
@@ -109,7 +109,7 @@ fn open_sqlite(path: &std::path::Path, is_default: bool) -> Result<Sqlite, Fail>
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| {
             Fail(
-                2,
+                Exit::JournalUnusable,
                 format!("cannot create journal directory {}: {e}", dir.display()),
             )
         })?;
@@ -125,7 +125,7 @@ fn open_sqlite(path: &std::path::Path, is_default: bool) -> Result<Sqlite, Fail>
     );
     let journal = emq_journal::Journal::open(path).map_err(|e| {
         Fail(
-            2,
+            Exit::JournalUnusable,
             format!(
                 "journal unusable: {e} (fix or move the file, pass --journal PATH for another \
                  file, or --journal none to run without one)"
@@ -135,7 +135,7 @@ fn open_sqlite(path: &std::path::Path, is_default: bool) -> Result<Sqlite, Fail>
     Ok(Sqlite::new(journal))
 }
 
-fn open_postgres(url: &str, opts: &Options, start: Instant) -> Result<LeasedPg, Fail> {
+fn open_postgres(url: &str, opts: &Plan, start: Instant) -> Result<LeasedPg, Fail> {
     // A statement that hangs (a cut network) must end well within the
     // lease TTL: the lease is renewed through the same connection.
     let pg_opts = PgOptions {
@@ -144,7 +144,7 @@ fn open_postgres(url: &str, opts: &Options, start: Instant) -> Result<LeasedPg, 
     };
     let pg = PgJournal::open(url, &pg_opts).map_err(|e| {
         Fail(
-            2,
+            Exit::JournalUnusable,
             format!("journal unusable: {e} (check --journal URL and that the database is up)"),
         )
     })?;
@@ -160,7 +160,7 @@ fn open_postgres(url: &str, opts: &Options, start: Instant) -> Result<LeasedPg, 
 
 /// Leader and standby, in terms, until a shutdown.
 fn serve_in_terms(
-    opts: &Options,
+    opts: &Plan,
     pg: &mut LeasedPg,
     start: Instant,
     signals: &Signals,
@@ -198,7 +198,7 @@ enum Served {
 /// One term: load the journal, bind, serve until the core exits or the
 /// journal port says the lease is lost.
 fn serve(
-    opts: &Options,
+    opts: &Plan,
     journal: &mut dyn JournalPort,
     start: Instant,
     signals: &Signals,
@@ -208,7 +208,12 @@ fn serve(
     let restored = match journal.load() {
         Ok(r) => r,
         Err(LoadError::GaveUp) => return Ok(Served::SteppedDown),
-        Err(LoadError::Unusable(e)) => return Err(Fail(2, format!("journal unusable: {e}"))),
+        Err(LoadError::Unusable(e)) => {
+            return Err(Fail(
+                Exit::JournalUnusable,
+                format!("journal unusable: {e}"),
+            ))
+        }
     };
     let socks = Sockets::open(opts)?;
     let web = Web::start(opts, &socks)?;
@@ -254,7 +259,7 @@ enum Ended {
 
 /// A term of service: the core and the parts it is driven with.
 struct Term<'a> {
-    opts: &'a Options,
+    opts: &'a Plan,
     router: Router,
     journal: &'a mut dyn JournalPort,
     socks: Sockets,

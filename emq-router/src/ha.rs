@@ -248,6 +248,9 @@ impl JournalPort for LeasedPg {
                 Reply::Appended { batch, result, .. } => {
                     let result = match result {
                         Ok(()) => BatchResult::Committed,
+                        // The connection broke while the commit was on
+                        // its way: its jobs may run (journal-uncertain).
+                        Err(e) if e.may_have_committed() => BatchResult::Uncertain(e.to_string()),
                         Err(e) => BatchResult::Failed(e.to_string()),
                     };
                     return Some(Event::Done { batch, result });

@@ -22,7 +22,7 @@ use emq_router_core::{Frames, SendFailure, Socket};
 use emq_transport::zap::{AccessPolicy, ZapHandler};
 use emq_transport::SocketOptions;
 
-use crate::options::Options;
+use crate::flags::Plan;
 
 /// Every socket, in the order the loop reads them: backend first —
 /// READYs and REPLYs free slots that the REQUESTs read next can use at
@@ -51,7 +51,7 @@ pub(crate) struct Sockets {
 
 impl Sockets {
     /// The ZAP handler, the three sockets bound and monitored.
-    pub(crate) fn open(opts: &Options) -> Result<Sockets, String> {
+    pub(crate) fn open(opts: &Plan) -> Result<Sockets, String> {
         let ctx = zmq::Context::new();
         let sock_opts = SocketOptions {
             max_message_size: opts.socket_max_message_size(),
@@ -172,7 +172,7 @@ impl Sockets {
     /// sockets' authorised keys) and hand the result to the ZAP handler. A
     /// file that cannot be read or parsed keeps the policy as it was (and
     /// says so); connections already let in stay either way.
-    pub(crate) fn reload_access(&mut self, opts: &Options) {
+    pub(crate) fn reload_access(&mut self, opts: &Plan) {
         let Some(zap) = &self.zap else {
             log::info!("SIGHUP: no access files to read again");
             return;

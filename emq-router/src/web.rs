@@ -1,6 +1,6 @@
 //! The router's HTTP side: `--metrics` (the Prometheus text) and
 //! `--http` (the dashboard, with `/metrics` too). Both are served on
-//! threads of their own (`emq_transport::metrics_http`,
+//! threads of their own (`emq_http::metrics`,
 //! `emq_dashboard`); the loop's part is the metrics text, re-rendered
 //! from the core's snapshot at most every [`METRICS_EVERY`] — a deadline
 //! of its own in the loop's one minimum. The dashboard is an admin client
@@ -11,10 +11,10 @@
 
 use std::time::Duration;
 
+use emq_http::metrics::MetricsText;
 use emq_router_core::Router;
-use emq_transport::metrics_http::MetricsText;
 
-use crate::options::Options;
+use crate::flags::Plan;
 use crate::sockets::Sockets;
 
 /// How often the metrics text is rendered (when --metrics or --http is on).
@@ -23,16 +23,16 @@ const METRICS_EVERY: Duration = Duration::from_millis(500);
 pub(crate) struct Web {
     text: Option<MetricsText>,
     next_render: Duration,
-    _metrics: Option<emq_transport::http::HttpServer>,
+    _metrics: Option<emq_http::HttpServer>,
     _dashboard: Option<emq_dashboard::Dashboard>,
 }
 
 impl Web {
-    pub(crate) fn start(opts: &Options, socks: &Sockets) -> Result<Web, String> {
+    pub(crate) fn start(opts: &Plan, socks: &Sockets) -> Result<Web, String> {
         let text = (opts.metrics.is_some() || opts.http.is_some()).then(MetricsText::default);
         let metrics = match (&opts.metrics, &text) {
             (Some(addr), Some(text)) => {
-                let server = emq_transport::metrics_http::serve_metrics(addr, text.clone())
+                let server = emq_http::metrics::serve_metrics(addr, text.clone())
                     .map_err(|e| format!("--metrics {addr}: {e}"))?;
                 log::info!(
                     "listening: metrics http://{}/metrics (Prometheus)",
@@ -54,7 +54,7 @@ impl Web {
                     socks.context(),
                     inproc,
                     access.clone(),
-                    emq_transport::metrics_http::routes(text.clone()),
+                    emq_http::metrics::routes(text.clone()),
                 )?;
                 log::info!(
                     "listening: dashboard http://{}/ (API /api/, metrics /metrics{}{})",

@@ -187,6 +187,12 @@ pub enum RejectReason {
     /// The router's journal cannot store the job right now (disk full,
     /// database unreachable): nothing was accepted; try again later.
     JournalUnavailable,
+    /// The router's journal could not tell whether it stored the job (the
+    /// database connection broke during the commit): the job may run.
+    /// Not a refusal: send the REQUEST again under the same msgid, which
+    /// the router (this one once it can tell, or the next leader) takes as
+    /// the same job.
+    JournalUncertain,
     /// The router already holds an unfinished job with this msgid.
     DuplicateMsgid,
     /// UNSCHEDULE (or an admin operation) named something that does not exist.
@@ -202,6 +208,7 @@ impl RejectReason {
             RejectReason::ShuttingDown => "shutting-down",
             RejectReason::DeadLettered => "dead-lettered",
             RejectReason::JournalUnavailable => "journal-unavailable",
+            RejectReason::JournalUncertain => "journal-uncertain",
             RejectReason::DuplicateMsgid => "duplicate-msgid",
             RejectReason::NotFound => "not-found",
             RejectReason::Other(s) => s,
@@ -215,6 +222,7 @@ impl RejectReason {
             "shutting-down" => RejectReason::ShuttingDown,
             "dead-lettered" => RejectReason::DeadLettered,
             "journal-unavailable" => RejectReason::JournalUnavailable,
+            "journal-uncertain" => RejectReason::JournalUncertain,
             "duplicate-msgid" => RejectReason::DuplicateMsgid,
             "not-found" => RejectReason::NotFound,
             _ => RejectReason::Other(s),
