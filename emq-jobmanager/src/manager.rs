@@ -327,11 +327,6 @@ fn unix_micros_now() -> u64 {
         .unwrap_or(0)
 }
 
-/// The longest the loop sleeps without looking at the shutdown flag (a
-/// signal handler or another thread sets it without waking the loop). Not
-/// a tick for the core: its timers wake the loop on their own deadlines.
-pub const SHUTDOWN_CHECK: Duration = Duration::from_millis(200);
-
 impl JobManager {
     pub fn builder() -> JobManagerBuilder {
         JobManagerBuilder::default()
@@ -344,21 +339,21 @@ impl JobManager {
     /// Run until SIGTERM/SIGINT/SIGQUIT (then leave in order) or a fatal
     /// error. Returns the exit code.
     pub fn run_until_signal(self) -> Result<i32, Error> {
-        let flag = emq_transport::shutdown_flag().map_err(io("installing signal handlers"))?;
-        self.run(&flag)
+        let signal =
+            emq_transport::ShutdownSignal::install().map_err(io("installing signal handlers"))?;
+        self.run(&signal)
     }
 
-    /// Run until `shutdown` becomes true (then leave in order) or a fatal
+    /// Run until `shutdown` is signalled (then leave in order) or a fatal
     /// error. Returns the exit code.
     ///
     /// The loop: carry out the core's actions (a failed send goes back in
     /// as [`Input::SendFailed`]), then sleep in `zmq::poll` until a message
-    /// arrives, a pool event wakes it, or the core's
-    /// [`Connection::poll_timeout`] is reached — then
-    /// [`Connection::handle_timeout`]. The sleep is also cut at
-    /// [`SHUTDOWN_CHECK`] so that a set `shutdown` flag (which wakes
-    /// nothing) is seen; the core's timers never depend on that.
-    pub fn run(self, shutdown: &AtomicBool) -> Result<i32, Error> {
+    /// arrives, a pool event or the shutdown signal's descriptor wakes it,
+    /// or the core's [`Connection::poll_timeout`] is reached — then
+    /// [`Connection::handle_timeout`]. No other wake-up: an idle job
+    /// manager wakes for its heartbeats only.
+    pub fn run(self, shutdown: &emq_transport::ShutdownSignal) -> Result<i32, Error> {
         let ManagerConfig {
             connection: mut core_cfg,
             python,
@@ -495,7 +490,7 @@ impl JobManager {
                 }
                 continue;
             }
-            if !shutdown_seen && emq_transport::shutdown_requested(shutdown) {
+            if !shutdown_seen && shutdown.requested() {
                 shutdown_seen = true;
                 core.handle(Input::Shutdown, start.elapsed(), &mut actions);
                 continue;
@@ -506,43 +501,21 @@ impl JobManager {
                 core.handle_timeout(now, &mut actions);
                 continue;
             }
-            let wait = deadline.map_or(SHUTDOWN_CHECK, |d| (d - now).min(SHUTDOWN_CHECK));
-            // Round up: waking a little late is fine, a little early spins.
-            let wait_ms = wait.as_micros().div_ceil(1000) as i64;
+            let wait = deadline.map(|d| d - now);
 
             let (wake_readable, sock_readable, watch_readable) = {
                 let wake_item = zmq::PollItem::from_fd(wake_rx.as_raw_fd(), zmq::POLLIN);
-                let polled = match &link {
-                    Some(l) => {
-                        let mut items = [
-                            wake_item,
-                            l.sock.as_poll_item(zmq::POLLIN),
-                            l.watch.socket().as_poll_item(zmq::POLLIN),
-                        ];
-                        zmq::poll(&mut items, wait_ms).map(|_| {
-                            (
-                                items[0].is_readable(),
-                                items[1].is_readable(),
-                                items[2].is_readable(),
-                            )
-                        })
-                    }
-                    None => {
-                        let mut items = [wake_item];
-                        zmq::poll(&mut items, wait_ms)
-                            .map(|_| (items[0].is_readable(), false, false))
-                    }
-                };
-                match polled {
-                    Ok(r) => r,
-                    Err(zmq::Error::EINTR) => (false, false, false),
-                    Err(e) => {
-                        return Err(Error::Zmq {
-                            context: "polling".into(),
-                            detail: e.to_string(),
-                        })
-                    }
+                let mut items = vec![wake_item, shutdown.poll_item()];
+                if let Some(l) = &link {
+                    items.push(l.sock.as_poll_item(zmq::POLLIN));
+                    items.push(l.watch.socket().as_poll_item(zmq::POLLIN));
                 }
+                emq_transport::poll::poll(&mut items, wait).map_err(|e| Error::Zmq {
+                    context: "polling".into(),
+                    detail: e.to_string(),
+                })?;
+                let ready = |i: usize| items.get(i).is_some_and(|it| it.is_readable());
+                (ready(0), ready(2), ready(3))
             };
             let now = start.elapsed();
             if sock_readable {

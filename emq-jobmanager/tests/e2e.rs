@@ -519,7 +519,7 @@ fn shell_jobs_die_with_a_killed_job_manager() {
 /// router's), and a stop still sends KBYE.
 #[test]
 fn inline_handlers_answer_a_batch_run_once_under_retry_count_and_keep_slot_accounting() {
-    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+    use std::sync::atomic::{AtomicU32, Ordering};
     use std::sync::Arc;
 
     let r = Router::new();
@@ -547,8 +547,7 @@ fn inline_handlers_answer_a_batch_run_once_under_retry_count_and_keep_slot_accou
         })
         .build()
         .unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let stop_jm = Arc::clone(&stop);
+    let (stop_jm, stop) = emq_transport::ShutdownSignal::manual().unwrap();
     let thread = std::thread::spawn(move || jm.run(&stop_jm).unwrap());
 
     let id = r.register();
@@ -604,10 +603,62 @@ fn inline_handlers_answer_a_batch_run_once_under_retry_count_and_keep_slot_accou
     // Nothing more: exactly one READY per finished job.
     assert!(r.next(Duration::from_millis(300), Some(&id)).is_none());
 
-    stop.store(true, Ordering::SeqCst);
+    stop.trigger();
     let (_, m) = r.expect("KBYE", Some(&id));
     assert_eq!(m.command, Cmd::Kbye);
     assert_eq!(thread.join().unwrap(), 0);
+}
+
+/// This thread's voluntary context switches (each one a sleep that
+/// ended: a wake-up).
+fn voluntary_switches(task: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/self/task/{task}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap()
+}
+
+/// An idle job manager sleeps until its next heartbeat (3 s here) or
+/// input: its loop's thread wakes at most a few times in 2 s (it woke
+/// every 200 ms, ten times, when it looked at a shutdown flag on a timer).
+/// A stop wakes it at once.
+#[test]
+fn an_idle_job_manager_sleeps_until_its_heartbeat_and_a_stop_wakes_it() {
+    let r = Router::new();
+    let jm = emq_jobmanager::JobManager::builder()
+        .broker(r.endpoint.clone())
+        .concurrency(1)
+        .prefetch(emq_jobmanager::connection::Prefetch::Off)
+        .python(emq_jobmanager::python::PythonConfig {
+            prestart: false,
+            ..Default::default()
+        })
+        .build()
+        .unwrap();
+    let (stop_jm, stop) = emq_transport::ShutdownSignal::manual().unwrap();
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        let me = std::fs::read_link("/proc/thread-self").unwrap();
+        tid_tx
+            .send(me.file_name().unwrap().to_string_lossy().into_owned())
+            .unwrap();
+        jm.run(&stop_jm).unwrap()
+    });
+    let task = tid_rx.recv().unwrap();
+    let id = r.register();
+    assert_eq!(r.readies(Duration::from_millis(700), &id), 1);
+    let before = voluntary_switches(&task);
+    std::thread::sleep(Duration::from_secs(2));
+    let woke = voluntary_switches(&task) - before;
+    assert!(woke <= 4, "an idle job manager woke {woke} times in 2 s");
+    let asked = Instant::now();
+    stop.trigger();
+    let (_, m) = r.expect("KBYE", Some(&id));
+    assert_eq!(m.command, Cmd::Kbye);
+    assert_eq!(thread.join().unwrap(), 0);
+    assert!(asked.elapsed() < Duration::from_secs(1));
 }
 
 /// The Python interpreter: the project venv's when `EMQ_PY_VENV` is set

@@ -42,8 +42,9 @@
 //!
 //! As the router core: [`Pubsub::handle_incoming`] and
 //! [`Pubsub::handle_subscription`] take one input at time `now` (a
-//! [`Duration`] since the driver started); the first returns the message to
-//! send on the PUB socket, if any. [`Pubsub::poll_timeout`] says when
+//! [`Duration`] since the driver started); the first pushes the message to
+//! send on the PUB socket, if any, into the caller's buffer (as the other
+//! cores push their actions). [`Pubsub::poll_timeout`] says when
 //! [`Pubsub::handle_timeout`] is due (the next report). [`Pubsub::stats`]
 //! are the totals. No sockets, clock or threads here.
 
@@ -151,8 +152,18 @@ impl Pubsub {
     }
 
     /// One message read off the incoming ROUTER socket (identity first).
-    /// Returns what to send on the PUB socket.
-    pub fn handle_incoming(&mut self, frames: Vec<Vec<u8>>, now: Duration) -> Option<Published> {
+    /// What to send on the PUB socket is pushed onto `out`, in order.
+    pub fn handle_incoming(
+        &mut self,
+        frames: Vec<Vec<u8>>,
+        now: Duration,
+        out: &mut Vec<Published>,
+    ) {
+        out.extend(self.incoming(frames, now));
+    }
+
+    /// What [`Pubsub::handle_incoming`] publishes for `frames`.
+    fn incoming(&mut self, frames: Vec<Vec<u8>>, now: Duration) -> Option<Published> {
         let sizes: Vec<usize> = frames.iter().skip(1).map(Vec::len).collect();
         let peer = frames.first().map(|id| show(id)).unwrap_or_default();
         let (_, msg) = match Message::decode_routed(frames) {

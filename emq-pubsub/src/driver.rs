@@ -52,24 +52,17 @@ pub(crate) fn run(opts: &Plan) -> Result<(), String> {
     let mut msg = zmq::Message::new();
     let mut send_errors = 0u64;
     let mut idle = false;
+    let mut out = Vec::new();
     loop {
         if idle {
             let now = start.elapsed();
-            let wait_ms = match core.poll_timeout() {
-                None => -1,
-                Some(due) => i64::try_from(due.saturating_sub(now).as_millis())
-                    .unwrap_or(i64::MAX)
-                    .saturating_add(1),
-            };
+            let wait = core.poll_timeout().map(|due| due.saturating_sub(now));
             let mut items = [
                 incoming.as_poll_item(zmq::POLLIN),
                 outgoing.as_poll_item(zmq::POLLIN),
                 signal.poll_item(),
             ];
-            match zmq::poll(&mut items, wait_ms) {
-                Ok(_) | Err(zmq::Error::EINTR) => {}
-                Err(e) => return Err(format!("zmq poll: {e}")),
-            }
+            emq_transport::poll::poll(&mut items, wait).map_err(|e| format!("zmq poll: {e}"))?;
         }
         if signal.requested() {
             log::info!("shutdown signal received");
@@ -83,7 +76,8 @@ pub(crate) fn run(opts: &Plan) -> Result<(), String> {
                 Err(e) => return Err(format!("zmq recv on the incoming socket: {e}")),
             };
             idle = false;
-            if let Some(published) = core.handle_incoming(frames, start.elapsed()) {
+            core.handle_incoming(frames, start.elapsed(), &mut out);
+            for published in out.drain(..) {
                 if let Err(e) = send_frames(&outgoing, None, published.encode(), zmq::DONTWAIT) {
                     send_errors += 1;
                     log::warn!("could not publish a message: zmq send: {e}");

@@ -83,6 +83,8 @@ fn main() {
                 &mut out,
             );
         }
+        // The sends are "carried out": held RESULTs count as delivered.
+        r.handle(Input::Flushed, now, &mut out);
         for a in out.drain(..) {
             if let Action::Send {
                 socket: Socket::Backend,

@@ -62,6 +62,12 @@ pub enum Input {
     JournalDone { batch: BatchId, result: BatchResult },
     /// SIGTERM/SIGINT: the same orderly shutdown as admin DISCONNECT.
     Shutdown,
+    /// The driver carried out every [`Action::Send`] handed out so far,
+    /// and reported each one that failed ([`Input::SendFailed`]) before
+    /// this. RESULTs handed out with no failure reported count as
+    /// delivered (see `router/results.rs`). Fed after each flush of the
+    /// actions, before the next message is read.
+    Flushed,
 }
 
 /// Something the binary must do.

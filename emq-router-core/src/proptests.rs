@@ -284,7 +284,8 @@ fn results_to(out: &[Action], client: &str) -> Vec<String> {
 }
 
 /// A driver with a store that commits or fails: feeds every batch's
-/// outcome back, as `emq-router` does; returns every action.
+/// outcome back, and `Flushed` once the sends are carried out, as
+/// `emq-router` does; returns every action.
 fn drive(
     r: &mut Router,
     now: Duration,
@@ -292,8 +293,22 @@ fn drive(
     out: &mut Vec<Action>,
 ) -> Result<(), TestCaseError> {
     let mut i = 0;
+    let mut flushed = 0;
     loop {
         if i == out.len() {
+            if out[flushed..]
+                .iter()
+                .any(|a| matches!(a, Action::Send { .. }))
+            {
+                flushed = out.len();
+                let mut more = Vec::new();
+                r.handle(Input::Flushed, now, &mut more);
+                if let Err(e) = r.check_invariants() {
+                    return Err(TestCaseError::fail(format!("{e} after Flushed")));
+                }
+                out.extend(more);
+                continue;
+            }
             if r.poll_timeout().is_some_and(|t| t <= now) && !r.has_exited() {
                 let mut more = Vec::new();
                 r.handle_timeout(now, &mut more);

@@ -6,6 +6,12 @@
 //! least recently used worker among those with the highest weight: picking
 //! is O(log n), and a dispatch re-inserts the chosen worker with a fresh
 //! `lru` stamp (O(q log n) for a worker on q queues).
+//!
+//! `by_seen` orders workers by when they were last heard from, quietest
+//! first, so the liveness deadline is the first entry and a sweep stops
+//! at the first live worker (as mdbroker's purge does): neither walks
+//! every worker. A message moves its worker only when the clock moved
+//! since its last one (one move per worker per poll round under load).
 
 use std::time::Duration;
 
@@ -112,6 +118,8 @@ pub struct WorkerPool {
     lru_clock: u64,
     /// Sum of in-flight jobs over all workers.
     pub inflight_total: usize,
+    /// `(last_seen, id)` of every worker, quietest first.
+    by_seen: BTreeSet<(Duration, WorkerId)>,
 }
 
 impl WorkerPool {
@@ -121,10 +129,47 @@ impl WorkerPool {
 
     /// A message from `identity` counts as its heartbeat.
     pub fn touch(&mut self, identity: &[u8], now: Duration) {
-        if let Some(id) = self.id_of(identity) {
-            if let Some(w) = self.workers.get_mut(&id) {
+        let Some(id) = self.id_of(identity) else {
+            return;
+        };
+        if let Some(w) = self.workers.get_mut(&id) {
+            if w.last_seen != now {
+                self.by_seen.remove(&(w.last_seen, id));
                 w.last_seen = now;
+                self.by_seen.insert((now, id));
             }
+        }
+    }
+
+    /// When the quietest worker was last heard from.
+    pub fn quietest(&self) -> Option<Duration> {
+        self.by_seen.first().map(|(t, _)| *t)
+    }
+
+    /// The workers last heard from before `cutoff` (walks only those).
+    pub fn silent_since(&self, cutoff: Duration) -> impl Iterator<Item = WorkerId> + '_ {
+        self.by_seen
+            .iter()
+            .take_while(move |(t, _)| *t < cutoff)
+            .map(|(_, id)| *id)
+    }
+
+    /// Whether `by_seen` holds exactly every worker at its `last_seen`.
+    pub fn check_seen_index(&self) -> Result<(), String> {
+        if self.by_seen.len() != self.workers.len() {
+            return Err(format!(
+                "{} workers, {} in the liveness order",
+                self.workers.len(),
+                self.by_seen.len()
+            ));
+        }
+        match self
+            .workers
+            .values()
+            .find(|w| !self.by_seen.contains(&(w.last_seen, w.id)))
+        {
+            Some(w) => Err(format!("worker {:?} out of the liveness order", w.id)),
+            None => Ok(()),
         }
     }
 
@@ -174,6 +219,7 @@ impl WorkerPool {
             WorkerKind::Legacy { ready_owed: 0 }
         };
         self.by_identity.insert(identity.clone(), id);
+        self.by_seen.insert((now, id));
         self.workers.insert(
             id,
             Worker {
@@ -201,6 +247,7 @@ impl WorkerPool {
     pub fn remove(&mut self, id: WorkerId) -> Option<Worker> {
         let w = self.workers.remove(&id)?;
         self.by_identity.remove(&w.identity);
+        self.by_seen.remove(&(w.last_seen, id));
         for (weight, q) in &w.queues {
             if let Some(s) = self.serving.get_mut(q) {
                 s.remove(&(Reverse(*weight), id));

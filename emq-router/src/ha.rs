@@ -1,15 +1,19 @@
-//! The leader lease's driver: carries out what `emq_router_core::lease`
-//! asks (take, renew, release) through the journal thread
-//! (`pg_writer.rs`) and feeds the outcomes back; waits as a standby — no
-//! socket bound — until the lease is ours. The timing rules live in the
+//! The PostgreSQL journal with its leader lease, as one journal port: it
+//! carries out what `emq_router_core::lease` asks (take, renew, release)
+//! through the journal thread (`pg_writer.rs`) and feeds the outcomes
+//! back; waits as a standby — no socket bound — until the lease is ours;
+//! while serving, its timers join the loop's one deadline and a lost
+//! lease comes out as [`Event::StepDown`]. The timing rules live in the
 //! core's `lease.rs`.
 
 use std::time::{Duration, Instant};
 
 use emq_journal::postgres::{Acquire, PgError};
+use emq_router_core::journal::{Batch, BatchResult, Restored};
 use emq_router_core::lease::{Lease, LeaseAction, LeaseConfig, LeaseInput, StepDownReason};
 use emq_transport::ShutdownSignal;
 
+use crate::journal_port::{Event, JournalPort, LoadError};
 use crate::pg_writer::{PgWriter, Reply, Request};
 
 /// This process's name in the lease row: host, pid and a random part (a
@@ -27,23 +31,27 @@ pub(crate) fn holder_id() -> String {
 
 /// What carrying out the lease's actions came to.
 #[derive(Debug, Default)]
-pub(crate) struct Outcome {
+struct Outcome {
     /// The lease is ours at this epoch: load and serve.
-    pub(crate) serve: Option<u64>,
+    serve: Option<u64>,
     /// Stop serving now.
-    pub(crate) step_down: Option<StepDownReason>,
+    step_down: Option<StepDownReason>,
 }
 
-pub(crate) struct Ha {
+/// The PostgreSQL journal thread and the lease core that decides when
+/// this router may use it.
+pub(crate) struct LeasedPg {
     lease: Lease,
+    w: PgWriter,
     holder: String,
     start: Instant,
 }
 
-impl Ha {
-    pub(crate) fn new(cfg: LeaseConfig, start: Instant) -> Ha {
-        Ha {
+impl LeasedPg {
+    pub(crate) fn new(w: PgWriter, cfg: LeaseConfig, start: Instant) -> LeasedPg {
+        LeasedPg {
             lease: Lease::new(cfg, start.elapsed()),
+            w,
             holder: holder_id(),
             start,
         }
@@ -53,26 +61,18 @@ impl Ha {
         &self.holder
     }
 
-    pub(crate) fn poll_timeout(&self) -> Option<Duration> {
-        self.lease.poll_timeout()
-    }
-
     /// Wait as a standby until this router holds the lease (its epoch), or
     /// until a shutdown signal (`None`). Sleeps until the lease's next
     /// timer or a signal; the journal thread's calls are waited for here
     /// (nothing else is going on).
-    pub(crate) fn wait_for_lease(
-        &mut self,
-        w: &mut PgWriter,
-        signals: &ShutdownSignal,
-    ) -> Option<u64> {
-        w.drain();
+    pub(crate) fn wait_for_lease(&mut self, signals: &ShutdownSignal) -> Option<u64> {
+        self.w.drain();
         loop {
             if signals.requested() {
-                self.shutdown(w);
+                self.shutdown();
                 return None;
             }
-            let o = self.due(w);
+            let o = self.due();
             if let Some(epoch) = o.serve {
                 return Some(epoch);
             }
@@ -81,26 +81,25 @@ impl Ha {
                 .lease
                 .poll_timeout()
                 .map_or(Duration::from_secs(1), |t| t.saturating_sub(now));
-            let ms = i64::try_from(wait.as_micros().div_ceil(1000)).unwrap_or(i64::MAX);
             let mut items = [signals.poll_item()];
-            let _ = zmq::poll(&mut items, ms);
+            let _ = emq_transport::poll::poll(&mut items, Some(wait));
         }
     }
 
     /// Timers due now (renewal, expiry, a standby's try), carried out. A
     /// renewal is handed to the journal thread; its reply comes back
-    /// through [`Ha::renewed`].
-    pub(crate) fn due(&mut self, w: &mut PgWriter) -> Outcome {
+    /// through [`LeasedPg::renewed`].
+    fn due(&mut self) -> Outcome {
         let now = self.start.elapsed();
         let mut actions = Vec::new();
         if self.lease.poll_timeout().is_some_and(|t| t <= now) {
             self.lease.handle_timeout(now, &mut actions);
         }
-        self.carry_out(actions, w)
+        self.carry_out(actions)
     }
 
     /// The journal thread's answer to a renewal.
-    pub(crate) fn renewed(&mut self, result: Result<(), PgError>, w: &mut PgWriter) -> Outcome {
+    fn renewed(&mut self, result: Result<(), PgError>) -> Outcome {
         let input = match result {
             Ok(()) => LeaseInput::Renewed,
             Err(e) if e.is_fenced() => LeaseInput::Fenced,
@@ -108,38 +107,31 @@ impl Ha {
                 error: e.to_string(),
             },
         };
-        let mut actions = Vec::new();
-        self.lease.handle(input, self.start.elapsed(), &mut actions);
-        self.carry_out(actions, w)
+        self.feed(input)
     }
 
-    /// A journal commit found the lease taken over.
-    pub(crate) fn fenced(&mut self, w: &mut PgWriter) -> Outcome {
+    fn feed(&mut self, input: LeaseInput) -> Outcome {
         let mut actions = Vec::new();
-        self.lease
-            .handle(LeaseInput::Fenced, self.start.elapsed(), &mut actions);
-        self.carry_out(actions, w)
+        self.lease.handle(input, self.start.elapsed(), &mut actions);
+        self.carry_out(actions)
     }
 
     /// The router stops: release the lease if held (a standby takes over
     /// at its next try instead of waiting for the TTL).
-    pub(crate) fn shutdown(&mut self, w: &mut PgWriter) {
-        let mut actions = Vec::new();
-        self.lease
-            .handle(LeaseInput::Shutdown, self.start.elapsed(), &mut actions);
-        self.carry_out(actions, w);
+    pub(crate) fn shutdown(&mut self) {
+        self.feed(LeaseInput::Shutdown);
     }
 
     /// Step down on our own (the journal could not be loaded): give the
     /// lease up so that another router can try.
-    pub(crate) fn give_up(&mut self, w: &mut PgWriter) {
-        if let Some(Reply::Released(Err(e))) = w.call(Request::Release) {
+    fn give_up(&mut self) {
+        if let Some(Reply::Released(Err(e))) = self.w.call(Request::Release) {
             log::warn!("could not release the lease: {e}");
         }
         self.lease = Lease::new(*self.lease.config(), self.start.elapsed());
     }
 
-    fn carry_out(&mut self, mut actions: Vec<LeaseAction>, w: &mut PgWriter) -> Outcome {
+    fn carry_out(&mut self, mut actions: Vec<LeaseAction>) -> Outcome {
         let mut outcome = Outcome::default();
         let ttl = self.lease.config().ttl;
         while !actions.is_empty() {
@@ -149,7 +141,7 @@ impl Ha {
                     // the answer is waited for.
                     LeaseAction::TryAcquire => {
                         let holder = self.holder.clone();
-                        match w.call(Request::TryAcquire { holder, ttl }) {
+                        match self.w.call(Request::TryAcquire { holder, ttl }) {
                             Some(Reply::Acquired(Ok(Acquire::Won { epoch }))) => {
                                 LeaseInput::Acquired { epoch }
                             }
@@ -173,11 +165,11 @@ impl Ha {
                     // The leader renews while it serves: the answer comes
                     // back through the loop.
                     LeaseAction::Renew { .. } => {
-                        w.send(Request::Renew { ttl });
+                        self.w.send(Request::Renew { ttl });
                         continue;
                     }
                     LeaseAction::Release { epoch } => {
-                        match w.call(Request::Release) {
+                        match self.w.call(Request::Release) {
                             Some(Reply::Released(Ok(()))) => {
                                 log::info!("leader lease (epoch {epoch}) released")
                             }
@@ -196,7 +188,7 @@ impl Ha {
                     }
                     LeaseAction::StepDown { epoch, reason } => {
                         log::warn!("leader lease (epoch {epoch}) lost: {reason}");
-                        w.send(Request::ForgetLease);
+                        self.w.send(Request::ForgetLease);
                         outcome.serve = None;
                         outcome.step_down = Some(reason);
                         continue;
@@ -206,5 +198,87 @@ impl Ha {
             }
         }
         outcome
+    }
+}
+
+impl JournalPort for LeasedPg {
+    fn describe(&self) -> String {
+        self.w.describe().to_string()
+    }
+
+    /// A standby that took over must have the journal before it binds; a
+    /// journal it cannot read makes it give the lease up.
+    fn load(&mut self) -> Result<Option<Restored>, LoadError> {
+        match self.w.call(Request::Load) {
+            Some(Reply::Loaded(Ok(r))) => Ok(Some(r)),
+            other => {
+                let e = match other {
+                    Some(Reply::Loaded(Err(e))) => e.to_string(),
+                    other => format!("journal thread: unexpected {other:?}"),
+                };
+                log::error!(
+                    "cannot load the journal after taking the lease: {e}; giving the lease up"
+                );
+                self.give_up();
+                Err(LoadError::GaveUp)
+            }
+        }
+    }
+
+    /// Every commit goes through the journal thread; the outcome comes
+    /// back through [`JournalPort::next_event`].
+    fn append(&mut self, batch: Batch) {
+        self.w.send(Request::Append(batch));
+    }
+
+    /// The lease first: a router whose lease ran out must not take in (or
+    /// answer) anything more. Then what the journal thread did.
+    fn next_event(&mut self) -> Option<Event> {
+        if let Some(reason) = self.due().step_down {
+            return Some(Event::StepDown(reason));
+        }
+        while let Some(reply) = self.w.try_recv() {
+            match reply {
+                // Taken over: the batch is neither acknowledged nor
+                // refused; the router steps down.
+                Reply::Appended { result: Err(e), .. } if e.is_fenced() => {
+                    let reason = self.feed(LeaseInput::Fenced).step_down;
+                    return Some(Event::StepDown(reason.unwrap_or(StepDownReason::Fenced)));
+                }
+                Reply::Appended { batch, result, .. } => {
+                    let result = match result {
+                        Ok(()) => BatchResult::Committed,
+                        // The connection broke while the commit was on
+                        // its way: its jobs may run (journal-uncertain).
+                        Err(e) if e.may_have_committed() => BatchResult::Uncertain(e.to_string()),
+                        Err(e) => BatchResult::Failed(e.to_string()),
+                    };
+                    return Some(Event::Done { batch, result });
+                }
+                Reply::Renewed(r) => {
+                    if let Some(reason) = self.renewed(r).step_down {
+                        return Some(Event::StepDown(reason));
+                    }
+                }
+                other => log::debug!("journal thread: {other:?} ignored"),
+            }
+        }
+        None
+    }
+
+    fn poll_item(&self) -> Option<zmq::PollItem<'static>> {
+        Some(self.w.poll_item())
+    }
+
+    fn deadline(&self) -> Option<Duration> {
+        self.lease.poll_timeout()
+    }
+
+    fn counts(&self) -> Option<(u64, u64)> {
+        Some((self.w.batches, self.w.records))
+    }
+
+    fn stop(&mut self) {
+        self.shutdown();
     }
 }

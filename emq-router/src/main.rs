@@ -7,7 +7,7 @@
 //! core's `poll_timeout()` is reached, `handle_timeout(now)`; then the
 //! actions are carried out in order — sends at once (a failure, such as
 //! EHOSTUNREACH or EAGAIN at the peer's high-water mark, goes back as
-//! `SendFailed`), journal batches appended to the store in one transaction
+//! `SendFailed`, and then `Flushed` says they all went), journal batches appended to the store in one transaction
 //! each with the outcome fed back as `JournalDone` (the core holds
 //! acknowledgements and dispatches until then, and handles a failed
 //! batch). zmq_poll blocks only after a round that found nothing, and only
@@ -26,8 +26,9 @@
 //!
 //! The binary's shape, as every emq binary's: `flags` parses the command
 //! line (`flags::Cli`) and checks it with the environment and the config
-//! file into a `flags::Plan`; `driver.rs` serves the plan with the sockets,
-//! the journal store and the loop; this file maps failures to exit codes
+//! file into a `flags::Plan`; `driver.rs` serves the plan with its parts
+//! (`sockets.rs`, `web.rs`, `journal_port.rs` with `ha.rs` and
+//! `pg_writer.rs`) and the loop; this file maps failures to exit codes
 //! (2: the journal cannot be used; 1: a bad option or any other start-up
 //! error).
 
@@ -36,7 +37,10 @@
 mod driver;
 mod flags;
 mod ha;
+mod journal_port;
 mod pg_writer;
+mod sockets;
+mod web;
 
 use std::collections::HashMap;
 use std::process::ExitCode;

@@ -17,6 +17,7 @@ pub mod admin;
 pub mod curve;
 pub mod failover;
 pub mod log_limit;
+pub mod poll;
 pub mod zap;
 
 use emq_cli_support::AuthArgs;
@@ -350,7 +351,26 @@ impl SignalPipe {
 /// SIGTERM, SIGINT and SIGQUIT as a flag and as a file descriptor that
 /// turns readable when one arrives, so a poll loop can sleep until its
 /// next deadline or a signal — no periodic wake-up to look at a flag.
+/// [`ShutdownSignal::manual`] makes one that a [`ShutdownTrigger`] sets
+/// instead (a loop run on a thread of a test or an embedding program).
 pub struct ShutdownSignal(SignalPipe);
+
+/// Sets a [`ShutdownSignal`] made by [`ShutdownSignal::manual`], waking
+/// the loop that polls it.
+#[derive(Clone)]
+pub struct ShutdownTrigger {
+    flag: Arc<AtomicBool>,
+    write: Arc<std::os::unix::net::UnixStream>,
+}
+
+impl ShutdownTrigger {
+    /// Ask for the shutdown (the loop wakes and leaves in order).
+    pub fn trigger(&self) {
+        use std::io::Write;
+        self.flag.store(true, Ordering::Relaxed);
+        let _ = (&*self.write).write(&[1]);
+    }
+}
 
 impl ShutdownSignal {
     /// Install the handlers (signal-hook's flag and self-pipe).
@@ -364,6 +384,20 @@ impl ShutdownSignal {
             Arc::new(AtomicBool::new(false)),
         )
         .map(ShutdownSignal)
+    }
+
+    /// A shutdown signal no OS signal sets, only the trigger returned
+    /// with it.
+    pub fn manual() -> std::io::Result<(ShutdownSignal, ShutdownTrigger)> {
+        let (read, write) = std::os::unix::net::UnixStream::pair()?;
+        read.set_nonblocking(true)?;
+        write.set_nonblocking(true)?;
+        let flag = Arc::new(AtomicBool::new(false));
+        let trigger = ShutdownTrigger {
+            flag: Arc::clone(&flag),
+            write: Arc::new(write),
+        };
+        Ok((ShutdownSignal(SignalPipe { flag, read }), trigger))
     }
 
     /// Whether a signal has arrived (an atomic load; once one has, the
@@ -421,6 +455,23 @@ pub fn shutdown_requested(flag: &AtomicBool) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_manual_shutdown_signal_wakes_a_poll_when_triggered() {
+        let (signal, trigger) = ShutdownSignal::manual().unwrap();
+        let mut items = [signal.poll_item()];
+        let short = Some(std::time::Duration::from_millis(1));
+        assert_eq!(poll::poll(&mut items, short).unwrap(), 0);
+        assert!(!signal.requested());
+        let t = trigger.clone();
+        let th = std::thread::spawn(move || t.trigger());
+        assert_eq!(poll::poll(&mut items, None).unwrap(), 1);
+        th.join().unwrap();
+        assert!(signal.requested());
+        // Emptied: a poll does not stay awake on it.
+        let mut items = [signal.poll_item()];
+        assert_eq!(poll::poll(&mut items, short).unwrap(), 0);
+    }
 
     #[test]
     fn endpoints_are_checked_with_clear_errors() {

@@ -823,11 +823,24 @@ impl Sim {
 
     /// Carry out the router's actions in order; a failed send goes back in
     /// as `SendFailed` at once, and its actions are carried out after the
-    /// ones already there. A journal batch is answered by the store after
+    /// ones already there; then `Flushed`. A journal batch is answered by the store after
     /// its latency. Checks the invariants and notes the worker count.
     fn router_actions(&mut self, out: Vec<rc::Action>) {
         let mut todo: VecDeque<rc::Action> = out.into();
-        while let Some(a) = todo.pop_front() {
+        let mut unflushed = false;
+        loop {
+            let Some(a) = todo.pop_front() else {
+                // Every send carried out, failures reported: `Flushed`
+                // (its resends, if any, are carried out in turn).
+                if !std::mem::take(&mut unflushed) || !self.router.is_up() {
+                    break;
+                }
+                let mut more = Vec::new();
+                let now = self.now;
+                self.router.core.handle(rc::Input::Flushed, now, &mut more);
+                todo.extend(more);
+                continue;
+            };
             self.router.actions += 1;
             match a {
                 rc::Action::Send {
@@ -835,6 +848,7 @@ impl Sim {
                     identity,
                     frames,
                 } => {
+                    unflushed = true;
                     if !self.router_send(socket, &identity, frames) {
                         let mut more = Vec::new();
                         let failed = rc::Input::SendFailed {

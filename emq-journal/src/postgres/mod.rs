@@ -38,6 +38,7 @@
 
 mod error;
 mod lease;
+mod lease_row;
 mod plan;
 mod schema;
 mod store;

@@ -11,6 +11,7 @@ use postgres::types::ToSql;
 use postgres::{Client, IsolationLevel, NoTls, Row, Statement};
 
 use super::error::PgError;
+use super::lease_row::{self, Fence};
 use super::plan::{
     unix_ms_column, unix_ms_from_column, Dead, FinishedColumns, JobColumns, Other, Plan,
     ResultColumns, Seqs, Update,
@@ -62,13 +63,6 @@ struct Uncertain {
 const UNDO_JOBS: &str = "DELETE FROM emq_jobs WHERE seq >= $1 AND seq < $2";
 const UNDO_FINISHED: &str = "DELETE FROM emq_finished WHERE seq >= $1 AND seq < $2";
 const UNDO_RESULTS: &str = "DELETE FROM emq_results WHERE seq >= $1 AND seq < $2";
-
-/// The lease this router holds: every commit checks it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Fence {
-    pub(crate) holder: String,
-    pub(crate) epoch: u64,
-}
 
 /// The prepared statements of one connection.
 pub(crate) struct Statements {
@@ -405,10 +399,10 @@ impl PgJournal {
             delete_schedule: prep(DELETE_SCHEDULE)?,
             pause: prep(PAUSE)?,
             resume: prep(RESUME)?,
-            take_lease: prep(super::lease::TAKE)?,
-            read_lease: prep(super::lease::READ)?,
-            renew_lease: prep(super::lease::RENEW)?,
-            release_lease: prep(super::lease::RELEASE)?,
+            take_lease: prep(lease_row::TAKE)?,
+            read_lease: prep(lease_row::READ)?,
+            renew_lease: prep(lease_row::RENEW)?,
+            release_lease: prep(lease_row::RELEASE)?,
         };
         if self.lost {
             log::info!("journal {}: connected again", self.db);

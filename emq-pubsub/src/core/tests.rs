@@ -19,6 +19,14 @@ fn publish(id: &str, topic: &str, message: &[u8]) -> Vec<Vec<u8>> {
     .encode_routed(id.as_bytes().to_vec())
 }
 
+/// One incoming message; what it publishes (at most one message).
+fn fed(c: &mut Pubsub, frames: Vec<Vec<u8>>, now: Duration) -> Option<Published> {
+    let mut out = Vec::new();
+    c.handle_incoming(frames, now, &mut out);
+    assert!(out.len() <= 1, "{out:?}");
+    out.pop()
+}
+
 fn core() -> Pubsub {
     Pubsub::new(Config::default(), T0)
 }
@@ -61,7 +69,7 @@ fn publishes_what_0_3_13_published_for_the_captured_client_frames() {
     assert_eq!(cases.len(), 4);
     let mut c = core();
     for (incoming, expected) in cases {
-        let out = c.handle_incoming(incoming, T0).expect("published");
+        let out = fed(&mut c, incoming, T0).expect("published");
         assert_eq!(out.encode(), expected);
     }
     assert_eq!(
@@ -79,7 +87,7 @@ fn other_commands_and_junk_are_dropped_and_counted() {
     let mut c = core();
     let hb = Message::with_msgid("h", Command::Heartbeat { timestamp: None })
         .encode_routed(b"p".to_vec());
-    assert_eq!(c.handle_incoming(hb, T0), None);
+    assert_eq!(fed(&mut c, hb, T0), None);
     let req = Message::with_msgid(
         "r",
         Command::Request(Request {
@@ -89,7 +97,7 @@ fn other_commands_and_junk_are_dropped_and_counted() {
         }),
     )
     .encode_routed(b"p".to_vec());
-    assert_eq!(c.handle_incoming(req, T0), None);
+    assert_eq!(fed(&mut c, req, T0), None);
     for junk in [
         vec![],
         vec![b"p".to_vec()],
@@ -108,7 +116,7 @@ fn other_commands_and_junk_are_dropped_and_counted() {
             f
         },
     ] {
-        assert_eq!(c.handle_incoming(junk, T0), None);
+        assert_eq!(fed(&mut c, junk, T0), None);
     }
     assert_eq!(
         c.stats(),
@@ -142,7 +150,7 @@ fn any_frames_at_all_never_panic() {
             frames[2] = b"eMQP/1.0".to_vec();
             frames[3] = b"PUBLISH".to_vec();
         }
-        let _ = c.handle_incoming(frames.clone(), T0);
+        let _ = fed(&mut c, frames.clone(), T0);
         if let Some(f) = frames.first() {
             c.handle_subscription(f, T0);
         }
@@ -159,14 +167,9 @@ fn frames_over_the_size_limit_are_dropped() {
         },
         T0,
     );
-    assert!(c
-        .handle_incoming(publish("p", "t", b"12345678"), T0)
-        .is_some());
-    assert_eq!(c.handle_incoming(publish("p", "t", b"123456789"), T0), None);
-    assert_eq!(
-        c.handle_incoming(publish("p", "topic-too-long", b"1"), T0),
-        None
-    );
+    assert!(fed(&mut c, publish("p", "t", b"12345678"), T0).is_some());
+    assert_eq!(fed(&mut c, publish("p", "t", b"123456789"), T0), None);
+    assert_eq!(fed(&mut c, publish("p", "topic-too-long", b"1"), T0), None);
     assert_eq!(c.stats().too_large, 2);
     let mut unlimited = Pubsub::new(
         Config {
@@ -177,9 +180,7 @@ fn frames_over_the_size_limit_are_dropped() {
         T0,
     );
     let big = vec![b'x'; 1 << 20];
-    assert!(unlimited
-        .handle_incoming(publish("p", "t", &big), T0)
-        .is_some());
+    assert!(fed(&mut unlimited, publish("p", "t", &big), T0).is_some());
 }
 
 #[test]
@@ -194,26 +195,22 @@ fn subscriptions_decide_what_counts_as_unheard() {
         c.subscriptions().collect::<Vec<_>>(),
         vec![&b"news"[..], &b"weather."[..]]
     );
-    let out = c
-        .handle_incoming(publish("p", "news.sports", b"1"), T0)
-        .unwrap();
+    let out = fed(&mut c, publish("p", "news.sports", b"1"), T0).unwrap();
     assert_eq!(
         out,
         Published::of_publish("news.sports".into(), b"1".to_vec())
     );
-    c.handle_incoming(publish("p", "weather", b"2"), T0)
-        .unwrap();
+    fed(&mut c, publish("p", "weather", b"2"), T0).unwrap();
     assert_eq!(c.stats().published, 2);
     assert_eq!(c.stats().unheard, 1, "weather does not start with weather.");
     c.handle_subscription(b"\x00news", T0);
     c.handle_subscription(b"\x00nothing", T0);
-    c.handle_incoming(publish("p", "news", b"3"), T0).unwrap();
+    fed(&mut c, publish("p", "news", b"3"), T0).unwrap();
     assert_eq!(c.stats().unheard, 2);
     // the empty prefix: every topic is heard
     c.handle_subscription(b"\x01", T0);
-    c.handle_incoming(publish("p", "", b"4"), T0).unwrap();
-    c.handle_incoming(publish("p", "anything", b"5"), T0)
-        .unwrap();
+    fed(&mut c, publish("p", "", b"4"), T0).unwrap();
+    fed(&mut c, publish("p", "anything", b"5"), T0).unwrap();
     assert_eq!(c.stats().unheard, 2);
     assert!(c
         .summary()
@@ -232,7 +229,7 @@ fn reports_are_due_every_period_and_do_not_burst_after_a_stall() {
         Duration::from_secs(5),
     );
     assert_eq!(c.poll_timeout(), Some(Duration::from_secs(65)));
-    c.handle_incoming(publish("p", "t", b"1"), Duration::from_secs(6));
+    fed(&mut c, publish("p", "t", b"1"), Duration::from_secs(6));
     assert_eq!(c.window.published, 1);
     c.handle_timeout(Duration::from_secs(64)); // early: nothing
     assert_eq!(c.window.published, 1);
@@ -266,9 +263,7 @@ fn a_flood_of_junk_writes_a_few_lines_then_one_summary_per_kind() {
     assert_eq!(c.poll_timeout(), None);
     let at = |ms: u64| T0 + Duration::from_millis(ms);
     for i in 0..20_000u64 {
-        assert!(c
-            .handle_incoming(vec![b"p".to_vec(), b"junk".to_vec()], at(i / 10))
-            .is_none());
+        assert!(fed(&mut c, vec![b"p".to_vec(), b"junk".to_vec()], at(i / 10)).is_none());
     }
     assert_eq!(c.stats().malformed, 20_000, "every one is counted");
     // the first LOG_BURST were written; the summary of the rest is due when
@@ -301,7 +296,7 @@ fn the_table_is_bounded_and_a_departed_subscriber_leaves_nothing_in_it() {
     assert_eq!(c.subscription_count(), (3, 2), "three kept, two not");
     assert_eq!(c.stats().untracked, 2);
     // "z" may have matched a prefix that is not kept: not counted as unheard
-    c.handle_incoming(publish("p", "z", b"1"), T0).unwrap();
+    fed(&mut c, publish("p", "z", b"1"), T0).unwrap();
     assert_eq!(c.stats().unheard, 0);
     assert!(
         c.summary()
@@ -314,7 +309,7 @@ fn the_table_is_bounded_and_a_departed_subscriber_leaves_nothing_in_it() {
         c.handle_subscription(format!("\x00{t}").as_bytes(), T0);
     }
     assert_eq!(c.subscription_count(), (0, 0));
-    c.handle_incoming(publish("p", "z", b"2"), T0).unwrap();
+    fed(&mut c, publish("p", "z", b"2"), T0).unwrap();
     assert_eq!(
         c.stats().unheard,
         1,

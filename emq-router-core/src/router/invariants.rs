@@ -21,6 +21,7 @@ impl Router {
     /// Check the internal bookkeeping; used by the tests and the proptest.
     #[doc(hidden)]
     pub fn check_invariants(&self) -> Result<(), String> {
+        self.pool.check_seen_index()?;
         let mut queued = 0usize;
         let mut inflight = 0usize;
         let mut delayed = 0usize;

@@ -16,17 +16,20 @@
 //!   order they must be carried out. A [`Action::Journal`] batch must be
 //!   appended to the store and its outcome fed back with
 //!   [`Input::JournalDone`] (in batch order); a failed
-//!   [`Action::Send`] is fed back as [`Input::SendFailed`];
+//!   [`Action::Send`] is fed back as [`Input::SendFailed`], and once the
+//!   sends handed out are carried out (failures reported), the driver
+//!   says so with [`Input::Flushed`] (as quinn-proto's "transmits
+//!   done");
 //! - **getters**: counts, [`Router::snapshot`] (the read model that admin
 //!   STATUS and `/metrics` are rendered from), [`Router::check_invariants`].
 //!
 //! A driver's loop: read what the sockets have and `handle` each message;
 //! if `poll_timeout() <= now`, `handle_timeout(now)`; carry out the
-//! actions (feeding failures and journal outcomes back, which may add
-//! actions); stop after [`Action::Exit`]; sleep until `poll_timeout()` or
-//! input. A failed send must be fed back before the next message read
-//! off a socket (and before the next `handle_timeout`): the core takes a
-//! RESULT that no failure was reported for as handed over (`results.rs`). Time is a [`Duration`] since the driver's start (the same type as
+//! actions (feeding failures back, then [`Input::Flushed`], and journal
+//! outcomes, which may add actions); stop after [`Action::Exit`]; sleep
+//! until `poll_timeout()` or input. The core takes a RESULT handed out
+//! as delivered at [`Input::Flushed`] unless a failure for its client
+//! came before (`results.rs`). Time is a [`Duration`] since the driver's start (the same type as
 //! the job manager's connection core); the core reads no clock and draws
 //! no random numbers (msgids come from `Config::id_seed`).
 //!
@@ -48,6 +51,8 @@
 //! - `snapshot.rs`: [`Router::snapshot`], the read model copied out (its
 //!   types, and the data the router keeps for it, are `crate::snapshot`
 //!   and `crate::data`, which import nothing of this module);
+//! - `timers.rs`: the timer table (which deadline sources there are, and
+//!   in which order the due ones fire);
 //! - `invariants.rs`: the bookkeeping checks the tests run after every input.
 
 use std::time::Duration;
@@ -63,6 +68,7 @@ mod peers;
 pub(crate) mod results;
 mod schedules;
 mod snapshot;
+pub(crate) mod timers;
 
 use std::collections::VecDeque;
 
@@ -283,9 +289,6 @@ impl Router {
     /// Feed one input; actions are appended to `out` in the order the
     /// driver must carry them out.
     pub fn handle(&mut self, input: Input, now: Duration, out: &mut Vec<Action>) {
-        if !matches!(input, Input::SendFailed { .. } | Input::JournalDone { .. }) {
-            self.confirm_results(now, out);
-        }
         match input {
             Input::Frames { socket, frames } => self.on_frames(socket, frames, now, out),
             Input::Message {
@@ -300,57 +303,30 @@ impl Router {
             } => self.on_send_failed(socket, identity, reason, now, out),
             Input::JournalDone { batch, result } => self.on_journal_done(batch, result, now, out),
             Input::Shutdown => self.start_shutdown("shutdown requested", now, out),
+            Input::Flushed => self.confirm_results(out),
         }
         self.maybe_exit(now, out);
     }
 
     /// The earliest time at which [`Router::handle_timeout`] has work, or
     /// `None` when nothing is timed (no peers, no delayed jobs, no
-    /// schedules, nothing to commit).
+    /// schedules, nothing to commit): the earliest deadline of the timer
+    /// table (`timers.rs`), each read in O(1) or O(log n).
     pub fn poll_timeout(&self) -> Option<Duration> {
-        let draining = self.is_draining();
-        let peers = !self.pool.workers.is_empty() || !self.schedulers.is_empty();
-        let mut t: Option<Duration> = None;
-        let mut at = |x: Option<Duration>| {
-            if let Some(x) = x {
-                t = Some(t.map_or(x, |t| t.min(x)));
-            }
-        };
-        if peers {
-            at(Some(self.next_heartbeat));
-            at(self.liveness_deadline());
-        }
-        at(self.store.delayed.first().map(|(due, _)| *due));
-        if !draining {
-            at(self.next_schedule_run());
-        }
-        at(self.drain_deadline);
-        at(self.journal.deadline(draining));
-        at(self.results.deadline(self.cfg.results_keep_for));
-        if self.results.has_handed() {
-            // Results handed over: taken as delivered at the next call
-            // (the driver has fed back the failed sends by then).
-            at(Some(Duration::ZERO));
-        }
-        t
+        timers::TIMERS
+            .into_iter()
+            .filter_map(|t| self.deadline(t))
+            .min()
     }
 
-    /// Timers due at `now`: heartbeats, the dead-peer sweep, retries whose
-    /// delay ended, schedule runs, the group commit or journal retry, the
-    /// drain deadline.
+    /// Timers due at `now` — heartbeats, the dead-peer sweep, retries
+    /// whose delay ended, schedule runs, result probes and expiry, the
+    /// group commit or journal retry, the drain deadline — and only those
+    /// (`timers.rs`).
     pub fn handle_timeout(&mut self, now: Duration, out: &mut Vec<Action>) {
-        self.confirm_results(now, out);
-        self.send_heartbeats(now, out);
-        self.sweep_dead_peers(now, out);
-        self.requeue_due_retries(now, out);
-        if !self.is_draining() {
-            self.run_schedules(now, out);
-        }
         let drop_before = self.retention_cutoff(now);
         self.finished.trim(self.cfg.retain_finished, drop_before);
-        self.result_timers(now, out);
-        self.flush_journal(now, out);
-        self.maybe_exit(now, out);
+        self.fire_due(now, out);
     }
 
     fn on_message(

@@ -74,12 +74,13 @@ impl Router {
     }
 
     /// When the quietest peer will be dead.
+    /// O(log workers + schedulers): the pool keeps its workers in the
+    /// order they were last heard from; schedulers are few.
     pub(super) fn liveness_deadline(&self) -> Option<Duration> {
         let oldest = self
             .pool
-            .workers
-            .values()
-            .map(|w| w.last_seen)
+            .quietest()
+            .into_iter()
             .chain(self.schedulers.iter().map(|s| s.last_seen))
             .min()?;
         Some(self.liveness().deadline(oldest))
@@ -327,15 +328,17 @@ impl Router {
             .collect()
     }
 
-    /// Remove every peer silent past the liveness limit.
+    /// Remove every peer silent past the liveness limit: the quietest
+    /// workers first, up to the first live one.
     pub(super) fn sweep_dead_peers(&mut self, now: Duration, out: &mut Vec<Action>) {
-        let mut dead: Vec<WorkerId> = self
+        // Dead: silent for more than the limit (`Liveness::is_dead`);
+        // before the limit has passed once, the cut-off is zero: none.
+        let cutoff = now.saturating_sub(self.liveness().silence_limit());
+        let mut dead: Vec<WorkerId> = self.pool.silent_since(cutoff).collect();
+        debug_assert!(dead.iter().all(|id| self
             .pool
-            .workers
-            .values()
-            .filter(|w| self.is_dead(w.last_seen, now))
-            .map(|w| w.id)
-            .collect();
+            .get(*id)
+            .is_some_and(|w| self.is_dead(w.last_seen, now))));
         dead.sort_unstable();
         for id in dead {
             self.remove_worker(id, "heartbeat timeout", now, out);

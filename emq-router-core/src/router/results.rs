@@ -11,8 +11,8 @@
 //!   (emq-sender, the Python client). For any other job (0.3.13 clients,
 //!   older emq clients) "delivered" is the best the router can know: the
 //!   RESULT was handed to the socket for a connected client and no send
-//!   failure came back for that client before the router's next input
-//!   (the driver reports a failed send before it reads the sockets again).
+//!   failure came back for that client before the driver said it flushed
+//!   (`Input::Flushed`: every send carried out, every failure reported).
 //! - **Sending.** A RESULT leaves once its journal batch commits (the
 //!   durability rule). A send that fails (client not connected, or its
 //!   pipe full) leaves the result unsent and its client *unreachable*;
@@ -113,7 +113,8 @@ pub(crate) struct Results {
     clients: FastMap<Vec<u8>, ClientResults>,
     /// Unreachable clients by their next probe.
     probes: BTreeSet<(Duration, Vec<u8>)>,
-    /// msgids handed since the last input (may hold stale entries).
+    /// msgids handed since the last `Input::Flushed` (may hold stale
+    /// entries).
     handed: Vec<(u64, String)>,
     bytes: usize,
     next_seq: u64,
@@ -133,11 +134,6 @@ impl Results {
 
     pub(crate) fn bytes(&self) -> usize {
         self.bytes
-    }
-
-    /// Results were handed over since the last input.
-    pub(crate) fn has_handed(&self) -> bool {
-        !self.handed.is_empty()
     }
 
     pub(crate) fn holds(&self, msgid: &str) -> bool {
@@ -497,12 +493,11 @@ impl Router {
         }
     }
 
-    /// Results handed since the last input went out: delivered (or, with
+    /// `Input::Flushed`: results handed since the last flush went out
+    /// (no failure was reported for their client): delivered (or, with
     /// `result-receipt`, waiting for `RECEIVED`); a client that had been
-    /// unreachable gets the rest of its results. Called at every input
-    /// that is not a send failure or a journal outcome (the driver reports
-    /// those before it reads the sockets again).
-    pub(super) fn confirm_results(&mut self, now: Duration, out: &mut Vec<Action>) {
+    /// unreachable gets the rest of its results.
+    pub(super) fn confirm_results(&mut self, out: &mut Vec<Action>) {
         if self.results.handed.is_empty() {
             return;
         }
@@ -534,7 +529,6 @@ impl Router {
             );
             self.emit_results(&client, &[Delivery::Unsent], out);
         }
-        let _ = now;
     }
 
     /// Send `client`'s results in `states` (now handed).
@@ -563,7 +557,7 @@ impl Router {
     }
 
     /// A send to `client` on the frontend failed: its results handed since
-    /// the last input were not delivered; it is unreachable.
+    /// the last flush were not delivered; it is unreachable.
     pub(super) fn results_send_failed(&mut self, client: &[u8], now: Duration) {
         if !self.results.clients.contains_key(client) {
             return;

@@ -40,11 +40,16 @@ mod resent_replies;
 mod results;
 mod schedules;
 mod snapshot;
+mod timers;
 
 /// A router with a fake clock, and a fake journal store that commits
 /// every batch (or fails it while `fail_journal` is set), as a driver
-/// does after each input.
+/// does after each input. The sends a call returns are carried out by
+/// the test: it reports the ones that failed (`SendFailed`) before its
+/// next input or tick, which [`Input::Flushed`] precedes (`unflushed`).
 pub(crate) struct H {
+    /// Sends were handed out and `Flushed` has not followed yet.
+    unflushed: bool,
     pub(crate) r: Router,
     pub(crate) now: Duration,
     /// Every record committed, in order.
@@ -69,6 +74,7 @@ impl H {
 
     pub(crate) fn with(cfg: Config) -> H {
         H {
+            unflushed: false,
             r: Router::new(cfg),
             now: 1_000 * SECOND,
             journal: Vec::new(),
@@ -81,10 +87,26 @@ impl H {
 
     pub(crate) fn input(&mut self, input: Input) -> Vec<Action> {
         let mut out = Vec::new();
+        if !matches!(input, Input::SendFailed { .. } | Input::JournalDone { .. }) {
+            self.flushed(&mut out);
+        }
         self.r.handle(input, self.now, &mut out);
         self.check();
         self.commit(&mut out);
+        self.note_sends(&out);
         out
+    }
+
+    /// `Input::Flushed` if sends were handed out since the last one.
+    fn flushed(&mut self, out: &mut Vec<Action>) {
+        if std::mem::take(&mut self.unflushed) {
+            self.r.handle(Input::Flushed, self.now, out);
+            self.check();
+        }
+    }
+
+    fn note_sends(&mut self, out: &[Action]) {
+        self.unflushed |= out.iter().any(|a| matches!(a, Action::Send { .. }));
     }
 
     fn check(&self) {
@@ -136,9 +158,11 @@ impl H {
     /// Timers due now, then the journal.
     pub(crate) fn timeout(&mut self) -> Vec<Action> {
         let mut out = Vec::new();
+        self.flushed(&mut out);
         self.r.handle_timeout(self.now, &mut out);
         self.check();
         self.commit(&mut out);
+        self.note_sends(&out);
         out
     }
 

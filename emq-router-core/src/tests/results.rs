@@ -104,14 +104,61 @@ fn a_result_is_journaled_with_the_finished_job_and_released_once_handed_over() {
         "{batch:?}"
     );
     assert_eq!(h.r.held_results().0, 1);
-    // Handed over: the driver is asked back at once (after it fed back any
-    // failed send), and then it counts as delivered.
-    assert!(h.r.poll_timeout().is_some_and(|t| t <= h.now));
-    h.tick();
+    // Handed over: once the driver says the sends went out with no
+    // failure, it counts as delivered.
+    let out = h.input(Input::Flushed);
+    assert!(decode(out).is_empty());
     assert_eq!(h.r.held_results(), (0, 0));
     assert!(held_in_journal(&h).is_empty());
     assert_eq!(h.r.stats().results_delivered, 1);
-    assert!(h.r.poll_timeout().is_some_and(|t| t > h.now));
+}
+
+#[test]
+fn a_result_is_delivered_only_at_flushed_and_a_failure_before_it_keeps_it() {
+    let mut h = durable();
+    worker(&mut h, "w1", "", 2);
+    h.request("c1", "j1", "default", "reply-requested");
+    h.request("c2", "j2", "default", "reply-requested");
+    let sent = h.reply("w1", "j1", "{}", None);
+    assert_eq!(result_ids(&sent, "c1"), ["j1"]);
+    // Straight on the core (the harness flushes before its inputs):
+    // nothing counts as delivered before Flushed — not at a timeout, not
+    // at a message from another peer.
+    let mut out = Vec::new();
+    h.r.handle_timeout(h.now, &mut out);
+    let hb = Message::with_msgid("hb", Command::Heartbeat { timestamp: None })
+        .encode_routed(b"w1".to_vec());
+    h.r.handle(
+        Input::Frames {
+            socket: Backend,
+            frames: hb,
+        },
+        h.now,
+        &mut out,
+    );
+    assert_eq!(h.r.stats().results_delivered, 0);
+    // Its send failed: reported, then Flushed — kept, client unreachable.
+    h.r.handle(
+        Input::SendFailed {
+            socket: Frontend,
+            identity: b"c1".to_vec(),
+            reason: SendFailure::HostUnreachable,
+        },
+        h.now,
+        &mut out,
+    );
+    h.r.handle(Input::Flushed, h.now, &mut out);
+    h.r.check_invariants().unwrap();
+    assert_eq!(h.r.stats().results_delivered, 0);
+    assert_eq!(h.r.held_results().0, 1);
+    // c2's goes out with no failure: delivered at Flushed, and only then.
+    let sent = h.reply("w1", "j2", "{}", None);
+    assert_eq!(result_ids(&sent, "c2"), ["j2"]);
+    assert_eq!(h.r.held_results().0, 2);
+    h.r.handle(Input::Flushed, h.now, &mut out);
+    h.r.check_invariants().unwrap();
+    assert_eq!(h.r.stats().results_delivered, 1);
+    assert_eq!(h.r.held_results().0, 1);
 }
 
 #[test]
