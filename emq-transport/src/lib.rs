@@ -2,7 +2,8 @@
 //! the options the protocol needs (and the PLAIN or CURVE client side of a
 //! connection), sending and receiving eMQP messages, shutdown signals, and
 //! endpoint validation with clear errors. Access control on the router's
-//! side is [`zap`]; CURVE keys are [`curve`].
+//! side is [`zap`]; CURVE keys are [`curve`]; the one client of a
+//! router's admin socket is [`admin`].
 //!
 //! No protocol logic lives here; the cores (router, job manager) are sans-IO
 //! and the binaries move frames between these sockets and the cores.
@@ -12,6 +13,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+pub mod admin;
 pub mod curve;
 pub mod failover;
 pub mod log_limit;

@@ -13,6 +13,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod admin;
 pub mod command;
 pub mod error;
 pub mod headers;
@@ -24,6 +25,7 @@ pub mod msgid;
 pub mod published;
 pub mod queues;
 
+pub use admin::{AdminError, AdminOp, ErrorKind, OpName};
 pub use command::{
     Command, Inform, JobResult, PeerType, Reject, RejectReason, Reply, Request, ResultStatus,
     Schedule,

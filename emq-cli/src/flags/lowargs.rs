@@ -3,8 +3,10 @@
 
 use std::time::Duration;
 
-use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+use clap::builder::TypedValueParser;
+use clap::{ArgGroup, Args, Parser, Subcommand};
 use emq_cli_support::{parse_positive_duration, CurveArgs};
+use emqp_proto::admin::{IntoEnumIterator, ViewState};
 
 /// The admin address 0.3.13 and emq routers bind by default.
 pub const DEFAULT_ADMIN: &str = "tcp://127.0.0.1:47293";
@@ -197,6 +199,11 @@ pub enum CliCommand {
     },
     /// Print emq-cli's man page (roff) to stdout
     Man,
+    /// Print the control plane's vocabulary as JSON: each op with its
+    /// arguments and whether it changes state, and the error kinds (for
+    /// clients in other languages to check theirs against; docs/PROTOCOL.md)
+    #[command(hide = true)]
+    Vocabulary,
     /// Make a CURVE key pair (as zmq_curve_keypair, Z85): NAME.key holds
     /// the public key, NAME.key_secret both keys; both are created
     /// readable by their owner only (0600). Prints the public key
@@ -216,8 +223,8 @@ pub struct JobsArgs {
     #[arg(long, short = 'q', value_name = "Q")]
     pub queue: Option<String>,
     /// Only jobs in this state
-    #[arg(long, short = 's', value_name = "S", value_enum)]
-    pub state: Option<JobState>,
+    #[arg(long, short = 's', value_name = "S", value_parser = view_state())]
+    pub state: Option<ViewState>,
     /// Only jobs whose payload (MSG frame) contains TEXT
     #[arg(long, short = 'c', value_name = "TEXT")]
     pub contains: Option<String>,
@@ -281,35 +288,11 @@ pub struct DeadTarget {
     pub contains: Option<String>,
 }
 
-/// A job state, as the router names it.
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JobState {
-    Delayed,
-    Queued,
-    InFlight,
-    Cancelling,
-    Retrying,
-    Done,
-    Failed,
-    Cancelled,
-    DeadLettered,
-}
-
-impl JobState {
-    /// The router's name of the state.
-    pub fn name(self) -> &'static str {
-        match self {
-            JobState::Delayed => "delayed",
-            JobState::Queued => "queued",
-            JobState::InFlight => "in-flight",
-            JobState::Cancelling => "cancelling",
-            JobState::Retrying => "retrying",
-            JobState::Done => "done",
-            JobState::Failed => "failed",
-            JobState::Cancelled => "cancelled",
-            JobState::DeadLettered => "dead-lettered",
-        }
-    }
+/// `--state`: a job state as the router names it (the possible values
+/// come from the vocabulary).
+fn view_state() -> impl TypedValueParser<Value = ViewState> {
+    clap::builder::PossibleValuesParser::new(ViewState::iter().map(ViewState::as_str))
+        .try_map(|s| s.parse::<ViewState>())
 }
 
 fn parse_limit(s: &str) -> Result<u32, String> {
