@@ -337,7 +337,10 @@ mod tests {
         let o = Plan::resolve(cli(&["--unserved-queues", "hold"]), &settings(&[])).unwrap();
         assert_eq!(o.core.unserved, Unserved::Hold);
         let s = settings(&[("EVENTMQ_UNSERVED_QUEUES", "hold")]);
-        assert_eq!(Plan::resolve(cli(&[]), &s).unwrap().core.unserved, Unserved::Hold);
+        assert_eq!(
+            Plan::resolve(cli(&[]), &s).unwrap().core.unserved,
+            Unserved::Hold
+        );
         let o = Plan::resolve(cli(&["--unserved-queues", "default"]), &s).unwrap();
         assert_eq!(o.core.unserved, Unserved::Default, "the flag wins");
         assert!(Cli::try_parse_from(["emq-router", "--unserved-queues", "drop"]).is_err());
