@@ -23,6 +23,39 @@ pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
 /// come on top: lower `--hwm` for large payloads.
 pub const DEFAULT_HWM: usize = 1_000_000;
 
+/// Where a job goes whose queue no connected job manager serves
+/// (`--unserved-queues`; `router/intake.rs`, "Unserved queues").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Unserved {
+    /// To `default`, as EventMQ 0.3.13 routes it (logged, counted per
+    /// queue): the default, so that a 0.3.13 deployment behaves the same.
+    #[default]
+    Default,
+    /// Held in its own queue until a job manager for it connects (as
+    /// Celery and RQ do).
+    Hold,
+}
+
+impl Unserved {
+    pub fn name(self) -> &'static str {
+        match self {
+            Unserved::Default => "default",
+            Unserved::Hold => "hold",
+        }
+    }
+}
+
+impl std::str::FromStr for Unserved {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Unserved, String> {
+        match s.trim() {
+            "default" => Ok(Unserved::Default),
+            "hold" => Ok(Unserved::Hold),
+            other => Err(format!("{other:?} is not hold or default")),
+        }
+    }
+}
+
 /// Tunables of the routing core. `Config::default()` matches the CLI
 /// defaults of `emq-router`.
 #[derive(Debug, Clone)]
@@ -44,6 +77,8 @@ pub struct Config {
     pub drain_timeout: Duration,
     /// Queues of a worker whose INFORM names none (0.3.13 `conf.QUEUES`).
     pub default_queues: QueueSpec,
+    /// Where a job for a queue nobody serves goes.
+    pub unserved: Unserved,
     /// Keep a journal: emit [`crate::Action::Journal`] batches and hold
     /// acknowledgements and dispatches until they are committed (see
     /// `router/durability.rs`). Off: memory only.
@@ -96,6 +131,7 @@ impl Default for Config {
             retry_backoff_max: 60 * SECOND,
             drain_timeout: 10 * SECOND,
             default_queues: QueueSpec::default(),
+            unserved: Unserved::Default,
             journal: false,
             dead_letter_keep: 10_000,
             retain_finished: 10_000,

@@ -58,6 +58,9 @@ pub struct QueueMetrics {
     pub redelivered: u64,
     pub dead_lettered: u64,
     pub rejected: u64,
+    /// Jobs for this queue sent to `default` because no connected job
+    /// manager served it (`--unserved-queues default`).
+    pub routed_to_default: u64,
     pub latency: Histogram,
 }
 

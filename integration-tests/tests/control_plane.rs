@@ -9,7 +9,10 @@
 //! - a dead letter retried runs again;
 //! - a dead letter keeps its last error (and the job's stderr in it)
 //!   across a `kill -9` and restart of the router;
-//! - a delayed job runs no earlier than due, across a restart.
+//! - a delayed job runs no earlier than due, across a restart;
+//! - a job for a queue nobody serves: sent to `default` and counted under
+//!   its queue (0.3.13's rule, the default), or held in its queue until a
+//!   job manager for it connects (`--unserved-queues hold`).
 //!
 //! "Nothing dispatched" is shown against an event, not a sleep: a job on
 //! another queue, served by the same idle job manager, completes first.
@@ -332,6 +335,78 @@ fn a_delayed_job_runs_no_earlier_than_due_across_a_restart() {
         ran >= Duration::from_secs(6),
         "ran {ran:?} after its acceptance, before its delay of 6 s"
     );
+    jm.stop();
+    router.stop();
+}
+
+#[test]
+fn a_job_for_an_unserved_queue_is_visible_and_held_with_hold() {
+    let dir = scratch_dir("unserved");
+    let out = dir.join("ran.txt");
+    let job = |tag: &str| jobs::shell_record(&out, tag, "0");
+    let ran = |tag: &str| count_lines(&out).keys().any(|k| k.starts_with(tag));
+    let queue_of = |admin: &str, name: &str| {
+        let v = cli(admin, &["queues"]);
+        v["queues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|q| q["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("queue {name} not listed: {v}"))
+    };
+    // 0.3.13's rule (the default): run by the default job manager, counted
+    // under its own queue, logged.
+    let addrs = Addrs::fresh();
+    let mut router = start(&addrs, &["--journal".into(), "none".into()]);
+    let mut jm = start_jobmanager("emq-jobmanager", &addrs.backend, &["--queues", "default"]);
+    wait_registered(&addrs.admin, 1);
+    let mut c = Client::connect(&addrs.frontend);
+    submit(&mut c, "mail", "", job("to-default"));
+    let done = poll_until(WAIT, Duration::from_millis(50), || {
+        ran("to-default").then_some(())
+    });
+    assert!(done.is_some(), "run through default");
+    assert_eq!(queue_of(&addrs.admin, "mail")["routed_to_default"], 1);
+    router
+        .wait_for_log_line("no connected job manager serves it", WAIT)
+        .expect("logged");
+    jm.stop();
+    router.stop();
+
+    // --unserved-queues hold: waits in its own queue while only a default
+    // job manager is there, runs once a "mail" job manager connects.
+    let addrs = Addrs::fresh();
+    let flags: Vec<String> = ["--journal", "none", "--unserved-queues", "hold"]
+        .map(String::from)
+        .to_vec();
+    let mut router = start(&addrs, &flags);
+    let mut jm = start_jobmanager("emq-jobmanager", &addrs.backend, &["--queues", "default"]);
+    wait_registered(&addrs.admin, 1);
+    let mut c = Client::connect(&addrs.frontend);
+    submit(&mut c, "mail", "", job("held"));
+    // An event, not a sleep: a default job submitted after it runs first.
+    submit(&mut c, "default", "", job("after"));
+    let done = poll_until(WAIT, Duration::from_millis(50), || {
+        ran("after").then_some(())
+    });
+    assert!(done.is_some());
+    assert!(!ran("held"), "the held job went to the default job manager");
+    let q = queue_of(&addrs.admin, "mail");
+    assert_eq!(
+        (q["depth"].as_u64(), q["workers"].as_u64()),
+        (Some(1), Some(0)),
+        "{q}"
+    );
+    let mut mail = start_jobmanager("emq-jobmanager", &addrs.backend, &["--queues", "mail"]);
+    let done = poll_until(WAIT, Duration::from_millis(50), || {
+        ran("held").then_some(())
+    });
+    assert!(
+        done.is_some(),
+        "the held job runs once a mail job manager connects"
+    );
+    mail.stop();
     jm.stop();
     router.stop();
 }

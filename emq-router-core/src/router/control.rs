@@ -717,6 +717,7 @@ impl Router {
                     "paused": self.paused.contains(*name),
                     "processed": q.map_or(0, |q| q.metrics.processed),
                     "failed": q.map_or(0, |q| q.metrics.failed),
+                    "routed_to_default": q.map_or(0, |q| q.metrics.routed_to_default),
                     "workers": q.map_or(0, |q| q.serving.len()),
                 })
             })

@@ -16,7 +16,7 @@
 //!   twice the limit, so that libzmq cuts (silently) only what is too big
 //!   to be worth reading.
 //! - **REQUEST.** Routed through its queue if a connected worker serves
-//!   it, else through `default`; the frames are forwarded unchanged (queue
+//!   it, else as "Unserved queues" says; the frames are forwarded unchanged (queue
 //!   frame as sent, same msgid, headers frame byte for byte). Every
 //!   accepted REQUEST is acknowledged `REPLY [msgid]`, dispatched or
 //!   buffered, once its journal record is committed. A REQUEST whose
@@ -37,6 +37,15 @@
 //!   (`results.rs`: a client that sends a REQUEST again after a reconnect
 //!   learns so that it was taken); `queue-full` when the route has `hwm`
 //!   jobs buffered and no free slot.
+//! - **Unserved queues** (`Config::unserved`, `--unserved-queues`). A job
+//!   whose queue no connected job manager serves goes, with `default`
+//!   (the default: EventMQ 0.3.13's rule, so that a 0.3.13 deployment
+//!   behaves the same after the switch), to the `default` queue — logged
+//!   (rate-limited) and counted per requested queue (`routed_to_default`
+//!   in admin `queues`, which lists the queue); with `hold`, it stays in
+//!   its own queue (listed with its depth and no workers) until a job
+//!   manager for it connects, as Celery and RQ keep it. A job's route is
+//!   chosen once, at acceptance: a job sent to `default` stays there.
 //! - **Accept.** REQUESTs, schedule runs and jobs restored from a journal
 //!   all become jobs through [`Router::accept`]: interned meta, msgid
 //!   index, the `Accepted` record (not for restored jobs: they are in the
@@ -50,6 +59,7 @@ use emqp_proto::{
 };
 
 use super::{frames_of, Router};
+use crate::config::Unserved;
 use crate::event::{Action, Frames, Socket};
 use crate::jobs::{Job, JobId};
 use crate::journal::{JobRecord, Record};
@@ -334,12 +344,33 @@ impl Router {
     }
 
     /// The queue a job for `queue` is buffered under: its own if a
-    /// connected worker serves it, else `default`.
+    /// connected worker serves it or unserved queues are held, else
+    /// `default`.
     pub(crate) fn route_of<'q>(&self, queue: &'q str) -> &'q str {
-        if self.pool.serves(queue) {
+        if self.cfg.unserved == Unserved::Hold || self.pool.serves(queue) {
             queue
         } else {
             DEFAULT_QUEUE
+        }
+    }
+
+    /// Make a job for an unserved queue visible (see "Unserved queues"):
+    /// counted when sent to `default`, logged either way.
+    fn note_unserved(&mut self, msgid: &str, queue: &str, route: &str, now: Duration) {
+        if route != queue {
+            self.stats.queue_mut(queue).routed_to_default += 1;
+            if self.unserved_log.allow(now) {
+                log::warn!(
+                    "job {msgid} for queue {queue:?}: no connected job manager serves it; sent \
+                     to {route:?} (EventMQ 0.3.13's rule; --unserved-queues hold keeps such \
+                     jobs in their own queue)"
+                );
+            }
+        } else if !self.pool.serves(queue) && self.unserved_log.allow(now) {
+            log::warn!(
+                "job {msgid} for queue {queue:?}: no connected job manager serves it; held \
+                 until one does (--unserved-queues hold)"
+            );
         }
     }
 
@@ -516,6 +547,9 @@ impl Router {
             job.extra_mut().run_at_unix_ms = Some(unix_ms);
         }
         self.stats.accepted += 1;
+        if new.journaled.is_none() {
+            self.note_unserved(new.msgid, new.queue, new.route, now);
+        }
         if new.journaled.is_none() && self.journal.enabled() {
             let record = self.job_record(&job);
             self.journal.record(Record::Accepted(record), Some(id));

@@ -136,6 +136,8 @@ pub struct Router {
     oversized_log: LogLimiter,
     unknown_log: LogLimiter,
     reject_log: LogLimiter,
+    /// Jobs for queues nobody serves (`intake.rs`).
+    unserved_log: LogLimiter,
     gone_log: LogLimiter,
     drop_log: LogLimiter,
 }
@@ -170,6 +172,7 @@ impl Router {
             stranger_log: LogLimiter::new("claims of other job managers' jobs", 20),
             take_back_issued: 0,
             reject_log: LogLimiter::new("rejected requests", 20),
+            unserved_log: LogLimiter::new("jobs for unserved queues", 5),
             gone_log: LogLimiter::new("messages to gone clients", 20),
             drop_log: LogLimiter::new("dropped results", 20),
         }

@@ -493,3 +493,59 @@ fn finished_jobs_are_kept_up_to_the_count() {
     let v = ok(&mut h, json!({"op": "jobs", "state": "done"}));
     assert_eq!(v["jobs"].as_array().unwrap().len(), 2);
 }
+
+fn queue_view(h: &mut H, name: &str) -> Value {
+    let v = ok(h, json!({"op": "queues"}));
+    v["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["name"] == name)
+        .unwrap_or_else(|| panic!("queue {name} not listed: {v}"))
+        .clone()
+}
+
+/// Issue 26 item 5, EventMQ 0.3.13's rule (the default): a job for a
+/// queue nobody serves goes to `default` — and is counted under its own
+/// queue, which admin `queues` lists.
+#[test]
+fn a_job_for_an_unserved_queue_goes_to_default_and_is_counted() {
+    let mut h = H::new();
+    worker(&mut h, "w1", r#"[[10, "default"]]"#, 2);
+    let sent = h.request("c", "j1", "mail", "");
+    assert_eq!(forwarded(&sent, "w1"), vec!["j1"]);
+    let q = queue_view(&mut h, "mail");
+    assert_eq!(q["routed_to_default"], 1, "{q}");
+    assert_eq!(q["workers"], 0, "{q}");
+    assert_eq!(queue_view(&mut h, "default")["routed_to_default"], 0);
+}
+
+/// `--unserved-queues hold`: the job waits in its own queue (listed, no
+/// workers) while only a default job manager is connected, and goes to
+/// the first job manager that serves its queue.
+#[test]
+fn with_hold_a_job_for_an_unserved_queue_waits_for_its_job_manager() {
+    let mut h = H::with(Config {
+        unserved: crate::config::Unserved::Hold,
+        ..Config::default()
+    });
+    worker(&mut h, "w1", r#"[[10, "default"]]"#, 2);
+    let sent = h.request("c", "j1", "mail", "");
+    assert!(to(&sent, Frontend, "c").iter().any(|m| is_ack_of(m, "j1")));
+    assert!(forwarded(&sent, "w1").is_empty(), "not sent to default");
+    assert!(forwarded(&h.ready("w1"), "w1").is_empty());
+    let q = queue_view(&mut h, "mail");
+    assert_eq!(
+        (q["depth"].as_u64(), q["workers"].as_u64()),
+        (Some(1), Some(0)),
+        "{q}"
+    );
+    assert_eq!(q["routed_to_default"], 0);
+    h.inform("w2", r#"[[10, "mail"]]"#, &["job-ack"]);
+    assert_eq!(forwarded(&h.ready("w2"), "w2"), vec!["j1"]);
+    // A served queue is unaffected.
+    assert_eq!(
+        forwarded(&h.request("c", "j2", "default", ""), "w1"),
+        vec!["j2"]
+    );
+}

@@ -258,6 +258,11 @@ fn core_config(
             "--results-keep-for",
         )?,
         default_queues,
+        unserved: s.pick(
+            cli.unserved_queues,
+            "UNSERVED_QUEUES",
+            emq_router_core::config::Unserved::Default,
+        )?,
         journal,
         max_message_size: usize::try_from(max_message_size).ok(),
         ..Config::default()
@@ -322,6 +327,26 @@ mod tests {
         assert_eq!(o.core.hwm, 8);
         assert_eq!(o.core.heartbeat_interval, Duration::from_millis(1500));
         assert_eq!(o.core.default_queues.0[0], (20, "high".to_string()));
+    }
+
+    #[test]
+    fn unserved_queues_default_to_0313s_rule_and_hold_is_a_flag_or_setting() {
+        use emq_router_core::config::Unserved;
+        let o = Plan::resolve(cli(&[]), &settings(&[])).unwrap();
+        assert_eq!(o.core.unserved, Unserved::Default);
+        let o = Plan::resolve(cli(&["--unserved-queues", "hold"]), &settings(&[])).unwrap();
+        assert_eq!(o.core.unserved, Unserved::Hold);
+        let s = settings(&[("EVENTMQ_UNSERVED_QUEUES", "hold")]);
+        assert_eq!(
+            Plan::resolve(cli(&[]), &s).unwrap().core.unserved,
+            Unserved::Hold
+        );
+        let o = Plan::resolve(cli(&["--unserved-queues", "default"]), &s).unwrap();
+        assert_eq!(o.core.unserved, Unserved::Default, "the flag wins");
+        assert!(Cli::try_parse_from(["emq-router", "--unserved-queues", "drop"]).is_err());
+        let bad = settings(&[("EVENTMQ_UNSERVED_QUEUES", "keep")]);
+        let e = Plan::resolve(cli(&[]), &bad).unwrap_err();
+        assert!(e.contains("UNSERVED_QUEUES"), "{e}");
     }
 
     #[test]

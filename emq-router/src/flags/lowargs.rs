@@ -20,7 +20,7 @@ which wins over the file. Keys: FRONTEND_ADDR, BACKEND_ADDR,
 ADMINISTRATIVE_ADDR, HWM, HEARTBEAT_INTERVAL, HEARTBEAT_LIVENESS,
 MAX_ATTEMPTS, RETRY_BACKOFF, RETRY_BACKOFF_MAX, DRAIN_TIMEOUT, QUEUES,
 RETAIN_FINISHED, RETAIN_FOR, RETAIN_RESULT_BYTES, DEAD_LETTER_KEEP,
-RESULTS_KEEP, RESULTS_KEEP_BYTES, RESULTS_KEEP_FOR (default queues of a worker whose INFORM names none), JOURNAL, LEASE_TTL, LEASE_RENEW,
+RESULTS_KEEP, RESULTS_KEEP_BYTES, RESULTS_KEEP_FOR (default queues of a worker whose INFORM names none), UNSERVED_QUEUES, JOURNAL, LEASE_TTL, LEASE_RENEW,
 METRICS_ADDR,
 HTTP_ADDR, HTTP_TOKEN_FILE, HTTP_READ_ONLY (true or false), MAX_MESSAGE_SIZE,
 ALLOW_FRONTEND, ALLOW_BACKEND, ALLOW_ADMIN, PLAIN_USERS,
@@ -170,6 +170,15 @@ pub(crate) struct Cli {
     /// or '[[10, "default"]]' [env: EVENTMQ_QUEUES] [default: 10:default]
     #[arg(long, value_name = "SPEC")]
     pub(crate) default_queues: Option<String>,
+
+    /// Where a job goes whose queue no connected job manager serves:
+    /// `default` sends it to the default queue (EventMQ 0.3.13's rule; each
+    /// such job is logged, rate-limited, and counted per queue in
+    /// `emq-cli queues`), `hold` keeps it in its own queue until a job
+    /// manager for that queue connects [env: EVENTMQ_UNSERVED_QUEUES]
+    /// [default: default]
+    #[arg(long, value_name = "hold|default")]
+    pub(crate) unserved_queues: Option<emq_router_core::config::Unserved>,
 
     /// Durable job journal: an SQLite file, or a PostgreSQL database
     /// (postgresql://USER[:PASSWORD]@HOST[:PORT]/DB, shared by several
