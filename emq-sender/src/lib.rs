@@ -16,6 +16,7 @@ pub mod cli;
 pub mod client;
 pub mod exit;
 pub mod payload;
+pub mod track;
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::time::{Duration, Instant};

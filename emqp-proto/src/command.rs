@@ -187,6 +187,10 @@ pub enum RejectReason {
     /// The router's journal cannot store the job right now (disk full,
     /// database unreachable): nothing was accepted; try again later.
     JournalUnavailable,
+    /// The router cannot tell whether its journal stored the job (a commit
+    /// whose outcome is unknown): the job may run. Not a refusal: a client
+    /// sends it again under the same msgid until it is answered otherwise.
+    JournalUncertain,
     /// The router already holds an unfinished job with this msgid.
     DuplicateMsgid,
     /// UNSCHEDULE (or an admin operation) named something that does not exist.
@@ -202,6 +206,7 @@ impl RejectReason {
             RejectReason::ShuttingDown => "shutting-down",
             RejectReason::DeadLettered => "dead-lettered",
             RejectReason::JournalUnavailable => "journal-unavailable",
+            RejectReason::JournalUncertain => "journal-uncertain",
             RejectReason::DuplicateMsgid => "duplicate-msgid",
             RejectReason::NotFound => "not-found",
             RejectReason::Other(s) => s,
@@ -215,6 +220,7 @@ impl RejectReason {
             "shutting-down" => RejectReason::ShuttingDown,
             "dead-lettered" => RejectReason::DeadLettered,
             "journal-unavailable" => RejectReason::JournalUnavailable,
+            "journal-uncertain" => RejectReason::JournalUncertain,
             "duplicate-msgid" => RejectReason::DuplicateMsgid,
             "not-found" => RejectReason::NotFound,
             _ => RejectReason::Other(s),
