@@ -3,7 +3,7 @@
 //! | code | meaning |
 //! |---|---|
 //! | 0 | success (accepted, or with `--wait` the job finished ok) |
-//! | 1 | connection or internal error |
+//! | 1 | connection or internal error; or the router could not tell whether it stored a job (`journal-uncertain` until `--timeout`: it may run) |
 //! | 2 | usage error (bad flag, MESSAGE_JSON or a bulk line that is not JSON) |
 //! | 3 | rejected by the router (`queue-full`, `malformed`, `shutting-down`, ...) |
 //! | 4 | the job failed (RESULT `failed`, or REJECT `dead-lettered`) |
@@ -68,10 +68,14 @@ impl Exit {
     }
 
     /// The code for a REJECT: `dead-lettered` means the job was accepted and
-    /// then failed for good (4); every other reason means "not accepted" (3).
+    /// then failed for good (4); `journal-uncertain` (still, when the time
+    /// ran out) that nobody can tell whether it was accepted (1, as a lost
+    /// connection: the job may run); every other reason means "not
+    /// accepted" (3).
     pub fn for_reject(reason: &RejectReason) -> Exit {
         match reason {
             RejectReason::DeadLettered => Exit::Failed,
+            RejectReason::JournalUncertain => Exit::Internal,
             _ => Exit::Rejected,
         }
     }
@@ -135,5 +139,9 @@ mod tests {
             Exit::Rejected
         );
         assert_eq!(Exit::for_reject(&RejectReason::DeadLettered), Exit::Failed);
+        assert_eq!(
+            Exit::for_reject(&RejectReason::JournalUncertain),
+            Exit::Internal
+        );
     }
 }

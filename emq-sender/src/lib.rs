@@ -243,18 +243,24 @@ fn run_single(
     let print = print_line;
     let mut backoff = backoff::Backoff::default();
     let mut resent = 0u32;
+    let mut why = "queue full";
     let outcome = loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let outcome = client.wait(&msgid, plan.wait, left)?;
-        // queue-full is backpressure: the same REQUEST again, later.
-        let Outcome::Rejected {
-            reason: RejectReason::QueueFull,
-            ..
-        } = &outcome
-        else {
-            break outcome;
+        // queue-full is backpressure (final with --fail-fast), and
+        // journal-uncertain never a refusal: the same REQUEST again, later.
+        let again = match &outcome {
+            Outcome::Rejected { reason, .. } => match reason {
+                RejectReason::QueueFull => !plan.fail_fast,
+                RejectReason::JournalUncertain => {
+                    why = "the router could not tell whether it stored it";
+                    true
+                }
+                _ => false,
+            },
+            _ => false,
         };
-        if plan.fail_fast {
+        if !again {
             break outcome;
         }
         let now = Instant::now();
@@ -268,7 +274,7 @@ fn run_single(
     if resent > 0 {
         let _ = writeln!(
             err,
-            "emq-sender: job {msgid}: queue full, sent {resent} more time(s)"
+            "emq-sender: job {msgid}: {why}, sent {resent} more time(s)"
         );
     }
     Ok(match outcome {
@@ -285,6 +291,18 @@ fn run_single(
                 print(out, &msgid)?;
                 Exit::Ok
             }
+        }
+        Outcome::Rejected {
+            reason: RejectReason::JournalUncertain,
+            text,
+        } => {
+            let _ = writeln!(
+                err,
+                "emq-sender: job {msgid}: the router could not tell whether it stored the job \
+                 (journal-uncertain: {text}), still after {secs} s of trying (--timeout); it \
+                 may run: do not submit it again under a new msgid"
+            );
+            Exit::for_reject(&RejectReason::JournalUncertain)
         }
         Outcome::Rejected { reason, text } => {
             let still = if reason == RejectReason::QueueFull && !plan.fail_fast {
