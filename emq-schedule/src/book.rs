@@ -71,14 +71,32 @@ impl Timing {
     /// so a late poll does not shift later runs); once a whole interval was
     /// missed (router down or stalled), the missed runs collapse into the one
     /// just made and the schedule re-anchors at `now + interval`.
-    /// Cron: the next cron time after `now` (missed times are skipped).
+    /// Cron: the next cron time after `now` (missed times are skipped) —
+    /// unless the run was late and stands for that time: a late run counts
+    /// for the cron time nearest to it, so when `now` is nearer the next
+    /// cron time than the latest one due (the later of `scheduled` and the
+    /// last cron time at or before `now`), the next is the one after. A
+    /// router back from a restart just before a cron time makes one
+    /// catch-up run, then the schedule's own times, and never two runs
+    /// closer than half the schedule's spacing (issue 26 item 7: 10 ms
+    /// apart before).
     fn after_run(&self, scheduled_ms: i64, now_ms: i64) -> Option<i64> {
         let next = match self {
             Timing::Interval { ms, .. } => match scheduled_ms.checked_add(*ms) {
                 Some(t) if t > now_ms => Some(t),
                 _ => now_ms.checked_add(*ms),
             },
-            Timing::Cron { cron, .. } => cron::next_after(cron, now_ms),
+            Timing::Cron { cron, .. } => {
+                let next = cron::next_after(cron, now_ms);
+                let due = cron::latest_at_or_before(cron, now_ms)
+                    .map_or(scheduled_ms, |t| t.max(scheduled_ms));
+                match next {
+                    Some(n) if now_ms.saturating_sub(due) > n.saturating_sub(now_ms) => {
+                        cron::next_after(cron, n)
+                    }
+                    other => other,
+                }
+            }
         };
         next.filter(|t| *t > now_ms)
     }
@@ -441,7 +459,8 @@ impl ScheduleBook {
     /// router was down — however many — is due now, once. If the record's
     /// next run is further away than the schedule allows from `now_ms` (the
     /// clock went back), it is pulled in to one interval from now / the
-    /// next cron time. A restored schedule is not reported by
+    /// next cron time (a cron record may hold the cron time after that: a
+    /// late run stood for the next one). A restored schedule is not reported by
     /// [`take_changes`](Self::take_changes) unless that adjustment changed it.
     ///
     /// An error means the record is unusable (the caller should log it and
@@ -457,10 +476,17 @@ impl ScheduleBook {
                     _ => stored,
                 }
             }
-            Timing::Cron { cron, .. } => match stored {
-                Some(t) if t <= now_ms => Some(t),
-                _ => cron::next_after(cron, now_ms),
-            },
+            Timing::Cron { cron, .. } => {
+                let next = cron::next_after(cron, now_ms);
+                // The one after `next` is as far as a late run leaves it
+                // ([`Timing::after_run`]).
+                let latest = next.and_then(|n| cron::next_after(cron, n));
+                match (stored, latest) {
+                    (Some(t), _) if t <= now_ms => Some(t),
+                    (Some(t), Some(l)) if t <= l => Some(t),
+                    _ => next,
+                }
+            }
         };
         e.next_run_ms = adjusted;
         if let Some(old) = self.entries.remove(&id) {
