@@ -14,7 +14,7 @@ use emqp_proto::{Headers, RejectReason, ResultStatus};
 use serde_json::{json, Value};
 
 use crate::backoff::Backoff;
-use crate::client::{Client, ClientError, Event};
+use crate::client::{Client, ClientError, ErrorKind, Event};
 use crate::exit::Exit;
 
 /// What to do with each line.
@@ -254,11 +254,17 @@ impl Run<'_> {
         // Kept to send it again after a queue-full or a journal-uncertain
         // (PUBLISH is never refused).
         let keep = (!self.opts.no_ack && self.opts.publish.is_none()).then(|| message.clone());
-        let msgid = match &self.opts.publish {
-            Some(topic) => self.client.publish(topic, message)?,
+        let sent = match &self.opts.publish {
+            Some(topic) => self.client.publish(topic, message),
             None => self
                 .client
-                .submit(&self.opts.queue, &self.opts.headers, message)?,
+                .submit(&self.opts.queue, &self.opts.headers, message),
+        };
+        let msgid = match sent {
+            Ok(m) => m,
+            // Over the router's size limit: this line is not sent.
+            Err(e) if e.kind == ErrorKind::TooLarge => return self.invalid(line, e.message),
+            Err(e) => return Err(e),
         };
         self.sum.sent += 1;
         if self.opts.no_ack || self.opts.publish.is_some() {

@@ -46,7 +46,8 @@ Exit codes:
   1  connection or internal error; or the router could not tell whether it
      stored the job (REJECT journal-uncertain, sent again with the queue-full
      backoff, even with --fail-fast, until --timeout): it may run
-  2  usage error (bad flag, MESSAGE_JSON or a bulk line that is not JSON)
+  2  usage error (bad flag, MESSAGE_JSON or a bulk line that is not JSON, or
+     a message over --max-message-size: not sent)
   3  rejected by the router (malformed, shutting-down, ...; queue-full only
      when the queue stayed full for --timeout, or at once with --fail-fast;
      for a schedule: any REJECT, e.g. a bad cron expression)
@@ -258,6 +259,13 @@ pub struct Cli {
     #[arg(long, value_name = "N", default_value_t = DEFAULT_WINDOW, value_parser = parse_window)]
     pub window: usize,
 
+    /// The router's --max-message-size in bytes: a message with a bigger
+    /// frame is not sent (exit 2; in bulk mode the line is reported
+    /// invalid). 0 or -1: no limit
+    /// [env: EVENTMQ_MAX_MESSAGE_SIZE] [default: 16777216 (16 MiB)]
+    #[arg(long, value_name = "BYTES", allow_negative_numbers = true)]
+    pub max_message_size: Option<i64>,
+
     /// Job form: call the job manager's Rust handler HANDLER (built in: echo,
     /// noop) with --args JSON
     #[arg(long, value_name = "HANDLER", help_heading = "Job forms")]
@@ -423,6 +431,8 @@ pub struct Plan {
     pub window: usize,
     /// `REJECT queue-full` is final (no resend with backoff).
     pub fail_fast: bool,
+    /// The router's largest frame; `None`: no limit.
+    pub max_message_size: Option<usize>,
     pub mode: Mode,
     /// Send SCHEDULE / UNSCHEDULE (the job is then always `Mode::Single`).
     pub schedule: Option<ScheduleSpec>,
@@ -446,6 +456,7 @@ impl std::fmt::Debug for Plan {
             .field("timeout", &self.timeout)
             .field("window", &self.window)
             .field("fail_fast", &self.fail_fast)
+            .field("max_message_size", &self.max_message_size)
             .field("mode", &self.mode)
             .field("schedule", &self.schedule)
             .field("publish", &self.publish)
@@ -624,6 +635,17 @@ impl Cli {
             &|k| env(&format!("EVENTMQ_{k}")),
         )
         .map_err(UsageError)?;
+        let max_message_size = match self.max_message_size {
+            Some(n) => n,
+            None => match env("EVENTMQ_MAX_MESSAGE_SIZE") {
+                Some(v) if !v.trim().is_empty() => v.trim().parse::<i64>().map_err(|_| {
+                    UsageError(format!(
+                        "EVENTMQ_MAX_MESSAGE_SIZE: {v:?} is not a whole number of bytes"
+                    ))
+                })?,
+                _ => i64::try_from(emqp_proto::DEFAULT_MAX_MESSAGE_SIZE).unwrap_or(i64::MAX),
+            },
+        };
         let default_timeout = if self.wait {
             DEFAULT_WAIT_TIMEOUT_SECS
         } else {
@@ -638,6 +660,7 @@ impl Cli {
             timeout: Duration::from_secs_f64(self.timeout.unwrap_or(default_timeout)),
             window: self.window,
             fail_fast: self.fail_fast,
+            max_message_size: usize::try_from(max_message_size).ok().filter(|&n| n > 0),
             mode,
             schedule,
             plain,

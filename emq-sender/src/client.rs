@@ -23,7 +23,7 @@
 //!   [`Event::Accepted`]. A RESULT can so come twice: callers keep the
 //!   first per msgid (this type reports every one).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -40,19 +40,30 @@ use crate::track::{Again, Track};
 /// wait).
 pub const RECEIPT_BATCH: usize = 256;
 
-/// A connection or internal error (exit code 1), or a send that could not
-/// be queued in time (`timed_out`, exit code 5).
+/// What a [`ClientError`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// A connection or internal error (exit code 1).
+    Connection,
+    /// A send that could not be queued in time (exit code 5).
+    SendTimeout,
+    /// A frame over the router's size limit, found before sending: nothing
+    /// was sent (exit code 2).
+    TooLarge,
+}
+
+/// An error of the client (see [`ErrorKind`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientError {
     pub message: String,
-    pub timed_out: bool,
+    pub kind: ErrorKind,
 }
 
 impl ClientError {
     pub fn new(message: impl Into<String>) -> ClientError {
         ClientError {
             message: message.into(),
-            timed_out: false,
+            kind: ErrorKind::Connection,
         }
     }
 }
@@ -179,6 +190,8 @@ pub struct Client {
     identity: String,
     endpoint: String,
     track: RefCell<Track>,
+    /// The router's largest frame ([`Client::set_max_message_size`]).
+    max_frame: Cell<Option<usize>>,
 }
 
 impl Drop for Client {
@@ -216,6 +229,7 @@ impl Client {
             identity,
             endpoint: endpoints.join(","),
             track: RefCell::new(Track::new()),
+            max_frame: Cell::new(Some(emqp_proto::DEFAULT_MAX_MESSAGE_SIZE)),
         })
     }
 
@@ -237,6 +251,16 @@ impl Client {
     /// by default; off for fire and forget, where nothing is answered).
     pub fn set_resend(&self, on: bool) {
         self.track.borrow_mut().set_enabled(on);
+    }
+
+    /// The router's `--max-message-size` (per frame; `None`: no limit;
+    /// default [`emqp_proto::DEFAULT_MAX_MESSAGE_SIZE`]). A message with a
+    /// bigger frame is not sent: [`ErrorKind::TooLarge`] at once, instead
+    /// of a router that drops it (libzmq disconnects a peer over its
+    /// ZMQ_MAXMSGSIZE without a word) and a wait for an answer that never
+    /// comes.
+    pub fn set_max_message_size(&self, limit: Option<usize>) {
+        self.max_frame.set(limit);
     }
 
     /// How long unsent messages are kept when the client is dropped.
@@ -318,7 +342,19 @@ impl Client {
             command,
             Command::Request(_) | Command::Schedule(_) | Command::Unschedule(_)
         );
+        let name = command.name();
         let frames = Message::with_msgid(msgid, command).encode();
+        if let Some(limit) = self.max_frame.get() {
+            if let Some(big) = frames.iter().map(Vec::len).find(|&n| n > limit) {
+                return Err(ClientError {
+                    message: format!(
+                        "{name} {msgid} not sent: a frame of {big} bytes is over the router's \
+                         limit of {limit} bytes (--max-message-size, EVENTMQ_MAX_MESSAGE_SIZE)"
+                    ),
+                    kind: ErrorKind::TooLarge,
+                });
+            }
+        }
         if answered {
             self.track.borrow_mut().sent(msgid, &frames);
         }
@@ -334,7 +370,7 @@ impl Client {
                     "cannot queue more messages for {}: the router does not take them",
                     self.endpoint
                 ),
-                timed_out: true,
+                kind: ErrorKind::SendTimeout,
             }),
             Err(e) => Err(e.into()),
         }

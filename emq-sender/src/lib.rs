@@ -22,7 +22,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 pub use cli::{Cli, Mode, Plan, ScheduleSpec};
-pub use client::{Client, ClientError, Event, Outcome};
+pub use client::{Client, ClientError, ErrorKind, Event, Outcome};
 pub use exit::Exit;
 pub use payload::UsageError;
 
@@ -62,6 +62,7 @@ pub fn run<R: BufRead + Send + 'static>(plan: &Plan, input: R, io: Io) -> Exit {
     }
     // Fire and forget: nothing is answered, nothing to send again.
     client.set_resend(!plan.no_ack);
+    client.set_max_message_size(plan.max_message_size);
     let result = match &plan.mode {
         Mode::Single(message) if plan.publish.is_some() => {
             let topic = plan.publish.as_deref().unwrap_or_default();
@@ -110,10 +111,10 @@ pub fn run<R: BufRead + Send + 'static>(plan: &Plan, input: R, io: Io) -> Exit {
         Ok(exit) => exit,
         Err(e) => {
             let _ = writeln!(io.err, "emq-sender: {e}");
-            if e.timed_out {
-                Exit::Timeout
-            } else {
-                Exit::Internal
+            match e.kind {
+                ErrorKind::SendTimeout => Exit::Timeout,
+                ErrorKind::TooLarge => Exit::Usage,
+                ErrorKind::Connection => Exit::Internal,
             }
         }
     }
@@ -207,6 +208,19 @@ fn run_schedule(
         Outcome::Accepted | Outcome::Finished { .. } => {
             print_line(out, &msgid)?;
             Exit::Ok
+        }
+        Outcome::Rejected {
+            reason: RejectReason::NotFound,
+            text,
+        } if spec.unschedule => {
+            let _ = writeln!(
+                err,
+                "emq-sender: UNSCHEDULE {msgid}: no such schedule on the router at {} \
+                 (not-found: {text}); a schedule is identified by its queue and job: give \
+                 the same --queue and job as its SCHEDULE",
+                plan.broker
+            );
+            Exit::for_reject(&RejectReason::NotFound)
         }
         Outcome::Rejected { reason, text } => {
             let _ = writeln!(

@@ -706,3 +706,66 @@ fn bulk_sends_journal_uncertain_jobs_again_and_reports_the_rest_uncertain() {
         run.stderr
     );
 }
+
+/// Issue 26 item 9: a message over the router's size limit is not sent:
+/// emq-sender says so at once (exit 2), instead of waiting --timeout for
+/// an answer from a router that dropped it.
+#[test]
+fn a_message_over_the_size_limit_is_not_sent_and_exits_2_at_once() {
+    let router = FakeRouter::new();
+    let big = format!("[\"{}\"]", "x".repeat(2000));
+    let run = run_sender(
+        Some(&router),
+        &["--max-message-size", "1000", "--timeout", "10", &big],
+        None,
+        ack,
+    );
+    assert_eq!(run.code, Some(2), "stderr: {}", run.stderr);
+    assert!(run.requests.is_empty(), "nothing sent");
+    assert!(
+        run.stderr.contains("REQUEST")
+            && run.stderr.contains("2004 bytes")
+            && run.stderr.contains("limit of 1000 bytes"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.elapsed < Duration::from_secs(5), "{:?}", run.elapsed);
+
+    // No limit (0), or a bigger one from the environment: sent.
+    for (args, env) in [
+        (vec!["--max-message-size", "0"], vec![]),
+        (vec![], vec![("EVENTMQ_MAX_MESSAGE_SIZE", "4096")]),
+    ] {
+        let router = FakeRouter::new();
+        let mut a: Vec<&str> = args.clone();
+        a.push(&big);
+        let run = common::run_sender_env(Some(&router), true, &env, &a, None, ack);
+        assert_eq!(run.code, Some(0), "{args:?} {env:?}: {}", run.stderr);
+        assert_eq!(run.requests.len(), 1);
+    }
+}
+
+/// The issue's case: a 17 MB job in bulk mode, with the default limit (the
+/// router's default --max-message-size, 16 MiB): that line is reported
+/// invalid at once, the others go, exit 2.
+#[test]
+fn bulk_reports_a_17_mb_line_invalid_at_once_and_sends_the_rest() {
+    let router = FakeRouter::new();
+    let lines = format!("[1]\n[\"{}\"]\n[3]\n", "x".repeat(17_000_000));
+    let run = run_sender(Some(&router), &["--timeout", "20"], Some(lines), ack);
+    assert_eq!(run.code, Some(2), "stderr: {}", run.stderr);
+    assert_eq!(run.requests.len(), 2, "lines 1 and 3 only");
+    let out: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let two = out
+        .iter()
+        .find(|v| v["line"] == 2)
+        .expect("line 2 reported");
+    assert_eq!(two["status"], "invalid");
+    let error = two["error"].as_str().unwrap();
+    assert!(error.contains("limit of 16777216 bytes"), "{error}");
+    assert!(run.elapsed < Duration::from_secs(10), "{:?}", run.elapsed);
+}
