@@ -406,16 +406,15 @@ fn main() -> ExitCode {
 
 /// A local PostgreSQL server in a temporary directory, and the URL of a
 /// fresh database on it; `None` when PostgreSQL is not installed.
-fn throwaway_postgres() -> Result<Option<(integration_tests::postgres::PgCluster, String)>, String>
-{
-    if integration_tests::postgres::bin_dir().is_none() {
+fn throwaway_postgres() -> Result<Option<(emq_testkit::postgres::PgCluster, String)>, String> {
+    if emq_testkit::postgres::bin_dir().is_none() {
         eprintln!(
             "emq-bench: PostgreSQL is not installed (apt-get install postgresql): no PostgreSQL phase"
         );
         return Ok(None);
     }
     std::panic::catch_unwind(|| {
-        let c = integration_tests::postgres::PgCluster::start();
+        let c = emq_testkit::postgres::PgCluster::start();
         let url = c.create_database("emq_bench");
         eprintln!("emq-bench: throwaway PostgreSQL server for the PostgreSQL phase: {url}");
         (c, url)

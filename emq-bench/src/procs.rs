@@ -28,7 +28,7 @@ fn unregister(pid: i32) {
 
 /// `sig` to a child we spawned and have not yet reaped.
 fn kill(pid: i32, sig: i32) {
-    emq_jobmanager::process::signal(pid, sig);
+    emq_process::signal(pid, sig);
 }
 
 /// On SIGINT/SIGTERM: set the returned flag (every wait loop polls it),
@@ -88,7 +88,7 @@ impl ChildGuard {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        emq_jobmanager::process::die_with_parent(&mut cmd);
+        emq_process::die_with_parent(&mut cmd);
         let child = cmd
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", program.display()))?;
@@ -252,7 +252,7 @@ impl Drop for TempDir {
 /// CPU time (user + system, all threads) of process `pid`, in seconds.
 pub fn proc_cpu_secs(pid: u32) -> Option<f64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let tck = emq_jobmanager::process::clock_ticks_per_second();
+    let tck = emq_process::clock_ticks_per_second();
     parse_stat_ticks(&text).map(|t| t as f64 / tck as f64)
 }
 
@@ -260,7 +260,7 @@ pub fn proc_cpu_secs(pid: u32) -> Option<f64> {
 /// processes of a PostgreSQL server: `postgres`), in seconds; processes
 /// that exited meanwhile are not counted.
 pub fn named_cpu_secs(comm: &str) -> Option<f64> {
-    let tck = emq_jobmanager::process::clock_ticks_per_second();
+    let tck = emq_process::clock_ticks_per_second();
     let mut ticks = 0u64;
     let mut found = false;
     for e in std::fs::read_dir("/proc").ok()?.flatten() {

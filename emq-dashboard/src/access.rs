@@ -22,7 +22,7 @@
 use std::net::{IpAddr, SocketAddr};
 
 use base64::Engine;
-use emq_transport::http::axum::http::{header, HeaderMap};
+use emq_http::axum::http::{header, HeaderMap};
 
 /// The header a state-changing request must carry (value `1`).
 pub const ACTION_HEADER: &str = "x-emq-request";
@@ -196,7 +196,7 @@ pub fn read_token_file(path: &std::path::Path) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use emq_transport::http::axum::http::HeaderValue;
+    use emq_http::axum::http::HeaderValue;
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();

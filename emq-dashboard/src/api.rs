@@ -18,10 +18,10 @@
 
 use std::sync::Arc;
 
-use emq_transport::http::axum::body::Bytes;
-use emq_transport::http::axum::extract::{Path, RawQuery, State};
-use emq_transport::http::axum::http::{header, HeaderMap, Method, StatusCode};
-use emq_transport::http::axum::response::{IntoResponse, Response};
+use emq_http::axum::body::Bytes;
+use emq_http::axum::extract::{Path, RawQuery, State};
+use emq_http::axum::http::{header, HeaderMap, Method, StatusCode};
+use emq_http::axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 use tokio::sync::Semaphore;
 

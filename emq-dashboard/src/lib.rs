@@ -34,13 +34,13 @@ use std::net::ToSocketAddrs;
 use std::sync::Arc;
 use std::time::Duration;
 
-use emq_transport::http::axum::extract::{Request, State};
-use emq_transport::http::axum::http::{header, HeaderValue};
-use emq_transport::http::axum::middleware::{self, Next};
-use emq_transport::http::axum::response::{IntoResponse, Response};
-use emq_transport::http::axum::routing::get;
-use emq_transport::http::axum::Router;
-use emq_transport::http::{HttpLimits, HttpServer};
+use emq_http::axum::extract::{Request, State};
+use emq_http::axum::http::{header, HeaderValue};
+use emq_http::axum::middleware::{self, Next};
+use emq_http::axum::response::{IntoResponse, Response};
+use emq_http::axum::routing::get;
+use emq_http::axum::Router;
+use emq_http::{HttpLimits, HttpServer};
 
 pub use access::Access;
 pub use admin::AdminClient;

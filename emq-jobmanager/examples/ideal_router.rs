@@ -74,7 +74,7 @@ fn cpu_time(pid: u32) -> Duration {
         .iter()
         .filter_map(|&i| fields.get(i).and_then(|v| v.parse::<u64>().ok()))
         .sum();
-    let hz = emq_jobmanager::process::clock_ticks_per_second();
+    let hz = emq_process::clock_ticks_per_second();
     Duration::from_micros(ticks * 1_000_000 / hz)
 }
 

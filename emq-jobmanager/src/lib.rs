@@ -9,19 +9,20 @@
 //!   [`handlers`] (`call` jobs: Rust functions registered by name).
 //! - [`manager`]: the socket loop joining the two, and the library API
 //!   ([`JobManager::builder`]), with its typed [`Error`].
-//! - [`process`]: every `unsafe` block of the workspace (system calls on
-//!   processes and process groups), behind safe functions that the
-//!   runners, the pool and other crates use. Unsafe code is denied in
-//!   every other module of this crate and forbidden in every other crate.
+//! - [`registry`]: the narrow handle through which a runner records its
+//!   process groups in its slot.
+//!
+//! The system calls on processes and process groups (every `unsafe` block
+//! of the workspace) are in the `emq-process` crate.
 
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 pub mod connection;
 pub mod handlers;
 pub mod manager;
 pub mod pool;
-pub mod process;
 pub mod python;
+pub(crate) mod registry;
 pub mod shell;
 
 pub use handlers::Handlers;

@@ -37,7 +37,7 @@
 //!   a Python worker) is taken out and reported at once, never started.
 //!
 //! The runners reach the slot only through [`GroupRegistry`] (in
-//! [`crate::process`]), which [`SlotShared`] implements: they never import
+//! [`crate::registry`]), which [`SlotShared`] implements: they never import
 //! the pool.
 
 use std::collections::VecDeque;
@@ -51,8 +51,10 @@ use log::{debug, warn};
 
 use crate::connection::JobStart;
 use crate::handlers::Handlers;
-use crate::process::{kill_group, GroupRegistry};
+use emq_process::kill_group;
+
 use crate::python::{PythonConfig, PythonWorker};
+use crate::registry::GroupRegistry;
 
 /// What the pool reports.
 #[derive(Debug, Clone, PartialEq)]

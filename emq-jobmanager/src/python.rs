@@ -46,7 +46,9 @@ use emqp_proto::job::{ErrorKind, JobError, JobOutcome, RunJob};
 use log::{debug, info, warn};
 use serde_json::Value;
 
-use crate::process::{die_with_parent, GroupLeader, GroupRegistry};
+use emq_process::{die_with_parent, GroupLeader};
+
+use crate::registry::GroupRegistry;
 
 /// The worker script.
 pub const WORKER_SCRIPT: &str = include_str!("../python/emq_worker.py");

@@ -7,7 +7,7 @@
 //! process exits, whatever it left running in its process group is killed,
 //! so a job never outlives its slot; and if the job manager dies (even by
 //! `kill -9`), the group's guard process kills the group
-//! ([`crate::process`]). stdout and stderr keep at most [`OUTPUT_LIMIT`]
+//! ([`emq_process`]). stdout and stderr keep at most [`OUTPUT_LIMIT`]
 //! bytes each (the rest is read and dropped). The runner sees its slot only
 //! through [`GroupRegistry`].
 
@@ -18,7 +18,9 @@ use std::process::{Command, Stdio};
 use emqp_proto::job::{ErrorKind, JobError, JobOutcome, ShellJob};
 use serde_json::{json, Value};
 
-use crate::process::{guarded_group, GroupLeader, GroupRegistry};
+use emq_process::{guarded_group, GroupLeader};
+
+use crate::registry::GroupRegistry;
 
 /// Bytes of stdout (and of stderr) kept per job.
 pub const OUTPUT_LIMIT: usize = 1 << 20;

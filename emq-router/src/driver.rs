@@ -435,10 +435,10 @@ fn serve(
     );
     // The server stops (and its thread is joined) when `_metrics_http` drops.
     let metrics_text = (opts.metrics.is_some() || opts.http.is_some())
-        .then(emq_transport::metrics_http::MetricsText::default);
+        .then(emq_http::metrics::MetricsText::default);
     let _metrics_http = match (&opts.metrics, &metrics_text) {
         (Some(addr), Some(text)) => {
-            let server = emq_transport::metrics_http::serve_metrics(addr, text.clone())
+            let server = emq_http::metrics::serve_metrics(addr, text.clone())
                 .map_err(|e| format!("--metrics {addr}: {e}"))?;
             log::info!(
                 "listening: metrics http://{}/metrics (Prometheus)",
@@ -462,7 +462,7 @@ fn serve(
                 &ctx,
                 emq_dashboard::INPROC_ADMIN,
                 access.clone(),
-                emq_transport::metrics_http::routes(text.clone()),
+                emq_http::metrics::routes(text.clone()),
             )?;
             log::info!(
                 "listening: dashboard http://{}/ (API /api/, metrics /metrics{}{})",

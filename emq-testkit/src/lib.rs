@@ -16,10 +16,12 @@
 //!   test's thread, or served by a thread of its own with a closure) and a
 //!   fake DEALER (worker, client, admin tool; PLAIN credentials or none),
 //!   and frame builders for what they send.
+//! - [`postgres`]: a throwaway PostgreSQL cluster (initdb, start, stop on
+//!   drop), from Debian's packages, for the tests and the bench.
 //! - [`poll_until`], [`lines`]: waiting for an event, bounded.
 //!
-//! Signals go through `emq_jobmanager::process` (the one module of the
-//! workspace with `unsafe`), so this crate forbids unsafe code.
+//! Signals go through `emq_process` (the one crate of the workspace with
+//! `unsafe`), so this crate forbids unsafe code.
 
 #![forbid(unsafe_code)]
 
@@ -27,6 +29,7 @@ pub mod bins;
 pub mod fake;
 pub mod lines;
 pub mod ports;
+pub mod postgres;
 pub mod process;
 
 pub use fake::{FakeDealer, FakeRouter, ServedRouter};

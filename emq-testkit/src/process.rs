@@ -286,9 +286,9 @@ pub struct Proc {
 /// yields ESRCH).
 fn signal_pid(pid: i32, sig: i32) {
     if pid < 0 {
-        emq_jobmanager::process::signal_group(-pid, sig);
+        emq_process::signal_group(-pid, sig);
     } else {
-        emq_jobmanager::process::signal(pid, sig);
+        emq_process::signal(pid, sig);
     }
 }
 
@@ -487,17 +487,7 @@ impl Drop for Proc {
 
 /// Whether `pid` is a live process (a zombie waiting for its reaper is
 /// not), from `/proc/PID/stat`.
-pub fn pid_alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.trim_start().chars().next());
-            !matches!(state, Some('Z') | Some('X'))
-        }
-        Err(_) => false,
-    }
-}
+pub use emq_process::pid_alive;
 
 /// Wait (polling `/proc` every 20 ms, at most `timeout`) until none of
 /// `pids` is alive; whether they all went.

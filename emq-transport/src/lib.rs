@@ -14,9 +14,7 @@ use std::sync::Arc;
 
 pub mod curve;
 pub mod failover;
-pub mod http;
 pub mod log_limit;
-pub mod metrics_http;
 pub mod zap;
 
 use emqp_proto::{DecodeError, Message};

@@ -2,7 +2,8 @@
 //! the real EventMQ 0.3.13 router and job manager from a Python venv — on
 //! loopback, talk to them over ZeroMQ and stop them afterwards.
 //!
-//! - [`ports`], [`process`], [`bins`], [`poll_until`] and the rest of the
+//! - [`ports`], [`process`], [`bins`], [`poll_until`], [`postgres`] (a
+//!   throwaway PostgreSQL cluster per test) and the rest of the
 //!   general harness live in the shared `emq-testkit` crate (every crate's
 //!   tests use it) and are re-exported here.
 //! - [`python`]: the venv with eventmq 0.3.13 (`scripts/setup-python.sh`).
@@ -18,8 +19,6 @@
 //!   plain zmq SUB subscriber.
 //! - [`redis`]: a real redis-server (Debian's) on a free port, stopped on
 //!   drop (for 0.3.13's emq-scheduler).
-//! - [`postgres`]: a throwaway PostgreSQL cluster per test (initdb, start,
-//!   stop on drop), from Debian's packages.
 //! - [`relay`]: a loopback TCP relay a test can cut (a network partition)
 //!   and whose forwarded bytes it can read (what crosses the wire).
 //! - [`failover`]: a client that resubmits across a router failover.
@@ -32,7 +31,6 @@ pub mod client;
 pub mod cluster;
 pub mod failover;
 pub mod jobs;
-pub mod postgres;
 pub mod pubsub;
 pub mod python;
 pub mod redis;
@@ -46,6 +44,6 @@ pub use admin::WorkerView;
 pub use client::Client;
 pub use cluster::Addrs;
 pub use emq_testkit::{
-    bins, connect_and_wait, env_usize, in_ci, poll_until, ports, process, report, zmq_ctx, Proc,
-    Rng, RunOutput, Spawn,
+    bins, connect_and_wait, env_usize, in_ci, poll_until, ports, postgres, process, report,
+    zmq_ctx, Proc, Rng, RunOutput, Spawn,
 };

@@ -676,7 +676,7 @@ fn python_worker_killed_while_idle_is_replaced_before_the_next_job() {
     let pid1 = val(exec(&pool, 1, run_job("emqtestmod", "pid", json!([]))))
         .as_i64()
         .unwrap() as i32;
-    assert!(crate::process::signal(pid1, libc::SIGKILL));
+    assert!(emq_process::signal(pid1, libc::SIGKILL));
     assert!(eventually(|| !running(pid1)), "the worker died");
     let pid2 = val(exec(&pool, 2, run_job("emqtestmod", "pid", json!([]))))
         .as_i64()
@@ -1063,7 +1063,7 @@ fn setup_runs_once_per_worker_and_entry_and_exit_around_every_job() {
         run_job("emqtestmod_absent_os", "x", json!([])),
     ));
     assert_eq!(e.kind, ErrorKind::Exception);
-    assert!(crate::process::signal(
+    assert!(emq_process::signal(
         s["pid"].as_i64().unwrap() as i32,
         libc::SIGKILL
     ));

@@ -3,7 +3,7 @@
 //!
 //! The owner of the numbers (the router's poll loop) renders a fresh text
 //! into a [`MetricsText`] from time to time; the HTTP thread
-//! ([`crate::http`]) only serves the latest copy, so a slow scraper never
+//! ([`crate::HttpServer`]) only serves the latest copy, so a slow scraper never
 //! stalls routing.
 
 use std::sync::{Arc, RwLock};
@@ -13,7 +13,7 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use axum::Router;
 
-use crate::http::{HttpLimits, HttpServer};
+use crate::{HttpLimits, HttpServer};
 
 /// The content type of the text exposition format.
 pub const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";

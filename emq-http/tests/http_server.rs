@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use emq_transport::http::{HttpLimits, HttpServer};
-use emq_transport::metrics_http::{routes, serve_metrics, MetricsText, PROMETHEUS_TEXT};
+use emq_http::metrics::{routes, serve_metrics, MetricsText, PROMETHEUS_TEXT};
+use emq_http::{HttpLimits, HttpServer};
 
 /// What a scrape must take at most while other clients misbehave (the old
 /// server took 5 s per idle connection).

@@ -1,16 +1,14 @@
 //! Processes: every `unsafe` block of the workspace, and the process-group
-//! primitives built on them. Every other module and crate is
-//! `#![forbid(unsafe_code)]` (this crate `deny`s it everywhere else) and
-//! reaches the system through the safe functions here.
+//! primitives built on them. Every other crate is `#![forbid(unsafe_code)]`
+//! and reaches the system through the safe functions here; this crate is
+//! small and has no dependency but `libc`, so the test kit and the bench
+//! use it without pulling in the job manager.
 //!
-//! - For the runners (`crate::python`, `crate::shell`) and the pool:
-//!   [`guarded_group`], [`GroupLeader`] (a child leading its own process
-//!   group, killed with it on drop), [`exited_no_reap`], [`kill_group`],
-//!   and [`GroupRegistry`], the narrow handle through which a runner tells
-//!   its slot which group runs what (the pool implements it; the runners
-//!   never see the pool, so there is no pool ↔ runner import cycle).
+//! - For the job manager's runners and pool: [`guarded_group`],
+//!   [`GroupLeader`] (a child leading its own process group, killed with
+//!   it on drop), [`exited_no_reap`], [`kill_group`].
 //! - For every crate: [`signal`], [`signal_group`], [`die_with_parent`],
-//!   [`clock_ticks_per_second`].
+//!   [`clock_ticks_per_second`], [`pid_alive`].
 //!
 //! The rule: a job's processes never outlive the job manager. A `shell`
 //! job runs in a process group of its own (so a timeout or a cancel kills
@@ -19,8 +17,9 @@
 //!
 //! A process group id is only ours while its leader is unreaped: once
 //! `wait` reaps it, the pid (= pgid) may be reused by an unrelated
-//! process. So a group is always forgotten (in the [`GroupRegistry`])
-//! before its leader is reaped, and killed, if at all, before that.
+//! process. So a group is always forgotten (by whoever recorded it: the
+//! job manager's `GroupRegistry`) before its leader is reaped, and killed,
+//! if at all, before that.
 //!
 //! `PR_SET_PDEATHSIG` alone is not enough: it reaches only the direct
 //! child, while the command's own children (`sh -c 'sleep 77 & …'`) do not
@@ -53,38 +52,22 @@
 //! raw system calls, no allocation, no locks, no `std` I/O. The second
 //! fork is a raw `clone` (no `pthread_atfork` handlers) for that reason.
 
-#![allow(unsafe_code)]
-
 use std::io;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, ExitStatus};
-
-/// Where a runner records the process groups it starts, so that another
-/// thread (a cancel, the kill at the end of a shutdown) can reach them: the
-/// narrow handle a runner gets from its slot.
-pub(crate) trait GroupRegistry {
-    /// The group running job `run` (`None` once it has exited, before it
-    /// is reaped). A run stopped before its group existed is killed here.
-    fn set_job_group(&self, run: u64, pgid: Option<i32>);
-    /// The slot's long-lived worker process group (`None` before it is
-    /// reaped). One started while the slot is closing is killed here.
-    fn set_worker_group(&self, pgid: Option<i32>);
-    /// The pool is being torn down: start no new process.
-    fn closing(&self) -> bool;
-}
 
 /// A child that leads its own process group (spawned with
 /// `process_group(0)` or [`guarded_group`]). Dropping it kills the whole
 /// group and reaps the leader, so no early return or panic leaves the
 /// group behind; [`GroupLeader::reap`] is the orderly end.
-pub(crate) struct GroupLeader {
+pub struct GroupLeader {
     child: Option<Child>,
     pid: i32,
 }
 
 impl GroupLeader {
     /// Spawn `cmd`, which must make its child a group leader.
-    pub(crate) fn spawn(cmd: &mut Command) -> io::Result<GroupLeader> {
+    pub fn spawn(cmd: &mut Command) -> io::Result<GroupLeader> {
         let child = cmd.spawn()?;
         let pid = child.id() as i32;
         Ok(GroupLeader {
@@ -94,12 +77,12 @@ impl GroupLeader {
     }
 
     /// The leader's pid, which is the group id.
-    pub(crate) fn pid(&self) -> i32 {
+    pub fn pid(&self) -> i32 {
         self.pid
     }
 
     /// The `Child`, to take its pipes.
-    pub(crate) fn child(&mut self) -> &mut Child {
+    pub fn child(&mut self) -> &mut Child {
         self.child
             .as_mut()
             .expect("a GroupLeader owns its child until reaped")
@@ -107,24 +90,24 @@ impl GroupLeader {
 
     /// Whether the leader has exited (it is not reaped: the group id stays
     /// ours).
-    pub(crate) fn exited(&self) -> bool {
+    pub fn exited(&self) -> bool {
         exited_no_reap(self.pid, false)
     }
 
     /// Wait until the leader exits, without reaping it.
-    pub(crate) fn wait_exited(&self) {
+    pub fn wait_exited(&self) {
         exited_no_reap(self.pid, true);
     }
 
     /// `SIGKILL` to the whole group (the leader is unreaped, so the group
     /// id is still ours).
-    pub(crate) fn kill(&self) {
+    pub fn kill(&self) {
         kill_group(self.pid);
     }
 
-    /// Reap the leader (waiting for it to exit). Forget the group in the
-    /// [`GroupRegistry`] first: after this the pid may be reused.
-    pub(crate) fn reap(mut self) -> io::Result<ExitStatus> {
+    /// Reap the leader (waiting for it to exit). Forget the group first
+    /// (wherever it was recorded): after this the pid may be reused.
+    pub fn reap(mut self) -> io::Result<ExitStatus> {
         let mut child = self
             .child
             .take()
@@ -147,7 +130,7 @@ impl Drop for GroupLeader {
 /// group when the job manager (the thread that spawns `cmd`) dies. The
 /// `Child` that `cmd.spawn()` returns is the guard: its pid is the group
 /// id, and its exit status mirrors the command's.
-pub(crate) fn guarded_group(cmd: &mut Command) {
+pub fn guarded_group(cmd: &mut Command) {
     let death_signal = libc::SIGRTMIN();
     // SAFETY: the hook runs between fork and exec and makes only
     // async-signal-safe system calls (see the module doc and `guard`).
@@ -196,10 +179,24 @@ pub fn clock_ticks_per_second() -> u64 {
     u64::try_from(hz).ok().filter(|&h| h > 0).unwrap_or(100)
 }
 
+/// Whether process `pid` exists and has not exited (a zombie, exited but
+/// unreaped, counts as gone). Reads `/proc`: no signal is sent.
+pub fn pid_alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.trim_start().chars().next());
+            !matches!(state, Some('Z') | Some('X'))
+        }
+        Err(_) => false,
+    }
+}
+
 /// Whether child `pid` has exited, without reaping it (the zombie keeps
 /// the pid and its process group ours until `Child::wait`). With `block`,
 /// waits for the exit.
-pub(crate) fn exited_no_reap(pid: i32, block: bool) -> bool {
+pub fn exited_no_reap(pid: i32, block: bool) -> bool {
     let flags = libc::WEXITED | libc::WNOWAIT | if block { 0 } else { libc::WNOHANG };
     loop {
         // SAFETY: a zeroed siginfo_t is a valid out-parameter for waitid.
@@ -376,7 +373,7 @@ mod tests {
         cmd
     }
 
-    use emq_testkit::process::pid_alive as running;
+    use super::pid_alive as running;
 
     fn wait_gone(pid: i32) -> bool {
         let t = Instant::now();

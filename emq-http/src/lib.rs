@@ -1,6 +1,8 @@
-//! The HTTP side of a binary: one small server on its own thread, serving a
-//! router of routes (`/metrics` today; a dashboard and `/api/` later, all
-//! on one address).
+//! The HTTP side of the binaries that serve it: one small server on its own
+//! thread, serving a router of routes (the router's `/metrics`, see
+//! [`metrics`], and its dashboard and `/api/`, all on one address). Only
+//! those binaries link this crate: the sender, receiver, CLI and job
+//! manager carry no async runtime.
 //!
 //! The work is done by axum on hyper, driven by a current-thread tokio
 //! runtime that lives on the server's thread: the binaries stay
@@ -43,6 +45,8 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::sync::oneshot;
 use tower_http::timeout::TimeoutLayer;
+
+pub mod metrics;
 
 /// axum, as this crate uses it: callers build their routes with it so that
 /// the versions always match.
