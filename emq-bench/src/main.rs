@@ -10,6 +10,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use clap::Parser;
+use emq_cli_support::{parse_duration, Exit};
 use serde_json::json;
 
 use emq_bench::phases::{self, Config, Outcome};
@@ -78,11 +79,11 @@ struct Args {
     #[arg(long, value_name = "DIR")]
     keep_logs: Option<PathBuf>,
     /// Give up on a phase when nothing arrives for this many seconds
-    #[arg(long, default_value_t = 15.0, value_parser = emqp_proto::duration::secs)]
-    idle_timeout: f64,
+    #[arg(long, default_value = "15", value_parser = parse_duration)]
+    idle_timeout: Duration,
     /// Give up on a phase after this many seconds
-    #[arg(long, default_value_t = 600.0, value_parser = emqp_proto::duration::secs)]
-    phase_timeout: f64,
+    #[arg(long, default_value = "600", value_parser = parse_duration)]
+    phase_timeout: Duration,
     /// Skip the raw zmq limit
     #[arg(long)]
     skip_raw: bool,
@@ -193,15 +194,15 @@ fn main() -> ExitCode {
         jobmanager_bin: bin_dir.join("emq-jobmanager"),
         rust_log: a.rust_log.clone(),
         keep_logs: a.keep_logs.clone(),
-        idle_timeout: Duration::from_secs_f64(a.idle_timeout.max(1.0)),
-        phase_timeout: Duration::from_secs_f64(a.phase_timeout.max(1.0)),
+        idle_timeout: a.idle_timeout.max(Duration::from_secs(1)),
+        phase_timeout: a.phase_timeout.max(Duration::from_secs(1)),
         postgres,
     };
     let stop: std::sync::Arc<AtomicBool> = match procs::install_signal_handler() {
         Ok(s) => s,
         Err(e) => {
             eprintln!("emq-bench: {e}");
-            return ExitCode::from(1);
+            return Exit::Internal.into();
         }
     };
     let m = machine();
@@ -322,7 +323,7 @@ fn main() -> ExitCode {
         });
         if stop.load(std::sync::atomic::Ordering::Relaxed) {
             eprintln!("emq-bench: interrupted");
-            return ExitCode::from(130);
+            return Exit::Interrupted.into();
         }
     }
 
@@ -393,14 +394,14 @@ fn main() -> ExitCode {
             Ok(()) => eprintln!("emq-bench: JSON written to {}", path.display()),
             Err(e) => {
                 eprintln!("emq-bench: cannot write {}: {e}", path.display());
-                return ExitCode::from(1);
+                return Exit::Internal.into();
             }
         }
     }
     if failures.is_empty() {
-        ExitCode::SUCCESS
+        Exit::Ok.into()
     } else {
-        ExitCode::from(1)
+        Exit::Internal.into()
     }
 }
 

@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use crate::op::Op;
+use emqp_proto::admin::AdminOp;
 
 /// Column alignment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,17 +219,19 @@ fn error_text(v: Option<&Value>) -> String {
 
 /// The output of a successful answer to `op`. A 0.3.13 answer (STATUS,
 /// ROUTER_SHOW_WORKERS, ROUTER_SHOW_SCHEDULERS) is told apart by its keys.
-pub fn render(op: &Op, answer: &Value, now_ms: u64) -> String {
+pub fn render(op: &AdminOp, answer: &Value, now_ms: u64) -> String {
     match op {
-        Op::Status => status(answer),
-        Op::Queues => queues(answer),
-        Op::Workers if answer.get("connected_workers").is_some() => workers_0313(answer),
-        Op::Workers => workers(answer),
-        Op::Schedules if answer.get("connected_schedulers").is_some() => schedulers_0313(answer),
-        Op::Schedules => schedules(answer, now_ms),
-        Op::Job { .. } => job_view(answer.get("job").unwrap_or(&Value::Null), now_ms),
-        Op::Jobs { .. } => jobs(answer, now_ms),
-        Op::Cancel { msgid } => {
+        AdminOp::Status {} => status(answer),
+        AdminOp::Queues {} => queues(answer),
+        AdminOp::Workers {} if answer.get("connected_workers").is_some() => workers_0313(answer),
+        AdminOp::Workers {} => workers(answer),
+        AdminOp::Schedules {} if answer.get("connected_schedulers").is_some() => {
+            schedulers_0313(answer)
+        }
+        AdminOp::Schedules {} => schedules(answer, now_ms),
+        AdminOp::Job { .. } => job_view(answer.get("job").unwrap_or(&Value::Null), now_ms),
+        AdminOp::Jobs(_) => jobs(answer, now_ms),
+        AdminOp::Cancel { msgid } => {
             let state = cell(answer.get("state"));
             let was = cell(answer.get("was"));
             if state == "cancelling" {
@@ -241,8 +243,8 @@ pub fn render(op: &Op, answer: &Value, now_ms: u64) -> String {
                 format!("{msgid}: {state} (was {was})\n")
             }
         }
-        Op::DeadList { .. } => dead(answer, now_ms),
-        Op::DeadRetry(_) => {
+        AdminOp::Dead(_) => dead(answer, now_ms),
+        AdminOp::DeadRetry(_) => {
             let mut s = format!("retried {} dead letter(s)\n", num(answer, "retried"));
             if let Some(n) = u64_of(answer, "skipped_msgid_in_use").filter(|n| *n > 0) {
                 s.push_str(&format!(
@@ -251,8 +253,10 @@ pub fn render(op: &Op, answer: &Value, now_ms: u64) -> String {
             }
             s
         }
-        Op::DeadDiscard(_) => format!("discarded {} dead letter(s)\n", num(answer, "discarded")),
-        Op::Pause { queue } | Op::Resume { queue } => {
+        AdminOp::DeadDiscard(_) => {
+            format!("discarded {} dead letter(s)\n", num(answer, "discarded"))
+        }
+        AdminOp::Pause { queue } | AdminOp::Resume { queue } => {
             let paused = answer.get("paused").and_then(Value::as_bool);
             let what = match paused {
                 Some(true) => "paused: it accepts and buffers jobs, and dispatches none",
@@ -261,11 +265,11 @@ pub fn render(op: &Op, answer: &Value, now_ms: u64) -> String {
             };
             format!("queue {queue} {what}\n")
         }
-        Op::Purge { queue } => format!(
+        AdminOp::Purge { queue } => format!(
             "purged {} waiting job(s) of queue {queue}\n",
             num(answer, "purged")
         ),
-        Op::Drain { worker } | Op::Undrain { worker } => {
+        AdminOp::Drain { worker } | AdminOp::Undrain { worker } => {
             match answer.get("draining").and_then(Value::as_bool) {
                 Some(true) => {
                     format!("worker {worker} draining: it finishes its jobs and gets no new ones\n")
@@ -273,11 +277,11 @@ pub fn render(op: &Op, answer: &Value, now_ms: u64) -> String {
                 _ => format!("worker {worker} undrained: it gets jobs again\n"),
             }
         }
-        Op::Unschedule { id } => match answer.get("removed") {
+        AdminOp::Unschedule { id } => match answer.get("removed") {
             Some(Value::String(r)) => format!("removed schedule {r}\n"),
             _ => format!("removed schedule {id}\n"),
         },
-        Op::Shutdown => "the router is shutting down\n".into(),
+        AdminOp::Shutdown {} => "the router is shutting down\n".into(),
     }
 }
 
@@ -781,13 +785,13 @@ mod tests {
              "oldest_age_ms": 0, "paused": true, "processed": 0, "failed": 0, "workers": 0}
         ]});
         assert_eq!(
-            render(&Op::Queues, &a, NOW),
+            render(&AdminOp::Queues {}, &a, NOW),
             "QUEUE    DEPTH  IN-FLIGHT  RETRYING  DELAYED  OLDEST  PAUSED  PROCESSED  FAILED  WORKERS\n\
              default      3          2         0        1   3m12s  no             10       1        2\n\
              email        0          0         0        0       -  yes             0       0        0\n"
         );
         assert_eq!(
-            render(&Op::Queues, &json!({"ok": true, "queues": []}), NOW),
+            render(&AdminOp::Queues {}, &json!({"ok": true, "queues": []}), NOW),
             "no queues\n"
         );
     }
@@ -800,19 +804,19 @@ mod tests {
              "connected_ms": 7500000, "draining": true, "features": ["job-ack", "cancel"]}
         ]});
         assert_eq!(
-            render(&Op::Workers, &a, NOW),
+            render(&AdminOp::Workers {}, &a, NOW),
             "WORKER  QUEUES                FREE  RUNNING  LONGEST  CONNECTED  DRAINING  FEATURES\n\
              w-1     default(10),email(5)     1        2    1m05s      2h05m  yes       job-ack,cancel\n"
         );
         let old = json!({"connected_workers": {"abc": {"queues": [[10, "default"]], "hb": 123.4, "available_slots": 4}},
                          "connected_queues": {"default": [[10, "abc"]]}});
         assert_eq!(
-            render(&Op::Workers, &old, NOW),
+            render(&AdminOp::Workers {}, &old, NOW),
             "WORKER  QUEUES       FREE\nabc     default(10)     4\n"
         );
         assert_eq!(
             render(
-                &Op::Workers,
+                &AdminOp::Workers {},
                 &json!({"connected_workers": {}, "connected_queues": {}}),
                 NOW
             ),
@@ -834,7 +838,7 @@ mod tests {
             "latency_messages_by_queue": {"default": 2500},
             "max_latency_messages_by_queue": {"default": 192000}});
         assert_eq!(
-            render(&Op::Status, &emq, NOW),
+            render(&AdminOp::Status {}, &emq, NOW),
             "router:        emq 0.1.0\n\
              shutting down: no\n\
              journal:       ok\n\
@@ -849,18 +853,18 @@ mod tests {
              email          -           1        -          7         -        -\n"
         );
         let failing = json!({"counters": {}, "journal": {"state": "failing", "error": "disk full", "refused": 3, "held_sends": 2}});
-        assert!(render(&Op::Status, &failing, NOW)
+        assert!(render(&AdminOp::Status {}, &failing, NOW)
             .contains("journal:       failing (disk full; 3 refused), 2 sends held\n"));
         let held = json!({"counters": {}, "results": {"held": 7, "bytes": 900,
             "unreachable_clients": 2, "delivered": 1, "resent": 0, "dropped": 3}});
-        assert!(render(&Op::Status, &held, NOW)
+        assert!(render(&AdminOp::Status {}, &held, NOW)
             .contains("results:       7 held, 2 client(s) unreachable, 3 dropped\n"));
         // 0.3.13's six keys (eventmq/router.py get_status).
         let old = json!({"inflight_messages_by_queue": {}, "latency_messages_by_queue": {},
             "max_latency_messages_by_queue": {}, "waiting_messages_by_queue": {"default": 2},
             "processed_messages_by_queue": {"default": 9}, "processed_messages_by_worker": {"w": 9}});
         assert_eq!(
-            render(&Op::Status, &old, NOW),
+            render(&AdminOp::Status {}, &old, NOW),
             "router: EventMQ 0.3.13 (no control plane)\n\
              \n\
              QUEUE    WAITING  UNFINISHED  PROCESSED  MEAN AGE  MAX AGE\n\
@@ -881,7 +885,7 @@ mod tests {
              "next_run_ms": NOW + 3_600_000, "last_run_ms": NOW}
         ]});
         assert_eq!(
-            render(&Op::Schedules, &a, NOW),
+            render(&AdminOp::Schedules {}, &a, NOW),
             "ID  QUEUE    WHEN              NEXT      LAST       RUNS  JOB\n\
              s1  default  every 1.5s        in 1s     100ms ago  3/10  [\"run\", {}]\n\
              s2  reports  cron */5 * * * *  -         never         0  x\n\
@@ -889,7 +893,7 @@ mod tests {
         );
         let old = json!({"connected_schedulers": {}});
         assert_eq!(
-            render(&Op::Schedules, &old, NOW),
+            render(&AdminOp::Schedules {}, &old, NOW),
             "no scheduler connected\n\
              (an EventMQ 0.3.13 router lists its scheduler peers, not their schedules)\n"
         );
@@ -904,14 +908,7 @@ mod tests {
             {"msgid": "m2", "queue": "email", "state": "queued", "attempts": 0,
              "accepted_at_ms": NOW - 192_000, "payload": "x"}
         ]});
-        let jobs = Op::Jobs {
-            queue: None,
-            state: None,
-            contains: None,
-            oldest: false,
-            limit: None,
-            all: false,
-        };
+        let jobs = AdminOp::Jobs(Default::default());
         assert_eq!(
             render(&jobs, &a, NOW),
             "MSGID  QUEUE    STATE      ATTEMPTS    AGE  WORKER  PAYLOAD\n\
@@ -922,12 +919,7 @@ mod tests {
             {"msgid": "d1", "queue": "default", "client": "c", "attempts": 3, "reason": "retries-exhausted",
              "error": {"error": {"kind": "exception", "message": "boom"}}, "at_ms": NOW - 5000, "payload": "p"}
         ]});
-        let dead = Op::DeadList {
-            queue: None,
-            contains: None,
-            limit: None,
-            all: false,
-        };
+        let dead = AdminOp::Dead(Default::default());
         assert_eq!(
             render(&dead, &d, NOW),
             "MSGID  QUEUE    ATTEMPTS  REASON               DIED  ERROR\n\
@@ -971,63 +963,67 @@ mod tests {
 
     #[test]
     fn one_line_answers() {
-        let t = |op: Op, a: Value| render(&op, &a, NOW);
+        let t = |op: AdminOp, a: Value| render(&op, &a, NOW);
         assert_eq!(
             t(
-                Op::Cancel { msgid: "m".into() },
+                AdminOp::Cancel { msgid: "m".into() },
                 json!({"msgid": "m", "was": "queued", "state": "cancelled"})
             ),
             "m: cancelled (was queued)\n"
         );
         assert!(t(
-            Op::Cancel { msgid: "m".into() },
+            AdminOp::Cancel { msgid: "m".into() },
             json!({"was": "in-flight", "state": "cancelling"})
         )
         .starts_with("m: cancelling (was in-flight)"));
         assert_eq!(
             t(
-                Op::DeadRetry(crate::op::Target::One("m".into())),
+                AdminOp::DeadRetry(emqp_proto::admin::DeadTarget::One { msgid: "m".into() }),
                 json!({"retried": 2, "skipped_msgid_in_use": 1})
             ),
             "retried 2 dead letter(s)\nskipped 1: an unfinished job has the same msgid\n"
         );
         assert_eq!(
             t(
-                Op::DeadDiscard(crate::op::Target::One("m".into())),
+                AdminOp::DeadDiscard(emqp_proto::admin::DeadTarget::One { msgid: "m".into() }),
                 json!({"discarded": 0})
             ),
             "discarded 0 dead letter(s)\n"
         );
         assert!(t(
-            Op::Pause { queue: "q".into() },
+            AdminOp::Pause { queue: "q".into() },
             json!({"queue": "q", "paused": true})
         )
         .starts_with("queue q paused"));
         assert_eq!(
             t(
-                Op::Resume { queue: "q".into() },
+                AdminOp::Resume { queue: "q".into() },
                 json!({"queue": "q", "paused": false})
             ),
             "queue q resumed\n"
         );
         assert_eq!(
-            t(Op::Purge { queue: "q".into() }, json!({"purged": 4})),
+            t(AdminOp::Purge { queue: "q".into() }, json!({"purged": 4})),
             "purged 4 waiting job(s) of queue q\n"
         );
-        assert!(
-            t(Op::Drain { worker: "w".into() }, json!({"draining": true}))
-                .starts_with("worker w draining")
-        );
         assert!(t(
-            Op::Undrain { worker: "w".into() },
+            AdminOp::Drain { worker: "w".into() },
+            json!({"draining": true})
+        )
+        .starts_with("worker w draining"));
+        assert!(t(
+            AdminOp::Undrain { worker: "w".into() },
             json!({"draining": false})
         )
         .starts_with("worker w undrained"));
         assert_eq!(
-            t(Op::Unschedule { id: "s".into() }, json!({"removed": "s"})),
+            t(
+                AdminOp::Unschedule { id: "s".into() },
+                json!({"removed": "s"})
+            ),
             "removed schedule s\n"
         );
-        assert!(t(Op::Shutdown, json!({"shutting_down": true}))
+        assert!(t(AdminOp::Shutdown {}, json!({"shutting_down": true}))
             .starts_with("the router is shutting down"));
     }
 

@@ -4,7 +4,8 @@
 //! ([`flags::Cli`], clap) and checks it into a [`flags::Plan`]; [`run`]
 //! carries the plan out and returns the [`Exit`] code. The pieces:
 //! [`op`] (each operation as an ADMIN request, and its 0.3.13 command if it
-//! has one), [`client`] (the DEALER, STATUS-based detection of the router),
+//! has one), [`client`] (STATUS-based detection of the router; the DEALER
+//! is `emq_transport::admin`'s),
 //! [`format`] (tables and views), [`exit`] (the exit codes).
 //!
 //! The flow of one admin command: STATUS → emq or 0.3.13? → for emq, the
@@ -25,10 +26,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use clap::CommandFactory;
 use serde_json::Value;
 
-pub use client::{AdminClient, Answer, ClientError, Flavour};
+pub use client::Flavour;
+pub use emq_transport::admin::{AdminClient, Answer, ClientError};
 pub use exit::Exit;
 pub use flags::{Cli, Mode, Plan, UsageError};
-pub use op::{Op, Target};
+pub use op::Op;
 
 /// Where [`run`] writes, and how it asks for a confirmation.
 pub struct Io<'a> {
@@ -48,6 +50,9 @@ pub fn run(plan: &Plan, io: Io) -> Exit {
         Mode::Man => clap_mangen::Man::new(Cli::command())
             .render(io.out)
             .map(|_| Exit::Ok),
+        Mode::Vocabulary => {
+            writeln!(io.out, "{}", emqp_proto::admin::vocabulary()).map(|_| Exit::Ok)
+        }
         Mode::Keygen { name, force } => return keygen(name, *force, io.out, io.err),
         Mode::Admin(op) => {
             // Declared before the socket `admin` makes, so dropped after it.
@@ -114,11 +119,17 @@ fn admin(
         );
         Exit::Internal
     };
-    let client = match AdminClient::connect(ctx, &plan.admin, plan.timeout, plan.curve.clone()) {
+    let client = match AdminClient::connect(
+        ctx,
+        &plan.admin,
+        "emq-cli",
+        plan.timeout,
+        plan.curve.clone(),
+    ) {
         Ok(c) => c,
         Err(e) => return fail(err, e, ""),
     };
-    let (flavour, status) = match client.detect() {
+    let (flavour, status) = match client::detect(&client) {
         Ok(x) => x,
         Err(e @ ClientError::Timeout { .. }) => {
             return fail(err, e, ": is a router's admin socket there?")
@@ -191,7 +202,7 @@ fn emq(
     err: &mut dyn Write,
 ) -> Result<Exit, ClientError> {
     let Some(key) = op.paged() else {
-        let answer = client.admin(&op.request(None))?;
+        let answer = client.request(&op.request(None))?;
         if let Some(exit) = refused(plan, op, &answer, out, err) {
             return Ok(exit);
         }
@@ -205,17 +216,18 @@ fn emq(
         return Ok(exit);
     };
     let mut pages = Vec::new();
-    let mut cursor: Option<Value> = None;
+    let mut cursor: Option<String> = None;
     for _ in 0..op::MAX_PAGES {
-        let answer = client.admin(&op.request(cursor.as_ref()))?;
+        let answer = client.request(&op.request(cursor.as_deref()))?;
         if let Some(exit) = refused(plan, op, &answer, out, err) {
             return Ok(exit);
         }
+        // An opaque token, passed back as it came (a string from a router).
         cursor = answer
             .json
             .get("next_cursor")
             .filter(|c| !c.is_null())
-            .cloned();
+            .map(|c| c.as_str().map_or_else(|| c.to_string(), String::from));
         pages.push(answer.json);
         if cursor.is_none() {
             break;
@@ -249,7 +261,7 @@ fn refused(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Option<Exit> {
-    match Exit::for_answer(&answer.json) {
+    match exit::for_answer(&answer.json) {
         Exit::Ok => None,
         Exit::Refused => {
             if plan.json {
@@ -282,7 +294,7 @@ fn print(plan: &Plan, op: &Op, answer: &Answer, out: &mut dyn Write) -> Exit {
         out.write_all(&answer.raw)
             .and_then(|_| out.write_all(b"\n"))
     } else {
-        out.write_all(format::render(op, &answer.json, now_ms()).as_bytes())
+        out.write_all(format::render(&op.admin, &answer.json, now_ms()).as_bytes())
     };
     match written.and_then(|_| out.flush()) {
         Ok(()) => Exit::Ok,

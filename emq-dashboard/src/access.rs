@@ -10,7 +10,8 @@
 //! - **DNS rebinding.** Without a token the server only answers requests
 //!   whose `Host` is an IP literal or `localhost`: a page on another site
 //!   whose name was made to resolve to 127.0.0.1 cannot read the API.
-//! - **State changes** (every op but the reads, [`is_read_op`]) need POST —
+//! - **State changes** (every op but the reads:
+//!   `emqp_proto::admin::OpName::is_change`, and any unknown op) need POST —
 //!   GET is refused, so no link or `<img>` can act — and the header
 //!   `X-EMQ-Request: 1`, which a cross-site form cannot send and a
 //!   cross-site `fetch` cannot send without a CORS preflight, which this
@@ -26,14 +27,6 @@ use emq_http::axum::http::{header, HeaderMap};
 
 /// The header a state-changing request must carry (value `1`).
 pub const ACTION_HEADER: &str = "x-emq-request";
-
-/// Ops that only read; every other op changes something.
-pub fn is_read_op(op: &str) -> bool {
-    matches!(
-        op,
-        "status" | "job" | "jobs" | "dead" | "queues" | "workers" | "schedules"
-    )
-}
 
 /// The access settings of one server.
 #[derive(Clone, Default)]

@@ -9,9 +9,12 @@
 //!   `bad-request` 400, `not-found` 404, `conflict` and `unsupported` 409,
 //!   `journal-unavailable` and `shutting-down` 503; 504 when the router did
 //!   not answer in time (`{"ok": false, "error": {"kind": "timeout"}}`).
-//! - Reads (`status`, `job`, `jobs`, `dead`, `queues`, `workers`,
-//!   `schedules`) take GET or POST; everything else is a state change and
-//!   needs POST and the rules of [`crate::access`].
+//! - The request is decoded into an `AdminOp` here; one that does not
+//!   decode gets the router's own `bad-request` answer (400) without
+//!   reaching it.
+//! - Reads (`OpName::is_change` false) take GET or POST; everything else,
+//!   unknown ops included, is a state change and needs POST and the rules
+//!   of [`crate::access`].
 //! - Two answers are the dashboard's own: `GET /api/stats` (the sampled
 //!   counters of [`crate::history`]) and `GET /api/info` (version and
 //!   whether the dashboard is read-only).
@@ -25,13 +28,16 @@ use emq_http::axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 use tokio::sync::Semaphore;
 
-use crate::access::{is_read_op, Access};
-use crate::admin::AdminClient;
+use emq_transport::admin::ClientError;
+use emqp_proto::admin::{decode_answer, encode_answer, AdminError, AdminOp, ErrorKind, OpName};
+
+use crate::access::Access;
+use crate::admin::AdminPool;
 use crate::history::History;
 
 /// What the API handlers share.
 pub(crate) struct Api {
-    pub admin: Arc<AdminClient>,
+    pub admin: Arc<AdminPool>,
     pub history: History,
     pub access: Access,
     /// Admin requests in progress at once (each holds a blocking thread).
@@ -60,17 +66,17 @@ pub(crate) fn error_response(status: u16, kind: &str, message: &str) -> Response
     )
 }
 
+/// A refusal as the router would answer it, with its HTTP status.
+pub(crate) fn refusal_response(e: AdminError) -> Response {
+    json_response(e.kind.http_status(), &encode_answer(Err(e)))
+}
+
 /// The HTTP status of an answer.
 fn status_of(answer: &Value) -> u16 {
-    if answer["ok"] == true {
-        return 200;
-    }
-    match answer["error"]["kind"].as_str().unwrap_or("") {
-        "bad-request" => 400,
-        "not-found" => 404,
-        "conflict" | "unsupported" => 409,
-        "journal-unavailable" | "shutting-down" => 503,
-        _ => 500,
+    match decode_answer(answer) {
+        Some(Ok(_)) => 200,
+        Some(Err(e)) => e.kind.http_status(),
+        None => 500,
     }
 }
 
@@ -139,16 +145,20 @@ pub(crate) async fn op(
         }
         _ => {}
     }
-    if !is_read_op(&op) {
+    let change = OpName::parse(&op).is_none_or(OpName::is_change);
+    if change {
         if let Err((status, kind, message)) = api.access.admit_change(is_post, &headers) {
             return error_response(status, kind, &message);
         }
     }
-    let req = match request_of(&op, query.as_deref(), if is_post { &body } else { &[] }) {
-        Ok(r) => r,
-        Err(e) => return error_response(400, "bad-request", &e),
+    let decoded = request_of(&op, query.as_deref(), if is_post { &body } else { &[] })
+        .map_err(AdminError::bad_request)
+        .and_then(|req| Ok((AdminOp::from_value(req.clone())?, req)));
+    let (admin_op, req) = match decoded {
+        Ok(d) => d,
+        Err(e) => return refusal_response(e),
     };
-    if !is_read_op(&op) {
+    if change {
         let mut args = req.clone();
         if let Some(m) = args.as_object_mut() {
             m.remove("op");
@@ -156,12 +166,15 @@ pub(crate) async fn op(
         log::info!("dashboard: {op} {args}");
     }
     let Ok(_slot) = api.slots.acquire().await else {
-        return error_response(503, "shutting-down", "the server is stopping");
+        return refusal_response(AdminError::new(
+            ErrorKind::ShuttingDown,
+            "the server is stopping",
+        ));
     };
     let admin = api.admin.clone();
-    match tokio::task::spawn_blocking(move || admin.request(&req)).await {
+    match tokio::task::spawn_blocking(move || admin.request(&admin_op)).await {
         Ok(Ok(answer)) => json_response(status_of(&answer), &answer),
-        Ok(Err(crate::admin::AdminError::Timeout(t))) => error_response(
+        Ok(Err(ClientError::Timeout { timeout: t, .. })) => error_response(
             504,
             "timeout",
             &format!("the router did not answer within {t:?}"),

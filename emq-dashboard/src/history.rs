@@ -17,7 +17,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
-use crate::admin::AdminClient;
+use crate::admin::AdminPool;
+use emqp_proto::admin::AdminOp;
 
 /// Time between samples.
 pub const EVERY: Duration = Duration::from_secs(2);
@@ -155,12 +156,12 @@ pub struct Sampler {
 
 impl Sampler {
     /// Sample `admin` into `history` every [`EVERY`], starting now.
-    pub fn start(admin: Arc<AdminClient>, history: History) -> std::io::Result<Sampler> {
+    pub fn start(admin: Arc<AdminPool>, history: History) -> std::io::Result<Sampler> {
         let (stop, stopped) = channel::<()>();
         let thread = std::thread::Builder::new()
             .name("http-sampler".into())
             .spawn(move || loop {
-                match admin.request(&json!({"op": "status"})) {
+                match admin.request(&AdminOp::Status {}) {
                     Ok(v) if v["ok"] == true => history.record(unix_ms(), &v),
                     Ok(v) => history.failed(v["error"]["message"].to_string()),
                     Err(e) => history.failed(e.to_string()),

@@ -43,7 +43,7 @@ use emq_http::axum::Router;
 use emq_http::{HttpLimits, HttpServer};
 
 pub use access::Access;
-pub use admin::AdminClient;
+pub use admin::AdminPool;
 
 /// The extra endpoint of the router's admin socket that the dashboard
 /// talks to (one per process: zmq contexts do not share inproc names).
@@ -110,7 +110,7 @@ async fn guard(State(access): State<Access>, req: Request, next: Next) -> Respon
 /// The dashboard's routes — the page, its assets, `/api/{op}` — plus
 /// `extra` (e.g. `/metrics`), all behind the access rules.
 pub fn routes(
-    admin: Arc<AdminClient>,
+    admin: Arc<AdminPool>,
     history: history::History,
     access: Access,
     extra: Router,
@@ -141,7 +141,9 @@ pub fn routes(
         .route("/api/{op}", get(api::op).post(api::op))
         .with_state(api)
         .merge(extra)
-        .fallback(|| async { api::error_response(404, "not-found", "no such page") })
+        .fallback(|| async {
+            api::refusal_response(emqp_proto::admin::AdminError::not_found("no such page"))
+        })
         .layer(middleware::from_fn_with_state(access, guard))
 }
 
@@ -172,7 +174,7 @@ impl Dashboard {
         for a in resolved {
             access::check_bind(a, access.token.as_deref())?;
         }
-        let admin = Arc::new(AdminClient::new(ctx, admin_endpoint, ADMIN_TIMEOUT));
+        let admin = Arc::new(AdminPool::new(ctx, admin_endpoint, ADMIN_TIMEOUT));
         let history = history::History::default();
         let app = routes(admin.clone(), history.clone(), access, extra);
         let server = HttpServer::start(bare, app, HttpLimits::default())

@@ -18,9 +18,10 @@ pub type Result<T, E = JournalError> = std::result::Result<T, E>;
 
 /// The schema version this crate writes (`PRAGMA user_version`). Versions
 /// 1 (the same tables with a UNIQUE index on `jobs.msgid`), 2 (no delayed
-/// jobs, finished jobs or paused queues) and 3 (no held results) are
+/// jobs, finished jobs or paused queues), 3 (no held results) and 4 (no
+/// last error of a dead letter) are
 /// migrated when opened.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// The first 16 bytes of every SQLite database file.
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
@@ -157,6 +158,13 @@ CREATE TABLE results (
 );
 ";
 
+/// Version 5's addition: a dead letter's last error payload (the worker's
+/// failed REPLY; the `error` column holds the reason), also the 4 → 5
+/// migration.
+const SCHEMA_5_ADDITIONS: &str = "
+ALTER TABLE dead_letters ADD COLUMN last_error BLOB;
+";
+
 const SCHEMA: &str = concat!(
     "CREATE TABLE jobs (",
     jobs_columns!(),
@@ -222,8 +230,9 @@ const RESUME_QUEUE: &str = "DELETE FROM paused_queues WHERE queue = ?1";
 const DELETE_JOB: &str = "DELETE FROM jobs WHERE seq = ?1";
 const UPDATE_ATTEMPTS: &str = "UPDATE jobs SET attempts = ?2 WHERE seq = ?1";
 const MOVE_TO_DEAD: &str = "INSERT INTO dead_letters
-        (msgid, client, queue, route, headers, message, attempts, accepted_at, error, dead_at)
-     SELECT msgid, client, queue, route, headers, message, attempts, accepted_at, ?2, ?3
+        (msgid, client, queue, route, headers, message, attempts, accepted_at, error, dead_at,
+         last_error)
+     SELECT msgid, client, queue, route, headers, message, attempts, accepted_at, ?2, ?3, ?4
      FROM jobs WHERE seq = ?1";
 const INSERT_RESULT: &str = "INSERT INTO results
         (msgid, client, status, payload, receipt, held_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
@@ -539,11 +548,13 @@ impl Journal {
                         .map_err(self.err("create schema"))?;
                     c.execute_batch(SCHEMA_4_ADDITIONS)
                         .map_err(self.err("create schema"))?;
+                    c.execute_batch(SCHEMA_5_ADDITIONS)
+                        .map_err(self.err("create schema"))?;
                     c.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
                         .map_err(self.err("create schema"))?;
                     Ok(())
                 }
-                1..=3 => {
+                1..=4 => {
                     if version == 1 {
                         c.execute_batch(MIGRATE_1_TO_2)
                             .map_err(self.err("migrate schema 1 to 2"))?;
@@ -552,8 +563,12 @@ impl Journal {
                         c.execute_batch(SCHEMA_3_ADDITIONS)
                             .map_err(self.err("migrate schema to 3"))?;
                     }
-                    c.execute_batch(SCHEMA_4_ADDITIONS)
-                        .map_err(self.err("migrate schema to 4"))?;
+                    if version <= 3 {
+                        c.execute_batch(SCHEMA_4_ADDITIONS)
+                            .map_err(self.err("migrate schema to 4"))?;
+                    }
+                    c.execute_batch(SCHEMA_5_ADDITIONS)
+                        .map_err(self.err("migrate schema to 5"))?;
                     c.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
                         .map_err(self.err("migrate schema"))?;
                     log::info!(
@@ -658,6 +673,7 @@ impl Journal {
                     Record::DeadLettered {
                         msgid,
                         reason,
+                        error,
                         keep,
                     } => {
                         trim_dead = Some(trim_dead.map_or(*keep, |k: usize| k.min(*keep)));
@@ -668,7 +684,7 @@ impl Journal {
                         };
                         let at = *dead_at.get_or_insert_with(now_unix_ms);
                         let mut d = tx.prepare_cached(MOVE_TO_DEAD).map_err(err)?;
-                        d.execute(params![seq, reason, at]).map_err(err)?;
+                        d.execute(params![seq, reason, at, error]).map_err(err)?;
                         let mut del = tx.prepare_cached(DELETE_JOB).map_err(err)?;
                         del.execute(params![seq]).map_err(err)?;
                         staged.set(key, None);
@@ -873,7 +889,7 @@ impl Journal {
             .conn
             .prepare(
                 "SELECT msgid, client, queue, route, headers, message, attempts, accepted_at,
-                        NULL, error, dead_at
+                        NULL, error, dead_at, last_error
                  FROM dead_letters ORDER BY seq",
             )
             .map_err(self.err("load dead letters"))?;
@@ -882,6 +898,7 @@ impl Journal {
                 Ok(DeadLetterRecord {
                     job: job_from_row(r)?,
                     reason: r.get(9)?,
+                    error: r.get(11)?,
                     dead_at_unix_ms: unix_ms_from_column(r.get(10)?),
                 })
             })

@@ -66,6 +66,7 @@ mod tests {
                 Record::DeadLettered {
                     msgid: "c".into(),
                     reason: "lost".into(),
+                    error: None,
                     keep: 10,
                 },
                 Record::PutSchedule {
@@ -245,6 +246,7 @@ mod tests {
             records.push(Record::DeadLettered {
                 msgid: m,
                 reason: "lost".into(),
+                error: None,
                 keep: 3,
             });
         }

@@ -73,11 +73,13 @@ fn dead_letters_are_listed_and_not_unfinished() {
             Record::DeadLettered {
                 msgid: "a".into(),
                 reason: "max attempts (5) reached".into(),
+                error: Some(b"{\"error\": {\"message\": \"boom\"}}".to_vec()),
                 keep: usize::MAX,
             },
             Record::DeadLettered {
                 msgid: "unknown".into(),
                 reason: "ignored".into(),
+                error: None,
                 keep: usize::MAX,
             },
         ])
@@ -91,6 +93,11 @@ fn dead_letters_are_listed_and_not_unfinished() {
     expected.attempts = 5;
     assert_eq!(dead[0].job, expected);
     assert_eq!(dead[0].reason, "max attempts (5) reached");
+    assert_eq!(
+        dead[0].error.as_deref(),
+        Some(&b"{\"error\": {\"message\": \"boom\"}}"[..]),
+        "the last error is kept"
+    );
     assert!(dead[0].dead_at_unix_ms > 1_600_000_000_000);
 }
 
@@ -103,6 +110,7 @@ fn trim_dead_letters_keeps_the_newest() {
         ops.push(Record::DeadLettered {
             msgid: format!("d{i}"),
             reason: "boom".into(),
+            error: None,
             keep: usize::MAX,
         });
     }
@@ -192,6 +200,7 @@ fn rows_are_found_by_msgid_within_a_batch_and_after_reopening() {
             Record::DeadLettered {
                 msgid: "free-form".into(),
                 reason: "gave up".into(),
+                error: None,
                 keep: usize::MAX,
             },
             completed(&u(3)),
@@ -674,6 +683,7 @@ fn records_are_stored_compactly_and_old_text_headers_load() {
         Record::DeadLettered {
             msgid: "binary".into(),
             reason: "r".into(),
+            error: None,
             keep: usize::MAX,
         },
         completed("old"),
@@ -754,6 +764,50 @@ fn a_version_2_journal_gets_run_at_finished_and_paused_queues() {
 }
 
 #[test]
+fn a_version_4_journal_gets_the_last_error_of_dead_letters_and_keeps_its_dead_letters() {
+    let dir = TempDir::new("migrate4");
+    let path = dir.journal();
+    {
+        // A journal as the version 4 release wrote it, with a dead letter.
+        let mut j = Journal::open(&path).unwrap();
+        j.append(&[accepted("gone"), accepted("kept")]).unwrap();
+        drop(j);
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch(
+            "ALTER TABLE dead_letters DROP COLUMN last_error;
+             INSERT INTO dead_letters
+                 (msgid, client, queue, route, headers, message, attempts, accepted_at,
+                  error, dead_at)
+                 SELECT msgid, client, queue, route, headers, message, attempts,
+                        accepted_at, 'old reason', 7
+                 FROM jobs WHERE msgid = 'gone';
+             DELETE FROM jobs WHERE msgid = 'gone';
+             PRAGMA user_version = 4;",
+        )
+        .unwrap();
+    }
+    let mut j = Journal::open(&path).unwrap();
+    assert_eq!(msgids(&j.load_unfinished().unwrap()), vec!["kept"]);
+    let dead = j.dead_letters().unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(
+        (dead[0].reason.as_str(), dead[0].error.as_deref()),
+        ("old reason", None)
+    );
+    j.append(&[Record::DeadLettered {
+        msgid: "kept".into(),
+        reason: "retries spent".into(),
+        error: Some(b"Traceback".to_vec()),
+        keep: usize::MAX,
+    }])
+    .unwrap();
+    drop(j);
+    let j = Journal::open(&path).unwrap();
+    let dead = j.dead_letters().unwrap();
+    assert_eq!(dead[1].error.as_deref(), Some(&b"Traceback"[..]));
+}
+
+#[test]
 fn a_version_3_journal_gets_the_results_table_and_keeps_everything_else() {
     let dir = TempDir::new("migrate3");
     let path = dir.journal();
@@ -765,8 +819,11 @@ fn a_version_3_journal_gets_the_results_table_and_keeps_everything_else() {
         j.append(&[accepted("kept")]).unwrap();
         drop(j);
         let c = rusqlite::Connection::open(&path).unwrap();
-        c.execute_batch("DROP TABLE results; PRAGMA user_version = 3;")
-            .unwrap();
+        c.execute_batch(
+            "DROP TABLE results; ALTER TABLE dead_letters DROP COLUMN last_error;
+             PRAGMA user_version = 3;",
+        )
+        .unwrap();
     }
     let mut j = Journal::open(&path).unwrap();
     assert_eq!(msgids(&j.load_unfinished().unwrap()), vec!["kept"]);

@@ -13,7 +13,7 @@
 
 use std::time::{Duration, Instant};
 
-use emq_pubsub::{Options, Pubsub};
+use emq_pubsub::{Plan, Pubsub};
 use emq_transport::{recv_frames, send_frames, ShutdownSignal, SocketOptions};
 
 /// Messages read off one socket per round.
@@ -21,7 +21,7 @@ const BATCH: usize = 1024;
 /// How long queued messages may take to reach subscribers at exit.
 const EXIT_LINGER_MS: i32 = 1000;
 
-pub(crate) fn run(opts: &Options) -> Result<(), String> {
+pub(crate) fn run(opts: &Plan) -> Result<(), String> {
     let signal =
         ShutdownSignal::install().map_err(|e| format!("cannot install signal handlers: {e}"))?;
     let ctx = zmq::Context::new();
@@ -121,7 +121,7 @@ pub(crate) fn run(opts: &Options) -> Result<(), String> {
 }
 
 /// The outgoing socket: an XPUB, so subscriptions reach the core.
-fn bind_xpub(ctx: &zmq::Context, opts: &Options) -> Result<zmq::Socket, String> {
+fn bind_xpub(ctx: &zmq::Context, opts: &Plan) -> Result<zmq::Socket, String> {
     emq_transport::check_endpoint(&opts.outgoing).map_err(|e| e.to_string())?;
     let zerr = |e: zmq::Error| format!("zmq: {e}");
     let sock = ctx.socket(zmq::XPUB).map_err(zerr)?;

@@ -4,8 +4,8 @@
 //! sent on as `[topic, message]` to the SUB sockets subscribed to a prefix
 //! of the topic. The rule and its call order are in [`core`] (a sans-IO
 //! state machine: frames in, the message to publish out, no sockets or
-//! clock); [`options`] turns flags, `EVENTMQ_*` variables and the
-//! `[publisher]` config section into checked [`options::Options`]. The
+//! clock); [`flags`] turns flags, `EVENTMQ_*` variables and the
+//! `[publisher]` config section into a checked [`flags::Plan`]. The
 //! `emq-pubsub` binary binds the two sockets and drives the core.
 //!
 //! Why a process of its own and not a mode of `emq-router`: 0.3.13 runs
@@ -20,7 +20,7 @@
 #![warn(unreachable_pub)]
 
 pub mod core;
-pub mod options;
+pub mod flags;
 
 pub use crate::core::{Config, Pubsub, Stats};
-pub use options::{Cli, Options};
+pub use flags::{Cli, Plan};

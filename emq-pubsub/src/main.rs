@@ -1,40 +1,40 @@
 //! `emq-pubsub`: binds the incoming ROUTER and the outgoing XPUB socket
 //! and drives the sans-IO core ([`emq_pubsub::Pubsub`]) with them.
 //!
-//! `options.rs` (in the library) turns flags, environment and config file
-//! into checked options; `driver.rs` holds the sockets and the loop; this
-//! file maps failures to exit codes (2: bad options or config file; 1: any
-//! other start-up error).
+//! The binary's shape, as every emq binary's: `flags` (in the library)
+//! parses the command line and checks it with the environment and the
+//! config file into a `Plan`; `driver.rs` serves it with the sockets and
+//! the loop; this file maps failures to exit codes (2: bad options or
+//! config file; 1: any other start-up error).
 
 #![forbid(unsafe_code)]
 
 mod driver;
 
+use std::collections::HashMap;
 use std::process::ExitCode;
 
 use clap::Parser;
-use emq_pubsub::options::{Cli, Options, SECTION};
-use emqp_proto::settings::Settings;
+use emq_cli_support::{init_logging, Exit};
+use emq_pubsub::Cli;
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    init_logging();
     let cli = Cli::parse();
-    let opts = match Settings::load(SECTION)
-        .map_err(|e| e.to_string())
-        .and_then(|s| Options::resolve(cli, &s))
-    {
-        Ok(o) => o,
+    let env: HashMap<String, String> = std::env::vars().collect();
+    let plan = match cli.plan(&env) {
+        Ok(p) => p,
         Err(e) => {
             eprintln!("emq-pubsub: error: {e}");
-            return ExitCode::from(2);
+            return Exit::Usage.into();
         }
     };
-    match driver::run(&opts) {
-        Ok(()) => ExitCode::SUCCESS,
+    match driver::run(&plan) {
+        Ok(()) => Exit::Ok.into(),
         Err(e) => {
             log::error!("{e}");
             eprintln!("emq-pubsub: {e}");
-            ExitCode::from(1)
+            Exit::Internal.into()
         }
     }
 }

@@ -1,22 +1,25 @@
 //! emq-receiver: see `emq-receiver --help` and the library docs.
+//!
+//! The binary's shape, as every emq binary's: parse the flags, check them
+//! with the environment into a plan, run it, exit with its code.
 
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
 
 use clap::Parser;
-use emq_receiver::{run, Cli, EXIT_USAGE};
+use emq_receiver::{run, Cli, Exit};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let plan = match cli.plan() {
+    let plan = match cli.plan(&|k| std::env::var(k).ok()) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("emq-receiver: error: {e}");
-            return ExitCode::from(EXIT_USAGE);
+            return Exit::Usage.into();
         }
     };
     let mut out = std::io::stdout().lock();
     let mut err = std::io::stderr();
-    ExitCode::from(run(&plan, &mut out, &mut err))
+    run(&plan, &mut out, &mut err).into()
 }

@@ -94,10 +94,12 @@ pub enum Record {
     /// are ignored.
     DeadLetterRemoved { msgid: String },
     /// The job failed for good: it moves to the dead letters with `reason`
-    /// (the store keeps the newest `keep`). Unknown msgids are ignored.
+    /// and the worker's last error payload, if any (the store keeps the
+    /// newest `keep`). Unknown msgids are ignored.
     DeadLettered {
         msgid: String,
         reason: String,
+        error: Option<Vec<u8>>,
         keep: usize,
     },
     /// The job is being delivered again: its delivery count is `attempts`.
@@ -125,6 +127,8 @@ pub enum Record {
 pub struct DeadLetterRecord {
     pub job: JobRecord,
     pub reason: String,
+    /// The worker's last error payload (its failed REPLY), if any.
+    pub error: Option<Vec<u8>>,
     pub dead_at_unix_ms: u64,
 }
 
@@ -147,6 +151,12 @@ pub enum BatchResult {
     /// Nothing of the batch was written; the text says why (for the log
     /// and the admin STATUS).
     Failed(String),
+    /// The store cannot tell whether the batch was written (the
+    /// connection to the database broke while its commit was on its way);
+    /// the text says why. The store settles it before its next write: a
+    /// batch that did commit is undone there, so that the core's view
+    /// (nothing of it written) holds once a later batch commits.
+    Uncertain(String),
 }
 
 /// What a store holds, read at start.

@@ -11,6 +11,7 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use emq_cli_support::Exit;
 use emq_journal::postgres::{PgJournal, PgOptions};
 use emq_journal::JournalTarget;
 use emq_router_core::journal::{Batch, BatchResult, JournalStore, Restored};
@@ -18,10 +19,9 @@ use emq_router_core::lease::StepDownReason;
 use emq_router_core::util::LogLimiter;
 use emq_router_core::{Action, Input, Router, SendFailure, Socket};
 use emq_transport::{ReloadSignal, ShutdownSignal, SocketOptions};
-use emqp_proto::settings::Settings;
 
+use crate::flags::Plan;
 use crate::ha::Ha;
-use crate::options::{Cli, Options};
 use crate::pg_writer::{PgWriter, Reply, Request};
 
 /// Most messages read from one socket per poll round (fairness).
@@ -38,19 +38,20 @@ fn unix_micros() -> u64 {
         .unwrap_or(0)
 }
 
-/// Why `run` failed: the message and the exit code (2: the journal cannot
-/// be used; 1: anything else).
-pub(crate) struct Fail(pub(crate) u8, pub(crate) String);
+/// Why `run` failed: the message and the exit code
+/// ([`Exit::JournalUnusable`]: the journal cannot be used;
+/// [`Exit::Internal`]: anything else).
+pub(crate) struct Fail(pub(crate) Exit, pub(crate) String);
 
 impl From<String> for Fail {
     fn from(s: String) -> Fail {
-        Fail(1, s)
+        Fail(Exit::Internal, s)
     }
 }
 
 fn journal_fail(e: emq_journal::JournalError) -> Fail {
     Fail(
-        2,
+        Exit::JournalUnusable,
         format!(
             "journal unusable: {e} (fix or move the file, pass --journal PATH for another \
              file, or --journal none to run without one)"
@@ -60,7 +61,7 @@ fn journal_fail(e: emq_journal::JournalError) -> Fail {
 
 fn pg_fail(e: emq_journal::postgres::PgError) -> Fail {
     Fail(
-        2,
+        Exit::JournalUnusable,
         format!("journal unusable: {e} (check --journal URL and that the database is up)"),
     )
 }
@@ -235,9 +236,8 @@ fn execute(
     exit
 }
 
-pub(crate) fn run(cli: Cli) -> Result<(), Fail> {
-    let settings = Settings::load("router").map_err(|e| e.to_string())?;
-    let mut opts = Options::resolve(cli, &settings)?;
+pub(crate) fn run(plan: &Plan) -> Result<(), Fail> {
+    let mut opts = plan.clone();
     let start = Instant::now();
     opts.core.epoch_unix_micros = unix_micros();
     opts.core.id_seed = emqp_proto::msgid::random_seed();
@@ -256,7 +256,7 @@ pub(crate) fn run(cli: Cli) -> Result<(), Fail> {
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir).map_err(|e| {
                     Fail(
-                        2,
+                        Exit::JournalUnusable,
                         format!("cannot create journal directory {}: {e}", dir.display()),
                     )
                 })?;
@@ -347,7 +347,7 @@ enum Served {
 /// One term: load the journal, bind, serve until the core exits or (with
 /// a lease) the lease is lost.
 fn serve(
-    opts: &Options,
+    opts: &Plan,
     store: &mut Store,
     mut ha: Option<&mut Ha>,
     start: Instant,
@@ -366,7 +366,12 @@ fn serve(
                 ha.give_up(pg);
                 return Ok(Served::SteppedDown);
             }
-            _ => return Err(Fail(2, format!("journal unusable: {e}"))),
+            _ => {
+                return Err(Fail(
+                    Exit::JournalUnusable,
+                    format!("journal unusable: {e}"),
+                ))
+            }
         },
     };
 
@@ -563,6 +568,11 @@ fn serve(
                     Reply::Appended { batch, result, .. } => {
                         let result = match result {
                             Ok(()) => BatchResult::Committed,
+                            // The connection broke while the commit was on
+                            // its way: its jobs may run (journal-uncertain).
+                            Err(e) if e.may_have_committed() => {
+                                BatchResult::Uncertain(e.to_string())
+                            }
                             Err(e) => BatchResult::Failed(e.to_string()),
                         };
                         router.handle(Input::JournalDone { batch, result }, now, &mut out);
@@ -693,7 +703,7 @@ fn serve(
 /// file that cannot be read or parsed keeps the policy as it was (and says
 /// so); connections already let in stay either way.
 fn reload_access(
-    opts: &Options,
+    opts: &Plan,
     zap: Option<&emq_transport::zap::ZapHandler>,
     access: &mut emq_transport::zap::AccessPolicy,
 ) {

@@ -24,24 +24,28 @@
 //! set before bind), metrics endpoint,
 //! then the journal's jobs, dead letters and schedules go into the core.
 //!
-//! `options.rs` turns flags, environment and config file into a checked
-//! plan; `driver.rs` holds the sockets, the journal store and the loop;
-//! this file maps failures to exit codes (2: the journal cannot be used;
-//! 1: any other start-up error).
+//! The binary's shape, as every emq binary's: `flags` parses the command
+//! line (`flags::Cli`) and checks it with the environment and the config
+//! file into a `flags::Plan`; `driver.rs` serves the plan with the sockets,
+//! the journal store and the loop; this file maps failures to exit codes
+//! (2: the journal cannot be used; 1: a bad option or any other start-up
+//! error).
 
 #![forbid(unsafe_code)]
 
 mod driver;
+mod flags;
 mod ha;
-mod options;
 mod pg_writer;
 
+use std::collections::HashMap;
 use std::process::ExitCode;
 
 use clap::Parser;
+use emq_cli_support::{init_logging, Exit};
 
 use driver::{run, Fail};
-use options::Cli;
+use flags::Cli;
 
 // mimalloc: the poll loop allocates a few dozen small buffers per job
 // (frames in and out, the stored job); glibc's malloc and free were about
@@ -52,14 +56,19 @@ use options::Cli;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    init_logging();
     let cli = Cli::parse();
-    match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(Fail(code, e)) => {
+    let env: HashMap<String, String> = std::env::vars().collect();
+    let served = cli
+        .plan(&env)
+        .map_err(Fail::from)
+        .and_then(|plan| run(&plan));
+    match served {
+        Ok(()) => Exit::Ok.into(),
+        Err(Fail(exit, e)) => {
             log::error!("{e}");
             eprintln!("emq-router: {e}");
-            ExitCode::from(code)
+            exit.into()
         }
     }
 }

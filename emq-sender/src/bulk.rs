@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 use crate::backoff::Backoff;
 use crate::client::{Client, ClientError, ErrorKind, Event};
-use crate::exit::Exit;
+use crate::exit::{Exit, SenderExit};
 
 /// What to do with each line.
 #[derive(Debug, Clone)]

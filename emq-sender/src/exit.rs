@@ -14,32 +14,28 @@
 
 use emqp_proto::{RejectReason, ResultStatus};
 
-/// A process exit code of emq-sender.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    Ok,
-    Internal,
-    Usage,
-    Rejected,
-    Failed,
-    Timeout,
+/// A process exit code: every emq binary's one type; emq-sender uses
+/// `Ok`, `Internal`, `Usage`, `Rejected`, `Failed` and `Timeout`.
+pub use emq_cli_support::Exit;
+
+/// How emq-sender ranks and picks its exit codes.
+pub trait SenderExit: Sized {
+    /// Rank used to pick the exit code of a bulk run (higher wins).
+    fn severity(self) -> u8;
+    /// The more severe of two codes.
+    fn worst(self, other: Self) -> Self;
+    /// The code for a RESULT status.
+    fn for_status(status: ResultStatus) -> Self;
+    /// The code for a REJECT: `dead-lettered` means the job was accepted
+    /// and then failed for good (4); `journal-uncertain` (still, when the
+    /// time ran out) that nobody can tell whether it was accepted (1, as a
+    /// lost connection: the job may run); every other reason means "not
+    /// accepted" (3).
+    fn for_reject(reason: &RejectReason) -> Self;
 }
 
-impl Exit {
-    /// The numeric process exit code.
-    pub fn code(self) -> u8 {
-        match self {
-            Exit::Ok => 0,
-            Exit::Internal => 1,
-            Exit::Usage => 2,
-            Exit::Rejected => 3,
-            Exit::Failed => 4,
-            Exit::Timeout => 5,
-        }
-    }
-
-    /// Rank used to pick the exit code of a bulk run (higher wins).
-    pub fn severity(self) -> u8 {
+impl SenderExit for Exit {
+    fn severity(self) -> u8 {
         match self {
             Exit::Ok => 0,
             Exit::Failed => 1,
@@ -47,11 +43,14 @@ impl Exit {
             Exit::Timeout => 3,
             Exit::Usage => 4,
             Exit::Internal => 5,
+            // Not emq-sender's codes: ranked with what they are closest to.
+            Exit::Refused => 2,
+            Exit::JournalUnusable => 4,
+            Exit::Unsupported | Exit::Status(_) | Exit::Interrupted => 5,
         }
     }
 
-    /// The more severe of two codes.
-    pub fn worst(self, other: Exit) -> Exit {
+    fn worst(self, other: Exit) -> Exit {
         if other.severity() > self.severity() {
             other
         } else {
@@ -59,31 +58,19 @@ impl Exit {
         }
     }
 
-    /// The code for a RESULT status.
-    pub fn for_status(status: ResultStatus) -> Exit {
+    fn for_status(status: ResultStatus) -> Exit {
         match status {
             ResultStatus::Ok => Exit::Ok,
             ResultStatus::Failed => Exit::Failed,
         }
     }
 
-    /// The code for a REJECT: `dead-lettered` means the job was accepted and
-    /// then failed for good (4); `journal-uncertain` (still, when the time
-    /// ran out) that nobody can tell whether it was accepted (1, as a lost
-    /// connection: the job may run); every other reason means "not
-    /// accepted" (3).
-    pub fn for_reject(reason: &RejectReason) -> Exit {
+    fn for_reject(reason: &RejectReason) -> Exit {
         match reason {
             RejectReason::DeadLettered => Exit::Failed,
             RejectReason::JournalUncertain => Exit::Internal,
             _ => Exit::Rejected,
         }
-    }
-}
-
-impl From<Exit> for std::process::ExitCode {
-    fn from(e: Exit) -> Self {
-        std::process::ExitCode::from(e.code())
     }
 }
 

@@ -1,7 +1,8 @@
 //! emq-sender: submit jobs to an EventMQ (eMQP/1.0) router from shells and
 //! scripts.
 //!
-//! The binary is a thin wrapper over [`run`]; the pieces are reusable:
+//! The binary is a thin wrapper over [`run`]: [`flags`] parses the command
+//! line and checks it into a [`Plan`]. The pieces are reusable:
 //! [`payload`] builds job payloads and headers (and, for SCHEDULE, the job
 //! exactly as Python's `json.dumps` writes it), [`client::Client`] talks to
 //! a router frontend (submit or schedule, wait for ack/result, optionally as
@@ -12,18 +13,18 @@
 
 pub mod backoff;
 pub mod bulk;
-pub mod cli;
 pub mod client;
 pub mod exit;
+pub mod flags;
 pub mod payload;
 pub mod track;
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::time::{Duration, Instant};
 
-pub use cli::{Cli, Mode, Plan, ScheduleSpec};
 pub use client::{Client, ClientError, ErrorKind, Event, Outcome};
-pub use exit::Exit;
+pub use exit::{Exit, SenderExit};
+pub use flags::{Cli, Mode, Plan, ScheduleSpec};
 pub use payload::UsageError;
 
 use bulk::{dead_letter_result, payload_value, BulkOptions};

@@ -245,6 +245,23 @@ impl PgCluster {
         self.running = false;
     }
 
+    /// `pg_ctl stop -m immediate`: the server and every backend quit at
+    /// once (as if killed), without a checkpoint; connections break
+    /// wherever they are, also in the middle of a COMMIT.
+    pub fn kill(&mut self) {
+        if !self.running {
+            return;
+        }
+        let data = self.data_dir();
+        let _ = self.tool("pg_ctl", |cmd| {
+            cmd.arg("stop")
+                .arg("-D")
+                .arg(&data)
+                .args(["-m", "immediate", "-w", "-t", "30"]);
+        });
+        self.running = false;
+    }
+
     /// Start again after [`PgCluster::stop`], on the same port.
     pub fn start_again(&mut self) {
         if !self.running {

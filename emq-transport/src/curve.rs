@@ -29,6 +29,8 @@ use std::fmt;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use emq_cli_support::CurveArgs;
+
 /// Bytes in a CURVE key.
 pub const KEY_LEN: usize = 32;
 /// Characters in a Z85-encoded CURVE key.
@@ -491,15 +493,6 @@ pub struct CurveClient {
     pub own: KeyPair,
 }
 
-/// CURVE client settings as given on a command line.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct CurveArgs<'a> {
-    /// `--curve-server-key`: Z85 text or a file holding the key.
-    pub server_key: Option<&'a str>,
-    /// `--curve-secret-key-file`: the client's own key pair.
-    pub secret_key_file: Option<&'a Path>,
-}
-
 /// Resolve the CURVE client settings the same way in every binary: a flag
 /// wins over the setting `CURVE_SERVER_KEY` / `CURVE_SECRET_KEY_FILE`
 /// (`setting` looks them up: `EVENTMQ_*` environment, config file).
@@ -513,12 +506,13 @@ pub fn curve_client(
 ) -> Result<Option<CurveClient>, String> {
     let setting = |k: &str| setting(k).filter(|v| !v.trim().is_empty());
     let server = args
-        .server_key
+        .curve_server_key
+        .as_deref()
         .map(|s| (s.to_string(), "--curve-server-key".to_string()))
         .or_else(|| setting(SETTING_SERVER_KEY).map(|s| (s, SETTING_SERVER_KEY.to_string())));
     let secret_file = args
-        .secret_key_file
-        .map(Path::to_path_buf)
+        .curve_secret_key_file
+        .clone()
         .or_else(|| setting(SETTING_SECRET_KEY_FILE).map(|s| PathBuf::from(s.trim())));
     let Some((server, from)) = server else {
         return match secret_file {
@@ -721,8 +715,8 @@ mod tests {
         assert_eq!(curve_client(&CurveArgs::default(), &none), Ok(None));
 
         let args = CurveArgs {
-            server_key: Some(server_pub.to_str().unwrap()),
-            secret_key_file: Some(&own_secret),
+            curve_server_key: Some(server_pub.to_str().unwrap().into()),
+            curve_secret_key_file: Some(own_secret.clone()),
         };
         let c = curve_client(&args, &none).unwrap().unwrap();
         assert_eq!(c.server_key, server.public);
@@ -742,16 +736,16 @@ mod tests {
 
         // a server key alone: a fresh key pair of this process
         let only_server = CurveArgs {
-            server_key: Some(&env_key),
-            secret_key_file: None,
+            curve_server_key: Some(env_key.clone()),
+            curve_secret_key_file: None,
         };
         let c = curve_client(&only_server, &none).unwrap().unwrap();
         assert_ne!(c.own, own);
 
         let e = curve_client(
             &CurveArgs {
-                server_key: None,
-                secret_key_file: Some(&own_secret),
+                curve_server_key: None,
+                curve_secret_key_file: Some(own_secret.clone()),
             },
             &none,
         )
@@ -759,8 +753,8 @@ mod tests {
         assert!(e.contains("--curve-server-key"), "{e}");
         let e = curve_client(
             &CurveArgs {
-                server_key: Some("not a key"),
-                secret_key_file: None,
+                curve_server_key: Some("not a key".into()),
+                curve_secret_key_file: None,
             },
             &none,
         )

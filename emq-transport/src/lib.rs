@@ -2,7 +2,8 @@
 //! the options the protocol needs (and the PLAIN or CURVE client side of a
 //! connection), sending and receiving eMQP messages, shutdown signals, and
 //! endpoint validation with clear errors. Access control on the router's
-//! side is [`zap`]; CURVE keys are [`curve`].
+//! side is [`zap`]; CURVE keys are [`curve`]; the one client of a
+//! router's admin socket is [`admin`].
 //!
 //! No protocol logic lives here; the cores (router, job manager) are sans-IO
 //! and the binaries move frames between these sockets and the cores.
@@ -12,11 +13,13 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+pub mod admin;
 pub mod curve;
 pub mod failover;
 pub mod log_limit;
 pub mod zap;
 
+use emq_cli_support::AuthArgs;
 use emqp_proto::{DecodeError, Message};
 
 pub use failover::{
@@ -79,15 +82,6 @@ pub const ENV_USERNAME: &str = "EMQ_USERNAME";
 /// Environment variable with the PLAIN password (see [`plain_credentials`]).
 pub const ENV_PASSWORD: &str = "EMQ_PASSWORD";
 
-/// PLAIN credentials as given on a command line (`--username U`,
-/// `--password P`, `--password-file F`).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct PlainArgs<'a> {
-    pub username: Option<&'a str>,
-    pub password: Option<&'a str>,
-    pub password_file: Option<&'a std::path::Path>,
-}
-
 /// Resolve PLAIN credentials the same way in every binary: the username is
 /// `--username`, else `$EMQ_USERNAME`; the password is `--password`, else
 /// the contents of `--password-file` (without its trailing line break),
@@ -96,15 +90,15 @@ pub struct PlainArgs<'a> {
 /// mechanism); a username without a password, or the other way round, is
 /// an error. `env` looks up environment variables (injected for tests).
 pub fn plain_credentials(
-    args: &PlainArgs,
+    args: &AuthArgs,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Option<(String, String)>, String> {
     let env = |k: &str| env(k).filter(|v| !v.is_empty());
-    let username = match args.username {
+    let username = match args.username.as_deref() {
         Some(u) => Some((u.to_string(), "--username")),
         None => env(ENV_USERNAME).map(|u| (u, ENV_USERNAME)),
     };
-    let password = match (args.password, args.password_file) {
+    let password = match (args.password.as_deref(), args.password_file.as_deref()) {
         (Some(_), Some(_)) => return Err("give only one of --password and --password-file".into()),
         (Some(p), None) => Some((p.to_string(), "--password")),
         (None, Some(path)) => {
@@ -502,14 +496,14 @@ mod tests {
             ENV_PASSWORD => Some("env-pw".to_string()),
             _ => None,
         };
-        let args = |u, p| PlainArgs {
-            username: u,
-            password: p,
+        let args = |u: Option<&str>, p: Option<&str>| AuthArgs {
+            username: u.map(str::to_string),
+            password: p.map(str::to_string),
             password_file: None,
         };
-        assert_eq!(plain_credentials(&PlainArgs::default(), &none), Ok(None));
+        assert_eq!(plain_credentials(&AuthArgs::default(), &none), Ok(None));
         assert_eq!(
-            plain_credentials(&PlainArgs::default(), &env),
+            plain_credentials(&AuthArgs::default(), &env),
             Ok(Some(("env-user".into(), "env-pw".into())))
         );
         assert_eq!(
@@ -522,22 +516,22 @@ mod tests {
         );
         // empty environment variables count as unset
         let empty = |_: &str| Some(String::new());
-        assert_eq!(plain_credentials(&PlainArgs::default(), &empty), Ok(None));
+        assert_eq!(plain_credentials(&AuthArgs::default(), &empty), Ok(None));
 
         let file = std::env::temp_dir().join(format!("emq-transport-pw-{}", std::process::id()));
         std::fs::write(&file, "from file\r\n").unwrap();
-        let with_file = PlainArgs {
-            username: Some("u"),
+        let with_file = AuthArgs {
+            username: Some("u".into()),
             password: None,
-            password_file: Some(&file),
+            password_file: Some(file.clone()),
         };
         assert_eq!(
             plain_credentials(&with_file, &env),
             Ok(Some(("u".into(), "from file".into())))
         );
-        let both = PlainArgs {
-            password: Some("p"),
-            ..with_file
+        let both = AuthArgs {
+            password: Some("p".into()),
+            ..with_file.clone()
         };
         assert!(plain_credentials(&both, &none)
             .unwrap_err()

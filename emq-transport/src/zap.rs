@@ -24,6 +24,12 @@
 //! list, or one of only commas and spaces, is an error and not "no
 //! restriction", so that `--allow-admin ""` or an unset-but-empty
 //! environment variable cannot open the admin socket by accident.
+//!
+//! The router's policy comes from its flags and settings through
+//! [`AccessPolicy::from_settings`] (`--allow-*`, `--plain-users`,
+//! `--curve-*`, else `ALLOW_*`, `PLAIN_USERS`, `CURVE_*`, else any address
+//! on the frontend and backend and loopback on the admin socket), which also
+//! keeps where its files are ([`AccessFiles`]) to read them again on SIGHUP.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -31,7 +37,11 @@ use std::net::IpAddr;
 use std::str::FromStr;
 use std::sync::{Arc, RwLock};
 
-use crate::curve::{AuthorisedKeys, KeyPair, PublicKey};
+use std::path::{Path, PathBuf};
+
+use emq_cli_support::{AccessArgs, Settings};
+
+use crate::curve::{self, AuthorisedKeys, KeyPair, PublicKey};
 use crate::log_limit::LogLimit;
 
 /// The inproc endpoint libzmq sends ZAP requests to.
@@ -237,6 +247,278 @@ pub struct AccessPolicy {
     /// The server key pair of the CURVE sockets (those whose domain has
     /// `curve_keys`). `Debug` does not show the secret key.
     pub curve_server: Option<KeyPair>,
+}
+
+/// The rule of an admin socket no flag or setting opens: loopback only.
+pub const DEFAULT_ALLOW_ADMIN: &str = "127.0.0.0/8,::1";
+
+/// An [`AccessPolicy`] as the router's flags and settings make it
+/// ([`AccessPolicy::from_settings`]), with what to say about it at start.
+#[derive(Debug, Clone, Default)]
+pub struct Access {
+    pub policy: AccessPolicy,
+    /// Where the policy's files are, to read them again on SIGHUP.
+    pub files: AccessFiles,
+    /// One line per guarded socket (and the CURVE server key), logged at start.
+    pub log: Vec<String>,
+    /// Risky settings (an admin socket open beyond loopback), logged as
+    /// warnings at start.
+    pub warnings: Vec<String>,
+}
+
+/// The files behind an access policy: `--plain-users` and each CURVE
+/// socket's authorised-keys source, with the flag or setting it came from.
+#[derive(Debug, Clone, Default)]
+pub struct AccessFiles {
+    plain_users: Option<PathBuf>,
+    curve: Vec<(&'static str, String, String)>,
+}
+
+impl AccessFiles {
+    /// `policy` with the files read again (on SIGHUP): the same sockets and
+    /// mechanisms, the users and keys the files hold now. An error leaves
+    /// the caller's policy as it was. Returns the new policy and one line
+    /// per file for the log.
+    pub fn reload(&self, policy: &AccessPolicy) -> Result<(AccessPolicy, Vec<String>), String> {
+        let mut next = policy.clone();
+        let mut log = Vec::new();
+        if let Some(path) = &self.plain_users {
+            let users = read_plain_users(path)?;
+            log.push(format!(
+                "--plain-users {}: {} user(s)",
+                path.display(),
+                users.len()
+            ));
+            for (domain, d) in next.domains.iter_mut() {
+                if domain != "admin" && d.plain_users.is_some() {
+                    d.plain_users = Some(users.clone());
+                }
+            }
+        }
+        for (domain, source, from) in &self.curve {
+            let keys: AuthorisedKeys =
+                curve::load_authorised_keys(source).map_err(|e| format!("{from}: {e}"))?;
+            log.push(format!("{domain}: {keys} ({source})"));
+            if let Some(d) = next.domains.get_mut(*domain) {
+                d.curve_keys = Some(keys);
+            }
+        }
+        Ok((next, log))
+    }
+}
+
+/// The `user:password` lines of a `--plain-users` file (at least one).
+fn read_plain_users(path: &Path) -> Result<HashMap<String, String>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--plain-users {}: {e}", path.display()))?;
+    let users =
+        parse_plain_users(&text).map_err(|e| format!("--plain-users {}: {e}", path.display()))?;
+    if users.is_empty() {
+        return Err(format!("--plain-users {}: no users", path.display()));
+    }
+    Ok(users)
+}
+
+/// One `--allow-*` list (`what`): the flag, else the setting `key`, else
+/// `default`, read by [`parse_allowlist`] (`any`, or IPs / CIDR blocks;
+/// empty is an error). Errors name the flag, and where a setting came from.
+fn allow_from_settings(
+    flag: Option<&str>,
+    s: &Settings,
+    key: &str,
+    default: &str,
+    what: &str,
+) -> Result<Allowlist, String> {
+    let (text, from) = match (flag, s.get(key)) {
+        (Some(t), _) => (t.to_string(), String::new()),
+        (None, Some(t)) => (
+            t.to_string(),
+            format!(" (from {})", s.source(key).unwrap_or("settings")),
+        ),
+        (None, None) => (default.to_string(), String::new()),
+    };
+    parse_allowlist(&text).map_err(|e| format!("{what}{from}: {e}"))
+}
+
+impl AccessPolicy {
+    /// The router's access policy from its flags (`args`), else the
+    /// settings `ALLOW_FRONTEND`, `ALLOW_BACKEND`, `ALLOW_ADMIN`,
+    /// `PLAIN_USERS`, `CURVE_SECRET_KEY_FILE`, `CURVE_KEYS` and
+    /// `CURVE_{FRONTEND,BACKEND,ADMIN}_KEYS`, else the defaults: any
+    /// address on the frontend and backend, loopback on the admin socket
+    /// (`admin` is its endpoint, named in the warning when it is opened).
+    /// PLAIN users guard the frontend and backend, never the admin socket;
+    /// a socket is PLAIN or CURVE, never both. The files named are read
+    /// here (and again by [`AccessFiles::reload`]).
+    pub fn from_settings(args: &AccessArgs, s: &Settings, admin: &str) -> Result<Access, String> {
+        let plain_users_file = args
+            .plain_users
+            .clone()
+            .or_else(|| s.get("PLAIN_USERS").map(PathBuf::from));
+        let plain_users = match &plain_users_file {
+            None => None,
+            Some(path) => Some(read_plain_users(path)?),
+        };
+        let curve_keys = |flag: Option<&String>, key: &str, name: &str| {
+            flag.map(|v| (v.clone(), format!("--curve-{name}")))
+                .or_else(|| {
+                    s.get(key).map(|v| {
+                        (
+                            v.to_string(),
+                            format!("{key} (from {})", s.source(key).unwrap_or("settings")),
+                        )
+                    })
+                })
+                .map(|(v, from)| (v.trim().to_string(), from))
+                .filter(|(v, _)| !v.is_empty())
+        };
+        let all_keys = curve_keys(args.curve_keys.as_ref(), "CURVE_KEYS", "keys");
+        let mut curve_sources: Vec<(&'static str, String, String)> = Vec::new();
+        for (domain, flag, key) in [
+            ("frontend", &args.curve_frontend_keys, "CURVE_FRONTEND_KEYS"),
+            ("backend", &args.curve_backend_keys, "CURVE_BACKEND_KEYS"),
+            ("admin", &args.curve_admin_keys, "CURVE_ADMIN_KEYS"),
+        ] {
+            match curve_keys(flag.as_ref(), key, &format!("{domain}-keys"))
+                .or_else(|| all_keys.clone())
+            {
+                Some((v, _)) if v.eq_ignore_ascii_case("none") => {}
+                Some((v, from)) => curve_sources.push((domain, v, from)),
+                None => {}
+            }
+        }
+        let curve_secret_file = args
+            .curve_secret_key_file
+            .clone()
+            .or_else(|| s.get("CURVE_SECRET_KEY_FILE").map(PathBuf::from))
+            .filter(|p| !p.as_os_str().is_empty());
+        let curve_server = match (&curve_secret_file, curve_sources.is_empty()) {
+            (None, true) => None,
+            (None, false) => {
+                return Err(format!(
+                    "{}: CURVE sockets need the router's key pair: --curve-secret-key-file \
+                     (make one with `emq-cli keygen NAME`)",
+                    curve_sources[0].2
+                ))
+            }
+            (Some(path), true) => {
+                return Err(format!(
+                    "--curve-secret-key-file {}: no socket has authorised client keys \
+                     (--curve-keys DIR|FILE|any, or --curve-frontend-keys, \
+                     --curve-backend-keys, --curve-admin-keys)",
+                    path.display()
+                ))
+            }
+            (Some(path), false) => {
+                if !curve::curve_available() {
+                    return Err(format!(
+                        "--curve-secret-key-file: {}",
+                        curve::KeyError::Unavailable
+                    ));
+                }
+                Some(
+                    curve::read_key_pair(path)
+                        .map_err(|e| format!("--curve-secret-key-file: {e}"))?,
+                )
+            }
+        };
+        let mut curve_by_domain = HashMap::new();
+        for (domain, source, from) in &curve_sources {
+            if plain_users.is_some() && *domain != "admin" {
+                return Err(format!(
+                    "{from} and --plain-users: a socket uses one mechanism, CURVE or PLAIN \
+                     (the {domain} would need both)"
+                ));
+            }
+            let keys = curve::load_authorised_keys(source).map_err(|e| format!("{from}: {e}"))?;
+            curve_by_domain.insert(*domain, keys);
+        }
+        let mut policy = AccessPolicy {
+            curve_server,
+            ..AccessPolicy::default()
+        };
+        let mut log = Vec::new();
+        let mut warnings = Vec::new();
+        for (domain, flag, key, default) in [
+            ("frontend", &args.allow_frontend, "ALLOW_FRONTEND", "any"),
+            ("backend", &args.allow_backend, "ALLOW_BACKEND", "any"),
+            (
+                "admin",
+                &args.allow_admin,
+                "ALLOW_ADMIN",
+                DEFAULT_ALLOW_ADMIN,
+            ),
+        ] {
+            let what = format!("--allow-{domain}");
+            let allow = allow_from_settings(flag.as_deref(), s, key, default, &what)?;
+            if domain == "admin" && allow.admits_non_loopback() {
+                warnings.push(format!(
+                    "the admin socket accepts {} (--allow-admin {allow}): a host that \
+                     reaches {admin} can stop the router with DISCONNECT",
+                    match allow {
+                        Allowlist::Any => "any address",
+                        Allowlist::Only(_) => "addresses outside loopback",
+                    }
+                ));
+            }
+            let allow_text = allow.to_string();
+            let allow = allow.into_blocks();
+            let plain = if domain == "admin" {
+                None
+            } else {
+                plain_users.clone()
+            };
+            let curve_keys = curve_by_domain.remove(domain);
+            if !allow.is_empty() || plain.is_some() || curve_keys.is_some() {
+                log.push(format!(
+                    "access control on {domain}: {}{}",
+                    if allow.is_empty() {
+                        "any address".to_string()
+                    } else {
+                        format!("allow {allow_text}")
+                    },
+                    match (&plain, &curve_keys) {
+                        (Some(u), _) =>
+                            format!(", PLAIN credentials required ({} user(s))", u.len()),
+                        (None, Some(k)) => format!(", CURVE encryption, {k}"),
+                        (None, None) => String::new(),
+                    }
+                ));
+                policy.domains.insert(
+                    domain.to_string(),
+                    DomainPolicy {
+                        allow,
+                        plain_users: plain,
+                        curve_keys,
+                    },
+                );
+            }
+        }
+        if let Some(pair) = &policy.curve_server {
+            let clear: Vec<&str> = ["frontend", "backend", "admin"]
+                .into_iter()
+                .filter(|d| !policy.is_curve(d))
+                .collect();
+            log.push(format!(
+                "CURVE server key {}{}",
+                pair.public,
+                if clear.is_empty() {
+                    String::new()
+                } else {
+                    format!("; in clear text: {}", clear.join(", "))
+                }
+            ));
+        }
+        Ok(Access {
+            policy,
+            files: AccessFiles {
+                plain_users: plain_users_file,
+                curve: curve_sources,
+            },
+            log,
+            warnings,
+        })
+    }
 }
 
 /// One ZAP request, as libzmq sends it.
@@ -673,6 +955,87 @@ pub fn spawn_handshake_monitor(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn from_settings(args: &AccessArgs, env: &[(&str, &str)]) -> Result<Access, String> {
+        let mut s = Settings::default();
+        for (k, v) in env {
+            s.set(k, v);
+        }
+        AccessPolicy::from_settings(args, &s, "tcp://127.0.0.1:47293")
+    }
+
+    #[test]
+    fn from_settings_defaults_to_a_loopback_admin_socket_and_flags_win() {
+        let a = from_settings(&AccessArgs::default(), &[]).unwrap();
+        assert_eq!(a.policy.domains.len(), 1);
+        let admin = &a.policy.domains["admin"].allow;
+        assert!(admin
+            .iter()
+            .any(|b| b.contains("127.0.0.1".parse().unwrap())));
+        assert!(!admin
+            .iter()
+            .any(|b| b.contains("10.0.0.1".parse().unwrap())));
+        assert!(a.warnings.is_empty());
+        assert_eq!(a.log, ["access control on admin: allow 127.0.0.0/8,::1"]);
+        // The flag wins over the setting; the setting over the default.
+        let args = AccessArgs {
+            allow_frontend: Some("10.0.0.0/8".into()),
+            ..AccessArgs::default()
+        };
+        let a = from_settings(&args, &[("ALLOW_FRONTEND", "any"), ("ALLOW_ADMIN", "any")]).unwrap();
+        assert_eq!(a.policy.domains["frontend"].allow.len(), 1);
+        assert!(!a.policy.domains.contains_key("admin"));
+        assert!(
+            a.warnings[0].contains("tcp://127.0.0.1:47293"),
+            "{:?}",
+            a.warnings
+        );
+        // A bad setting names the flag and where it came from.
+        let e =
+            from_settings(&AccessArgs::default(), &[("ALLOW_BACKEND", "10.0.0.0/99")]).unwrap_err();
+        assert!(e.starts_with("--allow-backend (from set)"), "{e}");
+    }
+
+    #[test]
+    fn from_settings_messages_read_as_one_line() {
+        let dir = std::env::temp_dir().join(format!("emq-zap-settings-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (_, secret) =
+            curve::write_key_pair(&dir.join("router"), &curve::generate().unwrap(), false).unwrap();
+        let users = dir.join("users");
+        std::fs::write(&users, "u:p\n").unwrap();
+        let keys_only = AccessArgs {
+            curve_keys: Some("any".into()),
+            ..AccessArgs::default()
+        };
+        let secret_only = AccessArgs {
+            curve_secret_key_file: Some(secret.clone()),
+            ..AccessArgs::default()
+        };
+        let both = AccessArgs {
+            curve_secret_key_file: Some(secret),
+            curve_frontend_keys: Some("any".into()),
+            plain_users: Some(users),
+            ..AccessArgs::default()
+        };
+        for (args, says) in [
+            (
+                keys_only,
+                "need the router's key pair: --curve-secret-key-file (make one",
+            ),
+            (
+                secret_only,
+                "no socket has authorised client keys (--curve-keys",
+            ),
+            (both, "CURVE or PLAIN (the frontend would need both)"),
+        ] {
+            let e = from_settings(&args, &[]).unwrap_err();
+            assert!(e.contains(says), "{e}");
+            assert!(!e.contains("  "), "a run of spaces in {e:?}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     fn req(domain: &str, address: &str, mechanism: &str, creds: &[&str]) -> ZapRequest {
         ZapRequest {

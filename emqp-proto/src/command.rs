@@ -187,9 +187,11 @@ pub enum RejectReason {
     /// The router's journal cannot store the job right now (disk full,
     /// database unreachable): nothing was accepted; try again later.
     JournalUnavailable,
-    /// The router cannot tell whether its journal stored the job (a commit
-    /// whose outcome is unknown): the job may run. Not a refusal: a client
-    /// sends it again under the same msgid until it is answered otherwise.
+    /// The router's journal could not tell whether it stored the job (the
+    /// database connection broke during the commit): the job may run.
+    /// Not a refusal: send the REQUEST again under the same msgid, which
+    /// the router (this one once it can tell, or the next leader) takes as
+    /// the same job.
     JournalUncertain,
     /// The router already holds an unfinished job with this msgid.
     DuplicateMsgid,

@@ -13,8 +13,8 @@
 
 #![forbid(unsafe_code)]
 
+pub mod admin;
 pub mod command;
-pub mod duration;
 pub mod error;
 pub mod headers;
 pub mod heartbeat;
@@ -24,8 +24,8 @@ pub mod message;
 pub mod msgid;
 pub mod published;
 pub mod queues;
-pub mod settings;
 
+pub use admin::{AdminError, AdminOp, ErrorKind, OpName};
 pub use command::{
     Command, Inform, JobResult, PeerType, Reject, RejectReason, Reply, Request, ResultStatus,
     Schedule,

@@ -94,6 +94,11 @@ fn every_command() -> Vec<Command> {
         }),
         Command::Reject(Reject {
             orig_msgid: "abc".into(),
+            reason: RejectReason::JournalUncertain,
+            text: "the commit's outcome is unknown".into(),
+        }),
+        Command::Reject(Reject {
+            orig_msgid: "abc".into(),
             reason: RejectReason::Other("custom".into()),
             text: String::new(),
         }),

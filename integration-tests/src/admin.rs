@@ -1,9 +1,11 @@
 //! Admin queries on the router's administrative socket (0.3.13 and ours):
-//! `['', eMQP/1.0, CMD, admin:<uuid4>]` → `REPLY [json]`.
+//! `['', eMQP/1.0, CMD, admin:<uuid4>]` → `REPLY [json]`, through the
+//! workspace's one admin client (`emq_transport::admin`).
 
 use std::time::{Duration, Instant};
 
-use emqp_proto::{Command, Message};
+use emq_transport::admin::AdminClient;
+use emqp_proto::Command;
 use serde_json::Value;
 
 use crate::zmq_ctx;
@@ -20,49 +22,12 @@ pub fn query_as(
     timeout: Duration,
     curve: Option<&emq_transport::curve::CurveClient>,
 ) -> Result<Value, String> {
-    let sock = zmq_ctx().socket(zmq::DEALER).map_err(|e| e.to_string())?;
-    sock.set_linger(0).map_err(|e| e.to_string())?;
-    if let Some(c) = curve {
-        c.apply(&sock).map_err(|e| e.to_string())?;
-    }
-    sock.set_identity(format!("it-admin-{}", emqp_proto::new_msgid()).as_bytes())
+    let client = AdminClient::connect(zmq_ctx(), endpoint, "it-admin", timeout, curve.cloned())
         .map_err(|e| e.to_string())?;
-    sock.connect(endpoint).map_err(|e| e.to_string())?;
-    let name = cmd.name();
-    let msg = Message::with_msgid(format!("admin:{}", emqp_proto::new_msgid()), cmd);
-    sock.send_multipart(msg.encode(), 0)
-        .map_err(|e| e.to_string())?;
-    let deadline = Instant::now() + timeout;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(format!(
-                "no REPLY to {name} from {endpoint} within {timeout:?}"
-            ));
-        }
-        if sock
-            .poll(zmq::POLLIN, left.as_millis() as i64)
-            .map_err(|e| e.to_string())?
-            == 0
-        {
-            continue;
-        }
-        let frames = sock.recv_multipart(0).map_err(|e| e.to_string())?;
-        match Message::decode(frames) {
-            Ok(Message {
-                command: Command::Reply(r),
-                ..
-            }) => {
-                return serde_json::from_slice(&r.payload).map_err(|e| {
-                    format!(
-                        "{name} reply is not JSON ({e}): {}",
-                        String::from_utf8_lossy(&r.payload)
-                    )
-                })
-            }
-            Ok(_) | Err(_) => continue,
-        }
-    }
+    client
+        .query(cmd)
+        .map(|a| a.json)
+        .map_err(|e| format!("{e} (from {endpoint})"))
 }
 
 pub fn status(endpoint: &str) -> Result<Value, String> {

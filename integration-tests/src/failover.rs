@@ -4,7 +4,9 @@
 //! standby binds nothing), a window of unacknowledged REQUESTs, and
 //! resubmission under the same msgid of every job that was refused for a
 //! passing reason (`journal-unavailable`, `shutting-down`, `queue-full`)
-//! or not acknowledged in time (its router died). A `duplicate-msgid`
+//! or not acknowledged in time (its router died) — except the reasons
+//! listed in `final_reasons`, after which the job is given up (`refused`),
+//! as a client that believes the router's word does. A `duplicate-msgid`
 //! refusal means the router already holds the job: it counts as
 //! acknowledged, and so does a RESULT.
 //!
@@ -34,6 +36,10 @@ pub struct Tracked {
     retry_at: Option<Instant>,
     /// First acknowledgement (REPLY, duplicate-msgid or RESULT).
     pub acked_at: Option<Instant>,
+    /// Given up after a final REJECT (`FailoverClient::final_reasons`).
+    pub given_up: Option<Instant>,
+    /// The reasons of the REJECTs it got, in order.
+    pub rejected: Vec<RejectReason>,
     pub sends: usize,
 }
 
@@ -59,6 +65,10 @@ pub struct FailoverClient {
     pub results: HashMap<String, usize>,
     /// REJECTs received, by reason.
     pub rejects: HashMap<String, usize>,
+    /// REJECT reasons taken as final: the job is given up (default none).
+    pub final_reasons: Vec<RejectReason>,
+    /// Jobs given up after a final REJECT (msgids).
+    pub refused: Vec<String>,
     /// Sends after the first, over all jobs.
     pub resends: usize,
     /// New jobs sent per second at most (`None`: as fast as the window
@@ -105,6 +115,8 @@ impl FailoverClient {
             ack_timeout: Duration::from_secs(3),
             results: HashMap::new(),
             rejects: HashMap::new(),
+            final_reasons: Vec::new(),
+            refused: Vec::new(),
             resends: 0,
             rate: None,
             started: None,
@@ -128,6 +140,8 @@ impl FailoverClient {
             sent_at: None,
             retry_at: None,
             acked_at: None,
+            given_up: None,
+            rejected: Vec::new(),
             sends: 0,
         });
         msgid
@@ -188,6 +202,21 @@ impl FailoverClient {
         }
     }
 
+    /// A job refused for good: never sent again.
+    fn give_up(&mut self, msgid: &str) {
+        if let Some(&i) = self.index.get(msgid) {
+            let j = &mut self.jobs[i];
+            if j.acked_at.is_none() && j.given_up.is_none() {
+                if j.sent_at.take().is_some() {
+                    self.in_flight -= 1;
+                }
+                j.retry_at = None;
+                j.given_up = Some(Instant::now());
+                self.refused.push(msgid.to_string());
+            }
+        }
+    }
+
     /// A refused job goes out again after a pause.
     fn retry_later(&mut self, msgid: &str, pause: Duration) {
         if let Some(&i) = self.index.get(msgid) {
@@ -220,8 +249,13 @@ impl FailoverClient {
                     .rejects
                     .entry(r.reason.as_str().to_string())
                     .or_default() += 1;
+                if let Some(&i) = self.index.get(&r.orig_msgid) {
+                    self.jobs[i].rejected.push(r.reason.clone());
+                }
                 if r.reason == RejectReason::DuplicateMsgid {
                     self.ack(&r.orig_msgid);
+                } else if self.final_reasons.contains(&r.reason) {
+                    self.give_up(&r.orig_msgid);
                 } else {
                     self.retry_later(&r.orig_msgid, Duration::from_millis(200));
                 }
@@ -261,6 +295,7 @@ impl FailoverClient {
                 .filter(|&i| {
                     let j = &self.jobs[i];
                     j.acked_at.is_none()
+                        && j.given_up.is_none()
                         && (j.retry_at.is_some_and(|t| t <= now)
                             || j.sent_at
                                 .is_some_and(|t| now.duration_since(t) >= self.ack_timeout))

@@ -5,7 +5,9 @@
 //! [`Relay::heal`] lets connections through again. Every byte it forwards,
 //! in either direction, is also recorded: [`Relay::saw`] tells whether some
 //! bytes crossed the wire in clear (the CURVE tests check that payloads and
-//! results do not, and do without CURVE).
+//! results do not, and do without CURVE). [`Relay::mute_answers`] drops
+//! what the server sends while the client's bytes still reach it: a
+//! request (a COMMIT) is carried out and its answer lost.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -20,6 +22,8 @@ struct Shared {
     /// Connections are relayed (not cut).
     open: AtomicBool,
     stop: AtomicBool,
+    /// The server's bytes are dropped (not forwarded to the client).
+    mute: AtomicBool,
     /// Both ends of every relayed connection, to cut them.
     conns: Mutex<Vec<TcpStream>>,
     /// Everything forwarded so far, both directions.
@@ -35,11 +39,14 @@ pub struct Relay {
     accept: Option<JoinHandle<()>>,
 }
 
-fn pipe(mut from: TcpStream, mut to: TcpStream, shared: &Shared) {
+/// Forward `from` to `to`; `answers`: the server → client direction
+/// (dropped while muted).
+fn pipe(mut from: TcpStream, mut to: TcpStream, shared: &Shared, answers: bool) {
     let mut buf = [0u8; 16 * 1024];
     loop {
         match from.read(&mut buf) {
             Ok(0) | Err(_) => break,
+            Ok(_) if answers && shared.mute.load(Ordering::SeqCst) => {}
             Ok(n) => {
                 shared
                     .recorded
@@ -101,8 +108,8 @@ impl Relay {
                     }
                 }
                 let (a, b) = (Arc::clone(&s), Arc::clone(&s));
-                std::thread::spawn(move || pipe(client, s2, &a));
-                std::thread::spawn(move || pipe(server, c2, &b));
+                std::thread::spawn(move || pipe(client, s2, &a, false));
+                std::thread::spawn(move || pipe(server, c2, &b, true));
             }
         });
         Relay {
@@ -127,9 +134,16 @@ impl Relay {
         }
     }
 
-    /// Relay new connections again.
+    /// Relay new connections again (and the server's answers).
     pub fn heal(&self) {
+        self.shared.mute.store(false, Ordering::SeqCst);
         self.shared.open.store(true, Ordering::SeqCst);
+    }
+
+    /// Drop every byte the server sends from now on (until
+    /// [`Relay::heal`]); the client's bytes still go through.
+    pub fn mute_answers(&self) {
+        self.shared.mute.store(true, Ordering::SeqCst);
     }
 
     /// How many bytes went through so far, both directions.

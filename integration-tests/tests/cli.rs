@@ -525,6 +525,46 @@ fn admin_schedules_and_unschedule() {
     assert!(out.stderr.contains("not-found"), "{}", out.describe());
 }
 
+/// `emq-sender --unschedule` of a schedule the router does not hold (a
+/// typo) gets `REJECT not-found` and exits 3; the right one is removed
+/// (exit 0), and removing it again is not-found too (issue 26 item 9).
+#[test]
+fn unschedule_of_no_such_schedule_is_refused_not_found() {
+    let (_router, addrs) = start_router(&[]);
+    let sender = |extra: &[&str], queue: &str, code: i32| {
+        let out = run(
+            Spawn::new("emq-sender", bins::bin(SENDER))
+                .args(["--broker", &addrs.frontend, "--queue", queue])
+                .args(extra)
+                .args(["--call", "noop"]),
+            RUN_LIMIT,
+        );
+        assert_eq!(
+            out.code(),
+            Some(code),
+            "emq-sender {extra:?}: {}",
+            out.describe()
+        );
+        out
+    };
+    sender(&["--schedule-interval", "3600", "--nohaste"], "cron-q", 0);
+    let out = sender(&["--unschedule"], "cron-typo", 3);
+    assert!(out.stderr.contains("not-found"), "{}", out.describe());
+    assert_eq!(
+        cli_json(&addrs.admin, &["schedules"])["schedules"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    sender(&["--unschedule"], "cron-q", 0);
+    assert!(cli_json(&addrs.admin, &["schedules"])["schedules"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+    sender(&["--unschedule"], "cron-q", 3);
+}
+
 #[test]
 fn admin_shutdown_stops_the_router() {
     let (mut router, addrs) = start_router(&[]);

@@ -7,6 +7,8 @@
 //! - a paused queue dispatches nothing, across a `kill -9` and restart of
 //!   the router, until it is resumed;
 //! - a dead letter retried runs again;
+//! - a dead letter keeps its last error (and the job's stderr in it)
+//!   across a `kill -9` and restart of the router;
 //! - a delayed job runs no earlier than due, across a restart.
 //!
 //! "Nothing dispatched" is shown against an event, not a sleep: a job on
@@ -228,6 +230,63 @@ fn a_retried_dead_letter_runs_again() {
     });
     assert!(ran.is_some(), "the retried job ran");
     assert_eq!(cli(&addrs.admin, &["dead", "list"])["count"], 0);
+    jm.stop();
+    router.stop();
+}
+
+#[test]
+fn a_dead_letter_keeps_its_error_across_a_restart() {
+    let dir = scratch_dir("dead-error");
+    let addrs = Addrs::fresh();
+    let flags = journal_flags(&dir);
+    let mut router = start(&addrs, &flags);
+    let mut jm = start_jobmanager("emq-jobmanager", &addrs.backend, &["--concurrency", "1"]);
+    let mut c = Client::connect(&addrs.frontend);
+    let id = submit(
+        &mut c,
+        "default",
+        "reply-requested,retry-count:1",
+        shell(&["sh", "-c", "echo why-it-died >&2; exit 3"]),
+    );
+    assert!(c.wait_for(WAIT, |c| c.results.contains_key(&id)));
+    let error_of = |admin: &str| {
+        let v = cli(admin, &["job", &id]);
+        assert_eq!(v["job"]["state"], "dead-lettered", "{v}");
+        for key in ["error", "last_error"] {
+            assert!(
+                v["job"][key].to_string().contains("why-it-died"),
+                "{key} names the job's stderr: {v}"
+            );
+        }
+        let d = cli(admin, &["dead", "list"]);
+        assert_eq!(d["dead_letters"][0]["msgid"], id.as_str(), "{d}");
+        assert!(
+            d["dead_letters"][0]["error"]
+                .to_string()
+                .contains("why-it-died"),
+            "{d}"
+        );
+        v["job"]["error"].clone()
+    };
+    let before = error_of(&addrs.admin);
+    router.kill9();
+    let mut router = start(&addrs, &flags);
+    assert_eq!(
+        error_of(&addrs.admin),
+        before,
+        "the same error after a restart"
+    );
+    let out = run(
+        Spawn::new("emq-cli", bins::bin("emq-cli"))
+            .args(["--admin", &addrs.admin])
+            .args(["dead", "list"]),
+        WAIT,
+    );
+    assert!(
+        out.stdout.contains(&id) && out.stdout.contains("exited with status 3"),
+        "the table shows the error's message (`-` before): {}",
+        out.describe()
+    );
     jm.stop();
     router.stop();
 }

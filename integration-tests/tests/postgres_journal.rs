@@ -7,7 +7,9 @@
 
 use std::time::{Duration, Instant};
 
-use emq_journal::postgres::{Acquire, Migration, PgError, PgJournal, PgOptions, MIGRATIONS};
+use emq_journal::postgres::{
+    Acquire, Migration, PgError, PgJournal, PgOptions, MIGRATIONS, SCHEMA_VERSION,
+};
 use emq_router_core::journal::{
     Batch, BatchId, FinishedRecord, JobRecord, JournalStore, Record, ResultRecord,
 };
@@ -114,6 +116,7 @@ fn every_record_kind_is_written_in_one_transaction_and_loaded_back() {
         Record::DeadLettered {
             msgid: "c".into(),
             reason: "lost".into(),
+            error: Some(b"last words".to_vec()),
             keep: 10,
         },
         Record::PutSchedule {
@@ -173,6 +176,7 @@ fn every_record_kind_is_written_in_one_transaction_and_loaded_back() {
     assert_eq!(r.dead_letters.len(), 1);
     assert_eq!(r.dead_letters[0].job, job("c"));
     assert_eq!(r.dead_letters[0].reason, "lost");
+    assert_eq!(r.dead_letters[0].error.as_deref(), Some(&b"last words"[..]));
     assert!(r.dead_letters[0].dead_at_unix_ms > 1_700_000_000_000);
     assert_eq!(r.schedules, vec![("s1".to_string(), vec![8])]);
     assert_eq!(r.paused_queues, ["email"]);
@@ -254,14 +258,19 @@ fn a_big_batch_is_one_transaction_of_a_few_statements() {
     ));
 }
 
-/// A test-only step 2 on top of the real schema.
-static WITH_V2: &[Migration] = &[
+/// A test-only step 3 on top of the real schema.
+static WITH_V3: &[Migration] = &[
     MIGRATIONS[0],
+    MIGRATIONS[1],
     Migration {
-        to: 2,
-        sql: "CREATE TABLE emq_test_v2 (x INTEGER); INSERT INTO emq_test_v2 VALUES (42);",
+        to: 3,
+        sql: "CREATE TABLE emq_test_v3 (x INTEGER); INSERT INTO emq_test_v3 VALUES (42);",
     },
 ];
+
+fn open_at(url: &str, steps: &'static [Migration]) -> PgJournal {
+    PgJournal::open_with_migrations(url, &PgOptions::default(), steps).unwrap()
+}
 
 #[test]
 fn the_schema_is_created_once_migrated_forward_and_a_newer_one_is_refused() {
@@ -276,40 +285,54 @@ fn the_schema_is_created_once_migrated_forward_and_a_newer_one_is_refused() {
         let b = s.spawn(|| open(&url).schema_version().unwrap());
         (a.join().unwrap(), b.join().unwrap())
     });
-    assert_eq!((a, b), (1, 1));
+    assert_eq!((a, b), (SCHEMA_VERSION, SCHEMA_VERSION));
     assert_eq!(
         pg.psql("mig", "SELECT holder || '/' || epoch FROM emq_lease"),
         "/0",
         "one lease row, never held"
     );
     // Opening again changes nothing.
-    assert_eq!(open(&url).schema_version().unwrap(), 1);
+    assert_eq!(open(&url).schema_version().unwrap(), SCHEMA_VERSION);
     assert_eq!(pg.psql("mig", "SELECT count(*) FROM emq_lease"), "1");
-    // A step added later runs once, on an existing database, data kept.
+    // A version 1 database (as the first release left it, with data) is
+    // brought to version 2: dead letters get their last error.
     pg.psql(
         "mig",
-        "INSERT INTO emq_schedules (id, blob) VALUES ('keep', '\\x01')",
+        "ALTER TABLE emq_dead_letters DROP COLUMN last_error; \
+         UPDATE emq_schema SET version = 1; \
+         INSERT INTO emq_schedules (id, blob) VALUES ('keep', '\\x01')",
     );
-    let mut j = PgJournal::open_with_migrations(&url, &PgOptions::default(), WITH_V2).unwrap();
-    assert_eq!(j.schema_version().unwrap(), 2);
-    assert_eq!(pg.psql("mig", "SELECT x FROM emq_test_v2"), "42");
-    drop(j);
-    let mut j = PgJournal::open_with_migrations(&url, &PgOptions::default(), WITH_V2).unwrap();
-    assert_eq!(j.schema_version().unwrap(), 2);
+    assert_eq!(open(&url).schema_version().unwrap(), SCHEMA_VERSION);
+    assert_eq!(SCHEMA_VERSION, 2);
     assert_eq!(
-        pg.psql("mig", "SELECT count(*) FROM emq_test_v2"),
+        pg.psql(
+            "mig",
+            "SELECT count(*) FROM information_schema.columns \
+             WHERE table_name = 'emq_dead_letters' AND column_name = 'last_error'"
+        ),
+        "1"
+    );
+    // A step added later runs once, data kept.
+    let mut j = open_at(&url, WITH_V3);
+    assert_eq!(j.schema_version().unwrap(), 3);
+    assert_eq!(pg.psql("mig", "SELECT x FROM emq_test_v3"), "42");
+    drop(j);
+    let mut j = open_at(&url, WITH_V3);
+    assert_eq!(j.schema_version().unwrap(), 3);
+    assert_eq!(
+        pg.psql("mig", "SELECT count(*) FROM emq_test_v3"),
         "1",
         "ran once"
     );
     assert_eq!(pg.psql("mig", "SELECT count(*) FROM emq_schedules"), "1");
-    // This build knows version 1 only: version 2 is a newer emq's.
+    // This build knows up to version 2: version 3 is a newer emq's.
     let e = PgJournal::open(&url, &PgOptions::default()).unwrap_err();
     assert!(
         matches!(
             e,
             PgError::UnsupportedVersion {
-                found: 2,
-                supported: 1,
+                found: 3,
+                supported: 2,
                 ..
             }
         ),

@@ -11,12 +11,14 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use emqp_proto::settings::{Settings, SettingsError};
+use emq_cli_support::{Settings, SettingsError};
 
 use super::lowargs::{
-    Cli, CliCommand, DeadCommand, DeadTarget, DEFAULT_ADMIN, DEFAULT_TIMEOUT_SECS,
+    Cli, CliCommand, DeadCommand, DeadTarget as DeadTargetArgs, DEFAULT_ADMIN, DEFAULT_TIMEOUT,
 };
-use crate::op::{Op, Target};
+use crate::op::Op;
+use emqp_proto::admin::{AdminOp, DeadQuery, DeadTarget, JobsQuery, Order};
+use std::num::NonZeroU64;
 
 /// A usage error: printed as `emq-cli: error: ...`, exit 2.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +39,8 @@ pub enum Mode {
     Admin(Op),
     Completions(clap_complete::Shell),
     Man,
+    /// Print `emqp_proto::admin::vocabulary()`.
+    Vocabulary,
     /// Write a CURVE key pair named `name` (`force`: over existing files).
     Keygen {
         name: std::path::PathBuf,
@@ -96,14 +100,8 @@ impl Cli {
             // [cli] (and [global]) only: the router's CURVE_SECRET_KEY_FILE
             // is the router's own key pair, not ours.
             let cli = Settings::load_from("cli", env).map_err(|e| UsageError(e.to_string()))?;
-            emq_transport::curve::curve_client(
-                &emq_transport::curve::CurveArgs {
-                    server_key: self.curve_server_key.as_deref(),
-                    secret_key_file: self.curve_secret_key_file.as_deref(),
-                },
-                &|k| cli.get(k).map(str::to_string),
-            )
-            .map_err(UsageError)?
+            emq_transport::curve::curve_client(&self.curve, &|k| cli.get(k).map(str::to_string))
+                .map_err(UsageError)?
         } else {
             None
         };
@@ -111,7 +109,7 @@ impl Cli {
             mode,
             admin,
             admin_source,
-            timeout: Duration::from_secs_f64(self.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS)),
+            timeout: self.timeout.unwrap_or(DEFAULT_TIMEOUT),
             json: self.json,
             confirm,
             curve,
@@ -130,6 +128,7 @@ impl Cli {
         let op = match &self.command {
             CliCommand::Completions { shell } => return Ok((Mode::Completions(*shell), false)),
             CliCommand::Man => return Ok((Mode::Man, false)),
+            CliCommand::Vocabulary => return Ok((Mode::Vocabulary, false)),
             CliCommand::Keygen { name, force } => {
                 if name.as_os_str().is_empty() || name.file_name().is_none() {
                     return Err(UsageError(format!(
@@ -145,23 +144,28 @@ impl Cli {
                     false,
                 ));
             }
-            CliCommand::Status => Op::Status,
-            CliCommand::Queues => Op::Queues,
-            CliCommand::Workers => Op::Workers,
-            CliCommand::Schedules => Op::Schedules,
-            CliCommand::Shutdown => Op::Shutdown,
-            CliCommand::Job { msgid } => Op::Job {
+            CliCommand::Status => AdminOp::Status {}.into(),
+            CliCommand::Queues => AdminOp::Queues {}.into(),
+            CliCommand::Workers => AdminOp::Workers {}.into(),
+            CliCommand::Schedules => AdminOp::Schedules {}.into(),
+            CliCommand::Shutdown => AdminOp::Shutdown {}.into(),
+            CliCommand::Job { msgid } => AdminOp::Job {
                 msgid: nonempty("MSGID", msgid)?,
-            },
-            CliCommand::Cancel { msgid } => Op::Cancel {
+            }
+            .into(),
+            CliCommand::Cancel { msgid } => AdminOp::Cancel {
                 msgid: nonempty("MSGID", msgid)?,
-            },
-            CliCommand::Jobs(a) => Op::Jobs {
-                queue: a.queue.clone(),
-                state: a.state.map(|s| s.name().to_string()),
-                contains: a.contains.clone(),
-                oldest: a.oldest,
-                limit: a.limit,
+            }
+            .into(),
+            CliCommand::Jobs(a) => Op {
+                admin: AdminOp::Jobs(JobsQuery {
+                    queue: a.queue.clone(),
+                    state: a.state,
+                    contains: a.contains.clone(),
+                    order: a.oldest.then_some(Order::Oldest),
+                    limit: a.limit.and_then(|n| NonZeroU64::new(n.into())),
+                    cursor: None,
+                }),
                 all: a.all,
             },
             CliCommand::Dead(DeadCommand::List {
@@ -169,45 +173,56 @@ impl Cli {
                 contains,
                 limit,
                 all,
-            }) => Op::DeadList {
-                queue: queue.clone(),
-                contains: contains.clone(),
-                limit: *limit,
+            }) => Op {
+                admin: AdminOp::Dead(DeadQuery {
+                    queue: queue.clone(),
+                    contains: contains.clone(),
+                    limit: limit.and_then(|n| NonZeroU64::new(n.into())),
+                    cursor: None,
+                }),
                 all: *all,
             },
-            CliCommand::Dead(DeadCommand::Retry(t)) => Op::DeadRetry(target(t)?),
+            CliCommand::Dead(DeadCommand::Retry(t)) => AdminOp::DeadRetry(target(t)?).into(),
             CliCommand::Dead(DeadCommand::Discard { target: t, yes }) => {
-                return Ok((Mode::Admin(Op::DeadDiscard(target(t)?)), *yes))
+                return Ok((Mode::Admin(AdminOp::DeadDiscard(target(t)?).into()), *yes))
             }
-            CliCommand::Pause { queue } => Op::Pause {
+            CliCommand::Pause { queue } => AdminOp::Pause {
                 queue: nonempty("QUEUE", queue)?,
-            },
-            CliCommand::Resume { queue } => Op::Resume {
+            }
+            .into(),
+            CliCommand::Resume { queue } => AdminOp::Resume {
                 queue: nonempty("QUEUE", queue)?,
-            },
+            }
+            .into(),
             CliCommand::Purge { queue, yes } => {
                 return Ok((
-                    Mode::Admin(Op::Purge {
-                        queue: nonempty("QUEUE", queue)?,
-                    }),
+                    Mode::Admin(
+                        AdminOp::Purge {
+                            queue: nonempty("QUEUE", queue)?,
+                        }
+                        .into(),
+                    ),
                     *yes,
                 ))
             }
-            CliCommand::Drain { worker } => Op::Drain {
+            CliCommand::Drain { worker } => AdminOp::Drain {
                 worker: nonempty("WORKER", worker)?,
-            },
-            CliCommand::Undrain { worker } => Op::Undrain {
+            }
+            .into(),
+            CliCommand::Undrain { worker } => AdminOp::Undrain {
                 worker: nonempty("WORKER", worker)?,
-            },
-            CliCommand::Unschedule { id } => Op::Unschedule {
+            }
+            .into(),
+            CliCommand::Unschedule { id } => AdminOp::Unschedule {
                 id: nonempty("ID", id)?,
-            },
+            }
+            .into(),
         };
         Ok((Mode::Admin(op), false))
     }
 }
 
-fn target(t: &DeadTarget) -> Result<Target, UsageError> {
+fn target(t: &DeadTargetArgs) -> Result<DeadTarget, UsageError> {
     // clap's group makes exactly one of MSGID and --all present; its
     // `requires = "all"` does not catch --queue with MSGID (a flag's
     // default `false` counts as present).
@@ -217,9 +232,9 @@ fn target(t: &DeadTarget) -> Result<Target, UsageError> {
         ));
     }
     match (&t.msgid, t.all) {
-        (Some(m), false) if !m.trim().is_empty() => Ok(Target::One(m.clone())),
+        (Some(m), false) if !m.trim().is_empty() => Ok(DeadTarget::One { msgid: m.clone() }),
         (Some(_), false) => Err(UsageError("MSGID: must not be empty".into())),
-        (None, true) => Ok(Target::All {
+        (None, true) => Ok(DeadTarget::All {
             queue: t.queue.clone(),
             contains: t.contains.clone(),
         }),
@@ -309,13 +324,17 @@ mod tests {
 
     #[test]
     fn subcommands_map_to_ops() {
-        assert_eq!(op(&["status"]), Op::Status);
-        assert_eq!(op(&["queues"]), Op::Queues);
-        assert_eq!(op(&["workers"]), Op::Workers);
-        assert_eq!(op(&["schedules"]), Op::Schedules);
-        assert_eq!(op(&["shutdown"]), Op::Shutdown);
-        assert_eq!(op(&["job", "m1"]), Op::Job { msgid: "m1".into() });
-        assert_eq!(op(&["cancel", "m1"]), Op::Cancel { msgid: "m1".into() });
+        let one = |a: AdminOp| Op::from(a);
+        assert_eq!(op(&["status"]), one(AdminOp::Status {}));
+        assert_eq!(op(&["queues"]), one(AdminOp::Queues {}));
+        assert_eq!(op(&["workers"]), one(AdminOp::Workers {}));
+        assert_eq!(op(&["schedules"]), one(AdminOp::Schedules {}));
+        assert_eq!(op(&["shutdown"]), one(AdminOp::Shutdown {}));
+        assert_eq!(op(&["job", "m1"]), one(AdminOp::Job { msgid: "m1".into() }));
+        assert_eq!(
+            op(&["cancel", "m1"]),
+            one(AdminOp::Cancel { msgid: "m1".into() })
+        );
         assert_eq!(
             op(&[
                 "jobs",
@@ -330,49 +349,66 @@ mod tests {
                 "10",
                 "--all"
             ]),
-            Op::Jobs {
-                queue: Some("email".into()),
-                state: Some("in-flight".into()),
-                contains: Some("x".into()),
-                oldest: true,
-                limit: Some(10),
+            Op {
+                admin: AdminOp::Jobs(JobsQuery {
+                    queue: Some("email".into()),
+                    state: Some(emqp_proto::admin::ViewState::InFlight),
+                    contains: Some("x".into()),
+                    order: Some(Order::Oldest),
+                    limit: NonZeroU64::new(10),
+                    cursor: None,
+                }),
                 all: true,
             }
         );
         assert_eq!(
             op(&["dead", "list", "--queue", "q"]),
-            Op::DeadList {
+            one(AdminOp::Dead(DeadQuery {
                 queue: Some("q".into()),
-                contains: None,
-                limit: None,
-                all: false
-            }
+                ..DeadQuery::default()
+            }))
         );
         assert_eq!(
             op(&["dead", "retry", "m1"]),
-            Op::DeadRetry(Target::One("m1".into()))
+            one(AdminOp::DeadRetry(DeadTarget::One { msgid: "m1".into() }))
         );
         assert_eq!(
             op(&["dead", "retry", "--all", "--contains", "t"]),
-            Op::DeadRetry(Target::All {
+            one(AdminOp::DeadRetry(DeadTarget::All {
                 queue: None,
                 contains: Some("t".into())
-            })
+            }))
         );
         assert_eq!(
             op(&["dead", "discard", "m1"]),
-            Op::DeadDiscard(Target::One("m1".into()))
+            one(AdminOp::DeadDiscard(DeadTarget::One { msgid: "m1".into() }))
         );
-        assert_eq!(op(&["pause", "q"]), Op::Pause { queue: "q".into() });
-        assert_eq!(op(&["resume", "q"]), Op::Resume { queue: "q".into() });
+        assert_eq!(
+            op(&["pause", "q"]),
+            one(AdminOp::Pause { queue: "q".into() })
+        );
+        assert_eq!(
+            op(&["resume", "q"]),
+            one(AdminOp::Resume { queue: "q".into() })
+        );
         assert_eq!(
             op(&["purge", "q", "--yes"]),
-            Op::Purge { queue: "q".into() }
+            one(AdminOp::Purge { queue: "q".into() })
         );
-        assert_eq!(op(&["drain", "w"]), Op::Drain { worker: "w".into() });
-        assert_eq!(op(&["undrain", "w"]), Op::Undrain { worker: "w".into() });
-        assert_eq!(op(&["unschedule", "s"]), Op::Unschedule { id: "s".into() });
+        assert_eq!(
+            op(&["drain", "w"]),
+            one(AdminOp::Drain { worker: "w".into() })
+        );
+        assert_eq!(
+            op(&["undrain", "w"]),
+            one(AdminOp::Undrain { worker: "w".into() })
+        );
+        assert_eq!(
+            op(&["unschedule", "s"]),
+            one(AdminOp::Unschedule { id: "s".into() })
+        );
         assert_eq!(plan(&["man"]).mode, Mode::Man);
+        assert_eq!(plan(&["vocabulary"]).mode, Mode::Vocabulary);
         assert_eq!(
             plan(&["completions", "zsh"]).mode,
             Mode::Completions(clap_complete::Shell::Zsh)

@@ -1,12 +1,17 @@
 //! The command line as clap parses it: as close to what was typed as
 //! possible. [`super::hiargs`] checks it and turns it into a [`super::Plan`].
 
-use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+use std::time::Duration;
+
+use clap::builder::TypedValueParser;
+use clap::{ArgGroup, Args, Parser, Subcommand};
+use emq_cli_support::{parse_positive_duration, CurveArgs};
+use emqp_proto::admin::{IntoEnumIterator, ViewState};
 
 /// The admin address 0.3.13 and emq routers bind by default.
 pub const DEFAULT_ADMIN: &str = "tcp://127.0.0.1:47293";
-/// Default `--timeout`, seconds.
-pub const DEFAULT_TIMEOUT_SECS: f64 = 5.0;
+/// Default `--timeout`.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The router's largest page.
 pub const MAX_PAGE: u32 = 1000;
 
@@ -97,23 +102,16 @@ pub struct Cli {
     pub admin: Option<String>,
 
     /// Seconds to wait for each answer from the router
-    #[arg(long, short = 't', value_name = "SECS", global = true, value_parser = emqp_proto::duration::positive_secs)]
-    pub timeout: Option<f64>,
+    #[arg(long, short = 't', value_name = "SECS", global = true, value_parser = parse_positive_duration)]
+    pub timeout: Option<Duration>,
 
     /// Print the router's answer as JSON instead of tables
     #[arg(long, global = true)]
     pub json: bool,
 
-    /// The router's CURVE public key (Z85 text, or a file holding it such
-    /// as the router's NAME.key), for a CURVE admin socket
-    /// [env: EVENTMQ_CURVE_SERVER_KEY]
-    #[arg(long, value_name = "KEY|FILE", global = true)]
-    pub curve_server_key: Option<String>,
-
-    /// Our CURVE key pair (NAME.key_secret from `emq-cli keygen`); without
-    /// it a fresh pair is made [env: EVENTMQ_CURVE_SECRET_KEY_FILE]
-    #[arg(long, value_name = "FILE", global = true)]
-    pub curve_secret_key_file: Option<std::path::PathBuf>,
+    // CURVE keys, for a router whose admin socket is CURVE.
+    #[command(flatten)]
+    pub curve: CurveArgs,
 
     #[command(subcommand)]
     pub command: CliCommand,
@@ -147,6 +145,13 @@ pub enum CliCommand {
         msgid: String,
     },
     /// Dead letters: jobs that failed for good
+    ///
+    /// A job is dead-lettered when it fails with its `retry-count:N`
+    /// retries spent (only jobs with N > 0; its last error is kept, across
+    /// restarts), or when its deliveries were lost to dying workers the
+    /// router's --max-attempts times (default 5). A job without
+    /// `retry-count` (or with `retry-count:0`) that fails is finished
+    /// `failed`, not dead-lettered: `emq-cli jobs --state failed` lists it.
     #[command(subcommand)]
     Dead(DeadCommand),
     /// Pause a queue: it still accepts and buffers jobs, and dispatches none
@@ -194,6 +199,11 @@ pub enum CliCommand {
     },
     /// Print emq-cli's man page (roff) to stdout
     Man,
+    /// Print the control plane's vocabulary as JSON: each op with its
+    /// arguments and whether it changes state, and the error kinds (for
+    /// clients in other languages to check theirs against; docs/PROTOCOL.md)
+    #[command(hide = true)]
+    Vocabulary,
     /// Make a CURVE key pair (as zmq_curve_keypair, Z85): NAME.key holds
     /// the public key, NAME.key_secret both keys; both are created
     /// readable by their owner only (0600). Prints the public key
@@ -213,8 +223,8 @@ pub struct JobsArgs {
     #[arg(long, short = 'q', value_name = "Q")]
     pub queue: Option<String>,
     /// Only jobs in this state
-    #[arg(long, short = 's', value_name = "S", value_enum)]
-    pub state: Option<JobState>,
+    #[arg(long, short = 's', value_name = "S", value_parser = view_state())]
+    pub state: Option<ViewState>,
     /// Only jobs whose payload (MSG frame) contains TEXT
     #[arg(long, short = 'c', value_name = "TEXT")]
     pub contains: Option<String>,
@@ -278,35 +288,11 @@ pub struct DeadTarget {
     pub contains: Option<String>,
 }
 
-/// A job state, as the router names it.
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JobState {
-    Delayed,
-    Queued,
-    InFlight,
-    Cancelling,
-    Retrying,
-    Done,
-    Failed,
-    Cancelled,
-    DeadLettered,
-}
-
-impl JobState {
-    /// The router's name of the state.
-    pub fn name(self) -> &'static str {
-        match self {
-            JobState::Delayed => "delayed",
-            JobState::Queued => "queued",
-            JobState::InFlight => "in-flight",
-            JobState::Cancelling => "cancelling",
-            JobState::Retrying => "retrying",
-            JobState::Done => "done",
-            JobState::Failed => "failed",
-            JobState::Cancelled => "cancelled",
-            JobState::DeadLettered => "dead-lettered",
-        }
-    }
+/// `--state`: a job state as the router names it (the possible values
+/// come from the vocabulary).
+fn view_state() -> impl TypedValueParser<Value = ViewState> {
+    clap::builder::PossibleValuesParser::new(ViewState::iter().map(ViewState::as_str))
+        .try_map(|s| s.parse::<ViewState>())
 }
 
 fn parse_limit(s: &str) -> Result<u32, String> {

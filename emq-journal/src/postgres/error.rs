@@ -57,6 +57,26 @@ impl PgError {
         matches!(self, PgError::Sql { broken: true, .. })
     }
 
+    /// The same error, from a step before any of the batch's statements
+    /// was sent (connecting, settling an earlier batch): no commit of the
+    /// batch can have happened, however the connection broke.
+    pub(crate) fn before_the_batch(self) -> PgError {
+        match self {
+            PgError::Sql {
+                db,
+                context,
+                detail,
+                ..
+            } => PgError::Sql {
+                db,
+                context,
+                detail,
+                broken: false,
+            },
+            other => other,
+        }
+    }
+
     pub(crate) fn sql(db: &str, context: &'static str, e: postgres::Error) -> PgError {
         // The server's message (with its SQLSTATE) says more than the
         // client's summary ("db error").

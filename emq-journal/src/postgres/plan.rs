@@ -167,6 +167,8 @@ pub(crate) enum Dead<'a> {
         job_seq: i64,
         seq: i64,
         reason: &'a str,
+        /// The last error payload.
+        error: &'a Option<Vec<u8>>,
     },
     /// Forget the dead letters of `msgid`.
     Remove { msgid: &'a str },
@@ -266,6 +268,7 @@ impl<'a> Plan<'a> {
                 Record::DeadLettered {
                     msgid,
                     reason,
+                    error,
                     keep,
                 } => {
                     let keep = i64::try_from(*keep).unwrap_or(i64::MAX);
@@ -278,6 +281,7 @@ impl<'a> Plan<'a> {
                                 job_seq,
                                 seq,
                                 reason,
+                                error,
                             });
                             p.deletes.push(job_seq);
                         }
@@ -522,12 +526,14 @@ mod tests {
             Record::DeadLettered {
                 msgid: "x".into(),
                 reason: "lost".into(),
+                error: None,
                 keep: 100,
             },
             Record::DeadLetterRemoved { msgid: "x".into() },
             Record::DeadLettered {
                 msgid: "gone".into(),
                 reason: "lost".into(),
+                error: None,
                 keep: 3,
             },
             Record::QueuePaused {
@@ -547,7 +553,8 @@ mod tests {
                 Dead::Move {
                     job_seq: 5,
                     seq: 1,
-                    reason: "lost"
+                    reason: "lost",
+                    error: &None,
                 },
                 Dead::Remove { msgid: "x" }
             ]

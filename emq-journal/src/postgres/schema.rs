@@ -27,7 +27,7 @@
 //!   happened.
 
 /// The schema version this emq writes.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// One step: from version `to - 1` to `to`.
 #[derive(Debug, Clone, Copy)]
@@ -110,8 +110,14 @@ CREATE TABLE emq_results (
 );
 ";
 
+/// Version 2: a dead letter's last error payload (the worker's failed
+/// REPLY; `error` holds the reason).
+const V2: &str = "
+ALTER TABLE emq_dead_letters ADD COLUMN last_error BYTEA;
+";
+
 /// Every step, in order.
-pub const MIGRATIONS: &[Migration] = &[Migration { to: 1, sql: V1 }];
+pub const MIGRATIONS: &[Migration] = &[Migration { to: 1, sql: V1 }, Migration { to: 2, sql: V2 }];
 
 /// The version table, made if missing (outside the migration transaction:
 /// it must exist before anything can lock its row).

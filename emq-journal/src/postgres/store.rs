@@ -39,12 +39,16 @@ impl Default for PgOptions {
     }
 }
 
-/// A batch reported failed whose commit may nevertheless have happened
-/// (the connection broke on the way). The core refused its jobs and keeps
-/// its other records to write again; before the next write the store asks
-/// the database (`emq_lease.last_batch`) and, if it did commit, takes its
-/// refused jobs out again and its finished rows (written again with the
-/// kept records), then re-reads which rows exist.
+/// A batch whose commit may have happened (the connection broke on the
+/// way; reported as an error that [`PgError::may_have_committed`], which
+/// the router turns into `BatchResult::Uncertain`). The core answered its
+/// jobs `journal-uncertain` (their clients send them again, same msgid)
+/// and keeps its other records to write again; before the next write the
+/// store asks the database (`emq_lease.last_batch`) and, if it did commit,
+/// takes its jobs out again and its finished rows (written again with the
+/// kept records), then re-reads which rows exist. If another router takes
+/// over first, it loads those jobs and runs them: the resent REQUESTs are
+/// acknowledged there as those jobs.
 #[derive(Debug, Clone)]
 struct Uncertain {
     batch: u64,
@@ -107,8 +111,9 @@ const REPLACE_JOB: &str = "UPDATE emq_jobs SET client = $2, queue = $3, route = 
     message = $6, attempts = $7, accepted_at = $8, run_at = $9 WHERE seq = $1";
 const UPDATE_ATTEMPTS: &str = "UPDATE emq_jobs SET attempts = $2 WHERE seq = $1";
 const MOVE_TO_DEAD: &str = "INSERT INTO emq_dead_letters
-        (seq, msgid, client, queue, route, headers, message, attempts, accepted_at, error, dead_at)
-    SELECT $2, msgid, client, queue, route, headers, message, attempts, accepted_at, $3, $4
+        (seq, msgid, client, queue, route, headers, message, attempts, accepted_at, error, dead_at,
+         last_error)
+    SELECT $2, msgid, client, queue, route, headers, message, attempts, accepted_at, $3, $4, $5
     FROM emq_jobs WHERE seq = $1";
 const DELETE_DEAD: &str = "DELETE FROM emq_dead_letters WHERE msgid = $1";
 const DELETE_JOBS: &str = "DELETE FROM emq_jobs WHERE seq = ANY($1)";
@@ -459,9 +464,9 @@ impl PgJournal {
             return Err(PgError::NoLease { db });
         };
         // A failure to connect, or to settle an earlier batch, writes
-        // nothing: a plain failed batch.
-        self.conn()?;
-        self.settle()?;
+        // nothing: a plain failed batch (not one that may have committed).
+        self.conn().map_err(PgError::before_the_batch)?;
+        self.settle().map_err(PgError::before_the_batch)?;
         let plan = Plan::build(records, &self.rows, &self.result_rows, self.seqs);
         match self.write_plan(&plan, &fence, batch.id.0) {
             Ok(()) => {
@@ -537,7 +542,8 @@ impl PgJournal {
             tx.commit().map_err(err)?;
             log::warn!(
                 "journal {}: batch {} had committed before the connection broke; its {undone} \
-                 job(s), refused meanwhile, were taken out again",
+                 job(s), answered journal-uncertain meanwhile, were taken out again (their \
+                 clients send them again)",
                 self.db,
                 u.batch
             );
@@ -658,7 +664,8 @@ impl PgJournal {
                     job_seq,
                     seq,
                     reason,
-                } => tx.execute(&s.move_to_dead, &[job_seq, seq, reason, &dead_at]),
+                    error,
+                } => tx.execute(&s.move_to_dead, &[job_seq, seq, reason, &dead_at, error]),
                 Dead::Remove { msgid } => tx.execute(&s.delete_dead, &[msgid]),
             }
             .map_err(err)?;
@@ -778,7 +785,7 @@ impl PgJournal {
         for r in tx
             .query(
                 "SELECT msgid, client, queue, route, headers, message, attempts, accepted_at,
-                        NULL::BIGINT, seq, error, dead_at
+                        NULL::BIGINT, seq, error, dead_at, last_error
                  FROM emq_dead_letters ORDER BY seq",
                 &[],
             )
@@ -788,6 +795,7 @@ impl PgJournal {
             restored.dead_letters.push(DeadLetterRecord {
                 job: job_from_row(&r).map_err(err)?,
                 reason: r.try_get(10).map_err(err)?,
+                error: r.try_get(12).map_err(err)?,
                 dead_at_unix_ms: unix_ms_from_column(r.try_get(11).map_err(err)?),
             });
         }

@@ -562,6 +562,7 @@ impl Router {
             Record::DeadLettered {
                 msgid: job.msgid().to_string(),
                 reason: reason.clone(),
+                error: error.clone(),
                 keep: self.cfg.dead_letter_keep,
             },
             None,

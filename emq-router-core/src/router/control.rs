@@ -3,17 +3,17 @@
 //!
 //! - Every request gets one answer, `REPLY [answer JSON, msgid]`:
 //!   `{"ok": true, ...}` or `{"ok": false, "error": {"kind", "message"}}`.
-//!   An unknown op, a missing or malformed argument, or an ADMIN that
-//!   does not decode is a `bad-request` — never silence.
-//! - Lookups (`job`, `jobs`, `dead`, `queues`, `workers`, `schedules`,
-//!   `status`) read the core; none walks every job: `jobs` pages through
-//!   the jobs in acceptance order from a cursor and looks at no more than
+//!   The request is decoded once into an [`AdminOp`] (the vocabulary of
+//!   `emqp_proto::admin`) and dispatched on it, one arm per op; a request
+//!   that does not decode is a `bad-request` — never silence.
+//! - Lookups read the core; none walks every job: `jobs` pages through the
+//!   jobs in acceptance order from a cursor and looks at no more than
 //!   [`SCAN_LIMIT`] jobs per call.
-//! - State changes (`cancel`, `dead-retry`, `dead-discard`, `pause`,
-//!   `resume`, `purge`, `unschedule`) are journaled like everything else,
-//!   and refused `journal-unavailable` while the journal fails (a change
-//!   the journal could lose is not made). `drain` / `undrain` act on a
-//!   connection, which does not outlive the router, and are not journaled.
+//! - State changes the journal keeps ([`OpName::is_journaled`]) are
+//!   journaled like everything else, and refused `journal-unavailable`
+//!   while the journal fails (a change the journal could lose is not
+//!   made). Draining a worker acts on a connection, which does not outlive
+//!   the router, and is not journaled.
 //! - **Cancel.** A delayed, queued or retrying job is removed at once and
 //!   ends `cancelled`. A running job is cancelled by its job manager: the
 //!   router sends `CANCEL [msgid]` to a worker with the `cancel` feature
@@ -27,8 +27,12 @@
 
 use std::time::Duration;
 
+use emqp_proto::admin::{
+    encode_answer, AdminError, AdminOp, DeadQuery, DeadTarget, ErrorKind, JobsQuery, OpName, Order,
+    ViewState,
+};
 use emqp_proto::{Command, Headers, Message, Reply};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::completion::PAYLOAD_KEPT;
 use super::intake::NewJob;
@@ -41,18 +45,15 @@ use crate::util::ident;
 /// Jobs one `jobs` call looks at, at most.
 pub(crate) const SCAN_LIMIT: usize = 100_000;
 /// Default and largest page of `jobs` and `dead`.
-const PAGE: usize = 50;
-const PAGE_MAX: usize = 1000;
+const PAGE: u64 = 50;
+const PAGE_MAX: u64 = 1000;
 
-/// Why an op failed: `(kind, message)`.
-type OpError = (&'static str, String);
-
-fn bad(message: impl Into<String>) -> OpError {
-    ("bad-request", message.into())
+fn bad(message: impl Into<String>) -> AdminError {
+    AdminError::bad_request(message)
 }
 
-fn not_found(message: impl Into<String>) -> OpError {
-    ("not-found", message.into())
+fn not_found(message: impl Into<String>) -> AdminError {
+    AdminError::not_found(message)
 }
 
 /// A payload or result as JSON when it is JSON, else as text.
@@ -76,65 +77,24 @@ fn contains(haystack: &[u8], needle: &str) -> bool {
 }
 
 /// The filters of `jobs` and `dead`.
-struct Filter {
-    queue: Option<String>,
-    state: Option<String>,
-    contains: Option<String>,
+struct Filter<'a> {
+    queue: Option<&'a str>,
+    state: Option<&'a str>,
+    contains: Option<&'a str>,
 }
 
-impl Filter {
-    fn of(req: &Map<String, Value>) -> Result<Filter, OpError> {
-        Ok(Filter {
-            queue: opt_str(req, "queue")?,
-            state: opt_str(req, "state")?,
-            contains: opt_str(req, "contains")?,
-        })
-    }
-
+impl Filter<'_> {
     fn admits(&self, queue: &str, route: &str, state: &str, payload: &[u8]) -> bool {
-        self.queue
-            .as_deref()
-            .is_none_or(|q| q == queue || q == route)
-            && self.state.as_deref().is_none_or(|s| s == state)
-            && self
-                .contains
-                .as_deref()
-                .is_none_or(|c| contains(payload, c))
+        self.queue.is_none_or(|q| q == queue || q == route)
+            && self.state.is_none_or(|s| s == state)
+            && self.contains.is_none_or(|c| contains(payload, c))
     }
 }
 
-fn opt_str(req: &Map<String, Value>, key: &str) -> Result<Option<String>, OpError> {
-    match req.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(other) => Err(bad(format!("{key} must be a string, got {other}"))),
-    }
+/// A page's size: the default when absent, at most [`PAGE_MAX`].
+fn page_of(limit: Option<std::num::NonZeroU64>) -> usize {
+    limit.map_or(PAGE, |n| n.get().min(PAGE_MAX)) as usize
 }
-
-fn req_str(req: &Map<String, Value>, key: &str) -> Result<String, OpError> {
-    opt_str(req, key)?.ok_or_else(|| bad(format!("missing argument {key}")))
-}
-
-fn limit_of(req: &Map<String, Value>) -> Result<usize, OpError> {
-    match req.get("limit") {
-        None | Some(Value::Null) => Ok(PAGE),
-        Some(v) => match v.as_u64() {
-            Some(n) if n >= 1 => Ok((n as usize).min(PAGE_MAX)),
-            _ => Err(bad(format!("limit must be a positive integer, got {v}"))),
-        },
-    }
-}
-
-fn newest_of(req: &Map<String, Value>) -> Result<bool, OpError> {
-    match opt_str(req, "order")?.as_deref() {
-        None | Some("newest") => Ok(true),
-        Some("oldest") => Ok(false),
-        Some(o) => Err(bad(format!("order must be newest or oldest, got {o}"))),
-    }
-}
-
-const UNFINISHED_STATES: [&str; 5] = ["delayed", "queued", "in-flight", "cancelling", "retrying"];
-const FINISHED_STATES: [&str; 3] = ["done", "failed", "cancelled"];
 
 impl Router {
     /// An ADMIN request (decoded) from `identity`.
@@ -146,28 +106,11 @@ impl Router {
         now: Duration,
         out: &mut Vec<Action>,
     ) {
-        let answer = match serde_json::from_slice::<Value>(request) {
-            Ok(Value::Object(req)) => self.admin_op(&req, now, out),
-            Ok(other) => Err(bad(format!(
-                "the request must be a JSON object, got {other}"
-            ))),
-            Err(e) => Err(bad(format!("the request is not JSON: {e}"))),
-        };
-        let value = match answer {
-            Ok(Value::Object(mut m)) => {
-                m.insert("ok".into(), Value::Bool(true));
-                Value::Object(m)
-            }
-            Ok(other) => json!({"ok": true, "value": other}),
-            Err((kind, message)) => {
-                log::debug!(
-                    "admin request from {} refused: {kind}: {message}",
-                    ident(&identity)
-                );
-                json!({"ok": false, "error": {"kind": kind, "message": message}})
-            }
-        };
-        self.admin_answer(identity, msgid, &value, out);
+        let answer = AdminOp::decode(request).and_then(|op| self.admin_op(op, now, out));
+        if let Err(e) = &answer {
+            log::debug!("admin request from {} refused: {e}", ident(&identity));
+        }
+        self.admin_answer(identity, msgid, &encode_answer(answer), out);
     }
 
     /// `REPLY [answer, msgid]` on the admin socket.
@@ -189,22 +132,17 @@ impl Router {
 
     fn admin_op(
         &mut self,
-        req: &Map<String, Value>,
+        op: AdminOp,
         now: Duration,
         out: &mut Vec<Action>,
-    ) -> Result<Value, OpError> {
-        let op = req_str(req, "op")?;
-        let changes = matches!(
-            op.as_str(),
-            "cancel" | "dead-retry" | "dead-discard" | "pause" | "resume" | "purge" | "unschedule"
-        );
-        if changes {
+    ) -> Result<Value, AdminError> {
+        if op.name().is_journaled() {
             if let Some(why) = self.journal.refusal() {
-                return Err(("journal-unavailable", why));
+                return Err(AdminError::new(ErrorKind::JournalUnavailable, why));
             }
         }
-        match op.as_str() {
-            "status" => {
+        match op {
+            AdminOp::Status {} => {
                 let mut v: Value =
                     serde_json::from_str(&crate::admin::status_json(&self.snapshot(now)))
                         .unwrap_or(Value::Null);
@@ -213,50 +151,23 @@ impl Router {
                 }
                 Ok(v)
             }
-            "job" => {
-                let msgid = req_str(req, "msgid")?;
-                self.job_view_by_msgid(&msgid, now)
-                    .map(|v| json!({ "job": v }))
-                    .ok_or_else(|| {
-                        not_found(format!(
-                            "no job {msgid} (unfinished, retained finished or dead-lettered)"
-                        ))
-                    })
-            }
-            "jobs" => self.op_jobs(req, now),
-            "cancel" => self.op_cancel(&req_str(req, "msgid")?, now, out),
-            "dead" => self.op_dead(req),
-            "dead-retry" => self.op_dead_take(req, true, now, out),
-            "dead-discard" => self.op_dead_take(req, false, now, out),
-            "queues" => Ok(self.op_queues(now)),
-            "pause" | "resume" => {
-                let queue = req_str(req, "queue")?;
-                let paused = op == "pause";
-                let changed = if paused {
-                    self.paused.insert(queue.clone())
-                } else {
-                    self.paused.remove(&queue)
-                };
-                if changed {
-                    log::info!(
-                        "queue {queue} {}",
-                        if paused { "paused" } else { "resumed" }
-                    );
-                    self.journal.record(
-                        Record::QueuePaused {
-                            queue: queue.clone(),
-                            paused,
-                        },
-                        None,
-                    );
-                    if !paused {
-                        self.pump(&queue, now, out);
-                    }
-                }
-                Ok(json!({ "queue": queue, "paused": paused }))
-            }
-            "purge" => {
-                let queue = req_str(req, "queue")?;
+            AdminOp::Job { msgid } => self
+                .job_view_by_msgid(&msgid, now)
+                .map(|v| json!({ "job": v }))
+                .ok_or_else(|| {
+                    not_found(format!(
+                        "no job {msgid} (unfinished, retained finished or dead-lettered)"
+                    ))
+                }),
+            AdminOp::Jobs(q) => self.op_jobs(&q, now),
+            AdminOp::Cancel { msgid } => self.op_cancel(&msgid, now, out),
+            AdminOp::Dead(q) => self.op_dead(&q),
+            AdminOp::DeadRetry(t) => self.op_dead_take(&t, true, now, out),
+            AdminOp::DeadDiscard(t) => self.op_dead_take(&t, false, now, out),
+            AdminOp::Queues {} => Ok(self.op_queues(now)),
+            AdminOp::Pause { queue } => Ok(self.op_pause(queue, true, now, out)),
+            AdminOp::Resume { queue } => Ok(self.op_pause(queue, false, now, out)),
+            AdminOp::Purge { queue } => {
                 let ids = self.store.take_waiting(&queue);
                 let n = ids.len();
                 for jid in ids {
@@ -267,38 +178,11 @@ impl Router {
                 log::info!("queue {queue} purged: {n} waiting job(s) cancelled");
                 Ok(json!({ "queue": queue, "purged": n }))
             }
-            "workers" => Ok(self.op_workers(now)),
-            "drain" | "undrain" => {
-                let worker = req_str(req, "worker")?;
-                let id = self
-                    .pool
-                    .id_of(worker.as_bytes())
-                    .ok_or_else(|| not_found(format!("no connected worker {worker}")))?;
-                let draining = op == "drain";
-                self.pool.set_draining(id, draining);
-                log::info!(
-                    "worker {worker} {}",
-                    if draining {
-                        "drained: no new jobs"
-                    } else {
-                        "resumed"
-                    }
-                );
-                if !draining {
-                    let queues: Vec<String> = self
-                        .pool
-                        .get(id)
-                        .map(|w| w.queues.iter().map(|(_, q)| q.clone()).collect())
-                        .unwrap_or_default();
-                    for q in queues {
-                        self.pump(&q, now, out);
-                    }
-                }
-                Ok(json!({ "worker": worker, "draining": draining }))
-            }
-            "schedules" => Ok(json!({ "schedules": self.book.list() })),
-            "unschedule" => {
-                let id = req_str(req, "id")?;
+            AdminOp::Workers {} => Ok(self.op_workers(now)),
+            AdminOp::Drain { worker } => self.op_drain(worker, true, now, out),
+            AdminOp::Undrain { worker } => self.op_drain(worker, false, now, out),
+            AdminOp::Schedules {} => Ok(json!({ "schedules": self.book.list() })),
+            AdminOp::Unschedule { id } => {
                 let sid = emq_schedule::ScheduleId::parse(&id)
                     .ok_or_else(|| bad(format!("{id} is not a schedule id")))?;
                 if !self.book.unschedule(&sid) {
@@ -307,29 +191,90 @@ impl Router {
                 self.journal_schedules();
                 Ok(json!({ "removed": id }))
             }
-            "shutdown" => {
+            AdminOp::Shutdown {} => {
                 self.start_shutdown("admin shutdown", now, out);
                 Ok(json!({ "shutting_down": true }))
             }
-            other => Err(bad(format!(
-                "unknown op {other:?} (ops: status, job, jobs, cancel, dead, dead-retry, \
-                 dead-discard, queues, pause, resume, purge, workers, drain, undrain, \
-                 schedules, unschedule, shutdown)"
-            ))),
         }
+    }
+
+    /// `pause` (`paused`) or `resume`.
+    fn op_pause(
+        &mut self,
+        queue: String,
+        paused: bool,
+        now: Duration,
+        out: &mut Vec<Action>,
+    ) -> Value {
+        let changed = if paused {
+            self.paused.insert(queue.clone())
+        } else {
+            self.paused.remove(&queue)
+        };
+        if changed {
+            log::info!(
+                "queue {queue} {}",
+                if paused { "paused" } else { "resumed" }
+            );
+            self.journal.record(
+                Record::QueuePaused {
+                    queue: queue.clone(),
+                    paused,
+                },
+                None,
+            );
+            if !paused {
+                self.pump(&queue, now, out);
+            }
+        }
+        json!({ "queue": queue, "paused": paused })
+    }
+
+    /// `drain` (`draining`) or `undrain`.
+    fn op_drain(
+        &mut self,
+        worker: String,
+        draining: bool,
+        now: Duration,
+        out: &mut Vec<Action>,
+    ) -> Result<Value, AdminError> {
+        let id = self
+            .pool
+            .id_of(worker.as_bytes())
+            .ok_or_else(|| not_found(format!("no connected worker {worker}")))?;
+        self.pool.set_draining(id, draining);
+        log::info!(
+            "worker {worker} {}",
+            if draining {
+                "drained: no new jobs"
+            } else {
+                "resumed"
+            }
+        );
+        if !draining {
+            let queues: Vec<String> = self
+                .pool
+                .get(id)
+                .map(|w| w.queues.iter().map(|(_, q)| q.clone()).collect())
+                .unwrap_or_default();
+            for q in queues {
+                self.pump(&q, now, out);
+            }
+        }
+        Ok(json!({ "worker": worker, "draining": draining }))
     }
 
     // ----- jobs ---------------------------------------------------------------
 
     /// The state name of an unfinished job.
-    fn state_of(&self, job: &Job) -> &'static str {
+    fn state_of(&self, job: &Job) -> ViewState {
         let cancelling = job.extra.as_ref().is_some_and(|e| e.cancelling);
         match job.state {
-            JobState::Queued => "queued",
-            JobState::InFlight { .. } if cancelling => "cancelling",
-            JobState::InFlight { .. } => "in-flight",
-            JobState::Delayed { .. } if job.failures() > 0 => "retrying",
-            JobState::Delayed { .. } => "delayed",
+            JobState::Queued => ViewState::Queued,
+            JobState::InFlight { .. } if cancelling => ViewState::Cancelling,
+            JobState::InFlight { .. } => ViewState::InFlight,
+            JobState::Delayed { .. } if job.failures() > 0 => ViewState::Retrying,
+            JobState::Delayed { .. } => ViewState::Delayed,
         }
     }
 
@@ -412,7 +357,7 @@ impl Router {
             "msgid": d.job.msgid,
             "queue": d.job.queue,
             "route": d.job.route,
-            "state": "dead-lettered",
+            "state": ViewState::DeadLettered,
             "headers": String::from_utf8_lossy(&d.job.headers),
             "attempts": d.job.attempts,
             "accepted_at_ms": d.job.accepted_at_unix_ms,
@@ -448,21 +393,21 @@ impl Router {
     /// `jobs`: the unfinished jobs in acceptance order, then the retained
     /// finished ones in finishing order (each newest or oldest first),
     /// filtered; one page, from a cursor (`u<job id>` or `f<sequence>`).
-    fn op_jobs(&self, req: &Map<String, Value>, now: Duration) -> Result<Value, OpError> {
-        let filter = Filter::of(req)?;
-        if let Some(s) = &filter.state {
-            if !UNFINISHED_STATES.contains(&s.as_str()) && !FINISHED_STATES.contains(&s.as_str()) {
-                return Err(bad(format!(
-                    "unknown state {s:?} (states: {}, {})",
-                    UNFINISHED_STATES.join(", "),
-                    FINISHED_STATES.join(", ")
-                )));
-            }
+    fn op_jobs(&self, q: &JobsQuery, now: Duration) -> Result<Value, AdminError> {
+        if q.state == Some(ViewState::DeadLettered) {
+            return Err(bad(format!(
+                "jobs lists no dead letters: {} does",
+                OpName::Dead
+            )));
         }
-        let newest = newest_of(req)?;
-        let limit = limit_of(req)?;
-        let cursor = opt_str(req, "cursor")?;
-        let (in_finished, cursor_n) = match cursor.as_deref() {
+        let filter = Filter {
+            queue: q.queue.as_deref(),
+            state: q.state.map(ViewState::as_str),
+            contains: q.contains.as_deref(),
+        };
+        let newest = q.order != Some(Order::Oldest);
+        let limit = page_of(q.limit);
+        let (in_finished, cursor_n) = match q.cursor.as_deref() {
             None => (false, None),
             Some(c) => {
                 let (phase, n) = c.split_at(c.len().min(1));
@@ -474,14 +419,8 @@ impl Router {
                 }
             }
         };
-        let wants_unfinished = filter
-            .state
-            .as_deref()
-            .is_none_or(|s| UNFINISHED_STATES.contains(&s));
-        let wants_finished = filter
-            .state
-            .as_deref()
-            .is_none_or(|s| FINISHED_STATES.contains(&s));
+        let wants_unfinished = q.state.is_none_or(|s| !s.is_finished());
+        let wants_finished = q.state.is_none_or(ViewState::is_finished);
         let mut page: Vec<Value> = Vec::new();
         let mut scanned = 0usize;
         let mut next: Option<String> = None;
@@ -497,7 +436,8 @@ impl Router {
                     }
                     scanned += 1;
                     last = Some(id);
-                    if filter.admits(job.queue(), job.route(), self.state_of(job), job.payload()) {
+                    let state = self.state_of(job).as_str();
+                    if filter.admits(job.queue(), job.route(), state, job.payload()) {
                         page.push(self.unfinished_view(job, now));
                     }
                     true
@@ -530,18 +470,21 @@ impl Router {
         msgid: &str,
         now: Duration,
         out: &mut Vec<Action>,
-    ) -> Result<Value, OpError> {
+    ) -> Result<Value, AdminError> {
         let Some(jid) = self.store.find(msgid) else {
             if let Some(r) = self.finished.get(msgid) {
-                return Err((
-                    "conflict",
+                return Err(AdminError::new(
+                    ErrorKind::Conflict,
                     format!("job {msgid} already finished ({})", r.outcome),
                 ));
             }
             if self.dead.iter().any(|d| d.job.msgid == msgid) {
-                return Err((
-                    "conflict",
-                    format!("job {msgid} is dead-lettered (discard it with dead-discard)"),
+                return Err(AdminError::new(
+                    ErrorKind::Conflict,
+                    format!(
+                        "job {msgid} is dead-lettered (discard it with {})",
+                        OpName::DeadDiscard
+                    ),
                 ));
             }
             return Err(not_found(format!("no job {msgid}")));
@@ -568,7 +511,7 @@ impl Router {
                 let Some(w) = self.pool.get(worker) else {
                     return Err(not_found(format!("no job {msgid}")));
                 };
-                if was == "cancelling" {
+                if was == ViewState::Cancelling {
                     return Ok(json!({ "msgid": msgid, "was": was, "state": "cancelling" }));
                 }
                 if !w
@@ -576,8 +519,8 @@ impl Router {
                     .iter()
                     .any(|f| f == emqp_proto::command::FEATURE_CANCEL)
                 {
-                    return Err((
-                        "unsupported",
+                    return Err(AdminError::new(
+                        ErrorKind::Unsupported,
                         format!(
                             "job {msgid} runs on worker {}, which cannot cancel jobs (a 0.3.13 job manager)",
                             ident(&w.identity)
@@ -606,17 +549,25 @@ impl Router {
 
     // ----- dead letters -------------------------------------------------------
 
-    fn op_dead(&self, req: &Map<String, Value>) -> Result<Value, OpError> {
-        let filter = Filter::of(req)?;
-        let limit = limit_of(req)?;
-        let skip: usize = match opt_str(req, "cursor")? {
+    fn op_dead(&self, q: &DeadQuery) -> Result<Value, AdminError> {
+        let filter = Filter {
+            queue: q.queue.as_deref(),
+            state: None,
+            contains: q.contains.as_deref(),
+        };
+        let limit = page_of(q.limit);
+        let skip: usize = match q.cursor.as_deref() {
             None => 0,
             Some(c) => c.parse().map_err(|_| bad(format!("bad cursor {c:?}")))?,
         };
-        let matching =
-            self.dead.iter().rev().filter(|d| {
-                filter.admits(&d.job.queue, &d.job.route, "dead-lettered", &d.job.payload)
-            });
+        let matching = self.dead.iter().rev().filter(|d| {
+            filter.admits(
+                &d.job.queue,
+                &d.job.route,
+                ViewState::DeadLettered.as_str(),
+                &d.job.payload,
+            )
+        });
         let page: Vec<Value> = matching
             .clone()
             .skip(skip)
@@ -628,27 +579,34 @@ impl Router {
         Ok(json!({ "dead_letters": page, "next_cursor": next, "count": count }))
     }
 
-    /// `dead-retry` (`retry`) or `dead-discard`: one msgid, or all that
+    /// [`AdminOp::DeadRetry`] (`retry`) or [`AdminOp::DeadDiscard`]: one msgid, or all that
     /// match the filters.
     fn op_dead_take(
         &mut self,
-        req: &Map<String, Value>,
+        target: &DeadTarget,
         retry: bool,
         now: Duration,
         out: &mut Vec<Action>,
-    ) -> Result<Value, OpError> {
-        let all = matches!(req.get("all"), Some(Value::Bool(true)));
-        let msgid = opt_str(req, "msgid")?;
-        let filter = Filter::of(req)?;
-        if all == msgid.is_some() {
-            return Err(bad("give either msgid or all: true"));
-        }
+    ) -> Result<Value, AdminError> {
         if retry && self.is_draining() {
-            return Err(("shutting-down", "the router is shutting down".into()));
+            return Err(AdminError::new(
+                ErrorKind::ShuttingDown,
+                "the router is shutting down",
+            ));
         }
-        let take = |d: &super::DeadLetter| match &msgid {
-            Some(m) => d.job.msgid == *m,
-            None => filter.admits(&d.job.queue, &d.job.route, "dead-lettered", &d.job.payload),
+        let take = |d: &super::DeadLetter| match target {
+            DeadTarget::One { msgid } => d.job.msgid == *msgid,
+            DeadTarget::All { queue, contains } => Filter {
+                queue: queue.as_deref(),
+                state: None,
+                contains: contains.as_deref(),
+            }
+            .admits(
+                &d.job.queue,
+                &d.job.route,
+                ViewState::DeadLettered.as_str(),
+                &d.job.payload,
+            ),
         };
         let mut taken = Vec::new();
         let mut kept = std::collections::VecDeque::with_capacity(self.dead.len());
@@ -661,8 +619,8 @@ impl Router {
         }
         self.dead = kept;
         if taken.is_empty() {
-            if let Some(m) = msgid {
-                return Err(not_found(format!("no dead letter {m}")));
+            if let DeadTarget::One { msgid } = target {
+                return Err(not_found(format!("no dead letter {msgid}")));
             }
         }
         let mut done = 0usize;
@@ -790,7 +748,7 @@ impl Router {
 
 /// An ADMIN frame that did not decode: the `bad-request` answer.
 pub(super) fn undecodable_answer(e: &dyn std::fmt::Display) -> Value {
-    json!({"ok": false, "error": {"kind": "bad-request", "message": format!("undecodable admin message: {e}")}})
+    encode_answer(Err(bad(format!("undecodable admin message: {e}"))))
 }
 
 /// For tests and tools: an ADMIN request's frames.

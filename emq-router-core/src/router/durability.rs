@@ -32,6 +32,21 @@
 //! restart. Jobs acknowledged earlier stay queued and are never dropped.
 //! The log says once that the journal failed and once that it
 //! recovered, with the number of requests refused meanwhile.
+//!
+//! **Uncertain outcome.** When the store cannot tell whether a batch
+//! committed (`BatchResult::Uncertain`: the PostgreSQL connection broke
+//! while the commit was on its way), the batch is handled as failed, with
+//! one difference: a job of it may run (the commit may have happened, and
+//! a router that takes over after this one would load it), so its client
+//! is never told "refused": it gets `REJECT journal-uncertain` and sends
+//! the REQUEST again under the same msgid. The msgid is remembered; until
+//! a batch commits again (the store settles the uncertain batch before any
+//! later write: one that did commit is undone there) a REQUEST with it is
+//! answered `journal-uncertain` again, whatever else is going on; after
+//! that it is a new REQUEST like any other. A router that holds the job
+//! (one that loaded it after a failover) acknowledges the resent REQUEST
+//! as that job (`intake.rs`). Only a batch known not to have been written
+//! gives `journal-unavailable`.
 
 use std::time::Duration;
 
@@ -41,7 +56,7 @@ use super::Router;
 use crate::event::{Action, Socket};
 use crate::jobs::JobId;
 use crate::journal::{Batch, BatchId, BatchResult, Record};
-use crate::util::FastMap;
+use crate::util::{FastMap, FastSet};
 use emqp_proto::{Command, Reject, RejectReason};
 
 /// The longest an acknowledgement waits for its commit under load.
@@ -139,6 +154,9 @@ pub(crate) struct Durability {
     retry_at: Duration,
     /// Jobs whose two records cancelled (for the exit log).
     pub(crate) cancelled: u64,
+    /// Msgids of jobs whose batch's outcome is uncertain, until a batch
+    /// commits (the store has settled it then).
+    uncertain: FastSet<String>,
 }
 
 impl Durability {
@@ -162,6 +180,7 @@ impl Durability {
             },
             retry_at: Duration::ZERO,
             cancelled: 0,
+            uncertain: FastSet::default(),
         }
     }
 
@@ -192,6 +211,12 @@ impl Durability {
         if self.pending.is_none() && self.open_jobs.is_empty() {
             self.durable_below = self.durable_below.max(id);
         }
+    }
+
+    /// Whether `msgid` named a job of a batch whose outcome is not yet
+    /// known (answered `journal-uncertain`).
+    pub(crate) fn is_uncertain(&self, msgid: &str) -> bool {
+        self.uncertain.contains(msgid)
     }
 
     /// Why new work is refused, while the journal fails.
@@ -440,7 +465,8 @@ impl Router {
         }
         match result {
             BatchResult::Committed => self.batch_committed(p, now, out),
-            BatchResult::Failed(error) => self.batch_failed(p, error, now, out),
+            BatchResult::Failed(error) => self.batch_failed(p, error, false, now, out),
+            BatchResult::Uncertain(error) => self.batch_failed(p, error, true, now, out),
         }
     }
 
@@ -455,6 +481,14 @@ impl Router {
             );
         }
         j.state = JournalState::Healthy;
+        if !j.uncertain.is_empty() {
+            log::info!(
+                "journal: the batch of {} job(s) answered journal-uncertain is settled \
+                 (written or not, the store has it undone); their msgids are free again",
+                j.uncertain.len()
+            );
+            j.uncertain.clear();
+        }
         j.durable_below = j.durable_below.max(p.durable_below);
         let mut results: Vec<(String, u64)> = Vec::new();
         while j.held.front().is_some_and(|h| h.batch <= p.id) {
@@ -486,7 +520,16 @@ impl Router {
         }
     }
 
-    fn batch_failed(&mut self, p: Pending, error: String, now: Duration, out: &mut Vec<Action>) {
+    /// `uncertain`: the batch may have been written (its jobs may run):
+    /// `journal-uncertain`, else `journal-unavailable`.
+    fn batch_failed(
+        &mut self,
+        p: Pending,
+        error: String,
+        uncertain: bool,
+        now: Duration,
+        out: &mut Vec<Action>,
+    ) {
         // The jobs of the batch were never acknowledged nor dispatched:
         // take them out; their acknowledgements become REJECTs.
         let failed: crate::util::FastSet<JobId> = p.jobs.iter().copied().collect();
@@ -505,12 +548,27 @@ impl Router {
                 if let Some(msgid) = failed_ack {
                     if let Action::Send { identity, .. } = h.action {
                         reject_ids += 1;
+                        let (reason, text) = if uncertain {
+                            self.journal.uncertain.insert(msgid.clone());
+                            (
+                                RejectReason::JournalUncertain,
+                                format!(
+                                    "the router cannot tell whether its journal stored the job \
+                                     ({error}); it may run: send it again with the same msgid"
+                                ),
+                            )
+                        } else {
+                            (
+                                RejectReason::JournalUnavailable,
+                                format!("the router's journal cannot store jobs: {error}"),
+                            )
+                        };
                         let f = super::frames_of(
                             self.ids.next_id(),
                             Command::Reject(Reject {
                                 orig_msgid: msgid,
-                                reason: RejectReason::JournalUnavailable,
-                                text: format!("the router's journal cannot store jobs: {error}"),
+                                reason,
+                                text,
                             }),
                         );
                         out.push(Action::Send {
@@ -532,12 +590,26 @@ impl Router {
         j.again = keep;
         j.retry_at = now.saturating_add(RETRY_INTERVAL);
         match &mut j.state {
-            JournalState::Failing { error: e, .. } => *e = error,
+            JournalState::Failing { error: e, .. } => {
+                if uncertain && reject_ids > 0 {
+                    log::warn!(
+                        "journal write failed: {error}; {reject_ids} job(s) of the batch \
+                         answered journal-uncertain (the commit may have happened)"
+                    );
+                }
+                *e = error
+            }
             _ => {
+                let answered = if uncertain {
+                    "answered journal-uncertain (the commit may have happened: they may run; \
+                     their clients send them again)"
+                } else {
+                    "refused (journal-unavailable)"
+                };
                 log::error!(
-                    "journal write failed: {error}; {reject_ids} job(s) of the batch refused \
-                     (journal-unavailable), new jobs and schedules are refused and no job is \
-                     dispatched until a write succeeds again (retrying every {} s)",
+                    "journal write failed: {error}; {reject_ids} job(s) of the batch {answered}, \
+                     new jobs and schedules are refused and no job is dispatched until a write \
+                     succeeds again (retrying every {} s)",
                     RETRY_INTERVAL.as_secs()
                 );
                 j.state = JournalState::Failing {

@@ -19,14 +19,24 @@
 //!   it, else through `default`; the frames are forwarded unchanged (queue
 //!   frame as sent, same msgid, headers frame byte for byte). Every
 //!   accepted REQUEST is acknowledged `REPLY [msgid]`, dispatched or
-//!   buffered, once its journal record is committed. Refused, in this
-//!   order: `shutting-down` while draining; `journal-unavailable` while
-//!   the journal fails; `duplicate-msgid` when an unfinished job already
-//!   has that msgid (the journal and the REPLYs of workers name jobs by
-//!   msgid, so two could not be kept apart), or the router holds the
-//!   undelivered result of one (`results.rs`: a client that sends a
-//!   REQUEST again after a reconnect learns so that it was taken); `queue-full` when the route
-//!   has `hwm` jobs buffered and no free slot.
+//!   buffered, once its journal record is committed. A REQUEST whose
+//!   msgid was answered `journal-uncertain` is answered so again until
+//!   the journal can tell (`durability.rs`). **A REQUEST sent again** — a
+//!   msgid the router holds as an unfinished job, or keeps as a finished
+//!   one, with the same queue and message (a finished job keeps the
+//!   first 1,000 bytes: those are compared) — is acknowledged as that job
+//!   (once its record is committed) and not run again: a client resends
+//!   under the same msgid after `journal-uncertain` or a lost
+//!   acknowledgement, possibly to the router that took over (a finished
+//!   job whose result waits for its client answers `duplicate-msgid`, as
+//!   below). Refused, in this order: `shutting-down` while draining;
+//!   `journal-unavailable` while the journal fails; `duplicate-msgid` when an unfinished job
+//!   already has that msgid with another queue or message (the journal
+//!   and the REPLYs of workers name jobs by msgid, so two could not be
+//!   kept apart), or the router holds the undelivered result of one
+//!   (`results.rs`: a client that sends a REQUEST again after a reconnect
+//!   learns so that it was taken); `queue-full` when the route has `hwm`
+//!   jobs buffered and no free slot.
 //! - **Accept.** REQUESTs, schedule runs and jobs restored from a journal
 //!   all become jobs through [`Router::accept`]: interned meta, msgid
 //!   index, the `Accepted` record (not for restored jobs: they are in the
@@ -347,7 +357,17 @@ impl Router {
     ) {
         let route = self.route_of(&r.queue).to_string();
         let delay = r.headers.delay();
-        let refusal = if self.is_draining() {
+        if delay.is_ok() && self.resent_request(&client, &msgid, &r, out) {
+            return;
+        }
+        let refusal = if self.journal.is_uncertain(&msgid) {
+            Some((
+                RejectReason::JournalUncertain,
+                "the router cannot yet tell whether its journal stored this job; it may run: \
+                 send it again with the same msgid"
+                    .to_string(),
+            ))
+        } else if self.is_draining() {
             self.stats.rejected_shutting_down += 1;
             Some((
                 RejectReason::ShuttingDown,
@@ -361,6 +381,7 @@ impl Router {
             self.stats.rejected_journal += 1;
             Some((RejectReason::JournalUnavailable, why))
         } else if self.store.find(&msgid).is_some() {
+            // Held with another queue or message (`resent_request`).
             self.stats.rejected_duplicate += 1;
             Some((
                 RejectReason::DuplicateMsgid,
@@ -427,6 +448,55 @@ impl Router {
         self.pump(&route, now, out);
         let ack = frames_of(self.ids.next_id(), Command::Reply(Reply::ack_of(&msgid)));
         self.send_after_journal(Socket::Frontend, client, ack, Some((jid, msgid)), out);
+    }
+
+    /// A REQUEST sent again: `msgid` names a job this router holds
+    /// unfinished, or keeps finished, with the same queue and message.
+    /// Acknowledged as that job (after the records before it are
+    /// committed; for an unfinished job whose own record is not yet, its
+    /// batch's outcome decides, as for the first acknowledgement) and not
+    /// run again. `false`: not a resend.
+    fn resent_request(
+        &mut self,
+        client: &[u8],
+        msgid: &str,
+        r: &Request,
+        out: &mut Vec<Action>,
+    ) -> bool {
+        let held = if let Some(jid) = self.store.find(msgid) {
+            match self.store.jobs.get(&jid) {
+                Some(j) if j.queue() == r.queue && j.payload() == r.message.as_slice() => {
+                    Some(Some(jid))
+                }
+                _ => None,
+            }
+        } else if self.results.holds(msgid) {
+            // Its undelivered result makes it `duplicate-msgid` (which
+            // says it was taken; the result follows the client's hello).
+            None
+        } else {
+            self.finished.get(msgid).and_then(|f| {
+                let kept = &r.message[..r.message.len().min(super::completion::PAYLOAD_KEPT)];
+                (f.job.queue == r.queue && f.job.payload == kept).then_some(None)
+            })
+        };
+        let Some(jid) = held else {
+            return false;
+        };
+        log::debug!(
+            "REQUEST {msgid} from {} sent again: acknowledged as the job the router holds ({})",
+            ident(client),
+            if jid.is_some() {
+                "unfinished"
+            } else {
+                "finished"
+            }
+        );
+        self.stats.resent_requests += 1;
+        let ack = frames_of(self.ids.next_id(), Command::Reply(Reply::ack_of(msgid)));
+        let tag = jid.map(|j| (j, msgid.to_string()));
+        self.send_after_journal(Socket::Frontend, client.to_vec(), ack, tag, out);
+        true
     }
 
     /// Make a job of `new`: intern its meta, index its msgid, record it

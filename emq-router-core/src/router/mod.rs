@@ -101,7 +101,7 @@ impl From<DeadLetterRecord> for DeadLetter {
         DeadLetter {
             job: d.job,
             reason: d.reason,
-            error: None,
+            error: d.error,
             at_unix_ms: d.dead_at_unix_ms,
         }
     }
@@ -128,6 +128,9 @@ pub struct Stats {
     pub rejected_malformed: u64,
     pub rejected_shutting_down: u64,
     pub rejected_duplicate: u64,
+    /// REQUESTs sent again (a msgid held with the same queue and message)
+    /// acknowledged as the job already held, not run again.
+    pub resent_requests: u64,
     /// REQUESTs and SCHEDULEs refused `journal-unavailable` (including
     /// jobs whose batch failed: they were never acknowledged).
     pub rejected_journal: u64,

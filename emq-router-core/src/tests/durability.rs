@@ -362,7 +362,8 @@ fn a_msgid_the_router_holds_is_refused_duplicate_until_its_job_finished() {
     let mut h = durable();
     worker(&mut h, "w1", "", 1);
     h.request("c", "dup", "default", "");
-    let sent = h.request("c2", "dup", "default", "");
+    // The same msgid for another job (another queue here).
+    let sent = h.request("c2", "dup", "other", "");
     let rj = rejects(&sent, "c2");
     assert_eq!(rj.len(), 1, "{sent:?}");
     assert_eq!(rj[0].reason, RejectReason::DuplicateMsgid);
@@ -370,10 +371,10 @@ fn a_msgid_the_router_holds_is_refused_duplicate_until_its_job_finished() {
         .iter()
         .any(|m| is_ack_of(m, "dup")));
     assert_eq!(h.r.stats().rejected_duplicate, 1);
-    // Once finished, the msgid may be used again.
+    // Once finished, the msgid may be used again (for another job).
     h.reply("w1", "dup", "{}", None);
     h.ready("w1");
-    let sent = h.request("c", "dup", "default", "");
+    let sent = h.request("c", "dup", "other", "");
     assert!(to(&sent, Frontend, "c").iter().any(|m| is_ack_of(m, "dup")));
     let accepted = h
         .journal
@@ -381,6 +382,150 @@ fn a_msgid_the_router_holds_is_refused_duplicate_until_its_job_finished() {
         .filter(|r| matches!(r, Record::Accepted(j) if j.msgid == "dup"))
         .count();
     assert_eq!(accepted, 2);
+}
+
+fn accepted_count(h: &H, msgid: &str) -> usize {
+    h.journal
+        .iter()
+        .filter(|r| matches!(r, Record::Accepted(j) if j.msgid == msgid))
+        .count()
+}
+
+/// Issue 26 item 1: a batch whose commit may have happened (PostgreSQL
+/// connection lost during COMMIT) never tells a client "refused".
+#[test]
+fn an_uncertain_batch_answers_journal_uncertain_until_a_commit_settles_it() {
+    let mut h = durable();
+    h.fail_journal = Some("connection closed during COMMIT".into());
+    h.uncertain = true;
+    let sent = h.request("c", "u1", "default", "");
+    let rj = rejects(&sent, "c");
+    assert_eq!(rj.len(), 1, "{sent:?}");
+    assert_eq!(rj[0].orig_msgid, "u1");
+    assert_eq!(rj[0].reason, RejectReason::JournalUncertain);
+    assert!(rj[0].text.contains("same msgid"), "{}", rj[0].text);
+    assert!(!to(&sent, Frontend, "c").iter().any(|m| is_ack_of(m, "u1")));
+    assert!(h.r.store.find("u1").is_none(), "never dispatched here");
+    assert_eq!(h.r.journal_state().name(), "failing");
+    // Sent again while the store cannot tell: uncertain again, not
+    // refused; a new job is refused (it was certainly not written).
+    h.uncertain = false;
+    let again = h.request("c", "u1", "default", "");
+    assert_eq!(
+        rejects(&again, "c")[0].reason,
+        RejectReason::JournalUncertain
+    );
+    let fresh = h.request("c", "n1", "default", "");
+    assert_eq!(
+        rejects(&fresh, "c")[0].reason,
+        RejectReason::JournalUnavailable
+    );
+    // A retry that still fails (known not written) keeps it uncertain.
+    h.now = h.r.poll_timeout().unwrap();
+    h.timeout();
+    let again = h.request("c", "u1", "default", "");
+    assert_eq!(
+        rejects(&again, "c")[0].reason,
+        RejectReason::JournalUncertain
+    );
+    // The journal works again: the store settled the batch (undone if it
+    // had committed); the resend is a new REQUEST, accepted and run once.
+    h.fail_journal = None;
+    h.now = h.r.poll_timeout().unwrap();
+    h.timeout();
+    assert_eq!(h.r.journal_state().name(), "ok");
+    let sent = h.request("c", "u1", "default", "");
+    assert!(to(&sent, Frontend, "c").iter().any(|m| is_ack_of(m, "u1")));
+    worker(&mut h, "w1", "", 2);
+    assert_eq!(h.r.inflight_count(), 1);
+    assert_eq!(accepted_count(&h, "u1"), 1);
+}
+
+#[test]
+fn a_plain_failed_batch_still_answers_journal_unavailable() {
+    let mut h = durable();
+    h.fail_journal = Some("database or disk is full".into());
+    let sent = h.request("c", "f1", "default", "");
+    assert_eq!(
+        rejects(&sent, "c")[0].reason,
+        RejectReason::JournalUnavailable
+    );
+    let again = h.request("c", "f1", "default", "");
+    assert_eq!(
+        rejects(&again, "c")[0].reason,
+        RejectReason::JournalUnavailable
+    );
+}
+
+/// A REQUEST sent again under a msgid the router holds, same queue and
+/// message, is that job: acknowledged, not run twice, not refused —
+/// unfinished (here, or loaded by the router that took over) or finished.
+#[test]
+fn a_request_sent_again_is_acknowledged_as_the_job_the_router_holds() {
+    let mut h = durable();
+    worker(&mut h, "w1", "", 1);
+    let sent = h.request("c", "r1", "default", "reply-requested");
+    assert_eq!(forwarded(&sent, "w1"), vec!["r1"]);
+    // In flight: sent again (from the same client, or a new connection
+    // of it) → acknowledged, not dispatched again.
+    for client in ["c", "c-reconnected"] {
+        let sent = h.request(client, "r1", "default", "reply-requested");
+        assert!(
+            to(&sent, Frontend, client)
+                .iter()
+                .any(|m| is_ack_of(m, "r1")),
+            "{sent:?}"
+        );
+        assert!(rejects(&sent, client).is_empty(), "{sent:?}");
+        assert!(forwarded(&sent, "w1").is_empty());
+    }
+    assert_eq!(accepted_count(&h, "r1"), 1);
+    assert_eq!(h.r.stats().resent_requests, 2);
+    // Finished: still that job.
+    h.reply("w1", "r1", "{}", None);
+    h.ready("w1");
+    let sent = h.request("c", "r1", "default", "reply-requested");
+    assert!(to(&sent, Frontend, "c").iter().any(|m| is_ack_of(m, "r1")));
+    assert!(forwarded(&sent, "w1").is_empty(), "not run twice");
+    assert_eq!(accepted_count(&h, "r1"), 1);
+
+    // After a failover: the next leader loaded the job (its commit had
+    // happened although its client was told journal-uncertain).
+    let mut h2 = durable();
+    let mut out = Vec::new();
+    h2.r.restore(
+        Restored {
+            jobs: vec![JobRecord {
+                msgid: "u1".into(),
+                client: b"c".to_vec(),
+                queue: "default".into(),
+                route: "default".into(),
+                headers: Vec::new(),
+                payload: b"[\"call\", {\"handler\": \"echo\", \"args\": \"u1\"}]".to_vec(),
+                attempts: 0,
+                accepted_at_unix_ms: 1,
+                run_at_unix_ms: None,
+            }],
+            ..Restored::default()
+        },
+        h2.now,
+        &mut out,
+    );
+    let sent = h2.request("c", "u1", "default", "");
+    assert!(
+        to(&sent, Frontend, "c").iter().any(|m| is_ack_of(m, "u1")),
+        "{sent:?}"
+    );
+    assert!(rejects(&sent, "c").is_empty());
+    assert_eq!(accepted_count(&h2, "u1"), 0, "no second job");
+    let sent = h2.request("c", "u1", "other-queue", "");
+    assert_eq!(
+        rejects(&sent, "c")[0].reason,
+        RejectReason::DuplicateMsgid,
+        "another job"
+    );
+    worker(&mut h2, "w1", "", 2);
+    assert_eq!(h2.r.inflight_count(), 1, "one run");
 }
 
 #[test]

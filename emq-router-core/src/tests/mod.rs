@@ -35,6 +35,10 @@ pub(crate) struct H {
     /// Every record committed, in order.
     pub(crate) journal: Vec<Record>,
     pub(crate) fail_journal: Option<String>,
+    /// While `fail_journal` is set: the store cannot tell whether the
+    /// batch committed (`BatchResult::Uncertain`) instead of knowing it
+    /// did not.
+    pub(crate) uncertain: bool,
     /// REPLYs sent by [`H::reply`] so far (their msgids).
     replies: u64,
     /// The take-back key each backend identity's last ACK gave.
@@ -54,6 +58,7 @@ impl H {
             now: 1_000 * SECOND,
             journal: Vec::new(),
             fail_journal: None,
+            uncertain: false,
             replies: 0,
             keys: Default::default(),
         }
@@ -97,6 +102,7 @@ impl H {
                         self.journal.extend(records);
                         BatchResult::Committed
                     }
+                    Some(e) if self.uncertain => BatchResult::Uncertain(e.clone()),
                     Some(e) => BatchResult::Failed(e.clone()),
                 };
                 let mut more = Vec::new();
@@ -1083,7 +1089,10 @@ fn lost_deliveries_beyond_max_attempts_dead_letter_with_failed_result() {
 
 #[test]
 fn failed_reply_with_retry_count_retries_with_doubling_backoff_then_dead_letters() {
-    let mut h = H::new();
+    let mut h = H::with(Config {
+        journal: true,
+        ..Config::default()
+    });
     worker(&mut h, "w1", "", 1);
     h.request("c", "r", "default", "reply-requested,retry-count:2");
     let fail = r#"{"error": {"kind": "exception", "message": "boom"}}"#;
@@ -1114,6 +1123,13 @@ fn failed_reply_with_retry_count_retries_with_doubling_backoff_then_dead_letters
     assert_eq!(h.r.stats().retried, 2);
     assert_eq!(h.r.stats().dead_lettered, 1);
     assert!(h.r.unfinished_jobs().is_empty());
+    // The journal keeps why it died (the last error), so that a restart
+    // lists it too.
+    let journaled = h.journal.iter().find_map(|r| match r {
+        Record::DeadLettered { msgid, error, .. } if msgid == "r" => Some(error.clone()),
+        _ => None,
+    });
+    assert_eq!(journaled, Some(Some(rs[0].payload.clone())));
 }
 
 #[test]

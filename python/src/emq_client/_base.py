@@ -103,6 +103,15 @@ class Admin(NamedTuple):
     args: Dict[str, Any]
 
 
+def own_admin(op: str, **args: Any) -> Admin:
+    """An admin step of the client's own methods: one of
+    :data:`_core.ADMIN_OPS` with its arguments (else a bug: ``ValueError``)."""
+    known = _core.ADMIN_OPS.get(op)
+    if known is None or not set(args) <= set(known):
+        raise ValueError(f"admin {op!r} with {sorted(args)}: not in ADMIN_OPS {_core.ADMIN_OPS}")
+    return Admin(op, args)
+
+
 #: A send step is the message's frames themselves (no wrapper per job).
 Send = list
 
@@ -477,7 +486,7 @@ class BaseClient:
         deadline = None if timeout is None else self._clock() + timeout
         pause = 0.02
         while True:
-            answer = yield Admin("job", {"msgid": msgid})
+            answer = yield own_admin("job", msgid=msgid)
             finished, value = _core.finished_view_outcome(msgid, answer.get("job") or {})
             if finished:
                 return value
@@ -488,11 +497,11 @@ class BaseClient:
             pause = min(pause * 2, 1.0)
 
     def _status(self, msgid: str) -> Plan:
-        answer = yield Admin("job", {"msgid": msgid})
+        answer = yield own_admin("job", msgid=msgid)
         return _core.status_of(answer.get("job") or {})
 
     def _cancel(self, msgid: str) -> Plan:
-        answer = yield Admin("cancel", {"msgid": msgid})
+        answer = yield own_admin("cancel", msgid=msgid)
         return str(answer.get("state", ""))
 
     @property

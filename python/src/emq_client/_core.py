@@ -236,6 +236,15 @@ def outcome(p: Pending) -> Any:
     return decode_result(p.msgid, p.status, p.payload)
 
 
+#: The control-plane ops the client's own methods send (``result``,
+#: ``status``, ``cancel``), with their arguments (tests/test_vocabulary.py
+#: checks them against ``emq-cli vocabulary``). ``Client.admin`` sends any.
+ADMIN_OPS: Dict[str, Tuple[str, ...]] = {
+    "job": ("msgid",),
+    "cancel": ("msgid",),
+}
+
+
 def admin_answer(op: str, payload: bytes) -> Dict[str, Any]:
     """An admin answer as a dict, or its error raised as :class:`AdminError`."""
     try:

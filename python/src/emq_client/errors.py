@@ -182,10 +182,24 @@ def job_failed(msgid: str, error: Mapping[str, Any]) -> JobFailed:
     return _FAILURES.get(str(error.get("kind", "")), JobFailed)(msgid, error)
 
 
+#: The error kinds of the control plane (docs/PROTOCOL.md, "Control plane"),
+#: the router's own list (tests/test_vocabulary.py checks it against
+#: ``emq-cli vocabulary``).
+ADMIN_ERROR_KINDS = (
+    "bad-request",
+    "not-found",
+    "unsupported",
+    "conflict",
+    "journal-unavailable",
+    "shutting-down",
+)
+
+
 class AdminError(EmqError):
     """The admin socket answered ``{"ok": false, "error": {kind, message}}``;
-    ``kind`` is ``not-found``, ``conflict``, ``unsupported``, ``bad-request``,
-    ``journal-unavailable`` or ``shutting-down``."""
+    ``kind`` is one of :data:`ADMIN_ERROR_KINDS` (``not-found``,
+    ``conflict``, ``unsupported``, ``bad-request``, ``journal-unavailable``,
+    ``shutting-down``), or a newer router's."""
 
     def __init__(self, op: str, kind: str, message: str) -> None:
         super().__init__(f"admin {op}: {kind}: {message}")

@@ -8,13 +8,21 @@
 //! Layering, the one rule every binary follows: a flag wins, else the
 //! `EVENTMQ_<KEY>` variable, else the key in the component's section, else
 //! in `[global]`, else the default. [`Settings::pick`], [`Settings::value`]
-//! and [`Settings::pick_secs`] apply it; a blank setting counts as unset; a
+//! and [`Settings::duration`] apply it; a blank setting counts as unset; a
 //! bad one is a [`SettingError`] that names where it came from. Durations
-//! use the grammar of [`crate::duration`].
+//! use the grammar of [`crate::duration`], and each says what its zero
+//! means ([`Zero`]).
+//!
+//! The environment is a parameter ([`Settings::load_from`]): a binary
+//! passes its own (`std::env::vars()`, with `--config` over
+//! `EVENTMQ_CONFIG_FILE` where it has that flag), tests pass a map.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::duration::{parse_duration, Zero};
 
 /// The default config file 0.3.13 reads.
 pub const DEFAULT_CONFIG_FILE: &str = "/etc/eventmq.conf";
@@ -124,27 +132,39 @@ impl Settings {
         }
     }
 
-    /// [`Settings::pick`] for a duration in seconds (flags parsed by
-    /// [`crate::duration::secs`]; the setting read by the same grammar).
-    pub fn pick_secs(
-        &self,
-        flag: Option<f64>,
-        key: &str,
-        default: f64,
-    ) -> Result<f64, SettingError> {
-        match flag {
-            Some(v) => Ok(v),
-            None => Ok(self
-                .value_with(key, crate::duration::parse_duration)?
-                .map_or(default, |d| d.as_secs_f64())),
-        }
+    /// The duration setting `key` ([`crate::duration`]'s grammar); `None`
+    /// if unset or blank.
+    pub fn value_duration(&self, key: &str) -> Result<Option<Duration>, SettingError> {
+        self.value_with(key, parse_duration)
     }
 
-    /// Load `section` from the config file named by the environment, then
-    /// apply `EVENTMQ_<KEY>` variables.
-    pub fn load(section: &str) -> Result<Settings, SettingsError> {
-        let env: HashMap<String, String> = std::env::vars().collect();
-        Self::load_from(section, &env)
+    /// [`Settings::pick`] for a duration: the flag (`what`, parsed by
+    /// [`crate::duration::parse_duration`]), else the setting `key`, else
+    /// `default`; a zero from the flag or the setting must pass `zero`.
+    pub fn duration(
+        &self,
+        flag: Option<Duration>,
+        key: &str,
+        default: Duration,
+        zero: Zero,
+        what: &str,
+    ) -> Result<Duration, SettingError> {
+        let (d, source) = match flag {
+            Some(d) => (d, "the command line".to_string()),
+            None => match self.value_duration(key)? {
+                Some(d) => (d, self.source(key).unwrap_or("settings").to_string()),
+                None => (default, "the default".to_string()),
+            },
+        };
+        if zero.admits(d) {
+            return Ok(d);
+        }
+        Err(SettingError {
+            key: what.to_string(),
+            value: format!("{}", d.as_secs_f64()),
+            source,
+            reason: Some("must be a positive number of seconds".into()),
+        })
     }
 
     /// [`Settings::load`] with an explicit environment (for tests).
@@ -287,14 +307,92 @@ mod tests {
         assert_eq!(s.value::<u32>("BLANK"), Ok(None));
         let e = s.pick(None, "BAD", 1u32).unwrap_err();
         assert_eq!(e.to_string(), "bad value \"many\" for BAD (from set)");
-        assert_eq!(s.pick_secs(None, "HB", 3.0), Ok(0.25));
-        assert_eq!(s.pick_secs(Some(1.0), "HB", 3.0), Ok(1.0));
-        assert_eq!(s.pick_secs(None, "NONE", 3.0), Ok(3.0));
-        let e = s.pick_secs(None, "BAD", 3.0).unwrap_err().to_string();
+    }
+
+    #[test]
+    fn durations_flag_then_setting_then_default_with_their_zero_rule() {
+        let mut s = Settings::default();
+        s.set("HB", "250ms");
+        s.set("ZERO", "0");
+        s.set("BAD", "soon");
+        s.set("BLANK", " ");
+        let secs = Duration::from_secs;
+        let pick = |flag, key, zero| s.duration(flag, key, secs(3), zero, "--hb");
+        assert_eq!(
+            pick(None, "HB", Zero::Refused),
+            Ok(Duration::from_millis(250))
+        );
+        assert_eq!(pick(Some(secs(1)), "HB", Zero::Refused), Ok(secs(1)));
+        assert_eq!(pick(None, "NONE", Zero::Refused), Ok(secs(3)));
+        assert_eq!(pick(None, "BLANK", Zero::Refused), Ok(secs(3)));
+        // Zero: a value where allowed, an error naming the flag and the
+        // source where refused, from a flag as from a setting.
+        assert_eq!(pick(None, "ZERO", Zero::Allowed), Ok(Duration::ZERO));
+        assert_eq!(
+            pick(Some(Duration::ZERO), "HB", Zero::Allowed),
+            Ok(Duration::ZERO)
+        );
+        let e = pick(None, "ZERO", Zero::Refused).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "bad value \"0\" for --hb (from set): must be a positive number of seconds"
+        );
+        let e = pick(Some(Duration::ZERO), "HB", Zero::Refused).unwrap_err();
+        assert_eq!(e.source, "the command line");
+        // A setting that is not a duration names its key and source.
+        let e = pick(None, "BAD", Zero::Allowed).unwrap_err().to_string();
         assert!(
-            e.starts_with("bad value \"many\" for BAD (from set): "),
+            e.starts_with("bad value \"soon\" for BAD (from set): "),
             "{e}"
         );
+        assert!(e.contains("not a duration"), "{e}");
+        for (text, ms) in [
+            ("2", 2000),
+            ("1.5s", 1500),
+            ("2m", 120_000),
+            ("1h", 3_600_000),
+        ] {
+            let mut s = Settings::default();
+            s.set("D", text);
+            assert_eq!(
+                s.value_duration("D"),
+                Ok(Some(Duration::from_millis(ms))),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn environment_beats_section_beats_global_and_config_file_is_not_a_key() {
+        let dir = std::env::temp_dir().join(format!("emq-settings-order-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("e.conf");
+        // [router] before [global] in the file: the section still wins.
+        std::fs::write(&path, "[router]\nhwm=2\n[global]\nhwm=1\nqueues=g\n").unwrap();
+        let p = path.to_str().unwrap();
+        let s = Settings::load_from("router", &env(&[("EVENTMQ_CONFIG_FILE", p)])).unwrap();
+        assert_eq!(s.get("HWM"), Some("2"));
+        assert_eq!(s.get("QUEUES"), Some("g"));
+        assert!(s.source("QUEUES").unwrap().ends_with("[global]"));
+        assert_eq!(s.get("CONFIG_FILE"), None);
+        let s = Settings::load_from(
+            "router",
+            &env(&[
+                ("EVENTMQ_CONFIG_FILE", p),
+                ("EVENTMQ_HWM", "3"),
+                ("HWM", "9"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(s.get("HWM"), Some("3"));
+        // An unknown key is kept (a binary reads the keys it knows).
+        let s = Settings::load_from(
+            "router",
+            &env(&[("EVENTMQ_CONFIG_FILE", p), ("EVENTMQ_NO_SUCH_KEY", "x")]),
+        )
+        .unwrap();
+        assert_eq!(s.get("NO_SUCH_KEY"), Some("x"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

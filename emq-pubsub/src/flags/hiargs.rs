@@ -1,101 +1,37 @@
-//! Options of `emq-pubsub`: flags, `EVENTMQ_*` environment and the
-//! `[publisher]` (or `[global]`) section of the config file, merged and
-//! checked into [`Options`]. As in every emq binary, flags win over the
-//! environment, which wins over the file; 0.3.13's own keys
-//! (`PUBLISHER_INCOMING_ADDR`, `PUBLISHER_OUTGOING_ADDR`, section
-//! `[publisher]`) mean the same here.
+//! The checked plan of `emq-pubsub`: flags, `EVENTMQ_*` environment and
+//! the `[publisher]` (or `[global]`) section of the config file, merged and
+//! checked into [`Plan`]. As in every emq binary
+//! (`emq_cli_support::settings`), flags win over the environment, which
+//! wins over the file; 0.3.13's own keys (`PUBLISHER_INCOMING_ADDR`,
+//! `PUBLISHER_OUTGOING_ADDR`, section `[publisher]`) mean the same here.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
-use clap::Parser;
-use emqp_proto::settings::Settings;
+use emq_cli_support::{Settings, Zero};
 
+use super::lowargs::{
+    Cli, DEFAULT_INCOMING, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_OUTGOING, DEFAULT_REPORT_INTERVAL,
+    DEFAULT_SUBSCRIBER_HWM,
+};
 use crate::core::Config;
 
-/// 0.3.13's `PUBLISHER_INCOMING_ADDR`.
-pub const DEFAULT_INCOMING: &str = "tcp://127.0.0.1:47298";
-/// 0.3.13's `PUBLISHER_OUTGOING_ADDR`.
-pub const DEFAULT_OUTGOING: &str = "tcp://127.0.0.1:47299";
 /// The config file section 0.3.13's emq-pubsub reads.
 pub const SECTION: &str = "publisher";
 
-const DEFAULT_MAX_MESSAGE_SIZE: i64 = 16 * 1024 * 1024;
-const DEFAULT_SUBSCRIBER_HWM: i32 = 100_000;
-const DEFAULT_REPORT_INTERVAL: f64 = 60.0;
-
-const AFTER_HELP: &str = "\
-Publishers send PUBLISH [topic, message] (eMQP/1.0, as EventMQ 0.3.13's
-eventmq.client.messages.send_publish_request, or `emq-sender --publish TOPIC`)
-to the incoming address; each one is sent on to every subscriber whose
-subscription is a prefix of the topic, as two frames [topic, message].
-Subscribers are plain ZeroMQ SUB sockets connected to the outgoing address
-(or `emq-receiver --subscribe TOPIC`). Nothing is answered: PUBLISH is fire
-and forget, and a message published while no subscriber matches its topic is
-dropped (ZeroMQ PUB semantics; the log counts them as \"to no subscriber\").
-A subscriber that connects only just before a message is published may miss
-it (ZeroMQ's slow-joiner effect). Messages that are not PUBLISH are dropped
-with a warning.
-
-Every option can also come from the environment (EVENTMQ_<KEY>) or from the
-[publisher] (or [global]) section of the INI file named by EVENTMQ_CONFIG_FILE
-(default /etc/eventmq.conf), as with EventMQ 0.3.13. Flags win over the
-environment, which wins over the file. Keys: PUBLISHER_INCOMING_ADDR,
-PUBLISHER_OUTGOING_ADDR, MAX_MESSAGE_SIZE, PUBLISHER_SUBSCRIBER_HWM,
-PUBLISHER_REPORT_INTERVAL, PUBLISHER_MAX_SUBSCRIPTIONS.
-
-SIGTERM, SIGINT or SIGQUIT stop it: what is already queued for subscribers
-gets up to a second to go out, the totals are logged, exit 0. Exit code 2:
-a bad option or config file; 1: any other start-up error (an address in
-use).
-
-Logs go to stderr; RUST_LOG overrides the level (default info; debug logs
-every PUBLISH).";
-
-/// EventMQ (eMQP/1.0) pub/sub: PUBLISH [topic, message] in on a ROUTER
-/// socket, [topic, message] out to subscribers on a PUB socket.
-#[derive(Parser, Debug)]
-#[command(name = "emq-pubsub", version, after_help = AFTER_HELP)]
-pub struct Cli {
-    /// Endpoint publishers send PUBLISH to (bound, ROUTER)
-    /// [env: EVENTMQ_PUBLISHER_INCOMING_ADDR] [default: tcp://127.0.0.1:47298]
-    #[arg(long, value_name = "ADDR")]
-    pub incoming: Option<String>,
-
-    /// Endpoint subscribers connect their SUB sockets to (bound, PUB)
-    /// [env: EVENTMQ_PUBLISHER_OUTGOING_ADDR] [default: tcp://127.0.0.1:47299]
-    #[arg(long, value_name = "ADDR")]
-    pub outgoing: Option<String>,
-
-    /// Largest frame of a PUBLISH that is published, in bytes; a bigger one
-    /// is dropped with a warning (a frame over twice the limit is cut by
-    /// libzmq, which disconnects its sender). 0 or -1: no limit
-    /// [env: EVENTMQ_MAX_MESSAGE_SIZE] [default: 16777216 (16 MiB)]
-    #[arg(long, value_name = "BYTES", allow_negative_numbers = true)]
-    pub max_message_size: Option<i64>,
-
-    /// Messages queued for one slow subscriber before ZeroMQ drops further
-    /// ones for it [env: EVENTMQ_PUBLISHER_SUBSCRIBER_HWM] [default: 100000]
-    #[arg(long, value_name = "N")]
-    pub subscriber_hwm: Option<i32>,
-
-    /// Log what happened (published, to no subscriber, dropped) every SECS
-    /// seconds when anything did; 0: only at exit
-    /// [env: EVENTMQ_PUBLISHER_REPORT_INTERVAL] [default: 60]
-    #[arg(long, value_name = "SECS", value_parser = emqp_proto::duration::secs)]
-    pub report_interval: Option<f64>,
-
-    /// Topic prefixes the subscription table keeps at most (it only serves
-    /// the "to no subscriber" count: past it, subscriptions still work,
-    /// are logged as not kept, and messages to no kept prefix are not
-    /// counted as to no subscriber) [env: EVENTMQ_PUBLISHER_MAX_SUBSCRIPTIONS]
-    /// [default: 100000]
-    #[arg(long, value_name = "N")]
-    pub max_subscriptions: Option<usize>,
+impl Cli {
+    /// Check the flags with the environment `env` (the process's, passed
+    /// in) and the config file it names.
+    pub fn plan(self, env: &HashMap<String, String>) -> Result<Plan, String> {
+        let settings = Settings::load_from(SECTION, env).map_err(|e| e.to_string())?;
+        Plan::resolve(self, &settings)
+    }
 }
 
-/// Options after flags, environment, file and defaults are merged.
+/// Flags, environment, file and defaults merged and checked: what the
+/// pub/sub process will serve.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Options {
+pub struct Plan {
     pub incoming: String,
     pub outgoing: String,
     /// `None`: no limit.
@@ -105,10 +41,10 @@ pub struct Options {
     pub max_subscriptions: usize,
 }
 
-impl Options {
+impl Plan {
     /// Merge `cli` over `settings` (the `[publisher]` section and
     /// `EVENTMQ_*`) and check the result.
-    pub fn resolve(cli: Cli, s: &Settings) -> Result<Options, String> {
+    pub fn resolve(cli: Cli, s: &Settings) -> Result<Plan, String> {
         let incoming = s.pick(
             cli.incoming,
             "PUBLISHER_INCOMING_ADDR",
@@ -147,30 +83,21 @@ impl Options {
                 "--subscriber-hwm must be at least 1, got {subscriber_hwm}"
             ));
         }
-        let secs = s.pick_secs(
+        // Zero: only at exit.
+        let report_every = s.duration(
             cli.report_interval,
             "PUBLISHER_REPORT_INTERVAL",
             DEFAULT_REPORT_INTERVAL,
+            Zero::Allowed,
+            "--report-interval",
         )?;
-        if !secs.is_finite() || secs < 0.0 {
-            return Err(format!(
-                "--report-interval must be a number of seconds >= 0, got {secs}"
-            ));
-        }
-        let report_every = if secs == 0.0 {
-            None
-        } else {
-            Some(
-                Duration::try_from_secs_f64(secs)
-                    .map_err(|e| format!("--report-interval {secs}: {e}"))?,
-            )
-        };
+        let report_every = Some(report_every).filter(|d| !d.is_zero());
         let max_subscriptions = s.pick(
             cli.max_subscriptions,
             "PUBLISHER_MAX_SUBSCRIPTIONS",
             crate::core::DEFAULT_MAX_SUBSCRIPTIONS,
         )?;
-        Ok(Options {
+        Ok(Plan {
             incoming,
             outgoing,
             max_message_size,
@@ -204,11 +131,11 @@ impl Options {
 mod tests {
     use std::collections::HashMap;
 
-    use clap::CommandFactory;
+    use clap::{CommandFactory, Parser};
 
     use super::*;
 
-    fn resolve(args: &[&str], env: &[(&str, &str)]) -> Result<Options, String> {
+    fn resolve(args: &[&str], env: &[(&str, &str)]) -> Result<Plan, String> {
         let cli = Cli::try_parse_from(std::iter::once("emq-pubsub").chain(args.iter().copied()))
             .map_err(|e| e.to_string())?;
         let mut env: HashMap<String, String> = env
@@ -218,7 +145,7 @@ mod tests {
         env.entry("EVENTMQ_CONFIG_FILE".into())
             .or_insert_with(|| "/dev/null".into());
         let s = Settings::load_from(SECTION, &env).map_err(|e| e.to_string())?;
-        Options::resolve(cli, &s)
+        Plan::resolve(cli, &s)
     }
 
     #[test]
@@ -231,7 +158,7 @@ mod tests {
         let o = resolve(&[], &[]).unwrap();
         assert_eq!(
             o,
-            Options {
+            Plan {
                 incoming: "tcp://127.0.0.1:47298".into(),
                 outgoing: "tcp://127.0.0.1:47299".into(),
                 max_message_size: Some(16 * 1024 * 1024),

@@ -8,10 +8,15 @@
 //! binaries read plain seconds) still means the same. The longest
 //! duration is [`MAX_SECS`] (about 31 years): a longer one is a typo.
 //!
-//! [`parse_duration`] is the library entry point; [`secs`] and
-//! [`positive_secs`] are clap `value_parser`s for flags kept as `f64`
-//! seconds; `Settings::pick_secs` reads the same grammar from the
-//! environment and config file.
+//! Zero is decided once per setting, as a [`Zero`]: most durations take
+//! it (`--drain-timeout 0`: do not wait; `--global-timeout 0`: no limit,
+//! which the caller reads from the zero), a period or a wait that must
+//! pass refuses it (`--heartbeat-interval`, `--timeout`). Where zero is
+//! refused on the command line already, the flag's clap `value_parser` is
+//! [`parse_positive_duration`] (a usage error, exit 2); where a binary
+//! checks it with its settings, the flag takes [`parse_duration`] and
+//! [`crate::Settings::duration`] applies the [`Zero`] to flag and setting
+//! alike.
 
 use std::fmt;
 use std::time::Duration;
@@ -104,18 +109,21 @@ pub fn parse_positive_duration(text: &str) -> Result<Duration, DurationError> {
     Ok(d)
 }
 
-/// clap `value_parser` for a flag kept as `f64` seconds (zero allowed).
-pub fn secs(text: &str) -> Result<f64, String> {
-    parse_duration(text)
-        .map(|d| d.as_secs_f64())
-        .map_err(|e| e.to_string())
+/// What zero means for one duration setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Zero {
+    /// Zero is a value like any other (the setting gives it its meaning,
+    /// such as "no limit" or "at once").
+    Allowed,
+    /// Zero is an error: the duration must pass (a period, a lease).
+    Refused,
 }
 
-/// clap `value_parser` for a flag kept as `f64` seconds that must be > 0.
-pub fn positive_secs(text: &str) -> Result<f64, String> {
-    parse_positive_duration(text)
-        .map(|d| d.as_secs_f64())
-        .map_err(|e| e.to_string())
+impl Zero {
+    /// Whether this rule admits `d`.
+    pub fn admits(self, d: Duration) -> bool {
+        self == Zero::Allowed || !d.is_zero()
+    }
 }
 
 #[cfg(test)]
@@ -174,13 +182,14 @@ mod tests {
     }
 
     #[test]
-    fn clap_parsers() {
-        assert_eq!(secs("0"), Ok(0.0));
-        assert_eq!(secs("500ms"), Ok(0.5));
-        assert_eq!(positive_secs("2"), Ok(2.0));
-        let e = positive_secs("0").unwrap_err();
+    fn zero_is_one_typed_choice() {
+        assert!(Zero::Allowed.admits(Duration::ZERO));
+        assert!(!Zero::Refused.admits(Duration::ZERO));
+        assert!(Zero::Refused.admits(Duration::from_millis(1)));
+        assert_eq!(parse_positive_duration("2"), Ok(Duration::from_secs(2)));
+        let e = parse_positive_duration("0").unwrap_err().to_string();
         assert!(e.contains("positive"), "{e}");
-        let e = secs("soon").unwrap_err();
+        let e = parse_duration("soon").unwrap_err().to_string();
         assert!(e.contains("not a duration"), "{e}");
     }
 }

@@ -1,0 +1,32 @@
+//! What every emq binary's command line shares, as ripgrep's `crates/cli`
+//! does for its binaries. Each binary has the same shape: a thin `main.rs`
+//! parses the low-level flags (`flags::Cli`, clap), checks them with the
+//! environment and the config file into a `flags::Plan`, calls
+//! `run(&plan, ...)` and exits with the [`Exit`] it returns. This crate holds
+//! the parts of that path the binaries share:
+//!
+//! - [`settings`]: the layering every binary follows (flag, `EVENTMQ_*`
+//!   environment, the INI file `EVENTMQ_CONFIG_FILE`), with the
+//!   environment passed in, never read here;
+//! - [`duration`]: the one duration grammar (`5`, `250ms`, `2m`, `1h`) and
+//!   the [`duration::Zero`] rule each duration setting picks;
+//! - [`args`]: the shared flags ([`AuthArgs`], [`CurveArgs`],
+//!   [`AccessArgs`]), declared once and flattened;
+//! - [`exit`]: one [`Exit`] with each binary's documented codes;
+//! - [`logging`]: the logger, [`init_logging`].
+//!
+//! It does no I/O of its own beyond reading the config file a binary names.
+
+#![forbid(unsafe_code)]
+
+pub mod args;
+pub mod duration;
+pub mod exit;
+pub mod logging;
+pub mod settings;
+
+pub use args::{AccessArgs, AuthArgs, CurveArgs};
+pub use duration::{parse_duration, parse_positive_duration, DurationError, Zero};
+pub use exit::Exit;
+pub use logging::init_logging;
+pub use settings::{SettingError, Settings, SettingsError};

@@ -1,0 +1,9 @@
+//! The command line in two steps, as in every emq binary: [`lowargs`] is
+//! what clap parses ([`Cli`]), [`hiargs`] checks it with the environment
+//! and the config file into the [`Plan`] the binary serves.
+
+pub mod hiargs;
+pub mod lowargs;
+
+pub use hiargs::{Plan, SECTION};
+pub use lowargs::Cli;
