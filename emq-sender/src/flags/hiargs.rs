@@ -104,6 +104,70 @@ impl Cli {
     /// Check the arguments and build the payload. `env` looks up
     /// environment variables (injected for tests).
     pub fn plan(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Plan, UsageError> {
+        self.check_combinations()?;
+        let schedule = self.schedule()?;
+        let mode = self.mode(schedule.is_some())?;
+        let broker = self.broker(env)?;
+        if self.queue.trim().is_empty() {
+            return Err(UsageError("--queue: empty queue name".into()));
+        }
+        if self.delay.is_some() && schedule.is_some() {
+            return Err(UsageError(
+                "--delay: a schedule has its own timing (--schedule-*)".into(),
+            ));
+        }
+        let headers = self.headers(schedule.is_some())?;
+        let plain = emq_transport::plain_credentials(&self.auth, env).map_err(UsageError)?;
+        let curve =
+            emq_transport::curve::curve_client(&self.curve, &|k| env(&format!("EVENTMQ_{k}")))
+                .map_err(UsageError)?;
+        let max_message_size = self.max_message_size(env)?;
+        let default_timeout = if self.wait {
+            DEFAULT_WAIT_TIMEOUT
+        } else {
+            DEFAULT_ACK_TIMEOUT
+        };
+        Ok(Plan {
+            broker,
+            queue: self.queue.clone(),
+            headers,
+            wait: self.wait,
+            no_ack: self.no_ack || self.publish.is_some(),
+            timeout: self.timeout.unwrap_or(default_timeout),
+            window: self.window,
+            fail_fast: self.fail_fast,
+            max_message_size,
+            mode,
+            schedule,
+            plain,
+            curve,
+            publish: self.publish.clone(),
+        })
+    }
+
+    /// The router's largest frame: `--max-message-size`, else
+    /// `EVENTMQ_MAX_MESSAGE_SIZE`, else the router's default; 0 or
+    /// negative: no limit.
+    fn max_message_size(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<usize>, UsageError> {
+        let bytes = match self.max_message_size {
+            Some(n) => n,
+            None => match env("EVENTMQ_MAX_MESSAGE_SIZE") {
+                Some(v) if !v.trim().is_empty() => v.trim().parse::<i64>().map_err(|_| {
+                    UsageError(format!(
+                        "EVENTMQ_MAX_MESSAGE_SIZE: {v:?} is not a whole number of bytes"
+                    ))
+                })?,
+                _ => return Ok(Some(emqp_proto::DEFAULT_MAX_MESSAGE_SIZE)),
+            },
+        };
+        Ok(usize::try_from(bytes).ok().filter(|&n| n > 0))
+    }
+
+    /// Flags that only go with other flags.
+    fn check_combinations(&self) -> Result<(), UsageError> {
         let err = |m: &str| Err(UsageError(m.to_string()));
         if !self.command.is_empty() && !self.shell {
             return err("a command after `--` needs --shell (e.g. --shell -- ls -l)");
@@ -130,12 +194,18 @@ impl Cli {
                 return err("--queue and --header have no meaning with --publish (a PUBLISH has a topic only)");
             }
         }
+        Ok(())
+    }
+
+    /// The SCHEDULE or UNSCHEDULE to send instead of a REQUEST, if any.
+    fn schedule(&self) -> Result<Option<ScheduleSpec>, UsageError> {
+        let err = |m: &str| Err(UsageError(m.to_string()));
         let scheduling = self.schedule_interval.is_some() || self.schedule_cron.is_some();
-        let schedule = if scheduling || self.unschedule {
+        if scheduling || self.unschedule {
             if self.reply {
                 return err(
                     "--reply cannot be used with --schedule-interval, --schedule-cron or \
-                     --unschedule: the results of scheduled runs go to no client",
+                 --unschedule: the results of scheduled runs go to no client",
                 );
             }
             let cron = match &self.schedule_cron {
@@ -143,7 +213,7 @@ impl Cli {
                 Some(c) => c.clone(),
                 None => String::new(),
             };
-            Some(ScheduleSpec {
+            Ok(Some(ScheduleSpec {
                 unschedule: self.unschedule,
                 interval: match self.schedule_interval.map(Interval::from_secs) {
                     None => Interval::Unset,
@@ -151,20 +221,25 @@ impl Cli {
                     Some(Err(e)) => return err(&format!("--schedule-interval: {e}")),
                 },
                 cron,
-            })
+            }))
         } else {
             if self.nohaste || self.run_count.is_some() {
                 return err(
                     "--nohaste and --run-count need --schedule-interval or --schedule-cron",
                 );
             }
-            None
-        };
+            Ok(None)
+        }
+    }
+
+    /// One job from the flags or MESSAGE_JSON, or jobs from stdin.
+    fn mode(&self, scheduled: bool) -> Result<Mode, UsageError> {
+        let err = |m: &str| Err(UsageError(m.to_string()));
         // Jobs built for a schedule are written as Python's json.dumps does,
         // byte for byte what 0.3.13's schedule() sends (see
         // payload::schedule_message).
         let built = |job: emqp_proto::job::Job| {
-            if schedule.is_some() {
+            if scheduled {
                 payload::schedule_message(&job)
             } else {
                 job.to_message()
@@ -193,12 +268,17 @@ impl Cli {
                 Some(text) => Mode::Single(payload::validate_message(text)?),
             }
         };
-        if schedule.is_some() && mode == Mode::Bulk {
+        if scheduled && mode == Mode::Bulk {
             return err(
                 "--schedule-interval, --schedule-cron and --unschedule need one job: \
-                 MESSAGE_JSON or --call, --python, --shell (not jobs from stdin)",
+             MESSAGE_JSON or --call, --python, --shell (not jobs from stdin)",
             );
         }
+        Ok(mode)
+    }
+
+    /// The router (or pub/sub) address(es): the flag, else the environment.
+    fn broker(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<String, UsageError> {
         let broker = match &self.broker {
             Some(b) => b.trim().to_string(),
             None if self.publish.is_some() => {
@@ -209,16 +289,14 @@ impl Cli {
                 env("EVENTMQ_FRONTEND_ADDR").as_deref(),
             ),
         };
-        let broker = emq_transport::parse_endpoints(&broker, "--broker")
+        Ok(emq_transport::parse_endpoints(&broker, "--broker")
             .map_err(|e| UsageError(e.to_string()))?
-            .join(",");
-        if self.queue.trim().is_empty() {
-            return err("--queue: empty queue name");
-        }
-        if self.delay.is_some() && schedule.is_some() {
-            return err("--delay: a schedule has its own timing (--schedule-*)");
-        }
-        let headers = if schedule.is_some() {
+            .join(","))
+    }
+
+    /// The HEADERS frame.
+    fn headers(&self, scheduled: bool) -> Result<Headers, UsageError> {
+        Ok(if scheduled {
             payload::build_schedule_headers(&self.headers, self.nohaste, self.run_count)?
         } else {
             let mut h = payload::build_headers(&self.headers, self.reply || self.wait)?;
@@ -227,42 +305,6 @@ impl Cli {
                 h.push(emqp_proto::Header::Other(format!("delay:{d}")));
             }
             h
-        };
-        let plain = emq_transport::plain_credentials(&self.auth, env).map_err(UsageError)?;
-        let curve =
-            emq_transport::curve::curve_client(&self.curve, &|k| env(&format!("EVENTMQ_{k}")))
-                .map_err(UsageError)?;
-        let max_message_size = match self.max_message_size {
-            Some(n) => n,
-            None => match env("EVENTMQ_MAX_MESSAGE_SIZE") {
-                Some(v) if !v.trim().is_empty() => v.trim().parse::<i64>().map_err(|_| {
-                    UsageError(format!(
-                        "EVENTMQ_MAX_MESSAGE_SIZE: {v:?} is not a whole number of bytes"
-                    ))
-                })?,
-                _ => i64::try_from(emqp_proto::DEFAULT_MAX_MESSAGE_SIZE).unwrap_or(i64::MAX),
-            },
-        };
-        let default_timeout = if self.wait {
-            DEFAULT_WAIT_TIMEOUT
-        } else {
-            DEFAULT_ACK_TIMEOUT
-        };
-        Ok(Plan {
-            broker,
-            queue: self.queue.clone(),
-            headers,
-            wait: self.wait,
-            no_ack: self.no_ack || self.publish.is_some(),
-            timeout: self.timeout.unwrap_or(default_timeout),
-            window: self.window,
-            fail_fast: self.fail_fast,
-            max_message_size: usize::try_from(max_message_size).ok().filter(|&n| n > 0),
-            mode,
-            schedule,
-            plain,
-            curve,
-            publish: self.publish.clone(),
         })
     }
 }
