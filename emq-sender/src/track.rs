@@ -298,14 +298,20 @@ mod tests {
         assert_eq!(t.due(dropped + SETTLE * 2), None, "once");
     }
 
-    #[test]
-    fn a_connection_up_before_the_settle_time_sends_at_once_and_only_once() {
-        let t0 = Instant::now();
+    /// A and B up, m1 sent, A dropped at `t0`.
+    fn a_dropped_with_b_up(t0: Instant) -> Track {
         let mut t = track_with(&[]);
         t.link(up("A"), t0);
         t.link(up("B"), t0);
         t.sent("m1", &frames("m1"));
         t.link(down("A"), t0);
+        t
+    }
+
+    #[test]
+    fn a_connection_up_before_the_settle_time_sends_at_once_and_only_once() {
+        let t0 = Instant::now();
+        let mut t = a_dropped_with_b_up(t0);
         let again = t.link(up("A"), t0 + Duration::from_millis(50));
         assert_eq!(again.map(|a| a.messages), Some(vec![frames("m1")]));
         assert_eq!(t.due(t0 + SETTLE), None);
@@ -314,11 +320,7 @@ mod tests {
     #[test]
     fn a_drop_of_the_last_connection_waits_for_the_next_one() {
         let t0 = Instant::now();
-        let mut t = track_with(&[]);
-        t.link(up("A"), t0);
-        t.link(up("B"), t0);
-        t.sent("m1", &frames("m1"));
-        t.link(down("A"), t0);
+        let mut t = a_dropped_with_b_up(t0);
         t.link(down("B"), t0 + Duration::from_millis(10));
         assert_eq!(t.due(t0 + SETTLE), None, "nothing up");
         let again = t.link(up("B"), t0 + Duration::from_secs(1));
