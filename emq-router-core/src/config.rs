@@ -11,7 +11,7 @@ use emqp_proto::QueueSpec;
 pub const SECOND: Duration = Duration::from_secs(1);
 
 /// The default of [`Config::max_message_size`]: 16 MiB.
-pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
+pub const DEFAULT_MAX_MESSAGE_SIZE: usize = emqp_proto::DEFAULT_MAX_MESSAGE_SIZE;
 
 /// Buffered jobs per queue before a REQUEST is rejected `queue-full`
 /// (`--hwm`). Chosen from memory, not from EventMQ's 10,000: a buffered

@@ -294,7 +294,8 @@ impl ScheduleBook {
     /// router was down — however many — is due now, once. If the record's
     /// next run is further away than the schedule allows from `now_ms` (the
     /// clock went back), it is pulled in to one interval from now / the
-    /// next cron time. A restored schedule is not reported by
+    /// next cron time (a cron record may hold the cron time after that: a
+    /// late run stood for the next one). A restored schedule is not reported by
     /// [`take_changes`](Self::take_changes) unless that adjustment changed it.
     ///
     /// An error means the record is unusable (the caller should log it and
@@ -310,10 +311,17 @@ impl ScheduleBook {
                     _ => stored,
                 }
             }
-            Timing::Cron { cron, .. } => match stored {
-                Some(t) if t <= now_ms => Some(t),
-                _ => cron::next_after(cron, now_ms),
-            },
+            Timing::Cron { cron, .. } => {
+                let next = cron::next_after(cron, now_ms);
+                // The one after `next` is as far as a late run leaves it
+                // ([`Timing::after_run`]).
+                let latest = next.and_then(|n| cron::next_after(cron, n));
+                match (stored, latest) {
+                    (Some(t), _) if t <= now_ms => Some(t),
+                    (Some(t), Some(l)) if t <= l => Some(t),
+                    _ => next,
+                }
+            }
         };
         e.next_run_ms = adjusted;
         if let Some(old) = self.entries.remove(&id) {

@@ -57,6 +57,16 @@ pub(crate) fn next_after(cron: &Cron, now_ms: i64) -> Option<i64> {
     (ms > now_ms).then_some(ms)
 }
 
+/// The latest cron time at or before `now_ms` (unix ms), in unix ms; `None`
+/// when there is none the parser can find.
+pub(crate) fn latest_at_or_before(cron: &Cron, now_ms: i64) -> Option<i64> {
+    let secs = now_ms.div_euclid(1000);
+    let t: DateTime<Utc> = DateTime::from_timestamp(secs, 0)?;
+    let prev = cron.find_previous_occurrence(&t, true).ok()?;
+    let ms = prev.timestamp().checked_mul(1000)?;
+    (ms <= now_ms).then_some(ms)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,6 +123,15 @@ mod tests {
             let e = parse(s).unwrap_err();
             assert!(!e.is_empty(), "{s}");
         }
+    }
+
+    #[test]
+    fn the_latest_time_at_or_before() {
+        let c = parse("*/5 * * * *").unwrap();
+        assert_eq!(latest_at_or_before(&c, T0), Some(T0));
+        assert_eq!(latest_at_or_before(&c, T0 + 1), Some(T0));
+        assert_eq!(latest_at_or_before(&c, T0 - 1), Some(T0 - 300_000));
+        assert_eq!(latest_at_or_before(&c, i64::MIN), None);
     }
 
     #[test]

@@ -70,14 +70,32 @@ impl Timing {
     /// so a late poll does not shift later runs); once a whole interval was
     /// missed (router down or stalled), the missed runs collapse into the one
     /// just made and the schedule re-anchors at `now + interval`.
-    /// Cron: the next cron time after `now` (missed times are skipped).
+    /// Cron: the next cron time after `now` (missed times are skipped) —
+    /// unless the run was late and stands for that time: a late run counts
+    /// for the cron time nearest to it, so when `now` is nearer the next
+    /// cron time than the latest one due (the later of `scheduled` and the
+    /// last cron time at or before `now`), the next is the one after. A
+    /// router back from a restart just before a cron time makes one
+    /// catch-up run, then the schedule's own times, and never two runs
+    /// closer than half the schedule's spacing (issue 26 item 7: 10 ms
+    /// apart before).
     pub(crate) fn after_run(&self, scheduled_ms: i64, now_ms: i64) -> Option<i64> {
         let next = match self {
             Timing::Interval { ms, .. } => match scheduled_ms.checked_add(*ms) {
                 Some(t) if t > now_ms => Some(t),
                 _ => now_ms.checked_add(*ms),
             },
-            Timing::Cron { cron, .. } => cron::next_after(cron, now_ms),
+            Timing::Cron { cron, .. } => {
+                let next = cron::next_after(cron, now_ms);
+                let due = cron::latest_at_or_before(cron, now_ms)
+                    .map_or(scheduled_ms, |t| t.max(scheduled_ms));
+                match next {
+                    Some(n) if now_ms.saturating_sub(due) > n.saturating_sub(now_ms) => {
+                        cron::next_after(cron, n)
+                    }
+                    other => other,
+                }
+            }
         };
         next.filter(|t| *t > now_ms)
     }

@@ -32,9 +32,14 @@
 //!   one interval later, or at the next cron time.
 //! - **Later runs.** Interval: fixed rate (`due + interval`) while the book
 //!   keeps up; if a whole interval was missed, the next run is
-//!   `now + interval`. Cron: the next cron time after `now`.
+//!   `now + interval`. Cron: the next cron time after `now`, unless the run
+//!   was late and nearer that time than the time it was due for: then it
+//!   stands for that time, and the next run is the cron time after it.
 //! - **Missed runs** (router down, or `due` called late) collapse into one
-//!   run: `due(now)` returns each schedule at most once.
+//!   catch-up run: `due(now)` returns each schedule at most once; then the
+//!   schedule's own times. Two runs are never closer than half the
+//!   schedule's spacing (a router back 10 ms before a cron time runs once,
+//!   not twice 10 ms apart).
 //! - **Run limit.** 0.3.13's `run_count:N` header (also `run-count:N`): N
 //!   runs in total, the immediate one included, after which the schedule is
 //!   removed (the last [`DueRun`] has `last: true`, and a `Delete` change

@@ -697,3 +697,50 @@ fn half_second_nohaste_and_repeat_with_another_spelling_is_unchanged() {
     assert!(!book.has_changes());
     assert_eq!(book.next_wakeup(), Some(T0 + 2_500));
 }
+
+/// Issue 26 item 7: a cron schedule every 5 s (croniter order, seconds
+/// last) runs at T0; the router is down for ~10 s (the T0+5 s run missed)
+/// and is back 10 ms before T0+10 s. One catch-up run at once, which
+/// stands for T0+10 s (the nearer time), then the schedule's own times —
+/// not a second run 10 ms after the catch-up.
+#[test]
+fn a_catch_up_run_just_before_a_cron_time_stands_for_it() {
+    let mut journal = BTreeMap::new();
+    let mut book = ScheduleBook::new();
+    book.schedule(&sched("", -1, "* * * * * */5"), T0).unwrap();
+    assert_eq!(book.due(T0).len(), 1);
+    apply(&mut journal, book.take_changes());
+    drop(book);
+
+    let now = T0 + 10 * SEC - 10;
+    let mut book = restart(&journal, now);
+    let times = run_times(&mut book, now, T0 + 21 * SEC, 10);
+    assert_eq!(times, vec![now, T0 + 15 * SEC, T0 + 20 * SEC]);
+
+    // Back nearer the missed time than the next one: the catch-up stands
+    // for the missed time, the next runs on time.
+    let now = T0 + 7 * SEC;
+    let mut book = restart(&journal, now);
+    let times = run_times(&mut book, now, T0 + 16 * SEC, 10);
+    assert_eq!(times, vec![now, T0 + 10 * SEC, T0 + 15 * SEC]);
+}
+
+/// The same rule on a poll that comes late without a restart, and not on
+/// the immediate first run of a schedule created just before a cron time.
+#[test]
+fn a_late_cron_run_never_leaves_two_runs_closer_than_half_the_spacing() {
+    let mut book = ScheduleBook::new();
+    book.schedule(&sched("nohaste", -1, "* * * * * */5"), T0)
+        .unwrap();
+    // Polled 4.99 s late for T0+5 s (a stalled router).
+    let late = T0 + 10 * SEC - 10;
+    assert_eq!(book.due(late).len(), 1);
+    assert_eq!(book.next_wakeup(), Some(T0 + 15 * SEC));
+
+    let mut book = ScheduleBook::new();
+    let created = T0 + 5 * SEC - 10;
+    book.schedule(&sched("", -1, "* * * * * */5"), created)
+        .unwrap();
+    let times = run_times(&mut book, created, T0 + 10 * SEC, 10);
+    assert_eq!(times, vec![created, T0 + 5 * SEC, T0 + 10 * SEC]);
+}

@@ -10,6 +10,13 @@
 //! rate the router drains its queue instead of flooding it with jobs it
 //! must refuse. When the timeout runs out first the job is reported
 //! rejected `queue-full` (exit 3), as with `--fail-fast`.
+//!
+//! A `REJECT journal-uncertain` (the router cannot tell whether its journal
+//! stored the job) is never a refusal: the job may run. It goes again the
+//! same way under the same msgid (`--fail-fast` or not: the router takes a
+//! msgid it holds as the same job, and its `duplicate-msgid` then counts
+//! as accepted); still uncertain when the timeout runs out, it is reported
+//! `uncertain` with exit code 1, as a lost connection.
 
 use std::time::{Duration, Instant};
 

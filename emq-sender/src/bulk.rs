@@ -1,7 +1,9 @@
 //! Bulk mode: jobs from a reader (stdin), one JSON job per line, submitted
 //! pipelined with a bounded window of outstanding jobs; one JSON line of
 //! output per job. A `queue-full` refusal holds the feed back and the job
-//! is sent again ([`crate::backoff`]).
+//! is sent again ([`crate::backoff`]); so is a `journal-uncertain` answer,
+//! which is never reported as a refusal: past its time the job is
+//! reported `uncertain` (it may run; exit code 1).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::{BufRead, Write};
@@ -12,7 +14,7 @@ use emqp_proto::{Headers, RejectReason, ResultStatus};
 use serde_json::{json, Value};
 
 use crate::backoff::Backoff;
-use crate::client::{Client, ClientError, Event};
+use crate::client::{Client, ClientError, ErrorKind, Event};
 use crate::exit::{Exit, SenderExit};
 
 /// What to do with each line.
@@ -48,8 +50,12 @@ pub struct Summary {
     pub failed: usize,
     pub timed_out: usize,
     pub invalid: usize,
+    /// Still `journal-uncertain` when their time ran out.
+    pub uncertain: usize,
     /// REQUESTs sent again after a `queue-full`.
     pub resent: usize,
+    /// REQUESTs sent again after a `journal-uncertain`.
+    pub resent_uncertain: usize,
     pub exit: Option<Exit>,
 }
 
@@ -82,8 +88,20 @@ impl Summary {
             ", {} timed out, {} invalid lines in {secs:.2} s ({rate:.0} jobs/s)",
             self.timed_out, self.invalid
         ));
+        if self.uncertain > 0 {
+            s.push_str(&format!(
+                ", {} uncertain (the router could not tell whether it stored them: they may run)",
+                self.uncertain
+            ));
+        }
         if self.resent > 0 {
             s.push_str(&format!("; {} sent again after queue-full", self.resent));
+        }
+        if self.resent_uncertain > 0 {
+            s.push_str(&format!(
+                "; {} sent again after journal-uncertain",
+                self.resent_uncertain
+            ));
         }
         s
     }
@@ -139,10 +157,12 @@ struct Pending {
     seq: u64,
     deadline: Instant,
     accepted: bool,
-    /// The MSG frame, kept to send it again after a `queue-full`.
+    /// The MSG frame, kept to send it again after a `queue-full` or a
+    /// `journal-uncertain`.
     message: Option<Vec<u8>>,
-    /// Refused `queue-full` (this text) and waiting to be sent again.
-    refused: Option<String>,
+    /// Refused for now (`queue-full` or `journal-uncertain`, this text)
+    /// and waiting to be sent again.
+    refused: Option<(RejectReason, String)>,
     /// Sent again, no answer yet.
     probing: bool,
 }
@@ -231,14 +251,20 @@ impl Run<'_> {
             return self.invalid(line, format!("not valid JSON: {e}"));
         }
         let message = t.as_bytes().to_vec();
-        // Kept to send it again after a queue-full (PUBLISH is never refused).
-        let keep = (!self.opts.fail_fast && !self.opts.no_ack && self.opts.publish.is_none())
-            .then(|| message.clone());
-        let msgid = match &self.opts.publish {
-            Some(topic) => self.client.publish(topic, message)?,
+        // Kept to send it again after a queue-full or a journal-uncertain
+        // (PUBLISH is never refused).
+        let keep = (!self.opts.no_ack && self.opts.publish.is_none()).then(|| message.clone());
+        let sent = match &self.opts.publish {
+            Some(topic) => self.client.publish(topic, message),
             None => self
                 .client
-                .submit(&self.opts.queue, &self.opts.headers, message)?,
+                .submit(&self.opts.queue, &self.opts.headers, message),
+        };
+        let msgid = match sent {
+            Ok(m) => m,
+            // Over the router's size limit: this line is not sent.
+            Err(e) if e.kind == ErrorKind::TooLarge => return self.invalid(line, e.message),
+            Err(e) => return Err(e),
         };
         self.sum.sent += 1;
         if self.opts.no_ack || self.opts.publish.is_some() {
@@ -262,10 +288,11 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// A `queue-full` for a job that may be sent again: queue it for the
-    /// resend and hold the feed back. False when its timeout leaves no
-    /// time for another try (then it is rejected for good).
-    fn refused(&mut self, msgid: &str, text: &str) -> bool {
+    /// A `queue-full` or `journal-uncertain` for a job that may be sent
+    /// again: queue it for the resend and hold the feed back. False when
+    /// its timeout leaves no time for another try (then the answer is
+    /// final).
+    fn refused(&mut self, msgid: &str, reason: &RejectReason, text: &str) -> bool {
         let now = Instant::now();
         let Some(p) = self.pending.get_mut(msgid) else {
             return false;
@@ -286,7 +313,7 @@ impl Run<'_> {
         if at >= p.deadline {
             return false;
         }
-        p.refused = Some(text.to_string());
+        p.refused = Some((reason.clone(), text.to_string()));
         self.resend.push_back(msgid.to_string());
         self.resume_at = Some(at);
         true
@@ -307,9 +334,9 @@ impl Run<'_> {
             let Some(p) = self.pending.get_mut(&msgid) else {
                 continue;
             };
-            if p.refused.take().is_none() {
+            let Some((reason, _)) = p.refused.take() else {
                 continue;
-            }
+            };
             let Some(message) = p.message.clone() else {
                 continue;
             };
@@ -317,7 +344,11 @@ impl Run<'_> {
             self.probing += 1;
             self.client
                 .submit_with_msgid(&msgid, &self.opts.queue, &self.opts.headers, message)?;
-            self.sum.resent += 1;
+            if reason == RejectReason::JournalUncertain {
+                self.sum.resent_uncertain += 1;
+            } else {
+                self.sum.resent += 1;
+            }
         }
         Ok(self.resend.is_empty() && self.probing == 0)
     }
@@ -331,6 +362,27 @@ impl Run<'_> {
                 self.probe = (self.probe * 2).min(self.opts.window.max(1));
             }
         }
+    }
+
+    /// Still `journal-uncertain` when its time ran out: not a refusal (the
+    /// job may run), reported `uncertain` with the connection-error code.
+    fn uncertain(&mut self, line: usize, msgid: &str, text: &str) -> Result<(), ClientError> {
+        self.sum.uncertain += 1;
+        self.sum
+            .note(Exit::for_reject(&RejectReason::JournalUncertain));
+        self.emit(output_line(
+            line,
+            Some(msgid),
+            "uncertain",
+            None,
+            &[
+                (
+                    "reason",
+                    Value::from(RejectReason::JournalUncertain.as_str()),
+                ),
+                ("text", Value::from(text)),
+            ],
+        ))
     }
 
     fn invalid(&mut self, line: usize, error: String) -> Result<(), ClientError> {
@@ -369,16 +421,23 @@ impl Run<'_> {
                 reason,
                 text,
             } => {
-                if reason == RejectReason::QueueFull
-                    && !self.opts.fail_fast
-                    && self.refused(&msgid, &text)
-                {
+                // queue-full: not now (final with --fail-fast);
+                // journal-uncertain: never a refusal, always sent again.
+                let again = match reason {
+                    RejectReason::QueueFull => !self.opts.fail_fast,
+                    RejectReason::JournalUncertain => true,
+                    _ => false,
+                };
+                if again && self.refused(&msgid, &reason, &text) {
                     return Ok(());
                 }
                 self.answered(&msgid);
                 let Some(p) = self.finish(&msgid) else {
                     return Ok(());
                 };
+                if reason == RejectReason::JournalUncertain {
+                    return self.uncertain(p.line, &msgid, &text);
+                }
                 let extra = [
                     ("reason", Value::from(reason.as_str())),
                     ("text", Value::from(text.as_str())),
@@ -452,7 +511,11 @@ impl Run<'_> {
                 break;
             }
             if let Some(p) = self.finish(&msgid) {
-                if let Some(text) = p.refused {
+                if let Some((reason, text)) = p.refused {
+                    if reason == RejectReason::JournalUncertain {
+                        self.uncertain(p.line, &msgid, &text)?;
+                        continue;
+                    }
                     // Still refused when its time ran out: the refusal is
                     // the answer.
                     self.sum.rejected += 1;
@@ -463,7 +526,7 @@ impl Run<'_> {
                         "rejected",
                         None,
                         &[
-                            ("reason", Value::from(RejectReason::QueueFull.as_str())),
+                            ("reason", Value::from(reason.as_str())),
                             ("text", Value::from(text)),
                         ],
                     ))?;

@@ -12,44 +12,58 @@
 //!   every RESULT is confirmed with `RECEIVED` (batched: sent before the
 //!   client next waits, or every [`RECEIPT_BATCH`] results), so the router
 //!   keeps each result until this client has it.
-//! - When a connection comes up after one went down (a router restarted,
-//!   or another took over), the client says hello (`HEARTBEAT`: the router
-//!   sends again every result it holds for this identity) and sends again
-//!   every REQUEST, SCHEDULE and UNSCHEDULE not answered yet, with the same
-//!   msgid; a `REJECT duplicate-msgid` for one sent again means the router
-//!   had taken it, and is reported as [`Event::Accepted`]. A RESULT can so
-//!   come twice: callers keep the first per msgid (this type reports every
-//!   one).
+//! - When a connection serves after one was lost (one came up after a
+//!   drop: a router restarted, or another took over; or one that was up
+//!   dropped while another still is: a frozen leader's, once the standby
+//!   serves), the client says hello (`HEARTBEAT`: the router sends again
+//!   every result it holds for this identity) and sends again every
+//!   REQUEST, SCHEDULE and UNSCHEDULE not answered yet, with the same
+//!   msgid ([`crate::track`] holds the rule); a `REJECT duplicate-msgid`
+//!   for one sent again means the router had taken it, and is reported as
+//!   [`Event::Accepted`]. A RESULT can so come twice: callers keep the
+//!   first per msgid (this type reports every one).
 
-use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use emq_transport::{LinkEvent, LinkWatch, SocketOptions};
+use emq_transport::{LinkWatch, SocketOptions};
 use emqp_proto::headers::RESULT_RECEIPT;
 use emqp_proto::{
     new_msgid, Command, Header, Headers, Message, Reject, RejectReason, Reply, Request,
     ResultStatus, Schedule,
 };
 
+use crate::track::{Again, Track};
+
 /// Receipts sent in one `RECEIVED` at most (and sent as soon as this many
 /// wait).
 pub const RECEIPT_BATCH: usize = 256;
 
-/// A connection or internal error (exit code 1), or a send that could not
-/// be queued in time (`timed_out`, exit code 5).
+/// What a [`ClientError`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// A connection or internal error (exit code 1).
+    Connection,
+    /// A send that could not be queued in time (exit code 5).
+    SendTimeout,
+    /// A frame over the router's size limit, found before sending: nothing
+    /// was sent (exit code 2).
+    TooLarge,
+}
+
+/// An error of the client (see [`ErrorKind`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientError {
     pub message: String,
-    pub timed_out: bool,
+    pub kind: ErrorKind,
 }
 
 impl ClientError {
     pub fn new(message: impl Into<String>) -> ClientError {
         ClientError {
             message: message.into(),
-            timed_out: false,
+            kind: ErrorKind::Connection,
         }
     }
 }
@@ -176,34 +190,8 @@ pub struct Client {
     identity: String,
     endpoint: String,
     track: RefCell<Track>,
-}
-
-/// What the client keeps to recover from a lost connection.
-#[derive(Default)]
-struct Track {
-    /// Keep unanswered messages (off for fire and forget).
-    enabled: bool,
-    /// Unanswered REQUEST / SCHEDULE / UNSCHEDULE frames by msgid, with
-    /// their send order.
-    unanswered: HashMap<String, (u64, Vec<Vec<u8>>)>,
-    order: BTreeMap<u64, String>,
-    next: u64,
-    /// msgids sent again after a reconnect.
-    resent: HashSet<String>,
-    /// RESULTs to confirm with RECEIVED.
-    receipts: Vec<String>,
-    /// A connection went down since the last hello.
-    lost: bool,
-    /// A connection has been up at least once.
-    connected: bool,
-}
-
-impl Track {
-    fn answered(&mut self, msgid: &str) {
-        if let Some((seq, _)) = self.unanswered.remove(msgid) {
-            self.order.remove(&seq);
-        }
-    }
+    /// The router's largest frame ([`Client::set_max_message_size`]).
+    max_frame: Cell<Option<usize>>,
 }
 
 impl Drop for Client {
@@ -240,10 +228,8 @@ impl Client {
             _ctx: ctx,
             identity,
             endpoint: endpoints.join(","),
-            track: RefCell::new(Track {
-                enabled: true,
-                ..Track::default()
-            }),
+            track: RefCell::new(Track::new()),
+            max_frame: Cell::new(Some(emqp_proto::DEFAULT_MAX_MESSAGE_SIZE)),
         })
     }
 
@@ -264,12 +250,17 @@ impl Client {
     /// Keep unanswered messages to send them again after a reconnect (on
     /// by default; off for fire and forget, where nothing is answered).
     pub fn set_resend(&self, on: bool) {
-        let mut t = self.track.borrow_mut();
-        t.enabled = on;
-        if !on {
-            t.unanswered.clear();
-            t.order.clear();
-        }
+        self.track.borrow_mut().set_enabled(on);
+    }
+
+    /// The router's `--max-message-size` (per frame; `None`: no limit;
+    /// default [`emqp_proto::DEFAULT_MAX_MESSAGE_SIZE`]). A message with a
+    /// bigger frame is not sent: [`ErrorKind::TooLarge`] at once, instead
+    /// of a router that drops it (libzmq disconnects a peer over its
+    /// ZMQ_MAXMSGSIZE without a word) and a wait for an answer that never
+    /// comes.
+    pub fn set_max_message_size(&self, limit: Option<usize>) {
+        self.max_frame.set(limit);
     }
 
     /// How long unsent messages are kept when the client is dropped.
@@ -351,16 +342,21 @@ impl Client {
             command,
             Command::Request(_) | Command::Schedule(_) | Command::Unschedule(_)
         );
+        let name = command.name();
         let frames = Message::with_msgid(msgid, command).encode();
-        {
-            let mut t = self.track.borrow_mut();
-            if answered && t.enabled {
-                let seq = t.next;
-                t.next += 1;
-                t.order.insert(seq, msgid.to_string());
-                t.unanswered
-                    .insert(msgid.to_string(), (seq, frames.clone()));
+        if let Some(limit) = self.max_frame.get() {
+            if let Some(big) = frames.iter().map(Vec::len).find(|&n| n > limit) {
+                return Err(ClientError {
+                    message: format!(
+                        "{name} {msgid} not sent: a frame of {big} bytes is over the router's \
+                         limit of {limit} bytes (--max-message-size, EVENTMQ_MAX_MESSAGE_SIZE)"
+                    ),
+                    kind: ErrorKind::TooLarge,
+                });
             }
+        }
+        if answered {
+            self.track.borrow_mut().sent(msgid, &frames);
         }
         self.send_frames(frames)
     }
@@ -374,7 +370,7 @@ impl Client {
                     "cannot queue more messages for {}: the router does not take them",
                     self.endpoint
                 ),
-                timed_out: true,
+                kind: ErrorKind::SendTimeout,
             }),
             Err(e) => Err(e.into()),
         }
@@ -401,15 +397,24 @@ impl Client {
             if let Some(ev) = self.try_recv_message()? {
                 return Ok(Some(ev));
             }
-            let left = deadline.saturating_duration_since(Instant::now());
-            let ms = i64::try_from(left.as_millis()).unwrap_or(i64::MAX);
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            // Wake up for the deadline, or for a resend the books hold.
+            let wake = self
+                .track
+                .borrow()
+                .wake_at()
+                .map_or(deadline, |w| w.min(deadline));
+            let left = wake.saturating_duration_since(now);
+            // Whole milliseconds, rounded up: no busy loop before `wake`.
+            let ms = i64::try_from(left.as_micros().div_ceil(1000)).unwrap_or(i64::MAX);
             let mut items = [
                 self.sock.as_poll_item(zmq::POLLIN),
                 self.watch.socket().as_poll_item(zmq::POLLIN),
             ];
-            if zmq::poll(&mut items, ms)? == 0 {
-                return Ok(None);
-            }
+            zmq::poll(&mut items, ms)?;
         }
     }
 
@@ -440,31 +445,8 @@ impl Client {
 
     /// Keep the books of one event from the router.
     fn noted(&self, ev: Event) -> Result<Event, ClientError> {
-        let mut t = self.track.borrow_mut();
-        let ev = match ev {
-            Event::Rejected {
-                msgid,
-                reason: RejectReason::DuplicateMsgid,
-                ..
-            } if t.resent.contains(&msgid) => {
-                // Sent again after a reconnect: the router had it.
-                Event::Accepted { msgid }
-            }
-            other => other,
-        };
-        if let Some(m) = ev.msgid() {
-            let m = m.to_string();
-            t.answered(&m);
-            if !matches!(ev, Event::Accepted { .. }) {
-                t.resent.remove(&m);
-            }
-            if matches!(ev, Event::Result { .. }) {
-                t.receipts.push(m);
-            }
-        }
-        let full = t.receipts.len() >= RECEIPT_BATCH;
-        drop(t);
-        if full {
+        let ev = self.track.borrow_mut().noted(ev);
+        if self.track.borrow().receipts() >= RECEIPT_BATCH {
             self.flush_receipts()?;
         }
         Ok(ev)
@@ -472,7 +454,7 @@ impl Client {
 
     /// Send `RECEIVED` for the RESULTs read so far.
     pub fn flush_receipts(&self) -> Result<(), ClientError> {
-        let msgids = std::mem::take(&mut self.track.borrow_mut().receipts);
+        let msgids = self.track.borrow_mut().take_receipts();
         if msgids.is_empty() {
             return Ok(());
         }
@@ -482,42 +464,29 @@ impl Client {
         self.send_frames(msg.encode())
     }
 
-    /// Connection changes: after a connection comes up following a lost
-    /// one, say hello and send the unanswered messages again.
+    /// Connection changes, and resends that are due: when the books say
+    /// so ([`crate::track`]), say hello and send the unanswered messages
+    /// again.
     fn link_events(&self) -> Result<Option<Event>, ClientError> {
-        let mut up = None;
-        for e in self.watch.events() {
+        let now = Instant::now();
+        let again = {
             let mut t = self.track.borrow_mut();
-            match e {
-                LinkEvent::Down(_) => t.lost = true,
-                LinkEvent::Up(endpoint) => {
-                    if t.connected && t.lost {
-                        up = Some(endpoint);
-                    }
-                    t.connected = true;
-                }
+            let mut again = None;
+            for e in self.watch.events() {
+                again = t.link(e, now).or(again);
             }
-        }
-        let Some(endpoint) = up else {
+            again.or_else(|| t.due(now))
+        };
+        let Some(Again { endpoint, messages }) = again else {
             return Ok(None);
         };
-        let again: Vec<(String, Vec<Vec<u8>>)> = {
-            let mut t = self.track.borrow_mut();
-            t.lost = false;
-            let again: Vec<(String, Vec<Vec<u8>>)> = t
-                .order
-                .values()
-                .filter_map(|m| t.unanswered.get(m).map(|(_, f)| (m.clone(), f.clone())))
-                .collect();
-            for (m, _) in &again {
-                t.resent.insert(m.clone());
-            }
-            again
-        };
+        // libzmq applies its pipe changes (a dropped connection's pipe
+        // removed) before the messages go.
+        self.sock.get_events()?;
         let hello = Message::new(Command::Heartbeat { timestamp: None });
         self.send_frames(hello.encode())?;
-        let resent = again.len();
-        for (_, frames) in again {
+        let resent = messages.len();
+        for frames in messages {
             self.send_frames(frames)?;
         }
         Ok(Some(Event::Reconnected { endpoint, resent }))

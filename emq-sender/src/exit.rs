@@ -3,7 +3,7 @@
 //! | code | meaning |
 //! |---|---|
 //! | 0 | success (accepted, or with `--wait` the job finished ok) |
-//! | 1 | connection or internal error |
+//! | 1 | connection or internal error; or the router could not tell whether it stored a job (`journal-uncertain` until `--timeout`: it may run) |
 //! | 2 | usage error (bad flag, MESSAGE_JSON or a bulk line that is not JSON) |
 //! | 3 | rejected by the router (`queue-full`, `malformed`, `shutting-down`, ...) |
 //! | 4 | the job failed (RESULT `failed`, or REJECT `dead-lettered`) |
@@ -27,7 +27,9 @@ pub trait SenderExit: Sized {
     /// The code for a RESULT status.
     fn for_status(status: ResultStatus) -> Self;
     /// The code for a REJECT: `dead-lettered` means the job was accepted
-    /// and then failed for good (4); every other reason means "not
+    /// and then failed for good (4); `journal-uncertain` (still, when the
+    /// time ran out) that nobody can tell whether it was accepted (1, as a
+    /// lost connection: the job may run); every other reason means "not
     /// accepted" (3).
     fn for_reject(reason: &RejectReason) -> Self;
 }
@@ -66,6 +68,7 @@ impl SenderExit for Exit {
     fn for_reject(reason: &RejectReason) -> Exit {
         match reason {
             RejectReason::DeadLettered => Exit::Failed,
+            RejectReason::JournalUncertain => Exit::Internal,
             _ => Exit::Rejected,
         }
     }
@@ -123,5 +126,9 @@ mod tests {
             Exit::Rejected
         );
         assert_eq!(Exit::for_reject(&RejectReason::DeadLettered), Exit::Failed);
+        assert_eq!(
+            Exit::for_reject(&RejectReason::JournalUncertain),
+            Exit::Internal
+        );
     }
 }

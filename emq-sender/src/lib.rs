@@ -17,11 +17,12 @@ pub mod client;
 pub mod exit;
 pub mod flags;
 pub mod payload;
+pub mod track;
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::time::{Duration, Instant};
 
-pub use client::{Client, ClientError, Event, Outcome};
+pub use client::{Client, ClientError, ErrorKind, Event, Outcome};
 pub use exit::{Exit, SenderExit};
 pub use flags::{Cli, Mode, Plan, ScheduleSpec};
 pub use payload::UsageError;
@@ -62,6 +63,7 @@ pub fn run<R: BufRead + Send + 'static>(plan: &Plan, input: R, io: Io) -> Exit {
     }
     // Fire and forget: nothing is answered, nothing to send again.
     client.set_resend(!plan.no_ack);
+    client.set_max_message_size(plan.max_message_size);
     let result = match &plan.mode {
         Mode::Single(message) if plan.publish.is_some() => {
             let topic = plan.publish.as_deref().unwrap_or_default();
@@ -110,10 +112,10 @@ pub fn run<R: BufRead + Send + 'static>(plan: &Plan, input: R, io: Io) -> Exit {
         Ok(exit) => exit,
         Err(e) => {
             let _ = writeln!(io.err, "emq-sender: {e}");
-            if e.timed_out {
-                Exit::Timeout
-            } else {
-                Exit::Internal
+            match e.kind {
+                ErrorKind::SendTimeout => Exit::Timeout,
+                ErrorKind::TooLarge => Exit::Usage,
+                ErrorKind::Connection => Exit::Internal,
             }
         }
     }
@@ -208,6 +210,19 @@ fn run_schedule(
             print_line(out, &msgid)?;
             Exit::Ok
         }
+        Outcome::Rejected {
+            reason: RejectReason::NotFound,
+            text,
+        } if spec.unschedule => {
+            let _ = writeln!(
+                err,
+                "emq-sender: UNSCHEDULE {msgid}: no such schedule on the router at {} \
+                 (not-found: {text}); a schedule is identified by its queue and job: give \
+                 the same --queue and job as its SCHEDULE",
+                plan.broker
+            );
+            Exit::for_reject(&RejectReason::NotFound)
+        }
         Outcome::Rejected { reason, text } => {
             let _ = writeln!(
                 err,
@@ -243,18 +258,24 @@ fn run_single(
     let print = print_line;
     let mut backoff = backoff::Backoff::default();
     let mut resent = 0u32;
+    let mut why = "queue full";
     let outcome = loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let outcome = client.wait(&msgid, plan.wait, left)?;
-        // queue-full is backpressure: the same REQUEST again, later.
-        let Outcome::Rejected {
-            reason: RejectReason::QueueFull,
-            ..
-        } = &outcome
-        else {
-            break outcome;
+        // queue-full is backpressure (final with --fail-fast), and
+        // journal-uncertain never a refusal: the same REQUEST again, later.
+        let again = match &outcome {
+            Outcome::Rejected { reason, .. } => match reason {
+                RejectReason::QueueFull => !plan.fail_fast,
+                RejectReason::JournalUncertain => {
+                    why = "the router could not tell whether it stored it";
+                    true
+                }
+                _ => false,
+            },
+            _ => false,
         };
-        if plan.fail_fast {
+        if !again {
             break outcome;
         }
         let now = Instant::now();
@@ -268,7 +289,7 @@ fn run_single(
     if resent > 0 {
         let _ = writeln!(
             err,
-            "emq-sender: job {msgid}: queue full, sent {resent} more time(s)"
+            "emq-sender: job {msgid}: {why}, sent {resent} more time(s)"
         );
     }
     Ok(match outcome {
@@ -285,6 +306,18 @@ fn run_single(
                 print(out, &msgid)?;
                 Exit::Ok
             }
+        }
+        Outcome::Rejected {
+            reason: RejectReason::JournalUncertain,
+            text,
+        } => {
+            let _ = writeln!(
+                err,
+                "emq-sender: job {msgid}: the router could not tell whether it stored the job \
+                 (journal-uncertain: {text}), still after {secs} s of trying (--timeout); it \
+                 may run: do not submit it again under a new msgid"
+            );
+            Exit::for_reject(&RejectReason::JournalUncertain)
         }
         Outcome::Rejected { reason, text } => {
             let still = if reason == RejectReason::QueueFull && !plan.fail_fast {

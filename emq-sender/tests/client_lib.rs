@@ -81,7 +81,7 @@ fn a_full_send_queue_is_a_timeout_error() {
         }
     }
     let err = err.expect("the queue never filled up");
-    assert!(err.timed_out, "{err}");
+    assert_eq!(err.kind, emq_sender::ErrorKind::SendTimeout, "{err}");
 }
 
 /// A client on a two-address failover list: the router on the first

@@ -574,3 +574,190 @@ fn bulk_holds_new_lines_back_while_refused_jobs_wait_and_every_job_is_accepted_o
         run.stdout
     );
 }
+
+fn journal_uncertain(r: &FakeRouter, id: &[u8], msg: &Message) {
+    r.send(
+        id,
+        Command::Reject(Reject {
+            orig_msgid: msg.msgid.clone(),
+            reason: RejectReason::JournalUncertain,
+            text: "the journal commit's outcome is unknown".into(),
+        }),
+    )
+}
+
+fn duplicate(r: &FakeRouter, id: &[u8], msg: &Message) {
+    r.send(
+        id,
+        Command::Reject(Reject {
+            orig_msgid: msg.msgid.clone(),
+            reason: RejectReason::DuplicateMsgid,
+            text: "already held".into(),
+        }),
+    )
+}
+
+/// Issue 26 item 1: `journal-uncertain` is never a refusal. The same
+/// REQUEST goes again (same msgid, with the queue-full backoff, even with
+/// --fail-fast); a `duplicate-msgid` then means the router had stored it
+/// (accepted, exit 0); still uncertain at --timeout, the job is reported
+/// uncertain with exit code 1, never "rejected" (3).
+#[test]
+fn journal_uncertain_is_sent_again_and_never_reported_as_a_refusal() {
+    for args in [&["[1]"][..], &["--fail-fast", "[1]"]] {
+        let router = FakeRouter::new();
+        let mut n = 0;
+        let run = run_sender(Some(&router), args, None, |r, id, msg| {
+            n += 1;
+            match n {
+                1 | 2 => journal_uncertain(r, id, msg),
+                _ => duplicate(r, id, msg),
+            }
+        });
+        assert_eq!(run.code, Some(0), "{args:?}: stderr: {}", run.stderr);
+        assert_eq!(run.requests.len(), 3, "uncertain twice, then stored");
+        let ids: Vec<&str> = run.requests.iter().map(|(_, m)| m.msgid.as_str()).collect();
+        assert!(ids.iter().all(|i| *i == ids[0]), "the same msgid: {ids:?}");
+        assert_eq!(run.stdout.trim(), ids[0]);
+        assert!(
+            run.stderr
+                .contains("could not tell whether it stored it, sent 2 more"),
+            "{}",
+            run.stderr
+        );
+    }
+
+    let router = FakeRouter::new();
+    let run = run_sender(
+        Some(&router),
+        &["--timeout", "0.5", "[1]"],
+        None,
+        journal_uncertain,
+    );
+    assert_eq!(run.code, Some(1), "stderr: {}", run.stderr);
+    assert!(
+        (4..=7).contains(&run.requests.len()),
+        "sent again with the backoff within --timeout: {} tries",
+        run.requests.len()
+    );
+    assert!(!run.stderr.contains("rejected"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("journal-uncertain") && run.stderr.contains("it may run"),
+        "{}",
+        run.stderr
+    );
+    // 10 + 20 + 40 + 80 + 160 ms of backoff: the last try that fits.
+    assert!(
+        run.elapsed >= Duration::from_millis(300),
+        "{:?}",
+        run.elapsed
+    );
+}
+
+#[test]
+fn bulk_sends_journal_uncertain_jobs_again_and_reports_the_rest_uncertain() {
+    // Line 1 is uncertain once and then stored (duplicate-msgid), line 2
+    // always uncertain, line 3 accepted at once.
+    let router = FakeRouter::new();
+    let lines = "[1]\n[2]\n[3]\n".to_string();
+    let mut seen_1 = 0;
+    let run = run_sender(
+        Some(&router),
+        &["--timeout", "0.5", "--fail-fast"],
+        Some(lines),
+        |r, id, msg| match request_parts(msg).2.as_str() {
+            "[1]" => {
+                seen_1 += 1;
+                if seen_1 == 1 {
+                    journal_uncertain(r, id, msg)
+                } else {
+                    duplicate(r, id, msg)
+                }
+            }
+            "[2]" => journal_uncertain(r, id, msg),
+            _ => ack(r, id, msg),
+        },
+    );
+    assert_eq!(run.code, Some(1), "stderr: {}", run.stderr);
+    let out: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let status = |line: u64| {
+        out.iter()
+            .find(|v| v["line"] == line)
+            .map(|v| v["status"].as_str().unwrap().to_string())
+    };
+    assert_eq!(status(1).as_deref(), Some("accepted"), "{}", run.stdout);
+    assert_eq!(status(2).as_deref(), Some("uncertain"), "{}", run.stdout);
+    assert_eq!(status(3).as_deref(), Some("accepted"), "{}", run.stdout);
+    let two = out.iter().find(|v| v["line"] == 2).unwrap();
+    assert_eq!(two["reason"], "journal-uncertain");
+    let tries_2 = run
+        .requests
+        .iter()
+        .filter(|(_, m)| request_parts(m).2 == "[2]")
+        .count();
+    assert!(tries_2 >= 3, "line 2 sent again: {tries_2} tries");
+    assert!(
+        run.stderr.contains("1 uncertain") && run.stderr.contains("0 rejected"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// Issue 26 item 9: a message over the router's size limit is not sent:
+/// emq-sender says so at once (exit 2), instead of waiting --timeout for
+/// an answer from a router that dropped it.
+#[test]
+fn a_message_over_the_size_limit_is_not_sent_and_exits_2_at_once() {
+    let router = FakeRouter::new();
+    let big = format!("[\"{}\"]", "x".repeat(2000));
+    let run = run_sender(
+        Some(&router),
+        &["--max-message-size", "1000", "--timeout", "10", &big],
+        None,
+        ack,
+    );
+    run.says_at_once(2, &["REQUEST", "2004 bytes", "limit of 1000 bytes"]);
+    assert!(run.requests.is_empty(), "nothing sent");
+
+    // No limit (0), or a bigger one from the environment: sent.
+    for (args, env) in [
+        (vec!["--max-message-size", "0"], vec![]),
+        (vec![], vec![("EVENTMQ_MAX_MESSAGE_SIZE", "4096")]),
+    ] {
+        let router = FakeRouter::new();
+        let mut a: Vec<&str> = args.clone();
+        a.push(&big);
+        let run = common::run_sender_env(Some(&router), true, &env, &a, None, ack);
+        assert_eq!(run.code, Some(0), "{args:?} {env:?}: {}", run.stderr);
+        assert_eq!(run.requests.len(), 1);
+    }
+}
+
+/// The issue's case: a 17 MB job in bulk mode, with the default limit (the
+/// router's default --max-message-size, 16 MiB): that line is reported
+/// invalid at once, the others go, exit 2.
+#[test]
+fn bulk_reports_a_17_mb_line_invalid_at_once_and_sends_the_rest() {
+    let router = FakeRouter::new();
+    let lines = format!("[1]\n[\"{}\"]\n[3]\n", "x".repeat(17_000_000));
+    let run = run_sender(Some(&router), &["--timeout", "20"], Some(lines), ack);
+    assert_eq!(run.code, Some(2), "stderr: {}", run.stderr);
+    assert_eq!(run.requests.len(), 2, "lines 1 and 3 only");
+    let out: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let two = out
+        .iter()
+        .find(|v| v["line"] == 2)
+        .expect("line 2 reported");
+    assert_eq!(two["status"], "invalid");
+    let error = two["error"].as_str().unwrap();
+    assert!(error.contains("limit of 16777216 bytes"), "{error}");
+    assert!(run.elapsed < Duration::from_secs(10), "{:?}", run.elapsed);
+}

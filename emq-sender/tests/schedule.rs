@@ -281,3 +281,38 @@ fn wait_and_bulk_are_usage_errors_with_schedules() {
         assert_eq!(run.code, Some(2), "{args:?}: {}", run.stderr);
     }
 }
+
+/// Issue 26 item 9: `--unschedule` of a schedule the router does not hold
+/// (a typo) is answered `REJECT not-found` by an emq router: exit 3, and
+/// stderr says there is no such schedule and how schedules are matched.
+#[test]
+fn unschedule_of_an_unknown_schedule_exits_3_saying_so() {
+    let router = FakeRouter::new();
+    let run = run_sender(
+        Some(&router),
+        &[
+            "--unschedule",
+            "-q",
+            "reprots",
+            "--python",
+            "pyemq_jobs.noop",
+        ],
+        None,
+        |r, id, msg| {
+            assert!(matches!(msg.command, Command::Unschedule(_)), "{msg:?}");
+            r.send(
+                id,
+                Command::Reject(Reject {
+                    orig_msgid: msg.msgid.clone(),
+                    reason: RejectReason::NotFound,
+                    text: "no schedule of this message on queue reprots".into(),
+                }),
+            )
+        },
+    );
+    run.says_at_once(
+        3,
+        &["no such schedule", "queue reprots", "same --queue and job"],
+    );
+    assert_eq!(run.stdout, "");
+}

@@ -130,6 +130,8 @@ pub struct Spawn {
     env: Vec<(OsString, OsString)>,
     cwd: Option<PathBuf>,
     stdin: Option<Vec<u8>>,
+    /// Keep stdin open for the test to write ([`Proc::take_stdin`]).
+    stdin_pipe: bool,
 }
 
 impl Spawn {
@@ -145,6 +147,7 @@ impl Spawn {
             env: Vec::new(),
             cwd: None,
             stdin: None,
+            stdin_pipe: false,
         }
     }
 
@@ -191,12 +194,19 @@ impl Spawn {
         self
     }
 
+    /// A pipe on the child's stdin that the test writes at its own pace
+    /// ([`Proc::take_stdin`]; the child sees the end when it is dropped).
+    pub fn stdin_pipe(mut self) -> Spawn {
+        self.stdin_pipe = true;
+        self
+    }
+
     fn command(&self, stdout: File, stderr: File) -> Command {
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.args)
             .stdout(stdout)
             .stderr(stderr)
-            .stdin(if self.stdin.is_some() {
+            .stdin(if self.stdin.is_some() || self.stdin_pipe {
                 Stdio::piped()
             } else {
                 Stdio::null()
@@ -285,6 +295,11 @@ fn signal_pid(pid: i32, sig: i32) {
 impl Proc {
     pub fn pid(&self) -> i32 {
         self.pid
+    }
+
+    /// The child's stdin, with [`Spawn::stdin_pipe`] (once).
+    pub fn take_stdin(&mut self) -> Option<std::process::ChildStdin> {
+        self.child.stdin.take()
     }
 
     pub fn stderr_path(&self) -> &Path {

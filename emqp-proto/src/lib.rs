@@ -40,3 +40,8 @@ pub use queues::{QueueSpec, DEFAULT_QUEUE, DEFAULT_WEIGHT};
 
 /// The protocol frame every message carries after the empty delimiter.
 pub const PROTOCOL_VERSION: &str = "eMQP/1.0";
+
+/// The largest frame an emq router takes by default (its
+/// `--max-message-size`, `EVENTMQ_MAX_MESSAGE_SIZE`): 16 MiB. Every
+/// binary's default is this one constant.
+pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;

@@ -11,13 +11,18 @@
 //!   and past the lease TTL (it steps down, then takes the lease again):
 //!   the router recovers without a restart, every acknowledged job runs;
 //! - the leader cut off from the database (a TCP relay cut): it stops
-//!   acknowledging, steps down within its TTL, the standby takes over.
+//!   acknowledging, steps down within its TTL, the standby takes over;
+//! - the leader frozen (SIGSTOP) while `emq-sender --broker A,B` streams
+//!   jobs, with a lease TTL short enough that the standby serves before
+//!   the sender's heartbeat gives up on the frozen connection (issue 26
+//!   item 2): every job ends accepted and runs.
 //!
 //! Jobs are Python `record` jobs appending `tag` to a file, so every
 //! execution is counted apart from what the client hears. The figures go
 //! to `target/emq-it-logs/summary.txt`. `EMQ_HA_JOBS` (default 10000)
 //! sets the size of the kill run. The tests run one at a time.
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
@@ -31,7 +36,7 @@ use integration_tests::jobs::{self, Tally};
 use integration_tests::postgres::PgCluster;
 use integration_tests::process::scratch_dir;
 use integration_tests::relay::Relay;
-use integration_tests::{env_usize, poll_until, Addrs, Client, Proc};
+use integration_tests::{bins, env_usize, poll_until, Addrs, Client, Proc, Spawn};
 use serde_json::json;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -429,6 +434,116 @@ fn a_leader_cut_off_from_the_database_stops_acknowledging_and_the_standby_takes_
         "the cut-off router still serves"
     );
     drop(relay);
+}
+
+/// Issue 26 item 2. The leader is SIGSTOPped while emq-sender streams
+/// jobs to `--broker leader,standby`; with a 1 s lease the standby serves
+/// about a second later, two before the sender's heartbeat (3 s) drops
+/// the frozen connection. Jobs sent into that connection meanwhile (all
+/// of them until the standby serves, then every other one: the DEALER
+/// spreads over live connections) must go again to the standby, same
+/// msgid. Before, they ended `timeout`, `accepted: false`.
+#[test]
+fn a_frozen_leader_s_unacknowledged_jobs_are_sent_again_to_the_standby() {
+    let _s = serial();
+    let Some(pg) = PgCluster::start_or_skip("ha: leader SIGSTOP, emq-sender") else {
+        return;
+    };
+    let n = env_usize("EMQ_HA_FREEZE_JOBS", 2_000);
+    let url = pg.create_database("ha_freeze");
+    let lease = ["--lease-ttl", "1", "--lease-renew", "0.25"];
+    let (a_addrs, b_addrs) = (Addrs::fresh(), Addrs::fresh());
+    let mut a = router("router-a", &a_addrs, &url, &lease);
+    wait_leader(&mut a);
+    let mut b = router("router-b", &b_addrs, &url, &lease);
+    wait_standby(&mut b);
+    let backends = format!("{},{}", a_addrs.backend, b_addrs.backend);
+    let _jm1 = jobmanager("jm-1", &backends);
+    let _jm2 = jobmanager("jm-2", &backends);
+    admin::wait_idle_workers(&a_addrs.admin, 2, 8, Duration::from_secs(30))
+        .expect("two job managers on the leader");
+
+    let dir = scratch_dir("ha-freeze");
+    let file = dir.join("exec.txt");
+    let tags: Vec<String> = (0..n).map(|i| format!("f{i}")).collect();
+    let mut sender = Spawn::new("emq-sender", bins::bin(bins::SENDER))
+        .args([
+            "--broker",
+            &format!("{},{}", a_addrs.frontend, b_addrs.frontend),
+            "--timeout",
+            "20",
+        ])
+        .stdin_pipe()
+        .spawn();
+    let mut stdin = sender.take_stdin().expect("emq-sender's stdin");
+    let accepted = |p: &Proc| p.stdout().matches("\"status\":\"accepted\"").count();
+    let started = Instant::now();
+    let mut frozen_at = None;
+    for (i, tag) in tags.iter().enumerate() {
+        let line = String::from_utf8(record_job(&file, tag)).expect("a JSON job");
+        writeln!(stdin, "{line}").expect("write a job to emq-sender");
+        // About 400 jobs/s: the freeze falls in the middle of the stream.
+        if i % 20 == 19 {
+            stdin.flush().expect("flush");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if frozen_at.is_none() && i == n / 4 {
+            stdin.flush().expect("flush");
+            // Acknowledged by the leader: it serves this client.
+            let seen = poll_until(Duration::from_secs(30), Duration::from_millis(20), || {
+                (accepted(&sender) >= n / 8).then_some(())
+            });
+            assert!(seen.is_some(), "the leader acknowledged nothing");
+            a.pause();
+            frozen_at = Some(Instant::now());
+            eprintln!("leader frozen (SIGSTOP) after {} acks", accepted(&sender));
+        }
+    }
+    drop(stdin);
+    let status = sender.wait_exit(Duration::from_secs(90));
+    let elapsed = started.elapsed();
+    let b_serving = serves(&b_addrs, Duration::from_secs(2));
+    let out = sender.stdout();
+    let statuses = |s: &str| out.matches(&format!("\"status\":\"{s}\"")).count();
+    let (ok, timeouts, rejected) = (
+        statuses("accepted"),
+        statuses("timeout"),
+        statuses("rejected"),
+    );
+    let exec = poll_until(Duration::from_secs(60), Duration::from_millis(250), || {
+        let exec = jobs::count_lines(&file);
+        tags.iter().all(|t| exec.contains_key(t)).then_some(exec)
+    })
+    .unwrap_or_else(|| jobs::count_lines(&file));
+    let tally = Tally::of(&tags, &exec);
+    integration_tests::report(&format!(
+        "FAULT HA leader SIGSTOP (PostgreSQL, lease TTL 1 s), emq-sender --broker A,B: \
+         {n} jobs in {elapsed:.1?}: accepted {ok}, timeout {timeouts}, rejected {rejected}, \
+         exit {status:?}; executions {tally}; standby serving: {b_serving}; sender: {}",
+        sender
+            .stderr()
+            .lines()
+            .filter(|l| l.contains("sent again"))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    ));
+    let frozen_for = frozen_at.map(|t| t.elapsed());
+    a.kill9();
+    assert!(frozen_for.is_some(), "the leader was never frozen");
+    assert!(b_serving, "the standby never served: {}", b.tail(20));
+    assert_eq!(
+        (ok, timeouts, rejected),
+        (n, 0, 0),
+        "every job accepted; stderr: {}",
+        sender.tail(10)
+    );
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(0),
+        "{}",
+        sender.tail(10)
+    );
+    assert_eq!(tally.lost, 0, "jobs that never ran: {tally}");
 }
 
 /// A client for the uncertain-commit runs: it believes

@@ -24,6 +24,7 @@ from emq_client import (
     JobNotFound,
     JobTimedOut,
     Malformed,
+    MessageTooLarge,
     QueueFull,
     ResultTimeout,
     WrongThread,
@@ -177,6 +178,27 @@ def test_submit_many_sends_queue_full_refusals_again(bare_router: Router, kind: 
     with bare_router.connect(kind) as c:
         jobs = c.submit_many([call("echo", i) for i in range(300)])
         assert [j.result(60) for j in jobs] == list(range(300))
+
+
+def test_a_job_over_the_size_limit_is_refused_before_it_is_sent(bare_router: Router, kind: str) -> None:
+    """Issue 26 item 9: a 17 MB job, over the router's default limit
+    (16 MiB), raises MessageTooLarge at once and sends nothing (before: a
+    wait for an answer that did not come); so does a schedule; the client
+    goes on. max_message_size sets another limit."""
+    big = "x" * 17_000_000
+    with bare_router.connect(kind, ack_timeout=10) as c:
+        t0 = time.monotonic()
+        with pytest.raises(MessageTooLarge) as e:
+            c.submit(call("echo", big))
+        assert time.monotonic() - t0 < 2
+        assert e.value.limit == 16 * 1024 * 1024 < e.value.size
+        with pytest.raises(MessageTooLarge):
+            c.schedule(call("echo", big), interval=60)
+        assert c.outstanding == 0
+        assert c.submit(call("noop")).accepted
+    with bare_router.connect(kind, max_message_size=1000) as c:
+        with pytest.raises(MessageTooLarge, match="limit of 1000 bytes"):
+            c.submit(call("echo", "y" * 2000))
 
 
 def test_bad_schedule_is_malformed(any_client: Any) -> None:

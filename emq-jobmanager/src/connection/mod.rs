@@ -63,7 +63,7 @@ use link::MalformedLog;
 use slots::{Held, Slot};
 
 /// The router's default `--max-message-size`: 16 MiB.
-pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
+pub const DEFAULT_MAX_MESSAGE_SIZE: usize = emqp_proto::DEFAULT_MAX_MESSAGE_SIZE;
 
 /// 0.3.13's `GLOBAL_TIMEOUT`: the timeout of a job that names none.
 pub const DEFAULT_GLOBAL_TIMEOUT: Duration = Duration::from_secs(300);

@@ -40,6 +40,8 @@ pub struct Plan {
     pub window: usize,
     /// `REJECT queue-full` is final (no resend with backoff).
     pub fail_fast: bool,
+    /// The router's largest frame; `None`: no limit.
+    pub max_message_size: Option<usize>,
     pub mode: Mode,
     /// Send SCHEDULE / UNSCHEDULE (the job is then always `Mode::Single`).
     pub schedule: Option<ScheduleSpec>,
@@ -63,6 +65,7 @@ impl std::fmt::Debug for Plan {
             .field("timeout", &self.timeout)
             .field("window", &self.window)
             .field("fail_fast", &self.fail_fast)
+            .field("max_message_size", &self.max_message_size)
             .field("mode", &self.mode)
             .field("schedule", &self.schedule)
             .field("publish", &self.publish)
@@ -118,6 +121,7 @@ impl Cli {
         let curve =
             emq_transport::curve::curve_client(&self.curve, &|k| env(&format!("EVENTMQ_{k}")))
                 .map_err(UsageError)?;
+        let max_message_size = self.max_message_size(env)?;
         let default_timeout = if self.wait {
             DEFAULT_WAIT_TIMEOUT
         } else {
@@ -132,12 +136,34 @@ impl Cli {
             timeout: self.timeout.unwrap_or(default_timeout),
             window: self.window,
             fail_fast: self.fail_fast,
+            max_message_size,
             mode,
             schedule,
             plain,
             curve,
             publish: self.publish.clone(),
         })
+    }
+
+    /// The router's largest frame: `--max-message-size`, else
+    /// `EVENTMQ_MAX_MESSAGE_SIZE`, else the router's default; 0 or
+    /// negative: no limit.
+    fn max_message_size(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<usize>, UsageError> {
+        let bytes = match self.max_message_size {
+            Some(n) => n,
+            None => match env("EVENTMQ_MAX_MESSAGE_SIZE") {
+                Some(v) if !v.trim().is_empty() => v.trim().parse::<i64>().map_err(|_| {
+                    UsageError(format!(
+                        "EVENTMQ_MAX_MESSAGE_SIZE: {v:?} is not a whole number of bytes"
+                    ))
+                })?,
+                _ => return Ok(Some(emqp_proto::DEFAULT_MAX_MESSAGE_SIZE)),
+            },
+        };
+        Ok(usize::try_from(bytes).ok().filter(|&n| n > 0))
     }
 
     /// Flags that only go with other flags.

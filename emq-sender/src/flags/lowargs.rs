@@ -33,7 +33,8 @@ Output: the msgid on acceptance; with --wait the result payload ({\"value\": ...
 or {\"error\": {...}}) as one line of JSON. In bulk mode one JSON line per job:
   {\"line\": N, \"msgid\": \"...\", \"status\": \"accepted\", \"result\": null}
 status is one of accepted, sent (--no-ack), ok, failed, rejected (with reason
-and text), timeout (with accepted true/false) or invalid (with error); result is
+and text), uncertain (journal-uncertain, see exit code 1), timeout (with
+accepted true/false) or invalid (with error); result is
 the result payload with --wait. Lines come in the order answers arrive. A
 progress line is shown on stderr when both stdout and stderr are terminals, and
 a summary is printed on stderr at the end. --timeout counts per job from when
@@ -41,8 +42,11 @@ it was sent.
 
 Exit codes:
   0  accepted (with --wait: the job finished ok; for a schedule: REPLY)
-  1  connection or internal error
-  2  usage error (bad flag, MESSAGE_JSON or a bulk line that is not JSON)
+  1  connection or internal error; or the router could not tell whether it
+     stored the job (REJECT journal-uncertain, sent again with the queue-full
+     backoff, even with --fail-fast, until --timeout): it may run
+  2  usage error (bad flag, MESSAGE_JSON or a bulk line that is not JSON, or
+     a message over --max-message-size: not sent)
   3  rejected by the router (malformed, shutting-down, ...; queue-full only
      when the queue stayed full for --timeout, or at once with --fail-fast;
      for a schedule: any REJECT, e.g. a bad cron expression)
@@ -253,6 +257,13 @@ pub struct Cli {
     /// Bulk mode: at most N jobs outstanding (sent, not yet answered)
     #[arg(long, value_name = "N", default_value_t = DEFAULT_WINDOW, value_parser = parse_window)]
     pub window: usize,
+
+    /// The router's --max-message-size in bytes: a message with a bigger
+    /// frame is not sent (exit 2; in bulk mode the line is reported
+    /// invalid). 0 or -1: no limit
+    /// [env: EVENTMQ_MAX_MESSAGE_SIZE] [default: 16777216 (16 MiB)]
+    #[arg(long, value_name = "BYTES", allow_negative_numbers = true)]
+    pub max_message_size: Option<i64>,
 
     /// Job form: call the job manager's Rust handler HANDLER (built in: echo,
     /// noop) with --args JSON

@@ -30,6 +30,18 @@ pub struct Run {
     pub raw: Vec<Vec<Vec<u8>>>,
 }
 
+impl Run {
+    /// Assert that the sender exited with `code`, quickly (in under 5 s),
+    /// saying every one of `parts` on stderr.
+    pub fn says_at_once(&self, code: i32, parts: &[&str]) {
+        assert_eq!(self.code, Some(code), "stderr: {}", self.stderr);
+        for p in parts {
+            assert!(self.stderr.contains(p), "{p:?} not in: {}", self.stderr);
+        }
+        assert!(self.elapsed < Duration::from_secs(5), "{:?}", self.elapsed);
+    }
+}
+
 /// Run emq-sender with `args` (plus `--broker` of the fake router, when
 /// given) and serve the router with `serve` until the sender exits.
 pub fn run_sender(

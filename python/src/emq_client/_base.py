@@ -280,12 +280,14 @@ class BaseClient:
         queue_full_timeout: float = 30.0,
         curve_server_key: Optional[curve.PathLike] = None,
         curve_secret_key_file: Optional[curve.PathLike] = None,
+        max_message_size: Optional[int] = wire.DEFAULT_MAX_MESSAGE_SIZE,
     ) -> None:
         if window < 1:
             raise ValueError("window must be >= 1")
         if queue_full_timeout < 0:
             raise ValueError("queue_full_timeout must be >= 0")
         self.queue_full_timeout = float(queue_full_timeout)
+        self.max_message_size = max_message_size if max_message_size and max_message_size > 0 else None
         self._curve = curve.curve_keys(curve_server_key, curve_secret_key_file)
         self.addr = addr or default_frontend()
         self.admin_addr = admin_addr or default_admin()
@@ -331,7 +333,18 @@ class BaseClient:
         """A REQUEST for ``task``, recorded and ready to send."""
         msgid = wire.new_msgid()
         frames = wire.request(msgid, queue or self.queue, headers, task.message)
+        self._check_size(msgid, "job", frames)
         return self._tracker.add(msgid, reply=not self.legacy, frames=frames), frames
+
+    def _check_size(self, msgid: str, what: str, frames: Frames) -> None:
+        """Raise :class:`~emq_client.errors.MessageTooLarge` when a frame is
+        over ``max_message_size`` (nothing is sent then)."""
+        limit = self.max_message_size
+        if limit is None:
+            return
+        size = max(len(f) for f in frames)
+        if size > limit:
+            raise errors.MessageTooLarge(msgid, what, size, limit)
 
     def _until_answered(self, p: Pending, frames: Frames, what: str) -> Plan:
         """Wait for ``p``'s answer, sending it again while it is
@@ -442,6 +455,7 @@ class BaseClient:
             msgid, queue or self.queue, ",".join(headers), task.message,
             interval_secs=interval, cron=cron, unschedule=unschedule,
         )
+        self._check_size(msgid, "schedule", frames)
         p = self._tracker.add(msgid, reply=False, frames=frames)
         yield frames
         if not self.legacy:

@@ -94,6 +94,9 @@ class Client(_base.BaseClient):
     ``journal-uncertain`` (the router cannot tell whether it stored it) is
     sent again the same way, for at least ``ack_timeout``, then
     :class:`JournalUncertain` (not a refusal: it may run) is raised.
+    ``max_message_size``: the router's ``--max-message-size`` (default
+    16 MiB; None or 0: no limit): a job or schedule with a bigger frame
+    raises :class:`MessageTooLarge` before anything is sent.
 
     ``legacy=True`` is for an EventMQ 0.3.13 router, which acknowledges only
     jobs it can dispatch at once and never returns results: submits are fire

@@ -48,6 +48,23 @@ class ResultTimeout(EmqError, TimeoutError):
         self.timeout = timeout
 
 
+class MessageTooLarge(EmqError, ValueError):
+    """A frame of the message is over the router's size limit (the
+    client's ``max_message_size``): it was not sent. A router drops such a
+    message without a word (libzmq disconnects its sender), so the client
+    says so before sending instead of waiting for an answer that never
+    comes."""
+
+    def __init__(self, msgid: str, what: str, size: int, limit: int) -> None:
+        super().__init__(
+            f"{what} {msgid} not sent: a frame of {size} bytes is over the router's limit of "
+            f"{limit} bytes (max_message_size; the router's --max-message-size)"
+        )
+        self.msgid = msgid
+        self.size = size
+        self.limit = limit
+
+
 class Rejected(EmqError):
     """The router refused a message: ``REJECT [msgid, reason, text]``."""
 

@@ -18,6 +18,10 @@ PROTOCOL = b"eMQP/1.0"
 DEFAULT_FRONTEND = "tcp://127.0.0.1:47291"
 DEFAULT_ADMIN = "tcp://127.0.0.1:47293"
 DEFAULT_QUEUE = "default"
+#: The largest frame an emq router takes by default (its
+#: ``--max-message-size``, ``EVENTMQ_MAX_MESSAGE_SIZE``): 16 MiB, as
+#: ``emqp_proto::DEFAULT_MAX_MESSAGE_SIZE``.
+DEFAULT_MAX_MESSAGE_SIZE = 16 * 1024 * 1024
 #: emq: the client confirms each RESULT with RECEIVED, so the router keeps
 #: the result (journaled) until then (docs/PROTOCOL.md, "Results until
 #: delivered").
