@@ -237,6 +237,13 @@ impl Client {
         &self.identity
     }
 
+    /// A connection to the router has been up at least once (the ZMTP
+    /// handshake succeeded): `false` means nothing answered at the address.
+    /// (As of the connection changes read so far: waiting reads them.)
+    pub fn ever_connected(&self) -> bool {
+        self.track.borrow().ever_connected()
+    }
+
     /// The address, or the failover list, as `A,B`.
     pub fn endpoint(&self) -> &str {
         &self.endpoint

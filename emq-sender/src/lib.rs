@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 pub use client::{Client, ClientError, ErrorKind, Event, Outcome};
 pub use exit::{Exit, SenderExit};
+use flags::DEFAULT_ACK_TIMEOUT;
 pub use flags::{Cli, Mode, Plan, ScheduleSpec};
 pub use payload::UsageError;
 
@@ -234,15 +235,63 @@ fn run_schedule(
         Outcome::TimedOut { .. } => {
             let _ = writeln!(
                 err,
-                "emq-sender: no answer from the router at {} within {secs} s for {what} {msgid}; \
-                 is it running? (EventMQ 0.3.13 routers never answer SCHEDULE or UNSCHEDULE: \
-                 use --no-ack with them){}",
-                plan.broker,
+                "emq-sender: {} for {what} {msgid}{}",
+                no_answer(&client, plan, secs, "answer SCHEDULE or UNSCHEDULE"),
                 auth_hint(plan)
             );
             Exit::Timeout
         }
     })
+}
+
+/// How long `--wait` waits for the acknowledgement before the result:
+/// the default acknowledgement timeout, within `--timeout`. No answer at
+/// all (no router running) is so reported as soon as without `--wait`.
+fn ack_timeout(timeout: Duration) -> Duration {
+    timeout.min(DEFAULT_ACK_TIMEOUT)
+}
+
+/// [`Client::wait`], with the acknowledgement awaited first (within
+/// [`ack_timeout`]) when the result is wanted.
+fn wait_answer(
+    client: &Client,
+    msgid: &str,
+    want_result: bool,
+    left: Duration,
+) -> Result<Outcome, ClientError> {
+    if !want_result {
+        return client.wait(msgid, false, left);
+    }
+    let deadline = Instant::now() + left;
+    match client.wait(msgid, false, ack_timeout(left))? {
+        Outcome::Accepted => {
+            let left = deadline.saturating_duration_since(Instant::now());
+            Ok(match client.wait(msgid, true, left)? {
+                Outcome::TimedOut { .. } => Outcome::TimedOut { accepted: true },
+                other => other,
+            })
+        }
+        other => Ok(other),
+    }
+}
+
+/// What to say when the router did not answer within `secs`: nothing
+/// answered at the address at all (no router running there), or a
+/// connection came up but the message went unanswered (where an EventMQ
+/// 0.3.13 router, which does not `what`, is a likely cause).
+fn no_answer(client: &Client, plan: &Plan, secs: f64, what: &str) -> String {
+    if client.ever_connected() {
+        format!(
+            "the router at {} took the connection but did not answer within {secs} s \
+             (EventMQ 0.3.13 routers do not {what}: use --no-ack with them)",
+            plan.broker
+        )
+    } else {
+        format!(
+            "no router answered at {} within {secs} s: is emq-router running there?",
+            plan.broker
+        )
+    }
 }
 
 fn run_single(
@@ -261,7 +310,7 @@ fn run_single(
     let mut why = "queue full";
     let outcome = loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        let outcome = client.wait(&msgid, plan.wait, left)?;
+        let outcome = wait_answer(client, &msgid, plan.wait, left)?;
         // queue-full is backpressure (final with --fail-fast), and
         // journal-uncertain never a refusal: the same REQUEST again, later.
         let again = match &outcome {
@@ -339,17 +388,21 @@ fn run_single(
             let _ = writeln!(
                 err,
                 "emq-sender: job {msgid} was accepted but no result arrived within {secs} s \
-                 (EventMQ 0.3.13 routers never send results back)"
+                 (--timeout; EventMQ 0.3.13 routers never send results back)"
             );
             Exit::Timeout
         }
         Outcome::TimedOut { accepted: false } => {
+            let waited = if plan.wait {
+                ack_timeout(plan.timeout)
+            } else {
+                plan.timeout
+            }
+            .as_secs_f64();
             let _ = writeln!(
                 err,
-                "emq-sender: no answer from the router at {} within {secs} s for job {msgid}; \
-                 is it running? (EventMQ 0.3.13 routers do not acknowledge buffered jobs: \
-                 use --no-ack with them){}",
-                plan.broker,
+                "emq-sender: {} for job {msgid}{}",
+                no_answer(client, plan, waited, "acknowledge buffered jobs"),
                 auth_hint(plan)
             );
             Exit::Timeout

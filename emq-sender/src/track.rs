@@ -104,6 +104,12 @@ impl Track {
             .insert(msgid.to_string(), (seq, frames.to_vec()));
     }
 
+    /// A connection has been up at least once (a router, or something
+    /// speaking ZMTP, answered at an address).
+    pub fn ever_connected(&self) -> bool {
+        self.connected
+    }
+
     /// How many messages wait for an answer.
     pub fn unanswered(&self) -> usize {
         self.unanswered.len()

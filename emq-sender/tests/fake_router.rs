@@ -243,6 +243,31 @@ fn no_ack_without_a_router_exits_5() {
     assert!(run.elapsed < Duration::from_secs(5));
 }
 
+/// Issue 32: `--wait` with no router running said so after the
+/// acknowledgement timeout (10 s), not after the result timeout (60 s:
+/// the run limit of 30 s killed it before), and without the hint about
+/// EventMQ 0.3.13 routers, which is for a router that took the
+/// connection (`no_answer_exits_5_within_the_timeout`).
+#[test]
+fn wait_without_a_router_says_so_after_the_ack_timeout() {
+    let endpoint = "tcp://127.0.0.1:1".to_string();
+    let run = run_sender(
+        None,
+        &["--broker", &endpoint, "--wait", "[1]"],
+        None,
+        |_, _, _| {},
+    );
+    assert_eq!(run.code, Some(5), "stderr: {}", run.stderr);
+    assert!(run.elapsed < Duration::from_secs(20), "{:?}", run.elapsed);
+    assert!(
+        run.stderr
+            .contains("no router answered at tcp://127.0.0.1:1 within 10 s"),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("0.3.13"), "{}", run.stderr);
+}
+
 #[test]
 fn invalid_message_json_is_a_usage_error() {
     let run = run_sender(None, &["{not json"], None, |_, _, _| {});

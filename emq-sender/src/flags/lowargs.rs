@@ -52,7 +52,8 @@ Exit codes:
      for a schedule: any REJECT, e.g. a bad cron expression)
   4  the job failed (RESULT failed, or REJECT dead-lettered)
   5  timed out: no ack within --timeout (default 10 s), or with --wait no
-     result within --timeout (default 60 s)
+     ack within 10 s (or --timeout if shorter) or no result within
+     --timeout (default 60 s)
 In bulk mode the most severe code seen wins, in the order 1, 2, 5, 3, 4, 0.
 
 EventMQ 0.3.13 routers never acknowledge a job they had to buffer (no free
