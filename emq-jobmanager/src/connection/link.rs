@@ -3,7 +3,10 @@
 //! The rules (tests in `tests/link.rs`):
 //! - connect → one INFORM `[queues, "worker", "job-ack,cancel"]`; no ACK within
 //!   `ack_timeout` → a fresh connection (new identity, next broker), INFORM
-//!   again.
+//!   again. Said as a warning naming the address the first time at each
+//!   address and then at attempts 2, 4, 8, ... with the count
+//!   ([`no_router_note`]); the other attempts at DEBUG (no flood while
+//!   no router runs).
 //! - ACK → the REPLYs of the resend window again when the ACK lists
 //!   `reply-resend` ([`resend`](super::resend)); `RUNNING [msgid...]`
 //!   with the jobs still running from an earlier connection when it lists
@@ -79,10 +82,14 @@ impl Connection {
             self.held.clear();
         }
         let endpoint = self.cfg.brokers[self.broker_index].clone();
-        info!(
-            "connecting to {endpoint} as {} ({} slot(s))",
-            self.identity, self.cfg.concurrency
-        );
+        if self.unanswered_informs == 0 {
+            info!(
+                "connecting to {endpoint} as {} ({} slot(s))",
+                self.identity, self.cfg.concurrency
+            );
+        } else {
+            debug!("connecting to {endpoint} as {}", self.identity);
+        }
         out.push(Action::Connect {
             endpoint,
             identity: self.identity.clone(),
@@ -105,6 +112,26 @@ impl Connection {
             since: now,
         };
         self.last_received = now;
+    }
+
+    /// No ACK for our INFORM within `ack_timeout`: say so (not every
+    /// time, [`no_router_note`]) and connect again.
+    pub(super) fn inform_unanswered(&mut self, now: Duration, out: &mut Vec<Action>) {
+        self.unanswered_informs = self.unanswered_informs.saturating_add(1);
+        let endpoint = self.endpoint().to_string();
+        match no_router_note(
+            &endpoint,
+            self.unanswered_informs,
+            self.cfg.brokers.len(),
+            self.cfg.ack_timeout,
+        ) {
+            Some(note) => warn!("{note}"),
+            None => debug!(
+                "no ACK for our INFORM at {endpoint} (attempt {}): reconnecting",
+                self.unanswered_informs
+            ),
+        }
+        self.connect(now, out);
     }
 
     pub(super) fn reconnect(&mut self, now: Duration, why: &str, out: &mut Vec<Action>) {
@@ -213,6 +240,14 @@ impl Connection {
             warn!("ACK names {acked}, our INFORM was {inform_msgid}; accepting it");
         }
         self.phase = Phase::Registered;
+        if self.unanswered_informs > 0 {
+            info!(
+                "a router answered at {} after {} unanswered INFORM(s)",
+                self.endpoint(),
+                self.unanswered_informs
+            );
+            self.unanswered_informs = 0;
+        }
         if let Some(key) = take_back_key(features) {
             self.take_back = Some(key.to_string());
         }
@@ -286,4 +321,30 @@ impl Connection {
             }
         }
     }
+}
+
+/// The warning for the `attempt`-th INFORM in a row left without an ACK
+/// (at `endpoint`, one of `brokers` addresses tried in turn), or `None`
+/// when this attempt is only worth a DEBUG line: the first round over the
+/// addresses is said in full, then attempts 2, 4, 8, ... with the count.
+pub(super) fn no_router_note(
+    endpoint: &str,
+    attempt: u32,
+    brokers: usize,
+    ack_timeout: Duration,
+) -> Option<String> {
+    let first_round = usize::try_from(attempt).is_ok_and(|a| a <= brokers);
+    if !first_round && !attempt.is_power_of_two() {
+        return None;
+    }
+    let count = if attempt > 1 {
+        format!(" ({attempt} attempts so far)")
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "no router answered at {endpoint} within {} s \u{2014} is emq-router running with \
+         --backend there? Trying again{count}",
+        ack_timeout.as_secs_f64()
+    ))
 }

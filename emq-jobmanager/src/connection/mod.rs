@@ -245,6 +245,8 @@ pub struct Connection {
     held: VecDeque<Held>,
     broker_index: usize,
     connected_once: bool,
+    /// INFORMs in a row left without an ACK (`link.rs`).
+    unanswered_informs: u32,
     identity: String,
     last_sent: Duration,
     last_received: Duration,
@@ -287,6 +289,7 @@ impl Connection {
             phase: Phase::Stopped,
             broker_index: 0,
             connected_once: false,
+            unanswered_informs: 0,
             identity: String::new(),
             last_sent: Duration::ZERO,
             last_received: Duration::ZERO,
@@ -397,7 +400,7 @@ impl Connection {
         match self.phase {
             Phase::AwaitingAck { since, .. } => {
                 if now >= since + self.cfg.ack_timeout {
-                    self.reconnect(now, "no ACK for our INFORM", out);
+                    self.inform_unanswered(now, out);
                 }
             }
             Phase::Registered | Phase::Draining => {

@@ -474,3 +474,30 @@ fn the_take_back_key_of_the_ack_goes_with_every_later_inform() {
         ["job-ack", "cancel"]
     );
 }
+
+/// Issue 32: no router running said `no ACK for our INFORM: reconnecting`
+/// every 5 s. Now: the address and what to check, the first time at each
+/// address, then at attempts 2, 4, 8, ... with the count.
+#[test]
+fn no_router_is_said_with_the_address_and_not_every_attempt() {
+    use super::super::link::no_router_note;
+    let t = Duration::from_secs(5);
+    let first = no_router_note("tcp://127.0.0.1:47291", 1, 1, t).expect("said at once");
+    assert_eq!(
+        first,
+        "no router answered at tcp://127.0.0.1:47291 within 5 s \u{2014} is emq-router \
+         running with --backend there? Trying again"
+    );
+    let said: Vec<u32> = (1..=20)
+        .filter(|&a| no_router_note("A", a, 1, t).is_some())
+        .collect();
+    assert_eq!(said, [1, 2, 4, 8, 16]);
+    assert!(no_router_note("A", 8, 1, t)
+        .unwrap()
+        .ends_with("(8 attempts so far)"));
+    // Three addresses: each named once in the first round.
+    let said: Vec<u32> = (1..=9)
+        .filter(|&a| no_router_note("A", a, 3, t).is_some())
+        .collect();
+    assert_eq!(said, [1, 2, 3, 4, 8]);
+}
