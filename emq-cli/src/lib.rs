@@ -43,13 +43,20 @@ pub struct Io<'a> {
 /// Carry out a plan.
 pub fn run(plan: &Plan, io: Io) -> Exit {
     let result = match &plan.mode {
+        // Rendered first, then written: clap_complete panics on a write
+        // error, and a closed stdout (`emq-cli man | head`) ends quietly.
         Mode::Completions(shell) => {
-            clap_complete::generate(*shell, &mut Cli::command(), "emq-cli", io.out);
-            Ok(Exit::Ok)
+            let mut text = Vec::new();
+            clap_complete::generate(*shell, &mut Cli::command(), "emq-cli", &mut text);
+            return write_out(io.out, &text);
         }
-        Mode::Man => clap_mangen::Man::new(Cli::command())
-            .render(io.out)
-            .map(|_| Exit::Ok),
+        Mode::Man => {
+            let mut text = Vec::new();
+            match clap_mangen::Man::new(Cli::command()).render(&mut text) {
+                Ok(()) => return write_out(io.out, &text),
+                Err(e) => Err(e),
+            }
+        }
         Mode::Vocabulary => {
             writeln!(io.out, "{}", emqp_proto::admin::vocabulary()).map(|_| Exit::Ok)
         }
@@ -290,15 +297,22 @@ fn refused(
 
 /// Print a successful answer: as received with `--json`, else rendered.
 fn print(plan: &Plan, op: &Op, answer: &Answer, out: &mut dyn Write) -> Exit {
-    let written = if plan.json {
-        out.write_all(&answer.raw)
-            .and_then(|_| out.write_all(b"\n"))
+    let text = if plan.json {
+        let mut raw = answer.raw.clone();
+        raw.push(b'\n');
+        raw
     } else {
-        out.write_all(format::render(&op.admin, &answer.json, now_ms()).as_bytes())
+        format::render(&op.admin, &answer.json, now_ms()).into_bytes()
     };
-    match written.and_then(|_| out.flush()) {
+    write_out(out, &text)
+}
+
+/// Write `text` to stdout: a closed stdout (`emq-cli jobs | head`) is
+/// the reader's choice, not an error (exit 0, nothing said; ripgrep's
+/// rule); any other write error is exit 1.
+fn write_out(out: &mut dyn Write, text: &[u8]) -> Exit {
+    match out.write_all(text).and_then(|_| out.flush()) {
         Ok(()) => Exit::Ok,
-        // stdout closed (`emq-cli jobs | head`): nothing more to say.
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Exit::Ok,
         Err(_) => Exit::Internal,
     }
