@@ -12,9 +12,10 @@
 //! - The request is decoded into an `AdminOp` here; one that does not
 //!   decode gets the router's own `bad-request` answer (400) without
 //!   reaching it.
-//! - Reads (`OpName::is_change` false) take GET or POST; everything else,
-//!   unknown ops included, is a state change and needs POST and the rules
-//!   of [`crate::access`].
+//! - An op name the control plane does not know is 404 (`not-found`),
+//!   by GET or POST, before anything else.
+//! - Reads (`OpName::is_change` false) take GET or POST; everything else
+//!   is a state change and needs POST and the rules of [`crate::access`].
 //! - Two answers are the dashboard's own: `GET /api/stats` (the sampled
 //!   counters of [`crate::history`]) and `GET /api/info` (version and
 //!   whether the dashboard is read-only).
@@ -145,7 +146,10 @@ pub(crate) async fn op(
         }
         _ => {}
     }
-    let change = OpName::parse(&op).is_none_or(OpName::is_change);
+    let Some(name) = OpName::parse(&op) else {
+        return error_response(404, "not-found", &format!("unknown op {op:?}"));
+    };
+    let change = name.is_change();
     if change {
         if let Err((status, kind, message)) = api.access.admit_change(is_post, &headers) {
             return error_response(status, kind, &message);
@@ -278,17 +282,25 @@ mod tests {
         let (status, v) = call(Method::GET, "jobs", "limit=0");
         assert_eq!(status, 400);
         assert_eq!(v["error"]["kind"], "bad-request", "{v}");
-        let (status, v) = call(Method::POST, "frobnicate", "");
-        assert_eq!(status, 400);
-        assert!(
-            v["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("unknown op"),
-            "{v}"
-        );
-        // A change, or an op the dashboard does not know, needs POST.
+        // A change needs POST.
         assert_eq!(call(Method::GET, "pause", "queue=q").0, 405);
-        assert_eq!(call(Method::GET, "frobnicate", "").0, 405);
+    }
+
+    /// Issue 32: `GET /api/nope` answered 405 (as a change needing POST):
+    /// an op name nobody knows is 404, by GET or POST.
+    #[test]
+    fn unknown_ops_are_not_found() {
+        for method in [Method::GET, Method::POST] {
+            let (status, v) = call(method.clone(), "nope", "");
+            assert_eq!(status, 404, "{method}: {v}");
+            assert_eq!(v["error"]["kind"], "not-found", "{v}");
+            assert!(
+                v["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("unknown op \"nope\""),
+                "{v}"
+            );
+        }
     }
 }
