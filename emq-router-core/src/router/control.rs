@@ -8,7 +8,9 @@
 //!   that does not decode is a `bad-request` — never silence.
 //! - Lookups read the core; none walks every job: `jobs` pages through the
 //!   jobs in acceptance order from a cursor and looks at no more than
-//!   [`SCAN_LIMIT`] jobs per call.
+//!   [`SCAN_LIMIT`] jobs per call. `jobs` with state `dead-lettered` is
+//!   the page of the dead letters `dead` gives (every state of
+//!   `ViewState` is listed: the CLI offers them all).
 //! - State changes the journal keeps ([`OpName::is_journaled`]) are
 //!   journaled like everything else, and refused `journal-unavailable`
 //!   while the journal fails (a change the journal could lose is not
@@ -409,17 +411,23 @@ impl Router {
     /// filtered; one page, from a cursor (`u<job id>` or `f<sequence>`).
     fn op_jobs(&self, q: &JobsQuery, now: Duration) -> Result<Value, AdminError> {
         if q.state == Some(ViewState::DeadLettered) {
-            return Err(bad(format!(
-                "jobs lists no dead letters: {} does",
-                OpName::Dead
-            )));
+            // Every state of the list is listed (`emq-cli jobs --state`
+            // offers them all): the dead letters as `dead` pages them.
+            let dead = DeadQuery {
+                queue: q.queue.clone(),
+                contains: q.contains.clone(),
+                limit: q.limit,
+                cursor: q.cursor.clone(),
+            };
+            let (page, next, count) = self.dead_page(&dead, newest_first(q.order))?;
+            return Ok(json!({ "jobs": page, "next_cursor": next, "scanned": count }));
         }
         let filter = Filter {
             queue: q.queue.as_deref(),
             state: q.state.map(ViewState::as_str),
             contains: q.contains.as_deref(),
         };
-        let newest = q.order != Some(Order::Oldest);
+        let newest = newest_first(q.order);
         let limit = page_of(q.limit);
         let (in_finished, cursor_n) = match q.cursor.as_deref() {
             None => (false, None),
@@ -564,6 +572,17 @@ impl Router {
     // ----- dead letters -------------------------------------------------------
 
     fn op_dead(&self, q: &DeadQuery) -> Result<Value, AdminError> {
+        let (page, next, count) = self.dead_page(q, true)?;
+        Ok(json!({ "dead_letters": page, "next_cursor": next, "count": count }))
+    }
+
+    /// One page of the dead letters that match `q` (newest or oldest
+    /// first), the next page's cursor, and how many match.
+    fn dead_page(
+        &self,
+        q: &DeadQuery,
+        newest: bool,
+    ) -> Result<(Vec<Value>, Option<String>, usize), AdminError> {
         let filter = Filter {
             queue: q.queue.as_deref(),
             state: None,
@@ -574,7 +593,12 @@ impl Router {
             None => 0,
             Some(c) => c.parse().map_err(|_| bad(format!("bad cursor {c:?}")))?,
         };
-        let matching = self.dead.iter().rev().filter(|d| {
+        let in_order: Vec<&super::DeadLetter> = if newest {
+            self.dead.iter().rev().collect()
+        } else {
+            self.dead.iter().collect()
+        };
+        let matching = in_order.into_iter().filter(|d| {
             filter.admits(
                 &d.job.queue,
                 &d.job.route,
@@ -590,7 +614,7 @@ impl Router {
             .collect();
         let count = matching.count();
         let next = (skip + page.len() < count).then(|| (skip + page.len()).to_string());
-        Ok(json!({ "dead_letters": page, "next_cursor": next, "count": count }))
+        Ok((page, next, count))
     }
 
     /// [`AdminOp::DeadRetry`] (`retry`) or [`AdminOp::DeadDiscard`]: one msgid, or all that
@@ -769,4 +793,9 @@ pub fn admin_request(msgid: &str, request: &Value) -> Message {
             request: request.to_string().into_bytes(),
         },
     )
+}
+
+/// `newest` first unless `oldest` was asked for.
+fn newest_first(order: Option<Order>) -> bool {
+    order != Some(Order::Oldest)
 }

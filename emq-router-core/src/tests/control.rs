@@ -321,6 +321,25 @@ fn dead_letters_are_retried_or_discarded_one_or_all() {
     let v = ok(&mut h, json!({"op": "dead"}));
     assert_eq!(v["count"], 3);
     assert_eq!(v["dead_letters"][0]["msgid"], "d2", "newest first");
+    // Issue 32: `jobs --state dead-lettered` (offered by emq-cli) lists
+    // them too, in either order, instead of a bad-request.
+    let v = ok(&mut h, json!({"op": "jobs", "state": "dead-lettered"}));
+    let msgids = |v: &Value| -> Vec<String> {
+        v["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["msgid"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(msgids(&v), ["d2", "d1", "d0"], "{v}");
+    assert_eq!(v["jobs"][0]["state"], "dead-lettered");
+    let v = ok(
+        &mut h,
+        json!({"op": "jobs", "state": "dead-lettered", "order": "oldest", "limit": 2}),
+    );
+    assert_eq!(msgids(&v), ["d0", "d1"], "{v}");
+    assert_eq!(v["next_cursor"], "2");
     // Retry one: runs again.
     let v = ok(&mut h, json!({"op": "dead-retry", "msgid": "d1"}));
     assert_eq!(v["retried"], 1);
