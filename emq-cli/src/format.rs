@@ -165,6 +165,15 @@ fn num(v: &Value, key: &str) -> String {
     cell(v.get(key))
 }
 
+/// A count in a table: absent or `null` is none of them, 0 (the router
+/// leaves zeros out of its per-queue maps).
+fn count(v: Option<&Value>) -> String {
+    match v {
+        None | Some(Value::Null) => "0".into(),
+        other => cell(other),
+    }
+}
+
 fn ms_age(v: &Value, key: &str) -> String {
     match u64_of(v, key) {
         Some(ms) => age(ms),
@@ -372,8 +381,8 @@ fn status(v: &Value) -> String {
             let x = v.get(*key).and_then(|m| m.get(name));
             row.push(match (x.and_then(Value::as_u64), is_ms) {
                 (Some(ms), true) => age(ms),
-                (Some(n), false) => n.to_string(),
-                _ => "-".into(),
+                (_, false) => count(x),
+                (None, true) => "-".into(),
             });
         }
         t.row(row);
@@ -403,18 +412,18 @@ fn queues(v: &Value) -> String {
     for q in list(v, "queues") {
         t.row(vec![
             cell(q.get("name")),
-            num(q, "depth"),
-            num(q, "inflight"),
-            num(q, "retry_waiting"),
-            num(q, "delayed"),
+            count(q.get("depth")),
+            count(q.get("inflight")),
+            count(q.get("retry_waiting")),
+            count(q.get("delayed")),
             match u64_of(q, "oldest_age_ms") {
                 Some(0) | None => "-".into(),
                 Some(ms) => age(ms),
             },
             cell(q.get("paused")),
-            num(q, "processed"),
-            num(q, "failed"),
-            num(q, "workers"),
+            count(q.get("processed")),
+            count(q.get("failed")),
+            count(q.get("workers")),
         ]);
     }
     if t.is_empty() {
@@ -563,7 +572,7 @@ fn jobs(v: &Value, now_ms: u64) -> String {
         ("QUEUE", Align::Left),
         ("STATE", Align::Left),
         ("ATTEMPTS", Align::Right),
-        ("AGE", Align::Right),
+        ("WHEN", Align::Right),
         ("WORKER", Align::Left),
         ("PAYLOAD", Align::Left),
     ]);
@@ -573,10 +582,7 @@ fn jobs(v: &Value, now_ms: u64) -> String {
             cell(j.get("queue")),
             cell(j.get("state")),
             num(j, "attempts"),
-            match u64_of(j, "accepted_at_ms") {
-                Some(a) => age(now_ms.saturating_sub(a)),
-                None => "-".into(),
-            },
+            when_listed(j, now_ms),
             cell(j.get("worker")),
             one_line(&cell(j.get("payload")), 48),
         ]);
@@ -585,6 +591,17 @@ fn jobs(v: &Value, now_ms: u64) -> String {
         "no jobs\n".into()
     } else {
         t.render()
+    }
+}
+
+/// A `jobs` row's time, the one its place in the list goes by: a
+/// finished job's finish (the router lists those in finishing order),
+/// else its acceptance (unfinished ones are in acceptance order).
+fn when_listed(j: &Value, now_ms: u64) -> String {
+    match (u64_of(j, "finished_at_ms"), u64_of(j, "accepted_at_ms")) {
+        (Some(f), _) => format!("finished {}", relative(now_ms, f)),
+        (None, Some(a)) => format!("accepted {}", relative(now_ms, a)),
+        (None, None) => "-".into(),
     }
 }
 
@@ -782,13 +799,15 @@ mod tests {
             {"name": "default", "depth": 3, "inflight": 2, "retry_waiting": 0, "delayed": 1,
              "oldest_age_ms": 192000, "paused": false, "processed": 10, "failed": 1, "workers": 2},
             {"name": "email", "depth": 0, "inflight": 0, "retry_waiting": 0, "delayed": 0,
-             "oldest_age_ms": 0, "paused": true, "processed": 0, "failed": 0, "workers": 0}
+             "oldest_age_ms": 0, "paused": true, "processed": 0, "failed": 0, "workers": 0},
+            {"name": "sms", "paused": false}
         ]});
         assert_eq!(
             render(&AdminOp::Queues, &a, NOW),
             "QUEUE    DEPTH  IN-FLIGHT  RETRYING  DELAYED  OLDEST  PAUSED  PROCESSED  FAILED  WORKERS\n\
              default      3          2         0        1   3m12s  no             10       1        2\n\
-             email        0          0         0        0       -  yes             0       0        0\n"
+             email        0          0         0        0       -  yes             0       0        0\n\
+             sms          0          0         0        0       -  no              0       0        0\n"
         );
         assert_eq!(
             render(&AdminOp::Queues, &json!({"ok": true, "queues": []}), NOW),
@@ -849,8 +868,8 @@ mod tests {
              dead lettered: 2\n\
              \n\
              QUEUE    WAITING  UNFINISHED  RUNNING  PROCESSED  MEAN AGE  MAX AGE\n\
-             default        3           4        1          -        2s    3m12s\n\
-             email          -           1        -          7         -        -\n"
+             default        3           4        1          0        2s    3m12s\n\
+             email          0           1        0          7         -        -\n"
         );
         let failing = json!({"counters": {}, "journal": {"state": "failing", "error": "disk full", "refused": 3, "held_sends": 2}});
         assert!(render(&AdminOp::Status, &failing, NOW)
@@ -868,7 +887,7 @@ mod tests {
             "router: EventMQ 0.3.13 (no control plane)\n\
              \n\
              QUEUE    WAITING  UNFINISHED  PROCESSED  MEAN AGE  MAX AGE\n\
-             default        2           -          9         -        -\n"
+             default        2           0          9         -        -\n"
         );
     }
 
@@ -906,14 +925,19 @@ mod tests {
              "attempts": 1, "accepted_at_ms": NOW - 12_000, "worker": "w-1",
              "payload": "[\"call\", {\"handler\": \"echo\"}]"},
             {"msgid": "m2", "queue": "email", "state": "queued", "attempts": 0,
-             "accepted_at_ms": NOW - 192_000, "payload": "x"}
+             "accepted_at_ms": NOW - 192_000, "payload": "x"},
+            {"msgid": "m3", "queue": "email", "state": "done", "attempts": 1,
+             "accepted_at_ms": NOW - 600_000, "finished_at_ms": NOW - 5_000, "payload": "y"}
         ]});
         let jobs = AdminOp::Jobs(Default::default());
+        // Issue 32: the time shown is the one the list is ordered by (a
+        // finished job's finish), not always the acceptance.
         assert_eq!(
             render(&jobs, &a, NOW),
-            "MSGID  QUEUE    STATE      ATTEMPTS    AGE  WORKER  PAYLOAD\n\
-             m1     default  in-flight         1    12s  w-1     [\"call\", {\"handler\": \"echo\"}]\n\
-             m2     email    queued            0  3m12s  -       x\n"
+            "MSGID  QUEUE    STATE      ATTEMPTS                WHEN  WORKER  PAYLOAD\n\
+             m1     default  in-flight         1    accepted 12s ago  w-1     [\"call\", {\"handler\": \"echo\"}]\n\
+             m2     email    queued            0  accepted 3m12s ago  -       x\n\
+             m3     email    done              1     finished 5s ago  -       y\n"
         );
         let d = json!({"ok": true, "count": 1, "next_cursor": null, "dead_letters": [
             {"msgid": "d1", "queue": "default", "client": "c", "attempts": 3, "reason": "retries-exhausted",
