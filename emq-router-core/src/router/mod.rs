@@ -80,7 +80,7 @@ use crate::event::{Action, Frames, Input, Socket};
 use crate::finished::Finished;
 use crate::jobs::{JobId, JobStore};
 use crate::journal::Restored;
-use crate::util::{micros, FastSet, LogLimiter};
+use crate::util::{micros, FastSet, GoneLog, LogLimiter};
 use crate::workers::WorkerPool;
 
 pub use control::admin_request;
@@ -138,7 +138,7 @@ pub struct Router {
     reject_log: LogLimiter,
     /// Jobs for queues nobody serves (`intake.rs`).
     unserved_log: LogLimiter,
-    gone_log: LogLimiter,
+    gone_log: GoneLog,
     drop_log: LogLimiter,
 }
 
@@ -173,7 +173,7 @@ impl Router {
             take_back_issued: 0,
             reject_log: LogLimiter::new("rejected requests", 20),
             unserved_log: LogLimiter::new("jobs for unserved queues", 5),
-            gone_log: LogLimiter::new("messages to gone clients", 20),
+            gone_log: GoneLog::default(),
             drop_log: LogLimiter::new("dropped results", 20),
         }
     }
@@ -343,6 +343,7 @@ impl Router {
     ) {
         self.touch(socket, &identity, now);
         if socket == Socket::Frontend {
+            self.gone_log.seen(&identity);
             self.results_client_seen(&identity, out);
         }
         match socket {

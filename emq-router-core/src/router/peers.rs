@@ -53,7 +53,7 @@ use emqp_proto::{Command, Inform, Message, PeerType};
 use super::{frames_of, Router, Scheduler};
 use crate::event::{Action, Frames, SendFailure, Socket};
 use crate::jobs::JobId;
-use crate::util::{ident, micros};
+use crate::util::{ident, micros, GoneLog};
 
 const MICROSECOND: Duration = Duration::from_micros(1);
 
@@ -380,16 +380,33 @@ impl Router {
                     self.schedulers.remove(i);
                     log::info!("scheduler {} removed ({why})", ident(&identity));
                 } else {
-                    if self.gone_log.allow(now) {
+                    self.gone_summary(now);
+                    if self.gone_log.dropped(&identity, now) {
                         log::info!(
-                            "client {} {why}: message dropped (results are kept for it)",
-                            ident(&identity)
+                            "client {} {why}: message dropped (results are kept for it; \
+                             later drops are summed up every {} s)",
+                            ident(&identity),
+                            GoneLog::WINDOW.as_secs()
                         );
+                    } else {
+                        log::debug!("client {} {why}: message dropped", ident(&identity));
                     }
                     self.results_send_failed(&identity, now);
                 }
             }
             Socket::Admin => log::debug!("admin peer {} {why}", ident(&identity)),
+        }
+    }
+
+    /// The summary of the messages to gone clients not logged one by one
+    /// ([`GoneLog`]), when one is due.
+    pub(super) fn gone_summary(&mut self, now: Duration) {
+        if let Some((n, clients)) = self.gone_log.take_summary(now) {
+            log::info!(
+                "{n} more message(s) to {clients} unreachable client(s) dropped in the last \
+                 {} s (results are kept for them)",
+                GoneLog::WINDOW.as_secs()
+            );
         }
     }
 

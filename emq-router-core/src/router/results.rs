@@ -523,7 +523,7 @@ impl Router {
             }
         }
         for client in back {
-            log::info!(
+            log::debug!(
                 "client {} reachable again: sending its held results",
                 ident(&client)
             );
@@ -594,7 +594,7 @@ impl Router {
         }
         let n = self.emit_results(client, &[Delivery::Unsent], out);
         if n > 0 {
-            log::info!("client {} is back: {n} held result(s) sent", ident(client));
+            log::debug!("client {} is back: {n} held result(s) sent", ident(client));
         }
     }
 
@@ -604,7 +604,7 @@ impl Router {
         self.results.reachable(client);
         let n = self.emit_results(client, &[Delivery::Unsent, Delivery::Sent], out);
         if n > 0 {
-            log::info!(
+            log::debug!(
                 "client {} (re)connected: {n} undelivered result(s) sent again",
                 ident(client)
             );
@@ -634,6 +634,7 @@ impl Router {
 
     /// Probes due at `now`, and results past their bounds.
     pub(super) fn result_timers(&mut self, now: Duration, out: &mut Vec<Action>) {
+        self.gone_summary(now);
         while let Some((at, client)) = self.results.probes.first().cloned() {
             if at > now {
                 break;
