@@ -28,5 +28,5 @@ pub mod settings;
 pub use args::{AccessArgs, AuthArgs, CurveArgs};
 pub use duration::{parse_duration, parse_positive_duration, DurationError, Zero};
 pub use exit::Exit;
-pub use logging::init_logging;
+pub use logging::{init_logging, say_fatal};
 pub use settings::{SettingError, Settings, SettingsError};

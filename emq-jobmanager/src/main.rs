@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::process::ExitCode;
 
 use clap::Parser;
-use emq_cli_support::{init_logging, Exit};
+use emq_cli_support::{init_logging, say_fatal, Exit};
 use emq_jobmanager::JobManager;
 
 use flags::{exit_for, Cli, Plan};
@@ -32,7 +32,7 @@ fn main() -> ExitCode {
     let plan = match cli.plan(&env) {
         Ok(p) => p,
         Err(e) => {
-            log::error!("{e}");
+            say_fatal("emq-jobmanager", &e);
             return Exit::Usage.into();
         }
     };
@@ -51,7 +51,7 @@ fn run(plan: &Plan) -> Exit {
     {
         Ok(code) => Exit::status(code),
         Err(e) => {
-            log::error!("{e}");
+            say_fatal("emq-jobmanager", &e);
             exit_for(&e)
         }
     }

@@ -46,7 +46,7 @@ use std::collections::HashMap;
 use std::process::ExitCode;
 
 use clap::Parser;
-use emq_cli_support::{init_logging, Exit};
+use emq_cli_support::{init_logging, say_fatal, Exit};
 
 use driver::{run, Fail};
 use flags::Cli;
@@ -70,8 +70,7 @@ fn main() -> ExitCode {
     match served {
         Ok(()) => Exit::Ok.into(),
         Err(Fail(exit, e)) => {
-            log::error!("{e}");
-            eprintln!("emq-router: {e}");
+            say_fatal("emq-router", &e);
             exit.into()
         }
     }

@@ -32,6 +32,8 @@ fn an_empty_admin_allowlist_flag_stops_the_router_naming_the_flag() {
             "{empty:?}: {err}"
         );
         assert!(!err.contains("panicked"), "{err}");
+        // Issue 32: said once (it was logged and printed again).
+        assert_eq!(err.matches("empty list").count(), 1, "{empty:?}: {err}");
     }
 }
 
