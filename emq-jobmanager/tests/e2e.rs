@@ -952,7 +952,10 @@ fn global_timeout_stops_python_and_shell_jobs_that_name_no_timeout() {
         assert_eq!(status, "failed", "{mid}");
         assert_eq!(
             timeout_error(outcome),
-            "job ran past its timeout of 1 s and was killed"
+            "job ran past its timeout of 1 s and was killed (the job manager's default, \
+             GLOBAL_TIMEOUT: change it with --global-timeout or EVENTMQ_GLOBAL_TIMEOUT, or \
+             give the job a timeout:N header)",
+            "the job named no timeout: the message says where 1 s came from"
         );
         let took = at.duration_since(t);
         assert!(

@@ -11,7 +11,8 @@
 //!   it means. A job's timeout is its `timeout:N` header (N > 0), else its
 //!   payload's own `"timeout": SECONDS` field (> 0, an emq addition), else
 //!   [`Config::default_timeout`](super::Config::default_timeout) (0.3.13's
-//!   `GLOBAL_TIMEOUT`, 300 s; `None`: no timeout). 0.3.13 has only the header
+//!   `GLOBAL_TIMEOUT`, 300 s; `None`: no timeout); a job killed at the
+//!   default's limit is told so, with how to change it. 0.3.13 has only the header
 //!   and `GLOBAL_TIMEOUT` (its worker's `payload["timeout"]` is the header's
 //!   value, passed along by its job manager), and treats `timeout:0` as no
 //!   header, as here. Past it, counted from the job's start (the pool's
@@ -68,6 +69,8 @@ pub(super) struct Running {
     /// When it was handed to the pool.
     pub(super) started: Duration,
     timeout: Option<Duration>,
+    /// The timeout is the job manager's default (the job named none).
+    default_timeout: bool,
     deadline: Option<Duration>,
     /// The pool was told to stop the job, and why. Set once (no second
     /// kill); a CANCEL after a timeout kill only changes the reason.
@@ -86,6 +89,7 @@ pub(super) struct Held {
     msgid: String,
     job: Job,
     timeout: Option<Duration>,
+    default_timeout: bool,
 }
 
 /// Slot counts, for logs and tests.
@@ -168,19 +172,20 @@ impl Connection {
                 return;
             }
         };
-        let timeout = req
+        let own = req
             .headers
             .timeout_secs()
             .map(Duration::from_secs)
-            .or(own_timeout)
-            .or(self.cfg.default_timeout);
+            .or(own_timeout);
+        let default_timeout = own.is_none();
+        let timeout = own.or(self.cfg.default_timeout);
         match free {
             Some(slot) => {
                 debug!(
                     "job {msgid} on slot {slot} (queue {}, timeout {timeout:?})",
                     req.queue
                 );
-                self.start_job(slot, msgid, job, timeout, now, out);
+                self.start_job(slot, msgid, job, (timeout, default_timeout), now, out);
             }
             None => {
                 debug!(
@@ -191,6 +196,7 @@ impl Connection {
                     msgid,
                     job,
                     timeout,
+                    default_timeout,
                 });
             }
         }
@@ -201,7 +207,7 @@ impl Connection {
         slot: usize,
         msgid: String,
         job: Job,
-        timeout: Option<Duration>,
+        (timeout, default_timeout): (Option<Duration>, bool),
         now: Duration,
         out: &mut Vec<Action>,
     ) {
@@ -212,6 +218,7 @@ impl Connection {
             run,
             started: now,
             timeout,
+            default_timeout,
             deadline: timeout.map(|t| now + t),
             stopping: None,
         }));
@@ -232,7 +239,8 @@ impl Connection {
                 return;
             };
             debug!("held job {} on slot {slot}", h.msgid);
-            self.start_job(slot, h.msgid, h.job, h.timeout, now, out);
+            let timeout = (h.timeout, h.default_timeout);
+            self.start_job(slot, h.msgid, h.job, timeout, now, out);
         }
     }
 
@@ -276,7 +284,7 @@ impl Connection {
                 let secs = r.timeout.map(|t| t.as_secs_f64()).unwrap_or(0.0);
                 JobOutcome::Error(JobError::new(
                     ErrorKind::Timeout,
-                    format!("job ran past its timeout of {secs} s and was killed"),
+                    timeout_message(secs, r.default_timeout),
                 ))
             }
             (JobOutcome::Error(_), Some(CancelReason::Router)) => {
@@ -402,4 +410,19 @@ impl Connection {
             }
         }
     }
+}
+
+/// The message of a job killed for its timeout of `secs`; when the limit
+/// was the job manager's default (the job named none), where it comes
+/// from and how to change it.
+pub(super) fn timeout_message(secs: f64, default_timeout: bool) -> String {
+    let mut m = format!("job ran past its timeout of {secs} s and was killed");
+    if default_timeout {
+        m.push_str(
+            " (the job manager's default, GLOBAL_TIMEOUT: change it with \
+             --global-timeout or EVENTMQ_GLOBAL_TIMEOUT, or give the job a \
+             timeout:N header)",
+        );
+    }
+    m
 }

@@ -245,6 +245,38 @@ fn a_jobs_timeout_is_its_header_else_its_payload_field_else_the_global_timeout()
             "job ran past its timeout of 0.5 s and was killed"
         )
     );
+    // Issue 32: killed at the job manager's default (t5 named none): said
+    // so, with how to change it.
+    h.at(ms(800), Input::JobStarted { slot: 5, run: 6 });
+    let mut a = Vec::new();
+    for t in 1..=50 {
+        // The router stays alive (its heartbeats) while the time passes.
+        let at = ms(800) + Duration::from_secs(t);
+        a.extend(h.advance(at));
+        h.msg(at, Command::Heartbeat { timestamp: None });
+    }
+    assert!(a.contains(&Action::CancelJob {
+        slot: 5,
+        run: 6,
+        reason: CancelReason::Timeout,
+    }));
+    let a = h.at(
+        ms(800) + Duration::from_secs(51),
+        Input::JobFinished {
+            slot: 5,
+            run: 6,
+            outcome: failed(ErrorKind::Crash),
+        },
+    );
+    let JobOutcome::Error(e) = outcome(&replies(&a)[0]) else {
+        panic!()
+    };
+    assert_eq!(
+        e.message,
+        "job ran past its timeout of 50 s and was killed (the job manager's default, \
+         GLOBAL_TIMEOUT: change it with --global-timeout or EVENTMQ_GLOBAL_TIMEOUT, or give \
+         the job a timeout:N header)"
+    );
 }
 
 #[test]
