@@ -27,7 +27,7 @@ pub mod queues;
 
 pub use admin::{AdminError, AdminOp, ErrorKind, OpName};
 pub use command::{
-    Command, Inform, JobResult, PeerType, Reject, RejectReason, Reply, Request, ResultStatus,
+    Command, Inform, JobResult, Notice, NoticeKind, PeerType, Reject, RejectReason, Reply, Request, ResultStatus,
     Schedule,
 };
 pub use error::DecodeError;
