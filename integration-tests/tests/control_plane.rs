@@ -20,7 +20,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use integration_tests::bins;
+use integration_tests::bins::{self, SENDER};
 use integration_tests::client::Client;
 use integration_tests::cluster::{start_jobmanager, start_router_on, Addrs};
 use integration_tests::jobs::{self, count_lines, shell};
@@ -407,6 +407,59 @@ fn a_job_for_an_unserved_queue_is_visible_and_held_with_hold() {
         "the held job runs once a mail job manager connects"
     );
     mail.stop();
+    jm.stop();
+    router.stop();
+}
+
+/// Issue 26 item 5, the submitter told: emq-sender (which sends the
+/// `notices` header) prints the router's NOTICE on stderr, one line naming
+/// the job and the queue, for a job sent to `default` (which runs, exit 0)
+/// and, with `--unserved-queues hold`, for a job held in its queue.
+#[test]
+fn emq_sender_is_told_when_its_job_goes_to_default_or_is_held() {
+    let sender = |frontend: &str, wait: bool| {
+        let mut args = vec!["--broker", frontend, "--timeout", "30", "-q", "nobody"];
+        if wait {
+            args.push("--wait");
+        }
+        args.extend(["--call", "echo", "--args", "7"]);
+        run(
+            Spawn::new("emq-sender", bins::bin(SENDER)).args(args),
+            Duration::from_secs(60),
+        )
+    };
+    let notice_line = |stderr: &str| {
+        stderr
+            .lines()
+            .find(|l| l.starts_with("emq-sender: job ") && l.contains("\"nobody\""))
+            .map(str::to_string)
+    };
+    let addrs = Addrs::fresh();
+    let mut router = start(&addrs, &["--journal".into(), "none".into()]);
+    let mut jm = start_jobmanager("emq-jobmanager", &addrs.backend, &["--queues", "default"]);
+    wait_registered(&addrs.admin, 1);
+    let out = sender(&addrs.frontend, true);
+    assert_eq!(out.code(), Some(0), "the job runs: {}", out.describe());
+    assert!(out.stdout.contains('7'), "{}", out.describe());
+    let line = notice_line(&out.stderr).unwrap_or_else(|| panic!("no notice: {}", out.describe()));
+    assert!(
+        line.contains("sent it to \"default\"") && line.contains("--unserved-queues hold"),
+        "{line}"
+    );
+    jm.stop();
+    router.stop();
+
+    let addrs = Addrs::fresh();
+    let flags: Vec<String> = ["--journal", "none", "--unserved-queues", "hold"]
+        .map(String::from)
+        .to_vec();
+    let mut router = start(&addrs, &flags);
+    let mut jm = start_jobmanager("emq-jobmanager", &addrs.backend, &["--queues", "default"]);
+    wait_registered(&addrs.admin, 1);
+    let out = sender(&addrs.frontend, false);
+    assert_eq!(out.code(), Some(0), "accepted: {}", out.describe());
+    let line = notice_line(&out.stderr).unwrap_or_else(|| panic!("no notice: {}", out.describe()));
+    assert!(line.contains("holds it there"), "{line}");
     jm.stop();
     router.stop();
 }
