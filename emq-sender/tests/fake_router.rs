@@ -53,7 +53,7 @@ fn ack_prints_the_msgid_and_exits_0() {
         request_parts(msg),
         (
             "default".into(),
-            "".into(),
+            "notices".into(),
             r#"["call",{"handler":"echo","args":[1]}]"#.into()
         )
     );
@@ -83,7 +83,7 @@ fn queue_headers_and_raw_message_are_sent_as_given() {
         request_parts(&run.requests[0].1),
         (
             "email".into(),
-            "reply-requested,guarantee,retry-count:3,result-receipt".into(),
+            "reply-requested,guarantee,retry-count:3,result-receipt,notices".into(),
             job.into()
         )
     );
@@ -140,7 +140,7 @@ fn wait_prints_an_ok_result_and_exits_0() {
     assert_eq!(run.code, Some(0), "stderr: {}", run.stderr);
     assert_eq!(run.stdout, "{\"value\":3}\n");
     let (_, headers, message) = request_parts(&run.requests[0].1);
-    assert_eq!(headers, "reply-requested,result-receipt");
+    assert_eq!(headers, "reply-requested,result-receipt,notices");
     // The RESULT is confirmed before the sender exits.
     assert_eq!(run.received, [run.requests[0].1.msgid.clone()]);
     assert_eq!(
@@ -319,7 +319,7 @@ fn bulk_wait_reports_each_job_and_exits_with_the_worst_code() {
         .to_string();
     let run = run_sender(Some(&router), &["--wait"], Some(input), |r, id, msg| {
         let (_, headers, message) = request_parts(msg);
-        assert_eq!(headers, "reply-requested,result-receipt");
+        assert_eq!(headers, "reply-requested,result-receipt,notices");
         let v: Value = serde_json::from_str(&message).unwrap();
         match v[1]["args"].as_str().unwrap() {
             "ok" => {
