@@ -5,8 +5,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{run_sender, run_sender_env, FakeRouter};
-use emqp_proto::{Command, JobResult, Message, Reject, RejectReason, Reply, ResultStatus};
+use common::{run_sender, run_sender_env, FakeRouter, Run};
+use emqp_proto::{
+    Command, JobResult, Message, Notice, NoticeKind, Reject, RejectReason, Reply, ResultStatus,
+};
 use serde_json::Value;
 
 fn request_parts(msg: &Message) -> (String, String, String) {
@@ -760,4 +762,47 @@ fn bulk_reports_a_17_mb_line_invalid_at_once_and_sends_the_rest() {
     let error = two["error"].as_str().unwrap();
     assert!(error.contains("limit of 16777216 bytes"), "{error}");
     assert!(run.elapsed < Duration::from_secs(10), "{:?}", run.elapsed);
+}
+
+/// A NOTICE from the router (issue 26 item 5) is one stderr line naming
+/// the job, in single and bulk mode; the exit code is unchanged.
+#[test]
+fn a_notice_is_one_stderr_line_naming_the_job() {
+    let text = "no job manager serves queue \"nobody\"; the router sent it to \"default\"\n(x)";
+    let answer = |r: &FakeRouter, id: &[u8], msg: &Message| {
+        ack(r, id, msg);
+        r.send(
+            id,
+            Command::Notice(Notice {
+                orig_msgid: msg.msgid.clone(),
+                kind: NoticeKind::RoutedToDefault,
+                text: text.into(),
+            }),
+        );
+        result(r, id, msg, ResultStatus::Ok, r#"{"value": 1}"#);
+    };
+    let expect = |run: &Run| {
+        assert_eq!(run.code, Some(0), "stderr: {}", run.stderr);
+        for (_, msg) in &run.requests {
+            let line = format!(
+                "emq-sender: job {}: no job manager serves queue \"nobody\"; the router sent it \
+                 to \"default\" (x)\n",
+                msg.msgid
+            );
+            assert!(run.stderr.contains(&line), "{}", run.stderr);
+        }
+    };
+    let router = FakeRouter::new();
+    let args = ["-q", "nobody", "--wait", "--call", "echo"];
+    expect(&run_sender(Some(&router), &args, None, answer));
+    let router = FakeRouter::new();
+    let input = "[\"call\", {\"handler\": \"echo\"}]\n".repeat(2);
+    let run = run_sender(
+        Some(&router),
+        &["-q", "nobody", "--wait"],
+        Some(input),
+        answer,
+    );
+    assert_eq!(run.requests.len(), 2);
+    expect(&run);
 }
