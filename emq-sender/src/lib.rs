@@ -259,20 +259,8 @@ fn wait_answer(
     want_result: bool,
     left: Duration,
 ) -> Result<Outcome, ClientError> {
-    if !want_result {
-        return client.wait(msgid, false, left);
-    }
-    let deadline = Instant::now() + left;
-    match client.wait(msgid, false, ack_timeout(left))? {
-        Outcome::Accepted => {
-            let left = deadline.saturating_duration_since(Instant::now());
-            Ok(match client.wait(msgid, true, left)? {
-                Outcome::TimedOut { .. } => Outcome::TimedOut { accepted: true },
-                other => other,
-            })
-        }
-        other => Ok(other),
-    }
+    let ack = if want_result { ack_timeout(left) } else { left };
+    client.wait_acked_within(msgid, want_result, ack, left)
 }
 
 /// What to say when the router did not answer within `secs`: nothing
@@ -292,6 +280,18 @@ fn no_answer(client: &Client, plan: &Plan, secs: f64, what: &str) -> String {
             plan.broker
         )
     }
+}
+
+/// The stderr line for a NOTICE from the router: `emq-sender: job MSGID:
+/// TEXT` (the router's text names the queue and what happened), on one
+/// line whatever the text holds. The exit code does not change.
+pub(crate) fn notice_line(n: &emqp_proto::Notice) -> String {
+    let text: String = n
+        .text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    format!("emq-sender: job {}: {text}", n.orig_msgid)
 }
 
 fn run_single(
@@ -340,6 +340,9 @@ fn run_single(
             err,
             "emq-sender: job {msgid}: {why}, sent {resent} more time(s)"
         );
+    }
+    for n in client.take_notices() {
+        let _ = writeln!(err, "{}", notice_line(&n));
     }
     Ok(match outcome {
         Outcome::Accepted => {
