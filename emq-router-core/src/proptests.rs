@@ -132,9 +132,7 @@ fn sock(n: u8) -> Socket {
 }
 
 fn frames(id: &str, parts: &[&[u8]]) -> Vec<Vec<u8>> {
-    let mut f = vec![id.as_bytes().to_vec(), vec![], b"eMQP/1.0".to_vec()];
-    f.extend(parts.iter().map(|p| p.to_vec()));
-    f
+    crate::testing::frames(id.as_bytes(), parts)
 }
 
 fn to_input(op: &Op) -> Option<Input> {
@@ -385,8 +383,7 @@ proptest! {
                     if got.is_empty() {
                         continue;
                     }
-                    let mut f = vec![c.as_bytes().to_vec(), vec![], b"eMQP/1.0".to_vec()];
-                    f.extend([b"RECEIVED".to_vec(), b"r".to_vec()]);
+                    let mut f = frames(c, &[b"RECEIVED", b"r"]);
                     f.extend(got.into_iter().map(String::into_bytes));
                     let mut out = Vec::new();
                     let received = Input::Frames { socket: Socket::Frontend, frames: f };

@@ -13,17 +13,24 @@
 //! follows ([`Flush`]: after the call's actions; before the next input,
 //! so that a test can report failed sends itself; or after a batch of
 //! inputs, as a driver that reads many messages), and whether the open
-//! journal batch is
-//! emitted at once instead of on the group-commit timer
+//! journal batch is emitted at once instead of on the group-commit timer
 //! ([`Driver::commit_at_once`]). Used by the core's unit tests, the
-//! property tests, the `core_throughput` example and the two-core
-//! simulation of the integration tests (feature `testing`).
+//! property tests, the examples and the two-core simulation of the
+//! integration tests (feature `testing`).
 
 use std::time::Duration;
 
 use crate::event::{Action, Input, SendFailure, Socket};
 use crate::journal::{Batch, BatchResult};
 use crate::Router;
+
+/// The frames of a message from (or to) `identity`: the routing envelope,
+/// `eMQP/1.0`, then `parts` (command, msgid, ...).
+pub fn frames(identity: &[u8], parts: &[&[u8]]) -> Vec<Vec<u8>> {
+    let mut f = vec![identity.to_vec(), vec![], b"eMQP/1.0".to_vec()];
+    f.extend(parts.iter().map(|p| p.to_vec()));
+    f
+}
 
 /// What the test's world does with the router's actions.
 pub trait Effects {
@@ -122,9 +129,8 @@ impl Driver {
             self.flushed(r, now, fx, out)?;
         }
         let start = out.len();
-        let what = format!("{input:?}");
         r.handle(input, now, out);
-        self.checked(r, || what)?;
+        self.checked(r, || "an input".into())?;
         self.carry_out(r, start, now, fx, out)
     }
 

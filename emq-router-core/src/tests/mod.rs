@@ -199,17 +199,15 @@ impl H {
         queue: &str,
         headers: &str,
     ) -> Vec<Sent> {
-        let frames = vec![
-            client.as_bytes().to_vec(),
-            vec![],
-            b"eMQP/1.0".to_vec(),
-            b"REQUEST".to_vec(),
-            msgid.as_bytes().to_vec(),
-            queue.as_bytes().to_vec(),
-            headers.as_bytes().to_vec(),
-            format!("[\"call\", {{\"handler\": \"echo\", \"args\": \"{msgid}\"}}]").into_bytes(),
+        let payload = format!("[\"call\", {{\"handler\": \"echo\", \"args\": \"{msgid}\"}}]");
+        let parts: &[&[u8]] = &[
+            b"REQUEST",
+            msgid.as_bytes(),
+            queue.as_bytes(),
+            headers.as_bytes(),
+            payload.as_bytes(),
         ];
-        self.frames(Frontend, frames)
+        self.frames(Frontend, crate::testing::frames(client.as_bytes(), parts))
     }
 
     /// A worker's REPLY, under a msgid of its own (`rep-N`, as every
