@@ -78,7 +78,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Config {
         Config {
-            max_message_size: Some(16 * 1024 * 1024),
+            max_message_size: Some(emqp_proto::DEFAULT_MAX_MESSAGE_SIZE),
             report_every: Some(Duration::from_secs(60)),
             max_subscriptions: DEFAULT_MAX_SUBSCRIPTIONS,
         }

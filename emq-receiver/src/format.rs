@@ -104,6 +104,11 @@ pub fn fields(cmd: &Command) -> Value {
             "reason": r.reason.as_str(),
             "text": r.text,
         }),
+        Command::Notice(n) => json!({
+            "orig_msgid": n.orig_msgid,
+            "kind": n.kind.as_str(),
+            "text": n.text,
+        }),
         Command::Admin { request } => json!({ "request": json_or_text(request) }),
         Command::Cancel { orig_msgid } => json!({ "orig_msgid": orig_msgid }),
         Command::Received { orig_msgids } | Command::Running { orig_msgids } => {

@@ -484,6 +484,13 @@ impl Run<'_> {
                     &[],
                 ))?;
             }
+            Event::Notice(n) => {
+                if self.progress_shown {
+                    let _ = write!(self.err, "\r\x1b[K");
+                    self.progress_shown = false;
+                }
+                let _ = writeln!(self.err, "{}", crate::notice_line(&n));
+            }
             Event::Reconnected { endpoint, resent } => {
                 if self.progress_shown {
                     let _ = write!(self.err, "\r\x1b[K");

@@ -28,9 +28,9 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use emq_transport::{LinkWatch, SocketOptions};
-use emqp_proto::headers::RESULT_RECEIPT;
+use emqp_proto::headers::{NOTICES, RESULT_RECEIPT};
 use emqp_proto::{
-    new_msgid, Command, Header, Headers, Message, Reject, RejectReason, Reply, Request,
+    new_msgid, Command, Header, Headers, Message, Notice, Reject, RejectReason, Reply, Request,
     ResultStatus, Schedule,
 };
 
@@ -99,6 +99,11 @@ pub enum Event {
         status: ResultStatus,
         payload: Vec<u8>,
     },
+    /// `NOTICE [msgid, kind, text]` (emq, asked for by the `notices`
+    /// header every REQUEST of this client carries): something the
+    /// submitter should know about an accepted job (e.g. it was sent to
+    /// `default` because no job manager serves its queue).
+    Notice(Notice),
     /// A connection to a router came up after one went down: the client
     /// said hello and sent `resent` unanswered messages again.
     Reconnected { endpoint: String, resent: usize },
@@ -143,6 +148,7 @@ impl Event {
                 status: r.status,
                 payload: r.payload,
             },
+            Command::Notice(n) => Event::Notice(n),
             other => Event::Other(format!("{} {}", other.name(), msg.msgid)),
         }
     }
@@ -153,6 +159,7 @@ impl Event {
             Event::Accepted { msgid }
             | Event::Rejected { msgid, .. }
             | Event::Result { msgid, .. } => Some(msgid),
+            Event::Notice(n) => Some(&n.orig_msgid),
             Event::Reconnected { .. } | Event::Other(_) => None,
         }
     }
@@ -192,6 +199,8 @@ pub struct Client {
     track: RefCell<Track>,
     /// The router's largest frame ([`Client::set_max_message_size`]).
     max_frame: Cell<Option<usize>>,
+    /// NOTICEs [`Client::wait`] read, for [`Client::take_notices`].
+    notices: RefCell<Vec<Notice>>,
 }
 
 impl Drop for Client {
@@ -230,6 +239,7 @@ impl Client {
             endpoint: endpoints.join(","),
             track: RefCell::new(Track::new()),
             max_frame: Cell::new(Some(emqp_proto::DEFAULT_MAX_MESSAGE_SIZE)),
+            notices: RefCell::new(Vec::new()),
         })
     }
 
@@ -282,8 +292,9 @@ impl Client {
         Ok(msgid)
     }
 
-    /// Send a REQUEST with the given msgid; a `reply-requested` one gets
-    /// the `result-receipt` header (this client confirms its RESULT).
+    /// Send a REQUEST with the given msgid, with the `notices` header (the
+    /// router may follow the ACK with NOTICEs); a `reply-requested` one
+    /// gets the `result-receipt` header (this client confirms its RESULT).
     pub fn submit_with_msgid(
         &self,
         msgid: &str,
@@ -294,6 +305,9 @@ impl Client {
         let mut headers = headers.clone();
         if headers.reply_requested() && !headers.result_receipt() {
             headers.push(Header::Other(RESULT_RECEIPT.to_string()));
+        }
+        if !headers.notices() {
+            headers.push(Header::Other(NOTICES.to_string()));
         }
         self.send_command(
             msgid,
@@ -494,7 +508,10 @@ impl Client {
 
     /// Wait for the router's answer to REQUEST `msgid`: its acknowledgement,
     /// or with `want_result` its RESULT. Events about other msgids are
-    /// ignored. A REJECT ends the wait at any time.
+    /// ignored. A REJECT ends the wait at any time. NOTICEs about `msgid`
+    /// are kept for [`Client::take_notices`]: those read before the
+    /// answer, and, after an acknowledgement that ends the wait, those
+    /// already received (the router sends them right behind it).
     pub fn wait(
         &self,
         msgid: &str,
@@ -518,9 +535,18 @@ impl Client {
                 Event::Accepted { .. } => {
                     accepted = true;
                     if !want_result {
+                        while let Some(ev) = self.try_recv_event()? {
+                            match ev {
+                                Event::Notice(n) if n.orig_msgid == msgid => {
+                                    self.notices.borrow_mut().push(n)
+                                }
+                                _ => {}
+                            }
+                        }
                         return Ok(Outcome::Accepted);
                     }
                 }
+                Event::Notice(n) => self.notices.borrow_mut().push(n),
                 Event::Rejected { reason, text, .. } => {
                     return Ok(Outcome::Rejected { reason, text })
                 }
@@ -533,6 +559,11 @@ impl Client {
                 Event::Reconnected { .. } | Event::Other(_) => {}
             }
         }
+    }
+
+    /// The NOTICEs [`Client::wait`] kept, oldest first; emptied.
+    pub fn take_notices(&self) -> Vec<Notice> {
+        std::mem::take(&mut self.notices.borrow_mut())
     }
 
     /// Submit and wait in one call.

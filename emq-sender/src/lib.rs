@@ -245,6 +245,18 @@ fn run_schedule(
     })
 }
 
+/// The stderr line for a NOTICE from the router: `emq-sender: job MSGID:
+/// TEXT` (the router's text names the queue and what happened), on one
+/// line whatever the text holds. The exit code does not change.
+pub(crate) fn notice_line(n: &emqp_proto::Notice) -> String {
+    let text: String = n
+        .text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    format!("emq-sender: job {}: {text}", n.orig_msgid)
+}
+
 fn run_single(
     client: &Client,
     plan: &Plan,
@@ -291,6 +303,9 @@ fn run_single(
             err,
             "emq-sender: job {msgid}: {why}, sent {resent} more time(s)"
         );
+    }
+    for n in client.take_notices() {
+        let _ = writeln!(err, "{}", notice_line(&n));
     }
     Ok(match outcome {
         Outcome::Accepted => {

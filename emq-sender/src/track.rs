@@ -114,6 +114,8 @@ impl Track {
     /// is an acceptance).
     pub fn noted(&mut self, ev: Event) -> Event {
         let ev = match ev {
+            // Says nothing of whether the REQUEST was answered.
+            Event::Notice(_) => return ev,
             Event::Rejected {
                 msgid,
                 reason: RejectReason::DuplicateMsgid,

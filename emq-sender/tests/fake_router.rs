@@ -5,8 +5,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{run_sender, run_sender_env, FakeRouter};
-use emqp_proto::{Command, JobResult, Message, Reject, RejectReason, Reply, ResultStatus};
+use common::{run_sender, run_sender_env, FakeRouter, Run};
+use emqp_proto::{
+    Command, JobResult, Message, Notice, NoticeKind, Reject, RejectReason, Reply, ResultStatus,
+};
 use serde_json::Value;
 
 fn request_parts(msg: &Message) -> (String, String, String) {
@@ -53,7 +55,7 @@ fn ack_prints_the_msgid_and_exits_0() {
         request_parts(msg),
         (
             "default".into(),
-            "".into(),
+            "notices".into(),
             r#"["call",{"handler":"echo","args":[1]}]"#.into()
         )
     );
@@ -83,7 +85,7 @@ fn queue_headers_and_raw_message_are_sent_as_given() {
         request_parts(&run.requests[0].1),
         (
             "email".into(),
-            "reply-requested,guarantee,retry-count:3,result-receipt".into(),
+            "reply-requested,guarantee,retry-count:3,result-receipt,notices".into(),
             job.into()
         )
     );
@@ -140,7 +142,7 @@ fn wait_prints_an_ok_result_and_exits_0() {
     assert_eq!(run.code, Some(0), "stderr: {}", run.stderr);
     assert_eq!(run.stdout, "{\"value\":3}\n");
     let (_, headers, message) = request_parts(&run.requests[0].1);
-    assert_eq!(headers, "reply-requested,result-receipt");
+    assert_eq!(headers, "reply-requested,result-receipt,notices");
     // The RESULT is confirmed before the sender exits.
     assert_eq!(run.received, [run.requests[0].1.msgid.clone()]);
     assert_eq!(
@@ -319,7 +321,7 @@ fn bulk_wait_reports_each_job_and_exits_with_the_worst_code() {
         .to_string();
     let run = run_sender(Some(&router), &["--wait"], Some(input), |r, id, msg| {
         let (_, headers, message) = request_parts(msg);
-        assert_eq!(headers, "reply-requested,result-receipt");
+        assert_eq!(headers, "reply-requested,result-receipt,notices");
         let v: Value = serde_json::from_str(&message).unwrap();
         match v[1]["args"].as_str().unwrap() {
             "ok" => {
@@ -760,4 +762,47 @@ fn bulk_reports_a_17_mb_line_invalid_at_once_and_sends_the_rest() {
     let error = two["error"].as_str().unwrap();
     assert!(error.contains("limit of 16777216 bytes"), "{error}");
     assert!(run.elapsed < Duration::from_secs(10), "{:?}", run.elapsed);
+}
+
+/// A NOTICE from the router (issue 26 item 5) is one stderr line naming
+/// the job, in single and bulk mode; the exit code is unchanged.
+#[test]
+fn a_notice_is_one_stderr_line_naming_the_job() {
+    let text = "no job manager serves queue \"nobody\"; the router sent it to \"default\"\n(x)";
+    let answer = |r: &FakeRouter, id: &[u8], msg: &Message| {
+        ack(r, id, msg);
+        r.send(
+            id,
+            Command::Notice(Notice {
+                orig_msgid: msg.msgid.clone(),
+                kind: NoticeKind::RoutedToDefault,
+                text: text.into(),
+            }),
+        );
+        result(r, id, msg, ResultStatus::Ok, r#"{"value": 1}"#);
+    };
+    let expect = |run: &Run| {
+        assert_eq!(run.code, Some(0), "stderr: {}", run.stderr);
+        for (_, msg) in &run.requests {
+            let line = format!(
+                "emq-sender: job {}: no job manager serves queue \"nobody\"; the router sent it \
+                 to \"default\" (x)\n",
+                msg.msgid
+            );
+            assert!(run.stderr.contains(&line), "{}", run.stderr);
+        }
+    };
+    let router = FakeRouter::new();
+    let args = ["-q", "nobody", "--wait", "--call", "echo"];
+    expect(&run_sender(Some(&router), &args, None, answer));
+    let router = FakeRouter::new();
+    let input = "[\"call\", {\"handler\": \"echo\"}]\n".repeat(2);
+    let run = run_sender(
+        Some(&router),
+        &["-q", "nobody", "--wait"],
+        Some(input),
+        answer,
+    );
+    assert_eq!(run.requests.len(), 2);
+    expect(&run);
 }

@@ -238,6 +238,51 @@ pub struct Reject {
     pub text: String,
 }
 
+/// What a NOTICE tells the submitter about its job (emq).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoticeKind {
+    /// `routed-to-default`: no connected job manager served the job's
+    /// queue, so the router sent it to `default` (`--unserved-queues
+    /// default`, EventMQ 0.3.13's rule).
+    RoutedToDefault,
+    /// `held-unserved`: no connected job manager serves the job's queue;
+    /// the router holds the job there until one does (`--unserved-queues
+    /// hold`).
+    HeldUnserved,
+    /// A kind this version does not know, kept as sent.
+    Other(String),
+}
+
+impl NoticeKind {
+    pub fn as_str(&self) -> &str {
+        match self {
+            NoticeKind::RoutedToDefault => "routed-to-default",
+            NoticeKind::HeldUnserved => "held-unserved",
+            NoticeKind::Other(s) => s,
+        }
+    }
+
+    fn parse(s: String) -> NoticeKind {
+        match s.as_str() {
+            "routed-to-default" => NoticeKind::RoutedToDefault,
+            "held-unserved" => NoticeKind::HeldUnserved,
+            _ => NoticeKind::Other(s),
+        }
+    }
+}
+
+/// NOTICE (emq extension, router → client): something the submitter of
+/// `orig_msgid` should know about its accepted job. Sent after the job's
+/// acknowledgement, only to a client whose REQUEST had the `notices`
+/// header ([`crate::headers::NOTICES`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    pub orig_msgid: String,
+    pub kind: NoticeKind,
+    /// One line for a person.
+    pub text: String,
+}
+
 /// Every command of eMQP/1.0, 0.3.13's additions, and emq's extensions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
@@ -280,6 +325,7 @@ pub enum Command {
     },
     Result(JobResult),
     Reject(Reject),
+    Notice(Notice),
     /// emq: client → router, the receipt of RESULTs: the client has the
     /// results of these jobs (one or more ORIG_MSGID frames), so the router
     /// may forget them. Sent for jobs submitted with the `result-receipt`
@@ -318,6 +364,7 @@ impl Command {
             Command::Cancel { .. } => "CANCEL",
             Command::Result(_) => "RESULT",
             Command::Reject(_) => "REJECT",
+            Command::Notice(_) => "NOTICE",
             Command::Received { .. } => "RECEIVED",
             Command::Running { .. } => "RUNNING",
         }
@@ -416,6 +463,11 @@ impl Command {
                 reason: RejectReason::parse(utf8(frames.next(3)?, "reject reason")?),
                 text: utf8(frames.next(3)?, "reject text")?,
             }),
+            "NOTICE" => Command::Notice(Notice {
+                orig_msgid: utf8(frames.next(3)?, "original msgid")?,
+                kind: NoticeKind::parse(utf8(frames.next(3)?, "notice kind")?),
+                text: utf8(frames.next(3)?, "notice text")?,
+            }),
             "RECEIVED" | "RUNNING" => {
                 let mut orig_msgids = vec![utf8(frames.next(1)?, "original msgid")?];
                 while let Some(f) = frames.optional() {
@@ -500,6 +552,11 @@ impl Command {
                 out.push(r.reason.as_str().as_bytes().to_vec());
                 out.push(r.text.into_bytes());
             }
+            Command::Notice(n) => {
+                out.push(n.orig_msgid.into_bytes());
+                out.push(n.kind.as_str().as_bytes().to_vec());
+                out.push(n.text.into_bytes());
+            }
             Command::Received { orig_msgids } | Command::Running { orig_msgids } => {
                 out.extend(orig_msgids.into_iter().map(String::into_bytes));
             }
@@ -571,7 +628,7 @@ fn decode_interval(frame: &[u8]) -> Result<Interval, DecodeError> {
 }
 
 /// Every command name this crate knows.
-pub const NAMES: [&str; 20] = [
+pub const NAMES: [&str; 21] = [
     "INFORM",
     "ACK",
     "READY",
@@ -592,6 +649,7 @@ pub const NAMES: [&str; 20] = [
     "CANCEL",
     "RECEIVED",
     "RUNNING",
+    "NOTICE",
 ];
 
 /// Map the command frame to its canonical name. Upper case is what every

@@ -70,6 +70,12 @@ impl Header {
 /// Kept as an unknown header on the wire (0.3.13 peers ignore it).
 pub const RESULT_RECEIPT: &str = "result-receipt";
 
+/// `notices` (emq): the client asks for a NOTICE about anything it should
+/// know of this job (sent to `default` or held because no job manager
+/// serves its queue). Kept as an unknown header on the wire (0.3.13 peers
+/// ignore it).
+pub const NOTICES: &str = "notices";
+
 /// Whether the raw HEADERS frame `frame` has the item `name` (items
 /// compared after trimming spaces, as [`Headers::parse`] does), without
 /// parsing the rest.
@@ -138,6 +144,13 @@ impl Headers {
             .any(|h| matches!(h, Header::Other(o) if o == RESULT_RECEIPT))
     }
 
+    /// [`NOTICES`]: the client takes NOTICEs about this job.
+    pub fn notices(&self) -> bool {
+        self.0
+            .iter()
+            .any(|h| matches!(h, Header::Other(o) if o == NOTICES))
+    }
+
     /// `retry-count:N`, the last one if given twice.
     pub fn retry_count(&self) -> Option<u32> {
         self.0.iter().rev().find_map(|h| match h {
@@ -204,6 +217,17 @@ mod tests {
         assert!(!super::Headers::parse(b"reply-requested")
             .unwrap()
             .result_receipt());
+    }
+
+    #[test]
+    fn notices_is_an_unknown_header_kept_as_sent() {
+        let h = Headers::parse(b"reply-requested, notices").unwrap();
+        assert!(h.notices());
+        assert_eq!(h.encode(), "reply-requested,notices");
+        assert!(!Headers::parse(b"notices-x,reply-requested")
+            .unwrap()
+            .notices());
+        assert!(!Headers::parse(b"").unwrap().notices());
     }
 
     #[test]

@@ -27,8 +27,8 @@ pub mod queues;
 
 pub use admin::{AdminError, AdminOp, ErrorKind, OpName};
 pub use command::{
-    Command, Inform, JobResult, PeerType, Reject, RejectReason, Reply, Request, ResultStatus,
-    Schedule,
+    Command, Inform, JobResult, Notice, NoticeKind, PeerType, Reject, RejectReason, Reply, Request,
+    ResultStatus, Schedule,
 };
 pub use error::DecodeError;
 pub use headers::{Header, Headers};

@@ -102,6 +102,21 @@ fn every_command() -> Vec<Command> {
             reason: RejectReason::Other("custom".into()),
             text: String::new(),
         }),
+        Command::Notice(Notice {
+            orig_msgid: "abc".into(),
+            kind: NoticeKind::RoutedToDefault,
+            text: "no job manager serves queue \"email\"".into(),
+        }),
+        Command::Notice(Notice {
+            orig_msgid: "abc".into(),
+            kind: NoticeKind::HeldUnserved,
+            text: String::new(),
+        }),
+        Command::Notice(Notice {
+            orig_msgid: "abc".into(),
+            kind: NoticeKind::Other("later-kind".into()),
+            text: "x".into(),
+        }),
         Command::Received {
             orig_msgids: vec!["abc".into()],
         },
@@ -509,4 +524,48 @@ fn running_carries_one_or_more_msgids_and_needs_one() {
         }
     );
     assert!(Message::decode(f(&["", "eMQP/1.0", "RUNNING", "m1"])).is_err());
+}
+
+/// NOTICE (emq): three frames, typed errors for too few or non-UTF-8
+/// frames, unknown kinds kept as sent, trailing frames ignored.
+#[test]
+fn notice_needs_three_utf8_frames_and_keeps_unknown_kinds() {
+    let m = Message::decode(f(&[
+        "",
+        "eMQP/1.0",
+        "NOTICE",
+        "m1",
+        "abc",
+        "held-unserved",
+        "held",
+        "extra",
+    ]))
+    .unwrap();
+    assert_eq!(
+        m.command,
+        Command::Notice(Notice {
+            orig_msgid: "abc".into(),
+            kind: NoticeKind::HeldUnserved,
+            text: "held".into(),
+        })
+    );
+    assert_eq!(
+        Message::decode(f(&["", "eMQP/1.0", "NOTICE", "m1", "abc", "k"]))
+            .unwrap_err()
+            .to_string(),
+        "too few frames for NOTICE: expected at least 7, got 6"
+    );
+    let mut bad = f(&["", "eMQP/1.0", "NOTICE", "m1", "abc", "k", "t"]);
+    bad[5] = vec![0xff];
+    assert_eq!(
+        Message::decode(bad).unwrap_err(),
+        DecodeError::NotUtf8 {
+            field: "notice kind"
+        }
+    );
+    let m = Message::decode(f(&["", "eMQP/1.0", "NOTICE", "m1", "a", "new", ""])).unwrap();
+    let Command::Notice(n) = m.command else {
+        panic!("{m:?}")
+    };
+    assert_eq!(n.kind, NoticeKind::Other("new".into()));
 }

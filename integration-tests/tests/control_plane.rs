@@ -20,7 +20,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use integration_tests::bins;
+use integration_tests::bins::{self, SENDER};
 use integration_tests::client::Client;
 use integration_tests::cluster::{start_jobmanager, start_router_on, Addrs};
 use integration_tests::jobs::{self, count_lines, shell};
@@ -339,6 +339,23 @@ fn a_delayed_job_runs_no_earlier_than_due_across_a_restart() {
     router.stop();
 }
 
+/// A router (no journal, `--unserved-queues unserved`) with one job
+/// manager, serving only `default`, registered.
+fn default_only(
+    unserved: &str,
+) -> (
+    Addrs,
+    integration_tests::process::Proc,
+    integration_tests::process::Proc,
+) {
+    let addrs = Addrs::fresh();
+    let flags = ["--journal", "none", "--unserved-queues", unserved].map(String::from);
+    let router = start(&addrs, &flags);
+    let jm = start_jobmanager("emq-jobmanager", &addrs.backend, &["--queues", "default"]);
+    wait_registered(&addrs.admin, 1);
+    (addrs, router, jm)
+}
+
 #[test]
 fn a_job_for_an_unserved_queue_is_visible_and_held_with_hold() {
     let dir = scratch_dir("unserved");
@@ -357,10 +374,7 @@ fn a_job_for_an_unserved_queue_is_visible_and_held_with_hold() {
     };
     // 0.3.13's rule (the default): run by the default job manager, counted
     // under its own queue, logged.
-    let addrs = Addrs::fresh();
-    let mut router = start(&addrs, &["--journal".into(), "none".into()]);
-    let mut jm = start_jobmanager("emq-jobmanager", &addrs.backend, &["--queues", "default"]);
-    wait_registered(&addrs.admin, 1);
+    let (addrs, mut router, mut jm) = default_only("default");
     let mut c = Client::connect(&addrs.frontend);
     submit(&mut c, "mail", "", job("to-default"));
     let done = poll_until(WAIT, Duration::from_millis(50), || {
@@ -376,13 +390,7 @@ fn a_job_for_an_unserved_queue_is_visible_and_held_with_hold() {
 
     // --unserved-queues hold: waits in its own queue while only a default
     // job manager is there, runs once a "mail" job manager connects.
-    let addrs = Addrs::fresh();
-    let flags: Vec<String> = ["--journal", "none", "--unserved-queues", "hold"]
-        .map(String::from)
-        .to_vec();
-    let mut router = start(&addrs, &flags);
-    let mut jm = start_jobmanager("emq-jobmanager", &addrs.backend, &["--queues", "default"]);
-    wait_registered(&addrs.admin, 1);
+    let (addrs, mut router, mut jm) = default_only("hold");
     let mut c = Client::connect(&addrs.frontend);
     submit(&mut c, "mail", "", job("held"));
     // An event, not a sleep: a default job submitted after it runs first.
@@ -407,6 +415,50 @@ fn a_job_for_an_unserved_queue_is_visible_and_held_with_hold() {
         "the held job runs once a mail job manager connects"
     );
     mail.stop();
+    jm.stop();
+    router.stop();
+}
+
+/// Issue 26 item 5, the submitter told: emq-sender (which sends the
+/// `notices` header) prints the router's NOTICE on stderr, one line naming
+/// the job and the queue, for a job sent to `default` (which runs, exit 0)
+/// and, with `--unserved-queues hold`, for a job held in its queue.
+#[test]
+fn emq_sender_is_told_when_its_job_goes_to_default_or_is_held() {
+    let sender = |frontend: &str, wait: bool| {
+        let mut args = vec!["--broker", frontend, "--timeout", "30", "-q", "nobody"];
+        if wait {
+            args.push("--wait");
+        }
+        args.extend(["--call", "echo", "--args", "7"]);
+        run(
+            Spawn::new("emq-sender", bins::bin(SENDER)).args(args),
+            Duration::from_secs(60),
+        )
+    };
+    let notice_line = |stderr: &str| {
+        stderr
+            .lines()
+            .find(|l| l.starts_with("emq-sender: job ") && l.contains("\"nobody\""))
+            .map(str::to_string)
+    };
+    let (addrs, mut router, mut jm) = default_only("default");
+    let out = sender(&addrs.frontend, true);
+    assert_eq!(out.code(), Some(0), "the job runs: {}", out.describe());
+    assert!(out.stdout.contains('7'), "{}", out.describe());
+    let line = notice_line(&out.stderr).unwrap_or_else(|| panic!("no notice: {}", out.describe()));
+    assert!(
+        line.contains("sent it to \"default\"") && line.contains("--unserved-queues hold"),
+        "{line}"
+    );
+    jm.stop();
+    router.stop();
+
+    let (addrs, mut router, mut jm) = default_only("hold");
+    let out = sender(&addrs.frontend, false);
+    assert_eq!(out.code(), Some(0), "accepted: {}", out.describe());
+    let line = notice_line(&out.stderr).unwrap_or_else(|| panic!("no notice: {}", out.describe()));
+    assert!(line.contains("holds it there"), "{line}");
     jm.stop();
     router.stop();
 }

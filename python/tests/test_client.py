@@ -253,3 +253,19 @@ def test_memory_bounded_by_live_handles(any_client: Any) -> None:
     gc.collect()
     assert any_client.outstanding <= 1
     assert last.result(30) is None
+
+
+def test_a_job_sent_to_default_carries_the_routers_notice(any_client: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 26 item 5: the client asks for notices; a job for a queue no
+    job manager serves runs through ``default`` and the router's NOTICE is
+    on the job (``(kind, text)``) and logged as a warning on ``emq_client``.
+    A job for a served queue has none."""
+    caplog.set_level("WARNING", logger="emq_client")
+    job = any_client.submit("emq_test_jobs.add", 1, 2, queue="nobody")
+    assert job.result(30) == 3
+    assert [k for k, _ in job.notices] == ["routed-to-default"], job.notices
+    assert '"nobody"' in job.notices[0][1] and '"default"' in job.notices[0][1]
+    logged = [r.getMessage() for r in caplog.records if r.name == "emq_client"]
+    assert any(job.msgid in m and '"nobody"' in m for m in logged), logged
+    served = any_client.submit("emq_test_jobs.add", 1, 2)
+    assert served.result(30) == 3 and served.notices == []

@@ -12,7 +12,7 @@ pub const DEFAULT_INCOMING: &str = "tcp://127.0.0.1:47298";
 /// 0.3.13's `PUBLISHER_OUTGOING_ADDR`.
 pub const DEFAULT_OUTGOING: &str = "tcp://127.0.0.1:47299";
 
-pub(crate) const DEFAULT_MAX_MESSAGE_SIZE: i64 = 16 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_MESSAGE_SIZE: i64 = emqp_proto::DEFAULT_MAX_MESSAGE_SIZE as i64;
 pub(crate) const DEFAULT_SUBSCRIBER_HWM: i32 = 100_000;
 pub(crate) const DEFAULT_REPORT_INTERVAL: Duration = Duration::from_secs(60);
 

@@ -80,6 +80,9 @@ pub(crate) enum Tag {
     /// The RESULT of a held result (msgid, seq): `results.rs` follows it
     /// once it leaves.
     Result(String, u64),
+    /// A NOTICE about job `JobId`, held behind its acknowledgement:
+    /// dropped if that job's batch fails (the client hears REJECT).
+    Notice(JobId),
 }
 
 /// A send waiting for a batch.
@@ -400,14 +403,27 @@ impl Router {
         ack: Option<(JobId, String)>,
         out: &mut Vec<Action>,
     ) {
+        let tag = match ack {
+            Some((job, msgid)) => Tag::Ack(job, msgid),
+            None => Tag::Plain,
+        };
+        self.send_tagged(socket, identity, frames, tag, out);
+    }
+
+    /// Send `frames` once every record written before is committed, held
+    /// as `tag` says (in order with every other held send).
+    pub(crate) fn send_tagged(
+        &mut self,
+        socket: Socket,
+        identity: Vec<u8>,
+        frames: crate::event::Frames,
+        tag: Tag,
+        out: &mut Vec<Action>,
+    ) {
         let action = Action::Send {
             socket,
             identity,
             frames,
-        };
-        let tag = match ack {
-            Some((job, msgid)) => Tag::Ack(job, msgid),
-            None => Tag::Plain,
         };
         if let Some(action) = self.journal.hold(action, tag) {
             out.push(action);
@@ -517,6 +533,9 @@ impl Router {
                     Tag::Ack(j, m) if failed.contains(j) => Some(m.clone()),
                     _ => None,
                 };
+                if matches!(&h.tag, Tag::Notice(j) if failed.contains(j)) {
+                    continue;
+                }
                 if let Some(msgid) = failed_ack {
                     if let Action::Send { identity, .. } = h.action {
                         reject_ids += 1;

@@ -46,6 +46,10 @@
 //!   its own queue (listed with its depth and no workers) until a job
 //!   manager for it connects, as Celery and RQ keep it. A job's route is
 //!   chosen once, at acceptance: a job sent to `default` stays there.
+//!   A REQUEST with the `notices` header (emq) is followed, after its
+//!   ACK, by `NOTICE [msgid, routed-to-default | held-unserved, text]`;
+//!   held with the ACK until the job's record commits and dropped with it
+//!   if the batch fails. Without the header (0.3.13 clients) no NOTICE.
 //! - **Accept.** REQUESTs, schedule runs and jobs restored from a journal
 //!   all become jobs through [`Router::accept`]: interned meta, msgid
 //!   index, the `Accepted` record (not for restored jobs: they are in the
@@ -54,10 +58,11 @@
 use std::time::Duration;
 
 use emqp_proto::{
-    Command, Headers, Message, PeerType, Reject, RejectReason, Reply, Request, DEFAULT_QUEUE,
-    PROTOCOL_VERSION,
+    Command, Headers, Message, Notice, NoticeKind, PeerType, Reject, RejectReason, Reply, Request,
+    DEFAULT_QUEUE, PROTOCOL_VERSION,
 };
 
+use super::durability::Tag;
 use super::{frames_of, Router};
 use crate::config::Unserved;
 use crate::event::{Action, Frames, Socket};
@@ -354,24 +359,68 @@ impl Router {
         }
     }
 
+    /// What became of a job for `queue` buffered under `route` because no
+    /// connected job manager serves `queue` (see "Unserved queues"):
+    /// `None` when it is served.
+    fn unserved(&self, queue: &str, route: &str) -> Option<NoticeKind> {
+        if route != queue {
+            Some(NoticeKind::RoutedToDefault)
+        } else if !self.pool.serves(queue) {
+            Some(NoticeKind::HeldUnserved)
+        } else {
+            None
+        }
+    }
+
     /// Make a job for an unserved queue visible (see "Unserved queues"):
     /// counted when sent to `default`, logged either way.
     fn note_unserved(&mut self, msgid: &str, queue: &str, route: &str, now: Duration) {
-        if route != queue {
+        let Some(kind) = self.unserved(queue, route) else {
+            return;
+        };
+        if kind == NoticeKind::RoutedToDefault {
             self.stats.queue_mut(queue).routed_to_default += 1;
-            if self.unserved_log.allow(now) {
-                log::warn!(
+        }
+        if self.unserved_log.allow(now) {
+            match kind {
+                NoticeKind::RoutedToDefault => log::warn!(
                     "job {msgid} for queue {queue:?}: no connected job manager serves it; sent \
                      to {route:?} (EventMQ 0.3.13's rule; --unserved-queues hold keeps such \
                      jobs in their own queue)"
-                );
+                ),
+                _ => log::warn!(
+                    "job {msgid} for queue {queue:?}: no connected job manager serves it; held \
+                     until one does (--unserved-queues hold)"
+                ),
             }
-        } else if !self.pool.serves(queue) && self.unserved_log.allow(now) {
-            log::warn!(
-                "job {msgid} for queue {queue:?}: no connected job manager serves it; held \
-                 until one does (--unserved-queues hold)"
-            );
         }
+    }
+
+    /// The NOTICE for the client of a job accepted for `queue` under
+    /// `route` that asked for notices (`notices` header) and whose queue no
+    /// connected job manager serves; held like the job's acknowledgement,
+    /// behind it, and dropped if the job's batch fails.
+    fn notify_unserved(
+        &mut self,
+        client: Vec<u8>,
+        (jid, msgid): (JobId, String),
+        queue: &str,
+        route: &str,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(kind) = self.unserved(queue, route) else {
+            return;
+        };
+        let text = unserved_text(&kind, queue, route);
+        let notice = frames_of(
+            self.ids.next_id(),
+            Command::Notice(Notice {
+                orig_msgid: msgid,
+                kind,
+                text,
+            }),
+        );
+        self.send_tagged(Socket::Frontend, client, notice, Tag::Notice(jid), out);
     }
 
     fn on_request(
@@ -475,7 +524,19 @@ impl Router {
         );
         self.pump(&route, now, out);
         let ack = frames_of(self.ids.next_id(), Command::Reply(Reply::ack_of(&msgid)));
-        self.send_after_journal(Socket::Frontend, client, ack, Some((jid, msgid)), out);
+        if r.headers.notices() {
+            let job = (jid, msgid.clone());
+            self.send_after_journal(
+                Socket::Frontend,
+                client.clone(),
+                ack,
+                Some(job.clone()),
+                out,
+            );
+            self.notify_unserved(client, job, &r.queue, &route, out);
+        } else {
+            self.send_after_journal(Socket::Frontend, client, ack, Some((jid, msgid)), out);
+        }
     }
 
     /// A REQUEST sent again: `msgid` names a job this router holds
@@ -670,6 +731,20 @@ impl Router {
     pub(crate) fn ack_client(&mut self, client: Vec<u8>, msgid: &str, out: &mut Vec<Action>) {
         let ack = frames_of(self.ids.next_id(), Command::Reply(Reply::ack_of(msgid)));
         self.send_after_journal(Socket::Frontend, client, ack, None, out);
+    }
+}
+
+/// The NOTICE text for a job for `queue` no connected job manager serves.
+fn unserved_text(kind: &NoticeKind, queue: &str, route: &str) -> String {
+    match kind {
+        NoticeKind::RoutedToDefault => format!(
+            "no job manager serves queue {queue:?}; the router sent it to {route:?} (router \
+             flag --unserved-queues hold keeps it instead)"
+        ),
+        _ => format!(
+            "no job manager serves queue {queue:?}; the router holds it there until one \
+             connects (router flag --unserved-queues hold)"
+        ),
     }
 }
 

@@ -133,3 +133,124 @@ fn wrong_commands_on_wrong_sockets_are_ignored() {
     assert!(h.msg(Admin, "a", "r", Command::Ready).is_empty());
     assert_eq!(h.r.stats().accepted, 0);
 }
+
+/// What client `client` was sent, in order: `ack:MSGID`,
+/// `notice:MSGID:KIND`, `reject:MSGID` (other messages left out).
+fn client_view(sent: &[Sent], client: &str) -> Vec<String> {
+    to(sent, Frontend, client)
+        .into_iter()
+        .filter_map(|m| match &m.command {
+            Command::Reply(r) if r.orig_msgid.is_none() => {
+                Some(format!("ack:{}", String::from_utf8_lossy(&r.payload)))
+            }
+            Command::Notice(n) => Some(format!("notice:{}:{}", n.orig_msgid, n.kind.as_str())),
+            Command::Reject(r) => Some(format!("reject:{}", r.orig_msgid)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Issue 26 item 5: a client that sent the `notices` header hears, after
+/// the ACK, that its job went to `default` because nobody serves its
+/// queue; one that did not (a 0.3.13 client) hears the ACK alone, and a
+/// served queue gives no NOTICE.
+#[test]
+fn a_notice_follows_the_ack_of_a_job_sent_to_default_only_when_asked() {
+    let mut h = H::new();
+    worker(&mut h, "w1", r#"[[10, "default"]]"#, 4);
+    let sent = h.request("c", "j1", "mail", "reply-requested,notices");
+    assert_eq!(
+        client_view(&sent, "c"),
+        ["ack:j1", "notice:j1:routed-to-default"]
+    );
+    let Command::Notice(n) = &to(&sent, Frontend, "c")[1].command else {
+        unreachable!()
+    };
+    assert!(
+        n.text.contains("\"mail\"") && n.text.contains("\"default\""),
+        "{}",
+        n.text
+    );
+    assert_eq!(forwarded(&sent, "w1"), vec!["j1"]);
+    let sent = h.request("c", "j2", "mail", "reply-requested");
+    assert_eq!(client_view(&sent, "c"), ["ack:j2"]);
+    let sent = h.request("c", "j3", "default", "notices");
+    assert_eq!(client_view(&sent, "c"), ["ack:j3"]);
+}
+
+/// With `--unserved-queues hold` the NOTICE says the job is held.
+#[test]
+fn with_hold_the_notice_says_the_job_is_held() {
+    let mut h = H::with(Config {
+        unserved: crate::config::Unserved::Hold,
+        ..Config::default()
+    });
+    worker(&mut h, "w1", r#"[[10, "default"]]"#, 2);
+    let sent = h.request("c", "j1", "mail", "notices");
+    assert_eq!(
+        client_view(&sent, "c"),
+        ["ack:j1", "notice:j1:held-unserved"]
+    );
+    assert!(forwarded(&sent, "w1").is_empty());
+    assert_eq!(
+        client_view(&h.request("c", "j2", "mail", ""), "c"),
+        ["ack:j2"]
+    );
+}
+
+/// With a journal the NOTICE is held behind the ACK until the job's
+/// record commits; when the batch fails the client hears only the REJECT.
+#[test]
+fn a_journaled_job_s_notice_leaves_after_its_ack_and_not_when_its_batch_fails() {
+    let mut h = H::with(Config {
+        journal: true,
+        ..Config::default()
+    });
+    worker(&mut h, "w1", r#"[[10, "default"]]"#, 2);
+    let mut r = Router::new(Config {
+        journal: true,
+        ..Config::default()
+    });
+    // Held: nothing leaves before the batch commits.
+    let mut out = Vec::new();
+    for m in [
+        Message::with_msgid(
+            "i",
+            Command::Inform(Inform {
+                queues: QueueSpec::from_inform_frame(br#"[[10, "default"]]"#).unwrap(),
+                peer_type: Some(PeerType::Worker),
+                features: vec!["job-ack".into()],
+            }),
+        ),
+        Message::with_msgid(
+            "j1",
+            Command::Request(Request {
+                queue: "mail".into(),
+                headers: Headers::parse(b"notices").unwrap(),
+                message: b"[]".to_vec(),
+            }),
+        ),
+    ] {
+        let socket = if m.msgid == "i" { Backend } else { Frontend };
+        let identity = if m.msgid == "i" { "w1" } else { "c" };
+        r.handle(
+            Input::Message {
+                socket,
+                identity: identity.as_bytes().to_vec(),
+                message: m,
+            },
+            SECOND,
+            &mut out,
+        );
+    }
+    assert!(client_view(&decode(out), "c").is_empty());
+    // Committed: ACK then NOTICE.
+    let sent = h.request("c", "j1", "mail", "notices");
+    assert_eq!(
+        client_view(&sent, "c"),
+        ["ack:j1", "notice:j1:routed-to-default"]
+    );
+    h.fail_journal = Some("database or disk is full".into());
+    let sent = h.request("c", "j2", "mail", "notices");
+    assert_eq!(client_view(&sent, "c"), ["reject:j2"]);
+}

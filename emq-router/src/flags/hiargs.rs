@@ -33,7 +33,8 @@ impl Cli {
     }
 }
 
-const DEFAULT_MAX_MESSAGE_SIZE: i64 = 16 * 1024 * 1024;
+/// The router's default `--max-message-size`: the protocol's one figure.
+const DEFAULT_MAX_MESSAGE_SIZE: i64 = emqp_proto::DEFAULT_MAX_MESSAGE_SIZE as i64;
 
 /// Flags, environment, file and defaults merged and checked: what the
 /// router will serve, and the interface between the flags and `serve`.

@@ -529,3 +529,12 @@ class BaseJob:
         """The router acknowledged the job (False while unknown or refused)."""
         return self._p is not None and self._p.accepted
 
+    @property
+    def notices(self) -> List[Tuple[str, str]]:
+        """The router's NOTICEs about the job read so far, ``(kind, text)``
+        in order: ``routed-to-default`` (no job manager served its queue;
+        the router sent it to ``default``), ``held-unserved`` (held in its
+        queue until a job manager for it connects). Each is also logged as
+        a warning on the ``emq_client`` logger."""
+        return list(self._p.notices) if self._p is not None else []
+

@@ -21,11 +21,14 @@ a reconnect) changes nothing: it names the same job.
 from __future__ import annotations
 
 import json
+import logging
 import weakref
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 from . import errors, wire
 from .wire import Frames, Incoming
+
+log = logging.getLogger("emq_client")
 
 #: RESULTs confirmed in one RECEIVED at most.
 RECEIPT_BATCH = 256
@@ -37,7 +40,10 @@ class Pending:
     stored the job; it goes again), finished. ``waker`` (the asyncio
     client's) is called on every change."""
 
-    __slots__ = ("msgid", "accepted", "reject", "uncertain", "status", "payload", "reply", "waker", "__weakref__")
+    __slots__ = (
+        "msgid", "accepted", "reject", "uncertain", "status", "payload", "reply", "waker", "notices",
+        "__weakref__",
+    )
 
     def __init__(self, msgid: str, reply: bool) -> None:
         self.msgid = msgid
@@ -48,6 +54,8 @@ class Pending:
         self.status: Optional[str] = None
         self.payload: Optional[bytes] = None
         self.waker: Optional[Callable[[], None]] = None
+        #: The router's NOTICEs about the job, ``(kind, text)``, in order.
+        self.notices: List[Tuple[str, str]] = []
 
     @property
     def answered(self) -> bool:
@@ -118,9 +126,14 @@ class Tracker:
                 self._resent.discard(msg.orig)
         if msg.command == "RESULT":
             self._receipts.append(msg.orig)
+        if msg.command == "NOTICE":
+            log.warning("job %s: %s", msg.orig, msg.text)
         p = self._jobs.get(msg.orig)
         if p is None:
             return None
+        if msg.command == "NOTICE":
+            p.notices.append((msg.reason, msg.text))
+            return p
         if msg.command == "REPLY":
             p.accepted = True
         elif msg.command == "RESULT":
@@ -360,6 +373,7 @@ def submit_headers(
     return wire.headers_frame(
         reply_requested=not legacy,
         receipt=not legacy,
+        notices=not legacy,
         retries=retries,
         timeout=timeout,
         delay=delay,

@@ -26,6 +26,10 @@ DEFAULT_MAX_MESSAGE_SIZE = 16 * 1024 * 1024
 #: the result (journaled) until then (docs/PROTOCOL.md, "Results until
 #: delivered").
 RESULT_RECEIPT = "result-receipt"
+#: emq: the client takes NOTICEs about the job (e.g. sent to ``default``
+#: because no job manager serves its queue; docs/PROTOCOL.md, "Queues
+#: nobody serves"). 0.3.13 routers ignore it.
+NOTICES = "notices"
 
 Frames = List[bytes]
 
@@ -39,6 +43,7 @@ def headers_frame(
     *,
     reply_requested: bool = False,
     receipt: bool = False,
+    notices: bool = False,
     guarantee: bool = False,
     retries: int = 0,
     timeout: float = 0,
@@ -47,8 +52,8 @@ def headers_frame(
 ) -> str:
     """The HEADERS frame: 0.3.13's order (``reply-requested``, ``guarantee``,
     ``retry-count:N``, ``timeout:N``), then emq's ``delay:SECS`` and (with
-    ``receipt`` and ``reply_requested``) ``result-receipt``, then the
-    caller's own headers. Zero retries and a zero timeout are left out, as
+    ``receipt`` and ``reply_requested``) ``result-receipt``, (with
+    ``notices``) ``notices``, then the caller's own headers. Zero retries and a zero timeout are left out, as
     0.3.13 leaves them out."""
     out: List[str] = []
     if reply_requested:
@@ -65,6 +70,8 @@ def headers_frame(
         out.append("delay:" + _number(delay))
     if receipt and reply_requested:
         out.append(RESULT_RECEIPT)
+    if notices:
+        out.append(NOTICES)
     for h in extra:
         if not h or "," in h:
             raise ValueError(f"bad header {h!r}: headers are non-empty and have no commas")
@@ -142,9 +149,10 @@ def admin(msgid: str, op: Dict[str, Any]) -> Frames:
 class Incoming(NamedTuple):
     """A message from the router, reduced to what the client acts on.
 
-    ``command`` is REPLY, RESULT, REJECT or anything else (ignored);
-    ``orig`` the msgid it answers; ``status``/``payload`` for RESULT,
-    ``reason``/``text`` for REJECT, ``payload`` for an admin REPLY."""
+    ``command`` is REPLY, RESULT, REJECT, NOTICE or anything else
+    (ignored); ``orig`` the msgid it answers; ``status``/``payload`` for
+    RESULT, ``reason``/``text`` for REJECT (for NOTICE: its kind and
+    text), ``payload`` for an admin REPLY."""
 
     command: str
     orig: str
@@ -159,7 +167,8 @@ def parse(frames: Sequence[bytes]) -> Optional[Incoming]:
     eMQP answer this client knows (heartbeats, other commands, garbage).
 
     Frontend REPLY is ``[orig]``; admin REPLY is ``[answer, orig]``; RESULT
-    ``[orig, status, payload]``; REJECT ``[orig, reason, text]``."""
+    ``[orig, status, payload]``; REJECT ``[orig, reason, text]``; NOTICE
+    ``[orig, kind, text]``."""
     if len(frames) < 5 or frames[0] != b"" or frames[1] != PROTOCOL:
         return None
     command = frames[2].decode("ascii", "replace").upper()
@@ -174,6 +183,9 @@ def parse(frames: Sequence[bytes]) -> Optional[Incoming]:
         if command == "REJECT" and len(body) >= 2:
             text = body[2].decode("utf-8", "replace") if len(body) > 2 else ""
             return Incoming("REJECT", body[0].decode(), reason=body[1].decode(), text=text)
+        if command == "NOTICE" and len(body) >= 3:
+            text = body[2].decode("utf-8", "replace")
+            return Incoming("NOTICE", body[0].decode(), reason=body[1].decode(), text=text)
     except UnicodeDecodeError:
         return None
     return None
