@@ -13,7 +13,9 @@
 //! The parts, each a struct followed by its functions:
 //! - `Sim`: the clock, the event queue and the loop (`step`,
 //!   `run_until`); it carries out what the cores ask for, in order,
-//!   feeding failed sends and journal outcomes back;
+//!   feeding failed sends and journal outcomes back — the router through
+//!   the core's one test driver (`emq_router_core::testing`), whose
+//!   `Effects` here are `RouterWorld`;
 //! - `RouterNode`, `JmNode` and `Pool`: a core and what the harness keeps
 //!   about it; the pool "runs" a `SimJob` for the time its payload says;
 //! - `Network` and `Fault`: a latency per link, FIFO delivery (as TCP),
