@@ -47,7 +47,13 @@ pub struct CurveArgs {
     /// The router's CURVE public key: Z85 text or a file holding it (the
     /// router's NAME.key); the connection is then encrypted
     /// [env: EVENTMQ_CURVE_SERVER_KEY]
-    #[arg(long, value_name = "KEY|FILE", global = true)]
+    // A Z85 key may start with '-' (one in 85 does).
+    #[arg(
+        long,
+        value_name = "KEY|FILE",
+        global = true,
+        allow_hyphen_values = true
+    )]
     pub curve_server_key: Option<String>,
 
     /// Our CURVE key pair (NAME.key_secret from `emq-cli keygen`, mode
@@ -130,6 +136,9 @@ mod tests {
 
     #[derive(Parser, Debug)]
     struct Client {
+        /// A short flag, as the binaries have.
+        #[arg(short = 'n')]
+        _name: Option<String>,
         #[command(flatten)]
         auth: AuthArgs,
         #[command(flatten)]
@@ -158,6 +167,11 @@ mod tests {
         assert_eq!(c.auth.username.as_deref(), Some("u"));
         assert_eq!(c.auth.password_file, Some(PathBuf::from("/f")));
         assert_eq!(c.curve.curve_secret_key_file, None);
+        // A Z85 key may start with '-'.
+        let c =
+            Client::try_parse_from(["c", "--curve-server-key", "-)x", "--username", "u"]).unwrap();
+        assert_eq!(c.curve.curve_server_key.as_deref(), Some("-)x"));
+        assert_eq!(c.auth.username.as_deref(), Some("u"));
         let none = Client::try_parse_from(["c"]).unwrap();
         assert!(!none.auth.given() && !none.curve.given());
         let e = Client::try_parse_from(["c", "--password", "p", "--password-file", "/f"]);

@@ -221,14 +221,14 @@ fn error_text(v: Option<&Value>) -> String {
 /// ROUTER_SHOW_WORKERS, ROUTER_SHOW_SCHEDULERS) is told apart by its keys.
 pub fn render(op: &AdminOp, answer: &Value, now_ms: u64) -> String {
     match op {
-        AdminOp::Status {} => status(answer),
-        AdminOp::Queues {} => queues(answer),
-        AdminOp::Workers {} if answer.get("connected_workers").is_some() => workers_0313(answer),
-        AdminOp::Workers {} => workers(answer),
-        AdminOp::Schedules {} if answer.get("connected_schedulers").is_some() => {
+        AdminOp::Status => status(answer),
+        AdminOp::Queues => queues(answer),
+        AdminOp::Workers if answer.get("connected_workers").is_some() => workers_0313(answer),
+        AdminOp::Workers => workers(answer),
+        AdminOp::Schedules if answer.get("connected_schedulers").is_some() => {
             schedulers_0313(answer)
         }
-        AdminOp::Schedules {} => schedules(answer, now_ms),
+        AdminOp::Schedules => schedules(answer, now_ms),
         AdminOp::Job { .. } => job_view(answer.get("job").unwrap_or(&Value::Null), now_ms),
         AdminOp::Jobs(_) => jobs(answer, now_ms),
         AdminOp::Cancel { msgid } => {
@@ -281,7 +281,7 @@ pub fn render(op: &AdminOp, answer: &Value, now_ms: u64) -> String {
             Some(Value::String(r)) => format!("removed schedule {r}\n"),
             _ => format!("removed schedule {id}\n"),
         },
-        AdminOp::Shutdown {} => "the router is shutting down\n".into(),
+        AdminOp::Shutdown => "the router is shutting down\n".into(),
     }
 }
 
@@ -785,13 +785,13 @@ mod tests {
              "oldest_age_ms": 0, "paused": true, "processed": 0, "failed": 0, "workers": 0}
         ]});
         assert_eq!(
-            render(&AdminOp::Queues {}, &a, NOW),
+            render(&AdminOp::Queues, &a, NOW),
             "QUEUE    DEPTH  IN-FLIGHT  RETRYING  DELAYED  OLDEST  PAUSED  PROCESSED  FAILED  WORKERS\n\
              default      3          2         0        1   3m12s  no             10       1        2\n\
              email        0          0         0        0       -  yes             0       0        0\n"
         );
         assert_eq!(
-            render(&AdminOp::Queues {}, &json!({"ok": true, "queues": []}), NOW),
+            render(&AdminOp::Queues, &json!({"ok": true, "queues": []}), NOW),
             "no queues\n"
         );
     }
@@ -804,19 +804,19 @@ mod tests {
              "connected_ms": 7500000, "draining": true, "features": ["job-ack", "cancel"]}
         ]});
         assert_eq!(
-            render(&AdminOp::Workers {}, &a, NOW),
+            render(&AdminOp::Workers, &a, NOW),
             "WORKER  QUEUES                FREE  RUNNING  LONGEST  CONNECTED  DRAINING  FEATURES\n\
              w-1     default(10),email(5)     1        2    1m05s      2h05m  yes       job-ack,cancel\n"
         );
         let old = json!({"connected_workers": {"abc": {"queues": [[10, "default"]], "hb": 123.4, "available_slots": 4}},
                          "connected_queues": {"default": [[10, "abc"]]}});
         assert_eq!(
-            render(&AdminOp::Workers {}, &old, NOW),
+            render(&AdminOp::Workers, &old, NOW),
             "WORKER  QUEUES       FREE\nabc     default(10)     4\n"
         );
         assert_eq!(
             render(
-                &AdminOp::Workers {},
+                &AdminOp::Workers,
                 &json!({"connected_workers": {}, "connected_queues": {}}),
                 NOW
             ),
@@ -838,7 +838,7 @@ mod tests {
             "latency_messages_by_queue": {"default": 2500},
             "max_latency_messages_by_queue": {"default": 192000}});
         assert_eq!(
-            render(&AdminOp::Status {}, &emq, NOW),
+            render(&AdminOp::Status, &emq, NOW),
             "router:        emq 0.1.0\n\
              shutting down: no\n\
              journal:       ok\n\
@@ -853,18 +853,18 @@ mod tests {
              email          -           1        -          7         -        -\n"
         );
         let failing = json!({"counters": {}, "journal": {"state": "failing", "error": "disk full", "refused": 3, "held_sends": 2}});
-        assert!(render(&AdminOp::Status {}, &failing, NOW)
+        assert!(render(&AdminOp::Status, &failing, NOW)
             .contains("journal:       failing (disk full; 3 refused), 2 sends held\n"));
         let held = json!({"counters": {}, "results": {"held": 7, "bytes": 900,
             "unreachable_clients": 2, "delivered": 1, "resent": 0, "dropped": 3}});
-        assert!(render(&AdminOp::Status {}, &held, NOW)
+        assert!(render(&AdminOp::Status, &held, NOW)
             .contains("results:       7 held, 2 client(s) unreachable, 3 dropped\n"));
         // 0.3.13's six keys (eventmq/router.py get_status).
         let old = json!({"inflight_messages_by_queue": {}, "latency_messages_by_queue": {},
             "max_latency_messages_by_queue": {}, "waiting_messages_by_queue": {"default": 2},
             "processed_messages_by_queue": {"default": 9}, "processed_messages_by_worker": {"w": 9}});
         assert_eq!(
-            render(&AdminOp::Status {}, &old, NOW),
+            render(&AdminOp::Status, &old, NOW),
             "router: EventMQ 0.3.13 (no control plane)\n\
              \n\
              QUEUE    WAITING  UNFINISHED  PROCESSED  MEAN AGE  MAX AGE\n\
@@ -885,7 +885,7 @@ mod tests {
              "next_run_ms": NOW + 3_600_000, "last_run_ms": NOW}
         ]});
         assert_eq!(
-            render(&AdminOp::Schedules {}, &a, NOW),
+            render(&AdminOp::Schedules, &a, NOW),
             "ID  QUEUE    WHEN              NEXT      LAST       RUNS  JOB\n\
              s1  default  every 1.5s        in 1s     100ms ago  3/10  [\"run\", {}]\n\
              s2  reports  cron */5 * * * *  -         never         0  x\n\
@@ -893,7 +893,7 @@ mod tests {
         );
         let old = json!({"connected_schedulers": {}});
         assert_eq!(
-            render(&AdminOp::Schedules {}, &old, NOW),
+            render(&AdminOp::Schedules, &old, NOW),
             "no scheduler connected\n\
              (an EventMQ 0.3.13 router lists its scheduler peers, not their schedules)\n"
         );
@@ -1023,7 +1023,7 @@ mod tests {
             ),
             "removed schedule s\n"
         );
-        assert!(t(AdminOp::Shutdown {}, json!({"shutting_down": true}))
+        assert!(t(AdminOp::Shutdown, json!({"shutting_down": true}))
             .starts_with("the router is shutting down"));
     }
 

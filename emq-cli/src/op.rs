@@ -69,10 +69,10 @@ impl Op {
     /// The EventMQ 0.3.13 admin command that does this op, if there is one.
     pub fn legacy_command(&self) -> Option<Command> {
         match self.admin {
-            AdminOp::Status {} => Some(Command::Status),
-            AdminOp::Workers {} => Some(Command::RouterShowWorkers),
-            AdminOp::Schedules {} => Some(Command::RouterShowSchedulers),
-            AdminOp::Shutdown {} => Some(Command::Disconnect),
+            AdminOp::Status => Some(Command::Status),
+            AdminOp::Workers => Some(Command::RouterShowWorkers),
+            AdminOp::Schedules => Some(Command::RouterShowSchedulers),
+            AdminOp::Shutdown => Some(Command::Disconnect),
             _ => None,
         }
     }
@@ -179,17 +179,14 @@ mod tests {
     #[test]
     fn only_four_ops_have_a_0313_command() {
         let legacy = |a: AdminOp| Op::from(a).legacy_command();
-        assert_eq!(legacy(AdminOp::Status {}), Some(Command::Status));
+        assert_eq!(legacy(AdminOp::Status), Some(Command::Status));
+        assert_eq!(legacy(AdminOp::Workers), Some(Command::RouterShowWorkers));
         assert_eq!(
-            legacy(AdminOp::Workers {}),
-            Some(Command::RouterShowWorkers)
-        );
-        assert_eq!(
-            legacy(AdminOp::Schedules {}),
+            legacy(AdminOp::Schedules),
             Some(Command::RouterShowSchedulers)
         );
-        assert_eq!(legacy(AdminOp::Shutdown {}), Some(Command::Disconnect));
-        assert_eq!(legacy(AdminOp::Queues {}), None);
+        assert_eq!(legacy(AdminOp::Shutdown), Some(Command::Disconnect));
+        assert_eq!(legacy(AdminOp::Queues), None);
         assert_eq!(legacy(AdminOp::Cancel { msgid: "m".into() }), None);
     }
 

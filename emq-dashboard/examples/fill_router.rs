@@ -13,9 +13,6 @@
 
 use std::time::Instant;
 
-// libzmq is built with CURVE and needs libsodium, which emq-transport
-// links (its build.rs): a program using zmq links emq-transport too.
-use emq_transport as _;
 use emqp_proto::{Command, Headers, Message, Request};
 
 const WINDOW: usize = 5000;

@@ -227,4 +227,68 @@ mod tests {
             );
         }
     }
+
+    /// `method /api/<op>?query` against a router that never answers: what
+    /// the dashboard decides itself comes back at once, what it asks the
+    /// router times out (504).
+    fn call(method: Method, op: &str, query: &str) -> (u16, Value) {
+        let ctx = zmq::Context::new();
+        let silent = ctx.socket(zmq::ROUTER).unwrap();
+        silent.bind("inproc://api-test-silent").unwrap();
+        let api = Arc::new(Api {
+            admin: Arc::new(AdminPool::new(
+                &ctx,
+                "inproc://api-test-silent",
+                std::time::Duration::from_millis(100),
+            )),
+            history: History::default(),
+            access: Access::default(),
+            slots: Semaphore::new(CONCURRENT),
+        });
+        let mut headers = HeaderMap::new();
+        headers.insert(header::HOST, "127.0.0.1:1".parse().unwrap());
+        headers.insert(crate::access::ACTION_HEADER, "1".parse().unwrap());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let response = rt.block_on(super::op(
+            State(api),
+            method,
+            Path(op.to_string()),
+            RawQuery(Some(query.to_string())),
+            headers,
+            Bytes::new(),
+        ));
+        let status = response.status().as_u16();
+        let body = rt
+            .block_on(emq_http::axum::body::to_bytes(
+                response.into_body(),
+                1 << 20,
+            ))
+            .unwrap();
+        (status, serde_json::from_slice(&body).unwrap())
+    }
+
+    #[test]
+    fn ops_are_decoded_here_and_unknown_ones_need_post() {
+        // A read that decodes goes to the router (which is silent here).
+        assert_eq!(call(Method::GET, "jobs", "limit=5").0, 504);
+        // One that does not decode is answered as the router would.
+        let (status, v) = call(Method::GET, "jobs", "limit=0");
+        assert_eq!(status, 400);
+        assert_eq!(v["error"]["kind"], "bad-request", "{v}");
+        let (status, v) = call(Method::POST, "frobnicate", "");
+        assert_eq!(status, 400);
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("unknown op"),
+            "{v}"
+        );
+        // A change, or an op the dashboard does not know, needs POST.
+        assert_eq!(call(Method::GET, "pause", "queue=q").0, 405);
+        assert_eq!(call(Method::GET, "frobnicate", "").0, 405);
+    }
 }

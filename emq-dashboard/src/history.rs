@@ -161,7 +161,7 @@ impl Sampler {
         let thread = std::thread::Builder::new()
             .name("http-sampler".into())
             .spawn(move || loop {
-                match admin.request(&AdminOp::Status {}) {
+                match admin.request(&AdminOp::Status) {
                     Ok(v) if v["ok"] == true => history.record(unix_ms(), &v),
                     Ok(v) => history.failed(v["error"]["message"].to_string()),
                     Err(e) => history.failed(e.to_string()),

@@ -16,9 +16,6 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-// libzmq is built with CURVE and needs libsodium, which emq-transport
-// links (its build.rs): a program using zmq links emq-transport too.
-use emq_transport as _;
 use emqp_proto::{Command as Cmd, Headers, Message, Request};
 
 struct Args {

@@ -1,5 +1,6 @@
 //! Core-only throughput: jobs/s through REQUEST → dispatch → REPLY → READY
-//! with no sockets. `cargo run --release -p emq-router --example core_throughput [JOBS]`
+//! with no sockets, the core's one throughput driver.
+//! `cargo run --release -p emq-router-core --example core_throughput [JOBS]`
 
 #![forbid(unsafe_code)]
 

@@ -33,7 +33,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 
-use crate::router::JournalState;
+use crate::data::JournalState;
 use crate::snapshot::Snapshot;
 use crate::util::ident;
 

@@ -18,8 +18,8 @@ use std::collections::{BTreeSet, VecDeque};
 use std::hash::BuildHasher;
 use std::rc::Rc;
 
+use crate::ids::WorkerId;
 use crate::util::{FastMap, FastSet};
-use crate::workers::WorkerId;
 
 pub use crate::ids::{DispatchSeq, JobId};
 

@@ -19,6 +19,8 @@
 //!   trait every store implements;
 //! - [`lease`]: the leader lease of routers sharing one journal database
 //!   (who serves, renewals, stepping down);
+//! - [`data`]: the plain data the router keeps and the read model shows
+//!   (counters, dead letters, the journal's state), imported by both;
 //! - [`snapshot`]: the read model; [`admin`] (STATUS and ROUTER_SHOW_*
 //!   JSON) and [`metrics`] (Prometheus text) render it;
 //! - [`workers`]: worker registry and the per-queue free-slot index;
@@ -33,6 +35,7 @@
 
 pub mod admin;
 pub mod config;
+pub mod data;
 pub mod event;
 pub mod finished;
 pub mod ids;
@@ -52,10 +55,11 @@ mod proptests;
 mod tests;
 
 pub use config::{Config, SECOND};
+pub use data::{DeadLetter, JournalState, Stats};
 pub use event::{Action, Frames, Input, SendFailure, Socket};
 pub use journal::{
     Batch, BatchId, BatchResult, DeadLetterRecord, FinishedRecord, JobRecord, JournalStore, Record,
     Restored,
 };
-pub use router::{DeadLetter, JournalState, RestoreCounts, Router, Scheduler, Stats};
+pub use router::{RestoreCounts, Router, Scheduler};
 pub use snapshot::Snapshot;

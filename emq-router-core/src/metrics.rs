@@ -23,59 +23,9 @@
 
 use std::collections::BTreeMap;
 
+use crate::data::{JournalState, QueueMetrics, LATENCY_BOUNDS_MICROS};
 use crate::prometheus::PromText;
-use crate::router::JournalState;
 use crate::snapshot::{QueueView, Snapshot};
-
-/// Upper bounds of the latency buckets, in microseconds.
-pub const LATENCY_BOUNDS_MICROS: [u64; 18] = [
-    100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
-    1_000_000, 2_500_000, 5_000_000, 10_000_000, 30_000_000, 60_000_000,
-];
-
-/// A fixed-bucket histogram of durations in microseconds.
-#[derive(Debug, Clone, Default)]
-pub struct Histogram {
-    /// Observations in bucket `i` (≤ bound `i`, > bound `i-1`); larger
-    /// ones only count in `count`.
-    pub buckets: [u64; LATENCY_BOUNDS_MICROS.len()],
-    pub count: u64,
-    pub sum_micros: u64,
-}
-
-impl Histogram {
-    pub fn observe(&mut self, micros: u64) {
-        self.count += 1;
-        self.sum_micros = self.sum_micros.saturating_add(micros);
-        if let Some(i) = LATENCY_BOUNDS_MICROS.iter().position(|b| micros <= *b) {
-            self.buckets[i] += 1;
-        }
-    }
-
-    /// Cumulative counts per bound (Prometheus `le` buckets).
-    pub fn cumulative(&self) -> [u64; LATENCY_BOUNDS_MICROS.len()] {
-        let mut out = self.buckets;
-        for i in 1..out.len() {
-            out[i] += out[i - 1];
-        }
-        out
-    }
-}
-
-/// Counters of one route queue.
-#[derive(Debug, Clone, Default)]
-pub struct QueueMetrics {
-    /// Finished jobs: completed (ok or failed) or dead-lettered after
-    /// exhausted retries (admin `processed_messages_by_queue`).
-    pub finished: u64,
-    pub processed: u64,
-    pub failed: u64,
-    pub retried: u64,
-    pub redelivered: u64,
-    pub dead_lettered: u64,
-    pub rejected: u64,
-    pub latency: Histogram,
-}
 
 /// The Prometheus text of a snapshot.
 pub fn render(snap: &Snapshot) -> String {

@@ -18,7 +18,7 @@ use std::time::Duration;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::jobs::JobId;
+use crate::ids::JobId;
 use crate::util::FastMap;
 
 pub use crate::ids::{DispatchSeq, WorkerId};

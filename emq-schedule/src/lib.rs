@@ -48,6 +48,7 @@
 
 pub mod book;
 pub mod cron;
+mod entry;
 pub mod error;
 pub mod id;
 mod record;

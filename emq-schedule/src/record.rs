@@ -17,7 +17,7 @@
 use emqp_proto::{Headers, Interval};
 use serde::{Deserialize, Serialize};
 
-use crate::book::{run_limit, Entry, Timing};
+use crate::entry::{run_limit, Entry, Timing};
 use crate::error::ScheduleError;
 use crate::id::ScheduleId;
 

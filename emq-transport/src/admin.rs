@@ -272,7 +272,7 @@ mod tests {
         let (r, c) = pair(&ctx, "admin-client-test", Duration::from_secs(5));
         let server = std::thread::spawn(move || {
             serve_one(&r, |op| {
-                assert_eq!(op, AdminOp::Queues {});
+                assert_eq!(op, AdminOp::Queues);
                 encode_answer(Ok(serde_json::json!({"queues": []})))
             });
             serve_one(&r, |op| {
@@ -280,7 +280,7 @@ mod tests {
             });
             r
         });
-        let ok = c.call(&AdminOp::Queues {}).unwrap();
+        let ok = c.call(&AdminOp::Queues).unwrap();
         assert_eq!(ok["queues"], serde_json::json!([]));
         assert!(ok.get("stale").is_none(), "the stale answer was skipped");
         match c.call(&AdminOp::Job { msgid: "m".into() }) {
@@ -294,7 +294,7 @@ mod tests {
     fn no_answer_is_a_timeout() {
         let ctx = zmq::Context::new();
         let (_silent, c) = pair(&ctx, "admin-client-silent", Duration::from_millis(200));
-        match c.call(&AdminOp::Status {}) {
+        match c.call(&AdminOp::Status) {
             Err(CallError::Client(ClientError::Timeout { what, .. })) => {
                 assert_eq!(what, "ADMIN status")
             }

@@ -340,6 +340,108 @@ fn allow_from_settings(
     parse_allowlist(&text).map_err(|e| format!("{what}{from}: {e}"))
 }
 
+/// Each CURVE socket's authorised-keys source `(domain, source, where it
+/// was given)`: its own `--curve-DOMAIN-keys` (or setting), else
+/// `--curve-keys` (or `CURVE_KEYS`); `none` keeps the socket in clear text.
+fn curve_sources(args: &AccessArgs, s: &Settings) -> Vec<(&'static str, String, String)> {
+    let given = |flag: Option<&String>, key: &str, name: &str| {
+        flag.map(|v| (v.clone(), format!("--curve-{name}")))
+            .or_else(|| {
+                s.get(key).map(|v| {
+                    (
+                        v.to_string(),
+                        format!("{key} (from {})", s.source(key).unwrap_or("settings")),
+                    )
+                })
+            })
+            .map(|(v, from)| (v.trim().to_string(), from))
+            .filter(|(v, _)| !v.is_empty())
+    };
+    let all_keys = given(args.curve_keys.as_ref(), "CURVE_KEYS", "keys");
+    let mut sources = Vec::new();
+    for (domain, flag, key) in [
+        ("frontend", &args.curve_frontend_keys, "CURVE_FRONTEND_KEYS"),
+        ("backend", &args.curve_backend_keys, "CURVE_BACKEND_KEYS"),
+        ("admin", &args.curve_admin_keys, "CURVE_ADMIN_KEYS"),
+    ] {
+        match given(flag.as_ref(), key, &format!("{domain}-keys")).or_else(|| all_keys.clone()) {
+            Some((v, _)) if v.eq_ignore_ascii_case("none") => {}
+            Some((v, from)) => sources.push((domain, v, from)),
+            None => {}
+        }
+    }
+    sources
+}
+
+/// The router's CURVE key pair (`--curve-secret-key-file` or its setting):
+/// needed exactly when some socket has authorised keys (`sources`).
+fn curve_server(
+    args: &AccessArgs,
+    s: &Settings,
+    sources: &[(&'static str, String, String)],
+) -> Result<Option<KeyPair>, String> {
+    let secret_file = args
+        .curve_secret_key_file
+        .clone()
+        .or_else(|| s.get("CURVE_SECRET_KEY_FILE").map(PathBuf::from))
+        .filter(|p| !p.as_os_str().is_empty());
+    match (&secret_file, sources.first()) {
+        (None, None) => Ok(None),
+        (None, Some((_, _, from))) => Err(format!(
+            "{from}: CURVE sockets need the router's key pair: --curve-secret-key-file \
+             (make one with `emq-cli keygen NAME`)"
+        )),
+        (Some(path), None) => Err(format!(
+            "--curve-secret-key-file {}: no socket has authorised client keys \
+             (--curve-keys DIR|FILE|any, or --curve-frontend-keys, \
+             --curve-backend-keys, --curve-admin-keys)",
+            path.display()
+        )),
+        (Some(path), Some(_)) => {
+            if !curve::curve_available() {
+                return Err(format!(
+                    "--curve-secret-key-file: {}",
+                    curve::KeyError::Unavailable
+                ));
+            }
+            curve::read_key_pair(path)
+                .map(Some)
+                .map_err(|e| format!("--curve-secret-key-file: {e}"))
+        }
+    }
+}
+
+/// The warning for an admin socket open beyond loopback, if it is.
+fn admin_warning(allow: &Allowlist, admin: &str) -> Option<String> {
+    allow.admits_non_loopback().then(|| {
+        format!(
+            "the admin socket accepts {} (--allow-admin {allow}): a host that \
+             reaches {admin} can stop the router with DISCONNECT",
+            match allow {
+                Allowlist::Any => "any address",
+                Allowlist::Only(_) => "addresses outside loopback",
+            }
+        )
+    })
+}
+
+/// The start-up line of a guarded socket.
+fn domain_log(domain: &str, allow_text: &str, d: &DomainPolicy) -> String {
+    format!(
+        "access control on {domain}: {}{}",
+        if d.allow.is_empty() {
+            "any address".to_string()
+        } else {
+            format!("allow {allow_text}")
+        },
+        match (&d.plain_users, &d.curve_keys) {
+            (Some(u), _) => format!(", PLAIN credentials required ({} user(s))", u.len()),
+            (None, Some(k)) => format!(", CURVE encryption, {k}"),
+            (None, None) => String::new(),
+        }
+    )
+}
+
 impl AccessPolicy {
     /// The router's access policy from its flags (`args`), else the
     /// settings `ALLOW_FRONTEND`, `ALLOW_BACKEND`, `ALLOW_ADMIN`,
@@ -359,68 +461,10 @@ impl AccessPolicy {
             None => None,
             Some(path) => Some(read_plain_users(path)?),
         };
-        let curve_keys = |flag: Option<&String>, key: &str, name: &str| {
-            flag.map(|v| (v.clone(), format!("--curve-{name}")))
-                .or_else(|| {
-                    s.get(key).map(|v| {
-                        (
-                            v.to_string(),
-                            format!("{key} (from {})", s.source(key).unwrap_or("settings")),
-                        )
-                    })
-                })
-                .map(|(v, from)| (v.trim().to_string(), from))
-                .filter(|(v, _)| !v.is_empty())
-        };
-        let all_keys = curve_keys(args.curve_keys.as_ref(), "CURVE_KEYS", "keys");
-        let mut curve_sources: Vec<(&'static str, String, String)> = Vec::new();
-        for (domain, flag, key) in [
-            ("frontend", &args.curve_frontend_keys, "CURVE_FRONTEND_KEYS"),
-            ("backend", &args.curve_backend_keys, "CURVE_BACKEND_KEYS"),
-            ("admin", &args.curve_admin_keys, "CURVE_ADMIN_KEYS"),
-        ] {
-            match curve_keys(flag.as_ref(), key, &format!("{domain}-keys"))
-                .or_else(|| all_keys.clone())
-            {
-                Some((v, _)) if v.eq_ignore_ascii_case("none") => {}
-                Some((v, from)) => curve_sources.push((domain, v, from)),
-                None => {}
-            }
-        }
-        let curve_secret_file = args
-            .curve_secret_key_file
-            .clone()
-            .or_else(|| s.get("CURVE_SECRET_KEY_FILE").map(PathBuf::from))
-            .filter(|p| !p.as_os_str().is_empty());
-        let curve_server = match (&curve_secret_file, curve_sources.is_empty()) {
-            (None, true) => None,
-            (None, false) => {
-                return Err(format!(
-                    "{}: CURVE sockets need the router's key pair: --curve-secret-key-file \
-                     (make one with `emq-cli keygen NAME`)",
-                    curve_sources[0].2
-                ))
-            }
-            (Some(path), true) => {
-                return Err(format!(
-                    "--curve-secret-key-file {}: no socket has authorised client keys \
-                     (--curve-keys DIR|FILE|any, or --curve-frontend-keys, \
-                     --curve-backend-keys, --curve-admin-keys)",
-                    path.display()
-                ))
-            }
-            (Some(path), false) => {
-                if !curve::curve_available() {
-                    return Err(format!(
-                        "--curve-secret-key-file: {}",
-                        curve::KeyError::Unavailable
-                    ));
-                }
-                Some(
-                    curve::read_key_pair(path)
-                        .map_err(|e| format!("--curve-secret-key-file: {e}"))?,
-                )
-            }
+        let curve_sources = curve_sources(args, s);
+        let mut policy = AccessPolicy {
+            curve_server: curve_server(args, s, &curve_sources)?,
+            ..AccessPolicy::default()
         };
         let mut curve_by_domain = HashMap::new();
         for (domain, source, from) in &curve_sources {
@@ -433,10 +477,6 @@ impl AccessPolicy {
             let keys = curve::load_authorised_keys(source).map_err(|e| format!("{from}: {e}"))?;
             curve_by_domain.insert(*domain, keys);
         }
-        let mut policy = AccessPolicy {
-            curve_server,
-            ..AccessPolicy::default()
-        };
         let mut log = Vec::new();
         let mut warnings = Vec::new();
         for (domain, flag, key, default) in [
@@ -451,47 +491,18 @@ impl AccessPolicy {
         ] {
             let what = format!("--allow-{domain}");
             let allow = allow_from_settings(flag.as_deref(), s, key, default, &what)?;
-            if domain == "admin" && allow.admits_non_loopback() {
-                warnings.push(format!(
-                    "the admin socket accepts {} (--allow-admin {allow}): a host that \
-                     reaches {admin} can stop the router with DISCONNECT",
-                    match allow {
-                        Allowlist::Any => "any address",
-                        Allowlist::Only(_) => "addresses outside loopback",
-                    }
-                ));
+            if domain == "admin" {
+                warnings.extend(admin_warning(&allow, admin));
             }
             let allow_text = allow.to_string();
-            let allow = allow.into_blocks();
-            let plain = if domain == "admin" {
-                None
-            } else {
-                plain_users.clone()
+            let d = DomainPolicy {
+                allow: allow.into_blocks(),
+                plain_users: plain_users.clone().filter(|_| domain != "admin"),
+                curve_keys: curve_by_domain.remove(domain),
             };
-            let curve_keys = curve_by_domain.remove(domain);
-            if !allow.is_empty() || plain.is_some() || curve_keys.is_some() {
-                log.push(format!(
-                    "access control on {domain}: {}{}",
-                    if allow.is_empty() {
-                        "any address".to_string()
-                    } else {
-                        format!("allow {allow_text}")
-                    },
-                    match (&plain, &curve_keys) {
-                        (Some(u), _) =>
-                            format!(", PLAIN credentials required ({} user(s))", u.len()),
-                        (None, Some(k)) => format!(", CURVE encryption, {k}"),
-                        (None, None) => String::new(),
-                    }
-                ));
-                policy.domains.insert(
-                    domain.to_string(),
-                    DomainPolicy {
-                        allow,
-                        plain_users: plain,
-                        curve_keys,
-                    },
-                );
+            if !d.allow.is_empty() || d.plain_users.is_some() || d.curve_keys.is_some() {
+                log.push(domain_log(domain, &allow_text, &d));
+                policy.domains.insert(domain.to_string(), d);
             }
         }
         if let Some(pair) = &policy.curve_server {

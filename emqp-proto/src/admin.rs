@@ -41,7 +41,7 @@ pub use strum::IntoEnumIterator;
 )]
 pub enum AdminOp {
     /// STATUS's object plus `"version"`.
-    Status {},
+    Status,
     /// One job's view.
     Job { msgid: String },
     /// A page of job views.
@@ -55,7 +55,7 @@ pub enum AdminOp {
     /// Drop dead letters for good.
     DeadDiscard(DeadTarget),
     /// Every queue's figures.
-    Queues {},
+    Queues,
     /// Stop dispatching a queue's jobs.
     Pause { queue: String },
     /// Dispatch a paused queue's jobs again.
@@ -63,17 +63,17 @@ pub enum AdminOp {
     /// Cancel every waiting job of a queue.
     Purge { queue: String },
     /// Every connected worker.
-    Workers {},
+    Workers,
     /// Hand a worker nothing new.
     Drain { worker: String },
     /// Hand a drained worker jobs again.
     Undrain { worker: String },
     /// The schedules.
-    Schedules {},
+    Schedules,
     /// Remove a schedule.
     Unschedule { id: String },
     /// The orderly shutdown of DISCONNECT.
-    Shutdown {},
+    Shutdown,
 }
 
 /// The arguments of `jobs`.
@@ -347,7 +347,7 @@ impl AdminOp {
             contains: Some(s("c")),
         };
         vec![
-            AdminOp::Status {},
+            AdminOp::Status,
             AdminOp::Job { msgid: s("m") },
             AdminOp::Jobs(jobs),
             AdminOp::Cancel { msgid: s("m") },
@@ -356,16 +356,16 @@ impl AdminOp {
             AdminOp::DeadRetry(all.clone()),
             AdminOp::DeadDiscard(one),
             AdminOp::DeadDiscard(all),
-            AdminOp::Queues {},
+            AdminOp::Queues,
             AdminOp::Pause { queue: s("q") },
             AdminOp::Resume { queue: s("q") },
             AdminOp::Purge { queue: s("q") },
-            AdminOp::Workers {},
+            AdminOp::Workers,
             AdminOp::Drain { worker: s("w") },
             AdminOp::Undrain { worker: s("w") },
-            AdminOp::Schedules {},
+            AdminOp::Schedules,
             AdminOp::Unschedule { id: s("s") },
-            AdminOp::Shutdown {},
+            AdminOp::Shutdown,
         ]
     }
 }
@@ -568,7 +568,7 @@ mod tests {
             back(json!({"op": "jobs", "queue": null, "limit": null, "x": 1})),
             AdminOp::Jobs(JobsQuery::default())
         );
-        assert_eq!(back(json!({"op": "status", "x": 1})), AdminOp::Status {});
+        assert_eq!(back(json!({"op": "status", "x": 1})), AdminOp::Status);
         // A msgid wins over filters; `all` is only ever `true`.
         assert_eq!(
             back(json!({"op": "dead-retry", "msgid": "m", "queue": "q", "all": "yes"})),

@@ -36,10 +36,6 @@ pub mod python;
 pub mod redis;
 pub mod relay;
 
-// libzmq (zmq-sys) is built with CURVE and needs libsodium, which
-// emq-transport links: every test binary of this crate links it too.
-use emq_transport as _;
-
 pub use admin::WorkerView;
 pub use client::Client;
 pub use cluster::Addrs;

@@ -144,11 +144,11 @@ impl Cli {
                     false,
                 ));
             }
-            CliCommand::Status => AdminOp::Status {}.into(),
-            CliCommand::Queues => AdminOp::Queues {}.into(),
-            CliCommand::Workers => AdminOp::Workers {}.into(),
-            CliCommand::Schedules => AdminOp::Schedules {}.into(),
-            CliCommand::Shutdown => AdminOp::Shutdown {}.into(),
+            CliCommand::Status => AdminOp::Status.into(),
+            CliCommand::Queues => AdminOp::Queues.into(),
+            CliCommand::Workers => AdminOp::Workers.into(),
+            CliCommand::Schedules => AdminOp::Schedules.into(),
+            CliCommand::Shutdown => AdminOp::Shutdown.into(),
             CliCommand::Job { msgid } => AdminOp::Job {
                 msgid: nonempty("MSGID", msgid)?,
             }
@@ -325,11 +325,11 @@ mod tests {
     #[test]
     fn subcommands_map_to_ops() {
         let one = |a: AdminOp| Op::from(a);
-        assert_eq!(op(&["status"]), one(AdminOp::Status {}));
-        assert_eq!(op(&["queues"]), one(AdminOp::Queues {}));
-        assert_eq!(op(&["workers"]), one(AdminOp::Workers {}));
-        assert_eq!(op(&["schedules"]), one(AdminOp::Schedules {}));
-        assert_eq!(op(&["shutdown"]), one(AdminOp::Shutdown {}));
+        assert_eq!(op(&["status"]), one(AdminOp::Status));
+        assert_eq!(op(&["queues"]), one(AdminOp::Queues));
+        assert_eq!(op(&["workers"]), one(AdminOp::Workers));
+        assert_eq!(op(&["schedules"]), one(AdminOp::Schedules));
+        assert_eq!(op(&["shutdown"]), one(AdminOp::Shutdown));
         assert_eq!(op(&["job", "m1"]), one(AdminOp::Job { msgid: "m1".into() }));
         assert_eq!(
             op(&["cancel", "m1"]),

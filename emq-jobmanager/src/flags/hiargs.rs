@@ -14,8 +14,9 @@
 use std::collections::HashMap;
 
 use emq_cli_support::{Settings, Zero};
-use emq_jobmanager::connection::Prefetch;
+use emq_jobmanager::connection::{Config, Prefetch};
 use emq_jobmanager::manager::{ManagerConfig, DEFAULT_BROKER};
+use emq_jobmanager::python::PythonConfig;
 use emqp_proto::QueueSpec;
 
 use super::lowargs::Cli;
@@ -92,15 +93,20 @@ fn config(
     s: &Settings,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ManagerConfig, String> {
-    let plain = emq_transport::plain_credentials(&cli.auth, env)?;
-    let curve = emq_transport::curve::curve_client(&cli.curve, &|k| s.get(k).map(str::to_string))?;
     let mut c = ManagerConfig {
-        plain,
-        curve,
+        plain: emq_transport::plain_credentials(&cli.auth, env)?,
+        curve: emq_transport::curve::curve_client(&cli.curve, &|k| s.get(k).map(str::to_string))?,
         ..ManagerConfig::default()
     };
-    let conn = &mut c.connection;
-    let brokers = match (cli.broker, s.get("WORKER_ADDR")) {
+    connection(&cli, s, &mut c.connection)?;
+    python(&cli, s, &mut c.python)?;
+    Ok(c)
+}
+
+/// The connection core's settings, over its defaults in `conn`. Zero:
+/// every duration takes it (`--global-timeout 0`: no limit).
+fn connection(cli: &Cli, s: &Settings, conn: &mut Config) -> Result<(), String> {
+    let brokers = match (cli.broker.clone(), s.get("WORKER_ADDR")) {
         (Some(b), _) => b,
         (None, Some(b)) if !b.trim().is_empty() => {
             let mut b = b.to_string();
@@ -115,7 +121,7 @@ fn config(
     };
     conn.brokers =
         emq_transport::parse_endpoints(&brokers, "--broker").map_err(|e| e.to_string())?;
-    let queues = match cli.queues {
+    let queues = match cli.queues.clone() {
         Some(v) => Some(v.join(",")),
         None => s.get("QUEUES").map(String::from),
     };
@@ -157,7 +163,7 @@ fn config(
     if let Some(v) = cli.max_message_size.or(setting(s, "MAX_MESSAGE_SIZE")?) {
         conn.max_message_size = usize::try_from(v).ok().filter(|&n| n > 0);
     }
-    let prefetch = match cli.prefetch.or(s.get("PREFETCH").map(String::from)) {
+    let prefetch = match cli.prefetch.clone().or(s.get("PREFETCH").map(String::from)) {
         Some(p) if !p.trim().is_empty() => p.parse::<Prefetch>()?,
         _ => Prefetch::adaptive(),
     };
@@ -172,12 +178,19 @@ fn config(
     if let Some(d) = cli.reconnect_delay {
         conn.reconnect_delay = d;
     }
+    Ok(())
+}
 
-    let py = &mut c.python;
-    if let Some(p) = cli.python.or(s.get("PYTHON").map(String::from)) {
+/// The Python workers' settings, over their defaults in `py`.
+fn python(cli: &Cli, s: &Settings, py: &mut PythonConfig) -> Result<(), String> {
+    if let Some(p) = cli.python.clone().or(s.get("PYTHON").map(String::from)) {
         py.interpreter = p;
     }
-    py.setup_func = python_func(cli.subprocess_setup_func, s, "SUBPROCESS_SETUP_FUNC")?;
+    py.setup_func = python_func(
+        cli.subprocess_setup_func.clone(),
+        s,
+        "SUBPROCESS_SETUP_FUNC",
+    )?;
     if py.setup_func.is_none() {
         // 0.3.13's deprecated pair, used when SUBPROCESS_SETUP_FUNC is not.
         let pair = (s.get("SETUP_PATH"), s.get("SETUP_CALLABLE"));
@@ -195,15 +208,15 @@ fn config(
             }
         }
     }
-    py.job_entry_func = python_func(cli.job_entry_func, s, "JOB_ENTRY_FUNC")?;
-    py.job_exit_func = python_func(cli.job_exit_func, s, "JOB_EXIT_FUNC")?;
+    py.job_entry_func = python_func(cli.job_entry_func.clone(), s, "JOB_ENTRY_FUNC")?;
+    py.job_exit_func = python_func(cli.job_exit_func.clone(), s, "JOB_EXIT_FUNC")?;
     if let Some(n) = cli.max_job_count.or(setting(s, "MAX_JOB_COUNT")?) {
         if n == 0 {
             return Err("MAX_JOB_COUNT (--max-job-count) must be at least 1".into());
         }
         py.max_job_count = n;
     }
-    Ok(c)
+    Ok(())
 }
 
 /// The exit code for a job manager that could not start or run: usage (2)

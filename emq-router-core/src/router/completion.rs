@@ -76,7 +76,8 @@ use std::rc::Rc;
 
 use emqp_proto::{Reply, ResultStatus};
 
-use super::{DeadLetter, Router};
+use super::Router;
+use crate::data::DeadLetter;
 use crate::event::Action;
 use crate::jobs::{Job, JobId, JobState};
 use crate::journal::{FinishedRecord, Record};

@@ -113,6 +113,20 @@ impl Router {
         self.admin_answer(identity, msgid, &encode_answer(answer), out);
     }
 
+    /// The `bad-request` answer to an ADMIN message that did not decode
+    /// (or had a frame over the size limit): never silence on the admin
+    /// socket.
+    pub(super) fn admin_undecodable(
+        &mut self,
+        identity: Vec<u8>,
+        msgid: String,
+        e: &dyn std::fmt::Display,
+        out: &mut Vec<Action>,
+    ) {
+        let v = encode_answer(Err(bad(format!("undecodable admin message: {e}"))));
+        self.admin_answer(identity, msgid, &v, out);
+    }
+
     /// `REPLY [answer, msgid]` on the admin socket.
     pub(super) fn admin_answer(
         &mut self,
@@ -142,7 +156,7 @@ impl Router {
             }
         }
         match op {
-            AdminOp::Status {} => {
+            AdminOp::Status => {
                 let mut v: Value =
                     serde_json::from_str(&crate::admin::status_json(&self.snapshot(now)))
                         .unwrap_or(Value::Null);
@@ -164,7 +178,7 @@ impl Router {
             AdminOp::Dead(q) => self.op_dead(&q),
             AdminOp::DeadRetry(t) => self.op_dead_take(&t, true, now, out),
             AdminOp::DeadDiscard(t) => self.op_dead_take(&t, false, now, out),
-            AdminOp::Queues {} => Ok(self.op_queues(now)),
+            AdminOp::Queues => Ok(self.op_queues(now)),
             AdminOp::Pause { queue } => Ok(self.op_pause(queue, true, now, out)),
             AdminOp::Resume { queue } => Ok(self.op_pause(queue, false, now, out)),
             AdminOp::Purge { queue } => {
@@ -178,10 +192,10 @@ impl Router {
                 log::info!("queue {queue} purged: {n} waiting job(s) cancelled");
                 Ok(json!({ "queue": queue, "purged": n }))
             }
-            AdminOp::Workers {} => Ok(self.op_workers(now)),
+            AdminOp::Workers => Ok(self.op_workers(now)),
             AdminOp::Drain { worker } => self.op_drain(worker, true, now, out),
             AdminOp::Undrain { worker } => self.op_drain(worker, false, now, out),
-            AdminOp::Schedules {} => Ok(json!({ "schedules": self.book.list() })),
+            AdminOp::Schedules => Ok(json!({ "schedules": self.book.list() })),
             AdminOp::Unschedule { id } => {
                 let sid = emq_schedule::ScheduleId::parse(&id)
                     .ok_or_else(|| bad(format!("{id} is not a schedule id")))?;
@@ -191,7 +205,7 @@ impl Router {
                 self.journal_schedules();
                 Ok(json!({ "removed": id }))
             }
-            AdminOp::Shutdown {} => {
+            AdminOp::Shutdown => {
                 self.start_shutdown("admin shutdown", now, out);
                 Ok(json!({ "shutting_down": true }))
             }
@@ -744,11 +758,6 @@ impl Router {
         workers.sort_by(|a, b| a["identity"].as_str().cmp(&b["identity"].as_str()));
         json!({ "workers": workers })
     }
-}
-
-/// An ADMIN frame that did not decode: the `bad-request` answer.
-pub(super) fn undecodable_answer(e: &dyn std::fmt::Display) -> Value {
-    encode_answer(Err(bad(format!("undecodable admin message: {e}"))))
 }
 
 /// For tests and tools: an ADMIN request's frames.

@@ -53,6 +53,7 @@ use std::time::Duration;
 use std::collections::VecDeque;
 
 use super::Router;
+use crate::data::JournalState;
 use crate::event::{Action, Socket};
 use crate::jobs::JobId;
 use crate::journal::{Batch, BatchId, BatchResult, Record};
@@ -67,35 +68,6 @@ pub(crate) const SMALL_BATCH: usize = 16;
 pub(crate) const COMMIT_OPS: usize = 8192;
 /// Time between two tries of a failing journal.
 pub(crate) const RETRY_INTERVAL: Duration = Duration::from_secs(1);
-
-/// The journal as the admin STATUS and `/metrics` show it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum JournalState {
-    /// No journal (`--journal none`).
-    Off,
-    /// The last batch committed.
-    Healthy,
-    /// Batches fail; new work is refused until one commits.
-    Failing {
-        /// Core time of the first failure.
-        since: Duration,
-        /// The store's last error.
-        error: String,
-        /// REQUESTs and SCHEDULEs refused since.
-        refused: u64,
-    },
-}
-
-impl JournalState {
-    /// `off`, `ok` or `failing`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            JournalState::Off => "off",
-            JournalState::Healthy => "ok",
-            JournalState::Failing { .. } => "failing",
-        }
-    }
-}
 
 /// What a held send is.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -171,9 +171,7 @@ impl Router {
                     );
                 }
                 if socket == Socket::Admin {
-                    // Never silence on the admin socket.
-                    let v = super::control::undecodable_answer(&e);
-                    self.admin_answer(identity, answer_msgid.unwrap_or_default(), &v, out);
+                    self.admin_undecodable(identity, answer_msgid.unwrap_or_default(), &e, out);
                 } else if let (Socket::Frontend, Some(msgid)) = (socket, answer_msgid) {
                     self.stats.rejected_malformed += 1;
                     self.reject(
@@ -244,8 +242,7 @@ impl Router {
         }
         if socket == Socket::Admin {
             let e = format!("a frame of {size} bytes is over the router's limit of {limit} bytes");
-            let v = super::control::undecodable_answer(&e);
-            self.admin_answer(identity, msgid.unwrap_or_default().to_string(), &v, out);
+            self.admin_undecodable(identity, msgid.unwrap_or_default().to_string(), &e, out);
             return;
         }
         let refusable = matches!(

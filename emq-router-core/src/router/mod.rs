@@ -50,6 +50,9 @@
 //! - `drain.rs`: orderly shutdown;
 //! - `timers.rs`: the timer table (which deadline sources there are, and
 //!   in which order the due ones fire);
+//! - `snapshot.rs`: [`Router::snapshot`], the read model copied out (its
+//!   types, and the data the router keeps for it, are `crate::snapshot`
+//!   and `crate::data`, which import nothing of this module);
 //! - `invariants.rs`: the bookkeeping checks the tests run after every input.
 
 use std::time::Duration;
@@ -64,6 +67,7 @@ mod invariants;
 mod peers;
 pub(crate) mod results;
 mod schedules;
+mod snapshot;
 pub(crate) mod timers;
 
 use std::collections::VecDeque;
@@ -71,112 +75,22 @@ use std::collections::VecDeque;
 use emqp_proto::{Command, Message, MsgIds};
 
 use crate::config::Config;
+use crate::data::{DeadLetter, JournalState, Stats};
 use crate::event::{Action, Frames, Input, Socket};
 use crate::finished::Finished;
 use crate::jobs::{JobId, JobStore};
-use crate::journal::{DeadLetterRecord, JobRecord, Restored};
-use crate::util::{micros, FastMap, FastSet, LogLimiter};
+use crate::journal::Restored;
+use crate::util::{micros, FastSet, LogLimiter};
 use crate::workers::WorkerPool;
 
 pub use control::admin_request;
 pub(crate) use durability::Durability;
-pub use durability::JournalState;
 
 /// A registered scheduler (a 0.3.13 `emq-scheduler` on the frontend).
 #[derive(Debug, Clone)]
 pub struct Scheduler {
     pub identity: Vec<u8>,
     pub last_seen: Duration,
-}
-
-/// A job that gave up for good, as the admin socket lists it: the whole
-/// job (a retry accepts it again), why, and when.
-#[derive(Debug, Clone)]
-pub struct DeadLetter {
-    /// The job as accepted (`route` is the queue it was buffered under).
-    pub job: JobRecord,
-    pub reason: String,
-    /// The last error payload (worker's REPLY), if any.
-    pub error: Option<Vec<u8>>,
-    /// Unix milliseconds it was dead-lettered.
-    pub at_unix_ms: u64,
-}
-
-impl From<DeadLetterRecord> for DeadLetter {
-    fn from(d: DeadLetterRecord) -> DeadLetter {
-        DeadLetter {
-            job: d.job,
-            reason: d.reason,
-            error: d.error,
-            at_unix_ms: d.dead_at_unix_ms,
-        }
-    }
-}
-
-/// Counters, visible on the admin socket and in `/metrics`.
-#[derive(Debug, Default, Clone)]
-pub struct Stats {
-    pub accepted: u64,
-    pub restored: u64,
-    pub dispatched: u64,
-    pub completed: u64,
-    pub failed: u64,
-    pub retried: u64,
-    pub redelivered: u64,
-    /// Jobs a reconnected job manager said it still runs (`RUNNING`),
-    /// moved onto its new connection instead of being delivered again.
-    pub adopted: u64,
-    /// REPLYs and RUNNINGs for a job delivered to another job manager,
-    /// from a worker without that job manager's take-back key: ignored.
-    pub foreign_claims: u64,
-    pub dead_lettered: u64,
-    pub rejected_queue_full: u64,
-    pub rejected_malformed: u64,
-    pub rejected_shutting_down: u64,
-    pub rejected_duplicate: u64,
-    /// REQUESTs sent again (a msgid held with the same queue and message)
-    /// acknowledged as the job already held, not run again.
-    pub resent_requests: u64,
-    /// REQUESTs and SCHEDULEs refused `journal-unavailable` (including
-    /// jobs whose batch failed: they were never acknowledged).
-    pub rejected_journal: u64,
-    /// Jobs cancelled by an operator (cancel, purge).
-    pub cancelled: u64,
-    /// REQUESTs, SCHEDULEs and UNSCHEDULEs refused (`malformed`) for a
-    /// frame over [`Config::max_message_size`].
-    pub rejected_too_large: u64,
-    /// Messages dropped undecoded: malformed, or with a frame over
-    /// [`Config::max_message_size`] (refused or not).
-    pub malformed_dropped: u64,
-    /// Results of `reply-requested` jobs (first sends, not re-sends).
-    pub results_forwarded: u64,
-    /// Held results delivered: receipted by their client, or (without
-    /// `result-receipt`) handed to it.
-    pub results_delivered: u64,
-    /// Held results sent again (to a client that was unreachable, or
-    /// that said it reconnected).
-    pub results_resent: u64,
-    /// Held results dropped undelivered at the bounds.
-    pub results_dropped: u64,
-    /// Held results loaded from the journal at start.
-    pub restored_results: u64,
-    /// Jobs enqueued by built-in schedules.
-    pub scheduled_runs: u64,
-    /// Runs of built-in schedules skipped (queue at `hwm`, or shutting down).
-    pub scheduled_runs_skipped: u64,
-    /// Per route queue counters and latency (see [`crate::metrics`]).
-    pub queues: FastMap<String, crate::metrics::QueueMetrics>,
-    pub processed_by_worker: FastMap<Vec<u8>, u64>,
-}
-
-impl Stats {
-    /// The counters of route queue `q` (allocates only on its first use).
-    pub(crate) fn queue_mut(&mut self, q: &str) -> &mut crate::metrics::QueueMetrics {
-        if !self.queues.contains_key(q) {
-            self.queues.insert(q.to_string(), Default::default());
-        }
-        self.queues.get_mut(q).expect("just inserted")
-    }
 }
 
 /// What [`Router::restore`] put back.

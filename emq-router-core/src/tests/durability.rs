@@ -619,3 +619,287 @@ fn poll_timeout_names_the_next_heartbeat_liveness_retry_and_schedule() {
         h.now
     );
 }
+
+// ----- journal seam and restore ---------------------------------------------
+
+#[test]
+fn journal_ops_are_emitted_when_enabled() {
+    let mut h = H::with(Config {
+        journal: true,
+        max_attempts: 1,
+        ..Config::default()
+    });
+    worker(&mut h, "w1", "", 1);
+    let out = h.input(Input::Frames {
+        socket: Frontend,
+        frames: Message::with_msgid(
+            "j1",
+            Command::Request(Request {
+                queue: "nowhere".into(),
+                headers: Headers::parse(b"reply-requested").unwrap(),
+                message: b"[1]".to_vec(),
+            }),
+        )
+        .encode_routed(b"c".to_vec()),
+    });
+    let Action::Journal(batch) = &out[0] else {
+        panic!("journal batch must come first: {out:?}")
+    };
+    assert!(matches!(&batch.records[0], Record::Accepted(_)));
+    assert!(
+        !decode(out.clone()).iter().any(|(s, _, _)| *s == Frontend) || {
+            let first_send = out.iter().position(|a| {
+                matches!(
+                    a,
+                    Action::Send {
+                        socket: Frontend,
+                        ..
+                    }
+                )
+            });
+            let done = 0;
+            first_send.is_some_and(|p| p > done)
+        },
+        "the ack follows the batch: {out:?}"
+    );
+    let Record::Accepted(job) = &h.journal[0] else {
+        panic!("{:?}", h.journal)
+    };
+    let job = job.clone();
+    assert_eq!(job.msgid, "j1");
+    assert_eq!(job.queue, "nowhere");
+    assert_eq!(job.route, "default");
+    assert_eq!(job.payload, b"[1]");
+    assert_eq!(job.headers, b"reply-requested");
+    let out = h.input(Input::Frames {
+        socket: Backend,
+        frames: Message::with_msgid(
+            "r",
+            Command::Reply(Reply::result(b"{}".to_vec(), "j1".into(), ResultStatus::Ok)),
+        )
+        .encode_routed(b"w1".to_vec()),
+    });
+    assert!(!out.is_empty());
+    assert!(finished_in_journal(&h, "j1"));
+    h.ready("w1");
+    h.request("c", "j2", "default", "");
+    h.input(Input::SendFailed {
+        socket: Backend,
+        identity: b"w1".to_vec(),
+        reason: SendFailure::HostUnreachable,
+    });
+    assert!(h
+        .journal
+        .iter()
+        .any(|r| matches!(r, Record::DeadLettered { msgid, .. } if msgid == "j2")));
+}
+
+#[test]
+fn journal_is_silent_when_disabled() {
+    let mut h = H::new();
+    worker(&mut h, "w1", "", 1);
+    let out = h.input(Input::Frames {
+        socket: Frontend,
+        frames: Message::with_msgid(
+            "j1",
+            Command::Request(Request {
+                queue: "default".into(),
+                headers: Headers::new(),
+                message: b"[1]".to_vec(),
+            }),
+        )
+        .encode_routed(b"c".to_vec()),
+    });
+    assert!(!out.iter().any(|a| matches!(a, Action::Journal(_))));
+}
+
+#[test]
+fn restore_queues_recovered_jobs_without_ack_and_dispatches_them() {
+    let mut h = H::new();
+    let job = |msgid: &str| JobRecord {
+        msgid: msgid.into(),
+        client: b"c-old".to_vec(),
+        queue: "odd".into(),
+        route: "default".into(),
+        headers: b"reply-requested".to_vec(),
+        payload: b"[\"x\"]".to_vec(),
+        attempts: 1,
+        accepted_at_unix_ms: 5,
+        run_at_unix_ms: None,
+    };
+    let mut out = Vec::new();
+    let n = h.r.restore(
+        Restored {
+            jobs: vec![job("r1"), job("r2")],
+            ..Restored::default()
+        },
+        h.now,
+        &mut out,
+    );
+    assert_eq!(n.jobs, 2);
+    assert!(out.is_empty(), "no ack for restored jobs");
+    assert_eq!(h.r.buffered_count(), 2);
+    h.r.check_invariants().unwrap();
+    worker(&mut h, "w1", "", 0);
+    let sent = h.ready("w1");
+    assert_eq!(forwarded(&sent, "w1"), vec!["r1"]);
+    let Command::Request(r) = &to(&sent, Backend, "w1")[0].command else {
+        panic!()
+    };
+    assert_eq!(r.queue, "odd");
+    // New jobs come after the restored ones.
+    h.request("c", "new", "default", "");
+    let ids: Vec<String> = h.r.unfinished_jobs().into_iter().map(|j| j.msgid).collect();
+    assert_eq!(ids, ["r1", "r2", "new"]);
+    // A result for a restored reply-requested job goes to the old client.
+    let rs = results(&h.reply("w1", "r1", "{}", None), "c-old");
+    assert_eq!(rs.len(), 1);
+}
+
+#[test]
+fn decoded_message_input_works_like_frames() {
+    let mut h = H::new();
+    h.input(Input::Message {
+        socket: Backend,
+        identity: b"w1".to_vec(),
+        message: Message::with_msgid(
+            "i",
+            Command::Inform(Inform {
+                queues: QueueSpec(vec![]),
+                peer_type: None,
+                features: vec![],
+            }),
+        ),
+    });
+    h.input(Input::Message {
+        socket: Backend,
+        identity: b"w1".to_vec(),
+        message: Message::new(Command::Ready),
+    });
+    let out = h.input(Input::Message {
+        socket: Frontend,
+        identity: b"c".to_vec(),
+        message: Message::with_msgid(
+            "j",
+            Command::Request(Request {
+                queue: "default".into(),
+                headers: Headers::parse(b"reply-requested").unwrap(),
+                message: b"{}".to_vec(),
+            }),
+        ),
+    });
+    let sent = decode(out);
+    assert_eq!(forwarded(&sent, "w1"), vec!["j"]);
+    assert!(is_ack_of(to(&sent, Frontend, "c")[0], "j"));
+}
+
+// ----- journal: attempts, dead letters --------------------------------------
+
+#[test]
+fn redelivery_journals_the_attempt_count() {
+    let mut h = H::with(Config {
+        journal: true,
+        ..Config::default()
+    });
+    worker(&mut h, "w1", "", 1);
+    h.input(Input::Frames {
+        socket: Frontend,
+        frames: Message::with_msgid(
+            "j1",
+            Command::Request(Request {
+                queue: "default".into(),
+                headers: Headers::new(),
+                message: b"[1]".to_vec(),
+            }),
+        )
+        .encode_routed(b"c".to_vec()),
+    });
+    assert!(!h
+        .journal
+        .iter()
+        .any(|r| matches!(r, Record::Attempt { .. })));
+    h.msg(Backend, "w1", "k", Command::Kbye);
+    h.inform("w2", "", &["job-ack"]);
+    let out = h.input(Input::Frames {
+        socket: Backend,
+        frames: Message::with_msgid("r", Command::Ready).encode_routed(b"w2".to_vec()),
+    });
+    assert!(h
+        .journal
+        .iter()
+        .any(|r| matches!(r, Record::Attempt { msgid, attempts: 2 } if msgid == "j1")));
+    assert!(out.iter().any(|a| matches!(
+        a,
+        Action::Send {
+            socket: Backend,
+            ..
+        }
+    )));
+}
+
+#[test]
+fn restored_attempt_counts_keep_counting_lost_deliveries() {
+    let mut h = H::with(Config {
+        max_attempts: 3,
+        ..Config::default()
+    });
+    let job = JobRecord {
+        msgid: "r1".into(),
+        client: b"c".to_vec(),
+        queue: "default".into(),
+        route: "default".into(),
+        headers: b"reply-requested".to_vec(),
+        payload: b"[]".to_vec(),
+        attempts: 2,
+        accepted_at_unix_ms: 5,
+        run_at_unix_ms: None,
+    };
+    let mut out = Vec::new();
+    h.r.restore(
+        Restored {
+            jobs: vec![job],
+            ..Restored::default()
+        },
+        h.now,
+        &mut out,
+    );
+    h.r.check_invariants().unwrap();
+    worker(&mut h, "w1", "", 1);
+    // One earlier delivery was lost; losing this one makes 2, the next 3.
+    h.msg(Backend, "w1", "k", Command::Kbye);
+    assert_eq!(h.r.buffered_count(), 1);
+    worker(&mut h, "w2", "", 1);
+    let sent = h.msg(Backend, "w2", "k", Command::Kbye);
+    assert_eq!(results(&sent, "c").len(), 1, "dead-lettered: {sent:?}");
+    assert_eq!(h.r.stats().dead_lettered, 1);
+}
+
+#[test]
+fn journal_dead_letters_are_listed_on_the_admin_socket() {
+    let mut h = H::with(Config {
+        epoch_unix_micros: 1_700_000_000_000_000,
+        ..Config::default()
+    });
+    let n = h.r.restore_dead_letters(vec![crate::DeadLetter {
+        job: JobRecord {
+            msgid: "old-dead".into(),
+            client: b"c".to_vec(),
+            queue: "default".into(),
+            route: "default".into(),
+            headers: vec![],
+            payload: b"[]".to_vec(),
+            attempts: 5,
+            accepted_at_unix_ms: 1_600_000_000_000,
+            run_at_unix_ms: None,
+        },
+        reason: "delivery lost 5 times".into(),
+        error: None,
+        at_unix_ms: 1_700_000_000_000,
+    }]);
+    assert_eq!(n, 1);
+    let v = admin(&mut h, Command::Status);
+    assert_eq!(v["dead_letter"]["count"], 1, "{v}");
+    assert_eq!(v["dead_letter"]["recent"][0]["msgid"], "old-dead");
+    assert_eq!(v["dead_letter"]["recent"][0]["age_ms"], 1_000_000, "{v}");
+    h.r.check_invariants().unwrap();
+}

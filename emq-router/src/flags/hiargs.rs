@@ -80,118 +80,23 @@ impl Plan {
 
     /// Merge `cli` over the settings `s` (`[router]`, `EVENTMQ_*`) and check.
     pub(crate) fn resolve(cli: Cli, s: &Settings) -> Result<Plan, String> {
-        let text = |flag: Option<String>, key: &str, default: &str| -> String {
-            flag.or_else(|| s.get(key).map(str::to_string))
+        let text = |flag: &Option<String>, key: &str, default: &str| -> String {
+            flag.clone()
+                .or_else(|| s.get(key).map(str::to_string))
                 .unwrap_or_else(|| default.to_string())
         };
-        let frontend = text(cli.frontend, "FRONTEND_ADDR", DEFAULT_FRONTEND);
-        let backend = text(cli.backend, "BACKEND_ADDR", DEFAULT_BACKEND);
-        let admin = text(cli.admin, "ADMINISTRATIVE_ADDR", DEFAULT_ADMIN);
+        let frontend = text(&cli.frontend, "FRONTEND_ADDR", DEFAULT_FRONTEND);
+        let backend = text(&cli.backend, "BACKEND_ADDR", DEFAULT_BACKEND);
+        let admin = text(&cli.admin, "ADMINISTRATIVE_ADDR", DEFAULT_ADMIN);
         for e in [&frontend, &backend, &admin] {
             emq_transport::check_endpoint(e).map_err(|e| e.to_string())?;
         }
-        let journal_arg = cli.journal.or_else(|| s.get("JOURNAL").map(str::to_string));
+        let journal_arg = cli
+            .journal
+            .clone()
+            .or_else(|| s.get("JOURNAL").map(str::to_string));
         let journal = emq_journal::resolve_journal_target(journal_arg.as_deref().map(str::trim));
-        let journal_default = journal_arg.is_none();
-        let secs = Duration::from_secs;
-        let ttl = s.duration(cli.lease_ttl, "LEASE_TTL", secs(3), Refused, "--lease-ttl")?;
-        let renew_every = s.duration(
-            cli.lease_renew,
-            "LEASE_RENEW",
-            secs(1),
-            Refused,
-            "--lease-renew",
-        )?;
-        let lease = LeaseConfig {
-            ttl,
-            renew_every,
-            retry_every: renew_every / 2,
-        };
-        lease.check()?;
-        let default_queues = match cli
-            .default_queues
-            .or_else(|| s.get("QUEUES").map(str::to_string))
-        {
-            None => QueueSpec::default(),
-            Some(t) => {
-                let q = QueueSpec::parse_cli(&t)
-                    .map_err(|e| format!("bad default queues {t:?}: {e}"))?;
-                if q.is_empty() {
-                    QueueSpec::default()
-                } else {
-                    q
-                }
-            }
-        };
-        let hour = secs(3600);
-        let heartbeat_interval = s.duration(
-            cli.heartbeat_interval,
-            "HEARTBEAT_INTERVAL",
-            secs(3),
-            Refused,
-            "--heartbeat-interval",
-        )?;
-        let backoff = s.duration(
-            cli.retry_backoff,
-            "RETRY_BACKOFF",
-            secs(1),
-            Allowed,
-            "--retry-backoff",
-        )?;
-        let backoff_max = s.duration(
-            cli.retry_backoff_max,
-            "RETRY_BACKOFF_MAX",
-            secs(60),
-            Allowed,
-            "--retry-backoff-max",
-        )?;
-        let drain = s.duration(
-            cli.drain_timeout,
-            "DRAIN_TIMEOUT",
-            secs(10),
-            Allowed,
-            "--drain-timeout",
-        )?;
-        let retain_for = s.duration(cli.retain_for, "RETAIN_FOR", hour, Allowed, "--retain-for")?;
-        let results_keep_for = s.duration(
-            cli.results_keep_for,
-            "RESULTS_KEEP_FOR",
-            hour,
-            Allowed,
-            "--results-keep-for",
-        )?;
-        let max_attempts = s.pick(cli.max_attempts, "MAX_ATTEMPTS", 5)?;
-        if max_attempts == 0 {
-            return Err("--max-attempts must be at least 1".into());
-        }
-        let liveness = s.pick(cli.heartbeat_liveness, "HEARTBEAT_LIVENESS", 3)?;
-        if liveness == 0 {
-            return Err("--heartbeat-liveness must be at least 1".into());
-        }
-        let metrics = cli
-            .metrics
-            .or_else(|| s.get("METRICS_ADDR").map(str::to_string))
-            .map(|a| a.trim().to_string())
-            .filter(|a| !a.is_empty() && !a.eq_ignore_ascii_case("none"));
-        let http = match cli
-            .http
-            .or_else(|| s.get("HTTP_ADDR").map(str::to_string))
-            .map(|a| a.trim().to_string())
-            .filter(|a| !a.is_empty() && !a.eq_ignore_ascii_case("none"))
-        {
-            None => None,
-            Some(addr) => {
-                let token = match cli
-                    .http_token_file
-                    .or_else(|| s.get("HTTP_TOKEN_FILE").map(PathBuf::from))
-                {
-                    Some(f) => Some(emq_dashboard::access::read_token_file(&f)?),
-                    None => None,
-                };
-                let read_only = cli.http_read_only || s.pick(None, "HTTP_READ_ONLY", false)?;
-                Some((addr, emq_dashboard::Access { token, read_only }))
-            }
-        };
+        let lease = lease(&cli, s)?;
         let mut max_message_size = s.pick(
             cli.max_message_size,
             "MAX_MESSAGE_SIZE",
@@ -200,37 +105,16 @@ impl Plan {
         if max_message_size <= 0 {
             max_message_size = -1;
         }
+        let core = core_config(&cli, s, journal.is_some(), max_message_size)?;
+        let metrics = address(&cli.metrics, s, "METRICS_ADDR");
+        let http = http(&cli, s)?;
         let access = AccessPolicy::from_settings(&cli.access, s, &admin)?;
-        let core = Config {
-            hwm: s.pick(cli.hwm, "HWM", emq_router_core::config::DEFAULT_HWM)?,
-            heartbeat_interval,
-            heartbeat_liveness: liveness,
-            max_attempts,
-            retry_backoff_base: backoff,
-            retry_backoff_max: backoff_max,
-            drain_timeout: drain,
-            retain_finished: s.pick(cli.retain_finished, "RETAIN_FINISHED", 10_000)?,
-            retain_for,
-            retain_result_bytes: s.pick(cli.retain_result_bytes, "RETAIN_RESULT_BYTES", 8192)?,
-            dead_letter_keep: s.pick(cli.dead_letter_keep, "DEAD_LETTER_KEEP", 10_000)?,
-            results_keep: s.pick(cli.results_keep, "RESULTS_KEEP", 100_000)?,
-            results_keep_bytes: s.pick(
-                cli.results_keep_bytes,
-                "RESULTS_KEEP_BYTES",
-                256 * 1024 * 1024,
-            )?,
-            results_keep_for,
-            default_queues,
-            journal: journal.is_some(),
-            max_message_size: usize::try_from(max_message_size).ok(),
-            ..Config::default()
-        };
         Ok(Plan {
             frontend,
             backend,
             admin,
             journal,
-            journal_default,
+            journal_default: journal_arg.is_none(),
             lease,
             metrics,
             http,
@@ -242,6 +126,142 @@ impl Plan {
             core,
         })
     }
+}
+
+/// The leader lease's timers (used with a PostgreSQL journal); both must
+/// pass, and fit together.
+fn lease(cli: &Cli, s: &Settings) -> Result<LeaseConfig, String> {
+    let secs = Duration::from_secs;
+    let ttl = s.duration(cli.lease_ttl, "LEASE_TTL", secs(3), Refused, "--lease-ttl")?;
+    let renew_every = s.duration(
+        cli.lease_renew,
+        "LEASE_RENEW",
+        secs(1),
+        Refused,
+        "--lease-renew",
+    )?;
+    let lease = LeaseConfig {
+        ttl,
+        renew_every,
+        retry_every: renew_every / 2,
+    };
+    lease.check()?;
+    Ok(lease)
+}
+
+/// An HTTP address flag or setting; blank or `none`: off.
+fn address(flag: &Option<String>, s: &Settings, key: &str) -> Option<String> {
+    flag.clone()
+        .or_else(|| s.get(key).map(str::to_string))
+        .map(|a| a.trim().to_string())
+        .filter(|a| !a.is_empty() && !a.eq_ignore_ascii_case("none"))
+}
+
+/// `--http`: the dashboard's address and access rules, if it is on.
+fn http(cli: &Cli, s: &Settings) -> Result<Option<(String, emq_dashboard::Access)>, String> {
+    let Some(addr) = address(&cli.http, s, "HTTP_ADDR") else {
+        return Ok(None);
+    };
+    let token = match cli
+        .http_token_file
+        .clone()
+        .or_else(|| s.get("HTTP_TOKEN_FILE").map(PathBuf::from))
+    {
+        Some(f) => Some(emq_dashboard::access::read_token_file(&f)?),
+        None => None,
+    };
+    let read_only = cli.http_read_only || s.pick(None, "HTTP_READ_ONLY", false)?;
+    Ok(Some((addr, emq_dashboard::Access { token, read_only })))
+}
+
+/// The core's configuration. Zero: the heartbeat must pass; every other
+/// duration takes it.
+fn core_config(
+    cli: &Cli,
+    s: &Settings,
+    journal: bool,
+    max_message_size: i64,
+) -> Result<Config, String> {
+    let default_queues = match cli
+        .default_queues
+        .clone()
+        .or_else(|| s.get("QUEUES").map(str::to_string))
+    {
+        None => QueueSpec::default(),
+        Some(t) => {
+            let q =
+                QueueSpec::parse_cli(&t).map_err(|e| format!("bad default queues {t:?}: {e}"))?;
+            if q.is_empty() {
+                QueueSpec::default()
+            } else {
+                q
+            }
+        }
+    };
+    let max_attempts = s.pick(cli.max_attempts, "MAX_ATTEMPTS", 5)?;
+    if max_attempts == 0 {
+        return Err("--max-attempts must be at least 1".into());
+    }
+    let liveness = s.pick(cli.heartbeat_liveness, "HEARTBEAT_LIVENESS", 3)?;
+    if liveness == 0 {
+        return Err("--heartbeat-liveness must be at least 1".into());
+    }
+    let secs = Duration::from_secs;
+    let hour = secs(3600);
+    Ok(Config {
+        hwm: s.pick(cli.hwm, "HWM", emq_router_core::config::DEFAULT_HWM)?,
+        heartbeat_interval: s.duration(
+            cli.heartbeat_interval,
+            "HEARTBEAT_INTERVAL",
+            secs(3),
+            Refused,
+            "--heartbeat-interval",
+        )?,
+        heartbeat_liveness: liveness,
+        max_attempts,
+        retry_backoff_base: s.duration(
+            cli.retry_backoff,
+            "RETRY_BACKOFF",
+            secs(1),
+            Allowed,
+            "--retry-backoff",
+        )?,
+        retry_backoff_max: s.duration(
+            cli.retry_backoff_max,
+            "RETRY_BACKOFF_MAX",
+            secs(60),
+            Allowed,
+            "--retry-backoff-max",
+        )?,
+        drain_timeout: s.duration(
+            cli.drain_timeout,
+            "DRAIN_TIMEOUT",
+            secs(10),
+            Allowed,
+            "--drain-timeout",
+        )?,
+        retain_finished: s.pick(cli.retain_finished, "RETAIN_FINISHED", 10_000)?,
+        retain_for: s.duration(cli.retain_for, "RETAIN_FOR", hour, Allowed, "--retain-for")?,
+        retain_result_bytes: s.pick(cli.retain_result_bytes, "RETAIN_RESULT_BYTES", 8192)?,
+        dead_letter_keep: s.pick(cli.dead_letter_keep, "DEAD_LETTER_KEEP", 10_000)?,
+        results_keep: s.pick(cli.results_keep, "RESULTS_KEEP", 100_000)?,
+        results_keep_bytes: s.pick(
+            cli.results_keep_bytes,
+            "RESULTS_KEEP_BYTES",
+            256 * 1024 * 1024,
+        )?,
+        results_keep_for: s.duration(
+            cli.results_keep_for,
+            "RESULTS_KEEP_FOR",
+            hour,
+            Allowed,
+            "--results-keep-for",
+        )?,
+        default_queues,
+        journal,
+        max_message_size: usize::try_from(max_message_size).ok(),
+        ..Config::default()
+    })
 }
 
 #[cfg(test)]

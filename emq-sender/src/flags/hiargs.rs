@@ -101,6 +101,47 @@ impl Cli {
     /// Check the arguments and build the payload. `env` looks up
     /// environment variables (injected for tests).
     pub fn plan(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Plan, UsageError> {
+        self.check_combinations()?;
+        let schedule = self.schedule()?;
+        let mode = self.mode(schedule.is_some())?;
+        let broker = self.broker(env)?;
+        if self.queue.trim().is_empty() {
+            return Err(UsageError("--queue: empty queue name".into()));
+        }
+        if self.delay.is_some() && schedule.is_some() {
+            return Err(UsageError(
+                "--delay: a schedule has its own timing (--schedule-*)".into(),
+            ));
+        }
+        let headers = self.headers(schedule.is_some())?;
+        let plain = emq_transport::plain_credentials(&self.auth, env).map_err(UsageError)?;
+        let curve =
+            emq_transport::curve::curve_client(&self.curve, &|k| env(&format!("EVENTMQ_{k}")))
+                .map_err(UsageError)?;
+        let default_timeout = if self.wait {
+            DEFAULT_WAIT_TIMEOUT
+        } else {
+            DEFAULT_ACK_TIMEOUT
+        };
+        Ok(Plan {
+            broker,
+            queue: self.queue.clone(),
+            headers,
+            wait: self.wait,
+            no_ack: self.no_ack || self.publish.is_some(),
+            timeout: self.timeout.unwrap_or(default_timeout),
+            window: self.window,
+            fail_fast: self.fail_fast,
+            mode,
+            schedule,
+            plain,
+            curve,
+            publish: self.publish.clone(),
+        })
+    }
+
+    /// Flags that only go with other flags.
+    fn check_combinations(&self) -> Result<(), UsageError> {
         let err = |m: &str| Err(UsageError(m.to_string()));
         if !self.command.is_empty() && !self.shell {
             return err("a command after `--` needs --shell (e.g. --shell -- ls -l)");
@@ -127,12 +168,18 @@ impl Cli {
                 return err("--queue and --header have no meaning with --publish (a PUBLISH has a topic only)");
             }
         }
+        Ok(())
+    }
+
+    /// The SCHEDULE or UNSCHEDULE to send instead of a REQUEST, if any.
+    fn schedule(&self) -> Result<Option<ScheduleSpec>, UsageError> {
+        let err = |m: &str| Err(UsageError(m.to_string()));
         let scheduling = self.schedule_interval.is_some() || self.schedule_cron.is_some();
-        let schedule = if scheduling || self.unschedule {
+        if scheduling || self.unschedule {
             if self.reply {
                 return err(
                     "--reply cannot be used with --schedule-interval, --schedule-cron or \
-                     --unschedule: the results of scheduled runs go to no client",
+                 --unschedule: the results of scheduled runs go to no client",
                 );
             }
             let cron = match &self.schedule_cron {
@@ -140,7 +187,7 @@ impl Cli {
                 Some(c) => c.clone(),
                 None => String::new(),
             };
-            Some(ScheduleSpec {
+            Ok(Some(ScheduleSpec {
                 unschedule: self.unschedule,
                 interval: match self.schedule_interval.map(Interval::from_secs) {
                     None => Interval::Unset,
@@ -148,20 +195,25 @@ impl Cli {
                     Some(Err(e)) => return err(&format!("--schedule-interval: {e}")),
                 },
                 cron,
-            })
+            }))
         } else {
             if self.nohaste || self.run_count.is_some() {
                 return err(
                     "--nohaste and --run-count need --schedule-interval or --schedule-cron",
                 );
             }
-            None
-        };
+            Ok(None)
+        }
+    }
+
+    /// One job from the flags or MESSAGE_JSON, or jobs from stdin.
+    fn mode(&self, scheduled: bool) -> Result<Mode, UsageError> {
+        let err = |m: &str| Err(UsageError(m.to_string()));
         // Jobs built for a schedule are written as Python's json.dumps does,
         // byte for byte what 0.3.13's schedule() sends (see
         // payload::schedule_message).
         let built = |job: emqp_proto::job::Job| {
-            if schedule.is_some() {
+            if scheduled {
                 payload::schedule_message(&job)
             } else {
                 job.to_message()
@@ -190,12 +242,17 @@ impl Cli {
                 Some(text) => Mode::Single(payload::validate_message(text)?),
             }
         };
-        if schedule.is_some() && mode == Mode::Bulk {
+        if scheduled && mode == Mode::Bulk {
             return err(
                 "--schedule-interval, --schedule-cron and --unschedule need one job: \
-                 MESSAGE_JSON or --call, --python, --shell (not jobs from stdin)",
+             MESSAGE_JSON or --call, --python, --shell (not jobs from stdin)",
             );
         }
+        Ok(mode)
+    }
+
+    /// The router (or pub/sub) address(es): the flag, else the environment.
+    fn broker(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<String, UsageError> {
         let broker = match &self.broker {
             Some(b) => b.trim().to_string(),
             None if self.publish.is_some() => {
@@ -206,16 +263,14 @@ impl Cli {
                 env("EVENTMQ_FRONTEND_ADDR").as_deref(),
             ),
         };
-        let broker = emq_transport::parse_endpoints(&broker, "--broker")
+        Ok(emq_transport::parse_endpoints(&broker, "--broker")
             .map_err(|e| UsageError(e.to_string()))?
-            .join(",");
-        if self.queue.trim().is_empty() {
-            return err("--queue: empty queue name");
-        }
-        if self.delay.is_some() && schedule.is_some() {
-            return err("--delay: a schedule has its own timing (--schedule-*)");
-        }
-        let headers = if schedule.is_some() {
+            .join(","))
+    }
+
+    /// The HEADERS frame.
+    fn headers(&self, scheduled: bool) -> Result<Headers, UsageError> {
+        Ok(if scheduled {
             payload::build_schedule_headers(&self.headers, self.nohaste, self.run_count)?
         } else {
             let mut h = payload::build_headers(&self.headers, self.reply || self.wait)?;
@@ -224,30 +279,6 @@ impl Cli {
                 h.push(emqp_proto::Header::Other(format!("delay:{d}")));
             }
             h
-        };
-        let plain = emq_transport::plain_credentials(&self.auth, env).map_err(UsageError)?;
-        let curve =
-            emq_transport::curve::curve_client(&self.curve, &|k| env(&format!("EVENTMQ_{k}")))
-                .map_err(UsageError)?;
-        let default_timeout = if self.wait {
-            DEFAULT_WAIT_TIMEOUT
-        } else {
-            DEFAULT_ACK_TIMEOUT
-        };
-        Ok(Plan {
-            broker,
-            queue: self.queue.clone(),
-            headers,
-            wait: self.wait,
-            no_ack: self.no_ack || self.publish.is_some(),
-            timeout: self.timeout.unwrap_or(default_timeout),
-            window: self.window,
-            fail_fast: self.fail_fast,
-            mode,
-            schedule,
-            plain,
-            curve,
-            publish: self.publish.clone(),
         })
     }
 }
