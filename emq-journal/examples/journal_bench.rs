@@ -12,7 +12,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use emq_journal::{Journal, JournalOptions, SyncMode};
+use emq_journal::{JournalOptions, SqliteJournal, SyncMode};
 use emq_router_core::journal::{Batch, BatchId, JobRecord, JournalStore, Record};
 
 fn job(i: u64) -> JobRecord {
@@ -34,7 +34,7 @@ fn job(i: u64) -> JobRecord {
 
 /// Each iteration appends one batch: `batch` new jobs accepted, and the
 /// jobs of the previous batch completed (as a router under steady load).
-fn run(journal: &mut Journal, batch: u64, jobs: u64) -> f64 {
+fn run(journal: &mut SqliteJournal, batch: u64, jobs: u64) -> f64 {
     let mut next = 0u64;
     let mut id = 0u64;
     let mut prev: Vec<String> = Vec::new();
@@ -84,7 +84,7 @@ fn main() {
                 sync,
                 integrity_check: true,
             };
-            let mut j = Journal::open_with(&path, &options).expect("open");
+            let mut j = SqliteJournal::open_with(&path, &options).expect("open");
             let n = if batch == 1 { jobs / 10 } else { jobs };
             let n = if sync == SyncMode::Full && batch == 1 {
                 n / 10
@@ -106,14 +106,14 @@ fn main() {
     let path = dir.join("bench-backlog.sqlite");
     let _ = std::fs::remove_file(&path);
     {
-        let mut j = Journal::open(&path).expect("open");
+        let mut j = SqliteJournal::open(&path).expect("open");
         let records: Vec<Record> = (0..jobs).map(|n| Record::Accepted(job(n))).collect();
         for chunk in records.chunks(10_000) {
             j.append(chunk).expect("append");
         }
     }
     let t = Instant::now();
-    let j = Journal::open(&path).expect("open");
+    let j = SqliteJournal::open(&path).expect("open");
     let opened = t.elapsed();
     let loaded = j.load_unfinished().expect("load");
     println!(

@@ -19,9 +19,9 @@
 //! the failed records again (or a [`Record::Probe`]) until the store
 //! recovers. At start the router calls [`JournalStore::load`]: every job
 //! accepted but not finished, in acceptance order, the dead letters and
-//! the schedules go back into the core. [`Journal::append`],
-//! [`Journal::load_unfinished`], [`Journal::dead_letters`] and
-//! [`Journal::schedules`] are the same operations without the trait.
+//! the schedules go back into the core. [`SqliteJournal::append`],
+//! [`SqliteJournal::load_unfinished`], [`SqliteJournal::dead_letters`] and
+//! [`SqliteJournal::schedules`] are the same operations without the trait.
 //!
 //! # Durability guarantee
 //!
@@ -55,15 +55,15 @@
 //! the results of `reply-requested` jobs until they are delivered
 //! (`ResultHeld` inserts, `ResultReleased` deletes; the core bounds them
 //! by count, bytes and age and releases what it drops, so the table is
-//! bounded by the router's `--results-keep*`). [`Journal::trim_dead_letters`]
+//! bounded by the router's `--results-keep*`). [`SqliteJournal::trim_dead_letters`]
 //! trims by hand.
-//! [`Journal::compact`] truncates the WAL and returns free pages to the
+//! [`SqliteJournal::compact`] truncates the WAL and returns free pages to the
 //! file system; the WAL is also kept under 64 MiB after checkpoints
 //! (`journal_size_limit`).
 //!
 //! # Damaged files
 //!
-//! [`Journal::open`] checks the header, runs `PRAGMA quick_check`, and
+//! [`SqliteJournal::open`] checks the header, runs `PRAGMA quick_check`, and
 //! reports a torn, truncated or garbage-filled journal as
 //! [`JournalError::Corrupt`], and a file that is not SQLite at all as
 //! [`JournalError::NotADatabase`], each naming the file and what to do. No
@@ -85,15 +85,15 @@
 #![forbid(unsafe_code)]
 
 mod error;
-mod journal;
 mod path;
 pub mod postgres;
 mod row_index;
-mod store;
+mod sqlite;
+mod sqlite_store;
 
 pub use error::JournalError;
-pub use journal::{Journal, JournalOptions, JournalStats, Result, SyncMode, SCHEMA_VERSION};
 pub use path::{
     default_journal_path, default_journal_path_from, resolve_journal_path, resolve_journal_target,
     JournalTarget, JOURNAL_FILE_NAME,
 };
+pub use sqlite::{JournalOptions, JournalStats, Result, SqliteJournal, SyncMode, SCHEMA_VERSION};

@@ -14,7 +14,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::{accepted, completed, JournalPath, TempDir};
-use emq_journal::Journal;
+use emq_journal::SqliteJournal;
 use emq_router_core::journal::{Batch, BatchId, JournalStore, Record};
 
 const CHILD_ENV: &str = "EMQ_JOURNAL_CRASH_CHILD";
@@ -50,7 +50,7 @@ fn crash_child_entry() {
     let Some(path) = std::env::var_os(CHILD_ENV) else {
         return;
     };
-    let mut j = Journal::open(&path).expect("child: open journal");
+    let mut j = SqliteJournal::open(&path).expect("child: open journal");
     let start = Instant::now();
     let mut out = std::io::stdout().lock();
     for b in 0..CHILD_MAX_BATCHES {
@@ -135,7 +135,7 @@ fn run_and_kill(path: &std::path::Path, kill_after_batches: u64) -> BTreeSet<u64
 }
 
 fn check(path: &std::path::Path, reported: &BTreeSet<u64>) -> u64 {
-    let j = Journal::open(path).expect("journal opens after SIGKILL");
+    let j = SqliteJournal::open(path).expect("journal opens after SIGKILL");
     let jobs = j.load_unfinished().unwrap();
     let mut present: BTreeMap<u64, BTreeSet<usize>> = BTreeMap::new();
     let mut last: Option<(u64, usize)> = None;

@@ -1,4 +1,4 @@
-//! Journal behaviour on a real file: round trips, ordering, dead letters,
+//! SqliteJournal behaviour on a real file: round trips, ordering, dead letters,
 //! schedules, storage of the core's records, damaged files, locking, the
 //! `JournalStore` the router drives.
 
@@ -9,7 +9,7 @@ use std::io::{Seek, SeekFrom, Write};
 use std::time::Instant;
 
 use common::{accepted, completed, job, msgids, JournalPath, TempDir};
-use emq_journal::{Journal, JournalError, JournalOptions, SyncMode, SCHEMA_VERSION};
+use emq_journal::{JournalError, JournalOptions, SqliteJournal, SyncMode, SCHEMA_VERSION};
 use emq_router_core::journal::{Batch, BatchId, JobRecord, JournalStore, Record};
 
 #[test]
@@ -29,12 +29,12 @@ fn append_reopen_load_round_trips_every_field() {
         run_at_unix_ms: None,
     };
     {
-        let mut j = Journal::open(&path).unwrap();
+        let mut j = SqliteJournal::open(&path).unwrap();
         j.append(&[accepted("a"), Record::Accepted(odd.clone())])
             .unwrap();
         j.append(&[accepted("c")]).unwrap();
     }
-    let j = Journal::open(&path).unwrap();
+    let j = SqliteJournal::open(&path).unwrap();
     let jobs = j.load_unfinished().unwrap();
     assert_eq!(jobs, vec![job("a"), odd, job("c")]);
 }
@@ -44,7 +44,7 @@ fn completed_jobs_are_not_returned() {
     let dir = TempDir::new("completed");
     let path = dir.journal();
     {
-        let mut j = Journal::open(&path).unwrap();
+        let mut j = SqliteJournal::open(&path).unwrap();
         j.append(&[accepted("a"), accepted("b"), accepted("c")])
             .unwrap();
         j.append(&[completed("b"), completed("never-accepted")])
@@ -53,7 +53,7 @@ fn completed_jobs_are_not_returned() {
         j.append(&[accepted("d"), completed("d"), completed("a")])
             .unwrap();
     }
-    let j = Journal::open(&path).unwrap();
+    let j = SqliteJournal::open(&path).unwrap();
     assert_eq!(msgids(&j.load_unfinished().unwrap()), vec!["c"]);
     assert_eq!(j.stats().unwrap().unfinished, 1);
 }
@@ -63,7 +63,7 @@ fn dead_letters_are_listed_and_not_unfinished() {
     let dir = TempDir::new("dead");
     let path = dir.journal();
     {
-        let mut j = Journal::open(&path).unwrap();
+        let mut j = SqliteJournal::open(&path).unwrap();
         j.append(&[accepted("a"), accepted("b")]).unwrap();
         j.append(&[
             Record::Attempt {
@@ -85,7 +85,7 @@ fn dead_letters_are_listed_and_not_unfinished() {
         ])
         .unwrap();
     }
-    let j = Journal::open(&path).unwrap();
+    let j = SqliteJournal::open(&path).unwrap();
     assert_eq!(msgids(&j.load_unfinished().unwrap()), vec!["b"]);
     let dead = j.dead_letters().unwrap();
     assert_eq!(dead.len(), 1);
@@ -103,7 +103,7 @@ fn dead_letters_are_listed_and_not_unfinished() {
 
 #[test]
 fn trim_dead_letters_keeps_the_newest() {
-    let mut j = Journal::open_in_memory().unwrap();
+    let mut j = SqliteJournal::open_in_memory().unwrap();
     let mut ops = Vec::new();
     for i in 0..10 {
         ops.push(accepted(&format!("d{i}")));
@@ -131,7 +131,7 @@ fn acceptance_order_is_preserved_and_reaccept_keeps_place() {
     let path = dir.journal();
     let names: Vec<String> = (0..500).map(|i| format!("{:08x}-z", 500 - i)).collect();
     {
-        let mut j = Journal::open(&path).unwrap();
+        let mut j = SqliteJournal::open(&path).unwrap();
         for chunk in names.chunks(37) {
             let ops: Vec<Record> = chunk.iter().map(|m| accepted(m)).collect();
             j.append(&ops).unwrap();
@@ -149,7 +149,7 @@ fn acceptance_order_is_preserved_and_reaccept_keeps_place() {
         }])
         .unwrap();
     }
-    let j = Journal::open(&path).unwrap();
+    let j = SqliteJournal::open(&path).unwrap();
     let jobs = j.load_unfinished().unwrap();
     let mut expected: Vec<String> = names[..499].to_vec();
     expected.push("fresh".into());
@@ -165,7 +165,7 @@ fn rows_are_found_by_msgid_within_a_batch_and_after_reopening() {
     let path = dir.journal();
     let u = |i: u32| format!("{i:08x}-3b4d-4e5f-8a9b-0c1d2e3f4a5b");
     {
-        let mut j = Journal::open(&path).unwrap();
+        let mut j = SqliteJournal::open(&path).unwrap();
         // uuid-shaped and free-form msgids, replaced and retried in the
         // batch that accepted them.
         let mut again = job(&u(1));
@@ -186,7 +186,7 @@ fn rows_are_found_by_msgid_within_a_batch_and_after_reopening() {
         j.append(&[accepted(&u(3).to_uppercase())]).unwrap();
     }
     {
-        let mut j = Journal::open(&path).unwrap();
+        let mut j = SqliteJournal::open(&path).unwrap();
         let jobs = j.load_unfinished().unwrap();
         assert_eq!(
             msgids(&jobs),
@@ -239,7 +239,7 @@ fn a_version_1_journal_is_migrated_and_keeps_its_jobs_in_order() {
         .unwrap();
     }
     {
-        let mut j = Journal::open(&path).unwrap();
+        let mut j = SqliteJournal::open(&path).unwrap();
         let jobs = j.load_unfinished().unwrap();
         assert_eq!(msgids(&jobs), vec!["first", "second"]);
         assert_eq!((jobs[0].attempts, jobs[0].route.as_str()), (2, "default"));
@@ -267,7 +267,7 @@ fn a_version_1_journal_is_migrated_and_keeps_its_jobs_in_order() {
         .unwrap();
     assert_eq!(indexes, 0, "no msgid index after the migration");
     drop(c);
-    let j = Journal::open(&path).unwrap();
+    let j = SqliteJournal::open(&path).unwrap();
     assert_eq!(
         msgids(&j.load_unfinished().unwrap()),
         vec!["second", "third"]
@@ -276,7 +276,7 @@ fn a_version_1_journal_is_migrated_and_keeps_its_jobs_in_order() {
 
 #[test]
 fn empty_batch_is_a_no_op() {
-    let mut j = Journal::open_in_memory().unwrap();
+    let mut j = SqliteJournal::open_in_memory().unwrap();
     j.append(&[]).unwrap();
     assert_eq!(j.stats().unwrap().batches_appended, 0);
 }
@@ -286,7 +286,7 @@ fn schedules_put_replace_delete_list_and_persist() {
     let dir = TempDir::new("sched");
     let path = dir.journal();
     {
-        let mut j = Journal::open(&path).unwrap();
+        let mut j = SqliteJournal::open(&path).unwrap();
         j.put_schedule("b", b"blob-b").unwrap();
         j.put_schedule("a", b"blob-a").unwrap();
         j.put_schedule("b", b"blob-b2").unwrap();
@@ -304,7 +304,7 @@ fn schedules_put_replace_delete_list_and_persist() {
         ])
         .unwrap();
     }
-    let j = Journal::open(&path).unwrap();
+    let j = SqliteJournal::open(&path).unwrap();
     assert_eq!(
         j.schedules().unwrap(),
         vec![
@@ -320,7 +320,7 @@ fn schedules_put_replace_delete_list_and_persist() {
 #[test]
 fn batch_of_10000_appends_timing() {
     let dir = TempDir::new("batch10k");
-    let mut j = Journal::open(dir.journal()).unwrap();
+    let mut j = SqliteJournal::open(dir.journal()).unwrap();
     let ops: Vec<Record> = (0..10_000)
         .map(|i| accepted(&format!("{i:08}-0000-4000-8000-000000000000")))
         .collect();
@@ -347,7 +347,7 @@ fn batch_of_10000_appends_timing() {
 fn open_creates_missing_directories() {
     let dir = TempDir::new("mkdir");
     let path = dir.path().join("a").join("b").join("journal.sqlite");
-    let mut j = Journal::open(&path).unwrap();
+    let mut j = SqliteJournal::open(&path).unwrap();
     j.append(&[accepted("x")]).unwrap();
     assert!(path.exists());
     assert_eq!(j.path(), path.as_path());
@@ -357,7 +357,7 @@ fn open_creates_missing_directories() {
 /// the main file (no WAL left), closed.
 fn populated(dir: &TempDir) -> std::path::PathBuf {
     let path = dir.journal();
-    let mut j = Journal::open(&path).unwrap();
+    let mut j = SqliteJournal::open(&path).unwrap();
     let ops: Vec<Record> = (0..3000)
         .map(|i| accepted(&format!("job-{i:06}")))
         .collect();
@@ -397,7 +397,7 @@ fn garbage_over_the_header_is_not_a_database() {
     let dir = TempDir::new("garbage-head");
     let path = populated(&dir);
     overwrite(&path, 0, &[0xA5; 512]);
-    let err = Journal::open(&path).unwrap_err();
+    let err = SqliteJournal::open(&path).unwrap_err();
     assert!(
         matches!(err, JournalError::NotADatabase { .. }),
         "got {err:?}"
@@ -413,7 +413,7 @@ fn garbage_in_the_middle_is_corrupt() {
     // Whole pages of garbage at about a third and two thirds of the file.
     overwrite(&path, (len / 3) / 4096 * 4096, &[0xA5; 8192]);
     overwrite(&path, (2 * len / 3) / 4096 * 4096 + 100, &[0x5A; 3000]);
-    let err = Journal::open(&path).unwrap_err();
+    let err = SqliteJournal::open(&path).unwrap_err();
     assert!(matches!(err, JournalError::Corrupt { .. }), "got {err:?}");
     assert_clear(&err, &path);
 }
@@ -426,7 +426,7 @@ fn file_truncated_mid_page_is_corrupt() {
     let f = OpenOptions::new().write(true).open(&path).unwrap();
     f.set_len(len / 2 + 1234).unwrap();
     drop(f);
-    let err = Journal::open(&path).unwrap_err();
+    let err = SqliteJournal::open(&path).unwrap_err();
     assert!(matches!(err, JournalError::Corrupt { .. }), "got {err:?}");
     assert_clear(&err, &path);
 }
@@ -438,7 +438,7 @@ fn file_truncated_inside_the_header_is_corrupt() {
     let f = OpenOptions::new().write(true).open(&path).unwrap();
     f.set_len(40).unwrap();
     drop(f);
-    let err = Journal::open(&path).unwrap_err();
+    let err = SqliteJournal::open(&path).unwrap_err();
     assert!(matches!(err, JournalError::Corrupt { .. }), "got {err:?}");
     assert_clear(&err, &path);
 }
@@ -448,7 +448,7 @@ fn a_text_file_is_not_a_database() {
     let dir = TempDir::new("text");
     let path = dir.journal();
     std::fs::write(&path, "this is my shopping list, not a journal\n").unwrap();
-    let err = Journal::open(&path).unwrap_err();
+    let err = SqliteJournal::open(&path).unwrap_err();
     assert!(
         matches!(err, JournalError::NotADatabase { .. }),
         "got {err:?}"
@@ -470,7 +470,7 @@ fn another_applications_database_is_refused() {
         c.execute_batch("CREATE TABLE accounts (id INTEGER PRIMARY KEY, balance INTEGER)")
             .unwrap();
     }
-    let err = Journal::open(&path).unwrap_err();
+    let err = SqliteJournal::open(&path).unwrap_err();
     assert!(
         matches!(err, JournalError::NotADatabase { .. }),
         "got {err:?}"
@@ -482,13 +482,13 @@ fn another_applications_database_is_refused() {
 fn a_newer_schema_version_is_refused() {
     let dir = TempDir::new("newer");
     let path = dir.journal();
-    drop(Journal::open(&path).unwrap());
+    drop(SqliteJournal::open(&path).unwrap());
     {
         let c = rusqlite::Connection::open(&path).unwrap();
         c.execute_batch(&format!("PRAGMA user_version = {}", SCHEMA_VERSION + 1))
             .unwrap();
     }
-    let err = Journal::open(&path).unwrap_err();
+    let err = SqliteJournal::open(&path).unwrap_err();
     assert!(
         matches!(err, JournalError::UnsupportedVersion { found, .. } if found == SCHEMA_VERSION + 1),
         "got {err:?}"
@@ -500,15 +500,15 @@ fn a_newer_schema_version_is_refused() {
 fn a_second_opener_is_locked_out() {
     let dir = TempDir::new("locked");
     let path = dir.journal();
-    let mut first = Journal::open(&path).unwrap();
+    let mut first = SqliteJournal::open(&path).unwrap();
     first.append(&[accepted("a")]).unwrap();
-    let err = Journal::open(&path).unwrap_err();
+    let err = SqliteJournal::open(&path).unwrap_err();
     assert!(matches!(err, JournalError::Locked { .. }), "got {err:?}");
     println!("{err}");
     // The first owner is unaffected; after it closes, the file opens.
     first.append(&[accepted("b")]).unwrap();
     drop(first);
-    let j = Journal::open(&path).unwrap();
+    let j = SqliteJournal::open(&path).unwrap();
     assert_eq!(msgids(&j.load_unfinished().unwrap()), vec!["a", "b"]);
 }
 
@@ -521,17 +521,17 @@ fn full_sync_mode_works_too() {
         integrity_check: false,
     };
     {
-        let mut j = Journal::open_with(&path, &options).unwrap();
+        let mut j = SqliteJournal::open_with(&path, &options).unwrap();
         j.append(&[accepted("a")]).unwrap();
     }
-    let j = Journal::open_with(&path, &options).unwrap();
+    let j = SqliteJournal::open_with(&path, &options).unwrap();
     assert_eq!(msgids(&j.load_unfinished().unwrap()), vec!["a"]);
 }
 
 #[test]
 fn compact_truncates_the_wal_and_stats_report_sizes() {
     let dir = TempDir::new("compact");
-    let mut j = Journal::open(dir.journal()).unwrap();
+    let mut j = SqliteJournal::open(dir.journal()).unwrap();
     let ops: Vec<Record> = (0..2000).map(|i| accepted(&format!("c{i}"))).collect();
     j.append(&ops).unwrap();
     let done: Vec<Record> = (0..2000).map(|i| completed(&format!("c{i}"))).collect();
@@ -555,7 +555,7 @@ fn compact_truncates_the_wal_and_stats_report_sizes() {
 fn the_store_appends_the_cores_batches_in_order_and_loads_them_back() {
     let dir = TempDir::new("store");
     let path = dir.journal();
-    let mut j = Journal::open(&path).unwrap();
+    let mut j = SqliteJournal::open(&path).unwrap();
     for b in 0..50u64 {
         let batch = Batch {
             id: BatchId(b + 1),
@@ -582,7 +582,7 @@ fn the_store_appends_the_cores_batches_in_order_and_loads_them_back() {
     assert!(restored.dead_letters.is_empty() && restored.schedules.is_empty());
     assert_eq!(JournalStore::describe(&j), path.display().to_string());
     drop(j);
-    let mut j = Journal::open(&path).unwrap();
+    let mut j = SqliteJournal::open(&path).unwrap();
     let restored = JournalStore::load(&mut j).unwrap();
     assert_eq!(restored.jobs.len(), 999);
     assert_eq!(msgids(&restored.jobs), expected);
@@ -593,7 +593,7 @@ fn a_probe_writes_and_leaves_no_trace() {
     let dir = TempDir::new("probe");
     let path = dir.journal();
     {
-        let mut j = Journal::open(&path).unwrap();
+        let mut j = SqliteJournal::open(&path).unwrap();
         j.append(&[accepted("a")]).unwrap();
         j.append(&[Record::Probe]).unwrap();
         j.append(&[Record::Probe, accepted("b"), Record::Probe])
@@ -608,7 +608,7 @@ fn a_probe_writes_and_leaves_no_trace() {
         .unwrap();
     assert_eq!(probe_rows, 0);
     drop(c);
-    let j = Journal::open(&path).unwrap();
+    let j = SqliteJournal::open(&path).unwrap();
     assert_eq!(msgids(&j.load_unfinished().unwrap()), vec!["a", "b"]);
 }
 
@@ -623,7 +623,7 @@ fn records_are_stored_compactly_and_old_text_headers_load() {
         ..job("binary")
     };
     {
-        let mut j = Journal::open(&path).unwrap();
+        let mut j = SqliteJournal::open(&path).unwrap();
         j.append(&[accepted("text"), Record::Accepted(binary.clone())])
             .unwrap();
     }
@@ -654,7 +654,7 @@ fn records_are_stored_compactly_and_old_text_headers_load() {
         )
         .unwrap();
     }
-    let mut j = Journal::open(&path).unwrap();
+    let mut j = SqliteJournal::open(&path).unwrap();
     let jobs = j.load_unfinished().unwrap();
     assert_eq!(jobs[0], job("text"));
     assert_eq!(
@@ -702,7 +702,7 @@ fn torn_wal_tail_loses_only_the_torn_batch() {
     // then tear the last WAL frame: the last batch's commit record.
     let dir = TempDir::new("torn-wal");
     let path = dir.journal();
-    let mut j = Journal::open(&path).unwrap();
+    let mut j = SqliteJournal::open(&path).unwrap();
     j.append(&[accepted("a1"), accepted("a2")]).unwrap();
     let big: Vec<Record> = (0..200).map(|i| accepted(&format!("b{i:03}"))).collect();
     j.append(&big).unwrap();
@@ -719,7 +719,7 @@ fn torn_wal_tail_loses_only_the_torn_batch() {
     let f = OpenOptions::new().write(true).open(wal(&copy)).unwrap();
     f.set_len(wal_len - 100).unwrap();
     drop(f);
-    let j = Journal::open(&copy).unwrap();
+    let j = SqliteJournal::open(&copy).unwrap();
     assert_eq!(msgids(&j.load_unfinished().unwrap()), vec!["a1", "a2"]);
 }
 
@@ -747,7 +747,7 @@ fn a_version_2_journal_gets_run_at_finished_and_paused_queues() {
         )
         .unwrap();
     }
-    let mut j = Journal::open(&path).unwrap();
+    let mut j = SqliteJournal::open(&path).unwrap();
     let jobs = j.load_unfinished().unwrap();
     assert_eq!(msgids(&jobs), vec!["old"]);
     assert_eq!(jobs[0].run_at_unix_ms, None);
@@ -759,7 +759,7 @@ fn a_version_2_journal_gets_run_at_finished_and_paused_queues() {
     }])
     .unwrap();
     drop(j);
-    let j = Journal::open(&path).unwrap();
+    let j = SqliteJournal::open(&path).unwrap();
     assert_eq!(j.paused_queues().unwrap(), vec!["default".to_string()]);
 }
 
@@ -769,7 +769,7 @@ fn a_version_4_journal_gets_the_last_error_of_dead_letters_and_keeps_its_dead_le
     let path = dir.journal();
     {
         // A journal as the version 4 release wrote it, with a dead letter.
-        let mut j = Journal::open(&path).unwrap();
+        let mut j = SqliteJournal::open(&path).unwrap();
         j.append(&[accepted("gone"), accepted("kept")]).unwrap();
         drop(j);
         let c = rusqlite::Connection::open(&path).unwrap();
@@ -786,7 +786,7 @@ fn a_version_4_journal_gets_the_last_error_of_dead_letters_and_keeps_its_dead_le
         )
         .unwrap();
     }
-    let mut j = Journal::open(&path).unwrap();
+    let mut j = SqliteJournal::open(&path).unwrap();
     assert_eq!(msgids(&j.load_unfinished().unwrap()), vec!["kept"]);
     let dead = j.dead_letters().unwrap();
     assert_eq!(dead.len(), 1);
@@ -802,7 +802,7 @@ fn a_version_4_journal_gets_the_last_error_of_dead_letters_and_keeps_its_dead_le
     }])
     .unwrap();
     drop(j);
-    let j = Journal::open(&path).unwrap();
+    let j = SqliteJournal::open(&path).unwrap();
     let dead = j.dead_letters().unwrap();
     assert_eq!(dead[1].error.as_deref(), Some(&b"Traceback"[..]));
 }
@@ -815,7 +815,7 @@ fn a_version_3_journal_gets_the_results_table_and_keeps_everything_else() {
         // A journal as the version 3 release wrote it (its own code made
         // it: open and append with that schema, then take the results
         // table away and set the version back).
-        let mut j = Journal::open(&path).unwrap();
+        let mut j = SqliteJournal::open(&path).unwrap();
         j.append(&[accepted("kept")]).unwrap();
         drop(j);
         let c = rusqlite::Connection::open(&path).unwrap();
@@ -825,7 +825,7 @@ fn a_version_3_journal_gets_the_results_table_and_keeps_everything_else() {
         )
         .unwrap();
     }
-    let mut j = Journal::open(&path).unwrap();
+    let mut j = SqliteJournal::open(&path).unwrap();
     assert_eq!(msgids(&j.load_unfinished().unwrap()), vec!["kept"]);
     assert!(j.results().unwrap().is_empty());
     j.append(
@@ -846,7 +846,7 @@ fn a_version_3_journal_gets_the_results_table_and_keeps_everything_else() {
         .unwrap();
     assert_eq!(version, SCHEMA_VERSION);
     drop(c);
-    let j = Journal::open(&path).unwrap();
+    let j = SqliteJournal::open(&path).unwrap();
     let held: Vec<String> = j.results().unwrap().into_iter().map(|r| r.msgid).collect();
     assert_eq!(held, ["kept"]);
 }

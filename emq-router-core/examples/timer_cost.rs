@@ -8,37 +8,30 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use emq_router_core::testing::{frames, CommitAll, Driver, Flush};
 use emq_router_core::{Action, Config, Input, Router, Socket};
 
+/// A router with `workers` registered, on the test driver (invariants
+/// unchecked: the check is O(workers) per call).
 fn router_with(workers: usize) -> (Router, Duration) {
     let mut r = Router::new(Config::default());
+    let mut d = Driver::new(Flush::AfterActions);
+    d.check = false;
     let mut out: Vec<Action> = Vec::new();
     let mut now = Duration::from_micros(1);
     for i in 0..workers {
-        let frames = [
-            format!("worker-{i}").as_bytes(),
-            b"",
-            b"eMQP/1.0",
-            b"INFORM",
-            b"i",
-            b"",
-            b"worker",
-            b"job-ack",
-        ]
-        .iter()
-        .map(|p| p.to_vec())
-        .collect();
-        r.handle(
-            Input::Frames {
-                socket: Socket::Backend,
-                frames,
-            },
-            now,
-            &mut out,
-        );
+        let inform: &[&[u8]] = &[b"INFORM", b"i", b"", b"worker", b"job-ack"];
+        let frames = frames(format!("worker-{i}").as_bytes(), inform);
+        let input = Input::Frames {
+            socket: Socket::Backend,
+            frames,
+        };
+        d.input(&mut r, input, now, &mut CommitAll, &mut out)
+            .expect("invariants are not checked");
         now += Duration::from_micros(10);
     }
-    r.handle_timeout(now, &mut out);
+    d.timeout(&mut r, now, &mut CommitAll, &mut out)
+        .expect("invariants are not checked");
     (r, now)
 }
 

@@ -51,6 +51,8 @@ pub mod workers;
 
 #[cfg(test)]
 mod proptests;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 #[cfg(test)]
 mod tests;
 

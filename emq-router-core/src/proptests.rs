@@ -22,7 +22,8 @@ use emqp_proto::Message;
 
 use crate::config::SECOND;
 use crate::event::{Action, Input, SendFailure, Socket};
-use crate::journal::BatchResult;
+use crate::journal::{Batch, BatchResult};
+use crate::testing::{Driver, Effects, Flush};
 use crate::{Config, Router};
 
 const WORKERS: [&str; 3] = ["w0", "w1", "w2"];
@@ -131,9 +132,7 @@ fn sock(n: u8) -> Socket {
 }
 
 fn frames(id: &str, parts: &[&[u8]]) -> Vec<Vec<u8>> {
-    let mut f = vec![id.as_bytes().to_vec(), vec![], b"eMQP/1.0".to_vec()];
-    f.extend(parts.iter().map(|p| p.to_vec()));
-    f
+    crate::testing::frames(id.as_bytes(), parts)
 }
 
 fn to_input(op: &Op) -> Option<Input> {
@@ -283,66 +282,44 @@ fn results_to(out: &[Action], client: &str) -> Vec<String> {
         .collect()
 }
 
-/// A driver with a store that commits or fails: feeds every batch's
-/// outcome back, and `Flushed` once the sends are carried out, as
-/// `emq-router` does; returns every action.
-fn drive(
-    r: &mut Router,
-    now: Duration,
+/// A store that commits every batch, or fails it while `fails` holds.
+struct Store {
     fails: bool,
+}
+
+impl Effects for Store {
+    fn journal(&mut self, _now: Duration, _batch: &Batch) -> Option<BatchResult> {
+        Some(if self.fails {
+            BatchResult::Failed("disk full".into())
+        } else {
+            BatchResult::Committed
+        })
+    }
+}
+
+/// Timer rounds at one instant before a run is declared stuck.
+const MAX_TIMER_ROUNDS: usize = 16;
+
+/// Feed `input` (if any) through the driver, then the timers due at `now`.
+fn drive(
+    d: &mut Driver,
+    r: &mut Router,
+    input: Option<Input>,
+    now: Duration,
+    store: &mut Store,
     out: &mut Vec<Action>,
 ) -> Result<(), TestCaseError> {
-    let mut i = 0;
-    let mut flushed = 0;
-    loop {
-        if i == out.len() {
-            if out[flushed..]
-                .iter()
-                .any(|a| matches!(a, Action::Send { .. }))
-            {
-                flushed = out.len();
-                let mut more = Vec::new();
-                r.handle(Input::Flushed, now, &mut more);
-                if let Err(e) = r.check_invariants() {
-                    return Err(TestCaseError::fail(format!("{e} after Flushed")));
-                }
-                out.extend(more);
-                continue;
-            }
-            if r.poll_timeout().is_some_and(|t| t <= now) && !r.has_exited() {
-                let mut more = Vec::new();
-                r.handle_timeout(now, &mut more);
-                if !more.iter().any(|a| matches!(a, Action::Journal(_))) {
-                    out.extend(more);
-                    return Ok(());
-                }
-                out.extend(more);
-            } else {
-                return Ok(());
-            }
-        }
-        if let Action::Journal(b) = &out[i] {
-            let result = if fails {
-                BatchResult::Failed("disk full".into())
-            } else {
-                BatchResult::Committed
-            };
-            let mut more = Vec::new();
-            r.handle(
-                Input::JournalDone {
-                    batch: b.id,
-                    result,
-                },
-                now,
-                &mut more,
-            );
-            if let Err(e) = r.check_invariants() {
-                return Err(TestCaseError::fail(format!("{e} after a journal outcome")));
-            }
-            out.extend(more);
-        }
-        i += 1;
+    if let Some(input) = input {
+        d.input(r, input, now, store, out)
+            .map_err(TestCaseError::fail)?;
     }
+    for _ in 0..MAX_TIMER_ROUNDS {
+        if !Driver::due(r, now) {
+            return Ok(());
+        }
+        d.timeout(r, now, store, out).map_err(TestCaseError::fail)?;
+    }
+    Err(TestCaseError::fail(format!("a timer stays due at {now:?}")))
 }
 
 /// Answers (ack or REJECT) to REQUEST `msgid` from `client` in `out`.
@@ -362,25 +339,21 @@ proptest! {
     #[test]
     fn random_inputs_keep_invariants(ops in prop::collection::vec(op(), 1..80), hwm in 1usize..6) {
         let mut r = Router::new(Config { hwm, max_attempts: 2, journal: true, ..Config::default() });
+        let mut d = Driver::new(Flush::AfterActions);
+        let mut store = Store { fails: false };
         let mut now = Duration::ZERO;
         let mut exits = 0;
-        let mut fails = false;
         let mut all: Vec<Action> = Vec::new();
         let mut asked: std::collections::BTreeMap<(usize, u8), usize> = Default::default();
         for op in &ops {
             match op {
                 Op::Advance(d) => now += *d,
-                Op::JournalFails(f) => fails = *f,
+                Op::JournalFails(f) => store.fails = *f,
                 _ => {}
             }
             let mut out = Vec::new();
-            if let Some(input) = to_input(op) {
-                r.handle(input, now, &mut out);
-                if let Err(e) = r.check_invariants() {
-                    return Err(TestCaseError::fail(format!("{e} after {op:?}")));
-                }
-            }
-            drive(&mut r, now, fails, &mut out)?;
+            drive(&mut d, &mut r, to_input(op), now, &mut store, &mut out)
+                .map_err(|e| TestCaseError::fail(format!("{e} ({op:?})")))?;
             if let Err(e) = r.check_invariants() {
                 return Err(TestCaseError::fail(format!("{e} after timers following {op:?}")));
             }
@@ -391,36 +364,30 @@ proptest! {
             all.extend(out);
         }
         // Let every held answer out: the store heals, time passes.
+        store.fails = false;
         for _ in 0..5 {
             now += 2 * SECOND;
             let mut out = Vec::new();
-            drive(&mut r, now, false, &mut out)?;
+            drive(&mut d, &mut r, None, now, &mut store, &mut out)?;
             all.extend(out);
         }
         // Every client says hello and receipts every RESULT it got: no
         // result is left held (none is lost on the way).
         if !r.has_exited() {
             for _ in 0..2 {
-                for c in CLIENTS {
+                for (i, c) in CLIENTS.iter().enumerate() {
                     let mut out = Vec::new();
-                    r.handle(
-                        to_input(&Op::Hello(CLIENTS.iter().position(|x| *x == c).unwrap_or(0)))
-                            .expect("an input"),
-                        now,
-                        &mut out,
-                    );
-                    drive(&mut r, now, false, &mut out)?;
+                    drive(&mut d, &mut r, to_input(&Op::Hello(i)), now, &mut store, &mut out)?;
                     let got = results_to(&out, c);
                     all.extend(out);
                     if got.is_empty() {
                         continue;
                     }
-                    let mut f = vec![c.as_bytes().to_vec(), vec![], b"eMQP/1.0".to_vec()];
-                    f.extend([b"RECEIVED".to_vec(), b"r".to_vec()]);
+                    let mut f = frames(c, &[b"RECEIVED", b"r"]);
                     f.extend(got.into_iter().map(String::into_bytes));
                     let mut out = Vec::new();
-                    r.handle(Input::Frames { socket: Socket::Frontend, frames: f }, now, &mut out);
-                    drive(&mut r, now, false, &mut out)?;
+                    let received = Input::Frames { socket: Socket::Frontend, frames: f };
+                    drive(&mut d, &mut r, Some(received), now, &mut store, &mut out)?;
                     all.extend(out);
                     if let Err(e) = r.check_invariants() {
                         return Err(TestCaseError::fail(format!("{e} after the final receipts")));

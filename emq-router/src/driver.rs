@@ -123,7 +123,7 @@ fn open_sqlite(path: &std::path::Path, is_default: bool) -> Result<Sqlite, Fail>
             ""
         }
     );
-    let journal = emq_journal::Journal::open(path).map_err(|e| {
+    let journal = emq_journal::SqliteJournal::open(path).map_err(|e| {
         Fail(
             Exit::JournalUnusable,
             format!(

@@ -17,7 +17,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use emq_journal::Journal;
+use emq_journal::SqliteJournal;
 use emq_router_core::journal::{Batch, BatchId, BatchResult, JournalStore, Restored};
 use emq_router_core::lease::StepDownReason;
 
@@ -121,12 +121,12 @@ impl JournalPort for NoJournal {
 
 /// The SQLite journal, committing on the loop's thread.
 pub(crate) struct Sqlite {
-    journal: Journal,
+    journal: SqliteJournal,
     ready: Ready,
 }
 
 impl Sqlite {
-    pub(crate) fn new(journal: Journal) -> Sqlite {
+    pub(crate) fn new(journal: SqliteJournal) -> Sqlite {
         Sqlite {
             journal,
             ready: Ready::default(),
@@ -179,7 +179,7 @@ mod tests {
 
     #[test]
     fn sqlite_outcomes_come_back_in_batch_order() {
-        let mut port = Sqlite::new(Journal::open_in_memory().unwrap());
+        let mut port = Sqlite::new(SqliteJournal::open_in_memory().unwrap());
         assert!(port.next_event().is_none());
         port.append(batch(1));
         port.append(batch(2));

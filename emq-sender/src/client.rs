@@ -30,10 +30,11 @@ use std::time::{Duration, Instant};
 use emq_transport::{LinkWatch, SocketOptions};
 use emqp_proto::headers::{NOTICES, RESULT_RECEIPT};
 use emqp_proto::{
-    new_msgid, Command, Header, Headers, Message, Notice, Reject, RejectReason, Reply, Request,
-    ResultStatus, Schedule,
+    new_msgid, Command, Header, Headers, Message, Notice, RejectReason, Request, ResultStatus,
+    Schedule,
 };
 
+pub use crate::event::Event;
 use crate::track::{Again, Track};
 
 /// Receipts sent in one `RECEIVED` at most (and sent as soon as this many
@@ -79,89 +80,6 @@ impl std::error::Error for ClientError {}
 impl From<zmq::Error> for ClientError {
     fn from(e: zmq::Error) -> Self {
         ClientError::new(format!("zmq: {e}"))
-    }
-}
-
-/// What the router said about one of our REQUESTs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Event {
-    /// `REPLY [msgid]`: the REQUEST was accepted.
-    Accepted { msgid: String },
-    /// `REJECT [msgid, reason, text]`.
-    Rejected {
-        msgid: String,
-        reason: RejectReason,
-        text: String,
-    },
-    /// `RESULT [msgid, status, payload]` (only for `reply-requested`).
-    Result {
-        msgid: String,
-        status: ResultStatus,
-        payload: Vec<u8>,
-    },
-    /// `NOTICE [msgid, kind, text]` (emq, asked for by the `notices`
-    /// header every REQUEST of this client carries): something the
-    /// submitter should know about an accepted job (e.g. it was sent to
-    /// `default` because no job manager serves its queue).
-    Notice(Notice),
-    /// A connection to a router came up after one went down: the client
-    /// said hello and sent `resent` unanswered messages again.
-    Reconnected { endpoint: String, resent: usize },
-    /// Anything else (a HEARTBEAT, an unexpected command, or frames that did
-    /// not decode), described for a debug message. Never fatal.
-    Other(String),
-}
-
-impl Event {
-    /// Classify one message received from the router.
-    pub fn from_message(msg: Message) -> Event {
-        match msg.command {
-            Command::Reply(Reply {
-                payload,
-                orig_msgid: None,
-                ..
-            }) => Event::Accepted {
-                msgid: String::from_utf8_lossy(&payload).into_owned(),
-            },
-            // A worker-style REPLY [payload, orig_msgid(, status)] is taken
-            // as a result; routers send RESULT, but leniency costs nothing.
-            Command::Reply(Reply {
-                payload,
-                orig_msgid: Some(orig),
-                status,
-            }) => Event::Result {
-                msgid: orig,
-                status: status.unwrap_or(ResultStatus::Ok),
-                payload,
-            },
-            Command::Reject(Reject {
-                orig_msgid,
-                reason,
-                text,
-            }) => Event::Rejected {
-                msgid: orig_msgid,
-                reason,
-                text,
-            },
-            Command::Result(r) => Event::Result {
-                msgid: r.orig_msgid,
-                status: r.status,
-                payload: r.payload,
-            },
-            Command::Notice(n) => Event::Notice(n),
-            other => Event::Other(format!("{} {}", other.name(), msg.msgid)),
-        }
-    }
-
-    /// The msgid of the REQUEST this event is about, if any.
-    pub fn msgid(&self) -> Option<&str> {
-        match self {
-            Event::Accepted { msgid }
-            | Event::Rejected { msgid, .. }
-            | Event::Result { msgid, .. } => Some(msgid),
-            Event::Notice(n) => Some(&n.orig_msgid),
-            Event::Reconnected { .. } | Event::Other(_) => None,
-        }
     }
 }
 
@@ -650,6 +568,7 @@ pub const DEFAULT_PUBLISHER: &str = "tcp://127.0.0.1:47298";
 #[cfg(test)]
 mod tests {
     use super::*;
+    use emqp_proto::{Reject, Reply};
 
     #[test]
     fn default_broker_precedence() {

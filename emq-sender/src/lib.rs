@@ -14,6 +14,7 @@
 pub mod backoff;
 pub mod bulk;
 pub mod client;
+pub mod event;
 pub mod exit;
 pub mod flags;
 pub mod payload;

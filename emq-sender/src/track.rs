@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use emq_transport::LinkEvent;
 use emqp_proto::RejectReason;
 
-use crate::client::Event;
+use crate::event::Event;
 
 /// Time between a connection's drop (another still up) and sending again
 /// what was not answered (see the module documentation).

@@ -13,7 +13,9 @@
 //! The parts, each a struct followed by its functions:
 //! - `Sim`: the clock, the event queue and the loop (`step`,
 //!   `run_until`); it carries out what the cores ask for, in order,
-//!   feeding failed sends and journal outcomes back;
+//!   feeding failed sends and journal outcomes back — the router through
+//!   the core's one test driver (`emq_router_core::testing`), whose
+//!   `Effects` here are `RouterWorld`;
 //! - `RouterNode`, `JmNode` and `Pool`: a core and what the harness keeps
 //!   about it; the pool "runs" a `SimJob` for the time its payload says;
 //! - `Network` and `Fault`: a latency per link, FIFO delivery (as TCP),
@@ -33,6 +35,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::Duration;
 
 use emq_jobmanager::connection::{self as jm, Connection};
+use emq_router_core::testing::{Driver, Effects, Flush};
 use emq_router_core::{self as rc, Router};
 use emqp_proto::job::{CallJob, ErrorKind, Job, JobError, JobOutcome};
 use emqp_proto::{Command, Headers, Message, QueueSpec, RejectReason, Request, ResultStatus};
@@ -260,7 +263,7 @@ impl Network {
         link: Link,
         dir: Dir,
         identity: &str,
-        frames: &Frames,
+        frames: &[Vec<u8>],
     ) -> Option<Duration> {
         let command = frames
             .get(2)
@@ -280,7 +283,7 @@ impl Network {
                         at: now,
                         dir,
                         identity: identity.to_string(),
-                        message: Message::decode(frames.clone()).ok(),
+                        message: Message::decode(frames.to_vec()).ok(),
                     });
                     return None;
                 }
@@ -365,7 +368,7 @@ struct JournalStore {
 }
 
 impl JournalStore {
-    fn append(&mut self, batch: rc::Batch) -> rc::BatchResult {
+    fn append(&mut self, batch: &rc::Batch) -> rc::BatchResult {
         self.batches += 1;
         match &self.fail {
             Some(e) => {
@@ -373,7 +376,7 @@ impl JournalStore {
                 rc::BatchResult::Failed(e.clone())
             }
             None => {
-                self.committed.extend(batch.records);
+                self.committed.extend(batch.records.iter().cloned());
                 rc::BatchResult::Committed
             }
         }
@@ -444,6 +447,9 @@ impl Trace {
 #[derive(Debug)]
 struct RouterNode {
     core: Router,
+    /// The one test driver of the router core: sends, journal batches,
+    /// `Flushed` after the sends (`rc::testing`).
+    driver: Driver,
     /// When it emitted `Exit`, and that action's position in its action
     /// order. A router that exited reads nothing more.
     exited: Option<(Duration, u64)>,
@@ -637,6 +643,11 @@ impl Sim {
             steps_at_now: 0,
             router: RouterNode {
                 core: Router::new(router),
+                driver: {
+                    let mut d = Driver::new(Flush::AfterActions);
+                    d.check = false; // `RouterNode::check`, sampled
+                    d
+                },
                 exited: None,
                 actions: 0,
                 check_every: 1,
@@ -716,12 +727,7 @@ impl Sim {
                 let (_, ev) = self.queue.pop_first().expect("an event is due");
                 self.deliver(ev);
             }
-            Next::RouterTimer => {
-                let mut out = Vec::new();
-                let now = self.now;
-                self.router.core.handle_timeout(now, &mut out);
-                self.router_actions(out);
-            }
+            Next::RouterTimer => self.router_call(|d, r, now, fx, out| d.timeout(r, now, fx, out)),
             Next::JmTimer(i) => {
                 let mut out = Vec::new();
                 self.jms[i].core.handle_timeout(self.now, &mut out);
@@ -768,8 +774,11 @@ impl Sim {
     }
 
     fn schedule(&mut self, at: Duration, ev: Event) {
-        self.seq += 1;
-        self.queue.insert((at, self.seq), ev);
+        let mut events = Events {
+            queue: &mut self.queue,
+            seq: &mut self.seq,
+        };
+        events.schedule(at, ev);
     }
 
     /// Carry out a due event.
@@ -815,125 +824,59 @@ impl Sim {
 
     /// Feed the router one input now and carry out its actions.
     fn router_input(&mut self, input: rc::Input) {
-        let mut out = Vec::new();
-        let now = self.now;
-        self.router.core.handle(input, now, &mut out);
-        self.router_actions(out);
+        self.router_call(|d, r, now, fx, out| d.input(r, input, now, fx, out));
     }
 
-    /// Carry out the router's actions in order; a failed send goes back in
-    /// as `SendFailed` at once, and its actions are carried out after the
-    /// ones already there; then `Flushed`. A journal batch is answered by the store after
-    /// its latency. Checks the invariants and notes the worker count.
-    fn router_actions(&mut self, out: Vec<rc::Action>) {
-        let mut todo: VecDeque<rc::Action> = out.into();
-        let mut unflushed = false;
-        loop {
-            let Some(a) = todo.pop_front() else {
-                // Every send carried out, failures reported: `Flushed`
-                // (its resends, if any, are carried out in turn).
-                if !std::mem::take(&mut unflushed) || !self.router.is_up() {
-                    break;
-                }
-                let mut more = Vec::new();
-                let now = self.now;
-                self.router.core.handle(rc::Input::Flushed, now, &mut more);
-                todo.extend(more);
-                continue;
-            };
-            self.router.actions += 1;
-            match a {
-                rc::Action::Send {
-                    socket,
-                    identity,
-                    frames,
-                } => {
-                    unflushed = true;
-                    if !self.router_send(socket, &identity, frames) {
-                        let mut more = Vec::new();
-                        let failed = rc::Input::SendFailed {
-                            socket,
-                            identity,
-                            reason: rc::SendFailure::HostUnreachable,
-                        };
-                        let now = self.now;
-                        self.router.core.handle(failed, now, &mut more);
-                        todo.extend(more);
-                    }
-                }
-                rc::Action::Journal(batch) => {
-                    let id = batch.id;
-                    let result = self.journal.append(batch);
-                    let at = self.now + self.journal.latency;
-                    self.schedule(at, Event::JournalAnswers { batch: id, result });
-                }
-                rc::Action::Exit => {
-                    assert!(self.router.is_up(), "the router exited twice");
-                    self.router.exited = Some((self.now, self.router.actions));
-                }
-            }
-        }
+    /// One call into the router through the driver, which carries out its
+    /// actions in order ([`RouterWorld`]: a failed send goes back in as
+    /// `SendFailed` at once; a journal batch is answered by the store
+    /// after its latency; then `Flushed`). Checks the invariants and notes
+    /// the worker count.
+    fn router_call(
+        &mut self,
+        call: impl FnOnce(
+            &mut Driver,
+            &mut Router,
+            Duration,
+            &mut RouterWorld,
+            &mut Vec<rc::Action>,
+        ) -> Result<(), String>,
+    ) {
+        let Sim {
+            now,
+            queue,
+            seq,
+            router,
+            jms,
+            net,
+            client,
+            journal,
+            trace,
+            ..
+        } = self;
+        let mut world = RouterWorld {
+            actions: &mut router.actions,
+            exited: &mut router.exited,
+            jms,
+            client,
+            net,
+            trace,
+            events: Events { queue, seq },
+            journal,
+        };
+        let mut out = Vec::new();
+        let result = call(
+            &mut router.driver,
+            &mut router.core,
+            *now,
+            &mut world,
+            &mut out,
+        );
+        result.unwrap_or_else(|e| panic!("router: {e}"));
         self.router.check(false);
         let n = self.router.core.worker_count();
         if self.trace.worker_counts.last().map(|w| w.1) != Some(n) {
             self.trace.worker_counts.push((self.now, n));
-        }
-    }
-
-    /// Put a router send on the wire; false when no peer holds that
-    /// identity (ROUTER_MANDATORY: EHOSTUNREACH).
-    fn router_send(&mut self, socket: rc::Socket, identity: &[u8], frames: Frames) -> bool {
-        let id = String::from_utf8_lossy(identity).into_owned();
-        let command = frames.get(2).map(Vec::as_slice).unwrap_or_default();
-        match socket {
-            rc::Socket::Backend => {
-                let Some(jm) = self.jms.iter().position(|j| j.link.as_deref() == Some(&id)) else {
-                    self.trace.send_failures.push((self.now, id));
-                    return false;
-                };
-                if command == b"REQUEST" {
-                    let msgid = String::from_utf8_lossy(&frames[3]).into_owned();
-                    self.trace.dispatches.push((self.now, id.clone(), msgid));
-                }
-                let at = self
-                    .net
-                    .route(self.now, Link::Jm(jm), Dir::FromRouter, &id, &frames);
-                if command == b"HEARTBEAT" {
-                    self.trace.heartbeats.push(Heartbeat {
-                        sent: self.now,
-                        arrives: at,
-                        from_router: true,
-                        identity: id.clone(),
-                    });
-                }
-                if let Some(at) = at {
-                    let ev = Event::ToJm {
-                        jm,
-                        identity: id,
-                        frames,
-                    };
-                    self.schedule(at, ev);
-                }
-                true
-            }
-            rc::Socket::Frontend => {
-                if identity != self.client.identity.as_slice() {
-                    self.trace.send_failures.push((self.now, id));
-                    return false;
-                }
-                if command == b"RESULT" {
-                    let msgid = String::from_utf8_lossy(&frames[4]).into_owned();
-                    self.trace.result_actions.insert(msgid, self.router.actions);
-                }
-                let at = self
-                    .net
-                    .route(self.now, Link::Client, Dir::FromRouter, &id, &frames);
-                if let Some(at) = at {
-                    self.schedule(at, Event::ToClient { frames });
-                }
-                true
-            }
-            rc::Socket::Admin => true,
         }
     }
 
@@ -1154,6 +1097,121 @@ impl Sim {
     /// The router's heartbeat silence limit (interval × liveness).
     fn router_peer_timeout(&self) -> Duration {
         self.router.core.config().peer_timeout()
+    }
+}
+
+/// The queue of events, borrowed apart from the rest of the simulation.
+struct Events<'a> {
+    queue: &'a mut BTreeMap<(Duration, u64), Event>,
+    seq: &'a mut u64,
+}
+
+impl Events<'_> {
+    fn schedule(&mut self, at: Duration, ev: Event) {
+        *self.seq += 1;
+        self.queue.insert((at, *self.seq), ev);
+    }
+}
+
+/// What the router's actions do in the simulation: its `Effects` for the
+/// driver, borrowing the parts of `Sim` they touch.
+struct RouterWorld<'a> {
+    actions: &'a mut u64,
+    exited: &'a mut Option<(Duration, u64)>,
+    jms: &'a [JmNode],
+    client: &'a Client,
+    net: &'a mut Network,
+    trace: &'a mut Trace,
+    events: Events<'a>,
+    journal: &'a mut JournalStore,
+}
+
+impl Effects for RouterWorld<'_> {
+    /// Put a router send on the wire; fails when no peer holds that
+    /// identity (ROUTER_MANDATORY: EHOSTUNREACH).
+    fn send(
+        &mut self,
+        now: Duration,
+        socket: rc::Socket,
+        identity: &[u8],
+        frames: &[Vec<u8>],
+    ) -> Result<(), rc::SendFailure> {
+        *self.actions += 1;
+        let unreachable = Err(rc::SendFailure::HostUnreachable);
+        let id = String::from_utf8_lossy(identity).into_owned();
+        let command = frames.get(2).map(Vec::as_slice).unwrap_or_default();
+        match socket {
+            rc::Socket::Backend => {
+                let Some(jm) = self.jms.iter().position(|j| j.link.as_deref() == Some(&id)) else {
+                    self.trace.send_failures.push((now, id));
+                    return unreachable;
+                };
+                if command == b"REQUEST" {
+                    let msgid = String::from_utf8_lossy(&frames[3]).into_owned();
+                    self.trace.dispatches.push((now, id.clone(), msgid));
+                }
+                let at = self
+                    .net
+                    .route(now, Link::Jm(jm), Dir::FromRouter, &id, frames);
+                if command == b"HEARTBEAT" {
+                    self.trace.heartbeats.push(Heartbeat {
+                        sent: now,
+                        arrives: at,
+                        from_router: true,
+                        identity: id.clone(),
+                    });
+                }
+                if let Some(at) = at {
+                    let ev = Event::ToJm {
+                        jm,
+                        identity: id,
+                        frames: frames.to_vec(),
+                    };
+                    self.events.schedule(at, ev);
+                }
+                Ok(())
+            }
+            rc::Socket::Frontend => {
+                if identity != self.client.identity.as_slice() {
+                    self.trace.send_failures.push((now, id));
+                    return unreachable;
+                }
+                if command == b"RESULT" {
+                    let msgid = String::from_utf8_lossy(&frames[4]).into_owned();
+                    self.trace.result_actions.insert(msgid, *self.actions);
+                }
+                let at = self
+                    .net
+                    .route(now, Link::Client, Dir::FromRouter, &id, frames);
+                if let Some(at) = at {
+                    let ev = Event::ToClient {
+                        frames: frames.to_vec(),
+                    };
+                    self.events.schedule(at, ev);
+                }
+                Ok(())
+            }
+            rc::Socket::Admin => Ok(()),
+        }
+    }
+
+    /// The store answers after its latency.
+    fn journal(&mut self, now: Duration, batch: &rc::Batch) -> Option<rc::BatchResult> {
+        *self.actions += 1;
+        let result = self.journal.append(batch);
+        let at = now + self.journal.latency;
+        let ev = Event::JournalAnswers {
+            batch: batch.id,
+            result,
+        };
+        self.events.schedule(at, ev);
+        None
+    }
+
+    fn exit(&mut self, now: Duration) {
+        *self.actions += 1;
+        assert!(self.exited.is_none(), "the router exited twice");
+        *self.exited = Some((now, *self.actions));
     }
 }
 

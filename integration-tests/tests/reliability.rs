@@ -285,8 +285,10 @@ fn a_reused_msgid_never_loses_an_acknowledged_job() {
 }
 
 /// `emq-sender --wait` of one job given on stdin (a JSON string of `len`
-/// bytes), at most `timeout` seconds.
-fn send_big(addrs: &Addrs, len: usize, timeout: &str) -> RunOutput {
+/// bytes), at most `timeout` seconds, with the sender's own size check at
+/// `sender_limit` bytes (`--max-message-size`; 0: none, so the router's
+/// check is what is tested).
+fn send_big(addrs: &Addrs, len: usize, timeout: &str, sender_limit: &str) -> RunOutput {
     let mut line = Vec::with_capacity(len + 3);
     line.push(b'"');
     line.resize(len + 1, b'x');
@@ -299,6 +301,8 @@ fn send_big(addrs: &Addrs, len: usize, timeout: &str) -> RunOutput {
                 "--wait",
                 "--timeout",
                 timeout,
+                "--max-message-size",
+                sender_limit,
                 "-",
             ])
             .stdin(line),
@@ -310,7 +314,14 @@ fn send_big(addrs: &Addrs, len: usize, timeout: &str) -> RunOutput {
 fn a_request_over_the_message_size_limit_is_refused_with_a_log_line_not_dropped() {
     // Default --max-message-size: 16 MiB; the sockets cut at 32 MiB.
     let (mut router, addrs) = start_router(&[]);
-    let out = send_big(&addrs, 17_000_000, "30");
+    // emq-sender with the router's default limit does not send it at all
+    // (exit 2, the line reported invalid); the router never sees it.
+    let out = send_big(&addrs, 17_000_000, "30", "16777216");
+    assert_eq!(out.code(), Some(2), "not sent: {}", out.describe());
+    assert_eq!(last_json(&out)["status"], "invalid", "{}", out.describe());
+    assert_eq!(counter(&addrs, "rejected_too_large"), 0);
+    // A client without that check: the router refuses it, with a warning.
+    let out = send_big(&addrs, 17_000_000, "30", "0");
     assert_eq!(out.code(), Some(3), "rejected: {}", out.describe());
     let line = last_json(&out);
     assert_eq!(line["status"], "rejected", "{line}");
@@ -333,7 +344,7 @@ fn a_request_over_the_message_size_limit_is_refused_with_a_log_line_not_dropped(
 
     // Over twice the limit libzmq cuts the connection: no answer (the
     // sender times out), the router stays up and still serves.
-    let out = send_big(&addrs, 40_000_000, "5");
+    let out = send_big(&addrs, 40_000_000, "5", "0");
     assert_eq!(out.code(), Some(5), "no answer: {}", out.describe());
     assert!(router.is_running(), "{}", router.tail(20));
     assert_eq!(

@@ -379,7 +379,7 @@ impl Router {
     /// Emit the open batch now, whatever the group-commit timing says
     /// (tests: the harness commits after every input), unless the journal
     /// is failing and its retry is not due.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn flush_journal_now(&mut self, now: Duration, out: &mut Vec<Action>) {
         if matches!(self.journal.state, JournalState::Failing { .. }) {
             // A failing journal is tried again on its own schedule.

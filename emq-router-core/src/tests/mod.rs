@@ -15,7 +15,8 @@ use emqp_proto::{
 
 use crate::config::SECOND;
 use crate::event::{Action, Input, SendFailure, Socket};
-use crate::journal::{BatchResult, JobRecord, Record, Restored};
+use crate::journal::{Batch, BatchResult, JobRecord, Record, Restored};
+use crate::testing::{Driver, Effects, Flush};
 use crate::{Config, Router};
 
 use std::time::Duration;
@@ -43,15 +44,25 @@ mod snapshot;
 mod timers;
 
 /// A router with a fake clock, and a fake journal store that commits
-/// every batch (or fails it while `fail_journal` is set), as a driver
-/// does after each input. The sends a call returns are carried out by
-/// the test: it reports the ones that failed (`SendFailed`) before its
-/// next input or tick, which [`Input::Flushed`] precedes (`unflushed`).
+/// every batch (or fails it while `fail_journal` is set), driven by the
+/// one test driver (`crate::testing`), which commits the open batch after
+/// every input. The sends a call returns are carried out by the test: it
+/// reports the ones that failed (`SendFailed`) before its next input or
+/// tick, which [`Input::Flushed`] precedes (`Flush::BeforeNext`).
 pub(crate) struct H {
-    /// Sends were handed out and `Flushed` has not followed yet.
-    unflushed: bool,
+    d: Driver,
     pub(crate) r: Router,
     pub(crate) now: Duration,
+    store: Store,
+    /// REPLYs sent by [`H::reply`] so far (their msgids).
+    replies: u64,
+    /// The take-back key each backend identity's last ACK gave.
+    keys: std::collections::HashMap<String, String>,
+}
+
+/// The fake journal store.
+#[derive(Default)]
+pub(crate) struct Store {
     /// Every record committed, in order.
     pub(crate) journal: Vec<Record>,
     pub(crate) fail_journal: Option<String>,
@@ -59,10 +70,32 @@ pub(crate) struct H {
     /// batch committed (`BatchResult::Uncertain`) instead of knowing it
     /// did not.
     pub(crate) uncertain: bool,
-    /// REPLYs sent by [`H::reply`] so far (their msgids).
-    replies: u64,
-    /// The take-back key each backend identity's last ACK gave.
-    keys: std::collections::HashMap<String, String>,
+}
+
+impl Effects for Store {
+    fn journal(&mut self, _now: Duration, b: &Batch) -> Option<BatchResult> {
+        Some(match &self.fail_journal {
+            None => {
+                self.journal.extend(b.records.iter().cloned());
+                BatchResult::Committed
+            }
+            Some(e) if self.uncertain => BatchResult::Uncertain(e.clone()),
+            Some(e) => BatchResult::Failed(e.clone()),
+        })
+    }
+}
+
+impl std::ops::Deref for H {
+    type Target = Store;
+    fn deref(&self) -> &Store {
+        &self.store
+    }
+}
+
+impl std::ops::DerefMut for H {
+    fn deref_mut(&mut self) -> &mut Store {
+        &mut self.store
+    }
 }
 
 pub(crate) type Sent = (Socket, String, Message);
@@ -73,13 +106,13 @@ impl H {
     }
 
     pub(crate) fn with(cfg: Config) -> H {
+        let mut d = Driver::new(Flush::BeforeNext);
+        d.commit_at_once = true;
         H {
-            unflushed: false,
+            d,
             r: Router::new(cfg),
             now: 1_000 * SECOND,
-            journal: Vec::new(),
-            fail_journal: None,
-            uncertain: false,
+            store: Store::default(),
             replies: 0,
             keys: Default::default(),
         }
@@ -87,83 +120,29 @@ impl H {
 
     pub(crate) fn input(&mut self, input: Input) -> Vec<Action> {
         let mut out = Vec::new();
-        if !matches!(input, Input::SendFailed { .. } | Input::JournalDone { .. }) {
-            self.flushed(&mut out);
-        }
-        self.r.handle(input, self.now, &mut out);
-        self.check();
-        self.commit(&mut out);
-        self.note_sends(&out);
+        let result = self
+            .d
+            .input(&mut self.r, input, self.now, &mut self.store, &mut out);
+        result.unwrap_or_else(|e| panic!("{e}"));
         out
-    }
-
-    /// `Input::Flushed` if sends were handed out since the last one.
-    fn flushed(&mut self, out: &mut Vec<Action>) {
-        if std::mem::take(&mut self.unflushed) {
-            self.r.handle(Input::Flushed, self.now, out);
-            self.check();
-        }
-    }
-
-    fn note_sends(&mut self, out: &[Action]) {
-        self.unflushed |= out.iter().any(|a| matches!(a, Action::Send { .. }));
-    }
-
-    fn check(&self) {
-        if let Err(e) = self.r.check_invariants() {
-            panic!("invariant broken: {e}");
-        }
-    }
-
-    /// Carry out the journal: commit the open batch (the group-commit
-    /// timing has its own tests), feed each outcome back; the returned
-    /// actions keep the batches.
-    pub(crate) fn commit(&mut self, out: &mut Vec<Action>) {
-        if !self.r.config().journal {
-            return;
-        }
-        let mut i = 0;
-        loop {
-            if i == out.len() {
-                let mut more = Vec::new();
-                self.r.flush_journal_now(self.now, &mut more);
-                if more.is_empty() {
-                    return;
-                }
-                out.extend(more);
-            }
-            if let Action::Journal(b) = &out[i] {
-                let (id, records) = (b.id, b.records.clone());
-                let result = match &self.fail_journal {
-                    None => {
-                        self.journal.extend(records);
-                        BatchResult::Committed
-                    }
-                    Some(e) if self.uncertain => BatchResult::Uncertain(e.clone()),
-                    Some(e) => BatchResult::Failed(e.clone()),
-                };
-                let mut more = Vec::new();
-                self.r.handle(
-                    Input::JournalDone { batch: id, result },
-                    self.now,
-                    &mut more,
-                );
-                self.check();
-                out.extend(more);
-            }
-            i += 1;
-        }
     }
 
     /// Timers due now, then the journal.
     pub(crate) fn timeout(&mut self) -> Vec<Action> {
         let mut out = Vec::new();
-        self.flushed(&mut out);
-        self.r.handle_timeout(self.now, &mut out);
-        self.check();
-        self.commit(&mut out);
-        self.note_sends(&out);
+        let result = self
+            .d
+            .timeout(&mut self.r, self.now, &mut self.store, &mut out);
+        result.unwrap_or_else(|e| panic!("{e}"));
         out
+    }
+
+    /// Carry out the actions of a call made outside the driver.
+    pub(crate) fn commit(&mut self, out: &mut Vec<Action>) {
+        let result = self
+            .d
+            .carry_out(&mut self.r, 0, self.now, &mut self.store, out);
+        result.unwrap_or_else(|e| panic!("{e}"));
     }
 
     pub(crate) fn frames(&mut self, socket: Socket, frames: Vec<Vec<u8>>) -> Vec<Sent> {
@@ -220,17 +199,15 @@ impl H {
         queue: &str,
         headers: &str,
     ) -> Vec<Sent> {
-        let frames = vec![
-            client.as_bytes().to_vec(),
-            vec![],
-            b"eMQP/1.0".to_vec(),
-            b"REQUEST".to_vec(),
-            msgid.as_bytes().to_vec(),
-            queue.as_bytes().to_vec(),
-            headers.as_bytes().to_vec(),
-            format!("[\"call\", {{\"handler\": \"echo\", \"args\": \"{msgid}\"}}]").into_bytes(),
+        let payload = format!("[\"call\", {{\"handler\": \"echo\", \"args\": \"{msgid}\"}}]");
+        let parts: &[&[u8]] = &[
+            b"REQUEST",
+            msgid.as_bytes(),
+            queue.as_bytes(),
+            headers.as_bytes(),
+            payload.as_bytes(),
         ];
-        self.frames(Frontend, frames)
+        self.frames(Frontend, crate::testing::frames(client.as_bytes(), parts))
     }
 
     /// A worker's REPLY, under a msgid of its own (`rep-N`, as every

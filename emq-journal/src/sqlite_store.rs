@@ -1,17 +1,17 @@
 //! The SQLite journal as a [`JournalStore`]: the core's batches in, the
-//! core's restore data out. [`Journal`] works on the core's records
+//! core's restore data out. [`SqliteJournal`] works on the core's records
 //! directly, so this is only the trait's plumbing.
 
 use emq_router_core::journal::{Batch, JournalStore, Restored};
 
-use crate::journal::Journal;
+use crate::sqlite::SqliteJournal;
 use crate::JournalError;
 
-impl JournalStore for Journal {
+impl JournalStore for SqliteJournal {
     type Error = JournalError;
 
     fn append(&mut self, batch: &Batch) -> Result<(), JournalError> {
-        Journal::append(self, &batch.records)
+        SqliteJournal::append(self, &batch.records)
     }
 
     fn load(&mut self) -> Result<Restored, JournalError> {
@@ -51,7 +51,7 @@ mod tests {
 
     #[test]
     fn records_round_trip_through_sqlite() {
-        let mut j = Journal::open_in_memory().unwrap();
+        let mut j = SqliteJournal::open_in_memory().unwrap();
         let batch = Batch {
             id: BatchId(1),
             records: vec![
@@ -108,7 +108,7 @@ mod tests {
 
     #[test]
     fn finished_jobs_paused_queues_and_delays_survive_a_reopen_and_are_trimmed() {
-        let mut j = Journal::open_in_memory().unwrap();
+        let mut j = SqliteJournal::open_in_memory().unwrap();
         let delayed = JobRecord {
             run_at_unix_ms: Some(1_800_000_000_000),
             ..record("later", "odd")
@@ -186,7 +186,7 @@ mod tests {
 
     #[test]
     fn held_results_round_trip_are_replaced_by_msgid_and_released() {
-        let mut j = Journal::open_in_memory().unwrap();
+        let mut j = SqliteJournal::open_in_memory().unwrap();
         let batch = |id, records| Batch {
             id: BatchId(id),
             records,
@@ -238,7 +238,7 @@ mod tests {
 
     #[test]
     fn dead_letters_are_trimmed_to_keep_and_removed_by_msgid() {
-        let mut j = Journal::open_in_memory().unwrap();
+        let mut j = SqliteJournal::open_in_memory().unwrap();
         let mut records = Vec::new();
         for i in 0..5 {
             let m = format!("d{i}");

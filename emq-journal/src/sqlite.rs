@@ -77,7 +77,7 @@ pub struct JournalStats {
 
 /// The durable job journal. Not `Sync`: one owner (the router binary's
 /// poll loop).
-pub struct Journal {
+pub struct SqliteJournal {
     conn: Connection,
     path: PathBuf,
     batches: u64,
@@ -88,9 +88,9 @@ pub struct Journal {
     result_rows: RowIndex,
 }
 
-impl std::fmt::Debug for Journal {
+impl std::fmt::Debug for SqliteJournal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Journal")
+        f.debug_struct("SqliteJournal")
             .field("path", &self.path)
             .field("batches", &self.batches)
             .field("records", &self.records)
@@ -356,16 +356,16 @@ fn check_header(path: &Path) -> Result<()> {
     Ok(())
 }
 
-impl Journal {
+impl SqliteJournal {
     /// Open (creating it and its directories if needed) the journal at
     /// `path` with the default options: `synchronous=NORMAL`, integrity
     /// check on open.
-    pub fn open(path: impl AsRef<Path>) -> Result<Journal> {
-        Journal::open_with(path, &JournalOptions::default())
+    pub fn open(path: impl AsRef<Path>) -> Result<SqliteJournal> {
+        SqliteJournal::open_with(path, &JournalOptions::default())
     }
 
     /// Open with explicit options.
-    pub fn open_with(path: impl AsRef<Path>, options: &JournalOptions) -> Result<Journal> {
+    pub fn open_with(path: impl AsRef<Path>, options: &JournalOptions) -> Result<SqliteJournal> {
         let path = path.as_ref().to_path_buf();
         if let Some(dir) = path.parent() {
             if !dir.as_os_str().is_empty() {
@@ -380,7 +380,7 @@ impl Journal {
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| JournalError::sqlite(&path, "open", e))?;
-        let mut journal = Journal {
+        let mut journal = SqliteJournal {
             conn,
             path,
             batches: 0,
@@ -393,12 +393,12 @@ impl Journal {
     }
 
     /// A journal that lives in memory only (for tests of code that takes a
-    /// `Journal`). Nothing survives the process.
-    pub fn open_in_memory() -> Result<Journal> {
+    /// `SqliteJournal`). Nothing survives the process.
+    pub fn open_in_memory() -> Result<SqliteJournal> {
         let path = PathBuf::from(":memory:");
         let conn =
             Connection::open_in_memory().map_err(|e| JournalError::sqlite(&path, "open", e))?;
-        let mut journal = Journal {
+        let mut journal = SqliteJournal {
             conn,
             path,
             batches: 0,
