@@ -11,8 +11,10 @@ pub fn init_logging() {
 /// when it shows errors (a log line like the others), else as
 /// `program: error` (`RUST_LOG=off` does not hide why it stopped).
 pub fn say_fatal(program: &str, e: &dyn std::fmt::Display) {
-    if log::log_enabled!(log::Level::Error) {
-        log::error!("{e}");
+    // The program's crate as the target, as its own log lines have it.
+    let target = program.replace('-', "_");
+    if log::log_enabled!(target: &target, log::Level::Error) {
+        log::error!(target: &target, "{e}");
     } else {
         eprintln!("{program}: {e}");
     }

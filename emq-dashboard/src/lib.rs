@@ -155,6 +155,21 @@ pub struct Dashboard {
     sampler: Option<history::Sampler>,
 }
 
+/// Check `--http ADDR` (with or without `http://`) without binding: it
+/// resolves, and an address that is not loopback has a token
+/// ([`access::check_bind`]). The address to bind. Binaries call it while
+/// checking their flags, before they bind anything.
+pub fn check_address<'a>(addr: &'a str, token: Option<&str>) -> Result<&'a str, String> {
+    let bare = addr.trim_start_matches("http://").trim_end_matches('/');
+    let resolved = bare
+        .to_socket_addrs()
+        .map_err(|e| format!("--http {addr}: {e}"))?;
+    for a in resolved {
+        access::check_bind(a, token)?;
+    }
+    Ok(bare)
+}
+
 impl Dashboard {
     /// Serve the dashboard and `extra` routes on `addr`, talking to the
     /// router's admin socket at `admin_endpoint` in `ctx`. Fails when the
@@ -167,13 +182,7 @@ impl Dashboard {
         access: Access,
         extra: Router,
     ) -> Result<Dashboard, String> {
-        let bare = addr.trim_start_matches("http://").trim_end_matches('/');
-        let resolved = bare
-            .to_socket_addrs()
-            .map_err(|e| format!("--http {addr}: {e}"))?;
-        for a in resolved {
-            access::check_bind(a, access.token.as_deref())?;
-        }
+        let bare = check_address(addr, access.token.as_deref())?;
         let admin = Arc::new(AdminPool::new(ctx, admin_endpoint, ADMIN_TIMEOUT));
         let history = history::History::default();
         let app = routes(admin.clone(), history.clone(), access, extra);

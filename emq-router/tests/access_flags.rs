@@ -64,3 +64,14 @@ fn an_admin_socket_open_to_any_address_is_warned_about_at_start() {
         "no start-up warning for --allow-admin any:\n{log}"
     );
 }
+
+/// Issue 32: a bad `--http` address is refused while the flags are
+/// checked, before anything is bound (the three ZMQ sockets were bound,
+/// and logged as listening, before the dashboard found it), and said once.
+#[test]
+fn a_bad_http_address_stops_the_router_before_it_binds() {
+    let (code, err) = exit_at_once(&["--http", "nonsense", "--journal", "none"], &[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(err.matches("--http nonsense").count(), 1, "{err}");
+    assert!(!err.contains("listening"), "{err}");
+}

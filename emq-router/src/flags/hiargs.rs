@@ -171,6 +171,8 @@ fn http(cli: &Cli, s: &Settings) -> Result<Option<(String, emq_dashboard::Access
         Some(f) => Some(emq_dashboard::access::read_token_file(&f)?),
         None => None,
     };
+    // Checked here, before any socket is bound (the dashboard binds last).
+    emq_dashboard::check_address(&addr, token.as_deref())?;
     let read_only = cli.http_read_only || s.pick(None, "HTTP_READ_ONLY", false)?;
     Ok(Some((addr, emq_dashboard::Access { token, read_only })))
 }
