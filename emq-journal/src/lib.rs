@@ -90,6 +90,7 @@ pub mod postgres;
 mod row_index;
 mod sqlite;
 mod sqlite_store;
+mod states;
 
 pub use error::JournalError;
 pub use path::{

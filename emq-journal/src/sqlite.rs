@@ -5,7 +5,10 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use emq_router_core::journal::{DeadLetterRecord, FinishedRecord, JobRecord, Record, ResultRecord};
+use crate::states::known_states;
+use emq_router_core::journal::{
+    DeadLetterRecord, FinishedRecord, JobRecord, Record, ResultRecord, StateKind,
+};
 use emqp_proto::ResultStatus;
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
@@ -21,7 +24,7 @@ pub type Result<T, E = JournalError> = std::result::Result<T, E>;
 /// jobs, finished jobs or paused queues), 3 (no held results) and 4 (no
 /// last error of a dead letter) are
 /// migrated when opened.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// The first 16 bytes of every SQLite database file.
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
@@ -165,6 +168,18 @@ const SCHEMA_5_ADDITIONS: &str = "
 ALTER TABLE dead_letters ADD COLUMN last_error BLOB;
 ";
 
+/// Version 6's addition: router state other than jobs (`Record::PutState`:
+/// flow-control policies, unique keys held for a window), also the 5 → 6
+/// migration.
+const SCHEMA_6_ADDITIONS: &str = "
+CREATE TABLE states (
+    kind TEXT NOT NULL,
+    id   TEXT NOT NULL,
+    blob BLOB NOT NULL,
+    PRIMARY KEY (kind, id)
+) WITHOUT ROWID;
+";
+
 const SCHEMA: &str = concat!(
     "CREATE TABLE jobs (",
     jobs_columns!(),
@@ -239,6 +254,8 @@ const INSERT_RESULT: &str = "INSERT INTO results
 const DELETE_RESULT: &str = "DELETE FROM results WHERE seq = ?1";
 const PUT_SCHEDULE: &str = "INSERT OR REPLACE INTO schedules (id, blob) VALUES (?1, ?2)";
 const DELETE_SCHEDULE: &str = "DELETE FROM schedules WHERE id = ?1";
+const PUT_STATE: &str = "INSERT OR REPLACE INTO states (kind, id, blob) VALUES (?1, ?2, ?3)";
+const DELETE_STATE: &str = "DELETE FROM states WHERE kind = ?1 AND id = ?2";
 
 fn now_unix_ms() -> i64 {
     SystemTime::now()
@@ -550,11 +567,13 @@ impl SqliteJournal {
                         .map_err(self.err("create schema"))?;
                     c.execute_batch(SCHEMA_5_ADDITIONS)
                         .map_err(self.err("create schema"))?;
+                    c.execute_batch(SCHEMA_6_ADDITIONS)
+                        .map_err(self.err("create schema"))?;
                     c.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
                         .map_err(self.err("create schema"))?;
                     Ok(())
                 }
-                1..=4 => {
+                1..=5 => {
                     if version == 1 {
                         c.execute_batch(MIGRATE_1_TO_2)
                             .map_err(self.err("migrate schema 1 to 2"))?;
@@ -567,8 +586,12 @@ impl SqliteJournal {
                         c.execute_batch(SCHEMA_4_ADDITIONS)
                             .map_err(self.err("migrate schema to 4"))?;
                     }
-                    c.execute_batch(SCHEMA_5_ADDITIONS)
-                        .map_err(self.err("migrate schema to 5"))?;
+                    if version <= 4 {
+                        c.execute_batch(SCHEMA_5_ADDITIONS)
+                            .map_err(self.err("migrate schema to 5"))?;
+                    }
+                    c.execute_batch(SCHEMA_6_ADDITIONS)
+                        .map_err(self.err("migrate schema to 6"))?;
                     c.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
                         .map_err(self.err("migrate schema"))?;
                     log::info!(
@@ -696,6 +719,14 @@ impl SqliteJournal {
                     Record::DeleteSchedule { id } => {
                         let mut s = tx.prepare_cached(DELETE_SCHEDULE).map_err(err)?;
                         s.execute(params![id]).map_err(err)?;
+                    }
+                    Record::PutState { kind, id, blob } => {
+                        let mut s = tx.prepare_cached(PUT_STATE).map_err(err)?;
+                        s.execute(params![kind.as_str(), id, blob]).map_err(err)?;
+                    }
+                    Record::DeleteState { kind, id } => {
+                        let mut s = tx.prepare_cached(DELETE_STATE).map_err(err)?;
+                        s.execute(params![kind.as_str(), id]).map_err(err)?;
                     }
                     Record::Finished {
                         record: f,
@@ -951,6 +982,21 @@ impl SqliteJournal {
             .and_then(|rows| rows.collect())
             .map_err(self.err("load schedules"))?;
         Ok(rows)
+    }
+
+    /// Every piece of other router state (`Record::PutState`), ordered by
+    /// kind and id; rows of a kind this build does not know are skipped
+    /// (logged).
+    pub fn states(&self) -> Result<Vec<(StateKind, String, Vec<u8>)>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT kind, id, blob FROM states ORDER BY kind, id")
+            .map_err(self.err("load states"))?;
+        let rows: Vec<(String, String, Vec<u8>)> = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .and_then(|rows| rows.collect())
+            .map_err(self.err("load states"))?;
+        Ok(known_states(rows))
     }
 
     /// One schedule by id.

@@ -22,6 +22,7 @@ impl JournalStore for SqliteJournal {
             paused_queues: self.paused_queues()?,
             finished: self.finished()?,
             results: self.results()?,
+            states: self.states()?,
         })
     }
 

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use common::{accepted, completed, job, msgids, JournalPath, TempDir};
 use emq_journal::{JournalError, JournalOptions, SqliteJournal, SyncMode, SCHEMA_VERSION};
-use emq_router_core::journal::{Batch, BatchId, JobRecord, JournalStore, Record};
+use emq_router_core::journal::{Batch, BatchId, JobRecord, JournalStore, Record, StateKind};
 
 #[test]
 fn append_reopen_load_round_trips_every_field() {
@@ -315,6 +315,75 @@ fn schedules_put_replace_delete_list_and_persist() {
     assert_eq!(j.schedule("b").unwrap(), Some(b"blob-b2".to_vec()));
     assert_eq!(j.schedule("a").unwrap(), None);
     assert_eq!(j.stats().unwrap().schedules, 2);
+}
+
+#[test]
+fn router_state_rows_put_replace_delete_and_persist_by_kind() {
+    let dir = TempDir::new("states");
+    let path = dir.journal();
+    {
+        let mut j = SqliteJournal::open(&path).unwrap();
+        let put = |kind, id: &str, blob: &[u8]| Record::PutState {
+            kind,
+            id: id.into(),
+            blob: blob.to_vec(),
+        };
+        j.append(&[
+            accepted("job"),
+            put(StateKind::QueuePolicy, "email", b"p1"),
+            put(StateKind::UniqueKey, "email", b"u1"),
+            put(StateKind::QueuePolicy, "email", b"p2"),
+            put(StateKind::UniqueKey, "gone", b"x"),
+        ])
+        .unwrap();
+        j.append(&[
+            Record::DeleteState {
+                kind: StateKind::UniqueKey,
+                id: "gone".into(),
+            },
+            // Unknown ids are ignored.
+            Record::DeleteState {
+                kind: StateKind::QueuePolicy,
+                id: "never".into(),
+            },
+        ])
+        .unwrap();
+    }
+    let j = SqliteJournal::open(&path).unwrap();
+    assert_eq!(
+        j.states().unwrap(),
+        vec![
+            (StateKind::QueuePolicy, "email".to_string(), b"p2".to_vec()),
+            (StateKind::UniqueKey, "email".to_string(), b"u1".to_vec()),
+        ],
+        "the same id under two kinds is two rows; a put replaces"
+    );
+}
+
+#[test]
+fn a_version_5_journal_gets_the_states_table_and_keeps_its_jobs() {
+    let dir = TempDir::new("migrate5");
+    let path = dir.journal();
+    {
+        let mut j = SqliteJournal::open(&path).unwrap();
+        j.append(&[accepted("kept")]).unwrap();
+        drop(j);
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch("DROP TABLE states; PRAGMA user_version = 5;")
+            .unwrap();
+    }
+    let mut j = SqliteJournal::open(&path).unwrap();
+    assert_eq!(msgids(&j.load_unfinished().unwrap()), vec!["kept"]);
+    assert!(j.states().unwrap().is_empty());
+    j.append(&[Record::PutState {
+        kind: StateKind::QueuePolicy,
+        id: "q".into(),
+        blob: b"p".to_vec(),
+    }])
+    .unwrap();
+    drop(j);
+    let j = SqliteJournal::open(&path).unwrap();
+    assert_eq!(j.states().unwrap().len(), 1);
 }
 
 #[test]
@@ -775,6 +844,7 @@ fn a_version_4_journal_gets_the_last_error_of_dead_letters_and_keeps_its_dead_le
         let c = rusqlite::Connection::open(&path).unwrap();
         c.execute_batch(
             "ALTER TABLE dead_letters DROP COLUMN last_error;
+             DROP TABLE states;
              INSERT INTO dead_letters
                  (msgid, client, queue, route, headers, message, attempts, accepted_at,
                   error, dead_at)
@@ -821,6 +891,7 @@ fn a_version_3_journal_gets_the_results_table_and_keeps_everything_else() {
         let c = rusqlite::Connection::open(&path).unwrap();
         c.execute_batch(
             "DROP TABLE results; ALTER TABLE dead_letters DROP COLUMN last_error;
+             DROP TABLE states;
              PRAGMA user_version = 3;",
         )
         .unwrap();

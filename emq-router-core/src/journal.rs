@@ -72,6 +72,36 @@ pub struct ResultRecord {
     pub held_at_unix_ms: u64,
 }
 
+/// What a [`Record::PutState`] belongs to. Each kind is owned by one rule
+/// of the core, which alone encodes and decodes its blobs; the stores keep
+/// `(kind, id, blob)` rows and know nothing more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum StateKind {
+    /// A queue's flow-control policy (id: the queue).
+    QueuePolicy,
+    /// A unique key held for a window (id: the key).
+    UniqueKey,
+}
+
+impl StateKind {
+    /// Every kind, for stores that list them.
+    pub const ALL: [StateKind; 2] = [StateKind::QueuePolicy, StateKind::UniqueKey];
+
+    /// The name a store writes in its `kind` column (never changes).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StateKind::QueuePolicy => "queue-policy",
+            StateKind::UniqueKey => "unique-key",
+        }
+    }
+
+    /// The kind a store read back; `None` for a name this build does not
+    /// know (a newer router's row: the store skips it).
+    pub fn parse(name: &str) -> Option<StateKind> {
+        StateKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+}
+
 /// One change to the journal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record {
@@ -109,6 +139,17 @@ pub enum Record {
     PutSchedule { id: String, blob: Vec<u8> },
     /// A built-in schedule was removed. Unknown ids are ignored.
     DeleteSchedule { id: String },
+    /// A piece of router state other than jobs (a queue's flow-control
+    /// policy, a unique key's window): store `blob` (opaque to the store,
+    /// encoded by the rule that owns `kind`) under `(kind, id)`, replacing
+    /// what was there.
+    PutState {
+        kind: StateKind,
+        id: String,
+        blob: Vec<u8>,
+    },
+    /// Forget the state under `(kind, id)`. Unknown ids are ignored.
+    DeleteState { kind: StateKind, id: String },
     /// A finished job's result is kept until delivered (in the same batch
     /// as the job's `Finished`, `Completed` or `DeadLettered` record). A
     /// msgid already held is replaced.
@@ -174,6 +215,8 @@ pub struct Restored {
     pub finished: Vec<FinishedRecord>,
     /// Results not yet delivered, oldest first.
     pub results: Vec<ResultRecord>,
+    /// Other router state ([`Record::PutState`]), ordered by kind and id.
+    pub states: Vec<(StateKind, String, Vec<u8>)>,
 }
 
 /// A durable store of [`Record`]s.

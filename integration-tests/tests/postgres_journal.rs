@@ -11,7 +11,7 @@ use emq_journal::postgres::{
     Acquire, Migration, PgError, PgJournal, PgOptions, MIGRATIONS, SCHEMA_VERSION,
 };
 use emq_router_core::journal::{
-    Batch, BatchId, FinishedRecord, JobRecord, JournalStore, Record, ResultRecord,
+    Batch, BatchId, FinishedRecord, JobRecord, JournalStore, Record, ResultRecord, StateKind,
 };
 use emqp_proto::ResultStatus;
 use integration_tests::postgres::PgCluster;
@@ -132,6 +132,30 @@ fn every_record_kind_is_written_in_one_transaction_and_loaded_back() {
             blob: vec![9],
         },
         Record::DeleteSchedule { id: "s2".into() },
+        Record::PutState {
+            kind: StateKind::QueuePolicy,
+            id: "email".into(),
+            blob: vec![1],
+        },
+        Record::PutState {
+            kind: StateKind::QueuePolicy,
+            id: "email".into(),
+            blob: vec![2],
+        },
+        Record::PutState {
+            kind: StateKind::UniqueKey,
+            id: "email".into(),
+            blob: vec![3],
+        },
+        Record::PutState {
+            kind: StateKind::UniqueKey,
+            id: "gone".into(),
+            blob: vec![4],
+        },
+        Record::DeleteState {
+            kind: StateKind::UniqueKey,
+            id: "gone".into(),
+        },
         Record::QueuePaused {
             queue: "email".into(),
             paused: true,
@@ -179,6 +203,13 @@ fn every_record_kind_is_written_in_one_transaction_and_loaded_back() {
     assert_eq!(r.dead_letters[0].error.as_deref(), Some(&b"last words"[..]));
     assert!(r.dead_letters[0].dead_at_unix_ms > 1_700_000_000_000);
     assert_eq!(r.schedules, vec![("s1".to_string(), vec![8])]);
+    assert_eq!(
+        r.states,
+        vec![
+            (StateKind::QueuePolicy, "email".to_string(), vec![2]),
+            (StateKind::UniqueKey, "email".to_string(), vec![3]),
+        ]
+    );
     assert_eq!(r.paused_queues, ["email"]);
     let kept: Vec<&str> = r.finished.iter().map(|f| f.job.msgid.as_str()).collect();
     assert_eq!(kept, ["f2", "f3"], "the newest 2 finished jobs");

@@ -17,7 +17,7 @@
 //! 4. deletes of job rows (completed, finished, moved to the dead letters);
 //! 5. inserts of finished jobs, then the trims of `emq_finished` and
 //!    `emq_dead_letters` (once per batch, after its records, as in SQLite);
-//! 6. schedules and paused queues, in record order;
+//! 6. schedules, other router state and paused queues, in record order;
 //! 7. inserts of held results, then deletes of released ones (a result
 //!    row is inserted once and deleted at most once, as a job row).
 //!
@@ -42,7 +42,7 @@
 //! [`RowIndex`], and the `seq` counters are copies: both become the
 //! store's only when the batch commits.
 
-use emq_router_core::journal::{FinishedRecord, JobRecord, Record, ResultRecord};
+use emq_router_core::journal::{FinishedRecord, JobRecord, Record, ResultRecord, StateKind};
 
 use crate::row_index::{Key, RowIndex, Staged};
 
@@ -174,13 +174,31 @@ pub(crate) enum Dead<'a> {
     Remove { msgid: &'a str },
 }
 
-/// Schedules and paused queues.
+/// Schedules, other router state and paused queues.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Other<'a> {
-    PutSchedule { id: &'a str, blob: &'a [u8] },
-    DeleteSchedule { id: &'a str },
-    Pause { queue: &'a str },
-    Resume { queue: &'a str },
+    PutSchedule {
+        id: &'a str,
+        blob: &'a [u8],
+    },
+    DeleteSchedule {
+        id: &'a str,
+    },
+    PutState {
+        kind: StateKind,
+        id: &'a str,
+        blob: &'a [u8],
+    },
+    DeleteState {
+        kind: StateKind,
+        id: &'a str,
+    },
+    Pause {
+        queue: &'a str,
+    },
+    Resume {
+        queue: &'a str,
+    },
 }
 
 /// The statements of one batch; see the module documentation.
@@ -316,6 +334,14 @@ impl<'a> Plan<'a> {
                 }
                 Record::PutSchedule { id, blob } => p.other.push(Other::PutSchedule { id, blob }),
                 Record::DeleteSchedule { id } => p.other.push(Other::DeleteSchedule { id }),
+                Record::PutState { kind, id, blob } => p.other.push(Other::PutState {
+                    kind: *kind,
+                    id,
+                    blob,
+                }),
+                Record::DeleteState { kind, id } => {
+                    p.other.push(Other::DeleteState { kind: *kind, id })
+                }
                 // The lease check every batch starts with is a real write.
                 Record::Probe => {}
             }

@@ -27,7 +27,7 @@
 //!   happened.
 
 /// The schema version this emq writes.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// One step: from version `to - 1` to `to`.
 #[derive(Debug, Clone, Copy)]
@@ -116,8 +116,23 @@ const V2: &str = "
 ALTER TABLE emq_dead_letters ADD COLUMN last_error BYTEA;
 ";
 
+/// Version 3: router state other than jobs (`Record::PutState`:
+/// flow-control policies, unique keys held for a window).
+const V3: &str = "
+CREATE TABLE emq_states (
+    kind TEXT  NOT NULL,
+    id   TEXT  NOT NULL,
+    blob BYTEA NOT NULL,
+    PRIMARY KEY (kind, id)
+);
+";
+
 /// Every step, in order.
-pub const MIGRATIONS: &[Migration] = &[Migration { to: 1, sql: V1 }, Migration { to: 2, sql: V2 }];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration { to: 1, sql: V1 },
+    Migration { to: 2, sql: V2 },
+    Migration { to: 3, sql: V3 },
+];
 
 /// The version table, made if missing (outside the migration transaction:
 /// it must exist before anything can lock its row).

@@ -82,6 +82,8 @@ pub(crate) struct Statements {
     delete_results: Statement,
     put_schedule: Statement,
     delete_schedule: Statement,
+    put_state: Statement,
+    delete_state: Statement,
     pause: Statement,
     resume: Statement,
     pub(crate) take_lease: Statement,
@@ -132,6 +134,9 @@ const DELETE_RESULTS: &str = "DELETE FROM emq_results WHERE seq = ANY($1)";
 const PUT_SCHEDULE: &str = "INSERT INTO emq_schedules (id, blob) VALUES ($1, $2)
     ON CONFLICT (id) DO UPDATE SET blob = EXCLUDED.blob";
 const DELETE_SCHEDULE: &str = "DELETE FROM emq_schedules WHERE id = $1";
+const PUT_STATE: &str = "INSERT INTO emq_states (kind, id, blob) VALUES ($1, $2, $3)
+    ON CONFLICT (kind, id) DO UPDATE SET blob = EXCLUDED.blob";
+const DELETE_STATE: &str = "DELETE FROM emq_states WHERE kind = $1 AND id = $2";
 const PAUSE: &str =
     "INSERT INTO emq_paused_queues (queue) VALUES ($1) ON CONFLICT (queue) DO NOTHING";
 const RESUME: &str = "DELETE FROM emq_paused_queues WHERE queue = $1";
@@ -397,6 +402,8 @@ impl PgJournal {
             delete_results: prep(DELETE_RESULTS)?,
             put_schedule: prep(PUT_SCHEDULE)?,
             delete_schedule: prep(DELETE_SCHEDULE)?,
+            put_state: prep(PUT_STATE)?,
+            delete_state: prep(DELETE_STATE)?,
             pause: prep(PAUSE)?,
             resume: prep(RESUME)?,
             take_lease: prep(lease_row::TAKE)?,
@@ -683,6 +690,12 @@ impl PgJournal {
             match o {
                 Other::PutSchedule { id, blob } => tx.execute(&s.put_schedule, &[id, blob]),
                 Other::DeleteSchedule { id } => tx.execute(&s.delete_schedule, &[id]),
+                Other::PutState { kind, id, blob } => {
+                    tx.execute(&s.put_state, &[&kind.as_str(), id, blob])
+                }
+                Other::DeleteState { kind, id } => {
+                    tx.execute(&s.delete_state, &[&kind.as_str(), id])
+                }
                 Other::Pause { queue } => tx.execute(&s.pause, &[queue]),
                 Other::Resume { queue } => tx.execute(&s.resume, &[queue]),
             }
@@ -801,6 +814,21 @@ impl PgJournal {
                 .schedules
                 .push((r.try_get(0).map_err(err)?, r.try_get(1).map_err(err)?));
         }
+        let mut states = Vec::new();
+        for r in tx
+            .query(
+                "SELECT kind, id, blob FROM emq_states ORDER BY kind, id",
+                &[],
+            )
+            .map_err(err)?
+        {
+            states.push((
+                r.try_get(0).map_err(err)?,
+                r.try_get(1).map_err(err)?,
+                r.try_get(2).map_err(err)?,
+            ));
+        }
+        restored.states = crate::states::known_states(states);
         for r in tx
             .query("SELECT queue FROM emq_paused_queues ORDER BY queue", &[])
             .map_err(err)?
