@@ -42,7 +42,9 @@ def test_a_collision_is_refused_before_anything_is_sent(cluster: Router, kind: s
         assert c.submit(emq_pyclient_jobs.fetch, "http://x", 5).result(30) == ["http://x", 5]
 
 
-def test_the_explicit_forms_keep_options_and_arguments_apart(cluster: Router) -> None:
+def test_the_explicit_forms_keep_options_and_arguments_apart(cluster: Router, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EMQ_BROKER_ADDR", cluster.frontend)
+    monkeypatch.setenv("EMQ_ADMIN_ADDR", cluster.admin)
     fetch = emq_pyclient_jobs.fetch
     j = fetch.options(timeout=7, retries=2).submit("http://x", timeout=10)
     assert j.result(30) == ["http://x", 10]
