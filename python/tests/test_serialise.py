@@ -9,7 +9,7 @@ import decimal
 import pytest
 
 import emq_pyclient_jobs
-from emq_client import Client, NotSerializable, defer_job, python, task
+from emq_client import Client, NotSerializable, call, defer_job, python, task
 from emq_client.sender import Sender
 
 
@@ -39,3 +39,5 @@ def test_every_way_of_building_a_job_names_it() -> None:
     # 0.3.13's defer_job path (and so @job's delay).
     with pytest.raises(NotSerializable, match=r"^argument 1 of emq_pyclient_jobs\.multiply "):
         defer_job(Sender(), emq_pyclient_jobs.multiply, args=[WHEN, 1])
+    with pytest.raises(NotSerializable, match=r"^args of the 'echo' handler is not JSON-serialisable \(dict: "):
+        call("echo", {"when": WHEN})

@@ -165,7 +165,10 @@ def call(handler: str, args: Any = None) -> Task:
     body: Dict[str, Any] = {"handler": handler}
     if args is not None:
         body["args"] = args
-    return Task("call", json.dumps(["call", body]).encode("utf-8"))
+    try:
+        return Task("call", json.dumps(["call", body]).encode("utf-8"))
+    except (TypeError, ValueError) as e:
+        raise NotSerializable(f"the {handler!r} handler", "args", args, e) from None
 
 
 def shell(
