@@ -33,6 +33,7 @@ signatures agree).
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, TypedDict
 
@@ -90,9 +91,10 @@ def given(params: Mapping[str, Any]) -> Dict[str, Any]:
     return {n: params[n] for n in SUBMIT_OPTIONS if n in params}
 
 
+@functools.lru_cache(maxsize=512)
 def _parameters(func: Callable[..., Any]) -> Optional[Dict[str, inspect.Parameter]]:
     """``func``'s named parameters (those a keyword can fill), or None when
-    it has no signature to read."""
+    it has no signature to read (cached: a submit loop reads it once)."""
     try:
         sig = inspect.signature(func)
     except (TypeError, ValueError):
@@ -123,7 +125,10 @@ def refuse_collisions(func: Any, given: Mapping[str, Any]) -> None:
     set_names = [n for n, v in given.items() if v is not None]
     if not set_names:
         return
-    params = _parameters(func)
+    try:
+        params = _parameters(func)
+    except TypeError:  # unhashable callable
+        params = _parameters.__wrapped__(func)
     if not params:
         return
     clash = [n for n in set_names if n in params]
