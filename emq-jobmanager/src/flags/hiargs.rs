@@ -603,6 +603,26 @@ mod tests {
             assert!(help.contains(needle), "help lacks {needle}");
         }
     }
+
+    #[test]
+    fn reload_watches_the_named_dirs_else_the_working_directory_and_pythonpath() {
+        let dirs = |args: &[&str], env: &dyn Fn(&str) -> Option<String>| {
+            cfg(args, env).unwrap().python.reload_dirs
+        };
+        assert!(dirs(&[], &no_env).is_empty());
+        assert_eq!(
+            dirs(&["--reload-dir", "/a", "--reload-dir", "/b"], &no_env),
+            vec![PathBuf::from("/a"), PathBuf::from("/b")]
+        );
+        let tmp = std::env::temp_dir();
+        let pp = format!("{}:/nonexistent/emq-reload", tmp.display());
+        let env = |k: &str| (k == "PYTHONPATH").then(|| pp.clone());
+        let got = dirs(&["--reload"], &env);
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(got.first(), Some(&cwd));
+        assert!(got.contains(&tmp), "{got:?}");
+        assert!(!got.contains(&PathBuf::from("/nonexistent/emq-reload")));
+    }
 }
 
 #[cfg(test)]
