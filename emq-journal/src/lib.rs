@@ -86,6 +86,7 @@
 
 mod error;
 mod path;
+mod plan;
 pub mod postgres;
 mod row_index;
 mod sqlite;

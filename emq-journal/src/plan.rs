@@ -1,25 +1,30 @@
-//! A batch of the core's records turned into the few statements that
-//! write it (the PostgreSQL store's group commit), without a database.
+//! A batch of the core's records turned into row operations with explicit
+//! `seq`s, without a database: the one place where [`Record`]s meet rows.
+//! Both stores run the same [`Plan`] — the PostgreSQL store
+//! (`postgres/store.rs`) as a few multi-row statements, the SQLite store
+//! (`sqlite.rs`) as one prepared statement per row in one transaction —
+//! so the rules below are written once.
 //!
-//! A round trip to the server costs far more than a row, so records are
-//! not written one statement each: [`Plan::build`] sorts them, in one
-//! `match` over [`Record`], into column arrays for one multi-row
-//! `INSERT … SELECT FROM unnest(…)` of new jobs, one of finished jobs, and
-//! one `DELETE … = ANY(…)` of finished job rows; rare records (a msgid
-//! accepted again, a delivery count, a dead letter, a schedule, a pause)
-//! keep one statement each, in record order. The store runs the groups in
-//! this order, which gives the same end state as the records one by one:
+//! [`Plan::build`] sorts the records, in one `match` over [`Record`], into
+//! column arrays of new jobs, of finished jobs and of the job rows to
+//! delete; rare records (a msgid accepted again, a delivery count, a dead
+//! letter, a schedule, a pause) keep one operation each, in record order.
+//! A store runs the groups in this order, which gives the same end state
+//! as the records one by one:
 //!
 //! 1. inserts of new job rows (each gets a fresh `seq`);
 //! 2. updates of job rows (replace, attempts), in record order;
 //! 3. dead-letter moves and removals, in record order (a move copies the
 //!    row as the updates left it);
 //! 4. deletes of job rows (completed, finished, moved to the dead letters);
-//! 5. inserts of finished jobs, then the trims of `emq_finished` and
-//!    `emq_dead_letters` (once per batch, after its records, as in SQLite);
+//! 5. inserts of finished jobs, then the trims of the finished jobs and
+//!    the dead letters (once per batch, after its records);
 //! 6. schedules, other router state and paused queues, in record order;
 //! 7. inserts of held results, then deletes of released ones (a result
-//!    row is inserted once and deleted at most once, as a job row).
+//!    row is inserted once and deleted at most once, as a job row);
+//! 8. the probe's write, if the batch has a [`Record::Probe`] (a store
+//!    whose every batch already writes, as PostgreSQL's lease check,
+//!    skips it).
 //!
 //! Why this is the same: every job row is touched by at most one insert,
 //! then updates, then at most one delete or move — after which its msgid
@@ -27,22 +32,31 @@
 //! new row with a new `seq`. Rows of different `seq`s commute; the other
 //! tables are touched only by their own group, in record order.
 //!
-//! **One statement.** The common batch — new jobs, finished or completed
-//! jobs accepted in earlier batches, the finished-jobs trim, a probe — is
-//! written by one statement ([`Plan::is_one_statement`]): data-modifying
-//! `WITH` clauses, each conditioned on the lease check of the first one, in
-//! the statement's own transaction. That is one round trip and one commit
-//! per batch instead of seven round trips. Its parts see the table as it
-//! was before the statement, so it is used only when no part touches what
-//! another part of the same batch writes (no row both inserted and deleted
-//! or updated; no finished row inserted and trimmed); any other batch takes
-//! the general path, a transaction of the groups above.
+//! **Explicit `seq`s.** Every new row's `seq` comes from the store's
+//! counters ([`Seqs`]: one past the largest `seq` of each table when the
+//! store loaded its rows), never from the database (no `last_insert_rowid`,
+//! no sequence): the plan is complete before anything is written, and a
+//! row's `seq` orders it (acceptance order, oldest finished job or dead
+//! letter first). Rows leave the finished jobs only through the trims,
+//! oldest first, so their `seq`s stay contiguous and the count trim is
+//! one `seq` range.
+//!
+//! **One statement (PostgreSQL).** The common batch — new jobs, finished
+//! or completed jobs accepted in earlier batches, the finished-jobs trim, a
+//! probe — can be written by one statement ([`Plan::is_one_statement`]):
+//! the PostgreSQL store's data-modifying `WITH` clauses see the tables as
+//! they were before the statement, so it is used only when no part touches
+//! what another part of the same batch writes (no row both inserted and
+//! deleted or updated; no finished row inserted and trimmed).
 //!
 //! The msgid → seq lookups go through a [`Staged`] overlay of the store's
-//! [`RowIndex`], and the `seq` counters are copies: both become the
-//! store's only when the batch commits.
+//! [`Rows`], and the `seq` counters are copies: both become the store's
+//! only when the batch commits ([`Rows::commit`]), so a failed batch
+//! leaves them as the database is.
 
 use emq_router_core::journal::{FinishedRecord, JobRecord, Record, ResultRecord, StateKind};
+
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::row_index::{Key, RowIndex, Staged};
 
@@ -64,6 +78,65 @@ impl Default for Seqs {
             result: 1,
         }
     }
+}
+
+/// What a store knows of its rows between batches: where each unfinished
+/// job's and held result's row is, and the next `seq` of each table.
+#[derive(Debug, Default)]
+pub(crate) struct Rows {
+    /// msgid → seq of every unfinished job.
+    pub(crate) jobs: RowIndex,
+    /// msgid → seq of every held result.
+    pub(crate) results: RowIndex,
+    pub(crate) seqs: Seqs,
+}
+
+impl Rows {
+    /// The plan of `records` against these rows.
+    pub(crate) fn plan<'a>(&self, records: &'a [Record]) -> Plan<'a> {
+        Plan::build(records, &self.jobs, &self.results, self.seqs)
+    }
+
+    /// `plan`'s batch committed: its rows and counters become these.
+    pub(crate) fn commit(&mut self, plan: Plan<'_>) {
+        self.seqs = plan.seqs;
+        plan.staged.apply(&mut self.jobs);
+        plan.staged_results.apply(&mut self.results);
+    }
+
+    /// A job row read from the table. `false` (and nothing changes but the
+    /// counter) if its msgid already has a row: only a hand-edited table
+    /// has one twice, and the first row read is kept.
+    pub(crate) fn add_job(&mut self, msgid: &str, seq: i64) -> bool {
+        self.seqs.job = self.seqs.job.max(seq.saturating_add(1));
+        add(&mut self.jobs, msgid, seq)
+    }
+
+    /// A held result's row read from the table (as [`Rows::add_job`]).
+    pub(crate) fn add_result(&mut self, msgid: &str, seq: i64) -> bool {
+        self.seqs.result = self.seqs.result.max(seq.saturating_add(1));
+        add(&mut self.results, msgid, seq)
+    }
+
+    /// The largest `seq` of the finished jobs and of the dead letters
+    /// (`None`: an empty table).
+    pub(crate) fn saw_ends(&mut self, finished: Option<i64>, dead: Option<i64>) {
+        if let Some(s) = finished {
+            self.seqs.finished = self.seqs.finished.max(s.saturating_add(1));
+        }
+        if let Some(s) = dead {
+            self.seqs.dead = self.seqs.dead.max(s.saturating_add(1));
+        }
+    }
+}
+
+fn add(index: &mut RowIndex, msgid: &str, seq: i64) -> bool {
+    let key = Key::of(msgid);
+    if index.get(&key).is_some() {
+        return false;
+    }
+    index.set(key, Some(seq));
+    true
 }
 
 /// `ResultRecord`s as column arrays.
@@ -226,6 +299,8 @@ pub(crate) struct Plan<'a> {
     pub(crate) staged: Staged,
     /// The same for held results.
     pub(crate) staged_results: Staged,
+    /// The batch has a [`Record::Probe`].
+    pub(crate) probe: bool,
 }
 
 impl<'a> Plan<'a> {
@@ -342,8 +417,7 @@ impl<'a> Plan<'a> {
                 Record::DeleteState { kind, id } => {
                     p.other.push(Other::DeleteState { kind: *kind, id })
                 }
-                // The lease check every batch starts with is a real write.
-                Record::Probe => {}
+                Record::Probe => p.probe = true,
             }
         }
         p
@@ -388,6 +462,17 @@ impl<'a> Plan<'a> {
     }
 }
 
+// How a `JobRecord` is laid out in a row, the same in both stores and in
+// every table that holds jobs. These choices stay inside the stores; the
+// records are the core's.
+//
+// - `route`: empty when it equals `queue` (the common case costs no text);
+//   read back as the queue.
+// - times: unix milliseconds as a signed 64-bit integer; a time past
+//   `i64::MAX` ms (year 292 million) is stored as `i64::MAX`, and a
+//   negative one (only from a hand-edited row) reads as 0.
+// - a delivery count as a signed 32-bit integer (PostgreSQL's `INTEGER`).
+
 /// The `route` column: empty when it equals `queue`.
 pub(crate) fn route_column(job: &JobRecord) -> &str {
     if job.route == job.queue {
@@ -402,15 +487,24 @@ pub(crate) fn attempts_column(n: u32) -> i32 {
     i32::try_from(n).unwrap_or(i32::MAX)
 }
 
-/// Unix ms as `BIGINT` (past `i64::MAX` stored as it).
+/// Unix ms as a 64-bit integer (past `i64::MAX` stored as it).
 pub(crate) fn unix_ms_column(ms: u64) -> i64 {
     i64::try_from(ms).unwrap_or(i64::MAX)
 }
 
-/// A `BIGINT` back to unix ms (a negative one, only from a hand-edited
-/// row, reads as 0).
+/// A 64-bit integer back to unix ms (a negative one, only from a
+/// hand-edited row, reads as 0).
 pub(crate) fn unix_ms_from_column(ms: i64) -> u64 {
     u64::try_from(ms).unwrap_or(0)
+}
+
+/// Now, as a dead letter's time (the time of the append; the same for
+/// every dead letter of a batch).
+pub(crate) fn now_unix_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| unix_ms_column(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)))
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
