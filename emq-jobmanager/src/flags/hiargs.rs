@@ -31,6 +31,8 @@ pub struct Plan {
     pub manager: ManagerConfig,
     /// `--name`, for the logs.
     pub name: Option<String>,
+    /// `--log-format`: text or one JSON object per line.
+    pub log_format: emq_cli_support::LogFormat,
 }
 
 impl Cli {
@@ -47,8 +49,13 @@ impl Cli {
         }
         .map_err(|e| e.to_string())?;
         let name = self.name.clone();
+        let log_format = self.log.resolve(&settings)?;
         let manager = config(self, &settings, &|k| env.get(k).cloned())?;
-        Ok(Plan { manager, name })
+        Ok(Plan {
+            manager,
+            name,
+            log_format,
+        })
     }
 }
 
