@@ -289,7 +289,7 @@ fn a_big_batch_is_one_transaction_of_a_few_statements() {
     ));
 }
 
-/// A test-only step 3 on top of the real schema.
+/// A test-only step 4 on top of the real schema.
 static WITH_V4: &[Migration] = &[
     MIGRATIONS[0],
     MIGRATIONS[1],
@@ -327,8 +327,8 @@ fn the_schema_is_created_once_migrated_forward_and_a_newer_one_is_refused() {
     assert_eq!(open(&url).schema_version().unwrap(), SCHEMA_VERSION);
     assert_eq!(pg.psql("mig", "SELECT count(*) FROM emq_lease"), "1");
     // A version 1 database (as the first release left it, with data) is
-    // brought to version 3: dead letters get their last error (2), router
-    // state its table (3).
+    // brought to the current version: dead letters get their last error
+    // (2), router state gets its table (3).
     pg.psql(
         "mig",
         "ALTER TABLE emq_dead_letters DROP COLUMN last_error; \
