@@ -9,8 +9,8 @@
 //! column arrays of new jobs, of finished jobs and of the job rows to
 //! delete; rare records (a msgid accepted again, a delivery count, a dead
 //! letter, a schedule, a pause) keep one operation each, in record order.
-//! A store runs the groups in this order, which gives the same end state
-//! as the records one by one:
+//! [`Plan::write`] hands the groups to a store's [`RowWriter`] in this
+//! order, which gives the same end state as the records one by one:
 //!
 //! 1. inserts of new job rows (each gets a fresh `seq`);
 //! 2. updates of job rows (replace, attempts), in record order;
@@ -274,6 +274,37 @@ pub(crate) enum Other<'a> {
     },
 }
 
+/// What a store does with each group of a [`Plan`]: one implementation
+/// per store (its SQL), called by [`Plan::write`] in the plan's order, so
+/// that the order is written once. Each method gets a group that is not
+/// empty.
+pub(crate) trait RowWriter {
+    type Error;
+    /// New job rows.
+    fn insert_jobs(&mut self, jobs: &JobColumns<'_>) -> Result<(), Self::Error>;
+    /// A change to an existing job row.
+    fn update_job(&mut self, update: &Update<'_>) -> Result<(), Self::Error>;
+    /// A dead-letter move (its time `dead_at`) or removal.
+    fn dead(&mut self, change: &Dead<'_>, dead_at: i64) -> Result<(), Self::Error>;
+    /// Job rows completed, finished or moved to the dead letters.
+    fn delete_jobs(&mut self, seqs: &[i64]) -> Result<(), Self::Error>;
+    /// New finished-job rows.
+    fn insert_finished(&mut self, finished: &FinishedColumns<'_>) -> Result<(), Self::Error>;
+    /// Delete finished rows with `seq` at or below `at_or_below`, or
+    /// finished before `before` (unix ms).
+    fn trim_finished(&mut self, at_or_below: i64, before: i64) -> Result<(), Self::Error>;
+    /// Keep the newest `keep` dead letters.
+    fn trim_dead(&mut self, keep: i64) -> Result<(), Self::Error>;
+    /// A schedule, other router state or a paused queue.
+    fn other(&mut self, change: &Other<'_>) -> Result<(), Self::Error>;
+    /// New held-result rows.
+    fn insert_results(&mut self, results: &ResultColumns<'_>) -> Result<(), Self::Error>;
+    /// Held results released (or replaced).
+    fn delete_results(&mut self, seqs: &[i64]) -> Result<(), Self::Error>;
+    /// A real write, to learn whether the store takes one again.
+    fn probe(&mut self) -> Result<(), Self::Error>;
+}
+
 /// The statements of one batch; see the module documentation.
 #[derive(Debug, Default)]
 pub(crate) struct Plan<'a> {
@@ -421,6 +452,47 @@ impl<'a> Plan<'a> {
             }
         }
         p
+    }
+
+    /// Carry out the plan through `w`, group by group in the order of the
+    /// module documentation; `dead_at` (unix ms) is the time of every dead
+    /// letter of the batch. Stops at the first error (the store's
+    /// transaction then rolls back).
+    pub(crate) fn write<W: RowWriter>(&self, w: &mut W, dead_at: i64) -> Result<(), W::Error> {
+        if self.inserts.len() > 0 {
+            w.insert_jobs(&self.inserts)?;
+        }
+        for u in &self.updates {
+            w.update_job(u)?;
+        }
+        for d in &self.dead {
+            w.dead(d, dead_at)?;
+        }
+        if !self.deletes.is_empty() {
+            w.delete_jobs(&self.deletes)?;
+        }
+        if self.finished.job.len() > 0 {
+            w.insert_finished(&self.finished)?;
+        }
+        if let Some((at_or_below, before)) = self.trim_finished {
+            w.trim_finished(at_or_below, before)?;
+        }
+        if let Some(keep) = self.trim_dead {
+            w.trim_dead(keep)?;
+        }
+        for o in &self.other {
+            w.other(o)?;
+        }
+        if !self.results.seq.is_empty() {
+            w.insert_results(&self.results)?;
+        }
+        if !self.result_deletes.is_empty() {
+            w.delete_results(&self.result_deletes)?;
+        }
+        if self.probe {
+            w.probe()?;
+        }
+        Ok(())
     }
 
     /// Whether one statement writes this batch (see the module
@@ -767,6 +839,149 @@ mod tests {
             (vec![5], vec![5])
         );
         assert!(!p.is_one_statement());
+    }
+
+    /// A writer that notes which group came when.
+    #[derive(Default)]
+    struct Log(Vec<String>);
+
+    impl RowWriter for Log {
+        type Error = String;
+        fn insert_jobs(&mut self, j: &JobColumns<'_>) -> Result<(), String> {
+            self.0.push(format!("insert jobs {:?}", j.seq));
+            Ok(())
+        }
+        fn update_job(&mut self, u: &Update<'_>) -> Result<(), String> {
+            self.0.push(match u {
+                Update::Replace { seq, .. } => format!("replace {seq}"),
+                Update::Attempts { seq, attempts } => format!("attempts {seq} {attempts}"),
+            });
+            Ok(())
+        }
+        fn dead(&mut self, d: &Dead<'_>, at: i64) -> Result<(), String> {
+            self.0.push(match d {
+                Dead::Move { job_seq, seq, .. } => format!("dead {job_seq} as {seq} at {at}"),
+                Dead::Remove { msgid } => format!("forget dead {msgid}"),
+            });
+            Ok(())
+        }
+        fn delete_jobs(&mut self, seqs: &[i64]) -> Result<(), String> {
+            self.0.push(format!("delete jobs {seqs:?}"));
+            Ok(())
+        }
+        fn insert_finished(&mut self, f: &FinishedColumns<'_>) -> Result<(), String> {
+            self.0.push(format!("insert finished {:?}", f.job.seq));
+            Ok(())
+        }
+        fn trim_finished(&mut self, at_or_below: i64, before: i64) -> Result<(), String> {
+            self.0
+                .push(format!("trim finished <= {at_or_below} or < {before}"));
+            Ok(())
+        }
+        fn trim_dead(&mut self, keep: i64) -> Result<(), String> {
+            self.0.push(format!("trim dead to {keep}"));
+            Ok(())
+        }
+        fn other(&mut self, o: &Other<'_>) -> Result<(), String> {
+            self.0.push(format!("{o:?}"));
+            Ok(())
+        }
+        fn insert_results(&mut self, r: &ResultColumns<'_>) -> Result<(), String> {
+            self.0.push(format!("insert results {:?}", r.seq));
+            Ok(())
+        }
+        fn delete_results(&mut self, seqs: &[i64]) -> Result<(), String> {
+            if seqs.contains(&99) {
+                return Err("refused".into());
+            }
+            self.0.push(format!("delete results {seqs:?}"));
+            Ok(())
+        }
+        fn probe(&mut self) -> Result<(), String> {
+            self.0.push("probe".into());
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_plan_is_written_group_by_group_in_one_order_for_every_store() {
+        let mut rows = RowIndex::default();
+        rows.set(Key::of("old"), Some(1));
+        rows.set(Key::of("lost"), Some(2));
+        let mut results = RowIndex::default();
+        results.set(Key::of("r-old"), Some(3));
+        let r = ResultRecord {
+            msgid: "r-new".into(),
+            client: vec![1],
+            status: emqp_proto::ResultStatus::Ok,
+            payload: b"{}".to_vec(),
+            receipt: false,
+            held_at_unix_ms: 5,
+        };
+        // Records in an order unlike the groups'.
+        let records = vec![
+            Record::Probe,
+            Record::ResultReleased {
+                msgid: "r-old".into(),
+            },
+            Record::ResultHeld(r),
+            Record::PutSchedule {
+                id: "s".into(),
+                blob: vec![1],
+            },
+            finished("old", 10),
+            Record::DeadLettered {
+                msgid: "lost".into(),
+                reason: "lost".into(),
+                error: None,
+                keep: 5,
+            },
+            Record::Attempt {
+                msgid: "new".into(),
+                attempts: 2,
+            },
+            Record::Accepted(job("new")),
+            Record::Attempt {
+                msgid: "new".into(),
+                attempts: 3,
+            },
+        ];
+        let p = Plan::build(
+            &records,
+            &rows,
+            &results,
+            Seqs {
+                job: 10,
+                finished: 20,
+                dead: 30,
+                result: 40,
+            },
+        );
+        let mut log = Log::default();
+        p.write(&mut log, 777).unwrap();
+        assert_eq!(
+            log.0,
+            [
+                "insert jobs [10]",
+                "attempts 10 3",
+                "dead 2 as 30 at 777",
+                "delete jobs [1, 2]",
+                "insert finished [20]",
+                "trim finished <= 10 or < 500",
+                "trim dead to 5",
+                "PutSchedule { id: \"s\", blob: [1] }",
+                "insert results [40]",
+                "delete results [3]",
+                "probe",
+            ]
+        );
+        // The first error stops the writing (the store rolls back).
+        let mut held = RowIndex::default();
+        held.set(Key::of("r-old"), Some(99));
+        let p = Plan::build(&records, &rows, &held, Seqs::default());
+        let mut log = Log::default();
+        assert_eq!(p.write(&mut log, 0), Err("refused".to_string()));
+        assert!(!log.0.contains(&"probe".to_string()), "{:?}", log.0);
     }
 
     #[test]

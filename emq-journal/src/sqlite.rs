@@ -1,7 +1,8 @@
 //! The SQLite journal: one connection, one transaction per batch. A batch
 //! is planned first (the crate's `plan.rs`, shared with the PostgreSQL
-//! store: which rows, with which explicit `seq`s) and then written, one
-//! cached prepared statement per row, group after group.
+//! store: which rows, with which explicit `seq`s, in which order) and then
+//! written through [`SqliteWriter`]: one cached prepared statement per
+//! group, executed once per row.
 
 use std::fs;
 use std::io::Read;
@@ -19,7 +20,7 @@ use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 use crate::error::JournalError;
 use crate::plan::{
     attempts_column, now_unix_ms, route_column, unix_ms_column, unix_ms_from_column, Dead,
-    JobColumns, Other, Plan, Rows, Update,
+    FinishedColumns, JobColumns, Other, ResultColumns, RowWriter, Rows, Update,
 };
 
 /// Result alias of this crate.
@@ -630,7 +631,8 @@ impl SqliteJournal {
         let path = &self.path;
         let err = |e| JournalError::sqlite(path, "append", e);
         let tx = self.conn.transaction().map_err(err)?;
-        write_plan(&tx, &plan).map_err(err)?;
+        plan.write(&mut SqliteWriter { tx: &tx }, now_unix_ms())
+            .map_err(err)?;
         tx.commit().map_err(err)?;
         // Only now: a failed batch leaves the index as the database is.
         self.rows.commit(plan);
@@ -876,18 +878,24 @@ impl SqliteJournal {
     }
 }
 
-/// The batch's rows, group after group in the plan's order (`plan.rs`),
-/// inside the caller's transaction.
-fn write_plan(tx: &rusqlite::Transaction<'_>, plan: &Plan<'_>) -> rusqlite::Result<()> {
-    if plan.inserts.len() > 0 {
-        let mut s = tx.prepare_cached(INSERT_JOB)?;
-        insert_jobs(&mut s, &plan.inserts, |_, _| Ok(()))?;
+/// The SQLite side of a plan (`plan.rs`): one cached prepared statement
+/// per group, executed once per row, inside the caller's transaction.
+struct SqliteWriter<'a, 'c> {
+    tx: &'a rusqlite::Transaction<'c>,
+}
+
+impl RowWriter for SqliteWriter<'_, '_> {
+    type Error = rusqlite::Error;
+
+    fn insert_jobs(&mut self, jobs: &JobColumns<'_>) -> rusqlite::Result<()> {
+        let mut s = self.tx.prepare_cached(INSERT_JOB)?;
+        insert_jobs(&mut s, jobs, |_, _| Ok(()))
     }
-    for u in &plan.updates {
-        match u {
+
+    fn update_job(&mut self, update: &Update<'_>) -> rusqlite::Result<()> {
+        match update {
             Update::Replace { seq, job } => {
-                let mut s = tx.prepare_cached(REPLACE_JOB)?;
-                s.execute(params![
+                self.tx.prepare_cached(REPLACE_JOB)?.execute(params![
                     seq,
                     job.client,
                     job.queue,
@@ -900,58 +908,64 @@ fn write_plan(tx: &rusqlite::Transaction<'_>, plan: &Plan<'_>) -> rusqlite::Resu
                 ])?;
             }
             Update::Attempts { seq, attempts } => {
-                let mut s = tx.prepare_cached(UPDATE_ATTEMPTS)?;
-                s.execute(params![seq, attempts])?;
+                self.tx
+                    .prepare_cached(UPDATE_ATTEMPTS)?
+                    .execute(params![seq, attempts])?;
             }
         }
+        Ok(())
     }
-    if !plan.dead.is_empty() {
-        let dead_at = now_unix_ms();
-        for d in &plan.dead {
-            match d {
-                Dead::Move {
-                    job_seq,
-                    seq,
-                    reason,
-                    error,
-                } => {
-                    let mut s = tx.prepare_cached(MOVE_TO_DEAD)?;
-                    s.execute(params![job_seq, seq, reason, dead_at, error])?;
-                }
-                Dead::Remove { msgid } => {
-                    let mut s = tx.prepare_cached(DELETE_DEAD)?;
-                    s.execute(params![msgid])?;
-                }
-            }
-        }
+
+    fn dead(&mut self, change: &Dead<'_>, dead_at: i64) -> rusqlite::Result<()> {
+        match change {
+            Dead::Move {
+                job_seq,
+                seq,
+                reason,
+                error,
+            } => self
+                .tx
+                .prepare_cached(MOVE_TO_DEAD)?
+                .execute(params![job_seq, seq, reason, dead_at, error])?,
+            Dead::Remove { msgid } => self
+                .tx
+                .prepare_cached(DELETE_DEAD)?
+                .execute(params![msgid])?,
+        };
+        Ok(())
     }
-    if !plan.deletes.is_empty() {
-        let mut s = tx.prepare_cached(DELETE_JOB)?;
-        for seq in &plan.deletes {
-            s.execute(params![seq])?;
-        }
+
+    fn delete_jobs(&mut self, seqs: &[i64]) -> rusqlite::Result<()> {
+        each_row(self.tx, DELETE_JOB, seqs)
     }
-    let f = &plan.finished;
-    if f.job.len() > 0 {
-        let mut s = tx.prepare_cached(INSERT_FINISHED)?;
+
+    fn insert_finished(&mut self, f: &FinishedColumns<'_>) -> rusqlite::Result<()> {
+        let mut s = self.tx.prepare_cached(INSERT_FINISHED)?;
         insert_jobs(&mut s, &f.job, |s, i| {
             s.raw_bind_parameter(11, f.outcome[i])?;
             s.raw_bind_parameter(12, f.finished_at[i])?;
             s.raw_bind_parameter(13, f.result[i])?;
             s.raw_bind_parameter(14, f.result_truncated[i])
-        })?;
+        })
     }
-    if let Some((at_or_below, before)) = plan.trim_finished {
-        tx.prepare_cached(TRIM_FINISHED_COUNT)?
+
+    fn trim_finished(&mut self, at_or_below: i64, before: i64) -> rusqlite::Result<()> {
+        self.tx
+            .prepare_cached(TRIM_FINISHED_COUNT)?
             .execute(params![at_or_below])?;
-        tx.prepare_cached(TRIM_FINISHED_AGE)?
+        self.tx
+            .prepare_cached(TRIM_FINISHED_AGE)?
             .execute(params![before])?;
+        Ok(())
     }
-    if let Some(keep) = plan.trim_dead {
-        tx.prepare_cached(TRIM_DEAD)?.execute(params![keep])?;
+
+    fn trim_dead(&mut self, keep: i64) -> rusqlite::Result<()> {
+        self.tx.prepare_cached(TRIM_DEAD)?.execute(params![keep])?;
+        Ok(())
     }
-    for o in &plan.other {
-        let (sql, args): (&str, &[&dyn rusqlite::ToSql]) = match o {
+
+    fn other(&mut self, change: &Other<'_>) -> rusqlite::Result<()> {
+        let (sql, args): (&str, &[&dyn rusqlite::ToSql]) = match change {
             Other::PutSchedule { id, blob } => (PUT_SCHEDULE, &[id, blob]),
             Other::DeleteSchedule { id } => (DELETE_SCHEDULE, &[id]),
             Other::PutState { kind, id, blob } => (PUT_STATE, &[&kind.as_str(), id, blob]),
@@ -959,11 +973,12 @@ fn write_plan(tx: &rusqlite::Transaction<'_>, plan: &Plan<'_>) -> rusqlite::Resu
             Other::Pause { queue } => (PAUSE_QUEUE, &[queue]),
             Other::Resume { queue } => (RESUME_QUEUE, &[queue]),
         };
-        tx.prepare_cached(sql)?.execute(args)?;
+        self.tx.prepare_cached(sql)?.execute(args)?;
+        Ok(())
     }
-    let r = &plan.results;
-    if !r.seq.is_empty() {
-        let mut s = tx.prepare_cached(INSERT_RESULT)?;
+
+    fn insert_results(&mut self, r: &ResultColumns<'_>) -> rusqlite::Result<()> {
+        let mut s = self.tx.prepare_cached(INSERT_RESULT)?;
         for i in 0..r.seq.len() {
             s.execute(params![
                 r.seq[i],
@@ -975,15 +990,23 @@ fn write_plan(tx: &rusqlite::Transaction<'_>, plan: &Plan<'_>) -> rusqlite::Resu
                 r.held_at[i]
             ])?;
         }
+        Ok(())
     }
-    if !plan.result_deletes.is_empty() {
-        let mut s = tx.prepare_cached(DELETE_RESULT)?;
-        for seq in &plan.result_deletes {
-            s.execute(params![seq])?;
-        }
+
+    fn delete_results(&mut self, seqs: &[i64]) -> rusqlite::Result<()> {
+        each_row(self.tx, DELETE_RESULT, seqs)
     }
-    if plan.probe {
-        tx.execute_batch(PROBE)?;
+
+    fn probe(&mut self) -> rusqlite::Result<()> {
+        self.tx.execute_batch(PROBE)
+    }
+}
+
+/// `sql` (one `?1`) once for each of `seqs`.
+fn each_row(tx: &rusqlite::Transaction<'_>, sql: &str, seqs: &[i64]) -> rusqlite::Result<()> {
+    let mut s = tx.prepare_cached(sql)?;
+    for seq in seqs {
+        s.execute(params![seq])?;
     }
     Ok(())
 }

@@ -15,7 +15,7 @@ use super::lease_row::{self, Fence};
 use super::schema::{self, Migrated, Migration, MIGRATIONS};
 use crate::plan::{
     attempts_column, now_unix_ms, route_column, unix_ms_column, unix_ms_from_column, Dead,
-    FinishedColumns, JobColumns, Other, Plan, ResultColumns, Rows, Update,
+    FinishedColumns, JobColumns, Other, Plan, ResultColumns, RowWriter, Rows, Update,
 };
 
 /// How to connect.
@@ -611,84 +611,8 @@ impl PgJournal {
                 epoch: fence.epoch,
             });
         }
-        let j = &plan.inserts;
-        if j.len() > 0 {
-            tx.execute(&s.insert_jobs, &job_params(j)).map_err(err)?;
-        }
-        for u in &plan.updates {
-            match u {
-                Update::Replace { seq, job } => tx.execute(
-                    &s.replace_job,
-                    &[
-                        seq,
-                        &job.client,
-                        &job.queue,
-                        &route_column(job),
-                        &job.headers,
-                        &job.payload,
-                        &attempts_column(job.attempts),
-                        &unix_ms_column(job.accepted_at_unix_ms),
-                        &job.run_at_unix_ms.map(unix_ms_column),
-                    ],
-                ),
-                Update::Attempts { seq, attempts } => {
-                    tx.execute(&s.update_attempts, &[seq, attempts])
-                }
-            }
+        plan.write(&mut PgWriter { tx: &mut tx, s }, now_unix_ms())
             .map_err(err)?;
-        }
-        let dead_at = now_unix_ms();
-        for d in &plan.dead {
-            match d {
-                Dead::Move {
-                    job_seq,
-                    seq,
-                    reason,
-                    error,
-                } => tx.execute(&s.move_to_dead, &[job_seq, seq, reason, &dead_at, error]),
-                Dead::Remove { msgid } => tx.execute(&s.delete_dead, &[msgid]),
-            }
-            .map_err(err)?;
-        }
-        if !plan.deletes.is_empty() {
-            tx.execute(&s.delete_jobs, &[&plan.deletes]).map_err(err)?;
-        }
-        let f = &plan.finished;
-        if f.job.len() > 0 {
-            tx.execute(&s.insert_finished, &finished_params(f))
-                .map_err(err)?;
-        }
-        if let Some((at_or_below, before)) = plan.trim_finished {
-            tx.execute(&s.trim_finished, &[&at_or_below, &before])
-                .map_err(err)?;
-        }
-        if let Some(keep) = plan.trim_dead {
-            tx.execute(&s.trim_dead, &[&keep]).map_err(err)?;
-        }
-        for o in &plan.other {
-            match o {
-                Other::PutSchedule { id, blob } => tx.execute(&s.put_schedule, &[id, blob]),
-                Other::DeleteSchedule { id } => tx.execute(&s.delete_schedule, &[id]),
-                Other::PutState { kind, id, blob } => {
-                    tx.execute(&s.put_state, &[&kind.as_str(), id, blob])
-                }
-                Other::DeleteState { kind, id } => {
-                    tx.execute(&s.delete_state, &[&kind.as_str(), id])
-                }
-                Other::Pause { queue } => tx.execute(&s.pause, &[queue]),
-                Other::Resume { queue } => tx.execute(&s.resume, &[queue]),
-            }
-            .map_err(err)?;
-        }
-        let r = &plan.results;
-        if !r.seq.is_empty() {
-            tx.execute(&s.insert_results, &result_params(r))
-                .map_err(err)?;
-        }
-        if !plan.result_deletes.is_empty() {
-            tx.execute(&s.delete_results, &[&plan.result_deletes])
-                .map_err(err)?;
-        }
         tx.commit().map_err(err)?;
         Ok(())
     }
@@ -869,6 +793,117 @@ impl JournalStore for PgJournal {
 
     fn describe(&self) -> String {
         self.db.clone()
+    }
+}
+
+/// The PostgreSQL side of a plan (`plan.rs`) on the general path: one
+/// multi-row statement per group of rows (`unnest`, `= ANY`), one
+/// statement per rare change.
+struct PgWriter<'a, 't> {
+    tx: &'a mut postgres::Transaction<'t>,
+    s: &'a Statements,
+}
+
+impl RowWriter for PgWriter<'_, '_> {
+    type Error = postgres::Error;
+
+    fn insert_jobs(&mut self, jobs: &JobColumns<'_>) -> Result<(), postgres::Error> {
+        self.tx.execute(&self.s.insert_jobs, &job_params(jobs))?;
+        Ok(())
+    }
+
+    fn update_job(&mut self, update: &Update<'_>) -> Result<(), postgres::Error> {
+        match update {
+            Update::Replace { seq, job } => self.tx.execute(
+                &self.s.replace_job,
+                &[
+                    seq,
+                    &job.client,
+                    &job.queue,
+                    &route_column(job),
+                    &job.headers,
+                    &job.payload,
+                    &attempts_column(job.attempts),
+                    &unix_ms_column(job.accepted_at_unix_ms),
+                    &job.run_at_unix_ms.map(unix_ms_column),
+                ],
+            ),
+            Update::Attempts { seq, attempts } => {
+                self.tx.execute(&self.s.update_attempts, &[seq, attempts])
+            }
+        }?;
+        Ok(())
+    }
+
+    fn dead(&mut self, change: &Dead<'_>, dead_at: i64) -> Result<(), postgres::Error> {
+        match change {
+            Dead::Move {
+                job_seq,
+                seq,
+                reason,
+                error,
+            } => self.tx.execute(
+                &self.s.move_to_dead,
+                &[job_seq, seq, reason, &dead_at, error],
+            ),
+            Dead::Remove { msgid } => self.tx.execute(&self.s.delete_dead, &[msgid]),
+        }?;
+        Ok(())
+    }
+
+    fn delete_jobs(&mut self, seqs: &[i64]) -> Result<(), postgres::Error> {
+        self.tx.execute(&self.s.delete_jobs, &[&seqs])?;
+        Ok(())
+    }
+
+    fn insert_finished(&mut self, f: &FinishedColumns<'_>) -> Result<(), postgres::Error> {
+        self.tx
+            .execute(&self.s.insert_finished, &finished_params(f))?;
+        Ok(())
+    }
+
+    fn trim_finished(&mut self, at_or_below: i64, before: i64) -> Result<(), postgres::Error> {
+        self.tx
+            .execute(&self.s.trim_finished, &[&at_or_below, &before])?;
+        Ok(())
+    }
+
+    fn trim_dead(&mut self, keep: i64) -> Result<(), postgres::Error> {
+        self.tx.execute(&self.s.trim_dead, &[&keep])?;
+        Ok(())
+    }
+
+    fn other(&mut self, change: &Other<'_>) -> Result<(), postgres::Error> {
+        let s = self.s;
+        match change {
+            Other::PutSchedule { id, blob } => self.tx.execute(&s.put_schedule, &[id, blob]),
+            Other::DeleteSchedule { id } => self.tx.execute(&s.delete_schedule, &[id]),
+            Other::PutState { kind, id, blob } => {
+                self.tx.execute(&s.put_state, &[&kind.as_str(), id, blob])
+            }
+            Other::DeleteState { kind, id } => {
+                self.tx.execute(&s.delete_state, &[&kind.as_str(), id])
+            }
+            Other::Pause { queue } => self.tx.execute(&s.pause, &[queue]),
+            Other::Resume { queue } => self.tx.execute(&s.resume, &[queue]),
+        }?;
+        Ok(())
+    }
+
+    fn insert_results(&mut self, r: &ResultColumns<'_>) -> Result<(), postgres::Error> {
+        self.tx.execute(&self.s.insert_results, &result_params(r))?;
+        Ok(())
+    }
+
+    fn delete_results(&mut self, seqs: &[i64]) -> Result<(), postgres::Error> {
+        self.tx.execute(&self.s.delete_results, &[&seqs])?;
+        Ok(())
+    }
+
+    /// Nothing more: the lease check every batch starts with is a real
+    /// write.
+    fn probe(&mut self) -> Result<(), postgres::Error> {
+        Ok(())
     }
 }
 
