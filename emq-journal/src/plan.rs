@@ -235,16 +235,21 @@ pub(crate) enum Update<'a> {
 /// A change to the dead letters.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Dead<'a> {
-    /// Copy job row `job_seq` into the dead letters as row `seq`.
-    Move {
-        job_seq: i64,
-        seq: i64,
-        reason: &'a str,
-        /// The last error payload.
-        error: &'a Option<Vec<u8>>,
-    },
+    Move(DeadMove<'a>),
     /// Forget the dead letters of `msgid`.
-    Remove { msgid: &'a str },
+    Remove {
+        msgid: &'a str,
+    },
+}
+
+/// Copy job row `job_seq` into the dead letters as row `seq`.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct DeadMove<'a> {
+    pub(crate) job_seq: i64,
+    pub(crate) seq: i64,
+    pub(crate) reason: &'a str,
+    /// The last error payload.
+    pub(crate) error: Option<&'a [u8]>,
 }
 
 /// Schedules, other router state and paused queues.
@@ -282,10 +287,14 @@ pub(crate) trait RowWriter {
     type Error;
     /// New job rows.
     fn insert_jobs(&mut self, jobs: &JobColumns<'_>) -> Result<(), Self::Error>;
-    /// A change to an existing job row.
-    fn update_job(&mut self, update: &Update<'_>) -> Result<(), Self::Error>;
-    /// A dead-letter move (its time `dead_at`) or removal.
-    fn dead(&mut self, change: &Dead<'_>, dead_at: i64) -> Result<(), Self::Error>;
+    /// New fields for job row `seq` (a msgid accepted again).
+    fn replace_job(&mut self, seq: i64, job: &JobRecord) -> Result<(), Self::Error>;
+    /// A new delivery count for job row `seq`.
+    fn set_attempts(&mut self, seq: i64, attempts: i32) -> Result<(), Self::Error>;
+    /// A job row into the dead letters, at `dead_at` (unix ms).
+    fn move_to_dead(&mut self, m: &DeadMove<'_>, dead_at: i64) -> Result<(), Self::Error>;
+    /// Forget the dead letters of `msgid`.
+    fn remove_dead(&mut self, msgid: &str) -> Result<(), Self::Error>;
     /// Job rows completed, finished or moved to the dead letters.
     fn delete_jobs(&mut self, seqs: &[i64]) -> Result<(), Self::Error>;
     /// New finished-job rows.
@@ -401,12 +410,12 @@ impl<'a> Plan<'a> {
                         Some(job_seq) => {
                             let seq = p.seqs.dead;
                             p.seqs.dead += 1;
-                            p.dead.push(Dead::Move {
+                            p.dead.push(Dead::Move(DeadMove {
                                 job_seq,
                                 seq,
                                 reason,
-                                error,
-                            });
+                                error: error.as_deref(),
+                            }));
                             p.deletes.push(job_seq);
                         }
                         None => log::debug!("journal: dead letter for unknown job {msgid}"),
@@ -463,10 +472,16 @@ impl<'a> Plan<'a> {
             w.insert_jobs(&self.inserts)?;
         }
         for u in &self.updates {
-            w.update_job(u)?;
+            match u {
+                Update::Replace { seq, job } => w.replace_job(*seq, job)?,
+                Update::Attempts { seq, attempts } => w.set_attempts(*seq, *attempts)?,
+            }
         }
         for d in &self.dead {
-            w.dead(d, dead_at)?;
+            match d {
+                Dead::Move(m) => w.move_to_dead(m, dead_at)?,
+                Dead::Remove { msgid } => w.remove_dead(msgid)?,
+            }
         }
         if !self.deletes.is_empty() {
             w.delete_jobs(&self.deletes)?;
@@ -611,6 +626,17 @@ mod tests {
         }
     }
 
+    fn held(msgid: &str) -> ResultRecord {
+        ResultRecord {
+            msgid: msgid.into(),
+            client: vec![1],
+            status: emqp_proto::ResultStatus::Ok,
+            payload: b"{}".to_vec(),
+            receipt: false,
+            held_at_unix_ms: 5,
+        }
+    }
+
     #[test]
     fn a_busy_batch_is_three_multi_row_statements() {
         let mut rows = RowIndex::default();
@@ -742,12 +768,12 @@ mod tests {
         assert_eq!(
             p.dead,
             [
-                Dead::Move {
+                Dead::Move(DeadMove {
                     job_seq: 5,
                     seq: 1,
                     reason: "lost",
-                    error: &None,
-                },
+                    error: None,
+                }),
                 Dead::Remove { msgid: "x" }
             ]
         );
@@ -803,14 +829,7 @@ mod tests {
     fn held_results_are_inserted_and_released_by_row() {
         let mut results = RowIndex::default();
         results.set(Key::of("old"), Some(4));
-        let r = |m: &str| ResultRecord {
-            msgid: m.into(),
-            client: vec![1],
-            status: emqp_proto::ResultStatus::Ok,
-            payload: b"{}".to_vec(),
-            receipt: false,
-            held_at_unix_ms: 5,
-        };
+        let r = held;
         let records = vec![
             Record::ResultHeld(r("new")),
             Record::ResultReleased {
@@ -851,18 +870,21 @@ mod tests {
             self.0.push(format!("insert jobs {:?}", j.seq));
             Ok(())
         }
-        fn update_job(&mut self, u: &Update<'_>) -> Result<(), String> {
-            self.0.push(match u {
-                Update::Replace { seq, .. } => format!("replace {seq}"),
-                Update::Attempts { seq, attempts } => format!("attempts {seq} {attempts}"),
-            });
+        fn replace_job(&mut self, seq: i64, _: &JobRecord) -> Result<(), String> {
+            self.0.push(format!("replace {seq}"));
             Ok(())
         }
-        fn dead(&mut self, d: &Dead<'_>, at: i64) -> Result<(), String> {
-            self.0.push(match d {
-                Dead::Move { job_seq, seq, .. } => format!("dead {job_seq} as {seq} at {at}"),
-                Dead::Remove { msgid } => format!("forget dead {msgid}"),
-            });
+        fn set_attempts(&mut self, seq: i64, attempts: i32) -> Result<(), String> {
+            self.0.push(format!("attempts {seq} {attempts}"));
+            Ok(())
+        }
+        fn move_to_dead(&mut self, m: &DeadMove<'_>, at: i64) -> Result<(), String> {
+            self.0
+                .push(format!("dead {} as {} at {at}", m.job_seq, m.seq));
+            Ok(())
+        }
+        fn remove_dead(&mut self, msgid: &str) -> Result<(), String> {
+            self.0.push(format!("forget dead {msgid}"));
             Ok(())
         }
         fn delete_jobs(&mut self, seqs: &[i64]) -> Result<(), String> {
@@ -910,14 +932,7 @@ mod tests {
         rows.set(Key::of("lost"), Some(2));
         let mut results = RowIndex::default();
         results.set(Key::of("r-old"), Some(3));
-        let r = ResultRecord {
-            msgid: "r-new".into(),
-            client: vec![1],
-            status: emqp_proto::ResultStatus::Ok,
-            payload: b"{}".to_vec(),
-            receipt: false,
-            held_at_unix_ms: 5,
-        };
+        let r = held("r-new");
         // Records in an order unlike the groups'.
         let records = vec![
             Record::Probe,

@@ -19,8 +19,8 @@ use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
 use crate::error::JournalError;
 use crate::plan::{
-    attempts_column, now_unix_ms, route_column, unix_ms_column, unix_ms_from_column, Dead,
-    FinishedColumns, JobColumns, Other, ResultColumns, RowWriter, Rows, Update,
+    attempts_column, now_unix_ms, route_column, unix_ms_column, unix_ms_from_column, DeadMove,
+    FinishedColumns, JobColumns, Other, ResultColumns, RowWriter, Rows,
 };
 
 /// Result alias of this crate.
@@ -892,46 +892,39 @@ impl RowWriter for SqliteWriter<'_, '_> {
         insert_jobs(&mut s, jobs, |_, _| Ok(()))
     }
 
-    fn update_job(&mut self, update: &Update<'_>) -> rusqlite::Result<()> {
-        match update {
-            Update::Replace { seq, job } => {
-                self.tx.prepare_cached(REPLACE_JOB)?.execute(params![
-                    seq,
-                    job.client,
-                    job.queue,
-                    route_column(job),
-                    headers_column(&job.headers),
-                    job.payload,
-                    attempts_column(job.attempts),
-                    unix_ms_column(job.accepted_at_unix_ms),
-                    job.run_at_unix_ms.map(unix_ms_column)
-                ])?;
-            }
-            Update::Attempts { seq, attempts } => {
-                self.tx
-                    .prepare_cached(UPDATE_ATTEMPTS)?
-                    .execute(params![seq, attempts])?;
-            }
-        }
+    fn replace_job(&mut self, seq: i64, job: &JobRecord) -> rusqlite::Result<()> {
+        self.tx.prepare_cached(REPLACE_JOB)?.execute(params![
+            seq,
+            job.client,
+            job.queue,
+            route_column(job),
+            headers_column(&job.headers),
+            job.payload,
+            attempts_column(job.attempts),
+            unix_ms_column(job.accepted_at_unix_ms),
+            job.run_at_unix_ms.map(unix_ms_column)
+        ])?;
         Ok(())
     }
 
-    fn dead(&mut self, change: &Dead<'_>, dead_at: i64) -> rusqlite::Result<()> {
-        match change {
-            Dead::Move {
-                job_seq,
-                seq,
-                reason,
-                error,
-            } => self
-                .tx
-                .prepare_cached(MOVE_TO_DEAD)?
-                .execute(params![job_seq, seq, reason, dead_at, error])?,
-            Dead::Remove { msgid } => self
-                .tx
-                .prepare_cached(DELETE_DEAD)?
-                .execute(params![msgid])?,
-        };
+    fn set_attempts(&mut self, seq: i64, attempts: i32) -> rusqlite::Result<()> {
+        self.tx
+            .prepare_cached(UPDATE_ATTEMPTS)?
+            .execute(params![seq, attempts])?;
+        Ok(())
+    }
+
+    fn move_to_dead(&mut self, m: &DeadMove<'_>, dead_at: i64) -> rusqlite::Result<()> {
+        self.tx
+            .prepare_cached(MOVE_TO_DEAD)?
+            .execute(params![m.job_seq, m.seq, m.reason, dead_at, m.error])?;
+        Ok(())
+    }
+
+    fn remove_dead(&mut self, msgid: &str) -> rusqlite::Result<()> {
+        self.tx
+            .prepare_cached(DELETE_DEAD)?
+            .execute(params![msgid])?;
         Ok(())
     }
 

@@ -14,8 +14,8 @@ use super::error::PgError;
 use super::lease_row::{self, Fence};
 use super::schema::{self, Migrated, Migration, MIGRATIONS};
 use crate::plan::{
-    attempts_column, now_unix_ms, route_column, unix_ms_column, unix_ms_from_column, Dead,
-    FinishedColumns, JobColumns, Other, Plan, ResultColumns, RowWriter, Rows, Update,
+    attempts_column, now_unix_ms, route_column, unix_ms_column, unix_ms_from_column, DeadMove,
+    FinishedColumns, JobColumns, Other, Plan, ResultColumns, RowWriter, Rows,
 };
 
 /// How to connect.
@@ -812,42 +812,40 @@ impl RowWriter for PgWriter<'_, '_> {
         Ok(())
     }
 
-    fn update_job(&mut self, update: &Update<'_>) -> Result<(), postgres::Error> {
-        match update {
-            Update::Replace { seq, job } => self.tx.execute(
-                &self.s.replace_job,
-                &[
-                    seq,
-                    &job.client,
-                    &job.queue,
-                    &route_column(job),
-                    &job.headers,
-                    &job.payload,
-                    &attempts_column(job.attempts),
-                    &unix_ms_column(job.accepted_at_unix_ms),
-                    &job.run_at_unix_ms.map(unix_ms_column),
-                ],
-            ),
-            Update::Attempts { seq, attempts } => {
-                self.tx.execute(&self.s.update_attempts, &[seq, attempts])
-            }
-        }?;
+    fn replace_job(&mut self, seq: i64, job: &JobRecord) -> Result<(), postgres::Error> {
+        self.tx.execute(
+            &self.s.replace_job,
+            &[
+                &seq,
+                &job.client,
+                &job.queue,
+                &route_column(job),
+                &job.headers,
+                &job.payload,
+                &attempts_column(job.attempts),
+                &unix_ms_column(job.accepted_at_unix_ms),
+                &job.run_at_unix_ms.map(unix_ms_column),
+            ],
+        )?;
         Ok(())
     }
 
-    fn dead(&mut self, change: &Dead<'_>, dead_at: i64) -> Result<(), postgres::Error> {
-        match change {
-            Dead::Move {
-                job_seq,
-                seq,
-                reason,
-                error,
-            } => self.tx.execute(
-                &self.s.move_to_dead,
-                &[job_seq, seq, reason, &dead_at, error],
-            ),
-            Dead::Remove { msgid } => self.tx.execute(&self.s.delete_dead, &[msgid]),
-        }?;
+    fn set_attempts(&mut self, seq: i64, attempts: i32) -> Result<(), postgres::Error> {
+        self.tx
+            .execute(&self.s.update_attempts, &[&seq, &attempts])?;
+        Ok(())
+    }
+
+    fn move_to_dead(&mut self, m: &DeadMove<'_>, dead_at: i64) -> Result<(), postgres::Error> {
+        self.tx.execute(
+            &self.s.move_to_dead,
+            &[&m.job_seq, &m.seq, &m.reason, &dead_at, &m.error],
+        )?;
+        Ok(())
+    }
+
+    fn remove_dead(&mut self, msgid: &str) -> Result<(), postgres::Error> {
+        self.tx.execute(&self.s.delete_dead, &[&msgid])?;
         Ok(())
     }
 
