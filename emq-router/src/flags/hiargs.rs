@@ -213,6 +213,11 @@ fn core_config(
     let hour = secs(3600);
     Ok(Config {
         hwm: s.pick(cli.hwm, "HWM", emq_router_core::config::DEFAULT_HWM)?,
+        max_unique_keys: s.pick(
+            cli.max_unique_keys,
+            "MAX_UNIQUE_KEYS",
+            emq_router_core::config::DEFAULT_MAX_UNIQUE_KEYS,
+        )?,
         heartbeat_interval: s.duration(
             cli.heartbeat_interval,
             "HEARTBEAT_INTERVAL",
@@ -328,6 +333,8 @@ mod tests {
         assert_eq!(o.backend, "tcp://127.0.0.1:2");
         assert_eq!(o.admin, "tcp://127.0.0.1:3");
         assert_eq!(o.core.hwm, 8);
+        let o = Plan::resolve(cli(&["--max-unique-keys", "9"]), &s).unwrap();
+        assert_eq!(o.core.max_unique_keys, 9);
         assert_eq!(o.core.heartbeat_interval, Duration::from_millis(1500));
         assert_eq!(o.core.default_queues.0[0], (20, "high".to_string()));
     }

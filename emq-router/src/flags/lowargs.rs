@@ -17,7 +17,7 @@ Every option can also come from the environment (EVENTMQ_<KEY>) or from the
 [router] (or [global]) section of the INI file named by EVENTMQ_CONFIG_FILE
 (default /etc/eventmq.conf). Command-line flags win over the environment,
 which wins over the file. Keys: FRONTEND_ADDR, BACKEND_ADDR,
-ADMINISTRATIVE_ADDR, HWM, HEARTBEAT_INTERVAL, HEARTBEAT_LIVENESS,
+ADMINISTRATIVE_ADDR, HWM, MAX_UNIQUE_KEYS, HEARTBEAT_INTERVAL, HEARTBEAT_LIVENESS,
 MAX_ATTEMPTS, RETRY_BACKOFF, RETRY_BACKOFF_MAX, DRAIN_TIMEOUT, QUEUES,
 RETAIN_FINISHED, RETAIN_FOR, RETAIN_RESULT_BYTES, DEAD_LETTER_KEEP,
 RESULTS_KEEP, RESULTS_KEEP_BYTES, RESULTS_KEEP_FOR (default queues of a worker whose INFORM names none), UNSERVED_QUEUES, JOURNAL, LEASE_TTL, LEASE_RENEW,
@@ -98,6 +98,13 @@ pub(crate) struct Cli {
     /// [env: EVENTMQ_HWM] [default: 1000000]
     #[arg(long, value_name = "N")]
     pub(crate) hwm: Option<usize>,
+
+    /// Unique keys (`unique-key` headers) the router holds at most; at the
+    /// cap a REQUEST with a new key is refused `queue-full` (clients send
+    /// it again later). A key costs under 1 KiB
+    /// [env: EVENTMQ_MAX_UNIQUE_KEYS] [default: 100000]
+    #[arg(long, value_name = "N")]
+    pub(crate) max_unique_keys: Option<usize>,
 
     /// Seconds between HEARTBEATs to every worker and scheduler
     /// [env: EVENTMQ_HEARTBEAT_INTERVAL] [default: 3]
