@@ -440,3 +440,27 @@ fn raw(client: &str, msgid: &str, headers: &str) -> Input {
         ),
     }
 }
+
+/// Admin `job` shows a job's unique key and whether it holds it; STATUS
+/// counts keys and duplicates.
+#[test]
+fn admin_shows_the_unique_key() {
+    let mut h = H::new();
+    h.request("c1", "j1", "default", "unique-key:order-7");
+    h.request("c1", "j2", "default", "unique-key:order-7");
+    let job = |h: &mut H, msgid: &str| {
+        let req = serde_json::json!({"op": "job", "msgid": msgid});
+        let frames = crate::router::admin_request("adm-1", &req).encode_routed(b"adm".to_vec());
+        let sent = h.frames(Admin, frames);
+        let Command::Reply(r) = &to(&sent, Admin, "adm")[0].command else {
+            panic!("{sent:?}")
+        };
+        serde_json::from_slice::<serde_json::Value>(&r.payload).unwrap()
+    };
+    let v = job(&mut h, "j1");
+    assert_eq!(v["job"]["unique_key"], "order-7", "{v}");
+    assert_eq!(v["job"]["unique_held"], true);
+    let s = admin(&mut h, Command::Status);
+    assert_eq!(s["unique"]["held"], 1);
+    assert_eq!(s["unique"]["duplicates"], 1);
+}
