@@ -244,11 +244,16 @@ class AsyncClient(_base.BaseClient):
         timeout: float = 0,
         delay: Optional[float] = None,
         headers: Sequence[str] = (),
+        unique_key: Optional[str] = None,
+        unique_for: Optional[float] = None,
+        on_conflict: Optional[str] = None,
         **kwargs: Any,
     ) -> "AsyncJob":
         """As :meth:`Client.submit`."""
         task = payload.build(func, args, kwargs)
-        return await self._run(self._submit(task, queue, self._headers(retries, timeout, delay, headers)))  # type: ignore[no-any-return]
+        unique = wire.unique_headers(unique_key, unique_for, on_conflict)
+        hdrs = self._headers(retries, timeout, delay, headers, unique)
+        return await self._run(self._submit(task, queue, hdrs))  # type: ignore[no-any-return]
 
     async def submit_many(
         self,

@@ -287,6 +287,9 @@ class Client(_base.BaseClient):
         timeout: float = 0,
         delay: Optional[float] = None,
         headers: Sequence[str] = (),
+        unique_key: Optional[str] = None,
+        unique_for: Optional[float] = None,
+        on_conflict: Optional[str] = None,
         **kwargs: Any,
     ) -> "Job":
         """Submit ``func(*args, **kwargs)`` and wait for the router to accept
@@ -298,11 +301,20 @@ class Client(_base.BaseClient):
         like these options). ``retries``: ``retry-count:N``; ``timeout``:
         seconds before the job is killed (``timeout:N``); ``delay``: seconds
         before it may run (``delay:SECS``); ``headers``: more headers.
+        ``unique_key``: at most one job with this key at a time
+        (``unique-key:K``; ``unique_for``: seconds the key stays taken from
+        acceptance, also after the job finished; ``on_conflict``:
+        ``existing`` (default), ``reject`` or ``replace``). When another
+        job holds the key the returned Job is that job (``job.msgid`` is
+        its msgid, ``job.duplicate`` is True) and ``result()`` gives its
+        result; ``reject`` raises :class:`DuplicateJob` instead.
         Raises :class:`Rejected` (e.g. :class:`QueueFull`) when refused and
         :class:`EmqConnectionError` when no router answers in time."""
         self._check()
         task = payload.build(func, args, kwargs)
-        return self._run(self._submit(task, queue, self._headers(retries, timeout, delay, headers)))  # type: ignore[no-any-return]
+        unique = wire.unique_headers(unique_key, unique_for, on_conflict)
+        hdrs = self._headers(retries, timeout, delay, headers, unique)
+        return self._run(self._submit(task, queue, hdrs))  # type: ignore[no-any-return]
 
     def submit_many(
         self,
