@@ -47,6 +47,9 @@ pub(crate) struct Plan {
     /// No --journal / JOURNAL given: the data-dir default (or none if no
     /// data dir is known).
     pub(crate) journal_default: bool,
+    /// `--outbox`: the application database whose outbox this router
+    /// drains (`outbox.rs`).
+    pub(crate) outbox: Option<String>,
     /// The leader lease's timers (used with a PostgreSQL journal).
     pub(crate) lease: LeaseConfig,
     pub(crate) metrics: Option<String>,
@@ -108,6 +111,15 @@ impl Plan {
         }
         let core = core_config(&cli, s, journal.is_some(), max_message_size)?;
         let metrics = address(&cli.metrics, s, "METRICS_ADDR");
+        let outbox = address(&cli.outbox, s, "OUTBOX");
+        if let Some(url) = &outbox {
+            if !emq_journal::postgres::is_postgres_url(url) {
+                return Err(format!(
+                    "--outbox {url:?}: not a postgresql:// URL (the outbox is a table in the \
+                     application's PostgreSQL database)"
+                ));
+            }
+        }
         let http = http(&cli, s)?;
         let access = AccessPolicy::from_settings(&cli.access, s, &admin)?;
         Ok(Plan {
@@ -116,6 +128,7 @@ impl Plan {
             admin,
             journal,
             journal_default: journal_arg.is_none(),
+            outbox,
             lease,
             metrics,
             http,

@@ -20,7 +20,7 @@ which wins over the file. Keys: FRONTEND_ADDR, BACKEND_ADDR,
 ADMINISTRATIVE_ADDR, HWM, MAX_UNIQUE_KEYS, HEARTBEAT_INTERVAL, HEARTBEAT_LIVENESS,
 MAX_ATTEMPTS, RETRY_BACKOFF, RETRY_BACKOFF_MAX, DRAIN_TIMEOUT, QUEUES,
 RETAIN_FINISHED, RETAIN_FOR, RETAIN_RESULT_BYTES, DEAD_LETTER_KEEP,
-RESULTS_KEEP, RESULTS_KEEP_BYTES, RESULTS_KEEP_FOR (default queues of a worker whose INFORM names none), UNSERVED_QUEUES, JOURNAL, LEASE_TTL, LEASE_RENEW,
+RESULTS_KEEP, RESULTS_KEEP_BYTES, RESULTS_KEEP_FOR (default queues of a worker whose INFORM names none), UNSERVED_QUEUES, JOURNAL, OUTBOX, LEASE_TTL, LEASE_RENEW,
 METRICS_ADDR,
 HTTP_ADDR, HTTP_TOKEN_FILE, HTTP_READ_ONLY (true or false), MAX_MESSAGE_SIZE,
 ALLOW_FRONTEND, ALLOW_BACKEND, ALLOW_ADMIN, PLAIN_USERS,
@@ -198,6 +198,15 @@ pub(crate) struct Cli {
     /// router with exit code 2 [env: EVENTMQ_JOURNAL]
     #[arg(long, value_name = "PATH|URL|none")]
     pub(crate) journal: Option<String>,
+
+    /// Drain the job outbox of the application's PostgreSQL database at
+    /// URL (postgresql://...): the router installs the emq_outbox table and
+    /// the emq_enqueue(queue, payload, headers) function there, LISTENs,
+    /// and takes each committed row as a REQUEST under its msgid, deleting
+    /// it once answered. Only while serving (a standby drains nothing)
+    /// [env: EVENTMQ_OUTBOX]
+    #[arg(long, value_name = "URL")]
+    pub(crate) outbox: Option<String>,
 
     /// With a PostgreSQL journal: the leader lease lasts this long after
     /// its last renewal; a standby takes over about this long after the

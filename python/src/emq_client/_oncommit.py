@@ -8,7 +8,7 @@ committed. So the submit is deferred: :class:`OnCommit` holds the call,
 and the hook runs it after the commit. The job is then submitted like any
 other (``client.submit``), so a process that dies between the commit and
 the submit loses it: for atomic enqueueing with the application's own
-writes see docs/UNIQUE_AND_ON_COMMIT.md ("PostgreSQL outbox", designed).
+writes see docs/UNIQUE_AND_ON_COMMIT.md ("PostgreSQL outbox").
 """
 
 from __future__ import annotations
