@@ -2,8 +2,9 @@
 //! `emq_enqueue(...)` inside its own transactions in its own database; a
 //! router started with `--outbox URL` (journal on PostgreSQL) drains them.
 //! A rolled-back enqueue never runs; a committed one runs once and its row
-//! is deleted; two enqueues with one unique key within its window are one
-//! job.
+//! is deleted; a row read again (its DELETE lost) is acknowledged as the
+//! job it is, not run twice; two enqueues with one unique key within its
+//! window are one job.
 
 use std::time::{Duration, Instant};
 
@@ -74,6 +75,27 @@ fn committed_outbox_rows_run_once_and_rolled_back_ones_never() {
     assert_eq!(
         s["counters"]["accepted"], 1,
         "the rolled-back job never came: {s}"
+    );
+
+    // The same row again (as after a router killed between its journal
+    // commit and the DELETE): acknowledged as the job it is, not run again.
+    pg.psql(
+        "shop",
+        &format!(
+            "INSERT INTO emq_outbox (msgid, queue, payload) VALUES ('{msgid}', 'default', \
+             convert_to('{}', 'UTF8')); SELECT pg_notify('emq_outbox', '')",
+            job(2)
+        ),
+    );
+    poll_until(Duration::from_secs(10), Duration::from_millis(50), || {
+        (pg.psql("shop", "SELECT count(*) FROM emq_outbox") == "0").then_some(())
+    })
+    .expect("the row read again is answered and deleted");
+    let s = status(&addrs);
+    assert_eq!(
+        (&s["counters"]["accepted"], &s["counters"]["completed"]),
+        (&serde_json::json!(1), &serde_json::json!(1)),
+        "a row read twice runs once: {s}"
     );
 
     // Two enqueues with one unique key in its window: one job.
