@@ -25,6 +25,11 @@
 //!   holder is kept, and the new REQUEST is its duplicate as with
 //!   `existing`.
 //!
+//! A built-in schedule whose headers carry a unique key skips a run while
+//! the key is held (the previous run is unfinished, or in its window), as
+//! a run skipped at `hwm`; a schedule run or a retried dead letter that is
+//! accepted takes its key if it is free.
+//!
 //! Bad values (an empty or over-long key, a `unique-for` that is not
 //! seconds, an unknown `on-conflict`, either without a key) are refused
 //! `malformed` with the reason (`emqp_proto::UniqueError`). Keys are
@@ -575,6 +580,17 @@ impl Router {
             n += 1;
         }
         n
+    }
+
+    /// `(key, holder msgid)` when `headers` name a unique key someone holds
+    /// (a schedule run is skipped then: `schedules.rs`).
+    pub(super) fn unique_held(&self, headers: &Headers) -> Option<(String, String)> {
+        if self.unique.keys.is_empty() {
+            return None;
+        }
+        let u = headers.unique().ok().flatten()?;
+        let holder = self.unique.keys.get(&u.key)?.msgid.clone();
+        Some((u.key, holder))
     }
 
     /// The invariants of the held keys (`invariants.rs`).

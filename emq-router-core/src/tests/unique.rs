@@ -464,3 +464,29 @@ fn admin_shows_the_unique_key() {
     assert_eq!(s["unique"]["held"], 1);
     assert_eq!(s["unique"]["duplicates"], 1);
 }
+
+/// A built-in schedule with a unique key skips a run while the previous
+/// run holds the key, and runs again once it finished.
+#[test]
+fn a_schedule_run_is_skipped_while_its_key_is_held() {
+    let mut h = durable();
+    let s = Command::Schedule(emqp_proto::Schedule {
+        queue: "default".into(),
+        headers: Headers::parse(b"unique-key:nightly").unwrap(),
+        interval: emqp_proto::Interval::from_secs(10).unwrap(),
+        message: br#"["call", {"handler": "noop"}]"#.to_vec(),
+        cron: String::new(),
+    });
+    h.msg(Frontend, "c1", "s1", s);
+    h.advance(SECOND);
+    assert_eq!(h.r.stats().scheduled_runs, 1);
+    assert_eq!(h.r.unique_keys(), 1);
+    h.advance(10 * SECOND);
+    assert_eq!(h.r.stats().scheduled_runs, 1, "the first run is unfinished");
+    assert_eq!(h.r.stats().scheduled_runs_skipped, 1);
+    worker(&mut h, "w1", "", 1);
+    let first = h.r.unfinished_jobs()[0].msgid.clone();
+    h.reply("w1", &first, "{}", Some(ResultStatus::Ok));
+    h.advance(10 * SECOND);
+    assert_eq!(h.r.stats().scheduled_runs, 2);
+}
