@@ -484,7 +484,13 @@ impl Router {
         } else if let Ok(Some(u)) = &unique {
             // Held by another job: answered here (`unique.rs`); free: the
             // queue's bound still applies.
-            match self.unique_conflict(&client, &msgid, u, r.headers.reply_requested(), now, out) {
+            let s = super::unique::Submit {
+                client: &client,
+                msgid: &msgid,
+                route: &route,
+                reply_requested: r.headers.reply_requested(),
+            };
+            match self.unique_conflict(s, u, now, out) {
                 super::unique::Conflict::Answered => return,
                 super::unique::Conflict::Free => self.queue_full(&route),
             }

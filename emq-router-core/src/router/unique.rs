@@ -156,19 +156,32 @@ pub(crate) fn unique_of(headers: &[u8]) -> Option<Unique> {
     Headers::parse(headers).ok()?.unique().ok().flatten()
 }
 
+/// A REQUEST with unique headers, as `unique_conflict` needs it.
+pub(super) struct Submit<'a> {
+    pub client: &'a [u8],
+    pub msgid: &'a str,
+    /// The queue it would be buffered under.
+    pub route: &'a str,
+    pub reply_requested: bool,
+}
+
 impl Router {
-    /// The REQUEST `msgid` from `client` with the unique headers `u`:
-    /// answered as a duplicate if its key is taken (by `on-conflict`),
-    /// refused at the key cap, else [`Conflict::Free`].
+    /// The REQUEST `s` with the unique headers `u`: answered as a
+    /// duplicate if its key is taken (by `on-conflict`), refused at the key
+    /// cap, else [`Conflict::Free`].
     pub(super) fn unique_conflict(
         &mut self,
-        client: &[u8],
-        msgid: &str,
+        s: Submit<'_>,
         u: &Unique,
-        reply_requested: bool,
         now: Duration,
         out: &mut Vec<Action>,
     ) -> Conflict {
+        let Submit {
+            client,
+            msgid,
+            route,
+            reply_requested,
+        } = s;
         let Some(h) = self.unique.keys.get(&u.key) else {
             if self.unique.keys.len() >= self.cfg.max_unique_keys {
                 self.stats.rejected_queue_full += 1;
@@ -220,7 +233,11 @@ impl Router {
                         matches!(j.state, JobState::Queued | JobState::Delayed { .. })
                     });
                 if let (true, Some(jid)) = (waiting, holder_jid) {
-                    self.unique_replace(jid, &u.key, msgid, now, out);
+                    if self.replace_fits(route, jid) {
+                        self.unique_replace(jid, &u.key, msgid, now, out);
+                    }
+                    // Else `queue-full` refuses the new job, and the
+                    // waiting one stays.
                     return Conflict::Free;
                 }
             }
@@ -315,6 +332,20 @@ impl Router {
         }}))
         .unwrap_or_default();
         (ResultStatus::Failed, payload)
+    }
+
+    /// Whether a job for `route` fits (`hwm`) once the waiting job `jid`
+    /// is taken out.
+    fn replace_fits(&self, route: &str, jid: JobId) -> bool {
+        if self.pool.has_free(route) {
+            return true;
+        }
+        let freed = self
+            .store
+            .jobs
+            .get(&jid)
+            .is_some_and(|j| j.route() == route && j.state == JobState::Queued);
+        self.store.queue_len(route) - usize::from(freed) < self.cfg.hwm
     }
 
     /// `on-conflict:replace` of the waiting job `jid` by the REQUEST

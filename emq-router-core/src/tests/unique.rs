@@ -490,3 +490,23 @@ fn a_schedule_run_is_skipped_while_its_key_is_held() {
     h.advance(10 * SECOND);
     assert_eq!(h.r.stats().scheduled_runs, 2);
 }
+
+/// `replace` at `hwm`: the waiting job's place is the new one's (same
+/// queue); a new job for another full queue is refused `queue-full` and
+/// the waiting one stays.
+#[test]
+fn replace_at_the_high_water_mark() {
+    let mut h = H::with(Config {
+        hwm: 1,
+        unserved: crate::config::Unserved::Hold,
+        ..Config::default()
+    });
+    h.request("c1", "j1", "a", "unique-key:k");
+    let sent = h.request("c2", "j2", "a", "unique-key:k,on-conflict:replace");
+    assert!(acked(&sent, "c2", "j2"), "j1's place: {sent:?}");
+    h.request("c1", "j3", "b", "");
+    let sent = h.request("c3", "j4", "b", "unique-key:k,on-conflict:replace");
+    assert_eq!(rejects(&sent, "c3")[0].reason, RejectReason::QueueFull);
+    assert_eq!(h.r.stats().unique_replaced, 1, "j2 stays");
+    assert_eq!(h.r.unique_keys(), 1);
+}
