@@ -13,9 +13,12 @@
 //! - [`args`]: the shared flags ([`AuthArgs`], [`CurveArgs`],
 //!   [`AccessArgs`]), declared once and flattened;
 //! - [`exit`]: one [`Exit`] with each binary's documented codes;
-//! - [`logging`]: the logger, [`init_logging`].
+//! - [`logging`]: the logger, [`init_logging`];
+//! - [`service`]: telling systemd the process is ready or stopping
+//!   (`Type=notify`), a no-op elsewhere.
 //!
-//! It does no I/O of its own beyond reading the config file a binary names.
+//! It does no I/O of its own beyond reading the config file a binary names
+//! and the service manager's notifications.
 
 #![forbid(unsafe_code)]
 
@@ -23,6 +26,7 @@ pub mod args;
 pub mod duration;
 pub mod exit;
 pub mod logging;
+pub mod service;
 pub mod settings;
 
 pub use args::{AccessArgs, AuthArgs, CurveArgs};
