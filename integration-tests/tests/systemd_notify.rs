@@ -10,6 +10,10 @@
 //! - The job manager says `READY=1` with the router it connected to, and
 //!   `STOPPING=1` on SIGTERM; the jobs it runs do not inherit
 //!   `NOTIFY_SOCKET` (only the main process may notify).
+//! - With a PostgreSQL journal, a router says `READY=1` as a standby (it
+//!   is up and doing its job: waiting; a unit must not time out for it),
+//!   with the status line `standby: …`, and `serving (…)` once it holds
+//!   the lease.
 //! - A `NOTIFY_SOCKET` nobody listens on changes nothing: the router
 //!   starts and serves.
 
@@ -19,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use integration_tests::bins::{self, SENDER};
 use integration_tests::cluster::{wait_router_ready, Addrs, ROUTER_READY};
+use integration_tests::postgres::PgCluster;
 use integration_tests::process::{run, scratch_dir};
 use integration_tests::{admin, python, Proc, Spawn};
 use serde_json::Value;
@@ -53,13 +58,31 @@ impl FakeSystemd {
 
     /// Wait (bounded) for a datagram with the line `line`; the datagram.
     fn wait_for(&mut self, line: &str, timeout: Duration) -> Result<String, String> {
+        self.wait_until(line, timeout, |l| l == line)
+    }
+
+    /// Wait (bounded) for a datagram whose status line starts with `prefix`.
+    fn wait_for_status(&mut self, prefix: &str, timeout: Duration) -> Result<String, String> {
+        let what = format!("STATUS={prefix}…");
+        self.wait_until(&what, timeout, |l| {
+            l.strip_prefix("STATUS=")
+                .is_some_and(|s| s.starts_with(prefix))
+        })
+    }
+
+    fn wait_until(
+        &mut self,
+        line: &str,
+        timeout: Duration,
+        matches: impl Fn(&str) -> bool,
+    ) -> Result<String, String> {
         let deadline = Instant::now() + timeout;
         let mut buf = [0u8; 4096];
         while Instant::now() < deadline {
             if let Ok(n) = self.sock.recv(&mut buf) {
                 let text = String::from_utf8_lossy(&buf[..n]).into_owned();
                 self.seen.push(text.clone());
-                if text.lines().any(|l| l == line) {
+                if text.lines().any(&matches) {
                     return Ok(text);
                 }
             }
@@ -85,11 +108,10 @@ fn status_line(datagram: &str) -> &str {
         .unwrap_or("")
 }
 
-fn router_with_notify(addrs: &Addrs, notify: &Path, journal: &Path) -> Proc {
-    let journal = journal.display().to_string();
+fn router_with_notify(addrs: &Addrs, notify: &Path, journal: &str) -> Proc {
     Spawn::new("emq-router", bins::bin(bins::ROUTER))
         .args(["--frontend", &addrs.frontend, "--backend", &addrs.backend])
-        .args(["--admin", &addrs.admin, "--journal", &journal])
+        .args(["--admin", &addrs.admin, "--journal", journal])
         .env("NOTIFY_SOCKET", notify)
         .spawn()
 }
@@ -99,7 +121,8 @@ fn router_and_jobmanager_tell_systemd_ready_and_stopping() {
     let dir = scratch_dir("systemd-notify");
     let mut systemd = FakeSystemd::bind("router");
     let addrs = Addrs::fresh();
-    let mut router = router_with_notify(&addrs, &systemd.path, &dir.join("journal.sqlite"));
+    let journal = dir.join("journal.sqlite").display().to_string();
+    let mut router = router_with_notify(&addrs, &systemd.path, &journal);
 
     let ready = systemd
         .wait_for("READY=1", ROUTER_READY)
@@ -180,10 +203,63 @@ fn router_and_jobmanager_tell_systemd_ready_and_stopping() {
 fn a_notify_socket_nobody_listens_on_changes_nothing() {
     let dir = scratch_dir("systemd-notify-absent");
     let addrs = Addrs::fresh();
-    let journal = dir.join("journal.sqlite");
+    let journal = dir.join("journal.sqlite").display().to_string();
     let mut router = router_with_notify(&addrs, &socket_path("nobody"), &journal);
     wait_router_ready(&mut router, &addrs, ROUTER_READY).expect("the router serves");
     router.terminate();
     let code = router.wait_exit(Duration::from_secs(30)).map(|s| s.code());
     assert_eq!(code, Some(Some(0)), "router exit; {}", router.tail(20));
+}
+
+#[test]
+fn a_standby_is_ready_and_says_standby_then_serving_after_the_takeover() {
+    let Some(pg) = PgCluster::start_or_skip("systemd: standby ready") else {
+        return;
+    };
+    let url = pg.create_database("sd_notify");
+    let (a_addrs, b_addrs) = (Addrs::fresh(), Addrs::fresh());
+    let mut a_systemd = FakeSystemd::bind("leader");
+    let mut a = router_with_notify(&a_addrs, &a_systemd.path, &url);
+    // Every router of a shared journal starts as a standby (READY at once),
+    // then takes the free lease and serves.
+    let ready = a_systemd
+        .wait_for("READY=1", ROUTER_READY)
+        .unwrap_or_else(|e| panic!("leader: {e}; stderr:\n{}", a.tail(30)));
+    assert!(status_line(&ready).starts_with("standby: "), "{ready:?}");
+    a_systemd
+        .wait_for_status("serving (journal ", ROUTER_READY)
+        .unwrap_or_else(|e| panic!("leader: {e}; stderr:\n{}", a.tail(30)));
+    wait_router_ready(&mut a, &a_addrs, ROUTER_READY).expect("the leader serves");
+
+    let mut b_systemd = FakeSystemd::bind("standby");
+    let mut b = router_with_notify(&b_addrs, &b_systemd.path, &url);
+    let ready = b_systemd
+        .wait_for("READY=1", ROUTER_READY)
+        .unwrap_or_else(|e| panic!("standby: {e}; stderr:\n{}", b.tail(30)));
+    assert!(
+        status_line(&ready).starts_with("standby: waiting for the leader lease"),
+        "{ready:?}"
+    );
+    assert!(
+        admin::query(
+            &b_addrs.admin,
+            emqp_proto::Command::Status,
+            Duration::from_millis(300)
+        )
+        .is_err(),
+        "a standby binds nothing"
+    );
+
+    // The leader stops (releasing the lease): the standby serves and says so.
+    a.terminate();
+    a_systemd
+        .wait_for("STOPPING=1", Duration::from_secs(20))
+        .unwrap_or_else(|e| panic!("leader: {e}; stderr:\n{}", a.tail(30)));
+    b_systemd
+        .wait_for_status("serving (journal ", Duration::from_secs(20))
+        .unwrap_or_else(|e| panic!("standby: {e}; stderr:\n{}", b.tail(30)));
+    wait_router_ready(&mut b, &b_addrs, ROUTER_READY).expect("the standby took over");
+    b.terminate();
+    let code = b.wait_exit(Duration::from_secs(30)).map(|s| s.code());
+    assert_eq!(code, Some(Some(0)), "router exit; {}", b.tail(20));
 }
