@@ -5,7 +5,7 @@ from the binaries' own ``--help`` (so it cannot drift from what they read).
     scripts/gen-config.py BIN_DIR > eventmq.conf
 
 Each binary's help names its config section and lists its keys ("Keys:
-A, B, ..."; the router's options also carry "[env: EVENTMQ_KEY]"). For
+A, B, ..."), and options carry "[env: EVENTMQ_KEY]"; both count. For
 each key the option that sets it is found in the same help — the one
 marked ``[env: EVENTMQ_KEY]`` or ``(KEY)``, or whose long name is the key
 (``HEARTBEAT_INTERVAL`` → ``--heartbeat-interval``) — and its text and
@@ -93,7 +93,10 @@ def describe(key: str, opts: List[Tuple[str, str]]) -> Optional[Tuple[str, str, 
 
 def section(name: str, binary: Path, what: str) -> str:
     text = help_text(binary)
-    keys = listed_keys(text) or env_keys(text)
+    # The "Keys:" list, then what options name as [env: EVENTMQ_KEY] and
+    # the list leaves out (shared flags such as --log-format).
+    keys = listed_keys(text)
+    keys += [k for k in env_keys(text) if k not in keys]
     if not keys:
         sys.exit(f"gen-config: {binary} --help lists no keys (its help changed shape?)")
     opts = options(text)
