@@ -97,19 +97,19 @@ def test_quick_start_from_the_wheels_in_a_fresh_venv(tmp_path: Path) -> None:
     assert re.fullmatch(r"emq_client-\d+\.\d+\.\d+-py3-none-any\.whl", built[1]), built
     t_build = time.monotonic() - t0
 
-    # 2. A fresh virtualenv outside the checkout; pip resolves emq-client
-    # (and pyzmq, from the index or pip's cache) from emq's dependency.
+    # 2. A fresh virtualenv outside the checkout: pyzmq from the index (or
+    # pip's cache), then emq with no index at all, so that its dependency
+    # emq-client can only be the wheel built here.
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     vbin = venv / "bin"
     pip_env = dict(os.environ, PATH=f"{vbin}:/usr/bin")
     pip_env.pop("PYTHONPATH", None)
-    out = subprocess.run(
-        [str(vbin / "python"), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--quiet",
-         "--find-links", str(wheels), "emq"],
-        env=pip_env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
-    )
-    assert out.returncode == 0, f"pip install failed:\n{out.stdout}\n{out.stderr}"
+    pip = [str(vbin / "python"), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--quiet"]
+    for args in (["pyzmq>=22"], ["--no-index", "--find-links", str(wheels), "emq"]):
+        out = subprocess.run(pip + args, env=pip_env, capture_output=True, text=True, timeout=300,
+                             stdin=subprocess.DEVNULL)
+        assert out.returncode == 0, f"pip install {args} failed:\n{out.stdout}\n{out.stderr}"
     t_install = time.monotonic() - t0 - t_build
 
     # From here on: the virtualenv and /usr/bin only.
