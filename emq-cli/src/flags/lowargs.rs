@@ -200,8 +200,9 @@ pub enum CliCommand {
     /// Print emq-cli's man page (roff) to stdout
     Man,
     /// Print the control plane's vocabulary as JSON: each op with its
-    /// arguments and whether it changes state, and the error kinds (for
-    /// clients in other languages to check theirs against; docs/PROTOCOL.md)
+    /// arguments and whether it changes state, the error kinds, and every
+    /// setting's name, older names and sections (for clients in other
+    /// languages to check theirs against; docs/PROTOCOL.md)
     #[command(hide = true)]
     Vocabulary,
     /// Make a CURVE key pair (as zmq_curve_keypair, Z85): NAME.key holds
