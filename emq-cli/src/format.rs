@@ -699,7 +699,17 @@ pub fn job_view(job: &Value, now_ms: u64) -> String {
     }
     take("at_ms");
     let result_cut = take("result_truncated").and_then(Value::as_bool) == Some(true);
-    match take("result") {
+    let result = take("result").cloned();
+    // A failed job's traceback, as text after the key-value lines: the
+    // last error's (a dead letter's, a retried job's), else the result's.
+    let traceback = [last_error.as_ref(), m.get("error"), result.as_ref()]
+        .into_iter()
+        .flatten()
+        .find_map(emqp_proto::job::traceback_text);
+    match &result {
+        Some(x) if x.get("error").is_some_and(Value::is_object) && traceback.is_some() => {
+            kv.push("result", format!("failed: {}", error_text(Some(x))))
+        }
         Some(x) => kv.push("result", compact(x)),
         None if result_cut => kv.push("result", "(too large to keep)"),
         None => {}
@@ -720,7 +730,16 @@ pub fn job_view(job: &Value, now_ms: u64) -> String {
     for (k, v) in rest {
         kv.push(k.clone(), cell(Some(v)));
     }
-    kv.render()
+    let mut text = kv.render();
+    if let Some(tb) = traceback {
+        text.push_str("traceback:\n");
+        for line in tb.lines() {
+            text.push_str("  ");
+            text.push_str(line);
+            text.push('\n');
+        }
+    }
+    text
 }
 
 fn compact(v: &Value) -> String {
@@ -949,6 +968,35 @@ mod tests {
             "MSGID  QUEUE    ATTEMPTS  REASON               DIED  ERROR\n\
              d1     default         3  retries-exhausted  5s ago  exception: boom\n"
         );
+    }
+
+    #[test]
+    fn a_failed_jobs_view_ends_with_its_traceback_as_text() {
+        let error = json!({"error": {"kind": "exception", "message": "ValueError: 7",
+            "traceback": "Traceback (most recent call last):\n  File \"<string>\", line 170, in _run\n  File \"/app/jobs.py\", line 4, in boom\n    raise ValueError(x)\nValueError: 7\n"}});
+        // A dead letter: its error is also its last error.
+        let dead = json!({"msgid": "d1", "queue": "q", "state": "dead-lettered",
+            "error": error.clone(), "last_error": error.clone()});
+        assert_eq!(
+            job_view(&dead, NOW),
+            "msgid:      d1\n\
+             queue:      q\n\
+             state:      dead-lettered\n\
+             last error: exception: ValueError: 7\n\
+             traceback:\n  \
+               Traceback (most recent call last):\n    \
+                 File \"/app/jobs.py\", line 4, in boom\n      \
+                   raise ValueError(x)\n  \
+               ValueError: 7\n"
+        );
+        let failed = json!({"msgid": "f1", "state": "failed", "result": error});
+        let v = job_view(&failed, NOW);
+        assert!(
+            v.contains("result: failed: exception: ValueError: 7\n"),
+            "{v}"
+        );
+        assert!(v.ends_with("traceback:\n  Traceback (most recent call last):\n    File \"/app/jobs.py\", line 4, in boom\n      raise ValueError(x)\n  ValueError: 7\n"), "{v}");
+        assert!(!v.contains("\\n"), "{v}");
     }
 
     #[test]

@@ -85,6 +85,31 @@ function errorText(e) {
   return JSON.stringify(e);
 }
 
+// A failure (a result {"error": {...}} or the error object) for a person:
+// "kind: message", then its traceback as text, without the job manager's
+// own runner frames (File "<string>", ... in _run), then a shell job's
+// exit status and output.
+function failureInner(e) {
+  return e && typeof e === 'object' && e.error && typeof e.error === 'object' ? e.error : e;
+}
+function tracebackText(e) {
+  const inner = failureInner(e);
+  const tb = inner && typeof inner.traceback === 'string' ? inner.traceback : '';
+  return tb.split('\n').filter(l => !l.trim().startsWith('File "<string>"')).join('\n').trimEnd();
+}
+function failureView(e) {
+  const inner = failureInner(e);
+  if (!inner || typeof inner !== 'object') return h('pre', { class: 'block error-text-block' }, text(e));
+  const tb = tracebackText(e);
+  const out = [h('div', { class: 'error-text error-headline', id: 'job-error' }, errorText(inner))];
+  if (tb) out.push(h('pre', { class: 'block error-text-block', id: 'job-traceback' }, tb));
+  if (inner.exit_status !== undefined && inner.exit_status !== null) out.push(h('div', { class: 'sub' }, 'exit status ' + inner.exit_status));
+  for (const k of ['stderr', 'stdout']) {
+    if (typeof inner[k] === 'string' && inner[k]) out.push(h('div', { class: 'sub' }, k), h('pre', { class: 'block' }, inner[k]));
+  }
+  return out;
+}
+
 class ApiError extends Error {
   constructor(status, error) {
     super((error && error.message) || 'HTTP ' + status);
@@ -542,7 +567,7 @@ views.job = {
         row('Client', j.client ? h('span', { class: 'mono' }, j.client) : null),
         row('Reason', j.reason || null),
         row('Headers', j.headers ? h('span', { class: 'mono' }, j.headers) : h('span', { class: 'sub' }, 'none'))))),
-      j.last_error ? card('Last error', '', h('div', { class: 'body' }, h('pre', { class: 'block error-text-block' }, text(j.last_error)))) : '',
+      j.last_error ? card('Last error', '', h('div', { class: 'body' }, failureView(j.last_error))) : '',
       'result' in j && j.state === 'done' ? card('Result', j.result_truncated ? h('span', { class: 'sub' }, 'too large: not kept') : '',
         h('div', { class: 'body' }, h('pre', { class: 'block', id: 'job-result' }, text(j.result)))) : '',
       card('Payload', j.payload_truncated ? h('span', { class: 'sub' }, 'first 1,000 bytes') : '',
