@@ -197,6 +197,9 @@ pub enum RejectReason {
     DuplicateMsgid,
     /// UNSCHEDULE (or an admin operation) named something that does not exist.
     NotFound,
+    /// The REQUEST's message is JSON but not a job: every job form (0.3.13's
+    /// and emq's) is an array `[KIND, PARAMS]` ([`crate::job::not_a_job`]).
+    NotAJob,
     Other(String),
 }
 
@@ -211,6 +214,7 @@ impl RejectReason {
             RejectReason::JournalUncertain => "journal-uncertain",
             RejectReason::DuplicateMsgid => "duplicate-msgid",
             RejectReason::NotFound => "not-found",
+            RejectReason::NotAJob => "not-a-job",
             RejectReason::Other(s) => s,
         }
     }
@@ -225,6 +229,7 @@ impl RejectReason {
             "journal-uncertain" => RejectReason::JournalUncertain,
             "duplicate-msgid" => RejectReason::DuplicateMsgid,
             "not-found" => RejectReason::NotFound,
+            "not-a-job" => RejectReason::NotAJob,
             _ => RejectReason::Other(s),
         }
     }
