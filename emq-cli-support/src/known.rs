@@ -110,6 +110,7 @@ pub const KNOWN: &[Known] = &[
     known!("MAX_JOB_COUNT", JM, "jobs a worker process runs before it is replaced"),
     known!("PREFETCH", JM, "the credit window: auto, 0 or N"),
     known!("PREFETCH_CAP", JM, "the largest automatic credit window"),
+    known!("NAME", JM, "the job manager's name, shown by emq-cli workers as NAME@HOST"),
     // Pub/sub.
     known!("PUBLISHER_SUBSCRIBER_HWM", PUB, "the subscriber socket's high-water mark"),
     known!("PUBLISHER_REPORT_INTERVAL", PUB, "time between the pub/sub process's reports"),

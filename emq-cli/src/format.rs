@@ -435,8 +435,12 @@ fn queues(v: &Value) -> String {
 
 fn workers(v: &Value) -> String {
     let mut t = Table::new(&[
+        ("NAME", Align::Left),
         ("WORKER", Align::Left),
+        ("PID", Align::Right),
+        ("VERSION", Align::Left),
         ("QUEUES", Align::Left),
+        ("CONCURRENCY", Align::Right),
         ("FREE", Align::Right),
         ("RUNNING", Align::Right),
         ("LONGEST", Align::Right),
@@ -458,8 +462,12 @@ fn workers(v: &Value) -> String {
             None => cell(w.get("features")),
         };
         t.row(vec![
+            cell(w.get("name")),
             cell(w.get("identity")),
+            cell(w.get("pid")),
+            cell(w.get("version")),
             queue_list(w.get("queues")),
+            cell(w.get("concurrency")),
             num(w, "free_slots"),
             num(w, "inflight"),
             longest.map_or("-".into(), age),
@@ -839,12 +847,16 @@ mod tests {
         let a = json!({"ok": true, "workers": [
             {"identity": "w-1", "queues": [[10, "default"], [5, "email"]], "free_slots": 1,
              "inflight": 2, "running": [{"msgid": "m", "running_ms": 4000}, {"msgid": "n", "running_ms": 65000}],
-             "connected_ms": 7500000, "draining": true, "features": ["job-ack", "cancel"]}
+             "connected_ms": 7500000, "draining": true, "features": ["job-ack", "cancel"],
+             "name": "mail@box1", "pid": 42, "concurrency": 4, "version": "0.1.0"},
+            {"identity": "w-2", "queues": [], "free_slots": 0, "inflight": 0, "running": [],
+             "connected_ms": 1000, "draining": false, "features": []}
         ]});
         assert_eq!(
             render(&AdminOp::Workers, &a, NOW),
-            "WORKER  QUEUES                FREE  RUNNING  LONGEST  CONNECTED  DRAINING  FEATURES\n\
-             w-1     default(10),email(5)     1        2    1m05s      2h05m  yes       job-ack,cancel\n"
+            "NAME       WORKER  PID  VERSION  QUEUES                CONCURRENCY  FREE  RUNNING  LONGEST  CONNECTED  DRAINING  FEATURES\n\
+             mail@box1  w-1      42  0.1.0    default(10),email(5)            4     1        2    1m05s      2h05m  yes       job-ack,cancel\n\
+             -          w-2       -  -                                        -     0        0        -         1s  no\n"
         );
         let old = json!({"connected_workers": {"abc": {"queues": [[10, "default"]], "hb": 123.4, "available_slots": 4}},
                          "connected_queues": {"default": [[10, "abc"]]}});

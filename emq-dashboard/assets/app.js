@@ -375,7 +375,7 @@ views.overview = {
     this.workers.replaceChildren(table(
       ['Worker', 'Queues', ['Busy', 'num'], ['Free', 'num'], ''],
       topW.map(w => h('tr', {},
-        h('td', { class: 'mono', title: w.identity }, short(w.identity)),
+        w.name ? h('td', { title: w.identity }, w.name) : h('td', { class: 'mono', title: w.identity }, short(w.identity)),
         h('td', {}, (w.queues || []).map(q => q[1]).join(', ')),
         h('td', { class: 'num' }, num(w.inflight)), h('td', { class: 'num' }, num(w.free_slots)),
         h('td', { class: 'actions' }, w.draining ? badge('draining') : ''))),
@@ -427,9 +427,15 @@ views.workers = {
   async load() { return (await api('workers')).workers; },
   render(workers) {
     this.body.replaceChildren(table(
-      ['Identity', 'Queues', ['Slots free', 'num'], ['Running', 'num'], 'Running jobs', 'Connected', 'State', ''],
+      ['Worker', 'Queues', ['Slots free', 'num'], ['Running', 'num'], 'Running jobs', 'Connected', 'State', ''],
       workers.map(w => h('tr', { 'data-worker': w.identity },
-        h('td', { class: 'mono', title: (w.features || []).join(', ') }, w.identity),
+        // NAME@HOST (the same across reconnects), then pid, concurrency,
+        // version and the connection's identity.
+        h('td', { class: 'worker-cell', title: (w.features || []).join(', ') },
+          w.name ? h('div', { class: 'worker-name' }, w.name) : '',
+          h('div', { class: w.name ? 'sub mono' : 'mono' }, [
+            w.pid ? 'pid ' + w.pid : '', w.concurrency ? w.concurrency + ' slots' : '', w.version ? 'v' + w.version : '',
+          ].filter(Boolean).concat([short(w.identity)]).join(' · '))),
         h('td', {}, (w.queues || []).map(q => h('div', {}, q[1], h('span', { class: 'sub' }, ' · weight ' + q[0])))),
         h('td', { class: 'num' }, num(w.free_slots)),
         h('td', { class: 'num' }, num(w.inflight)),

@@ -28,7 +28,7 @@ pub mod queues;
 pub use admin::{AdminError, AdminOp, ErrorKind, OpName};
 pub use command::{
     Command, Inform, JobResult, Notice, NoticeKind, PeerType, Reject, RejectReason, Reply, Request,
-    ResultStatus, Schedule,
+    ResultStatus, Schedule, WorkerAbout,
 };
 pub use error::DecodeError;
 pub use headers::{Header, Headers};

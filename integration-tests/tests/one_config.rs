@@ -164,3 +164,70 @@ fn the_vocabulary_lists_every_setting_with_its_older_names() {
         .unwrap()
         .contains(&Value::from("cli")));
 }
+
+#[test]
+fn workers_are_shown_by_name_at_host_with_pid_concurrency_and_version_across_reconnects() {
+    let (mut router, addrs) = integration_tests::cluster::start_router(&[]);
+    let jm = integration_tests::cluster::start_jobmanager(
+        "emq-jobmanager",
+        &addrs.backend,
+        &["--concurrency", "3", "--name", "mailer"],
+    );
+    let workers = admin::wait_idle_workers(&addrs.admin, 1, 3, WAIT).expect("registers");
+    let first_identity = workers[0].id.clone();
+    let show = || {
+        run(
+            Spawn::new("emq-cli", bins::bin("emq-cli")).args(["--admin", &addrs.admin, "workers"]),
+            RUN_LIMIT,
+        )
+    };
+    let out = show();
+    assert_eq!(out.code(), Some(0), "{}", out.describe());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default();
+    let row = out.stdout.lines().nth(1).unwrap_or_default().to_string();
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[0], format!("mailer@{host}"), "{}", out.describe());
+    assert_eq!(cells[1], first_identity);
+    assert_eq!(
+        cells[2],
+        jm.pid().to_string(),
+        "the pid: {}",
+        out.describe()
+    );
+    assert_eq!(cells[3], env!("CARGO_PKG_VERSION"), "{}", out.describe());
+    assert_eq!(cells[5], "3", "concurrency: {}", out.describe());
+    // A new router on the same addresses: the job manager reconnects on a
+    // new identity, under the same name.
+    router.stop();
+    let mut router = integration_tests::cluster::start_router_on(&addrs, &[])
+        .expect("a router again on the same ports");
+    let again = admin::wait_workers(&addrs.admin, WAIT, |w| {
+        w.len() == 1 && w[0].id != first_identity
+    })
+    .expect("the job manager reconnects");
+    assert_ne!(again[0].id, first_identity);
+    let out = show();
+    assert!(
+        out.stdout
+            .lines()
+            .nth(1)
+            .unwrap_or_default()
+            .starts_with(&format!("mailer@{host} ")),
+        "{}",
+        out.describe()
+    );
+    // drain by name.
+    let out = run(
+        Spawn::new("emq-cli", bins::bin("emq-cli")).args([
+            "--admin",
+            &addrs.admin,
+            "drain",
+            &format!("mailer@{host}"),
+        ]),
+        RUN_LIMIT,
+    );
+    assert_eq!(out.code(), Some(0), "{}", out.describe());
+    router.stop();
+}

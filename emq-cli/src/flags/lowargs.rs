@@ -175,12 +175,13 @@ pub enum CliCommand {
     },
     /// Drain a worker: it finishes what it runs and gets nothing new
     Drain {
-        /// The worker's identity (see `emq-cli workers`)
+        /// The worker's identity, or its NAME@HOST or NAME when only one
+        /// worker has it (see `emq-cli workers`)
         worker: String,
     },
     /// Undrain a worker: it gets jobs again
     Undrain {
-        /// The worker's identity
+        /// The worker's identity, NAME@HOST or NAME
         worker: String,
     },
     /// Remove a schedule by id (see `emq-cli schedules`)

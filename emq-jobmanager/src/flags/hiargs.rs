@@ -52,7 +52,10 @@ impl Cli {
         }
         .map_err(|e| e.to_string())?;
         settings.log_warnings();
-        let name = self.name.clone();
+        let name = self
+            .name
+            .clone()
+            .or_else(|| settings.get("NAME").map(str::to_string));
         let manager = config(self, &settings, &|k| env.get(k).cloned())?;
         Ok(Plan { manager, name })
     }
@@ -105,6 +108,13 @@ fn config(
         ..ManagerConfig::default()
     };
     connection(&cli, s, &mut c.connection)?;
+    // --name, else NAME: shown by `emq-cli workers` as NAME@HOST.
+    c.connection.about.name = cli
+        .name
+        .clone()
+        .or_else(|| s.get("NAME").map(str::to_string))
+        .map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty());
     python(&cli, s, &mut c.python)?;
     Ok(c)
 }

@@ -160,8 +160,10 @@ pub struct Cli {
     #[arg(short = 'C', long, value_name = "FILE")]
     pub config: Option<String>,
 
-    /// A name for this job manager, used in logs only (the wire identity is
-    /// a fresh uuid4 per connection)
+    /// A name for this job manager [setting: NAME]: in its logs, and sent
+    /// to the router with its host, pid, slots and version, so that `emq-cli
+    /// workers` and the dashboard show NAME@HOST — the same across
+    /// reconnects, while the wire identity is a fresh uuid4 per connection
     #[arg(short = 'n', long)]
     pub name: Option<String>,
 

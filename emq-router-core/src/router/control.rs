@@ -43,6 +43,7 @@ use crate::event::{Action, Socket};
 use crate::jobs::{Job, JobId, JobState};
 use crate::journal::{FinishedRecord, Record};
 use crate::util::ident;
+use crate::workers::WorkerId;
 
 /// Jobs one `jobs` call looks at, at most.
 pub(crate) const SCAN_LIMIT: usize = 100_000;
@@ -247,6 +248,41 @@ impl Router {
     }
 
     /// `drain` (`draining`) or `undrain`.
+    /// The connected worker `worker` names: its identity, else its
+    /// `NAME@HOST` or its `NAME` (what `workers` shows) when one worker
+    /// has it; several with that name are a `bad-request` listing their
+    /// identities.
+    fn worker_named(&self, worker: &str) -> Result<WorkerId, AdminError> {
+        if let Some(id) = self.pool.id_of(worker.as_bytes()) {
+            return Ok(id);
+        }
+        let named: Vec<&crate::workers::Worker> = self
+            .pool
+            .workers
+            .values()
+            .filter(|w| {
+                w.about.as_ref().is_some_and(|a| {
+                    a.label().as_deref() == Some(worker) || a.name.as_deref() == Some(worker)
+                })
+            })
+            .collect();
+        match named.as_slice() {
+            [] => Err(not_found(format!("no connected worker {worker}"))),
+            [w] => Ok(w.id),
+            many => Err(AdminError::new(
+                ErrorKind::BadRequest,
+                format!(
+                    "{} workers are named {worker}: name one by its identity ({})",
+                    many.len(),
+                    many.iter()
+                        .map(|w| ident(&w.identity).into_owned())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )),
+        }
+    }
+
     fn op_drain(
         &mut self,
         worker: String,
@@ -254,10 +290,7 @@ impl Router {
         now: Duration,
         out: &mut Vec<Action>,
     ) -> Result<Value, AdminError> {
-        let id = self
-            .pool
-            .id_of(worker.as_bytes())
-            .ok_or_else(|| not_found(format!("no connected worker {worker}")))?;
+        let id = self.worker_named(&worker)?;
         self.pool.set_draining(id, draining);
         log::info!(
             "worker {worker} {}",
@@ -777,6 +810,12 @@ impl Router {
                     "connected_ms": now.saturating_sub(w.connected_at).as_millis() as u64,
                     "draining": w.draining,
                     "features": w.features,
+                    // Who it is (emq job managers say so in their INFORM):
+                    // NAME@HOST, the same across its reconnects.
+                    "name": w.about.as_ref().and_then(|a| a.label()),
+                    "pid": w.about.as_ref().and_then(|a| a.pid),
+                    "concurrency": w.about.as_ref().and_then(|a| a.slots),
+                    "version": w.about.as_ref().and_then(|a| a.version.clone()),
                 })
             })
             .collect();

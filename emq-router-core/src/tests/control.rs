@@ -404,6 +404,63 @@ fn a_drained_worker_finishes_its_job_and_gets_nothing_new_until_undrained() {
 }
 
 #[test]
+fn workers_show_who_they_are_and_a_name_drains_as_the_identity_does() {
+    let mut h = durable();
+    let about = [
+        "job-ack",
+        "name=mail",
+        "host=box1",
+        "pid=42",
+        "slots=4",
+        "version=0.1.0",
+    ];
+    h.inform("w1", "", &about);
+    h.inform("w2", "", &["job-ack"]);
+    let w = ok(&mut h, json!({"op": "workers"}));
+    let w1 = &w["workers"][0];
+    assert_eq!(w1["identity"], "w1");
+    assert_eq!(w1["name"], "mail@box1");
+    assert_eq!(w1["pid"], 42);
+    assert_eq!(w1["concurrency"], 4);
+    assert_eq!(w1["version"], "0.1.0");
+    assert_eq!(
+        w1["features"],
+        json!(["job-ack"]),
+        "who it is is not a feature"
+    );
+    assert_eq!(w["workers"][1]["name"], Value::Null);
+    // Its job manager again on a new identity: the same name.
+    h.inform("w3", "", &about);
+    let w = ok(&mut h, json!({"op": "workers"}));
+    let names: Vec<&Value> = w["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| &w["name"])
+        .collect();
+    assert_eq!(
+        names,
+        [&json!("mail@box1"), &Value::Null, &json!("mail@box1")]
+    );
+    // Two workers named so: ambiguous, their identities listed.
+    let e = op(&mut h, json!({"op": "drain", "worker": "mail@box1"}));
+    assert_eq!(e["error"]["kind"], "bad-request", "{e}");
+    let msg = e["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("2 workers are named mail@box1") && msg.contains("w1, w3"),
+        "{msg}"
+    );
+    h.msg(Backend, "w1", "k", Command::Kbye);
+    for name in ["mail@box1", "mail"] {
+        let d = ok(&mut h, json!({"op": "drain", "worker": name}));
+        assert_eq!(d["draining"], true, "{d}");
+    }
+    let w = ok(&mut h, json!({"op": "workers"}));
+    assert_eq!(w["workers"][1]["identity"], "w3");
+    assert_eq!(w["workers"][1]["draining"], true);
+}
+
+#[test]
 fn a_delayed_job_is_acknowledged_at_once_and_runs_no_earlier_than_due_even_after_a_restart() {
     let mut h = durable();
     worker(&mut h, "w1", "", 1);
