@@ -354,11 +354,14 @@ fn status(v: &Value) -> String {
         out.push_str(&counters.render());
     }
     // Per-queue figures: each column only when the router sends its map.
+    // emq's processed_messages_by_queue counts every finished job (done,
+    // failed, dead-lettered: `queues`' FINISHED); 0.3.13's its own way.
+    let finished = if emq { "FINISHED" } else { "PROCESSED" };
     let columns: [(&'static str, &str, bool); 6] = [
         ("WAITING", "waiting_messages_by_queue", false),
         ("UNFINISHED", "inflight_messages_by_queue", false),
         ("RUNNING", "dispatched_messages_by_queue", false),
-        ("PROCESSED", "processed_messages_by_queue", false),
+        (finished, "processed_messages_by_queue", false),
         ("MEAN AGE", "latency_messages_by_queue", true),
         ("MAX AGE", "max_latency_messages_by_queue", true),
     ];
@@ -405,8 +408,10 @@ fn queues(v: &Value) -> String {
         ("DELAYED", Align::Right),
         ("OLDEST", Align::Right),
         ("PAUSED", Align::Left),
-        ("PROCESSED", Align::Right),
+        ("FINISHED", Align::Right),
+        ("DONE", Align::Right),
         ("FAILED", Align::Right),
+        ("DEAD", Align::Right),
         ("WORKERS", Align::Right),
     ]);
     for q in list(v, "queues") {
@@ -421,8 +426,10 @@ fn queues(v: &Value) -> String {
                 Some(ms) => age(ms),
             },
             cell(q.get("paused")),
+            count(q.get("finished")),
             count(q.get("processed")),
             count(q.get("failed")),
+            count(q.get("dead_lettered")),
             count(q.get("workers")),
         ]);
     }
@@ -824,17 +831,18 @@ mod tests {
     fn queues_table() {
         let a = json!({"ok": true, "queues": [
             {"name": "default", "depth": 3, "inflight": 2, "retry_waiting": 0, "delayed": 1,
-             "oldest_age_ms": 192000, "paused": false, "processed": 10, "failed": 1, "workers": 2},
+             "oldest_age_ms": 192000, "paused": false, "finished": 13, "processed": 10, "failed": 1,
+             "dead_lettered": 2, "workers": 2},
             {"name": "email", "depth": 0, "inflight": 0, "retry_waiting": 0, "delayed": 0,
              "oldest_age_ms": 0, "paused": true, "processed": 0, "failed": 0, "workers": 0},
             {"name": "sms", "paused": false}
         ]});
         assert_eq!(
             render(&AdminOp::Queues, &a, NOW),
-            "QUEUE    DEPTH  IN-FLIGHT  RETRYING  DELAYED  OLDEST  PAUSED  PROCESSED  FAILED  WORKERS\n\
-             default      3          2         0        1   3m12s  no             10       1        2\n\
-             email        0          0         0        0       -  yes             0       0        0\n\
-             sms          0          0         0        0       -  no              0       0        0\n"
+            "QUEUE    DEPTH  IN-FLIGHT  RETRYING  DELAYED  OLDEST  PAUSED  FINISHED  DONE  FAILED  DEAD  WORKERS\n\
+             default      3          2         0        1   3m12s  no            13    10       1     2        2\n\
+             email        0          0         0        0       -  yes            0     0       0     0        0\n\
+             sms          0          0         0        0       -  no             0     0       0     0        0\n"
         );
         assert_eq!(
             render(&AdminOp::Queues, &json!({"ok": true, "queues": []}), NOW),
@@ -898,9 +906,9 @@ mod tests {
              accepted:      5\n\
              dead lettered: 2\n\
              \n\
-             QUEUE    WAITING  UNFINISHED  RUNNING  PROCESSED  MEAN AGE  MAX AGE\n\
-             default        3           4        1          0        2s    3m12s\n\
-             email          0           1        0          7         -        -\n"
+             QUEUE    WAITING  UNFINISHED  RUNNING  FINISHED  MEAN AGE  MAX AGE\n\
+             default        3           4        1         0        2s    3m12s\n\
+             email          0           1        0         7         -        -\n"
         );
         let failing = json!({"counters": {}, "journal": {"state": "failing", "error": "disk full", "refused": 3, "held_sends": 2}});
         assert!(render(&AdminOp::Status, &failing, NOW)

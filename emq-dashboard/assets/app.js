@@ -342,8 +342,8 @@ views.overview = {
 
     this.stats.replaceChildren(
       stat('Accepted / s', rate(last && last.accepted), num(c.accepted) + ' total', 'accepted', 'accepted-rate'),
-      stat('Completed / s', rate(last && last.completed), num(c.completed) + ' total', 'completed', 'completed-rate'),
-      stat('Failed / s', rate(last && last.failed), num((c.failed || 0) + (c.dead_lettered || 0)) + ' total', 'failed', 'failed-rate'),
+      stat('Completed / s', rate(last && last.completed), num(c.completed) + ' total (done + failed)', 'completed', 'completed-rate'),
+      stat('Failed / s', rate(last && last.failed), num((c.failed || 0) + (c.dead_lettered || 0)) + ' total (failed + dead)', 'failed', 'failed-rate'),
       stat('Queued', num(col('queued')), num(col('retry_waiting')) + ' waiting to retry', '', 'queued'),
       stat('In flight', num(col('inflight')), paused ? paused + ' queue(s) paused' : num(queues.length) + ' queue(s)', '', 'inflight'),
       stat('Workers', num(workers.length), num(slots) + ' free · ' + num(busy) + ' busy', workers.length ? '' : 'warn', 'workers'),
@@ -393,7 +393,7 @@ views.queues = {
   render(queues) {
     this.body.replaceChildren(table(
       ['Queue', ['Depth', 'num'], ['In flight', 'num'], ['Retrying', 'num'], ['Delayed', 'num'],
-        ['Oldest job', 'num'], ['Workers', 'num'], ['Processed', 'num'], ['Failed', 'num'], 'State', ''],
+        ['Oldest job', 'num'], ['Workers', 'num'], ['Finished', 'num'], ['Done', 'num'], ['Failed', 'num'], ['Dead', 'num'], 'State', ''],
       queues.map(q => h('tr', { 'data-queue': q.name },
         h('td', {}, h('a', { href: '#/jobs?queue=' + encodeURIComponent(q.name) }, q.name)),
         h('td', { class: 'num', 'data-col': 'depth' }, num(q.depth)),
@@ -402,8 +402,10 @@ views.queues = {
         h('td', { class: 'num' }, num(q.delayed)),
         h('td', { class: 'num' }, q.oldest_age_ms ? dur(q.oldest_age_ms) : '–'),
         h('td', { class: 'num' }, num(q.workers)),
+        h('td', { class: 'num', 'data-col': 'finished' }, num(q.finished)),
         h('td', { class: 'num', 'data-col': 'processed' }, num(q.processed)),
-        h('td', { class: 'num' }, num(q.failed)),
+        h('td', { class: 'num', 'data-col': 'failed' }, num(q.failed)),
+        h('td', { class: 'num', 'data-col': 'dead' }, num(q.dead_lettered)),
         h('td', { 'data-col': 'state' }, q.paused ? badge('paused') : badge('active')),
         h('td', { class: 'actions' },
           q.paused
@@ -414,9 +416,20 @@ views.queues = {
             { title: `Purge queue ${q.name}?`, ok: 'Purge',
               text: `Every waiting job of ${q.name} (${num(q.depth + q.retry_waiting + q.delayed)} now: queued, delayed, retrying) is cancelled. Jobs in flight are not touched. This cannot be undone.` }),
             { 'data-action': 'purge' })))),
-      'No queues yet: a queue appears when a worker announces it or a job is sent to it'));
+      'No queues yet: a queue appears when a worker announces it or a job is sent to it'),
+      COUNTS_LEGEND());
   },
 };
+
+// What each count means: one definition for the overview, the queues page,
+// `emq-cli status` and `emq-cli queues`.
+function COUNTS_LEGEND() {
+  return h('p', { class: 'legend sub', id: 'counts-legend' },
+    'Depth: waiting for a free slot. In flight: on a job manager now. Retrying: failed, waiting for their next try. ',
+    'Delayed: not due yet. Finished = Done + Failed + Dead, since the router started: Done finished ok; ',
+    'Failed finished failed with no retry left; Dead dead-lettered (retries or deliveries exhausted). ',
+    'Cancelled jobs are in none of them. The overview’s Completed counts Done + Failed, its Failed counts Failed + Dead.');
+}
 
 views.workers = {
   title: 'Workers',

@@ -117,14 +117,33 @@ pub struct Cli {
     pub command: CliCommand,
 }
 
+/// What each count of `status` and `queues` (and the dashboard) means:
+/// one definition everywhere.
+pub const COUNTS_LEGEND: &str = "\
+What the counts mean (the same in `status`, `queues` and the dashboard):
+  WAITING/DEPTH  buffered, waiting for a free worker slot
+  IN-FLIGHT      on a job manager now (RUNNING in status)
+  UNFINISHED     accepted, not finished: waiting + in flight + retrying + delayed
+  RETRYING       failed, waiting for their next try (retry-count)
+  DELAYED        accepted with a delay, not due yet
+  FINISHED       DONE + FAILED + DEAD (status: per queue; since the router started)
+  DONE           finished ok
+  FAILED         finished failed with no retry to try (retry-count 0)
+  DEAD           dead-lettered: retries or deliveries exhausted (see `dead list`)
+Cancelled jobs are in none of the finished counts. The counters block of
+`status` counts the same events for the whole router: completed = DONE +
+FAILED, failed = FAILED, dead lettered = DEAD.";
+
 /// The subcommands.
 #[derive(Subcommand, Debug, Clone)]
 pub enum CliCommand {
     /// The router's status: version, journal, counters, and per queue the
-    /// waiting, unfinished and processed jobs (0.3.13: STATUS)
+    /// waiting, unfinished and finished jobs (0.3.13: STATUS)
+    #[command(after_help = COUNTS_LEGEND)]
     Status,
     /// Every queue: depth, in flight, retrying, delayed, oldest job, paused,
-    /// processed, failed, workers
+    /// finished (done, failed, dead-lettered), workers
+    #[command(after_help = COUNTS_LEGEND)]
     Queues,
     /// Connected workers: queues, free slots, jobs running, draining
     /// (0.3.13: ROUTER_SHOW_WORKERS)

@@ -269,17 +269,21 @@ impl Router {
         match named.as_slice() {
             [] => Err(not_found(format!("no connected worker {worker}"))),
             [w] => Ok(w.id),
-            many => Err(AdminError::new(
-                ErrorKind::BadRequest,
-                format!(
-                    "{} workers are named {worker}: name one by its identity ({})",
-                    many.len(),
-                    many.iter()
-                        .map(|w| ident(&w.identity).into_owned())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            )),
+            many => {
+                let mut ids: Vec<String> = many
+                    .iter()
+                    .map(|w| ident(&w.identity).into_owned())
+                    .collect();
+                ids.sort_unstable();
+                Err(AdminError::new(
+                    ErrorKind::BadRequest,
+                    format!(
+                        "{} workers are named {worker}: name one by its identity ({})",
+                        many.len(),
+                        ids.join(", ")
+                    ),
+                ))
+            }
         }
     }
 
@@ -772,8 +776,12 @@ impl Router {
                     "delayed": q.map_or(0, |q| q.delayed),
                     "oldest_age_ms": q.map_or(0, |q| q.max_age_ms),
                     "paused": self.paused.contains(*name),
+                    // finished = processed + failed + dead_lettered: the
+                    // same figure as STATUS's processed_messages_by_queue.
+                    "finished": q.map_or(0, |q| q.metrics.finished),
                     "processed": q.map_or(0, |q| q.metrics.processed),
                     "failed": q.map_or(0, |q| q.metrics.failed),
+                    "dead_lettered": q.map_or(0, |q| q.metrics.dead_lettered),
                     "routed_to_default": q.map_or(0, |q| q.metrics.routed_to_default),
                     "workers": q.map_or(0, |q| q.serving.len()),
                 })

@@ -404,6 +404,52 @@ fn a_drained_worker_finishes_its_job_and_gets_nothing_new_until_undrained() {
 }
 
 #[test]
+fn one_set_of_counts_finished_is_done_plus_failed_plus_dead_lettered_in_every_view() {
+    let mut h = durable();
+    worker(&mut h, "w1", "", 3);
+    let failed = r#"{"error": {"kind": "exception", "message": "boom"}}"#;
+    h.request("c", "ok", "default", "");
+    h.request("c", "bad", "default", "");
+    h.request("c", "dead", "default", "retry-count:1");
+    h.reply("w1", "ok", r#"{"value": 1}"#, Some(ResultStatus::Ok));
+    h.reply("w1", "bad", failed, Some(ResultStatus::Failed));
+    h.reply("w1", "dead", failed, Some(ResultStatus::Failed));
+    h.ready("w1");
+    // Its retry comes due (the worker beating meanwhile) and fails again.
+    for _ in 0..120 {
+        h.heartbeat("w1");
+        h.advance(Duration::from_secs(1));
+        if h.r.delayed_count() == 0 {
+            break;
+        }
+    }
+    assert_eq!(h.r.delayed_count(), 0);
+    h.reply("w1", "dead", failed, Some(ResultStatus::Failed));
+    let q = ok(&mut h, json!({"op": "queues"}))["queues"][0].clone();
+    assert_eq!(
+        (
+            &q["finished"],
+            &q["processed"],
+            &q["failed"],
+            &q["dead_lettered"]
+        ),
+        (&json!(3), &json!(1), &json!(1), &json!(1)),
+        "{q}"
+    );
+    let s = admin(&mut h, Command::Status);
+    assert_eq!(
+        s["processed_messages_by_queue"]["default"], q["finished"],
+        "{s}"
+    );
+    let c = &s["counters"];
+    assert_eq!(
+        (&c["completed"], &c["failed"], &c["dead_lettered"]),
+        (&json!(2), &json!(1), &json!(1)),
+        "{c}"
+    );
+}
+
+#[test]
 fn workers_show_who_they_are_and_a_name_drains_as_the_identity_does() {
     let mut h = durable();
     let about = [
