@@ -36,6 +36,8 @@ pub struct Plan {
     pub manager: ManagerConfig,
     /// `--name`, for the logs.
     pub name: Option<String>,
+    /// `--log-format`: text or one JSON object per line.
+    pub log_format: emq_cli_support::LogFormat,
 }
 
 impl Cli {
@@ -56,8 +58,13 @@ impl Cli {
             .name
             .clone()
             .or_else(|| settings.get("NAME").map(str::to_string));
+        let log_format = self.log.resolve(&settings)?;
         let manager = config(self, &settings, &|k| env.get(k).cloned())?;
-        Ok(Plan { manager, name })
+        Ok(Plan {
+            manager,
+            name,
+            log_format,
+        })
     }
 }
 
@@ -257,6 +264,7 @@ mod tests {
     use super::*;
     use clap::{CommandFactory, Parser};
     use emq_jobmanager::{Error, JobManager};
+    use emq_transport::PlainCredentials;
     use std::time::Duration;
 
     fn cfg(args: &[&str], env: &dyn Fn(&str) -> Option<String>) -> Result<ManagerConfig, String> {
@@ -311,7 +319,7 @@ mod tests {
     #[test]
     fn plain_credentials_from_flags_environment_or_file() {
         let c = cfg(&["--username", "w", "--password", "pw"], &no_env).unwrap();
-        assert_eq!(c.plain, Some(("w".into(), "pw".into())));
+        assert_eq!(c.plain, Some(PlainCredentials::new("w", "pw")));
         assert!(
             !format!("{c:?}").contains("\"pw\""),
             "Debug hides the password"
@@ -324,11 +332,11 @@ mod tests {
         };
         assert_eq!(
             cfg(&[], &env).unwrap().plain,
-            Some(("env-user".into(), "env-pw".into()))
+            Some(PlainCredentials::new("env-user", "env-pw"))
         );
         assert_eq!(
             cfg(&["--username", "w"], &env).unwrap().plain,
-            Some(("w".into(), "env-pw".into()))
+            Some(PlainCredentials::new("w", "env-pw"))
         );
 
         let file = std::env::temp_dir().join(format!("emq-jobmanager-pw-{}", std::process::id()));
@@ -336,7 +344,7 @@ mod tests {
         let f = file.to_str().unwrap();
         assert_eq!(
             cfg(&["--password-file", f], &env).unwrap().plain,
-            Some(("env-user".into(), "filepw".into()))
+            Some(PlainCredentials::new("env-user", "filepw"))
         );
         std::fs::remove_file(&file).unwrap();
         assert!(cfg(&["--username", "w", "--password-file", f], &no_env)

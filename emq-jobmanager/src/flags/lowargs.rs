@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use clap::Parser;
-use emq_cli_support::{parse_duration, AuthArgs, CurveArgs};
+use emq_cli_support::{parse_duration, AuthArgs, CurveArgs, LogArgs};
 
 const AFTER_HELP: &str = "\
 Settings come from flags, then EVENTMQ_* environment variables, then the
@@ -172,4 +172,7 @@ pub struct Cli {
 
     #[command(flatten)]
     pub curve: CurveArgs,
+
+    #[command(flatten)]
+    pub log: LogArgs,
 }

@@ -398,6 +398,7 @@ impl Router {
             let failures = extra.failures;
             let delay = self.cfg.backoff(failures);
             log::info!(
+                msgid:% = job.msgid(), queue:% = job.route();
                 "job {} failed (try {} of {}), retrying in {} ms",
                 job.msgid(),
                 failures,
@@ -451,6 +452,7 @@ impl Router {
             self.stats.failed += 1;
         }
         log::debug!(
+            msgid:% = job.msgid(), queue:% = job.route(), status:% = status.as_str();
             "job {} completed ({}) in {} ms",
             job.msgid(),
             status.as_str(),
@@ -525,6 +527,7 @@ impl Router {
     ) {
         self.stats.cancelled += 1;
         log::info!(
+            msgid:% = job.msgid(), queue:% = job.route();
             "job {} (queue {}) cancelled: {why}",
             job.msgid(),
             job.route()
@@ -557,6 +560,7 @@ impl Router {
         m.dead_lettered += 1;
         m.finished += 1;
         log::warn!(
+            msgid:% = job.msgid(), queue:% = job.route();
             "job {} (queue {}) dead-lettered after {} deliveries: {reason}",
             job.msgid(),
             job.route(),

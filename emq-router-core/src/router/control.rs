@@ -591,6 +591,7 @@ impl Router {
                     j.extra_mut().cancelling = true;
                 }
                 log::info!(
+                    msgid:% = msgid, worker:% = ident(&identity);
                     "job {msgid} cancelling: CANCEL to worker {}",
                     ident(&identity)
                 );
