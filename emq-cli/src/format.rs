@@ -241,6 +241,8 @@ pub fn render(op: &AdminOp, answer: &Value, now_ms: u64) -> String {
         AdminOp::Job { .. } => job_view(answer.get("job").unwrap_or(&Value::Null), now_ms),
         AdminOp::Jobs(_) => jobs(answer, now_ms),
         AdminOp::Cancel { msgid } => {
+            // The router's msgid: the whole one when a prefix was typed.
+            let msgid = answer.get("msgid").and_then(Value::as_str).unwrap_or(msgid);
             let state = cell(answer.get("state"));
             let was = cell(answer.get("was"));
             if state == "cancelling" {
@@ -264,6 +266,13 @@ pub fn render(op: &AdminOp, answer: &Value, now_ms: u64) -> String {
         }
         AdminOp::DeadDiscard(_) => {
             format!("discarded {} dead letter(s)\n", num(answer, "discarded"))
+        }
+        AdminOp::Requeue { .. } => {
+            let msgid = cell(answer.get("msgid"));
+            format!(
+                "{msgid}: queued again (was {}); `emq-cli job {msgid}` follows it\n",
+                cell(answer.get("was"))
+            )
         }
         AdminOp::Pause { queue } | AdminOp::Resume { queue } => {
             let paused = answer.get("paused").and_then(Value::as_bool);

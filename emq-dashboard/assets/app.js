@@ -516,14 +516,16 @@ views.jobs = {
     document.getElementById('jobs-scanned').textContent =
       `${num(r.jobs.length)} shown · ${num(r.scanned)} looked at`;
     this.body.replaceChildren(table(
-      ['Msgid', 'Queue', 'State', ['Attempts', 'num'], 'Accepted', 'Payload'],
+      ['Msgid', 'Job', 'Queue', 'State', ['Attempts', 'num'], 'Accepted', ['Took', 'num'], 'Worker'],
       r.jobs.map(j => h('tr', { 'data-msgid': j.msgid },
         h('td', {}, jobLink(j.msgid)),
+        h('td', {}, h('div', { class: 'payload job-summary', title: j.payload, 'data-col': 'job' }, jobSummary(j.payload))),
         h('td', {}, j.queue),
         h('td', {}, badge(j.state)),
         h('td', { class: 'num' }, num(j.attempts)),
         h('td', {}, when(j.accepted_at_ms)),
-        h('td', {}, h('div', { class: 'payload', title: j.payload }, j.payload)))),
+        h('td', { class: 'num', 'data-col': 'runtime' }, runTime(j)),
+        h('td', { class: 'mono' }, j.worker ? short(j.worker) : ''))),
       r.next_cursor ? 'No match among the jobs looked at: search on with “Next”' : 'No jobs match'));
     const prev = h('button', { class: 'btn small', type: 'button', disabled: !this.cursors.length,
       onclick: () => { this.cursor = this.cursors.pop() || null; refresh(); } }, '← Previous');
@@ -563,6 +565,8 @@ views.job = {
         r => `Job ${r.state}`, { title: 'Cancel this job?', ok: 'Cancel job',
           text: j.state === 'in-flight' ? 'The job manager stops the running job; the job ends cancelled.' : 'The job is removed from its queue and ends cancelled.' }),
         { 'data-action': 'cancel' }) : '',
+      ['failed', 'cancelled'].includes(j.state) ? actionButton('Retry', '', () => act('requeue', { msgid: j.msgid },
+        () => 'Job queued again'), { 'data-action': 'requeue' }) : '',
       j.state === 'dead-lettered' ? [
         actionButton('Retry', '', () => act('dead-retry', { msgid: j.msgid }, () => 'Dead letter queued again'), { 'data-action': 'retry' }),
         ' ',
@@ -593,6 +597,30 @@ views.job = {
         h('div', { class: 'body' }, h('pre', { class: 'block' }, prettyPayload(j.payload)))));
   },
 };
+
+// A job as people think of it: `module.function(args, key=value)` for a
+// Python job, `$ argv` for a shell job, `handler(args)` for a call; the raw
+// payload for anything else.
+function jobSummary(p) {
+  let v;
+  try { v = JSON.parse(p); } catch (_) { return p; }
+  if (!Array.isArray(v) || typeof v[0] !== 'string' || typeof v[1] !== 'object' || !v[1]) return p;
+  const o = v[1];
+  const show = x => { try { return JSON.stringify(x); } catch (_) { return String(x); } };
+  const args = (a, kw) => (Array.isArray(a) ? a.map(show) : []).concat(
+    kw && typeof kw === 'object' ? Object.entries(kw).map(([k, x]) => k + '=' + show(x)) : []).join(', ');
+  if (v[0] === 'run' && o.callable) return (o.path ? o.path + '.' : '') + o.callable + '(' + args(o.args, o.kwargs) + ')';
+  if (v[0] === 'shell' && Array.isArray(o.argv)) return '$ ' + o.argv.join(' ');
+  if (v[0] === 'call' && o.handler) return o.handler + '(' + (o.args === undefined ? '' : show(o.args)) + ')';
+  return p;
+}
+// How long a job took: a running job's time on its worker so far, a
+// finished job's time from acceptance to its end.
+function runTime(j) {
+  if (j.running_ms !== undefined && j.running_ms !== null) return dur(j.running_ms) + ' so far';
+  if (j.finished_at_ms && j.accepted_at_ms) return dur(Math.max(0, j.finished_at_ms - j.accepted_at_ms));
+  return '–';
+}
 
 function prettyPayload(p) {
   try { return JSON.stringify(JSON.parse(p), null, 2); } catch (_) { return p; }

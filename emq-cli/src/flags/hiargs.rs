@@ -172,6 +172,10 @@ impl Cli {
                 msgid: nonempty("MSGID", msgid)?,
             }
             .into(),
+            CliCommand::Requeue { msgid } => AdminOp::Requeue {
+                msgid: nonempty("MSGID", msgid)?,
+            }
+            .into(),
             CliCommand::Jobs(a) => Op {
                 admin: AdminOp::Jobs(JobsQuery {
                     queue: a.queue.clone(),

@@ -153,14 +153,15 @@ pub enum CliCommand {
     Schedules,
     /// One job: state, attempts, times, worker, last error, result, payload
     Job {
-        /// The job's msgid (as emq-sender printed it)
+        /// The job's msgid (as emq-sender printed it), or its unique
+        /// beginning (at least 4 characters, as git takes a commit's)
         msgid: String,
     },
     /// List jobs, newest first: one page, or every page with --all
     Jobs(JobsArgs),
     /// Cancel a job (a running job is stopped by its job manager)
     Cancel {
-        /// The job's msgid
+        /// The job's msgid, or its unique beginning (4 characters or more)
         msgid: String,
     },
     /// Dead letters: jobs that failed for good
@@ -191,6 +192,13 @@ pub enum CliCommand {
         /// Do not ask for confirmation (needed when stdin is not a terminal)
         #[arg(long, short = 'y')]
         yes: bool,
+    },
+    /// Run a failed or cancelled job again, same msgid (RQ's requeue,
+    /// Sidekiq's "Retry now"): a retained finished job is accepted again,
+    /// a dead letter retried (as `dead retry MSGID`)
+    Requeue {
+        /// The job's msgid, or its unique beginning (4 characters or more)
+        msgid: String,
     },
     /// Drain a worker: it finishes what it runs and gets nothing new
     Drain {
@@ -296,7 +304,8 @@ pub enum DeadCommand {
 #[derive(Args, Debug, Clone)]
 #[command(group(ArgGroup::new("which").required(true).args(["msgid", "all"])))]
 pub struct DeadTarget {
-    /// The dead letter's msgid
+    /// The dead letter's msgid, or its unique beginning (4 characters or
+    /// more)
     pub msgid: Option<String>,
     /// Every dead letter (narrowed by --queue and --contains)
     #[arg(long)]

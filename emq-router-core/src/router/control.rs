@@ -26,8 +26,30 @@
 //!   failed RESULT of kind `cancelled`.
 //! - **Pause.** A paused queue buffers and accepts jobs but dispatches
 //!   none; the state is journaled and survives a restart.
+//! - **Requeue.** A failed or cancelled job the router retains finished
+//!   is accepted again under its msgid, queue, headers and message (a new
+//!   job's journal record; its attempts start again); a dead letter is
+//!   retried as `dead-retry` does. Refused `conflict`: an unfinished job,
+//!   a job that finished ok, one whose message was longer than the first
+//!   1,000 bytes a finished job keeps, one whose result still waits for
+//!   its client; `not-found` when the router holds neither.
+//! - **Msgid prefixes.** Where an op names one job (`job`, `cancel`,
+//!   `dead-retry` / `dead-discard` of one msgid, `requeue`), a msgid the
+//!   router does not hold may be the unique beginning of one it does, as
+//!   git takes a commit's: at least [`MIN_PREFIX`] characters, matched
+//!   against the unfinished, the retained finished and the dead-lettered
+//!   jobs. Two or more matches are a `bad-request` that lists them (at
+//!   most [`PREFIX_CANDIDATES`]); none leaves the op to say `not-found`.
+//!   Only a msgid that is not found exactly is looked up so (a scan: an
+//!   operator's lookup, not a hot path).
 
 use std::time::Duration;
+
+/// The shortest msgid prefix taken for a whole msgid ("Msgid prefixes").
+pub(crate) const MIN_PREFIX: usize = 4;
+
+/// How many matches an ambiguous prefix's refusal lists.
+pub(crate) const PREFIX_CANDIDATES: usize = 10;
 
 use emqp_proto::admin::{
     encode_answer, AdminError, AdminOp, DeadQuery, DeadTarget, ErrorKind, JobsQuery, OpName, Order,
@@ -147,12 +169,84 @@ impl Router {
         self.send(Socket::Admin, identity, f, out);
     }
 
+    /// `typed` as a full msgid (see "Msgid prefixes"): itself when the
+    /// router holds it or nothing begins with it, else the one msgid
+    /// that begins with it.
+    fn full_msgid(&self, typed: &str) -> Result<String, AdminError> {
+        let held = |m: &str| {
+            self.store.find(m).is_some()
+                || self.finished.get(m).is_some()
+                || self.dead.iter().any(|d| d.job.msgid == m)
+        };
+        if typed.chars().count() < MIN_PREFIX || held(typed) {
+            return Ok(typed.to_string());
+        }
+        let mut found: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+        for (_, j) in self.store.jobs.iter() {
+            let m = j.msgid().to_string();
+            if m.starts_with(typed) {
+                found.insert(m);
+            }
+        }
+        found.extend(
+            self.finished
+                .msgids()
+                .filter(|m| m.starts_with(typed))
+                .map(str::to_string),
+        );
+        found.extend(
+            self.dead
+                .iter()
+                .filter(|d| d.job.msgid.starts_with(typed))
+                .map(|d| d.job.msgid.clone()),
+        );
+        match found.len() {
+            0 => Ok(typed.to_string()),
+            1 => Ok(found.into_iter().next().unwrap_or_default()),
+            n => Err(bad(format!(
+                "msgid prefix {typed} is ambiguous: {n} jobs begin with it: {}{}",
+                found
+                    .iter()
+                    .take(PREFIX_CANDIDATES)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if n > PREFIX_CANDIDATES { ", ..." } else { "" }
+            ))),
+        }
+    }
+
+    /// `op` with a msgid prefix replaced by the msgid it names.
+    fn with_full_msgid(&self, op: AdminOp) -> Result<AdminOp, AdminError> {
+        Ok(match op {
+            AdminOp::Job { msgid } => AdminOp::Job {
+                msgid: self.full_msgid(&msgid)?,
+            },
+            AdminOp::Cancel { msgid } => AdminOp::Cancel {
+                msgid: self.full_msgid(&msgid)?,
+            },
+            AdminOp::DeadRetry(DeadTarget::One { msgid }) => AdminOp::DeadRetry(DeadTarget::One {
+                msgid: self.full_msgid(&msgid)?,
+            }),
+            AdminOp::Requeue { msgid } => AdminOp::Requeue {
+                msgid: self.full_msgid(&msgid)?,
+            },
+            AdminOp::DeadDiscard(DeadTarget::One { msgid }) => {
+                AdminOp::DeadDiscard(DeadTarget::One {
+                    msgid: self.full_msgid(&msgid)?,
+                })
+            }
+            other => other,
+        })
+    }
+
     fn admin_op(
         &mut self,
         op: AdminOp,
         now: Duration,
         out: &mut Vec<Action>,
     ) -> Result<Value, AdminError> {
+        let op = self.with_full_msgid(op)?;
         if op.name().is_journaled() {
             if let Some(why) = self.journal.refusal() {
                 return Err(AdminError::new(ErrorKind::JournalUnavailable, why));
@@ -181,6 +275,7 @@ impl Router {
             AdminOp::Dead(q) => self.op_dead(&q),
             AdminOp::DeadRetry(t) => self.op_dead_take(&t, true, now, out),
             AdminOp::DeadDiscard(t) => self.op_dead_take(&t, false, now, out),
+            AdminOp::Requeue { msgid } => self.op_requeue(&msgid, now, out),
             AdminOp::Queues => Ok(self.op_queues(now)),
             AdminOp::Pause { queue } => Ok(self.op_pause(queue, true, now, out)),
             AdminOp::Resume { queue } => Ok(self.op_pause(queue, false, now, out)),
@@ -653,6 +748,82 @@ impl Router {
         let count = matching.count();
         let next = (skip + page.len() < count).then(|| (skip + page.len()).to_string());
         Ok((page, next, count))
+    }
+
+    /// [`AdminOp::Requeue`] (see "Requeue" above).
+    fn op_requeue(
+        &mut self,
+        msgid: &str,
+        now: Duration,
+        out: &mut Vec<Action>,
+    ) -> Result<Value, AdminError> {
+        if self.is_draining() {
+            return Err(AdminError::new(
+                ErrorKind::ShuttingDown,
+                "the router is shutting down",
+            ));
+        }
+        if let Some(jid) = self.store.find(msgid) {
+            let state = self
+                .store
+                .jobs
+                .get(&jid)
+                .map_or("unfinished", |j| self.state_of(j).as_str());
+            return Err(AdminError::new(
+                ErrorKind::Conflict,
+                format!("job {msgid} is {state}: only a finished job can be queued again"),
+            ));
+        }
+        if self.dead.iter().any(|d| d.job.msgid == msgid) {
+            let target = DeadTarget::One {
+                msgid: msgid.to_string(),
+            };
+            self.op_dead_take(&target, true, now, out)?;
+            return Ok(json!({"msgid": msgid, "was": "dead-lettered", "state": "queued"}));
+        }
+        let Some(r) = self.finished.get(msgid) else {
+            return Err(not_found(format!(
+                "no job {msgid} (retained finished or dead-lettered)"
+            )));
+        };
+        let conflict = |m: String| Err(AdminError::new(ErrorKind::Conflict, m));
+        if r.outcome == "done" {
+            return conflict(format!(
+                "job {msgid} finished ok: requeue runs failed and cancelled jobs"
+            ));
+        }
+        if r.job.payload.len() >= PAYLOAD_KEPT {
+            return conflict(format!(
+                "job {msgid}: the router keeps only the first {PAYLOAD_KEPT} bytes of a \
+                 finished job's message, so it cannot run it again; submit it again"
+            ));
+        }
+        if self.results.holds(msgid) {
+            return conflict(format!(
+                "job {msgid}: its result waits for its client; requeue it once delivered"
+            ));
+        }
+        let (job, was) = (r.job.clone(), r.outcome.clone());
+        let route = self.route_of(&job.queue).to_string();
+        let h = Headers::parse(&job.headers).unwrap_or_default();
+        let parse = || (h.reply_requested(), h.retry_count().unwrap_or(0));
+        self.accept(
+            NewJob {
+                msgid: &job.msgid,
+                client: &job.client,
+                queue: &job.queue,
+                route: &route,
+                headers: &job.headers,
+                payload: &job.payload,
+                parse: &parse,
+                run_at: None,
+                journaled: None,
+            },
+            now,
+        );
+        log::info!("job {msgid} ({was}) queued again by an operator");
+        self.pump(&route, now, out);
+        Ok(json!({"msgid": msgid, "was": was, "state": "queued"}))
     }
 
     /// [`AdminOp::DeadRetry`] (`retry`) or [`AdminOp::DeadDiscard`]: one msgid, or all that

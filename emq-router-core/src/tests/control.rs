@@ -450,6 +450,100 @@ fn one_set_of_counts_finished_is_done_plus_failed_plus_dead_lettered_in_every_vi
 }
 
 #[test]
+fn a_failed_or_cancelled_job_is_queued_again_by_requeue_and_nothing_else_is() {
+    let mut h = durable();
+    worker(&mut h, "w1", "", 1);
+    let failed = r#"{"error": {"kind": "exception", "message": "boom"}}"#;
+    h.request("c", "f1", "default", "");
+    h.reply("w1", "f1", failed, Some(ResultStatus::Failed));
+    h.request("c", "ok1", "default", "");
+    h.ready("w1");
+    h.reply("w1", "ok1", r#"{"value": 1}"#, Some(ResultStatus::Ok));
+    h.request("c", "c1", "paused-q", "");
+    ok(&mut h, json!({"op": "cancel", "msgid": "c1"}));
+    assert_eq!(
+        ok(&mut h, json!({"op": "job", "msgid": "f1"}))["job"]["state"],
+        "failed"
+    );
+    // The failed job: accepted again, journaled, delivered to the worker.
+    let before = journaled(&h, |r| matches!(r, Record::Accepted(_)));
+    let sent = {
+        let v = crate::router::admin_request("rq", &json!({"op": "requeue", "msgid": "f1"}));
+        h.input(Input::Frames {
+            socket: Admin,
+            frames: v.encode_routed(b"adm".to_vec()),
+        });
+        h.ready("w1")
+    };
+    assert_eq!(forwarded(&sent, "w1"), vec!["f1"], "{sent:?}");
+    assert_eq!(
+        journaled(&h, |r| matches!(r, Record::Accepted(_))),
+        before + 1
+    );
+    assert_eq!(
+        ok(&mut h, json!({"op": "job", "msgid": "f1"}))["job"]["state"],
+        "in-flight"
+    );
+    // The cancelled one too.
+    let v = ok(&mut h, json!({"op": "requeue", "msgid": "c1"}));
+    assert_eq!(
+        (&v["was"], &v["state"]),
+        (&json!("cancelled"), &json!("queued")),
+        "{v}"
+    );
+    // Not: running, finished ok, unknown.
+    assert_eq!(
+        err(&mut h, json!({"op": "requeue", "msgid": "f1"})),
+        "conflict"
+    );
+    assert_eq!(
+        err(&mut h, json!({"op": "requeue", "msgid": "ok1"})),
+        "conflict"
+    );
+    assert_eq!(
+        err(&mut h, json!({"op": "requeue", "msgid": "nope"})),
+        "not-found"
+    );
+}
+
+#[test]
+fn a_unique_msgid_prefix_names_its_job_and_an_ambiguous_one_lists_the_candidates() {
+    let mut h = durable();
+    h.request("c", "abcd-1111", "default", "");
+    h.request("c", "abcd-2222", "default", "");
+    h.request("c", "ffff-0000", "default", "");
+    // Unique: the job's view, a cancel.
+    let v = ok(&mut h, json!({"op": "job", "msgid": "ffff"}));
+    assert_eq!(v["job"]["msgid"], "ffff-0000");
+    let v = ok(&mut h, json!({"op": "cancel", "msgid": "abcd-1"}));
+    assert_eq!(
+        v["msgid"].as_str().unwrap_or("abcd-1111"),
+        "abcd-1111",
+        "{v}"
+    );
+    // A finished (cancelled) job is found by its prefix too.
+    let v = ok(&mut h, json!({"op": "job", "msgid": "abcd-11"}));
+    assert_eq!(v["job"]["state"], "cancelled", "{v}");
+    // Ambiguous: a bad-request naming both.
+    let e = op(&mut h, json!({"op": "job", "msgid": "abcd"}));
+    assert_eq!(e["error"]["kind"], "bad-request", "{e}");
+    let m = e["error"]["message"].as_str().unwrap();
+    assert!(
+        m.contains("msgid prefix abcd is ambiguous: 2 jobs begin with it: abcd-1111, abcd-2222"),
+        "{m}"
+    );
+    // Too short, or matching nothing: not-found as before.
+    assert_eq!(
+        err(&mut h, json!({"op": "job", "msgid": "ff"})),
+        "not-found"
+    );
+    assert_eq!(
+        err(&mut h, json!({"op": "job", "msgid": "zzzz"})),
+        "not-found"
+    );
+}
+
+#[test]
 fn workers_show_who_they_are_and_a_name_drains_as_the_identity_does() {
     let mut h = durable();
     let about = [
