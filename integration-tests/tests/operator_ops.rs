@@ -56,7 +56,7 @@ fn a_failed_job_is_requeued_by_a_unique_prefix_of_its_msgid_and_runs_again() {
     let out = cli(&addrs.admin, &["job", prefix]);
     assert_eq!(out.code(), Some(0), "{}", out.describe());
     assert!(
-        out.stdout.contains(&format!("msgid:")) && out.stdout.contains(&msgid),
+        out.stdout.contains("msgid:") && out.stdout.contains(&msgid),
         "{}",
         out.describe()
     );
