@@ -71,6 +71,11 @@ function when(ms) {
 }
 function badge(text, cls) { return h('span', { class: 'badge ' + (cls || text) }, text); }
 function short(id) { return id && id.length > 13 ? id.slice(0, 8) + '…' + id.slice(-4) : id; }
+// A job's link by its msgid's beginning (the whole one in its title): what
+// `emq-cli job PREFIX` takes.
+function shortJobLink(msgid) {
+  return h('a', { href: '#/job/' + encodeURIComponent(msgid), class: 'mono', title: msgid }, short(msgid));
+}
 function jobLink(msgid) {
   return h('a', { href: '#/job/' + encodeURIComponent(msgid), class: 'mono', title: msgid }, msgid);
 }
@@ -518,7 +523,7 @@ views.jobs = {
     this.body.replaceChildren(table(
       ['Msgid', 'Job', 'Queue', 'State', ['Attempts', 'num'], 'Accepted', ['Took', 'num'], 'Worker'],
       r.jobs.map(j => h('tr', { 'data-msgid': j.msgid },
-        h('td', {}, jobLink(j.msgid)),
+        h('td', {}, shortJobLink(j.msgid)),
         h('td', {}, h('div', { class: 'payload job-summary', title: j.payload, 'data-col': 'job' }, jobSummary(j.payload))),
         h('td', {}, j.queue),
         h('td', {}, badge(j.state)),
@@ -671,14 +676,14 @@ views.dead = {
     this.body.replaceChildren(table(
       ['Msgid', 'Queue', 'Reason', 'Last error', ['Attempts', 'num'], 'Dead since', 'Payload', ''],
       r.dead_letters.map(d => h('tr', { 'data-msgid': d.msgid },
-        h('td', {}, jobLink(d.msgid)),
+        h('td', {}, shortJobLink(d.msgid)),
         h('td', {}, d.queue),
-        h('td', {}, d.reason),
+        h('td', { class: 'wrap' }, d.reason),
         h('td', {}, h('div', { class: 'payload error-text', title: errorText(d.error && d.error.error || d.error) },
           errorText(d.error && d.error.error || d.error))),
         h('td', { class: 'num' }, num(d.attempts)),
         h('td', {}, when(d.at_ms)),
-        h('td', {}, h('div', { class: 'payload', title: d.payload }, d.payload)),
+        h('td', {}, h('div', { class: 'payload', title: d.payload }, jobSummary(d.payload))),
         h('td', { class: 'actions' },
           actionButton('Retry', '', () => act('dead-retry', { msgid: d.msgid }, () => 'Dead letter queued again'), { 'data-action': 'retry' }),
           actionButton('Discard', 'danger', () => act('dead-discard', { msgid: d.msgid }, () => 'Dead letter discarded',
