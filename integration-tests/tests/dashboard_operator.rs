@@ -6,6 +6,8 @@
 //!   scroll hides Drain / Retry / Discard);
 //! - workers are shown by name (NAME@HOST);
 //! - the jobs list shows `module.function(args)`, not the raw payload;
+//! - the queues page's counts add up (Finished = Done + Failed + Dead) and
+//!   say what they count;
 //! - a failed job's page shows its traceback as text (no runner frames)
 //!   and a Retry that queues it again;
 //! - a phone's page does not overflow sideways.
@@ -161,6 +163,7 @@ fn the_dashboard_fits_at_1400_and_1920_shows_jobs_and_workers_by_name_and_retrie
             ),
             ("dead", "document.querySelector('td.actions .btn')"),
             ("jobs", "document.querySelector('[data-col=job]')"),
+            ("queues", "document.querySelector('[data-col=finished]')"),
         ] {
             b.goto(&format!("{base}/#/{page}")).unwrap();
             b.wait_for(&format!("the {page} page at {width}px"), ready, WAIT)
@@ -171,6 +174,28 @@ fn the_dashboard_fits_at_1400_and_1920_shows_jobs_and_workers_by_name_and_retrie
                 .unwrap();
         }
     }
+    // The queues page: one set of counts, with their legend; Finished is
+    // Done + Failed + Dead (here 1 + 1 + 1).
+    b.goto(&format!("{base}/#/queues")).unwrap();
+    let counts = b
+        .wait_for(
+            "the default queue's counts",
+            "(() => { const r = document.querySelector('[data-queue=default]'); if (!r) return null; \
+             const c = k => r.querySelector('[data-col=' + k + ']').textContent; \
+             return [c('finished'), c('processed'), c('failed'), c('dead')].join(' '); })()",
+            WAIT,
+        )
+        .unwrap();
+    assert_eq!(counts, "3 1 1 1", "finished done failed dead");
+    let legend = b
+        .eval("document.getElementById('counts-legend')?.textContent || ''")
+        .unwrap();
+    assert!(
+        legend
+            .as_str()
+            .is_some_and(|l| l.contains("Finished = Done + Failed + Dead")),
+        "{legend}"
+    );
     // Workers by name.
     b.goto(&format!("{base}/#/workers")).unwrap();
     let name = b
