@@ -714,8 +714,12 @@ pub fn job_view(job: &Value, now_ms: u64) -> String {
     if let Some(ms) = take("running_ms").and_then(Value::as_u64) {
         kv.push("running for", age(ms));
     }
+    let worker_name = take("worker_name").map(|n| cell(Some(n)));
     if let Some(x) = take("worker") {
-        kv.push("worker", cell(Some(x)));
+        match worker_name {
+            Some(n) => kv.push("worker", format!("{n} ({})", cell(Some(x)))),
+            None => kv.push("worker", cell(Some(x))),
+        }
     }
     if let Some(x) = take("reason") {
         kv.push("reason", cell(Some(x)));
@@ -1006,6 +1010,15 @@ mod tests {
             render(&dead, &d, NOW),
             "MSGID  QUEUE    ATTEMPTS  REASON               DIED  ERROR\n\
              d1     default         3  retries-exhausted  5s ago  exception: boom\n"
+        );
+    }
+
+    #[test]
+    fn a_running_jobs_worker_is_shown_by_name() {
+        let j = json!({"msgid": "m", "state": "in-flight", "worker": "w-1", "worker_name": "mail@box1"});
+        assert_eq!(
+            job_view(&j, NOW),
+            "msgid:  m\nstate:  in-flight\nworker: mail@box1 (w-1)\n"
         );
     }
 

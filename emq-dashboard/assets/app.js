@@ -530,7 +530,8 @@ views.jobs = {
         h('td', { class: 'num' }, num(j.attempts)),
         h('td', {}, when(j.accepted_at_ms)),
         h('td', { class: 'num', 'data-col': 'runtime' }, runTime(j)),
-        h('td', { class: 'mono' }, j.worker ? short(j.worker) : ''))),
+        j.worker_name ? h('td', { title: j.worker }, j.worker_name)
+          : h('td', { class: 'mono', title: j.worker || '' }, j.worker ? short(j.worker) : ''))),
       r.next_cursor ? 'No match among the jobs looked at: search on with “Next”' : 'No jobs match'));
     const prev = h('button', { class: 'btn small', type: 'button', disabled: !this.cursors.length,
       onclick: () => { this.cursor = this.cursors.pop() || null; refresh(); } }, '← Previous');
@@ -591,7 +592,8 @@ views.job = {
         row('Runs at', j.run_at_ms ? [stamp(j.run_at_ms), ' · ', when(j.run_at_ms)] : null),
         row('Finished', j.finished_at_ms ? [stamp(j.finished_at_ms), ' · ', when(j.finished_at_ms)] : null),
         row('Took', j.finished_at_ms && j.accepted_at_ms ? dur(j.finished_at_ms - j.accepted_at_ms) + ' from acceptance' : null),
-        row('Worker', j.worker ? h('span', { class: 'mono' }, j.worker) : null),
+        row('Worker', j.worker ? (j.worker_name ? [j.worker_name, ' ', h('span', { class: 'sub mono' }, j.worker)]
+          : h('span', { class: 'mono' }, j.worker)) : null),
         row('Client', j.client ? h('span', { class: 'mono' }, j.client) : null),
         row('Reason', j.reason || null),
         row('Unique key', j.unique_key ? [h('span', { class: 'mono' }, j.unique_key), j.unique_held ? ' · held' : ' · released'] : null),

@@ -447,6 +447,11 @@ impl Router {
             JobState::InFlight { worker, seq } => {
                 if let Some(w) = self.pool.get(worker) {
                     m.insert("worker".into(), ident(&w.identity).into());
+                    // Its NAME@HOST, when its job manager said (the view
+                    // of `workers`).
+                    if let Some(name) = w.about.as_ref().and_then(|a| a.label()) {
+                        m.insert("worker_name".into(), name.into());
+                    }
                     if let Some(i) = w.inflight.get(&seq) {
                         m.insert("dispatched_at_ms".into(), self.unix_ms(i.since).into());
                         m.insert(

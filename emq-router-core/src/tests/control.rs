@@ -569,6 +569,15 @@ fn workers_show_who_they_are_and_a_name_drains_as_the_identity_does() {
         "who it is is not a feature"
     );
     assert_eq!(w["workers"][1]["name"], Value::Null);
+    // A job it runs names it too.
+    h.ready("w1");
+    h.request("c", "j-on-w1", "default", "");
+    let j = ok(&mut h, json!({"op": "job", "msgid": "j-on-w1"}))["job"].clone();
+    assert_eq!(
+        (&j["worker"], &j["worker_name"]),
+        (&json!("w1"), &json!("mail@box1")),
+        "{j}"
+    );
     // Its job manager again on a new identity: the same name.
     h.inform("w3", "", &about);
     let w = ok(&mut h, json!({"op": "workers"}));
