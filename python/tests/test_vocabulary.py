@@ -29,6 +29,10 @@ def test_the_admin_error_kinds_are_the_routers(vocabulary: Dict[str, Any]) -> No
     assert list(errors.ADMIN_ERROR_KINDS) == vocabulary["error_kinds"]
 
 
+def test_every_reject_reason_of_the_router_has_its_exception(vocabulary: Dict[str, Any]) -> None:
+    assert set(errors.REJECT_REASONS) == set(vocabulary["reject_reasons"])
+
+
 def test_every_op_the_client_sends_exists_with_its_arguments(vocabulary: Dict[str, Any]) -> None:
     ops = vocabulary["ops"]
     for op, args in _core.ADMIN_OPS.items():
