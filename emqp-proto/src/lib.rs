@@ -16,6 +16,7 @@
 pub mod admin;
 pub mod command;
 pub mod error;
+pub mod flow;
 pub mod headers;
 pub mod heartbeat;
 pub mod interval;
@@ -31,6 +32,7 @@ pub use command::{
     ResultStatus, Schedule,
 };
 pub use error::DecodeError;
+pub use flow::{Policy, PolicyChange, Rate, RateChange};
 pub use headers::{Header, Headers};
 pub use interval::{Interval, IntervalError};
 pub use message::Message;

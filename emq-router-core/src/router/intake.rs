@@ -30,6 +30,7 @@
 //!   acknowledgement, possibly to the router that took over (a finished
 //!   job whose result waits for its client answers `duplicate-msgid`, as
 //!   below). Refused, in this order: `shutting-down` while draining;
+//!   `malformed` for a bad `delay`, `key` or `priority` header (`flow.rs`);
 //!   `journal-unavailable` while the journal fails; `duplicate-msgid` when an unfinished job
 //!   already has that msgid with another queue or message (the journal
 //!   and the REPLYs of workers name jobs by msgid, so two could not be
@@ -434,7 +435,9 @@ impl Router {
     ) {
         let route = self.route_of(&r.queue).to_string();
         let delay = r.headers.delay();
-        if delay.is_ok() && self.resent_request(&client, &msgid, &r, out) {
+        // `key:` / `priority:` (`flow.rs`).
+        let flow = r.headers.flow().map(|_| ()).map_err(|e| e.to_string());
+        if delay.is_ok() && flow.is_ok() && self.resent_request(&client, &msgid, &r, out) {
             return;
         }
         let refusal = if self.journal.is_uncertain(&msgid) {
@@ -451,6 +454,9 @@ impl Router {
                 "the router is shutting down".to_string(),
             ))
         } else if let Err(why) = &delay {
+            self.stats.rejected_malformed += 1;
+            Some((RejectReason::Malformed, why.clone()))
+        } else if let Err(why) = &flow {
             self.stats.rejected_malformed += 1;
             Some((RejectReason::Malformed, why.clone()))
         } else if let Some(why) = self.journal.refusal() {
@@ -616,9 +622,14 @@ impl Router {
             self.journal.record(Record::Accepted(record), Some(id));
         }
         self.store.index(new.msgid, id);
-        match new.run_at {
-            Some((due, _)) => self.store.insert_delayed(id, job, due),
-            None => self.store.insert_queued(id, job),
+        let presumed = new
+            .journaled
+            .as_ref()
+            .and_then(|r| self.presume_until(new.route, r.attempts, now));
+        match (new.run_at, presumed) {
+            (Some((due, _)), _) => self.store.insert_delayed(id, job, due),
+            (None, Some(until)) => self.store.insert_presumed(id, job, until),
+            (None, None) => self.store.insert_queued(id, job),
         }
         id
     }

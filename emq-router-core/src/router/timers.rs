@@ -26,6 +26,9 @@ pub(crate) enum Timer {
     Schedule,
     /// Probes of unreachable clients, expiry of held results (`results.rs`).
     Results,
+    /// The next token of a queue or key a rate holds, the end of a
+    /// restore's presumption (`flow.rs`).
+    Flow,
     /// The group commit, or the failing journal's next try (`durability.rs`).
     Journal,
     /// The drain deadline (`drain.rs`).
@@ -33,12 +36,13 @@ pub(crate) enum Timer {
 }
 
 /// Every timer, in firing order.
-pub(crate) const TIMERS: [Timer; 7] = [
+pub(crate) const TIMERS: [Timer; 8] = [
     Timer::Heartbeat,
     Timer::Liveness,
     Timer::Retry,
     Timer::Schedule,
     Timer::Results,
+    Timer::Flow,
     Timer::Journal,
     Timer::Drain,
 ];
@@ -61,6 +65,7 @@ impl Router {
                 }
             }
             Timer::Results => self.results.deadline(self.cfg.results_keep_for),
+            Timer::Flow => self.flow_deadline(),
             Timer::Journal => self.journal.deadline(self.is_draining()),
             Timer::Drain => self.drain_deadline,
         }
@@ -74,6 +79,7 @@ impl Router {
             Timer::Retry => self.requeue_due_retries(now, out),
             Timer::Schedule => self.run_schedules(now, out),
             Timer::Results => self.result_timers(now, out),
+            Timer::Flow => self.fire_flow(now, out),
             Timer::Journal => self.flush_journal(now, out),
             // `maybe_exit` below.
             Timer::Drain => {}
