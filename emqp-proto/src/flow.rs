@@ -237,6 +237,28 @@ impl PolicyChange {
     }
 }
 
+/// One `--limit` value, `QUEUE:ITEMS` (ITEMS as
+/// [`PolicyChange::parse_items`]): the queue and its policy.
+pub fn parse_queue_limit(text: &str) -> Result<(String, Policy), PolicyError> {
+    let (queue, items) = text.split_once(':').ok_or_else(|| {
+        PolicyError(format!(
+            "bad limit {text:?}: QUEUE:concurrency=N,concurrency-per-key=N,rate=N/SECS,\
+             rate-per-key=N/SECS,fair"
+        ))
+    })?;
+    let queue = queue.trim();
+    if queue.is_empty() {
+        return Err(PolicyError(format!("bad limit {text:?}: no queue")));
+    }
+    let p = PolicyChange::parse_items(items)
+        .map_err(|e| PolicyError(format!("bad limit {text:?}: {e}")))?
+        .apply(Policy::default());
+    if p.is_none() {
+        return Err(PolicyError(format!("bad limit {text:?}: no limit given")));
+    }
+    Ok((queue.to_string(), p))
+}
+
 impl Policy {
     /// No limit and not fair: the same as no policy.
     pub fn is_none(&self) -> bool {
@@ -324,5 +346,13 @@ mod tests {
         assert!(PolicyChange::parse_items("speed=3").is_err());
         assert!(PolicyChange::parse_items("concurrency=x").is_err());
         assert!(Policy::from_blob(b"{\"rate\": \"0/1\"}").is_err());
+        let (q, p) = parse_queue_limit("email:concurrency-per-key=2,rate=10/1").unwrap();
+        assert_eq!(
+            (q.as_str(), p.to_string().as_str()),
+            ("email", "concurrency-per-key=2,rate=10/1")
+        );
+        for bad in ["email", ":concurrency=1", "email:", "email:speed=1"] {
+            assert!(parse_queue_limit(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -171,6 +171,16 @@ pub(crate) struct Cli {
     #[arg(long, value_name = "SPEC")]
     pub(crate) default_queues: Option<String>,
 
+    /// A flow-control policy for a queue at start, QUEUE:LIMITS with LIMITS
+    /// a comma-separated list of concurrency=N, concurrency-per-key=N,
+    /// rate=N/SECS, rate-per-key=N/SECS and fair (repeatable, one per
+    /// queue), e.g. --limit email:concurrency-per-key=2,rate=100/1,fair. It
+    /// replaces the journal's policy of that queue (and is journaled);
+    /// `emq-cli limits` changes policies at run time [env: EVENTMQ_LIMITS,
+    /// entries separated by `;`]
+    #[arg(long = "limit", value_name = "QUEUE:LIMITS")]
+    pub(crate) limits: Vec<String>,
+
     /// Where a job goes whose queue no connected job manager serves:
     /// `default` sends it to the default queue (EventMQ 0.3.13's rule; each
     /// such job is logged, rate-limited, and counted per queue in
