@@ -38,7 +38,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 import zmq
 
-from . import _base, errors, link, payload, wire
+from . import _base, _core, errors, link, payload, wire
 from ._base import Admin, Await, BulkItem, Plan, Sleep
 from ._core import JobStatus
 from .payload import JobSpec
@@ -287,6 +287,8 @@ class Client(_base.BaseClient):
         timeout: float = 0,
         delay: Optional[float] = None,
         headers: Sequence[str] = (),
+        key: Optional[str] = None,
+        priority: Optional[int] = None,
         **kwargs: Any,
     ) -> "Job":
         """Submit ``func(*args, **kwargs)`` and wait for the router to accept
@@ -297,12 +299,15 @@ class Client(_base.BaseClient):
         ``shell``, ``python``; use ``python()`` for keyword arguments named
         like these options). ``retries``: ``retry-count:N``; ``timeout``:
         seconds before the job is killed (``timeout:N``); ``delay``: seconds
-        before it may run (``delay:SECS``); ``headers``: more headers.
+        before it may run (``delay:SECS``); ``key``: its flow-control key
+        (``key:K``, e.g. a tenant: the queue's per-key limits and fairness
+        apply to it); ``priority``: 0–9, higher runs first (``priority:N``);
+        ``headers``: more headers.
         Raises :class:`Rejected` (e.g. :class:`QueueFull`) when refused and
         :class:`EmqConnectionError` when no router answers in time."""
         self._check()
         task = payload.build(func, args, kwargs)
-        return self._run(self._submit(task, queue, self._headers(retries, timeout, delay, headers)))  # type: ignore[no-any-return]
+        return self._run(self._submit(task, queue, self._headers(retries, timeout, delay, headers, key, priority)))  # type: ignore[no-any-return]
 
     def submit_many(
         self,
@@ -313,6 +318,8 @@ class Client(_base.BaseClient):
         timeout: float = 0,
         delay: Optional[float] = None,
         headers: Sequence[str] = (),
+        key: Optional[str] = None,
+        priority: Optional[int] = None,
         window: Optional[int] = None,
         max_unfinished: Optional[int] = None,
         raise_on_reject: bool = True,
@@ -330,7 +337,7 @@ class Client(_base.BaseClient):
         ``raise_on_reject=False``, when the refused Jobs raise their
         :class:`Rejected` from ``result()``."""
         self._check()
-        hdrs = self._headers(retries, timeout, delay, headers)
+        hdrs = self._headers(retries, timeout, delay, headers, key, priority)
         return self._run(self._submit_many(items, queue, hdrs, window, max_unfinished, raise_on_reject))  # type: ignore[no-any-return]
 
     def schedule(
@@ -372,6 +379,33 @@ class Client(_base.BaseClient):
         (the compatibility functions of :mod:`emq_client.messages` use it)."""
         self._check()
         return self._run(self._send_raw(command, body))  # type: ignore[no-any-return]
+
+    def set_limits(
+        self,
+        queue: str,
+        *,
+        concurrency: Any = _core._UNSET,
+        concurrency_per_key: Any = _core._UNSET,
+        rate: Any = _core._UNSET,
+        rate_per_key: Any = _core._UNSET,
+        fair: Any = _core._UNSET,
+    ) -> Dict[str, Any]:
+        """Change ``queue``'s flow-control policy (docs/PROTOCOL.md, "Flow
+        control"): each limit given replaces the policy's, the others stay
+        (``None`` removes a limit). Rates are ``"N/SECS"`` or ``(N, SECS)``.
+        Returns the queue's policy now, e.g. ``{"concurrency_per_key": 2,
+        "fair": True}``. The router journals it."""
+        args = _core.limits_args(queue, concurrency, concurrency_per_key, rate, rate_per_key, fair)
+        return self._run(self._set_limits(args))  # type: ignore[no-any-return]
+
+    def limits(self, queue: Optional[str] = None) -> List[Dict[str, Any]]:
+        """The flow-control policies (of ``queue``, or all), each with its
+        figures and keys (``running``, ``waiting``, ``blocked``)."""
+        return self._run(self._limits(queue))  # type: ignore[no-any-return]
+
+    def clear_limits(self, queue: str) -> None:
+        """Remove ``queue``'s flow-control policy."""
+        self._run(self._clear_limits(queue))
 
     def job(self, msgid: str) -> "Job":
         """A handle for a job submitted elsewhere (another client, another
