@@ -40,6 +40,30 @@ fn machine() -> serde_json::Value {
     })
 }
 
+/// `--noisy`: the flow-control phase alone (`emq_bench::noisy`).
+fn noisy(plan: &Plan, cfg: &Config, machine: &serde_json::Value, stop: &AtomicBool) -> Exit {
+    let dir = std::env::temp_dir().join(format!("emq-bench-noisy-{}", std::process::id()));
+    let ncfg = emq_bench::noisy::default_config(&cfg.router_bin, &dir, plan.quick);
+    let r = emq_bench::noisy::run_all(&ncfg, stop);
+    let _ = std::fs::remove_dir_all(&dir);
+    match r {
+        Ok(v) => {
+            if let Some(path) = &plan.json {
+                let doc = json!({"machine": machine, "noisy": v});
+                if let Err(e) = std::fs::write(path, format!("{doc:#}\n")) {
+                    eprintln!("emq-bench: {}: {e}", path.display());
+                    return Exit::Internal;
+                }
+            }
+            Exit::Ok
+        }
+        Err(e) => {
+            eprintln!("emq-bench: noisy-neighbour phase failed: {e}");
+            Exit::Internal
+        }
+    }
+}
+
 /// Run the phases of `plan` `plan.runs` times, print the table, write the
 /// JSON; the exit code says whether every phase ran.
 pub(crate) fn run(plan: &Plan) -> Exit {
@@ -65,6 +89,9 @@ pub(crate) fn run(plan: &Plan) -> Exit {
         }
     };
     let m = machine();
+    if plan.noisy {
+        return noisy(plan, &cfg, &m, &stop);
+    }
     announce(plan, &cfg, &m);
     let mut all = Vec::new();
     for run in 1..=plan.runs {
