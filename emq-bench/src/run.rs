@@ -68,6 +68,17 @@ fn noisy(plan: &Plan, cfg: &Config, machine: &serde_json::Value, stop: &AtomicBo
 /// JSON; the exit code says whether every phase ran.
 pub(crate) fn run(plan: &Plan) -> Exit {
     let mut cfg = plan.cfg.clone();
+    if plan.noisy {
+        // No PostgreSQL server for it.
+        let stop = match procs::install_signal_handler() {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("emq-bench: {e}");
+                return Exit::Internal;
+            }
+        };
+        return noisy(plan, &cfg, &machine(), &stop);
+    }
     // The PostgreSQL phase's server: the one named, else a throwaway local
     // one (stopped when `_pg` drops, Ctrl-C included: the loop ends first).
     let mut _pg = None;
@@ -89,9 +100,6 @@ pub(crate) fn run(plan: &Plan) -> Exit {
         }
     };
     let m = machine();
-    if plan.noisy {
-        return noisy(plan, &cfg, &m, &stop);
-    }
     announce(plan, &cfg, &m);
     let mut all = Vec::new();
     for run in 1..=plan.runs {

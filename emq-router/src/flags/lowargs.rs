@@ -193,7 +193,8 @@ pub(crate) struct Cli {
     /// Durable job journal: an SQLite file, or a PostgreSQL database
     /// (postgresql://USER[:PASSWORD]@HOST[:PORT]/DB, shared by several
     /// routers, one of them leader): accepted jobs, attempt counts, dead
-    /// letters, finished jobs, paused queues and built-in schedules survive
+    /// letters, finished jobs, paused queues, built-in schedules and
+    /// flow-control policies survive
     /// a router restart. `none` keeps everything in memory only. Default:
     /// journal.sqlite in the data dir ($EMQ_DATA_DIR, else
     /// $XDG_DATA_HOME/emq, else ~/.local/share/emq). A damaged or locked
