@@ -720,6 +720,16 @@ pub fn job_view(job: &Value, now_ms: u64) -> String {
     if let Some(x) = take("headers") {
         kv.push("headers", cell(Some(x)));
     }
+    // The job's unique key, and whether it still holds it (`unique.rs`).
+    let held = take("unique_held").and_then(Value::as_bool);
+    if let Some(k) = take("unique_key").and_then(Value::as_str) {
+        let note = match held {
+            Some(true) => " (held)",
+            Some(false) => " (released)",
+            None => "",
+        };
+        kv.push("unique key", format!("{k}{note}"));
+    }
     if let Some(x) = take("client") {
         kv.push("client", cell(Some(x)));
     }
@@ -1039,6 +1049,13 @@ mod tests {
         assert_eq!(
             job_view(&delayed, NOW),
             "msgid:    m2\nqueue:    q\nstate:    delayed\nattempts: 0\nruns:     in 40s\n"
+        );
+        let unique = json!({"msgid": "m3", "queue": "q", "route": "q", "state": "queued",
+            "headers": "unique-key:order-7", "unique_key": "order-7", "unique_held": true});
+        assert_eq!(
+            job_view(&unique, NOW),
+            "msgid:      m3\nqueue:      q\nstate:      queued\nheaders:    unique-key:order-7\n\
+             unique key: order-7 (held)\n"
         );
     }
 

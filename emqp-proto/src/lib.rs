@@ -28,12 +28,12 @@ pub mod queues;
 
 pub use admin::{AdminError, AdminOp, ErrorKind, OpName};
 pub use command::{
-    Command, Inform, JobResult, Notice, NoticeKind, PeerType, Reject, RejectReason, Reply, Request,
-    ResultStatus, Schedule,
+    Command, Duplicate, Inform, JobResult, Notice, NoticeKind, PeerType, Reject, RejectReason,
+    Reply, Request, ResultStatus, Schedule,
 };
 pub use error::DecodeError;
 pub use flow::{Policy, PolicyChange, Rate, RateChange};
-pub use headers::{Header, Headers};
+pub use headers::{Header, Headers, OnConflict, Unique, UniqueError};
 pub use interval::{Interval, IntervalError};
 pub use message::Message;
 pub use msgid::{new_msgid, MsgIds};

@@ -37,3 +37,9 @@ def flow_probe(path, tag, secs):
     with open(path, "a") as f:
         f.write("end %s %.6f\n" % (tag, _time.time()))
     return tag
+
+
+@job
+def fetch(url, timeout=10):
+    """A job with a parameter named like a submit option."""
+    return [url, timeout]

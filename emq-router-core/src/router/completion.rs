@@ -406,6 +406,7 @@ impl Router {
             let failures = extra.failures;
             let delay = self.cfg.backoff(failures);
             log::info!(
+                msgid:% = job.msgid(), queue:% = job.route();
                 "job {} failed (try {} of {}), retrying in {} ms",
                 job.msgid(),
                 failures,
@@ -458,6 +459,7 @@ impl Router {
             self.stats.failed += 1;
         }
         log::debug!(
+            msgid:% = job.msgid(), queue:% = job.route(), status:% = status.as_str();
             "job {} completed ({}) in {} ms",
             job.msgid(),
             status.as_str(),
@@ -469,6 +471,7 @@ impl Router {
             ResultStatus::Failed => "failed",
         };
         self.record_finished(&job, outcome, Some(&payload), now);
+        self.unique_job_ended(&job, Some((status, &payload)), out);
         if job.reply_requested() && !job.client().is_empty() {
             self.send_result(&job, status, payload, now, out);
         }
@@ -532,6 +535,7 @@ impl Router {
     ) {
         self.stats.cancelled += 1;
         log::info!(
+            msgid:% = job.msgid(), queue:% = job.route();
             "job {} (queue {}) cancelled: {why}",
             job.msgid(),
             job.route()
@@ -545,6 +549,7 @@ impl Router {
         }))
         .unwrap_or_default();
         self.record_finished(&job, "cancelled", Some(&payload), now);
+        self.unique_job_ended(&job, Some((ResultStatus::Failed, &payload)), out);
         if job.reply_requested() && !job.client().is_empty() {
             self.send_result(&job, ResultStatus::Failed, payload, now, out);
         }
@@ -562,6 +567,7 @@ impl Router {
         self.stats.dead_lettered += 1;
         self.stats.queue_mut(job.route()).dead_lettered += 1;
         log::warn!(
+            msgid:% = job.msgid(), queue:% = job.route();
             "job {} (queue {}) dead-lettered after {} deliveries: {reason}",
             job.msgid(),
             job.route(),
@@ -576,7 +582,7 @@ impl Router {
             },
             None,
         );
-        if job.reply_requested() && !job.client().is_empty() {
+        {
             let payload = match &error {
                 Some(p) => p.clone(),
                 None => serde_json::to_vec(&serde_json::json!({
@@ -588,7 +594,10 @@ impl Router {
                 }))
                 .unwrap_or_default(),
             };
-            self.send_result(&job, emqp_proto::ResultStatus::Failed, payload, now, out);
+            self.unique_job_ended(&job, Some((ResultStatus::Failed, &payload)), out);
+            if job.reply_requested() && !job.client().is_empty() {
+                self.send_result(&job, ResultStatus::Failed, payload, now, out);
+            }
         }
         // The whole job: a dead-letter retry accepts it again.
         let record = self.job_record(&job);

@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use emq_cli_support::Settings;
 use emq_cli_support::Zero::{Allowed, Refused};
+use emq_cli_support::{LogFormat, Settings};
 use emq_journal::JournalTarget;
 use emq_router_core::lease::LeaseConfig;
 use emq_router_core::Config;
@@ -47,6 +47,9 @@ pub(crate) struct Plan {
     /// No --journal / JOURNAL given: the data-dir default (or none if no
     /// data dir is known).
     pub(crate) journal_default: bool,
+    /// `--outbox`: the application database whose outbox this router
+    /// drains (`outbox.rs`).
+    pub(crate) outbox: Option<String>,
     /// The leader lease's timers (used with a PostgreSQL journal).
     pub(crate) lease: LeaseConfig,
     pub(crate) metrics: Option<String>,
@@ -65,6 +68,8 @@ pub(crate) struct Plan {
     /// logged as warnings at start.
     pub(crate) access_warnings: Vec<String>,
     pub(crate) core: Config,
+    /// `--log-format`: text or one JSON object per line.
+    pub(crate) log_format: LogFormat,
 }
 
 impl Plan {
@@ -108,14 +113,25 @@ impl Plan {
         }
         let core = core_config(&cli, s, journal.is_some(), max_message_size)?;
         let metrics = address(&cli.metrics, s, "METRICS_ADDR");
+        let outbox = address(&cli.outbox, s, "OUTBOX");
+        if let Some(url) = &outbox {
+            if !emq_journal::postgres::is_postgres_url(url) {
+                return Err(format!(
+                    "--outbox {url:?}: not a postgresql:// URL (the outbox is a table in the \
+                     application's PostgreSQL database)"
+                ));
+            }
+        }
         let http = http(&cli, s)?;
         let access = AccessPolicy::from_settings(&cli.access, s, &admin)?;
+        let log_format = cli.log.resolve(s)?;
         Ok(Plan {
             frontend,
             backend,
             admin,
             journal,
             journal_default: journal_arg.is_none(),
+            outbox,
             lease,
             metrics,
             http,
@@ -125,6 +141,7 @@ impl Plan {
             access_log: access.log,
             access_warnings: access.warnings,
             core,
+            log_format,
         })
     }
 }
@@ -213,6 +230,11 @@ fn core_config(
     let hour = secs(3600);
     Ok(Config {
         hwm: s.pick(cli.hwm, "HWM", emq_router_core::config::DEFAULT_HWM)?,
+        max_unique_keys: s.pick(
+            cli.max_unique_keys,
+            "MAX_UNIQUE_KEYS",
+            emq_router_core::config::DEFAULT_MAX_UNIQUE_KEYS,
+        )?,
         heartbeat_interval: s.duration(
             cli.heartbeat_interval,
             "HEARTBEAT_INTERVAL",
@@ -391,6 +413,8 @@ mod tests {
         assert_eq!(o.backend, "tcp://127.0.0.1:2");
         assert_eq!(o.admin, "tcp://127.0.0.1:3");
         assert_eq!(o.core.hwm, 8);
+        let o = Plan::resolve(cli(&["--max-unique-keys", "9"]), &s).unwrap();
+        assert_eq!(o.core.max_unique_keys, 9);
         assert_eq!(o.core.heartbeat_interval, Duration::from_millis(1500));
         assert_eq!(o.core.default_queues.0[0], (20, "high".to_string()));
     }

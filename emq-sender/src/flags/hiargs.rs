@@ -28,8 +28,9 @@ pub struct ScheduleSpec {
     pub cron: String,
 }
 
-/// Everything emq-sender will do, checked.
-#[derive(Clone)]
+/// Everything emq-sender will do, checked. `Debug` does not show the
+/// password.
+#[derive(Debug, Clone)]
 pub struct Plan {
     pub broker: String,
     pub queue: String,
@@ -46,36 +47,12 @@ pub struct Plan {
     /// Send SCHEDULE / UNSCHEDULE (the job is then always `Mode::Single`).
     pub schedule: Option<ScheduleSpec>,
     /// ZMQ PLAIN credentials `(username, password)`.
-    pub plain: Option<(String, String)>,
+    pub plain: Option<emq_transport::PlainCredentials>,
     /// CURVE keys (wins over `plain`).
     pub curve: Option<emq_transport::curve::CurveClient>,
     /// `--publish TOPIC`: send PUBLISH [TOPIC, message] to a pub/sub
     /// process instead of REQUESTs (fire and forget, like `no_ack`).
     pub publish: Option<String>,
-}
-
-impl std::fmt::Debug for Plan {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Plan")
-            .field("broker", &self.broker)
-            .field("queue", &self.queue)
-            .field("headers", &self.headers)
-            .field("wait", &self.wait)
-            .field("no_ack", &self.no_ack)
-            .field("timeout", &self.timeout)
-            .field("window", &self.window)
-            .field("fail_fast", &self.fail_fast)
-            .field("max_message_size", &self.max_message_size)
-            .field("mode", &self.mode)
-            .field("schedule", &self.schedule)
-            .field("publish", &self.publish)
-            .field(
-                "plain",
-                &self.plain.as_ref().map(|(user, _)| (user, "<redacted>")),
-            )
-            .field("curve", &self.curve)
-            .finish()
-    }
 }
 
 impl Plan {
@@ -114,6 +91,11 @@ impl Cli {
         if self.delay.is_some() && schedule.is_some() {
             return Err(UsageError(
                 "--delay: a schedule has its own timing (--schedule-*)".into(),
+            ));
+        }
+        if self.unique_key.is_some() && schedule.is_some() {
+            return Err(UsageError(
+                "--unique-key: for jobs, not schedules (give the schedule's job the header)".into(),
             ));
         }
         let headers = self.headers(schedule.is_some())?;
@@ -304,6 +286,26 @@ impl Cli {
                 let d = d.as_secs_f64();
                 h.push(emqp_proto::Header::Other(format!("delay:{d}")));
             }
+            if let Some(k) = &self.unique_key {
+                if k.contains(',') {
+                    return Err(UsageError(format!(
+                        "--unique-key {k:?}: a key cannot hold a comma (headers are a csv)"
+                    )));
+                }
+                h.push(emqp_proto::Header::Other(format!(
+                    "unique-key:{}",
+                    k.trim()
+                )));
+                if let Some(secs) = self.unique_for {
+                    h.push(emqp_proto::Header::Other(format!("unique-for:{secs}")));
+                }
+                if let Some(rule) = &self.on_conflict {
+                    h.push(emqp_proto::Header::Other(format!("on-conflict:{rule}")));
+                }
+            }
+            // The router refuses bad unique headers; say so before sending.
+            h.unique()
+                .map_err(|e| UsageError(format!("--unique-key: {e}")))?;
             h
         })
     }
@@ -314,6 +316,7 @@ mod tests {
     use super::*;
     use crate::flags::DEFAULT_WINDOW;
     use clap::{CommandFactory, Parser};
+    use emq_transport::PlainCredentials;
 
     fn no_env(_: &str) -> Option<String> {
         None
@@ -352,6 +355,28 @@ mod tests {
         assert_eq!(p.timeout, Duration::from_secs(10));
         assert_eq!(p.window, DEFAULT_WINDOW);
         assert_eq!(single_text(&p), "[1]");
+    }
+
+    #[test]
+    fn unique_flags_add_the_unique_headers() {
+        let p = plan(&[
+            "--unique-key",
+            "order-7",
+            "--unique-for",
+            "60",
+            "--on-conflict",
+            "reject",
+            "[1]",
+        ])
+        .unwrap();
+        assert_eq!(
+            p.headers.encode(),
+            "unique-key:order-7,unique-for:60,on-conflict:reject"
+        );
+        assert!(plan(&["--unique-key", "a,b", "[1]"]).is_err());
+        assert!(plan(&["--unique-key", "", "[1]"]).is_err());
+        assert!(plan(&["--unique-for", "5", "[1]"]).is_err());
+        assert!(plan(&["--unique-key", "k", "--on-conflict", "merge", "[1]"]).is_err());
     }
 
     #[test]
@@ -795,7 +820,11 @@ mod tests {
     fn plain_credentials_from_flags_environment_or_file() {
         assert_eq!(plan(&["[1]"]).unwrap().plain, None);
         let p = plan(&["--username", "alice", "--password", "pw", "[1]"]).unwrap();
-        assert_eq!(p.plain, Some(("alice".into(), "pw".into())));
+        assert_eq!(p.plain, Some(PlainCredentials::new("alice", "pw")));
+        assert!(
+            !format!("{p:?}").contains("\"pw\""),
+            "Debug hides the password"
+        );
         assert!(
             !format!("{p:?}").contains("\"pw\""),
             "Debug hides the password"
@@ -809,12 +838,12 @@ mod tests {
         let cli = parse(&["[1]"]).unwrap();
         assert_eq!(
             cli.plan(&env).unwrap().plain,
-            Some(("env-user".into(), "env-pw".into()))
+            Some(PlainCredentials::new("env-user", "env-pw"))
         );
         let cli = parse(&["--username", "bob", "[1]"]).unwrap();
         assert_eq!(
             cli.plan(&env).unwrap().plain,
-            Some(("bob".into(), "env-pw".into()))
+            Some(PlainCredentials::new("bob", "env-pw"))
         );
 
         let file = std::env::temp_dir().join(format!("emq-sender-cli-pw-{}", std::process::id()));
@@ -823,7 +852,7 @@ mod tests {
         let cli = parse(&["--username", "carol", "--password-file", f, "[1]"]).unwrap();
         assert_eq!(
             cli.plan(&env).unwrap().plain,
-            Some(("carol".into(), "from-file".into())),
+            Some(PlainCredentials::new("carol", "from-file")),
             "--password-file wins over $EMQ_PASSWORD"
         );
         std::fs::remove_file(&file).unwrap();

@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 import zmq
 import zmq.asyncio
 
-from . import _base, _core, errors, link, payload, wire
+from . import _base, _core, errors, link, options, payload, wire
 from ._base import Admin, Await, BulkItem, Plan, Sleep
 from ._core import JobStatus, Pending
 from .client import readable, recv_ready
@@ -240,17 +240,23 @@ class AsyncClient(_base.BaseClient):
         func: JobSpec,
         *args: Any,
         queue: Optional[str] = None,
-        retries: int = 0,
-        timeout: float = 0,
+        retries: Optional[int] = None,
+        timeout: Optional[float] = None,
         delay: Optional[float] = None,
-        headers: Sequence[str] = (),
+        headers: Optional[Sequence[str]] = None,
+        unique_key: Optional[str] = None,
+        unique_for: Optional[float] = None,
+        on_conflict: Optional[str] = None,
         key: Optional[str] = None,
         priority: Optional[int] = None,
         **kwargs: Any,
     ) -> "AsyncJob":
         """As :meth:`Client.submit`."""
+        options.refuse_collisions(func, options.given(locals()))
         task = payload.build(func, args, kwargs)
-        return await self._run(self._submit(task, queue, self._headers(retries, timeout, delay, headers, key, priority)))  # type: ignore[no-any-return]
+        unique = wire.unique_headers(unique_key, unique_for, on_conflict)
+        hdrs = self._headers(retries or 0, timeout or 0, delay, headers or (), unique, key, priority)
+        return await self._run(self._submit(task, queue, hdrs))  # type: ignore[no-any-return]
 
     async def submit_many(
         self,
@@ -268,7 +274,7 @@ class AsyncClient(_base.BaseClient):
         raise_on_reject: bool = True,
     ) -> List["AsyncJob"]:
         """As :meth:`Client.submit_many`."""
-        hdrs = self._headers(retries, timeout, delay, headers, key, priority)
+        hdrs = self._headers(retries, timeout, delay, headers, (), key, priority)
         return await self._run(self._submit_many(items, queue, hdrs, window, max_unfinished, raise_on_reject))  # type: ignore[no-any-return]
 
     async def schedule(
