@@ -339,7 +339,10 @@ pub fn noisy_neighbour(
     );
     let mut router = start_router(cfg, label, Some(&policy), stop)?;
     let worker = Worker::start(&router.backend, cfg.slots, cfg.service)?;
+    // A and B are two clients (two connections): B's REQUESTs do not
+    // queue behind A's on one socket.
     let (_ctx, sock) = client(&router.frontend)?;
+    let (_ctx_b, sock_b) = client(&router.frontend)?;
     for i in 0..cfg.flood {
         submit(&sock, &format!("a-{i}"), "key:A", stop)?;
         if i % 1000 == 0 {
@@ -351,11 +354,12 @@ pub fn noisy_neighbour(
     for i in 0..cfg.b_jobs {
         while Instant::now() < next {
             drain(&sock);
+            drain(&sock_b);
             std::thread::sleep(Duration::from_micros(200));
         }
         let m = format!("b-{i}");
         let at = Instant::now();
-        submit(&sock, &m, "key:B", stop)?;
+        submit(&sock_b, &m, "key:B", stop)?;
         submitted.push((m, at));
         next += cfg.interval;
     }
@@ -370,6 +374,7 @@ pub fn noisy_neighbour(
             })
             .unwrap_or(false)
     };
+    drain(&sock_b);
     let waited = wait_for("every B job started", cfg.timeout, stop, all_b, &sock);
     let seen = worker.finish()?;
     router.guard.stop(Duration::from_secs(5));
