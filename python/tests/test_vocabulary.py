@@ -39,8 +39,8 @@ def test_every_op_the_client_sends_exists_with_its_arguments(vocabulary: Dict[st
     for op, args in _core.ADMIN_OPS.items():
         assert op in ops, f"{op} is not an op of the router ({sorted(ops)})"
         assert set(args) <= set(ops[op]["args"]), f"{op}: {args} vs {ops[op]['args']}"
-    # The client only reads, except cancel.
-    assert [op for op in _core.ADMIN_OPS if ops[op]["change"]] == ["cancel"]
+    # The client only reads, except cancel and the flow-control limits.
+    assert [op for op in _core.ADMIN_OPS if ops[op]["change"]] == ["cancel", "limits-set", "limits-clear"]
 
 
 def test_the_final_job_states_are_the_routers(vocabulary: Dict[str, Any]) -> None:
