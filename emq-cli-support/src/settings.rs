@@ -340,6 +340,15 @@ impl Settings {
     /// The value of `key` (upper case, without the `EVENTMQ_` prefix).
     /// An older name reads its setting (`WORKER_ADDR` is `BACKEND_ADDR`).
     pub fn get(&self, key: &str) -> Option<&str> {
+        // Every setting a tool reads is in the one table (`known.rs`): else
+        // a config file naming it is warned about as unknown, and clients
+        // reading `emq-cli vocabulary` never learn it. (This crate's own
+        // tests layer made-up keys.)
+        #[cfg(not(test))]
+        debug_assert!(
+            known::lookup(key).is_some(),
+            "setting {key} is read but missing from emq-cli-support/src/known.rs"
+        );
         self.values.get(&canonical(key)).map(String::as_str)
     }
 
