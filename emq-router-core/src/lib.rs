@@ -48,6 +48,7 @@ pub mod router;
 pub mod snapshot;
 pub mod util;
 pub mod workers;
+pub mod workflow;
 
 #[cfg(test)]
 mod proptests;

@@ -502,12 +502,15 @@ impl Router {
         Ok(json!({ "jobs": page, "next_cursor": next, "scanned": scanned }))
     }
 
-    fn op_cancel(
+    pub(super) fn op_cancel(
         &mut self,
         msgid: &str,
         now: Duration,
         out: &mut Vec<Action>,
     ) -> Result<Value, AdminError> {
+        if let Some(v) = self.cancel_workflow(msgid, now, out) {
+            return Ok(v);
+        }
         let Some(jid) = self.store.find(msgid) else {
             if let Some(r) = self.finished.get(msgid) {
                 return Err(AdminError::new(
