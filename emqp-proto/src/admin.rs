@@ -74,6 +74,9 @@ pub enum AdminOp {
     Unschedule { id: String },
     /// The orderly shutdown of DISCONNECT.
     Shutdown,
+    /// One workflow's nodes with their states and times (`cancel` takes a
+    /// workflow id too).
+    Workflow { id: String },
 }
 
 /// The arguments of `jobs`.
@@ -249,6 +252,7 @@ impl OpName {
                 | OpName::Queues
                 | OpName::Workers
                 | OpName::Schedules
+                | OpName::Workflow
         )
     }
 
@@ -366,6 +370,7 @@ impl AdminOp {
             AdminOp::Schedules,
             AdminOp::Unschedule { id: s("s") },
             AdminOp::Shutdown,
+            AdminOp::Workflow { id: s("w") },
         ]
     }
 }
@@ -634,7 +639,8 @@ mod tests {
                 "dead",
                 "queues",
                 "workers",
-                "schedules"
+                "schedules",
+                "workflow"
             ]
         );
         let journaled: Vec<&str> = OpName::iter()

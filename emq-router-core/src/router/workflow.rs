@@ -62,7 +62,7 @@ use crate::workflow::{
 use super::intake::NewJob;
 
 /// Finished workflows kept for lookups.
-pub const FINISHED_KEPT: usize = 1_000;
+pub(crate) const FINISHED_KEPT: usize = 1_000;
 
 /// The workflows the router holds.
 #[derive(Debug, Default)]
@@ -81,9 +81,19 @@ impl Workflows {
         self.live.len()
     }
 
-    /// The workflow of job `msgid`, if it is a node's.
+    /// The workflow of job `msgid` (`ID/NODE`), if it is a node's of an
+    /// unfinished or recent workflow.
     pub(crate) fn of_job(&self, msgid: &str) -> Option<&str> {
-        self.jobs.get(msgid).map(|(w, _)| w.as_str())
+        if let Some((w, _)) = self.jobs.get(msgid) {
+            return Some(w);
+        }
+        let (wf, node) = msgid.rsplit_once('/')?;
+        self.live
+            .get(wf)
+            .into_iter()
+            .chain(self.finished.iter().rev().filter(|w| w.id == wf))
+            .find(|w| w.index_of(node).is_some())
+            .map(|w| w.id.as_str())
     }
 }
 

@@ -144,6 +144,22 @@ fn chord_callback_gets_the_group_results_in_order() {
     let sent = done(&mut h, "w1", "ch/cb", json!(30));
     let v: Value = serde_json::from_slice(&results(&sent, "c1")[0].payload).unwrap();
     assert_eq!(v, json!({ "value": 30 }));
+    // Views: the workflow's tree, and its jobs link to it.
+    let w = admin(&mut h, admin_req(json!({ "op": "workflow", "id": "ch" })));
+    assert_eq!(w["workflow"]["state"], "done");
+    assert_eq!(w["workflow"]["nodes"][3]["value"], 30);
+    assert_eq!(
+        w["workflow"]["nodes"][3]["after"],
+        json!(["g0", "g1", "g2"])
+    );
+    let j = admin(&mut h, admin_req(json!({ "op": "job", "msgid": "ch/g1" })));
+    assert_eq!(j["job"]["workflow"], "ch", "{j}");
+}
+
+fn admin_req(v: Value) -> Command {
+    Command::Admin {
+        request: serde_json::to_vec(&v).unwrap(),
+    }
 }
 
 /// A group alone: the result is the list of its members' results.
