@@ -14,9 +14,12 @@
 //!   [`AccessArgs`]), declared once and flattened;
 //! - [`exit`]: one [`Exit`] with each binary's documented codes;
 //! - [`logging`]: the logger, [`init_logging`], and its format
-//!   ([`LogArgs`]: `--log-format text|json`).
+//!   ([`LogArgs`]: `--log-format text|json`);
+//! - [`service`]: telling systemd the process is ready or stopping
+//!   (`Type=notify`), a no-op elsewhere.
 //!
-//! It does no I/O of its own beyond reading the config file a binary names.
+//! It does no I/O of its own beyond reading the config file a binary names
+//! and the service manager's notifications.
 
 #![forbid(unsafe_code)]
 
@@ -24,6 +27,7 @@ pub mod args;
 pub mod duration;
 pub mod exit;
 pub mod logging;
+pub mod service;
 pub mod settings;
 
 pub use args::{AccessArgs, AuthArgs, CurveArgs};
