@@ -545,6 +545,7 @@ mod tests {
             json!({"op": "schedules"}),
             json!({"op": "unschedule", "id": "s"}),
             json!({"op": "shutdown"}),
+            json!({"op": "workflow", "id": "w"}),
         ];
         let examples = AdminOp::examples();
         assert_eq!(examples.len(), wire.len());
