@@ -113,6 +113,11 @@ fn chain_passes_each_result_to_the_next_and_ends_with_the_last() {
     let v: Value = serde_json::from_slice(&r[0].payload).unwrap();
     assert_eq!(v, json!({ "value": "C" }));
     assert_eq!(h.r.workflow_count(), 0);
+    let s = admin(&mut h, admin_req(json!({ "op": "status" })));
+    assert_eq!(
+        s["workflows"],
+        json!({"held": 0, "accepted": 1, "succeeded": 1, "failed": 0})
+    );
     assert!(h.journal.iter().any(|r| matches!(r,
         Record::DeleteState { kind: StateKind::Workflow, id } if id == "wf1")));
     assert_eq!(h.r.stats().dispatched, 3);
