@@ -28,7 +28,7 @@ pub mod queues;
 pub use admin::{AdminError, AdminOp, ErrorKind, OpName};
 pub use command::{
     Command, Duplicate, Inform, JobResult, Notice, NoticeKind, PeerType, Reject, RejectReason,
-    Reply, Request, ResultStatus, Schedule,
+    Reply, Request, ResultStatus, Schedule, WorkerAbout,
 };
 pub use error::DecodeError;
 pub use headers::{Header, Headers, OnConflict, Unique, UniqueError};
