@@ -12,8 +12,8 @@ use emq_transport::admin::AdminClient;
 use emqp_proto::{AdminOp, Command, Message};
 use integration_tests::client::Client;
 use integration_tests::cluster::{start_jobmanager, start_router_on};
-use integration_tests::process::scratch_dir;
-use integration_tests::{poll_until, Addrs};
+use integration_tests::process::{run, scratch_dir};
+use integration_tests::{bins, poll_until, Addrs, Spawn};
 use serde_json::{json, Value};
 
 const MEMBERS: usize = 40;
@@ -136,6 +136,26 @@ fn a_chord_of_40_survives_a_router_kill9_each_node_once_callback_once() {
     let v = workflow_view(&addrs, &wf).expect("the finished workflow is still shown");
     assert_eq!(v["state"], "done", "{v}");
     assert_eq!(done_nodes(&v), MEMBERS + 1);
+    // `emq-cli workflow ID` prints the tree: the callback under its first
+    // parent, naming the others.
+    let out = run(
+        Spawn::new("emq-cli", bins::bin("emq-cli")).args([
+            "--admin",
+            &addrs.admin,
+            "workflow",
+            &wf,
+        ]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code(), Some(0), "{}", out.describe());
+    assert!(
+        out.stdout.starts_with(&format!("workflow {wf}: done")),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("\n    cb [done]"), "{}", out.stdout);
+    assert!(out.stdout.contains("(also after m1, m2,"), "{}", out.stdout);
+    assert_eq!(out.stdout.lines().count(), MEMBERS + 2, "{}", out.stdout);
     println!(
         "chord of {MEMBERS} across a router kill -9 (SQLite journal): {done_before} members \
          done before the kill, {restored_done} restored done, {} run twice (in flight at the \
