@@ -9,7 +9,8 @@
 //!   held). Accepted: one journal batch holds the graph (a state row
 //!   `workflow`/ID) and the `Accepted` record of every node without
 //!   parents; `REPLY [ID]` once it commits. A WORKFLOW sent again (same
-//!   msgid, same spec) while held is acknowledged again, not run again.
+//!   msgid, same spec) while held, or after it finished (one of the last
+//!   [`FINISHED_KEPT`]), is acknowledged again, not run again.
 //! - **Nodes are ordinary jobs**, msgid `ID/NODE`, no client (no RESULT
 //!   of their own): queues, headers (`retry-count`, `timeout`, ...),
 //!   dispatch, retries and dead letters as for any REQUEST.
@@ -108,7 +109,11 @@ impl Router {
         out: &mut Vec<Action>,
     ) {
         let parsed: Result<Spec, String> = serde_json::from_slice(&spec).map_err(|e| e.to_string());
-        if let (Some(w), Ok(s)) = (self.workflows.live.get(&msgid), &parsed) {
+        let held = self.workflows.live.get(&msgid).or_else(|| {
+            // Finished already (its RESULT may be delivered): not again.
+            self.workflows.finished.iter().rev().find(|w| w.id == msgid)
+        });
+        if let (Some(w), Ok(s)) = (held, &parsed) {
             if &w.spec == s {
                 log::debug!("WORKFLOW {msgid} sent again: acknowledged as the one held");
                 let ack = frames_of(self.ids.next_id(), Command::Reply(Reply::ack_of(&msgid)));

@@ -349,19 +349,32 @@ fn restore_runs_each_node_once_and_the_callback_with_all_results() {
     assert_eq!(h3.r.workflow_count(), 0);
 }
 
-/// A WORKFLOW sent again (same msgid and spec) is acknowledged, not run
-/// twice; another spec under a held msgid is `duplicate-msgid`.
+/// A WORKFLOW sent again (same msgid and spec), held or finished, is
+/// acknowledged, not run twice; another spec under a held msgid is
+/// `duplicate-msgid`.
 #[test]
-fn resent_workflow_is_acknowledged_once_run() {
+fn resent_workflow_is_acknowledged_and_run_once() {
     let mut h = durable();
     let spec = json!({ "nodes": [node("a", &[], json!([]))] });
     submit(&mut h, "c1", "wf", spec.clone());
-    let sent = submit(&mut h, "c1", "wf", spec);
+    let sent = submit(&mut h, "c1", "wf", spec.clone());
     assert!(to(&sent, Frontend, "c1").iter().any(|m| is_ack_of(m, "wf")));
     assert_eq!(h.r.buffered_count(), 1);
     let other = json!({ "nodes": [node("b", &[], json!([]))] });
     let sent = submit(&mut h, "c1", "wf", other);
     assert_eq!(rejects(&sent, "c1")[0].reason, RejectReason::DuplicateMsgid);
+    // Finished, its RESULT delivered: sent again, it is not run again.
+    worker(&mut h, "w1", "", 1);
+    let sent = done(&mut h, "w1", "wf/a", json!(1));
+    assert_eq!(results(&sent, "c1").len(), 1);
+    h.input(Input::Flushed);
+    let sent = submit(&mut h, "c1", "wf", spec);
+    assert!(
+        to(&sent, Frontend, "c1").iter().any(|m| is_ack_of(m, "wf")),
+        "{sent:?}"
+    );
+    assert_eq!(h.r.buffered_count() + h.r.inflight_count(), 0);
+    assert_eq!(h.r.stats().dispatched, 1);
 }
 
 /// The acceptance batch fails: the workflow is refused
