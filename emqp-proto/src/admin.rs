@@ -513,7 +513,11 @@ pub fn vocabulary() -> Value {
     let states: Map<String, Value> = ViewState::iter()
         .map(|s| (s.as_str().into(), json!({"finished": s.is_finished()})))
         .collect();
-    json!({"ops": ops, "error_kinds": kinds, "job_states": states})
+    let rejects: Vec<&str> = crate::RejectReason::KNOWN
+        .iter()
+        .map(crate::RejectReason::as_str)
+        .collect();
+    json!({"ops": ops, "error_kinds": kinds, "job_states": states, "reject_reasons": rejects})
 }
 
 #[cfg(test)]
