@@ -240,6 +240,7 @@ pub fn render(op: &AdminOp, answer: &Value, now_ms: u64) -> String {
         AdminOp::Schedules => schedules(answer, now_ms),
         AdminOp::Job { .. } => job_view(answer.get("job").unwrap_or(&Value::Null), now_ms),
         AdminOp::Jobs(_) => jobs(answer, now_ms),
+        AdminOp::Workflow { .. } => workflow(answer.get("workflow").unwrap_or(&Value::Null)),
         AdminOp::Cancel { msgid } => {
             // The router's msgid: the whole one when a prefix was typed.
             let msgid = answer.get("msgid").and_then(Value::as_str).unwrap_or(msgid);
@@ -854,6 +855,96 @@ pub fn refusal(answer: &Value) -> String {
     }
 }
 
+/// A workflow as a tree: every node under the nodes it waits for (a node
+/// with several parents under its first, marked with the others), with its
+/// state, times (unix ms) and value or error.
+fn workflow(w: &Value) -> String {
+    let empty = Vec::new();
+    let nodes = w.get("nodes").and_then(Value::as_array).unwrap_or(&empty);
+    let mut s = format!(
+        "workflow {}: {} (accepted {}, finished {})\n",
+        cell(w.get("workflow")),
+        cell(w.get("state")),
+        cell(w.get("accepted_at_unix_ms")),
+        cell(w.get("finished_at_unix_ms")),
+    );
+    let id_of = |n: &Value| {
+        n.get("id")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let after = |n: &Value| -> Vec<String> {
+        n.get("after")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    fn line(n: &Value, depth: usize, others: &[String]) -> String {
+        let mut l = format!(
+            "{}{} [{}]",
+            "  ".repeat(depth + 1),
+            cell(n.get("id")),
+            cell(n.get("state"))
+        );
+        if let Some(t) = n.get("started_at_unix_ms") {
+            l.push_str(&format!(" started {}", cell(Some(t))));
+        }
+        if let Some(t) = n.get("finished_at_unix_ms") {
+            l.push_str(&format!(" finished {}", cell(Some(t))));
+        }
+        if !others.is_empty() {
+            l.push_str(&format!(" (also after {})", others.join(", ")));
+        }
+        if let Some(v) = n.get("value") {
+            l.push_str(&format!(" value {v}"));
+        }
+        if let Some(e) = n.get("error") {
+            let e = e.get("error").unwrap_or(e);
+            l.push_str(&format!(
+                " error {}: {}",
+                cell(e.get("kind")),
+                cell(e.get("message"))
+            ));
+        }
+        l.push('\n');
+        l
+    }
+    // Depth-first from the roots; each node printed once, under its first
+    // parent.
+    let mut stack: Vec<(usize, usize)> = nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| after(n).is_empty())
+        .map(|(i, _)| (i, 0))
+        .rev()
+        .collect();
+    let mut printed = vec![false; nodes.len()];
+    while let Some((i, depth)) = stack.pop() {
+        if printed[i] {
+            continue;
+        }
+        printed[i] = true;
+        let a = after(&nodes[i]);
+        let others: Vec<String> = a.iter().skip(1).cloned().collect();
+        s.push_str(&line(&nodes[i], depth, &others));
+        let me = id_of(&nodes[i]);
+        let kids: Vec<(usize, usize)> = nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| after(n).first() == Some(&me))
+            .map(|(j, _)| (j, depth + 1))
+            .rev()
+            .collect();
+        stack.extend(kids);
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1263,5 +1354,22 @@ mod tests {
             "conflict"
         );
         assert_eq!(refusal(&json!({"ok": false})), "error");
+    }
+    #[test]
+    fn workflow_tree_puts_children_under_their_first_parent() {
+        let w = serde_json::json!({
+            "workflow": "w1", "state": "running", "accepted_at_unix_ms": 5,
+            "nodes": [
+                {"id": "a", "after": [], "state": "done", "finished_at_unix_ms": 7, "value": 4},
+                {"id": "b", "after": [], "state": "started", "started_at_unix_ms": 6},
+                {"id": "cb", "after": ["a", "b"], "state": "waiting"},
+            ]
+        });
+        let out = super::workflow(&w);
+        assert_eq!(
+            out,
+            "workflow w1: running (accepted 5, finished -)\n  a [done] finished 7 value 4\n    \
+             cb [waiting] (also after b)\n  b [started] started 6\n"
+        );
     }
 }

@@ -1,7 +1,7 @@
 // emq dashboard: plain JavaScript, no build step, no dependencies.
 //
 // One view per hash route (#/overview, #/queues, #/workers, #/jobs,
-// #/job/<msgid>, #/dead, #/schedules). A view builds its controls once and
+// #/job/<msgid>, #/workflow/<id>, #/dead, #/schedules). A view builds its controls once and
 // renders its data into its own containers; every two seconds the current
 // view reloads its data (skipped while the tab is hidden or a dialog is
 // open). All text from the router goes through text nodes, never HTML.
@@ -596,6 +596,7 @@ views.job = {
           : h('span', { class: 'mono' }, j.worker)) : null),
         row('Client', j.client ? h('span', { class: 'mono' }, j.client) : null),
         row('Reason', j.reason || null),
+        row('Workflow', j.workflow ? h('a', { href: '#/workflow/' + encodeURIComponent(j.workflow), class: 'mono', id: 'job-workflow' }, j.workflow) : null),
         row('Unique key', j.unique_key ? [h('span', { class: 'mono' }, j.unique_key), j.unique_held ? ' · held' : ' · released'] : null),
         row('Headers', j.headers ? h('span', { class: 'mono' }, j.headers) : h('span', { class: 'sub' }, 'none'))))),
       j.last_error ? card('Last error', '', h('div', { class: 'body' }, failureView(j.last_error))) : '',
@@ -603,6 +604,70 @@ views.job = {
         h('div', { class: 'body' }, h('pre', { class: 'block', id: 'job-result' }, text(j.result)))) : '',
       card('Payload', j.payload_truncated ? h('span', { class: 'sub' }, 'first 1,000 bytes') : '',
         h('div', { class: 'body' }, h('pre', { class: 'block' }, prettyPayload(j.payload)))));
+  },
+};
+
+// A workflow (WORKFLOW: a chain, group, chord or DAG) as a tree: each node
+// under its first parent (others named), with its state, times, value or
+// error; its job links to the job view.
+views.workflow = {
+  title: 'Workflow',
+  build(root, params, arg) {
+    this.id = arg;
+    this.body = h('div');
+    root.append(h('h1', {}, 'Workflow ', h('span', { class: 'mono', id: 'wf-id' }, arg), h('span', { id: 'wf-state' })), this.body);
+  },
+  async load() {
+    try {
+      return (await api('workflow', { id: this.id })).workflow;
+    } catch (e) {
+      if (e.status === 404) return null;
+      throw e;
+    }
+  },
+  render(w) {
+    if (!w) {
+      document.getElementById('wf-state').replaceChildren();
+      this.body.replaceChildren(card('Not found', '', h('div', { class: 'body' },
+        'The router holds no workflow with this id: it is neither unfinished nor among the last finished.')));
+      return;
+    }
+    document.getElementById('wf-state').replaceChildren(badge(w.state === 'running' ? 'in-flight' : w.state));
+    const nodes = w.nodes || [];
+    const counts = {};
+    for (const n of nodes) counts[n.state] = (counts[n.state] || 0) + 1;
+    const kids = new Map();
+    for (const n of nodes) {
+      const first = (n.after || [])[0];
+      if (first !== undefined) {
+        if (!kids.has(first)) kids.set(first, []);
+        kids.get(first).push(n);
+      }
+    }
+    const item = n => {
+      const others = (n.after || []).slice(1);
+      const err = n.error && (n.error.error || n.error);
+      return h('li', { 'data-node': n.id },
+        h('span', { class: 'mono' }, n.id), ' ', badge(n.state === 'started' ? 'in-flight' : n.state), ' ',
+        jobLink(n.msgid),
+        others.length ? h('span', { class: 'sub' }, ' also after ' + others.join(', ')) : '',
+        n.started_at_unix_ms ? h('span', { class: 'sub' }, ' · started ', when(n.started_at_unix_ms)) : '',
+        n.finished_at_unix_ms ? h('span', { class: 'sub' }, ' · ended ', when(n.finished_at_unix_ms)) : '',
+        'value' in n ? h('span', { class: 'mono' }, ' → ' + text(n.value).slice(0, 200)) : '',
+        err ? h('span', { class: 'error-text' }, ' ' + errorText(err)) : '',
+        kids.has(n.id) ? h('ul', {}, kids.get(n.id).map(item)) : '');
+    };
+    const roots = nodes.filter(n => !(n.after || []).length);
+    const cancellable = w.state === 'running';
+    this.body.replaceChildren(
+      card('Progress', cancellable ? actionButton('Cancel workflow', 'danger', () => act('cancel', { msgid: w.workflow },
+        () => 'Workflow cancelled', { title: 'Cancel this workflow?', ok: 'Cancel workflow',
+          text: 'Its waiting nodes are cancelled and its running jobs stopped.' }), { 'data-action': 'cancel' }) : '',
+        h('div', { class: 'body' }, h('dl', { class: 'props' },
+          h('dt', {}, 'Nodes'), h('dd', { id: 'wf-counts' }, Object.entries(counts).map(([k, v]) => k + ' ' + num(v)).join(' · ')),
+          h('dt', {}, 'Accepted'), h('dd', {}, w.accepted_at_unix_ms ? [stamp(w.accepted_at_unix_ms), ' · ', when(w.accepted_at_unix_ms)] : '–'),
+          h('dt', {}, 'Finished'), h('dd', {}, w.finished_at_unix_ms ? [stamp(w.finished_at_unix_ms), ' · ', when(w.finished_at_unix_ms)] : '–')))),
+      card('Tree', '', h('div', { class: 'body' }, h('ul', { class: 'tree', id: 'wf-tree' }, roots.map(item)))));
   },
 };
 
@@ -807,7 +872,7 @@ function navigate() {
   state.route = key;
   state.view = view;
   for (const a of document.querySelectorAll('#nav a')) {
-    a.classList.toggle('active', a.dataset.view === name || (name === 'job' && a.dataset.view === 'jobs'));
+    a.classList.toggle('active', a.dataset.view === name || ((name === 'job' || name === 'workflow') && a.dataset.view === 'jobs'));
   }
   document.title = view.title + (arg ? ' ' + arg : '') + ' · emq';
   const main = document.getElementById('main');

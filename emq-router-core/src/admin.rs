@@ -155,6 +155,12 @@ pub fn status_json(snap: &Snapshot) -> String {
             "rejected": s.unique_rejected,
             "replaced": s.unique_replaced,
         },
+        "workflows": {
+            "held": snap.workflows.held,
+            "accepted": snap.workflows.accepted,
+            "succeeded": snap.workflows.succeeded,
+            "failed": snap.workflows.failed,
+        },
         "dead_letter": {
             "count": s.dead_lettered + snap.dead_letters_restored,
             "from_journal": snap.dead_letters_restored,

@@ -81,17 +81,30 @@ pub enum StateKind {
     QueuePolicy,
     /// A unique key held for a window (id: the key).
     UniqueKey,
+    /// An unfinished workflow's graph (id: the workflow id;
+    /// `router/workflow.rs`).
+    Workflow,
+    /// A finished node of an unfinished workflow: its outcome and result
+    /// (id: `WORKFLOW_ID/NODE_ID`; `router/workflow.rs`).
+    WorkflowNode,
 }
 
 impl StateKind {
     /// Every kind, for stores that list them.
-    pub const ALL: [StateKind; 2] = [StateKind::QueuePolicy, StateKind::UniqueKey];
+    pub const ALL: [StateKind; 4] = [
+        StateKind::QueuePolicy,
+        StateKind::UniqueKey,
+        StateKind::Workflow,
+        StateKind::WorkflowNode,
+    ];
 
     /// The name a store writes in its `kind` column (never changes).
     pub fn as_str(self) -> &'static str {
         match self {
             StateKind::QueuePolicy => "queue-policy",
             StateKind::UniqueKey => "unique-key",
+            StateKind::Workflow => "workflow",
+            StateKind::WorkflowNode => "workflow-node",
         }
     }
 

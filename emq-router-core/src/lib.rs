@@ -51,6 +51,7 @@ pub mod router;
 pub mod snapshot;
 pub mod util;
 pub mod workers;
+pub mod workflow;
 
 #[cfg(test)]
 mod proptests;

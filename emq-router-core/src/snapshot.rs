@@ -79,7 +79,19 @@ pub struct Snapshot {
     pub results_held: u64,
     /// Unique keys held (`unique-key`).
     pub unique_keys: u64,
+    /// Workflows (`WORKFLOW`): held unfinished, and this run's accepted,
+    /// succeeded and failed (or cancelled) ones.
+    pub workflows: WorkflowCounts,
     pub results_bytes: u64,
     pub results_unreachable_clients: u64,
     pub draining: bool,
+}
+
+/// Workflow figures of the admin STATUS (`workflows`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkflowCounts {
+    pub held: u64,
+    pub accepted: u64,
+    pub succeeded: u64,
+    pub failed: u64,
 }

@@ -86,6 +86,9 @@ pub enum AdminOp {
     },
     /// Remove a queue's flow-control policy.
     LimitsClear { queue: String },
+    /// One workflow's nodes with their states and times (`cancel` takes a
+    /// workflow id too).
+    Workflow { id: String },
 }
 
 /// The arguments of `limits-set`: the queue and the fields to change
@@ -272,6 +275,7 @@ impl OpName {
                 | OpName::Workers
                 | OpName::Schedules
                 | OpName::LimitsShow
+                | OpName::Workflow
         )
     }
 
@@ -407,6 +411,7 @@ impl AdminOp {
                 queue: Some(s("q")),
             },
             AdminOp::LimitsClear { queue: s("q") },
+            AdminOp::Workflow { id: s("w") },
         ]
     }
 }
@@ -591,6 +596,7 @@ mod tests {
                    "fair": true}),
             json!({"op": "limits-show", "queue": "q"}),
             json!({"op": "limits-clear", "queue": "q"}),
+            json!({"op": "workflow", "id": "w"}),
         ];
         let examples = AdminOp::examples();
         assert_eq!(examples.len(), wire.len());
@@ -686,7 +692,8 @@ mod tests {
                 "queues",
                 "workers",
                 "schedules",
-                "limits-show"
+                "limits-show",
+                "workflow"
             ]
         );
         let journaled: Vec<&str> = OpName::iter()

@@ -495,6 +495,14 @@ pub enum Command {
     Running {
         orig_msgids: Vec<String>,
     },
+    /// emq: client → router, a whole workflow (a DAG of jobs) in one
+    /// `SPEC` frame (JSON, see docs/PROTOCOL.md, "Workflows"); the msgid
+    /// is the workflow's id. Answered `REPLY [msgid]` (accepted, all of
+    /// it) or `REJECT`, later `RESULT [msgid, ...]`. 0.3.13 peers never
+    /// see it.
+    Workflow {
+        spec: Vec<u8>,
+    },
 }
 
 impl Command {
@@ -523,6 +531,7 @@ impl Command {
             Command::Duplicate(_) => "DUPLICATE",
             Command::Received { .. } => "RECEIVED",
             Command::Running { .. } => "RUNNING",
+            Command::Workflow { .. } => "WORKFLOW",
         }
     }
 
@@ -640,6 +649,9 @@ impl Command {
                     Command::Running { orig_msgids }
                 }
             }
+            "WORKFLOW" => Command::Workflow {
+                spec: frames.next(1)?,
+            },
             _ => unreachable!("canonical_name returns only known names"),
         };
         Ok(cmd)
@@ -702,6 +714,7 @@ impl Command {
                 out.push(message);
             }
             Command::Admin { request } => out.push(request),
+            Command::Workflow { spec } => out.push(spec),
             Command::Cancel { orig_msgid } => out.push(orig_msgid.into_bytes()),
             Command::Result(r) => {
                 out.push(r.orig_msgid.into_bytes());
@@ -794,7 +807,7 @@ fn decode_interval(frame: &[u8]) -> Result<Interval, DecodeError> {
 }
 
 /// Every command name this crate knows.
-pub const NAMES: [&str; 22] = [
+pub const NAMES: [&str; 23] = [
     "INFORM",
     "ACK",
     "READY",
@@ -817,6 +830,7 @@ pub const NAMES: [&str; 22] = [
     "RUNNING",
     "NOTICE",
     "DUPLICATE",
+    "WORKFLOW",
 ];
 
 /// Map the command frame to its canonical name. Upper case is what every

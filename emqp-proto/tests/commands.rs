@@ -131,6 +131,9 @@ fn every_command() -> Vec<Command> {
             existing_msgid: "def".into(),
             text: "unique key k".into(),
         }),
+        Command::Workflow {
+            spec: br#"{"nodes": [{"id": "a", "msg": ["call", {"handler": "noop"}]}]}"#.to_vec(),
+        },
     ]
 }
 

@@ -43,3 +43,13 @@ def flow_probe(path, tag, secs):
 def fetch(url, timeout=10):
     """A job with a parameter named like a submit option."""
     return [url, timeout]
+
+
+def total(values, plus=0):
+    """A chord callback: the sum of the group's results."""
+    return sum(values) + plus
+
+
+def pair(values):
+    """A chord callback that shows what it got."""
+    return list(values)

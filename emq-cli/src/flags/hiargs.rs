@@ -170,6 +170,10 @@ impl Cli {
                 msgid: nonempty("MSGID", msgid)?,
             }
             .into(),
+            CliCommand::Workflow { id } => AdminOp::Workflow {
+                id: nonempty("ID", id)?,
+            }
+            .into(),
             CliCommand::Cancel { msgid } => AdminOp::Cancel {
                 msgid: nonempty("MSGID", msgid)?,
             }
@@ -375,6 +379,10 @@ mod tests {
         assert_eq!(op(&["schedules"]), one(AdminOp::Schedules));
         assert_eq!(op(&["shutdown"]), one(AdminOp::Shutdown));
         assert_eq!(op(&["job", "m1"]), one(AdminOp::Job { msgid: "m1".into() }));
+        assert_eq!(
+            op(&["workflow", "w1"]),
+            one(AdminOp::Workflow { id: "w1".into() })
+        );
         assert_eq!(
             op(&["cancel", "m1"]),
             one(AdminOp::Cancel { msgid: "m1".into() })

@@ -164,6 +164,12 @@ pub enum CliCommand {
     },
     /// List jobs, newest first: one page, or every page with --all
     Jobs(JobsArgs),
+    /// One workflow (WORKFLOW, e.g. a Python chain/group/chord) as a tree:
+    /// each node's state, times, result or error (`cancel ID` cancels it)
+    Workflow {
+        /// The workflow's id (the msgid its client submitted it under)
+        id: String,
+    },
     /// Cancel a job (a running job is stopped by its job manager)
     Cancel {
         /// The job's msgid, or its unique beginning (4 characters or more)

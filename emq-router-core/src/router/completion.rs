@@ -473,6 +473,7 @@ impl Router {
         };
         self.record_finished(&job, outcome, Some(&payload), now);
         self.unique_job_ended(&job, Some((status, &payload)), out);
+        self.workflow_job_ended(&job, status, &payload, now, out);
         if job.reply_requested() && !job.client().is_empty() {
             self.send_result(&job, status, payload, now, out);
         }
@@ -551,6 +552,7 @@ impl Router {
         .unwrap_or_default();
         self.record_finished(&job, "cancelled", Some(&payload), now);
         self.unique_job_ended(&job, Some((ResultStatus::Failed, &payload)), out);
+        self.workflow_job_ended(&job, ResultStatus::Failed, &payload, now, out);
         if job.reply_requested() && !job.client().is_empty() {
             self.send_result(&job, ResultStatus::Failed, payload, now, out);
         }
@@ -598,6 +600,7 @@ impl Router {
                 .unwrap_or_default(),
             };
             self.unique_job_ended(&job, Some((ResultStatus::Failed, &payload)), out);
+            self.workflow_job_ended(&job, ResultStatus::Failed, &payload, now, out);
             if job.reply_requested() && !job.client().is_empty() {
                 self.send_result(&job, ResultStatus::Failed, payload, now, out);
             }

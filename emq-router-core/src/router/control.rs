@@ -271,6 +271,10 @@ impl Router {
                     ))
                 }),
             AdminOp::Jobs(q) => self.op_jobs(&q, now),
+            AdminOp::Workflow { id } => self
+                .workflow_view(&id)
+                .map(|v| json!({ "workflow": v }))
+                .ok_or_else(|| not_found(format!("no workflow {id} (unfinished or recent)"))),
             AdminOp::Cancel { msgid } => self.op_cancel(&msgid, now, out),
             AdminOp::Dead(q) => self.op_dead(&q),
             AdminOp::DeadRetry(t) => self.op_dead_take(&t, true, now, out),
@@ -543,7 +547,8 @@ impl Router {
     }
 
     /// The `job` answer: the job's view, with its unique key (`unique_key`,
-    /// and `unique_held`: whether it still holds it) when it has one.
+    /// and `unique_held`: whether it still holds it) when it has one, and
+    /// its `workflow` when it is a node of one (unfinished or recent).
     fn job_view_by_msgid(&self, msgid: &str, now: Duration) -> Option<Value> {
         let mut v = self.job_view_of(msgid, now)?;
         let headers = v.get("headers").and_then(Value::as_str).unwrap_or("");
@@ -553,6 +558,9 @@ impl Router {
                 m.insert("unique_key".into(), u.key.into());
                 m.insert("unique_held".into(), held.into());
             }
+        }
+        if let (Some(wf), Some(m)) = (self.workflows.of_job(msgid), v.as_object_mut()) {
+            m.insert("workflow".into(), wf.into());
         }
         Some(v)
     }
@@ -656,12 +664,15 @@ impl Router {
         Ok(json!({ "jobs": page, "next_cursor": next, "scanned": scanned }))
     }
 
-    fn op_cancel(
+    pub(super) fn op_cancel(
         &mut self,
         msgid: &str,
         now: Duration,
         out: &mut Vec<Action>,
     ) -> Result<Value, AdminError> {
+        if let Some(v) = self.cancel_workflow(msgid, now, out) {
+            return Ok(v);
+        }
         let Some(jid) = self.store.find(msgid) else {
             if let Some(r) = self.finished.get(msgid) {
                 return Err(AdminError::new(

@@ -522,6 +522,11 @@ impl Router {
         // take them out; their acknowledgements become REJECTs.
         let failed: crate::util::FastSet<JobId> = p.jobs.iter().copied().collect();
         self.unique_batch_failed(&p.jobs, out);
+        let failed_msgids: Vec<(JobId, String)> = p
+            .jobs
+            .iter()
+            .filter_map(|j| Some((*j, self.store.jobs.get(j)?.msgid().to_string())))
+            .collect();
         let removed = self.store.remove_queued_set(&failed);
         self.stats.accepted -= removed as u64;
         self.stats.rejected_journal += removed as u64;
@@ -576,6 +581,7 @@ impl Router {
             }
             self.journal.held.push_back(h);
         }
+        self.workflow_batch_failed(&failed_msgids, now, out);
         let j = &mut self.journal;
         let mut keep = p.keep;
         keep.append(&mut j.again);

@@ -348,6 +348,7 @@ impl Router {
                 }
             }
             Command::Received { orig_msgids } => self.on_received(&identity, orig_msgids),
+            Command::Workflow { spec } => self.on_workflow(identity, msgid, spec, now, out),
             other => {
                 log::debug!(
                     "frontend: {} from {} ignored",

@@ -47,6 +47,8 @@
 //!   clients that come back, bounds);
 //! - `schedules.rs`: SCHEDULE / UNSCHEDULE and the built-in book;
 //! - `unique.rs`: unique jobs (`unique-key`, `unique-for`, `on-conflict`);
+//! - `workflow.rs`: workflows (`WORKFLOW`: DAGs of jobs, results passed
+//!   from parents to children, failure, cancel, restore);
 //! - `control.rs`: the control plane (ADMIN ops: lookups, cancel, dead
 //!   letters, pause, purge, drain);
 //! - `durability.rs`: the journal rule (batches, held sends, failures);
@@ -74,6 +76,7 @@ mod schedules;
 mod snapshot;
 pub(crate) mod timers;
 mod unique;
+pub(crate) mod workflow;
 
 use std::collections::VecDeque;
 
@@ -113,6 +116,8 @@ pub struct RestoreCounts {
     pub policies: usize,
     /// Unique-key windows still open.
     pub unique_windows: usize,
+    /// Unfinished workflows.
+    pub workflows: usize,
 }
 
 /// The router core. See the module documentation for the call order.
@@ -137,6 +142,8 @@ pub struct Router {
     pub(crate) results: results::Results,
     /// Unique keys held (`unique.rs`).
     pub(crate) unique: unique::UniqueKeys,
+    /// Workflows (`workflow.rs`).
+    pub(crate) workflows: workflow::Workflows,
     next_heartbeat: Duration,
     drain_deadline: Option<Duration>,
     exited: bool,
@@ -176,6 +183,7 @@ impl Router {
             finished: Finished::default(),
             results: results::Results::default(),
             unique: unique::UniqueKeys::default(),
+            workflows: workflow::Workflows::default(),
             next_heartbeat: Duration::ZERO,
             drain_deadline: None,
             exited: false,
@@ -221,6 +229,11 @@ impl Router {
     /// Unique keys held.
     pub fn unique_keys(&self) -> usize {
         self.unique.len()
+    }
+
+    /// Unfinished workflows held.
+    pub fn workflow_count(&self) -> usize {
+        self.workflows.len()
     }
 
     /// Jobs on workers.
@@ -303,7 +316,9 @@ impl Router {
         }
         let results = self.restore_results(restored.results, now);
         let unique_windows = self.restore_unique(&restored.states, now);
+        let workflows = self.restore_workflows(&restored.states, now, out);
         RestoreCounts {
+            workflows,
             unique_windows,
             jobs,
             dead_letters,

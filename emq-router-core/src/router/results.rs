@@ -430,9 +430,25 @@ impl Router {
         now: Duration,
         out: &mut Vec<Action>,
     ) {
+        let receipt = frame_has(job.headers(), RESULT_RECEIPT);
+        let (msgid, client) = (job.msgid().to_string(), job.client().to_vec());
+        self.send_result_for(msgid, client, receipt, status, payload, now, out);
+    }
+
+    /// `RESULT [msgid, status, payload]` to `client`, held until
+    /// delivered (`receipt`: until its `RECEIVED`).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn send_result_for(
+        &mut self,
+        msgid: String,
+        client: Vec<u8>,
+        receipt: bool,
+        status: ResultStatus,
+        payload: Vec<u8>,
+        now: Duration,
+        out: &mut Vec<Action>,
+    ) {
         self.stats.results_forwarded += 1;
-        let msgid = job.msgid().to_string();
-        let client = job.client().to_vec();
         if cost(&msgid, &payload) > self.cfg.results_keep_bytes {
             // Holding it would evict every other result: sent once, as is.
             self.stats.results_dropped += 1;
@@ -447,7 +463,6 @@ impl Router {
             self.send_after_journal(Socket::Frontend, client, frames, None, out);
             return;
         }
-        let receipt = frame_has(job.headers(), RESULT_RECEIPT);
         let unix_ms = self.unix_ms(now);
         if self.journal.enabled() {
             self.journal.record(

@@ -161,6 +161,12 @@ impl Router {
             held_sends: self.journal.held_count() as u64,
             results_held: self.results.len() as u64,
             unique_keys: self.unique.len() as u64,
+            workflows: crate::snapshot::WorkflowCounts {
+                held: self.workflows.len() as u64,
+                accepted: self.workflows.accepted,
+                succeeded: self.workflows.succeeded,
+                failed: self.workflows.failed,
+            },
             results_bytes: self.results.bytes() as u64,
             results_unreachable_clients: self.results.unreachable_clients() as u64,
             draining: self.is_draining(),

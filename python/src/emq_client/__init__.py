@@ -6,9 +6,11 @@
 
 :class:`Client` (blocking) and :class:`AsyncClient` (asyncio) submit jobs
 and return handles (:class:`Job`, :class:`AsyncJob`) with ``result``,
-``status`` and ``cancel``. ``job``, ``schedule``, ``unschedule`` and
-``defer_job`` are EventMQ 0.3.13's (``from eventmq import job`` becomes
-``from emq_client import job``); :mod:`emq_client.messages`,
+``status`` and ``cancel``; ``submit`` also takes a workflow: ``chain``,
+``group``, ``chord`` of ``task(...)`` jobs, with Celery's semantics, run by
+the router (:mod:`emq_client.canvas`). ``job``, ``schedule``,
+``unschedule`` and ``defer_job`` are EventMQ 0.3.13's (``from eventmq
+import job`` becomes ``from emq_client import job``); :mod:`emq_client.messages`,
 :mod:`emq_client.jobs` and :mod:`emq_client.sender` mirror
 ``eventmq.client.messages``, ``eventmq.client.jobs`` and ``eventmq.sender``.
 
@@ -17,6 +19,7 @@ enforced; an AsyncClient by one event loop.
 """
 
 from .aio import AsyncClient, AsyncJob
+from .canvas import chain, chord, group
 from .client import Client, Job, thread_client
 from ._core import JobStatus
 from .errors import (
@@ -55,7 +58,7 @@ from .settings import SettingsError, UnknownSettingWarning
 __version__ = "0.1.0"
 
 __all__ = [
-    "AdminError", "AsyncClient", "AsyncJob", "BulkRejected", "Client", "DeadLettered",
+    "AdminError", "AsyncClient", "chain", "chord", "group", "AsyncJob", "BulkRejected", "Client", "DeadLettered",
     "DuplicateJob", "DuplicateMsgid", "EmqConnectionError", "EmqError", "Job", "JobCancelled", "JobFailed",
     "JobNotFound", "JobStatus", "JobTimedOut", "JournalUnavailable", "JournalUncertain", "Malformed",
     "MessageTooLarge", "NotSerializable", "OptionCollision", "SettingsError", "SubmitOptions",

@@ -54,11 +54,12 @@ The rules the plans follow:
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, Generator, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-from . import _core, curve, errors, link, payload, settings, wire
+from . import _core, canvas, curve, errors, link, payload, settings, wire
 from ._core import Pending
 from .payload import Task
 from .wire import Frames
@@ -384,6 +385,43 @@ class BaseClient:
         yield frames
         if not self.legacy:
             yield from self._until_answered(p, frames, f"job {p.msgid}")
+        return self._job_type(self, p.msgid, p)
+
+    def _maybe_workflow(
+        self,
+        func: Any,
+        args: Sequence[Any],
+        kwargs: Dict[str, Any],
+        queue: Optional[str],
+        retries: Optional[int],
+        timeout: Optional[float],
+        delay: Optional[float],
+        headers: Optional[Sequence[str]],
+        unique_key: Optional[str],
+    ) -> Optional[Plan]:
+        """The plan of ``submit(chain(...))`` (a workflow), or None for a job.
+        ``retries``, ``timeout`` and ``headers`` apply to every node."""
+        if not isinstance(func, canvas.Canvas):
+            return None
+        if args or kwargs:
+            raise TypeError("a workflow takes no further arguments: give them to its tasks")
+        if delay is not None or unique_key is not None:
+            raise TypeError("delay and unique_key are job options, not workflow ones")
+        hdrs = wire.headers_frame(retries=retries or 0, timeout=timeout or 0, extra=headers or ())
+        return self._submit_workflow(func, queue, hdrs)
+
+    def _submit_workflow(self, flow: "canvas.Canvas", queue: Optional[str], node_headers: str) -> Plan:
+        """``submit(chain(...))``: one ``WORKFLOW``, acknowledged whole; the
+        handle's result is the workflow's."""
+        if self.legacy:
+            raise errors.Unsupported("workflows need an emq router (0.3.13 has no WORKFLOW)")
+        spec = json.dumps(flow.spec(queue or self.queue, node_headers)).encode("utf-8")
+        msgid = wire.new_msgid()
+        frames = wire.workflow(msgid, spec)
+        self._check_size(msgid, "workflow", frames)
+        p = self._tracker.add(msgid, reply=True, frames=frames)
+        yield frames
+        yield from self._until_answered(p, frames, f"workflow {msgid}")
         return self._job_type(self, p.msgid, p)
 
     def _submit_many(

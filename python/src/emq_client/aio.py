@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Union
 
 import zmq
 import zmq.asyncio
@@ -29,6 +29,7 @@ from . import _base, _core, errors, link, options, payload, wire
 from ._base import Admin, Await, BulkItem, Plan, Sleep
 from ._core import JobStatus, Pending
 from .client import readable, recv_ready
+from .canvas import Canvas
 from .payload import JobSpec
 
 _FIRST = int(zmq.SNDMORE) | int(zmq.NOBLOCK)
@@ -237,7 +238,7 @@ class AsyncClient(_base.BaseClient):
 
     async def submit(
         self,
-        func: JobSpec,
+        func: Union[JobSpec, "Canvas"],
         *args: Any,
         queue: Optional[str] = None,
         retries: Optional[int] = None,
@@ -252,6 +253,10 @@ class AsyncClient(_base.BaseClient):
         **kwargs: Any,
     ) -> "AsyncJob":
         """As :meth:`Client.submit`."""
+        plan = self._maybe_workflow(func, args, kwargs, queue, retries, timeout, delay, headers, unique_key)
+        if plan is not None:
+            return await self._run(plan)  # type: ignore[no-any-return]
+        assert not isinstance(func, Canvas)
         options.refuse_collisions(func, options.given(locals()))
         task = payload.build(func, args, kwargs)
         unique = wire.unique_headers(unique_key, unique_for, on_conflict)

@@ -34,13 +34,14 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Dict, Generic, Iterable, List, Optional, Sequence, TypeVar
+from typing import Any, Callable, Dict, Generic, Iterable, List, Optional, Sequence, TypeVar, Union
 
 import zmq
 
 from . import _base, _core, errors, link, options, payload, wire
 from ._base import Admin, Await, BulkItem, Plan, Sleep
 from ._core import JobStatus
+from .canvas import Canvas
 from .payload import JobSpec
 
 # Flags as plain ints: pyzmq's enum arithmetic costs more than the send.
@@ -280,7 +281,7 @@ class Client(_base.BaseClient):
 
     def submit(
         self,
-        func: JobSpec,
+        func: Union[JobSpec, "Canvas"],
         *args: Any,
         queue: Optional[str] = None,
         retries: Optional[int] = None,
@@ -322,6 +323,10 @@ class Client(_base.BaseClient):
         Raises :class:`Rejected` (e.g. :class:`QueueFull`) when refused and
         :class:`EmqConnectionError` when no router answers in time."""
         self._check()
+        plan = self._maybe_workflow(func, args, kwargs, queue, retries, timeout, delay, headers, unique_key)
+        if plan is not None:
+            return self._run(plan)  # type: ignore[no-any-return]
+        assert not isinstance(func, Canvas)
         options.refuse_collisions(func, options.given(locals()))
         task = payload.build(func, args, kwargs)
         unique = wire.unique_headers(unique_key, unique_for, on_conflict)

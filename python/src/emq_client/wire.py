@@ -169,6 +169,11 @@ def request(msgid: str, queue: str, headers: str, message: bytes) -> Frames:
     return [b"", PROTOCOL, b"REQUEST", msgid.encode(), queue.encode(), headers.encode(), message]
 
 
+def workflow(msgid: str, spec: bytes) -> Frames:
+    """``WORKFLOW [spec]`` (emq): a whole workflow, the msgid its id."""
+    return [b"", PROTOCOL, b"WORKFLOW", msgid.encode(), spec]
+
+
 def schedule(
     msgid: str,
     queue: str,
