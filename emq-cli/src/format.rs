@@ -437,8 +437,8 @@ fn workers(v: &Value) -> String {
     let mut t = Table::new(&[
         ("WORKER", Align::Left),
         ("QUEUES", Align::Left),
-        ("FREE", Align::Right),
-        ("RUNNING", Align::Right),
+        ("CREDIT", Align::Right),
+        ("IN-FLIGHT", Align::Right),
         ("LONGEST", Align::Right),
         ("CONNECTED", Align::Right),
         ("DRAINING", Align::Left),
@@ -460,7 +460,7 @@ fn workers(v: &Value) -> String {
         t.row(vec![
             cell(w.get("identity")),
             queue_list(w.get("queues")),
-            num(w, "free_slots"),
+            num(w, "credit"),
             num(w, "inflight"),
             longest.map_or("-".into(), age),
             ms_age(w, "connected_ms"),
@@ -481,7 +481,7 @@ fn workers_0313(v: &Value) -> String {
     let mut t = Table::new(&[
         ("WORKER", Align::Left),
         ("QUEUES", Align::Left),
-        ("FREE", Align::Right),
+        ("CREDIT", Align::Right),
     ]);
     if let Some(Value::Object(m)) = v.get("connected_workers") {
         for (id, w) in m {
@@ -818,20 +818,20 @@ mod tests {
     #[test]
     fn workers_table_emq_and_0313() {
         let a = json!({"ok": true, "workers": [
-            {"identity": "w-1", "queues": [[10, "default"], [5, "email"]], "free_slots": 1,
+            {"identity": "w-1", "queues": [[10, "default"], [5, "email"]], "credit": 1,
              "inflight": 2, "running": [{"msgid": "m", "running_ms": 4000}, {"msgid": "n", "running_ms": 65000}],
              "connected_ms": 7500000, "draining": true, "features": ["job-ack", "cancel"]}
         ]});
         assert_eq!(
             render(&AdminOp::Workers, &a, NOW),
-            "WORKER  QUEUES                FREE  RUNNING  LONGEST  CONNECTED  DRAINING  FEATURES\n\
-             w-1     default(10),email(5)     1        2    1m05s      2h05m  yes       job-ack,cancel\n"
+            "WORKER  QUEUES                CREDIT  IN-FLIGHT  LONGEST  CONNECTED  DRAINING  FEATURES\n\
+             w-1     default(10),email(5)       1          2    1m05s      2h05m  yes       job-ack,cancel\n"
         );
         let old = json!({"connected_workers": {"abc": {"queues": [[10, "default"]], "hb": 123.4, "available_slots": 4}},
                          "connected_queues": {"default": [[10, "abc"]]}});
         assert_eq!(
             render(&AdminOp::Workers, &old, NOW),
-            "WORKER  QUEUES       FREE\nabc     default(10)     4\n"
+            "WORKER  QUEUES       CREDIT\nabc     default(10)       4\n"
         );
         assert_eq!(
             render(
