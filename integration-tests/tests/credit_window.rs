@@ -188,10 +188,11 @@ fn warmed_and_fresh(slots: usize) -> (Proc, integration_tests::Addrs, Proc, Proc
     eprintln!(
         "[credit-window] after 500 no-op jobs, {slots}-slot job manager a has credit {credit}"
     );
+    let most = 2 * slots as i64 - 1;
     assert!(
-        credit <= 2 * slots as i64 - 1,
-        "a {slots}-slot job manager announces at most {} READYs (slots + slots - 1), not {credit}",
-        2 * slots - 1
+        credit <= most,
+        "a {slots}-slot job manager announces at most {most} READYs (slots + slots - 1), \
+         not {credit}"
     );
     let b = no_python_job_manager("jm-b", &addrs.backend, slots);
     admin::wait_workers(&addrs.admin, Duration::from_secs(20), |w| w.len() == 2)
