@@ -289,13 +289,14 @@ fn a_big_batch_is_one_transaction_of_a_few_statements() {
     ));
 }
 
-/// A test-only step 3 on top of the real schema.
-static WITH_V3: &[Migration] = &[
+/// A test-only step 4 on top of the real schema.
+static WITH_V4: &[Migration] = &[
     MIGRATIONS[0],
     MIGRATIONS[1],
+    MIGRATIONS[2],
     Migration {
-        to: 3,
-        sql: "CREATE TABLE emq_test_v3 (x INTEGER); INSERT INTO emq_test_v3 VALUES (42);",
+        to: 4,
+        sql: "CREATE TABLE emq_test_v4 (x INTEGER); INSERT INTO emq_test_v4 VALUES (42);",
     },
 ];
 
@@ -326,15 +327,17 @@ fn the_schema_is_created_once_migrated_forward_and_a_newer_one_is_refused() {
     assert_eq!(open(&url).schema_version().unwrap(), SCHEMA_VERSION);
     assert_eq!(pg.psql("mig", "SELECT count(*) FROM emq_lease"), "1");
     // A version 1 database (as the first release left it, with data) is
-    // brought to version 2: dead letters get their last error.
+    // brought to the current version: dead letters get their last error
+    // (2), router state gets its table (3).
     pg.psql(
         "mig",
         "ALTER TABLE emq_dead_letters DROP COLUMN last_error; \
+         DROP TABLE emq_states; \
          UPDATE emq_schema SET version = 1; \
          INSERT INTO emq_schedules (id, blob) VALUES ('keep', '\\x01')",
     );
     assert_eq!(open(&url).schema_version().unwrap(), SCHEMA_VERSION);
-    assert_eq!(SCHEMA_VERSION, 2);
+    assert_eq!(SCHEMA_VERSION, 3);
     assert_eq!(
         pg.psql(
             "mig",
@@ -343,27 +346,28 @@ fn the_schema_is_created_once_migrated_forward_and_a_newer_one_is_refused() {
         ),
         "1"
     );
+    assert_eq!(pg.psql("mig", "SELECT count(*) FROM emq_states"), "0");
     // A step added later runs once, data kept.
-    let mut j = open_at(&url, WITH_V3);
-    assert_eq!(j.schema_version().unwrap(), 3);
-    assert_eq!(pg.psql("mig", "SELECT x FROM emq_test_v3"), "42");
+    let mut j = open_at(&url, WITH_V4);
+    assert_eq!(j.schema_version().unwrap(), 4);
+    assert_eq!(pg.psql("mig", "SELECT x FROM emq_test_v4"), "42");
     drop(j);
-    let mut j = open_at(&url, WITH_V3);
-    assert_eq!(j.schema_version().unwrap(), 3);
+    let mut j = open_at(&url, WITH_V4);
+    assert_eq!(j.schema_version().unwrap(), 4);
     assert_eq!(
-        pg.psql("mig", "SELECT count(*) FROM emq_test_v3"),
+        pg.psql("mig", "SELECT count(*) FROM emq_test_v4"),
         "1",
         "ran once"
     );
     assert_eq!(pg.psql("mig", "SELECT count(*) FROM emq_schedules"), "1");
-    // This build knows up to version 2: version 3 is a newer emq's.
+    // This build knows up to version 3: version 4 is a newer emq's.
     let e = PgJournal::open(&url, &PgOptions::default()).unwrap_err();
     assert!(
         matches!(
             e,
             PgError::UnsupportedVersion {
-                found: 3,
-                supported: 2,
+                found: 4,
+                supported: 3,
                 ..
             }
         ),
