@@ -46,6 +46,10 @@
 //! between its entry and exit functions, as in 0.3.13. A spare is fresh:
 //! a worker killed for a timeout or a cancel is replaced by it too.
 //!
+//! A slot starts its worker without waiting for it: the hello line is read
+//! when the first job is handed over, so a slot whose interpreter is still
+//! starting takes `call` and `shell` jobs meanwhile.
+//!
 //! The runner sees its slot only through [`GroupRegistry`].
 
 use std::io::{BufRead, BufReader, Write};
@@ -339,15 +343,19 @@ impl PythonWorker {
     }
 
     /// Start the worker if it was used before and is not running (after a
-    /// crash, a kill, or its retirement; a spare takes over without a
-    /// wait), and its spare if its next job is its last.
+    /// crash, a kill, or its retirement; a spare takes over), without
+    /// waiting for it, and its spare once it has [`spare_lead`] jobs left.
     pub(crate) fn ensure_started(&mut self, slot: &dyn GroupRegistry) {
         if !self.used {
             return;
         }
-        // A spare's hello is read with its first job.
+        // Its hello is read with its first job: the slot thread does not
+        // wait for an interpreter to start (seconds on a loaded machine)
+        // before it takes a job, so a `call` or `shell` job is not held
+        // behind it, and the READYs the job manager sends at once are
+        // slots that can start a job now.
         if self.proc.is_none() && !self.promote_spare(slot) {
-            match self.spawn(slot) {
+            match self.launch(slot, Role::Worker) {
                 Ok(p) => self.proc = Some(p),
                 Err(e) => warn!("{e}"),
             }

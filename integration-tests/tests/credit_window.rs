@@ -154,11 +154,12 @@ fn all_busy_after(admin_ep: &str, t0: Instant, workers: usize, slots: i64) -> Du
 }
 
 /// A job manager with the default credit window that runs no Python job:
-/// its `--python` exits at once. Each slot thread starts its Python worker
-/// before it takes a job; on a loaded 2-core machine that takes seconds,
-/// and would be measured here as slots idle while the router counts them
-/// free.
-fn no_python_job_manager(name: &str, backend: &str, slots: usize) -> Proc {
+/// its `--python` exits at once. Otherwise each of its slots starts a
+/// Python interpreter when it starts (20 for two 10-slot job managers, a
+/// few tenths of a second of CPU each): on a loaded 2-core machine that
+/// takes the CPU the router and the job managers need while the burst is
+/// measured.
+fn job_manager(name: &str, backend: &str, slots: usize) -> Proc {
     integration_tests::Spawn::new(
         name,
         integration_tests::bins::bin(integration_tests::bins::JOBMANAGER),
@@ -179,7 +180,7 @@ fn no_python_job_manager(name: &str, backend: &str, slots: usize) -> Proc {
 /// joins, idle and fresh; then a burst of long jobs.
 fn warmed_and_fresh(slots: usize) -> (Proc, integration_tests::Addrs, Proc, Proc, Client) {
     let (router, addrs) = start_router(&["--journal", "none"]);
-    let a = no_python_job_manager("jm-a", &addrs.backend, slots);
+    let a = job_manager("jm-a", &addrs.backend, slots);
     admin::wait_idle_workers(&addrs.admin, 1, slots as i64, Duration::from_secs(20))
         .expect("job manager a registers with its slots");
     let mut client = Client::connect(&addrs.frontend);
@@ -194,7 +195,7 @@ fn warmed_and_fresh(slots: usize) -> (Proc, integration_tests::Addrs, Proc, Proc
         "a {slots}-slot job manager announces at most {most} READYs (slots + slots - 1), \
          not {credit}"
     );
-    let b = no_python_job_manager("jm-b", &addrs.backend, slots);
+    let b = job_manager("jm-b", &addrs.backend, slots);
     admin::wait_workers(&addrs.admin, Duration::from_secs(20), |w| w.len() == 2)
         .expect("job manager b registers");
     (router, addrs, a, b, client)
