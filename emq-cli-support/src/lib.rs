@@ -13,7 +13,8 @@
 //! - [`args`]: the shared flags ([`AuthArgs`], [`CurveArgs`],
 //!   [`AccessArgs`]), declared once and flattened;
 //! - [`exit`]: one [`Exit`] with each binary's documented codes;
-//! - [`logging`]: the logger, [`init_logging`].
+//! - [`logging`]: the logger, [`init_logging`], and its format
+//!   ([`LogArgs`]: `--log-format text|json`).
 //!
 //! It does no I/O of its own beyond reading the config file a binary names.
 
@@ -28,5 +29,5 @@ pub mod settings;
 pub use args::{AccessArgs, AuthArgs, CurveArgs};
 pub use duration::{parse_duration, parse_positive_duration, DurationError, Zero};
 pub use exit::Exit;
-pub use logging::{init_logging, say_fatal};
+pub use logging::{init_logging, say_fatal, set_log_format, LogArgs, LogFormat};
 pub use settings::{SettingError, Settings, SettingsError};

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::process::ExitCode;
 
 use clap::Parser;
-use emq_cli_support::{init_logging, say_fatal, Exit};
+use emq_cli_support::{init_logging, say_fatal, set_log_format, Exit};
 use emq_jobmanager::JobManager;
 
 use flags::{exit_for, Cli, Plan};
@@ -41,6 +41,7 @@ fn main() -> ExitCode {
 
 /// Run the job manager of `plan` until a signal or a fatal error.
 fn run(plan: &Plan) -> Exit {
+    set_log_format(plan.log_format);
     if let Some(name) = &plan.name {
         log::info!("job manager name: {name}");
     }

@@ -77,6 +77,8 @@ pub enum ConfigError {
     ZeroHeartbeatInterval,
     ZeroHeartbeatLiveness,
     ZeroMaxJobCount,
+    /// `--reload` cannot watch what it was given (the reason).
+    Reload(String),
 }
 
 impl std::fmt::Display for ConfigError {
@@ -92,6 +94,7 @@ impl std::fmt::Display for ConfigError {
                 write!(f, "heartbeat liveness must be at least 1")
             }
             ConfigError::ZeroMaxJobCount => write!(f, "max job count must be at least 1"),
+            ConfigError::Reload(why) => write!(f, "{why}"),
         }
     }
 }
@@ -125,8 +128,9 @@ fn io(context: &'static str) -> impl FnOnce(std::io::Error) -> Error {
     move |source| Error::Io { context, source }
 }
 
-/// Everything a job manager needs to run.
-#[derive(Clone)]
+/// Everything a job manager needs to run. `Debug` does not show the
+/// password.
+#[derive(Debug, Clone)]
 pub struct ManagerConfig {
     /// The connection core's settings: brokers, queues, concurrency,
     /// heartbeats, ACK timeout, reconnect delay, grace period, maximum
@@ -136,24 +140,10 @@ pub struct ManagerConfig {
     pub python: PythonConfig,
     /// ZMQ PLAIN credentials `(username, password)` for a router that
     /// requires them (`--plain-users`); `None`: no authentication.
-    pub plain: Option<(String, String)>,
+    pub plain: Option<emq_transport::PlainCredentials>,
     /// CURVE keys (the router's public key, our key pair) for a router
     /// whose backend is a CURVE socket; wins over `plain`.
     pub curve: Option<emq_transport::curve::CurveClient>,
-}
-
-impl std::fmt::Debug for ManagerConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ManagerConfig")
-            .field("connection", &self.connection)
-            .field("python", &self.python)
-            .field(
-                "plain",
-                &self.plain.as_ref().map(|(user, _)| (user, "<redacted>")),
-            )
-            .field("curve", &self.curve)
-            .finish()
-    }
 }
 
 impl Default for ManagerConfig {
@@ -237,7 +227,7 @@ impl JobManagerBuilder {
         username: impl Into<String>,
         password: impl Into<String>,
     ) -> Self {
-        self.cfg.plain = Some((username.into(), password.into()));
+        self.cfg.plain = Some(emq_transport::PlainCredentials::new(username, password));
         self
     }
 
@@ -393,6 +383,10 @@ impl JobManager {
                 }
             })
         };
+        if !python.reload_dirs.is_empty() {
+            crate::reload::watch(&python.reload_dirs, python.code_version.clone())
+                .map_err(|e| Error::Config(ConfigError::Reload(e)))?;
+        }
         let pool = Pool::new(
             PoolConfig {
                 concurrency,
@@ -421,8 +415,11 @@ impl JobManager {
                 "CURVE: router key {}, our public key {}",
                 c.server_key, c.own.public
             );
-        } else if let Some((user, _)) = &plain {
-            info!("authenticating to the router as PLAIN user {user:?}");
+        } else if let Some(p) = &plain {
+            info!(
+                "authenticating to the router as PLAIN user {:?}",
+                p.username
+            );
         }
         let ctx = zmq::Context::new();
         let opts = SocketOptions {

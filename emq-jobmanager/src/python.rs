@@ -65,6 +65,7 @@ use serde_json::Value;
 use emq_process::{die_with_parent, GroupLeader};
 
 use crate::registry::GroupRegistry;
+use crate::reload::CodeVersion;
 
 /// The worker script.
 pub const WORKER_SCRIPT: &str = include_str!("../python/emq_worker.py");
@@ -96,6 +97,12 @@ pub struct PythonConfig {
     /// `MAX_JOB_COUNT`: a worker process is replaced after this many jobs
     /// (at least 1).
     pub max_job_count: u64,
+    /// `--reload`: directories watched for `.py` changes (empty: off;
+    /// [`crate::reload`]).
+    pub reload_dirs: Vec<PathBuf>,
+    /// The watched code's version: a worker started at an older one is
+    /// replaced before its next job (never bumped without `reload_dirs`).
+    pub code_version: CodeVersion,
 }
 
 impl Default for PythonConfig {
@@ -108,6 +115,8 @@ impl Default for PythonConfig {
             job_entry_func: None,
             job_exit_func: None,
             max_job_count: DEFAULT_MAX_JOB_COUNT,
+            reload_dirs: Vec::new(),
+            code_version: CodeVersion::default(),
         }
     }
 }
@@ -133,6 +142,8 @@ struct Proc {
     jobs: u64,
     /// Its hello line was read (it is ready for jobs).
     greeted: bool,
+    /// The [`CodeVersion`] it was started at.
+    version: u64,
 }
 
 /// How many jobs before a worker's retirement its spare starts: a quarter
@@ -201,6 +212,7 @@ impl PythonWorker {
         if slot.closing() {
             return Err("the job manager is shutting down".into());
         }
+        let version = self.cfg.code_version.get();
         let mut cmd = Command::new(&self.cfg.interpreter);
         cmd.arg("-u")
             .arg("-c")
@@ -238,6 +250,7 @@ impl PythonWorker {
             pid,
             jobs: 0,
             greeted: false,
+            version,
         })
     }
 
@@ -375,6 +388,21 @@ impl PythonWorker {
                 warn!("idle Python worker pid {pid} had died ({status}); restarting it");
             }
         }
+        // --reload: an idle worker (or spare) started before the code
+        // changed goes.
+        let now = self.cfg.code_version.get();
+        if self.proc.as_ref().is_some_and(|p| p.version != now) {
+            if let Some(p) = self.proc.take() {
+                info!(
+                    "Python worker pid {}: the code changed (--reload); starting a fresh one for the next job",
+                    p.pid
+                );
+                kill_and_reap(p, slot);
+            }
+        }
+        if self.spare.as_ref().is_some_and(|p| p.version != now) {
+            self.drop_spare(slot);
+        }
         let proc = match self.ready(slot) {
             Ok(p) => p,
             Err(e) => {
@@ -461,7 +489,13 @@ impl PythonWorker {
     /// Kill and reap the worker and its spare (end of the slot thread).
     pub(crate) fn stop(&mut self, slot: &dyn GroupRegistry) {
         self.discard(slot);
+        self.drop_spare(slot);
+    }
+
+    /// Kill and reap the spare, if any.
+    fn drop_spare(&mut self, slot: &dyn GroupRegistry) {
         if let Some(p) = self.spare.take() {
+            // Unreaped, so its pid (= pgid) is still ours.
             p.leader.kill();
             slot.set_spare_group(None);
             drop(p.stdin);

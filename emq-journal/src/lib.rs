@@ -12,7 +12,9 @@
 //! The core decides what goes into a batch and when a batch is due (group
 //! commit) and emits it as `Action::Journal`. The router binary appends
 //! each batch with [`JournalStore::append`] — one SQLite transaction per
-//! batch — and reports the outcome to the core (`Input::JournalDone`:
+//! batch, planned first (`plan.rs`: which rows, with explicit `seq`s, in
+//! which order; the same plan for both stores) and then written — and
+//! reports the outcome to the core (`Input::JournalDone`:
 //! committed, or failed with the error's text). The core holds the
 //! acknowledgements and dispatches of a batch's jobs until it hears that
 //! the batch committed, refuses new work while batches fail, and writes
@@ -86,6 +88,7 @@
 
 mod error;
 mod path;
+mod plan;
 pub mod postgres;
 mod row_index;
 mod sqlite;

@@ -1,9 +1,13 @@
-//! The journal proper: one SQLite connection, one transaction per batch.
+//! The SQLite journal: one connection, one transaction per batch. A batch
+//! is planned first (the crate's `plan.rs`, shared with the PostgreSQL
+//! store: which rows, with which explicit `seq`s, in which order) and then
+//! written through [`SqliteWriter`]: one cached prepared statement per
+//! group, executed once per row.
 
 use std::fs;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use crate::states::known_states;
 use emq_router_core::journal::{
@@ -14,7 +18,10 @@ use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
 use crate::error::JournalError;
-use crate::row_index::{Key, RowIndex, Staged};
+use crate::plan::{
+    attempts_column, now_unix_ms, route_column, unix_ms_column, unix_ms_from_column, DeadMove,
+    FinishedColumns, JobColumns, Other, ResultColumns, RowWriter, Rows,
+};
 
 /// Result alias of this crate.
 pub type Result<T, E = JournalError> = std::result::Result<T, E>;
@@ -85,10 +92,9 @@ pub struct SqliteJournal {
     path: PathBuf,
     batches: u64,
     records: u64,
-    /// msgid → rowid of every unfinished job (see [`crate::row_index`]).
-    rows: RowIndex,
-    /// msgid → rowid of every held result.
-    result_rows: RowIndex,
+    /// Where each unfinished job's and held result's row is (see
+    /// [`crate::row_index`]), and the next `seq`s.
+    rows: Rows,
 }
 
 impl std::fmt::Debug for SqliteJournal {
@@ -104,7 +110,7 @@ impl std::fmt::Debug for SqliteJournal {
 /// The columns of the `jobs` table (a macro, so that the schema and the
 /// version 1 → 2 migration are built from one text with `concat!`).
 /// `msgid` has no index: rows are found by `seq` through the in-memory
-/// [`RowIndex`], which also keeps msgids unique.
+/// row index (`Rows`), which also keeps msgids unique.
 macro_rules! jobs_columns {
     () => {
         "
@@ -220,20 +226,18 @@ ALTER TABLE jobs_v2 RENAME TO jobs;
 );
 
 const INSERT_JOB: &str = "INSERT INTO jobs
-        (msgid, client, queue, route, headers, message, attempts, accepted_at, run_at)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+        (seq, msgid, client, queue, route, headers, message, attempts, accepted_at, run_at)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
 /// A msgid accepted again: new fields, same place in the acceptance order.
 const REPLACE_JOB: &str = "UPDATE jobs SET client = ?2, queue = ?3, route = ?4, headers = ?5,
      message = ?6, attempts = ?7, accepted_at = ?8, run_at = ?9 WHERE seq = ?1";
 const INSERT_FINISHED: &str = "INSERT INTO finished
-        (msgid, client, queue, route, headers, message, attempts, accepted_at, run_at,
+        (seq, msgid, client, queue, route, headers, message, attempts, accepted_at, run_at,
          outcome, finished_at, result, result_truncated)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
-/// Keep the newest ?1 finished rows: rows leave only through these trims,
-/// oldest first, so their `seq`s are contiguous and the cut is one rowid
-/// range (no walk over the rows kept).
-const TRIM_FINISHED_COUNT: &str =
-    "DELETE FROM finished WHERE seq <= (SELECT max(seq) FROM finished) - ?1";
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
+/// Keep the newest finished rows: the plan gives the `seq` at or below
+/// which they go (one rowid range, no walk over the rows kept).
+const TRIM_FINISHED_COUNT: &str = "DELETE FROM finished WHERE seq <= ?1";
 /// None finished before ?1 (through the `finished_at` index).
 const TRIM_FINISHED_AGE: &str = "DELETE FROM finished WHERE finished_at < ?1";
 /// Keep the newest ?1 dead letters.
@@ -245,47 +249,30 @@ const RESUME_QUEUE: &str = "DELETE FROM paused_queues WHERE queue = ?1";
 const DELETE_JOB: &str = "DELETE FROM jobs WHERE seq = ?1";
 const UPDATE_ATTEMPTS: &str = "UPDATE jobs SET attempts = ?2 WHERE seq = ?1";
 const MOVE_TO_DEAD: &str = "INSERT INTO dead_letters
-        (msgid, client, queue, route, headers, message, attempts, accepted_at, error, dead_at,
-         last_error)
-     SELECT msgid, client, queue, route, headers, message, attempts, accepted_at, ?2, ?3, ?4
+        (seq, msgid, client, queue, route, headers, message, attempts, accepted_at, error,
+         dead_at, last_error)
+     SELECT ?2, msgid, client, queue, route, headers, message, attempts, accepted_at, ?3, ?4, ?5
      FROM jobs WHERE seq = ?1";
 const INSERT_RESULT: &str = "INSERT INTO results
-        (msgid, client, status, payload, receipt, held_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+        (seq, msgid, client, status, payload, receipt, held_at)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
 const DELETE_RESULT: &str = "DELETE FROM results WHERE seq = ?1";
 const PUT_SCHEDULE: &str = "INSERT OR REPLACE INTO schedules (id, blob) VALUES (?1, ?2)";
 const DELETE_SCHEDULE: &str = "DELETE FROM schedules WHERE id = ?1";
 const PUT_STATE: &str = "INSERT OR REPLACE INTO states (kind, id, blob) VALUES (?1, ?2, ?3)";
 const DELETE_STATE: &str = "DELETE FROM states WHERE kind = ?1 AND id = ?2";
+/// A real write, to learn whether the disk takes one again.
+const PROBE: &str = "CREATE TABLE IF NOT EXISTS probe (x BLOB);
+     INSERT INTO probe VALUES (zeroblob(4096));
+     DELETE FROM probe;";
 
-fn now_unix_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
-
-// How a `JobRecord` is laid out in a row (the same in `jobs` and
-// `dead_letters`). These choices stay inside the store; the records are
-// the core's.
+// How a `JobRecord` is laid out in a row is the plan's (`plan.rs`: route,
+// times, delivery count), but for one choice of this store:
 //
-// - `route`: empty when it equals `queue` (the common case costs no text);
-//   read back as the queue.
 // - `headers`: the bytes as TEXT when they are UTF-8 (always, in
 //   practice: what every earlier emq wrote, and what an earlier emq
 //   reading this file expects), as a BLOB otherwise. Read back as bytes
 //   either way.
-// - times: unix milliseconds as SQLite's signed 64-bit INTEGER; a time
-//   past `i64::MAX` ms (year 292 million) is stored as `i64::MAX`, and a
-//   negative one (only from a hand-edited file) reads as 0.
-
-/// The `route` column for `job`.
-fn route_column(job: &JobRecord) -> &str {
-    if job.route == job.queue {
-        ""
-    } else {
-        &job.route
-    }
-}
 
 /// The `headers` column: TEXT if the bytes are UTF-8, else a BLOB.
 fn headers_column(headers: &[u8]) -> ToSqlOutput<'_> {
@@ -293,14 +280,6 @@ fn headers_column(headers: &[u8]) -> ToSqlOutput<'_> {
         Ok(text) => ToSqlOutput::Borrowed(ValueRef::Text(text.as_bytes())),
         Err(_) => ToSqlOutput::Borrowed(ValueRef::Blob(headers)),
     }
-}
-
-fn unix_ms_column(ms: u64) -> i64 {
-    i64::try_from(ms).unwrap_or(i64::MAX)
-}
-
-fn unix_ms_from_column(ms: i64) -> u64 {
-    u64::try_from(ms).unwrap_or(0)
 }
 
 /// A TEXT or BLOB column as bytes (rusqlite's `Vec<u8>` reads only BLOBs).
@@ -402,8 +381,7 @@ impl SqliteJournal {
             path,
             batches: 0,
             records: 0,
-            rows: RowIndex::default(),
-            result_rows: RowIndex::default(),
+            rows: Rows::default(),
         };
         journal.configure(options, true)?;
         Ok(journal)
@@ -420,8 +398,7 @@ impl SqliteJournal {
             path,
             batches: 0,
             records: 0,
-            rows: RowIndex::default(),
-            result_rows: RowIndex::default(),
+            rows: Rows::default(),
         };
         journal.configure(&JournalOptions::default(), false)?;
         Ok(journal)
@@ -478,16 +455,29 @@ impl SqliteJournal {
         self.load_row_index()
     }
 
-    /// Build the msgid → rowid maps from the tables. A msgid found twice
-    /// (only possible if the file was edited by hand) keeps its first row.
+    /// Build the msgid → rowid maps and the next `seq`s from the tables.
+    /// A msgid found twice (only possible if the file was edited by hand)
+    /// keeps its first row.
     fn load_row_index(&mut self) -> Result<()> {
-        self.rows = self.row_index("jobs")?;
-        self.result_rows = self.row_index("results")?;
+        let mut rows = Rows::default();
+        self.scan_rows("jobs", |msgid, seq| rows.add_job(msgid, seq))?;
+        self.scan_rows("results", |msgid, seq| rows.add_result(msgid, seq))?;
+        let ends = self
+            .conn
+            .query_row(
+                "SELECT (SELECT max(seq) FROM finished), (SELECT max(seq) FROM dead_letters)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .map_err(self.err("load row index"))?;
+        rows.saw_ends(ends.0, ends.1);
+        self.rows = rows;
         Ok(())
     }
 
-    fn row_index(&self, table: &str) -> Result<RowIndex> {
-        let mut rows = RowIndex::default();
+    /// Every `(msgid, seq)` of `table` in `seq` order into `add`, which
+    /// says whether the msgid was new.
+    fn scan_rows(&self, table: &str, mut add: impl FnMut(&str, i64) -> bool) -> Result<()> {
         let err = self.err("load row index");
         let mut stmt = self
             .conn
@@ -496,18 +486,15 @@ impl SqliteJournal {
         let mut q = stmt.query([]).map_err(&err)?;
         while let Some(r) = q.next().map_err(&err)? {
             let seq: i64 = r.get(0).map_err(&err)?;
-            let msgid: String = r.get(1).map_err(&err)?;
-            let key = Key::of(&msgid);
-            if rows.get(&key).is_some() {
+            let msgid: &str = r.get_ref(1).and_then(|v| Ok(v.as_str()?)).map_err(&err)?;
+            if !add(msgid, seq) {
                 log::warn!(
                     "journal {}: msgid {msgid} is in the {table} table twice; using its first row",
                     self.path.display()
                 );
-                continue;
             }
-            rows.set(key, Some(seq));
         }
-        Ok(rows)
+        Ok(())
     }
 
     /// `PRAGMA quick_check`: structure of every b-tree page. Anything but a
@@ -640,188 +627,15 @@ impl SqliteJournal {
         if records.is_empty() {
             return Ok(());
         }
+        let plan = self.rows.plan(records);
         let path = &self.path;
         let err = |e| JournalError::sqlite(path, "append", e);
-        let rows = &self.rows;
-        let result_rows = &self.result_rows;
-        let mut staged = Staged::default();
-        let mut staged_results = Staged::default();
         let tx = self.conn.transaction().map_err(err)?;
-        {
-            let mut dead_at = None;
-            // Trims run once per batch, after its records.
-            let mut trim_finished: Option<(usize, i64)> = None;
-            let mut trim_dead: Option<usize> = None;
-            for record in records {
-                match record {
-                    Record::Accepted(job) => {
-                        let key = Key::of(&job.msgid);
-                        // ?1 is the row (replace) or the msgid (insert).
-                        let existing = staged.get(rows, &key);
-                        let (sql, first): (&str, &dyn rusqlite::ToSql) = match &existing {
-                            Some(seq) => (REPLACE_JOB, seq),
-                            None => (INSERT_JOB, &job.msgid),
-                        };
-                        let mut s = tx.prepare_cached(sql).map_err(err)?;
-                        s.execute(params![
-                            first,
-                            job.client,
-                            job.queue,
-                            route_column(job),
-                            headers_column(&job.headers),
-                            job.payload,
-                            job.attempts,
-                            unix_ms_column(job.accepted_at_unix_ms),
-                            job.run_at_unix_ms.map(unix_ms_column)
-                        ])
-                        .map_err(err)?;
-                        if existing.is_none() {
-                            staged.set(key, Some(tx.last_insert_rowid()));
-                        }
-                    }
-                    Record::Completed { msgid } => {
-                        let key = Key::of(msgid);
-                        if let Some(seq) = staged.get(rows, &key) {
-                            let mut s = tx.prepare_cached(DELETE_JOB).map_err(err)?;
-                            s.execute(params![seq]).map_err(err)?;
-                            staged.set(key, None);
-                        }
-                    }
-                    Record::Attempt { msgid, attempts } => {
-                        if let Some(seq) = staged.get(rows, &Key::of(msgid)) {
-                            let mut s = tx.prepare_cached(UPDATE_ATTEMPTS).map_err(err)?;
-                            s.execute(params![seq, attempts]).map_err(err)?;
-                        }
-                    }
-                    Record::DeadLettered {
-                        msgid,
-                        reason,
-                        error,
-                        keep,
-                    } => {
-                        trim_dead = Some(trim_dead.map_or(*keep, |k: usize| k.min(*keep)));
-                        let key = Key::of(msgid);
-                        let Some(seq) = staged.get(rows, &key) else {
-                            log::debug!("journal: dead letter for unknown job {msgid}");
-                            continue;
-                        };
-                        let at = *dead_at.get_or_insert_with(now_unix_ms);
-                        let mut d = tx.prepare_cached(MOVE_TO_DEAD).map_err(err)?;
-                        d.execute(params![seq, reason, at, error]).map_err(err)?;
-                        let mut del = tx.prepare_cached(DELETE_JOB).map_err(err)?;
-                        del.execute(params![seq]).map_err(err)?;
-                        staged.set(key, None);
-                    }
-                    Record::PutSchedule { id, blob } => {
-                        let mut s = tx.prepare_cached(PUT_SCHEDULE).map_err(err)?;
-                        s.execute(params![id, blob]).map_err(err)?;
-                    }
-                    Record::DeleteSchedule { id } => {
-                        let mut s = tx.prepare_cached(DELETE_SCHEDULE).map_err(err)?;
-                        s.execute(params![id]).map_err(err)?;
-                    }
-                    Record::PutState { kind, id, blob } => {
-                        let mut s = tx.prepare_cached(PUT_STATE).map_err(err)?;
-                        s.execute(params![kind.as_str(), id, blob]).map_err(err)?;
-                    }
-                    Record::DeleteState { kind, id } => {
-                        let mut s = tx.prepare_cached(DELETE_STATE).map_err(err)?;
-                        s.execute(params![kind.as_str(), id]).map_err(err)?;
-                    }
-                    Record::Finished {
-                        record: f,
-                        keep,
-                        drop_before_unix_ms,
-                    } => {
-                        let j = &f.job;
-                        let key = Key::of(&j.msgid);
-                        if let Some(seq) = staged.get(rows, &key) {
-                            let mut s = tx.prepare_cached(DELETE_JOB).map_err(err)?;
-                            s.execute(params![seq]).map_err(err)?;
-                            staged.set(key, None);
-                        }
-                        let mut s = tx.prepare_cached(INSERT_FINISHED).map_err(err)?;
-                        s.execute(params![
-                            j.msgid,
-                            j.client,
-                            j.queue,
-                            route_column(j),
-                            headers_column(&j.headers),
-                            j.payload,
-                            j.attempts,
-                            unix_ms_column(j.accepted_at_unix_ms),
-                            j.run_at_unix_ms.map(unix_ms_column),
-                            f.outcome,
-                            unix_ms_column(f.finished_at_unix_ms),
-                            f.result,
-                            f.result_truncated
-                        ])
-                        .map_err(err)?;
-                        trim_finished = Some((*keep, unix_ms_column(*drop_before_unix_ms)));
-                    }
-                    Record::QueuePaused { queue, paused } => {
-                        let sql = if *paused { PAUSE_QUEUE } else { RESUME_QUEUE };
-                        let mut s = tx.prepare_cached(sql).map_err(err)?;
-                        s.execute(params![queue]).map_err(err)?;
-                    }
-                    Record::DeadLetterRemoved { msgid } => {
-                        let mut s = tx.prepare_cached(DELETE_DEAD).map_err(err)?;
-                        s.execute(params![msgid]).map_err(err)?;
-                    }
-                    Record::ResultHeld(r) => {
-                        let key = Key::of(&r.msgid);
-                        // A msgid held again: the new result, as the newest.
-                        if let Some(seq) = staged_results.get(result_rows, &key) {
-                            let mut s = tx.prepare_cached(DELETE_RESULT).map_err(err)?;
-                            s.execute(params![seq]).map_err(err)?;
-                        }
-                        let mut s = tx.prepare_cached(INSERT_RESULT).map_err(err)?;
-                        s.execute(params![
-                            r.msgid,
-                            r.client,
-                            r.status.as_str(),
-                            r.payload,
-                            r.receipt,
-                            unix_ms_column(r.held_at_unix_ms)
-                        ])
-                        .map_err(err)?;
-                        staged_results.set(key, Some(tx.last_insert_rowid()));
-                    }
-                    Record::ResultReleased { msgid } => {
-                        let key = Key::of(msgid);
-                        if let Some(seq) = staged_results.get(result_rows, &key) {
-                            let mut s = tx.prepare_cached(DELETE_RESULT).map_err(err)?;
-                            s.execute(params![seq]).map_err(err)?;
-                            staged_results.set(key, None);
-                        }
-                    }
-                    Record::Probe => {
-                        tx.execute_batch(
-                            "CREATE TABLE IF NOT EXISTS probe (x BLOB);
-                             INSERT INTO probe VALUES (zeroblob(4096));
-                             DELETE FROM probe;",
-                        )
-                        .map_err(err)?;
-                    }
-                }
-            }
-            if let Some((keep, before)) = trim_finished {
-                let mut s = tx.prepare_cached(TRIM_FINISHED_COUNT).map_err(err)?;
-                s.execute(params![i64::try_from(keep).unwrap_or(i64::MAX)])
-                    .map_err(err)?;
-                let mut s = tx.prepare_cached(TRIM_FINISHED_AGE).map_err(err)?;
-                s.execute(params![before]).map_err(err)?;
-            }
-            if let Some(keep) = trim_dead {
-                let mut s = tx.prepare_cached(TRIM_DEAD).map_err(err)?;
-                s.execute(params![i64::try_from(keep).unwrap_or(i64::MAX)])
-                    .map_err(err)?;
-            }
-        }
+        plan.write(&mut SqliteWriter { tx: &tx }, now_unix_ms())
+            .map_err(err)?;
         tx.commit().map_err(err)?;
         // Only now: a failed batch leaves the index as the database is.
-        staged.apply(&mut self.rows);
-        staged_results.apply(&mut self.result_rows);
+        self.rows.commit(plan);
         self.batches += 1;
         self.records += records.len() as u64;
         Ok(())
@@ -1062,4 +876,154 @@ impl SqliteJournal {
             records_appended: self.records,
         })
     }
+}
+
+/// The SQLite side of a plan (`plan.rs`): one cached prepared statement
+/// per group, executed once per row, inside the caller's transaction.
+struct SqliteWriter<'a, 'c> {
+    tx: &'a rusqlite::Transaction<'c>,
+}
+
+impl RowWriter for SqliteWriter<'_, '_> {
+    type Error = rusqlite::Error;
+
+    fn insert_jobs(&mut self, jobs: &JobColumns<'_>) -> rusqlite::Result<()> {
+        let mut s = self.tx.prepare_cached(INSERT_JOB)?;
+        insert_jobs(&mut s, jobs, |_, _| Ok(()))
+    }
+
+    fn replace_job(&mut self, seq: i64, job: &JobRecord) -> rusqlite::Result<()> {
+        self.tx.prepare_cached(REPLACE_JOB)?.execute(params![
+            seq,
+            job.client,
+            job.queue,
+            route_column(job),
+            headers_column(&job.headers),
+            job.payload,
+            attempts_column(job.attempts),
+            unix_ms_column(job.accepted_at_unix_ms),
+            job.run_at_unix_ms.map(unix_ms_column)
+        ])?;
+        Ok(())
+    }
+
+    fn set_attempts(&mut self, seq: i64, attempts: i32) -> rusqlite::Result<()> {
+        self.tx
+            .prepare_cached(UPDATE_ATTEMPTS)?
+            .execute(params![seq, attempts])?;
+        Ok(())
+    }
+
+    fn move_to_dead(&mut self, m: &DeadMove<'_>, dead_at: i64) -> rusqlite::Result<()> {
+        self.tx
+            .prepare_cached(MOVE_TO_DEAD)?
+            .execute(params![m.job_seq, m.seq, m.reason, dead_at, m.error])?;
+        Ok(())
+    }
+
+    fn remove_dead(&mut self, msgid: &str) -> rusqlite::Result<()> {
+        self.tx
+            .prepare_cached(DELETE_DEAD)?
+            .execute(params![msgid])?;
+        Ok(())
+    }
+
+    fn delete_jobs(&mut self, seqs: &[i64]) -> rusqlite::Result<()> {
+        each_row(self.tx, DELETE_JOB, seqs)
+    }
+
+    fn insert_finished(&mut self, f: &FinishedColumns<'_>) -> rusqlite::Result<()> {
+        let mut s = self.tx.prepare_cached(INSERT_FINISHED)?;
+        insert_jobs(&mut s, &f.job, |s, i| {
+            s.raw_bind_parameter(11, f.outcome[i])?;
+            s.raw_bind_parameter(12, f.finished_at[i])?;
+            s.raw_bind_parameter(13, f.result[i])?;
+            s.raw_bind_parameter(14, f.result_truncated[i])
+        })
+    }
+
+    fn trim_finished(&mut self, at_or_below: i64, before: i64) -> rusqlite::Result<()> {
+        self.tx
+            .prepare_cached(TRIM_FINISHED_COUNT)?
+            .execute(params![at_or_below])?;
+        self.tx
+            .prepare_cached(TRIM_FINISHED_AGE)?
+            .execute(params![before])?;
+        Ok(())
+    }
+
+    fn trim_dead(&mut self, keep: i64) -> rusqlite::Result<()> {
+        self.tx.prepare_cached(TRIM_DEAD)?.execute(params![keep])?;
+        Ok(())
+    }
+
+    fn other(&mut self, change: &Other<'_>) -> rusqlite::Result<()> {
+        let (sql, args): (&str, &[&dyn rusqlite::ToSql]) = match change {
+            Other::PutSchedule { id, blob } => (PUT_SCHEDULE, &[id, blob]),
+            Other::DeleteSchedule { id } => (DELETE_SCHEDULE, &[id]),
+            Other::PutState { kind, id, blob } => (PUT_STATE, &[&kind.as_str(), id, blob]),
+            Other::DeleteState { kind, id } => (DELETE_STATE, &[&kind.as_str(), id]),
+            Other::Pause { queue } => (PAUSE_QUEUE, &[queue]),
+            Other::Resume { queue } => (RESUME_QUEUE, &[queue]),
+        };
+        self.tx.prepare_cached(sql)?.execute(args)?;
+        Ok(())
+    }
+
+    fn insert_results(&mut self, r: &ResultColumns<'_>) -> rusqlite::Result<()> {
+        let mut s = self.tx.prepare_cached(INSERT_RESULT)?;
+        for i in 0..r.seq.len() {
+            s.execute(params![
+                r.seq[i],
+                r.msgid[i],
+                r.client[i],
+                r.status[i],
+                r.payload[i],
+                r.receipt[i],
+                r.held_at[i]
+            ])?;
+        }
+        Ok(())
+    }
+
+    fn delete_results(&mut self, seqs: &[i64]) -> rusqlite::Result<()> {
+        each_row(self.tx, DELETE_RESULT, seqs)
+    }
+
+    fn probe(&mut self) -> rusqlite::Result<()> {
+        self.tx.execute_batch(PROBE)
+    }
+}
+
+/// `sql` (one `?1`) once for each of `seqs`.
+fn each_row(tx: &rusqlite::Transaction<'_>, sql: &str, seqs: &[i64]) -> rusqlite::Result<()> {
+    let mut s = tx.prepare_cached(sql)?;
+    for seq in seqs {
+        s.execute(params![seq])?;
+    }
+    Ok(())
+}
+
+/// One row per job of `j` through `s` (`INSERT_JOB`, or `INSERT_FINISHED`
+/// with `more` binding the row's other columns after the job's ten).
+fn insert_jobs(
+    s: &mut rusqlite::CachedStatement<'_>,
+    j: &JobColumns<'_>,
+    more: impl Fn(&mut rusqlite::CachedStatement<'_>, usize) -> rusqlite::Result<()>,
+) -> rusqlite::Result<()> {
+    for i in 0..j.len() {
+        s.raw_bind_parameter(1, j.seq[i])?;
+        s.raw_bind_parameter(2, j.msgid[i])?;
+        s.raw_bind_parameter(3, j.client[i])?;
+        s.raw_bind_parameter(4, j.queue[i])?;
+        s.raw_bind_parameter(5, j.route[i])?;
+        s.raw_bind_parameter(6, headers_column(j.headers[i]))?;
+        s.raw_bind_parameter(7, j.message[i])?;
+        s.raw_bind_parameter(8, j.attempts[i])?;
+        s.raw_bind_parameter(9, j.accepted_at[i])?;
+        s.raw_bind_parameter(10, j.run_at[i])?;
+        more(s, i)?;
+        s.raw_execute()?;
+    }
+    Ok(())
 }

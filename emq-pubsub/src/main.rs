@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::process::ExitCode;
 
 use clap::Parser;
-use emq_cli_support::{init_logging, Exit};
+use emq_cli_support::{init_logging, set_log_format, Exit};
 use emq_pubsub::Cli;
 
 fn main() -> ExitCode {
@@ -29,6 +29,7 @@ fn main() -> ExitCode {
             return Exit::Usage.into();
         }
     };
+    set_log_format(plan.log_format);
     match driver::run(&plan) {
         Ok(()) => Exit::Ok.into(),
         Err(e) => {

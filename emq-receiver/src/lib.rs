@@ -60,9 +60,11 @@ fn open_socket(ctx: &zmq::Context, plan: &Plan) -> Result<zmq::Socket, String> {
     }
     if let (Some(curve), false) = (&plan.curve, plan.bind) {
         curve.apply(&sock).map_err(err)?;
-    } else if let (Some((username, password)), false) = (&plan.plain, plan.bind) {
-        sock.set_plain_username(Some(username)).map_err(err)?;
-        sock.set_plain_password(Some(password)).map_err(err)?;
+    } else if let (Some(plain), false) = (&plan.plain, plan.bind) {
+        sock.set_plain_username(Some(&plain.username))
+            .map_err(err)?;
+        sock.set_plain_password(Some(plain.password.expose()))
+            .map_err(err)?;
     }
     if plan.bind {
         sock.bind(&plan.endpoint)

@@ -46,7 +46,7 @@ use std::collections::HashMap;
 use std::process::ExitCode;
 
 use clap::Parser;
-use emq_cli_support::{init_logging, say_fatal, Exit};
+use emq_cli_support::{init_logging, say_fatal, set_log_format, Exit};
 
 use driver::{run, Fail};
 use flags::Cli;
@@ -63,10 +63,10 @@ fn main() -> ExitCode {
     init_logging();
     let cli = Cli::parse();
     let env: HashMap<String, String> = std::env::vars().collect();
-    let served = cli
-        .plan(&env)
-        .map_err(Fail::from)
-        .and_then(|plan| run(&plan));
+    let served = cli.plan(&env).map_err(Fail::from).and_then(|plan| {
+        set_log_format(plan.log_format);
+        run(&plan)
+    });
     match served {
         Ok(()) => Exit::Ok.into(),
         Err(Fail(exit, e)) => {

@@ -167,8 +167,9 @@ fn auth_hint(plan: &Plan) -> String {
             " (or the router refused our CURVE key {}, or {} is not its key: its log says so)",
             c.own.public, c.server_key
         ),
-        (None, Some((user, _))) => format!(
-            " (or the router refused the PLAIN credentials of user {user:?}: its log says so)"
+        (None, Some(plain)) => format!(
+            " (or the router refused the PLAIN credentials of user {:?}: its log says so)",
+            plain.username
         ),
         (None, None) => String::new(),
     }

@@ -320,7 +320,7 @@ impl FakeDealer {
             endpoint,
             id,
             emq_transport::SocketOptions {
-                plain: Some((user.to_string(), password.to_string())),
+                plain: Some(emq_transport::PlainCredentials::new(user, password)),
                 ..emq_transport::SocketOptions::default()
             },
         )

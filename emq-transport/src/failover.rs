@@ -88,9 +88,9 @@ pub fn dealer(
     sock.set_identity(identity)?;
     if let Some(curve) = &opts.curve {
         curve.apply(&sock)?;
-    } else if let Some((username, password)) = &opts.plain {
-        sock.set_plain_username(Some(username))?;
-        sock.set_plain_password(Some(password))?;
+    } else if let Some(plain) = &opts.plain {
+        sock.set_plain_username(Some(&plain.username))?;
+        sock.set_plain_password(Some(plain.password.expose()))?;
     }
     Ok(sock)
 }

@@ -17,22 +17,23 @@ pub mod admin;
 pub mod curve;
 pub mod failover;
 pub mod log_limit;
+pub mod plain;
 pub mod poll;
 pub mod zap;
 
-use emq_cli_support::AuthArgs;
 use emqp_proto::{DecodeError, Message};
 
 pub use failover::{
     connect_all, connect_dealer_to, loopback_for_wildcard, parse_endpoints, stop_monitor,
     LinkEvent, LinkWatch, LINK_HEARTBEAT,
 };
+pub use plain::{plain_credentials, PlainCredentials, Secret, ENV_PASSWORD, ENV_USERNAME};
 
 /// Default high-water mark for sockets (messages, per peer pipe).
 pub const DEFAULT_SOCKET_HWM: i32 = 100_000;
 
 /// Options shared by every socket an emq binary opens.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct SocketOptions {
     /// ZMQ_SNDHWM / ZMQ_RCVHWM.
     pub hwm: i32,
@@ -44,7 +45,7 @@ pub struct SocketOptions {
     /// [`connect_dealer`] before it connects (for a router started with
     /// PLAIN users, see [`zap`]). `None`: the NULL mechanism. Ignored by
     /// [`bind_router`]. `Debug` does not show the password.
-    pub plain: Option<(String, String)>,
+    pub plain: Option<PlainCredentials>,
     /// CURVE client keys, set by [`connect_dealer`] before it connects (for
     /// a router socket with authorised keys, see [`zap`] and [`curve`]).
     /// Wins over `plain`. `Debug` does not show the secret key.
@@ -59,84 +60,6 @@ impl Default for SocketOptions {
             linger_ms: 1000,
             plain: None,
             curve: None,
-        }
-    }
-}
-
-impl std::fmt::Debug for SocketOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SocketOptions")
-            .field("hwm", &self.hwm)
-            .field("max_message_size", &self.max_message_size)
-            .field("linger_ms", &self.linger_ms)
-            .field(
-                "plain",
-                &self.plain.as_ref().map(|(user, _)| (user, "<redacted>")),
-            )
-            .field("curve", &self.curve)
-            .finish()
-    }
-}
-
-/// Environment variable with the PLAIN username (see [`plain_credentials`]).
-pub const ENV_USERNAME: &str = "EMQ_USERNAME";
-/// Environment variable with the PLAIN password (see [`plain_credentials`]).
-pub const ENV_PASSWORD: &str = "EMQ_PASSWORD";
-
-/// Resolve PLAIN credentials the same way in every binary: the username is
-/// `--username`, else `$EMQ_USERNAME`; the password is `--password`, else
-/// the contents of `--password-file` (without its trailing line break),
-/// else `$EMQ_PASSWORD`. Empty environment variables count as unset.
-/// `Ok(None)` when neither a username nor a password is given (the NULL
-/// mechanism); a username without a password, or the other way round, is
-/// an error. `env` looks up environment variables (injected for tests).
-pub fn plain_credentials(
-    args: &AuthArgs,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Option<(String, String)>, String> {
-    let env = |k: &str| env(k).filter(|v| !v.is_empty());
-    let username = match args.username.as_deref() {
-        Some(u) => Some((u.to_string(), "--username")),
-        None => env(ENV_USERNAME).map(|u| (u, ENV_USERNAME)),
-    };
-    let password = match (args.password.as_deref(), args.password_file.as_deref()) {
-        (Some(_), Some(_)) => return Err("give only one of --password and --password-file".into()),
-        (Some(p), None) => Some((p.to_string(), "--password")),
-        (None, Some(path)) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("--password-file {}: {e}", path.display()))?;
-            let p = text.trim_end_matches(['\r', '\n']);
-            if p.is_empty() {
-                return Err(format!(
-                    "--password-file {}: the file is empty",
-                    path.display()
-                ));
-            }
-            Some((p.to_string(), "--password-file"))
-        }
-        (None, None) => env(ENV_PASSWORD).map(|p| (p, ENV_PASSWORD)),
-    };
-    match (username, password) {
-        (None, None) => Ok(None),
-        (Some((_, from)), None) => Err(format!(
-            "a username ({from}) needs a password: --password-file F, --password P or \
-             ${ENV_PASSWORD}"
-        )),
-        (None, Some((_, from))) => Err(format!(
-            "a password ({from}) needs a username: --username U or ${ENV_USERNAME}"
-        )),
-        (Some((u, from)), Some((p, pfrom))) => {
-            if u.is_empty() {
-                return Err(format!("{from}: empty username"));
-            }
-            // libzmq's limit (ZMTP PLAIN carries one length byte each)
-            if u.len() > 255 {
-                return Err(format!("{from}: longer than 255 bytes"));
-            }
-            if p.len() > 255 {
-                return Err(format!("{pfrom}: the password is longer than 255 bytes"));
-            }
-            Ok(Some((u, p)))
         }
     }
 }
@@ -540,76 +463,9 @@ mod tests {
     }
 
     #[test]
-    fn plain_credentials_come_from_flags_file_or_environment() {
-        let none = |_: &str| None;
-        let env = |k: &str| match k {
-            ENV_USERNAME => Some("env-user".to_string()),
-            ENV_PASSWORD => Some("env-pw".to_string()),
-            _ => None,
-        };
-        let args = |u: Option<&str>, p: Option<&str>| AuthArgs {
-            username: u.map(str::to_string),
-            password: p.map(str::to_string),
-            password_file: None,
-        };
-        assert_eq!(plain_credentials(&AuthArgs::default(), &none), Ok(None));
-        assert_eq!(
-            plain_credentials(&AuthArgs::default(), &env),
-            Ok(Some(("env-user".into(), "env-pw".into())))
-        );
-        assert_eq!(
-            plain_credentials(&args(Some("u"), Some("p")), &env),
-            Ok(Some(("u".into(), "p".into())))
-        );
-        assert_eq!(
-            plain_credentials(&args(Some("u"), None), &env),
-            Ok(Some(("u".into(), "env-pw".into())))
-        );
-        // empty environment variables count as unset
-        let empty = |_: &str| Some(String::new());
-        assert_eq!(plain_credentials(&AuthArgs::default(), &empty), Ok(None));
-
-        let file = std::env::temp_dir().join(format!("emq-transport-pw-{}", std::process::id()));
-        std::fs::write(&file, "from file\r\n").unwrap();
-        let with_file = AuthArgs {
-            username: Some("u".into()),
-            password: None,
-            password_file: Some(file.clone()),
-        };
-        assert_eq!(
-            plain_credentials(&with_file, &env),
-            Ok(Some(("u".into(), "from file".into())))
-        );
-        let both = AuthArgs {
-            password: Some("p".into()),
-            ..with_file.clone()
-        };
-        assert!(plain_credentials(&both, &none)
-            .unwrap_err()
-            .contains("only one"));
-        std::fs::write(&file, "\n").unwrap();
-        assert!(plain_credentials(&with_file, &none)
-            .unwrap_err()
-            .contains("empty"));
-        std::fs::remove_file(&file).unwrap();
-        assert!(plain_credentials(&with_file, &none)
-            .unwrap_err()
-            .contains("--password-file"));
-
-        let e = plain_credentials(&args(Some("u"), None), &none).unwrap_err();
-        assert!(e.contains("needs a password"), "{e}");
-        let e = plain_credentials(&args(None, Some("p")), &none).unwrap_err();
-        assert!(e.contains("needs a username"), "{e}");
-        assert!(plain_credentials(&args(Some(""), Some("p")), &none).is_err());
-        let long = "x".repeat(256);
-        assert!(plain_credentials(&args(Some(&long), Some("p")), &none).is_err());
-        assert!(plain_credentials(&args(Some("u"), Some(&long)), &none).is_err());
-    }
-
-    #[test]
     fn debug_output_hides_the_password() {
         let opts = SocketOptions {
-            plain: Some(("user".into(), "s3cret".into())),
+            plain: Some(PlainCredentials::new("user", "s3cret")),
             ..SocketOptions::default()
         };
         let text = format!("{opts:?}");
@@ -642,7 +498,7 @@ mod tests {
         let endpoint = router.get_last_endpoint().unwrap().unwrap();
         let dealer = |id: &[u8], plain: Option<(&str, &str)>| {
             let opts = SocketOptions {
-                plain: plain.map(|(u, p)| (u.to_string(), p.to_string())),
+                plain: plain.map(|(u, p)| PlainCredentials::new(u, p)),
                 ..quiet.clone()
             };
             let d = connect_dealer(&ctx, &endpoint, id, &opts).unwrap();

@@ -1349,7 +1349,7 @@ mod tests {
                     server_key: server.public,
                     own: own.clone(),
                 }),
-                plain: plain.then(|| ("u".to_string(), "p".to_string())),
+                plain: plain.then(|| crate::PlainCredentials::new("u", "p")),
                 ..opts.clone()
             };
             let d = crate::connect_dealer(&ctx, &endpoint, id, &opts).unwrap();

@@ -80,6 +80,11 @@ pub fn wait_router_ready_as(
 /// Spawn our router (as `name`) on `addrs` with extra flags, without
 /// waiting for it (a standby router never answers STATUS).
 pub fn spawn_router(name: &str, addrs: &Addrs, extra: &[&str]) -> Proc {
+    router_command(name, addrs, extra).spawn()
+}
+
+/// What [`spawn_router`] starts, for a test to add to (e.g. environment).
+pub fn router_command(name: &str, addrs: &Addrs, extra: &[&str]) -> Spawn {
     Spawn::new(name, bins::bin(bins::ROUTER))
         .args([
             "--frontend",
@@ -90,7 +95,6 @@ pub fn spawn_router(name: &str, addrs: &Addrs, extra: &[&str]) -> Proc {
             &addrs.admin,
         ])
         .args(extra)
-        .spawn()
 }
 
 /// Start our router on `addrs` with extra flags; ready when it answers STATUS.
@@ -155,6 +159,12 @@ pub fn start_router_as(
 /// the jobs a job manager holds to be the ones it runs. The credit window
 /// has its own tests (`credit_window.rs`, and against 0.3.13's router).
 pub fn start_jobmanager(name: &str, broker: &str, extra: &[&str]) -> Proc {
+    jobmanager_command(name, broker, extra).spawn()
+}
+
+/// What [`start_jobmanager`] starts, for a test to add to (e.g.
+/// environment).
+pub fn jobmanager_command(name: &str, broker: &str, extra: &[&str]) -> Spawn {
     let prefetch: &[&str] = if extra.contains(&"--prefetch") {
         &[]
     } else {
@@ -165,7 +175,6 @@ pub fn start_jobmanager(name: &str, broker: &str, extra: &[&str]) -> Proc {
         .args(prefetch)
         .args(extra)
         .env("PYTHONPATH", python::pythonpath())
-        .spawn()
 }
 
 /// Start 0.3.13's router (`$venv/bin/emq-router`) on `addrs`.

@@ -48,7 +48,7 @@ impl Connection {
                 }
             }
             _ => {
-                debug!("result of {msgid} queued until the router ACKs us");
+                debug!(msgid:% = msgid; "result of {msgid} queued until the router ACKs us");
                 self.pending_replies.push_back(reply);
             }
         }
@@ -65,6 +65,7 @@ impl Connection {
         if let Some(limit) = self.cfg.max_message_size {
             if payload.len() > limit {
                 warn!(
+                    msgid:% = msgid;
                     "result of job {msgid} is {} bytes, over the maximum message size of \
                      {limit} bytes; replying failed (result-too-large) instead",
                     payload.len()
@@ -141,6 +142,7 @@ impl Connection {
         match message.command {
             Command::Reply(_) => {
                 warn!(
+                    msgid:% = message.msgid;
                     "a REPLY ({}) could not be sent; queued to be sent again",
                     message.msgid
                 );

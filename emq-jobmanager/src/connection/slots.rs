@@ -143,12 +143,16 @@ impl Connection {
     ) {
         let credited = self.window.request_received(now);
         if self.is_shutting_down() {
-            warn!("REQUEST {msgid} arrived while leaving; not running it (the router owns it)");
+            warn!(
+                msgid:% = msgid;
+                "REQUEST {msgid} arrived while leaving; not running it (the router owns it)"
+            );
             return;
         }
         let free = self.free_slot();
         if free.is_none() && !credited {
             warn!(
+                msgid:% = msgid;
                 "REQUEST {msgid} but all {} slot(s) are busy and no READY is outstanding \
                  (more REQUESTs than READYs); failing it",
                 self.cfg.concurrency
@@ -163,7 +167,7 @@ impl Connection {
         let (job, own_timeout) = match Job::parse_with_timeout(&req.message) {
             Ok(parsed) => parsed,
             Err(e) => {
-                warn!("REQUEST {msgid}: bad job: {e}");
+                warn!(msgid:% = msgid, queue:% = req.queue; "REQUEST {msgid}: bad job: {e}");
                 let err = JobError::new(ErrorKind::BadJob, e.to_string());
                 self.queue_or_send_reply(&msgid, JobOutcome::Error(err), now, out);
                 if self.phase == Phase::Registered {
@@ -182,6 +186,7 @@ impl Connection {
         match free {
             Some(slot) => {
                 debug!(
+                    msgid:% = msgid, queue:% = req.queue, slot = slot;
                     "job {msgid} on slot {slot} (queue {}, timeout {timeout:?})",
                     req.queue
                 );
@@ -189,6 +194,7 @@ impl Connection {
             }
             None => {
                 debug!(
+                    msgid:% = msgid, queue:% = req.queue;
                     "job {msgid} held: every slot busy ({} held before it)",
                     self.held.len()
                 );
@@ -238,7 +244,7 @@ impl Connection {
             let Some(h) = self.held.pop_front() else {
                 return;
             };
-            debug!("held job {} on slot {slot}", h.msgid);
+            debug!(msgid:% = h.msgid, slot = slot; "held job {} on slot {slot}", h.msgid);
             let timeout = (h.timeout, h.default_timeout);
             self.start_job(slot, h.msgid, h.job, timeout, now, out);
         }
@@ -247,7 +253,7 @@ impl Connection {
     pub(super) fn on_job_started(&mut self, slot: usize, run: u64, now: Duration) {
         if let Some(Slot::Busy(r)) = self.slots.get_mut(slot) {
             if r.run == run {
-                debug!("job {} started on slot {slot}", r.msgid);
+                debug!(msgid:% = r.msgid, slot = slot; "job {} started on slot {slot}", r.msgid);
                 if r.stopping.is_none() {
                     r.deadline = r.timeout.map(|t| now + t);
                 }
@@ -293,8 +299,11 @@ impl Connection {
             (o, _) => o,
         };
         match &outcome {
-            JobOutcome::Value(_) => debug!("job {msgid} finished ok on slot {slot}"),
+            JobOutcome::Value(_) => {
+                debug!(msgid:% = msgid, slot = slot; "job {msgid} finished ok on slot {slot}")
+            }
             JobOutcome::Error(e) => warn!(
+                msgid:% = msgid, slot = slot;
                 "job {msgid} failed on slot {slot}: {:?}: {}",
                 e.kind, e.message
             ),
@@ -315,7 +324,10 @@ impl Connection {
             found = true;
             match r.stopping.replace(CancelReason::Router) {
                 None => {
-                    info!("CANCEL of job {orig_msgid}: stopping it on slot {slot}");
+                    info!(
+                        msgid:% = orig_msgid, slot = slot;
+                        "CANCEL of job {orig_msgid}: stopping it on slot {slot}"
+                    );
                     out.push(Action::CancelJob {
                         slot,
                         run: r.run,
@@ -334,7 +346,10 @@ impl Connection {
         if let Some(i) = self.held.iter().position(|h| h.msgid == orig_msgid) {
             found = true;
             self.held.remove(i);
-            info!("CANCEL of job {orig_msgid}: it was held, not started; replying cancelled");
+            info!(
+                msgid:% = orig_msgid;
+                "CANCEL of job {orig_msgid}: it was held, not started; replying cancelled"
+            );
             let err = JobError::new(ErrorKind::Cancelled, CANCELLED_MESSAGE);
             self.queue_or_send_reply(orig_msgid, JobOutcome::Error(err), now, out);
             if self.phase == Phase::Registered {
@@ -398,6 +413,7 @@ impl Connection {
             if r.stopping.is_none() && r.deadline.is_some_and(|d| now >= d) {
                 r.stopping = Some(CancelReason::Timeout);
                 warn!(
+                    msgid:% = r.msgid, slot = slot;
                     "job {} on slot {slot} ran past its timeout of {:?}; killing it",
                     r.msgid,
                     r.timeout.unwrap_or_default()

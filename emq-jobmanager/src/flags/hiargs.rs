@@ -12,6 +12,7 @@
 //! `--grace-period 0` kills at once.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 
 use emq_cli_support::{Settings, Zero};
 use emq_jobmanager::connection::{Config, Prefetch};
@@ -31,6 +32,8 @@ pub struct Plan {
     pub manager: ManagerConfig,
     /// `--name`, for the logs.
     pub name: Option<String>,
+    /// `--log-format`: text or one JSON object per line.
+    pub log_format: emq_cli_support::LogFormat,
 }
 
 impl Cli {
@@ -47,8 +50,13 @@ impl Cli {
         }
         .map_err(|e| e.to_string())?;
         let name = self.name.clone();
+        let log_format = self.log.resolve(&settings)?;
         let manager = config(self, &settings, &|k| env.get(k).cloned())?;
-        Ok(Plan { manager, name })
+        Ok(Plan {
+            manager,
+            name,
+            log_format,
+        })
     }
 }
 
@@ -100,7 +108,36 @@ fn config(
     };
     connection(&cli, s, &mut c.connection)?;
     python(&cli, s, &mut c.python)?;
+    c.python.reload_dirs = reload_dirs(&cli, env);
     Ok(c)
+}
+
+/// What `--reload` watches: the `--reload-dir`s (which imply it), else the
+/// working directory and every `PYTHONPATH` entry that is a directory
+/// (the places a worker imports job modules from; a working directory of
+/// `/`, as under a service manager, is left out). Nothing without either
+/// flag.
+fn reload_dirs(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
+    if !cli.reload_dir.is_empty() {
+        return cli.reload_dir.clone();
+    }
+    if !cli.reload {
+        return Vec::new();
+    }
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    if let Ok(cwd) = std::env::current_dir() {
+        if cwd.parent().is_some() {
+            dirs.push(cwd);
+        }
+    }
+    if let Some(pp) = env("PYTHONPATH") {
+        for d in std::env::split_paths(&pp) {
+            if d.is_dir() && !dirs.contains(&d) {
+                dirs.push(d);
+            }
+        }
+    }
+    dirs
 }
 
 /// The connection core's settings, over its defaults in `conn`. Zero:
@@ -233,6 +270,7 @@ mod tests {
     use super::*;
     use clap::{CommandFactory, Parser};
     use emq_jobmanager::{Error, JobManager};
+    use emq_transport::PlainCredentials;
     use std::time::Duration;
 
     fn cfg(args: &[&str], env: &dyn Fn(&str) -> Option<String>) -> Result<ManagerConfig, String> {
@@ -287,7 +325,7 @@ mod tests {
     #[test]
     fn plain_credentials_from_flags_environment_or_file() {
         let c = cfg(&["--username", "w", "--password", "pw"], &no_env).unwrap();
-        assert_eq!(c.plain, Some(("w".into(), "pw".into())));
+        assert_eq!(c.plain, Some(PlainCredentials::new("w", "pw")));
         assert!(
             !format!("{c:?}").contains("\"pw\""),
             "Debug hides the password"
@@ -300,11 +338,11 @@ mod tests {
         };
         assert_eq!(
             cfg(&[], &env).unwrap().plain,
-            Some(("env-user".into(), "env-pw".into()))
+            Some(PlainCredentials::new("env-user", "env-pw"))
         );
         assert_eq!(
             cfg(&["--username", "w"], &env).unwrap().plain,
-            Some(("w".into(), "env-pw".into()))
+            Some(PlainCredentials::new("w", "env-pw"))
         );
 
         let file = std::env::temp_dir().join(format!("emq-jobmanager-pw-{}", std::process::id()));
@@ -312,7 +350,7 @@ mod tests {
         let f = file.to_str().unwrap();
         assert_eq!(
             cfg(&["--password-file", f], &env).unwrap().plain,
-            Some(("env-user".into(), "filepw".into()))
+            Some(PlainCredentials::new("env-user", "filepw"))
         );
         std::fs::remove_file(&file).unwrap();
         assert!(cfg(&["--username", "w", "--password-file", f], &no_env)
@@ -572,6 +610,26 @@ mod tests {
         ] {
             assert!(help.contains(needle), "help lacks {needle}");
         }
+    }
+
+    #[test]
+    fn reload_watches_the_named_dirs_else_the_working_directory_and_pythonpath() {
+        let dirs = |args: &[&str], env: &dyn Fn(&str) -> Option<String>| {
+            cfg(args, env).unwrap().python.reload_dirs
+        };
+        assert!(dirs(&[], &no_env).is_empty());
+        assert_eq!(
+            dirs(&["--reload-dir", "/a", "--reload-dir", "/b"], &no_env),
+            vec![PathBuf::from("/a"), PathBuf::from("/b")]
+        );
+        let tmp = std::env::temp_dir();
+        let pp = format!("{}:/nonexistent/emq-reload", tmp.display());
+        let env = |k: &str| (k == "PYTHONPATH").then(|| pp.clone());
+        let got = dirs(&["--reload"], &env);
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(got.first(), Some(&cwd));
+        assert!(got.contains(&tmp), "{got:?}");
+        assert!(!got.contains(&PathBuf::from("/nonexistent/emq-reload")));
     }
 }
 

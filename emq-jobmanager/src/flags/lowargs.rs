@@ -2,10 +2,11 @@
 //! possible; [`super::hiargs`] checks it with the environment and the
 //! config file into a [`super::Plan`].
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use emq_cli_support::{parse_duration, AuthArgs, CurveArgs};
+use emq_cli_support::{parse_duration, AuthArgs, CurveArgs, LogArgs};
 
 const AFTER_HELP: &str = "\
 Settings come from flags, then EVENTMQ_* environment variables, then the
@@ -119,6 +120,19 @@ pub struct Cli {
     #[arg(long, value_name = "N")]
     pub max_job_count: Option<u64>,
 
+    /// Development: restart the Python workers when a .py file changes
+    /// under the watched directories (--reload-dir, else the working
+    /// directory and every PYTHONPATH entry); the next job runs the new
+    /// code, a running job finishes on the old. Without it an edited module
+    /// runs only after a restart (docs/DEPLOY.md)
+    #[arg(long)]
+    pub reload: bool,
+
+    /// A directory --reload watches, recursively (repeatable; implies
+    /// --reload)
+    #[arg(long, value_name = "DIR")]
+    pub reload_dir: Vec<PathBuf>,
+
     /// Seconds between heartbeats [default: 3]
     #[arg(long, value_name = "SECS", value_parser = parse_duration)]
     pub heartbeat_interval: Option<Duration>,
@@ -170,4 +184,7 @@ pub struct Cli {
 
     #[command(flatten)]
     pub curve: CurveArgs,
+
+    #[command(flatten)]
+    pub log: LogArgs,
 }

@@ -8,7 +8,7 @@
 //! before `append` returns). The core acknowledges nothing before the
 //! commit returns, and a failed commit is never acknowledged — the rule of
 //! every store. A batch is a handful of statements whatever its size
-//! (`plan.rs`): multi-row `unnest` inserts and `= ANY` deletes, so group
+//! (the crate's `plan.rs`): multi-row `unnest` inserts and `= ANY` deletes, so group
 //! commit costs a few round trips per batch, not per job.
 //!
 //! **Fencing.** Every batch's transaction first updates the lease row
@@ -39,7 +39,6 @@
 mod error;
 mod lease;
 mod lease_row;
-mod plan;
 mod schema;
 mod store;
 

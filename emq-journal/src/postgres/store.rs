@@ -2,7 +2,7 @@
 //! fenced by the leader lease; reconnects on its own.
 
 use std::str::FromStr;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use emq_router_core::journal::{
     Batch, DeadLetterRecord, FinishedRecord, JobRecord, JournalStore, Restored, ResultRecord,
@@ -12,12 +12,11 @@ use postgres::{Client, IsolationLevel, NoTls, Row, Statement};
 
 use super::error::PgError;
 use super::lease_row::{self, Fence};
-use super::plan::{
-    unix_ms_column, unix_ms_from_column, Dead, FinishedColumns, JobColumns, Other, Plan,
-    ResultColumns, Seqs, Update,
-};
 use super::schema::{self, Migrated, Migration, MIGRATIONS};
-use crate::row_index::{Key, RowIndex};
+use crate::plan::{
+    attempts_column, now_unix_ms, route_column, unix_ms_column, unix_ms_from_column, DeadMove,
+    FinishedColumns, JobColumns, Other, Plan, ResultColumns, RowWriter, Rows,
+};
 
 /// How to connect.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -180,13 +179,6 @@ SELECT count(*) FROM fence";
 const JOB_COLUMNS: &str =
     "msgid, client, queue, route, headers, message, attempts, accepted_at, run_at";
 
-fn now_unix_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
-
 /// A job from the first nine columns (`JOB_COLUMNS`) of a row.
 fn job_from_row(r: &Row) -> Result<JobRecord, postgres::Error> {
     let queue: String = r.try_get(2)?;
@@ -229,10 +221,8 @@ pub struct PgJournal {
     /// `load` ran since the lease was taken: the index and counters are
     /// the database's.
     loaded: bool,
-    rows: RowIndex,
-    /// msgid → seq of every held result.
-    result_rows: RowIndex,
-    seqs: Seqs,
+    /// Where the rows are and the next seqs (`plan.rs`).
+    rows: Rows,
     /// The connection broke (logged once until it is back).
     lost: bool,
     batches: u64,
@@ -329,9 +319,7 @@ impl PgJournal {
             conn: None,
             fence: None,
             loaded: false,
-            rows: RowIndex::default(),
-            result_rows: RowIndex::default(),
-            seqs: Seqs::default(),
+            rows: Rows::default(),
             lost: false,
             batches: 0,
             records: 0,
@@ -468,7 +456,7 @@ impl PgJournal {
         // nothing: a plain failed batch (not one that may have committed).
         self.conn().map_err(PgError::before_the_batch)?;
         self.settle().map_err(PgError::before_the_batch)?;
-        let plan = Plan::build(records, &self.rows, &self.result_rows, self.seqs);
+        let plan = self.rows.plan(records);
         match self.write_plan(&plan, &fence, batch.id.0) {
             Ok(()) => {
                 self.committed(plan, records.len());
@@ -559,26 +547,20 @@ impl PgJournal {
         let db = self.db.clone();
         let err = |e| PgError::sql(&db, "re-read the journal's rows", e);
         let c = self.conn()?;
-        let mut rows = RowIndex::default();
-        let mut seqs = Seqs::default();
+        let mut rows = Rows::default();
         for r in c
             .client
             .query("SELECT msgid, seq FROM emq_jobs", &[])
             .map_err(err)?
         {
-            let seq: i64 = r.get(1);
-            rows.set(Key::of(r.get::<_, &str>(0)), Some(seq));
-            seqs.job = seqs.job.max(seq + 1);
+            rows.add_job(r.get(0), r.get(1));
         }
-        let mut result_rows = RowIndex::default();
         for r in c
             .client
             .query("SELECT msgid, seq FROM emq_results", &[])
             .map_err(err)?
         {
-            let seq: i64 = r.get(1);
-            result_rows.set(Key::of(r.get::<_, &str>(0)), Some(seq));
-            seqs.result = seqs.result.max(seq + 1);
+            rows.add_result(r.get(0), r.get(1));
         }
         let r = c
             .client
@@ -587,11 +569,8 @@ impl PgJournal {
                 &[],
             )
             .map_err(err)?;
-        seqs.finished = r.get::<_, Option<i64>>(0).map_or(1, |m| m + 1);
-        seqs.dead = r.get::<_, Option<i64>>(1).map_or(1, |m| m + 1);
+        rows.saw_ends(r.get(0), r.get(1));
         self.rows = rows;
-        self.result_rows = result_rows;
-        self.seqs = seqs;
         Ok(())
     }
 
@@ -632,84 +611,8 @@ impl PgJournal {
                 epoch: fence.epoch,
             });
         }
-        let j = &plan.inserts;
-        if j.len() > 0 {
-            tx.execute(&s.insert_jobs, &job_params(j)).map_err(err)?;
-        }
-        for u in &plan.updates {
-            match u {
-                Update::Replace { seq, job } => tx.execute(
-                    &s.replace_job,
-                    &[
-                        seq,
-                        &job.client,
-                        &job.queue,
-                        &super::plan::route_column(job),
-                        &job.headers,
-                        &job.payload,
-                        &super::plan::attempts_column(job.attempts),
-                        &unix_ms_column(job.accepted_at_unix_ms),
-                        &job.run_at_unix_ms.map(unix_ms_column),
-                    ],
-                ),
-                Update::Attempts { seq, attempts } => {
-                    tx.execute(&s.update_attempts, &[seq, attempts])
-                }
-            }
+        plan.write(&mut PgWriter { tx: &mut tx, s }, now_unix_ms())
             .map_err(err)?;
-        }
-        let dead_at = now_unix_ms();
-        for d in &plan.dead {
-            match d {
-                Dead::Move {
-                    job_seq,
-                    seq,
-                    reason,
-                    error,
-                } => tx.execute(&s.move_to_dead, &[job_seq, seq, reason, &dead_at, error]),
-                Dead::Remove { msgid } => tx.execute(&s.delete_dead, &[msgid]),
-            }
-            .map_err(err)?;
-        }
-        if !plan.deletes.is_empty() {
-            tx.execute(&s.delete_jobs, &[&plan.deletes]).map_err(err)?;
-        }
-        let f = &plan.finished;
-        if f.job.len() > 0 {
-            tx.execute(&s.insert_finished, &finished_params(f))
-                .map_err(err)?;
-        }
-        if let Some((at_or_below, before)) = plan.trim_finished {
-            tx.execute(&s.trim_finished, &[&at_or_below, &before])
-                .map_err(err)?;
-        }
-        if let Some(keep) = plan.trim_dead {
-            tx.execute(&s.trim_dead, &[&keep]).map_err(err)?;
-        }
-        for o in &plan.other {
-            match o {
-                Other::PutSchedule { id, blob } => tx.execute(&s.put_schedule, &[id, blob]),
-                Other::DeleteSchedule { id } => tx.execute(&s.delete_schedule, &[id]),
-                Other::PutState { kind, id, blob } => {
-                    tx.execute(&s.put_state, &[&kind.as_str(), id, blob])
-                }
-                Other::DeleteState { kind, id } => {
-                    tx.execute(&s.delete_state, &[&kind.as_str(), id])
-                }
-                Other::Pause { queue } => tx.execute(&s.pause, &[queue]),
-                Other::Resume { queue } => tx.execute(&s.resume, &[queue]),
-            }
-            .map_err(err)?;
-        }
-        let r = &plan.results;
-        if !r.seq.is_empty() {
-            tx.execute(&s.insert_results, &result_params(r))
-                .map_err(err)?;
-        }
-        if !plan.result_deletes.is_empty() {
-            tx.execute(&s.delete_results, &[&plan.result_deletes])
-                .map_err(err)?;
-        }
         tx.commit().map_err(err)?;
         Ok(())
     }
@@ -717,9 +620,7 @@ impl PgJournal {
     /// Only now: a failed batch leaves the index and counters as the
     /// database is.
     fn committed(&mut self, plan: Plan<'_>, records: usize) {
-        self.seqs = plan.seqs;
-        plan.staged.apply(&mut self.rows);
-        plan.staged_results.apply(&mut self.result_rows);
+        self.rows.commit(plan);
         self.batches += 1;
         self.records += records as u64;
     }
@@ -755,8 +656,7 @@ impl PgJournal {
             });
         }
         let mut restored = Restored::default();
-        let mut rows = RowIndex::default();
-        let mut seqs = Seqs::default();
+        let mut rows = Rows::default();
         for r in tx
             .query(
                 &format!("SELECT {JOB_COLUMNS}, seq FROM emq_jobs ORDER BY seq"),
@@ -765,9 +665,7 @@ impl PgJournal {
             .map_err(err)?
         {
             let job = job_from_row(&r).map_err(err)?;
-            let seq: i64 = r.get(9);
-            rows.set(Key::of(&job.msgid), Some(seq));
-            seqs.job = seqs.job.max(seq + 1);
+            rows.add_job(&job.msgid, r.get(9));
             restored.jobs.push(job);
         }
         for r in tx
@@ -780,7 +678,7 @@ impl PgJournal {
             )
             .map_err(err)?
         {
-            seqs.finished = seqs.finished.max(r.get::<_, i64>(9) + 1);
+            rows.saw_ends(Some(r.get(9)), None);
             restored.finished.push(FinishedRecord {
                 job: job_from_row(&r).map_err(err)?,
                 outcome: r.try_get(10).map_err(err)?,
@@ -798,7 +696,7 @@ impl PgJournal {
             )
             .map_err(err)?
         {
-            seqs.dead = seqs.dead.max(r.get::<_, i64>(9) + 1);
+            rows.saw_ends(None, Some(r.get(9)));
             restored.dead_letters.push(DeadLetterRecord {
                 job: job_from_row(&r).map_err(err)?,
                 reason: r.try_get(10).map_err(err)?,
@@ -835,7 +733,6 @@ impl PgJournal {
         {
             restored.paused_queues.push(r.try_get(0).map_err(err)?);
         }
-        let mut result_rows = RowIndex::default();
         for r in tx
             .query(
                 "SELECT msgid, client, status, payload, receipt, held_at, seq
@@ -858,14 +755,11 @@ impl PgJournal {
                 receipt: r.try_get(4).map_err(err)?,
                 held_at_unix_ms: unix_ms_from_column(r.try_get(5).map_err(err)?),
             };
-            result_rows.set(Key::of(&held.msgid), Some(seq));
-            seqs.result = seqs.result.max(seq + 1);
+            rows.add_result(&held.msgid, seq);
             restored.results.push(held);
         }
         tx.commit().map_err(err)?;
         self.rows = rows;
-        self.result_rows = result_rows;
-        self.seqs = seqs;
         self.loaded = true;
         // Whatever an interrupted commit did, the tables now say.
         self.uncertain = None;
@@ -899,6 +793,115 @@ impl JournalStore for PgJournal {
 
     fn describe(&self) -> String {
         self.db.clone()
+    }
+}
+
+/// The PostgreSQL side of a plan (`plan.rs`) on the general path: one
+/// multi-row statement per group of rows (`unnest`, `= ANY`), one
+/// statement per rare change.
+struct PgWriter<'a, 't> {
+    tx: &'a mut postgres::Transaction<'t>,
+    s: &'a Statements,
+}
+
+impl RowWriter for PgWriter<'_, '_> {
+    type Error = postgres::Error;
+
+    fn insert_jobs(&mut self, jobs: &JobColumns<'_>) -> Result<(), postgres::Error> {
+        self.tx.execute(&self.s.insert_jobs, &job_params(jobs))?;
+        Ok(())
+    }
+
+    fn replace_job(&mut self, seq: i64, job: &JobRecord) -> Result<(), postgres::Error> {
+        self.tx.execute(
+            &self.s.replace_job,
+            &[
+                &seq,
+                &job.client,
+                &job.queue,
+                &route_column(job),
+                &job.headers,
+                &job.payload,
+                &attempts_column(job.attempts),
+                &unix_ms_column(job.accepted_at_unix_ms),
+                &job.run_at_unix_ms.map(unix_ms_column),
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn set_attempts(&mut self, seq: i64, attempts: i32) -> Result<(), postgres::Error> {
+        self.tx
+            .execute(&self.s.update_attempts, &[&seq, &attempts])?;
+        Ok(())
+    }
+
+    fn move_to_dead(&mut self, m: &DeadMove<'_>, dead_at: i64) -> Result<(), postgres::Error> {
+        self.tx.execute(
+            &self.s.move_to_dead,
+            &[&m.job_seq, &m.seq, &m.reason, &dead_at, &m.error],
+        )?;
+        Ok(())
+    }
+
+    fn remove_dead(&mut self, msgid: &str) -> Result<(), postgres::Error> {
+        self.tx.execute(&self.s.delete_dead, &[&msgid])?;
+        Ok(())
+    }
+
+    fn delete_jobs(&mut self, seqs: &[i64]) -> Result<(), postgres::Error> {
+        self.tx.execute(&self.s.delete_jobs, &[&seqs])?;
+        Ok(())
+    }
+
+    fn insert_finished(&mut self, f: &FinishedColumns<'_>) -> Result<(), postgres::Error> {
+        self.tx
+            .execute(&self.s.insert_finished, &finished_params(f))?;
+        Ok(())
+    }
+
+    fn trim_finished(&mut self, at_or_below: i64, before: i64) -> Result<(), postgres::Error> {
+        self.tx
+            .execute(&self.s.trim_finished, &[&at_or_below, &before])?;
+        Ok(())
+    }
+
+    fn trim_dead(&mut self, keep: i64) -> Result<(), postgres::Error> {
+        self.tx.execute(&self.s.trim_dead, &[&keep])?;
+        Ok(())
+    }
+
+    fn other(&mut self, change: &Other<'_>) -> Result<(), postgres::Error> {
+        let s = self.s;
+        match change {
+            Other::PutSchedule { id, blob } => self.tx.execute(&s.put_schedule, &[id, blob]),
+            Other::DeleteSchedule { id } => self.tx.execute(&s.delete_schedule, &[id]),
+            Other::PutState { kind, id, blob } => {
+                self.tx.execute(&s.put_state, &[&kind.as_str(), id, blob])
+            }
+            Other::DeleteState { kind, id } => {
+                self.tx.execute(&s.delete_state, &[&kind.as_str(), id])
+            }
+            Other::Pause { queue } => self.tx.execute(&s.pause, &[queue]),
+            Other::Resume { queue } => self.tx.execute(&s.resume, &[queue]),
+        }?;
+        Ok(())
+    }
+
+    fn insert_results(&mut self, r: &ResultColumns<'_>) -> Result<(), postgres::Error> {
+        self.tx.execute(&self.s.insert_results, &result_params(r))?;
+        Ok(())
+    }
+
+    fn delete_results(&mut self, seqs: &[i64]) -> Result<(), postgres::Error> {
+        self.tx.execute(&self.s.delete_results, &[&seqs])?;
+        Ok(())
+    }
+
+    /// Nothing more: the lease check every batch starts with is a real
+    /// write.
+    fn probe(&mut self) -> Result<(), postgres::Error> {
+        Ok(())
     }
 }
 

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use emq_cli_support::{Settings, Zero};
+use emq_cli_support::{LogFormat, Settings, Zero};
 
 use super::lowargs::{
     Cli, DEFAULT_INCOMING, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_OUTGOING, DEFAULT_REPORT_INTERVAL,
@@ -39,6 +39,8 @@ pub struct Plan {
     pub subscriber_hwm: i32,
     pub report_every: Option<Duration>,
     pub max_subscriptions: usize,
+    /// `--log-format`: text or one JSON object per line.
+    pub log_format: LogFormat,
 }
 
 impl Plan {
@@ -97,6 +99,7 @@ impl Plan {
             "PUBLISHER_MAX_SUBSCRIPTIONS",
             crate::core::DEFAULT_MAX_SUBSCRIPTIONS,
         )?;
+        let log_format = cli.log.resolve(s)?;
         Ok(Plan {
             incoming,
             outgoing,
@@ -104,6 +107,7 @@ impl Plan {
             subscriber_hwm,
             report_every,
             max_subscriptions,
+            log_format,
         })
     }
 
@@ -165,6 +169,7 @@ mod tests {
                 subscriber_hwm: 100_000,
                 report_every: Some(Duration::from_secs(60)),
                 max_subscriptions: 100_000,
+                log_format: LogFormat::Text,
             }
         );
         assert_eq!(o.socket_max_message_size(), 32 * 1024 * 1024);

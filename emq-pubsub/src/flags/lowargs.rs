@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use clap::Parser;
-use emq_cli_support::parse_duration;
+use emq_cli_support::{parse_duration, LogArgs};
 
 /// 0.3.13's `PUBLISHER_INCOMING_ADDR`.
 pub const DEFAULT_INCOMING: &str = "tcp://127.0.0.1:47298";
@@ -84,4 +84,7 @@ pub struct Cli {
     /// [default: 100000]
     #[arg(long, value_name = "N")]
     pub max_subscriptions: Option<usize>,
+
+    #[command(flatten)]
+    pub log: LogArgs,
 }

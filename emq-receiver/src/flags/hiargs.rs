@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use super::lowargs::{Cli, SocketKind};
 
-/// A checked [`Cli`].
-#[derive(Clone, PartialEq)]
+/// A checked [`Cli`]. `Debug` does not show the password.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     /// The bind address, or the address(es) to connect to (`A,B`).
     pub endpoint: String,
@@ -20,30 +20,9 @@ pub struct Plan {
     /// SUB only: the prefixes subscribed to (`[""]`: everything).
     pub subscribe: Vec<String>,
     /// ZMQ PLAIN credentials `(username, password)` (`--connect` only).
-    pub plain: Option<(String, String)>,
+    pub plain: Option<emq_transport::PlainCredentials>,
     /// CURVE client keys (`--connect` only; wins over `plain`).
     pub curve: Option<emq_transport::curve::CurveClient>,
-}
-
-impl std::fmt::Debug for Plan {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Plan")
-            .field("endpoint", &self.endpoint)
-            .field("bind", &self.bind)
-            .field("kind", &self.kind)
-            .field("count", &self.count)
-            .field("timeout", &self.timeout)
-            .field("ack_informs", &self.ack_informs)
-            .field("heartbeat", &self.heartbeat)
-            .field("identity", &self.identity)
-            .field("subscribe", &self.subscribe)
-            .field(
-                "plain",
-                &self.plain.as_ref().map(|(user, _)| (user, "<redacted>")),
-            )
-            .field("curve", &self.curve)
-            .finish()
-    }
 }
 
 impl Cli {
@@ -175,6 +154,7 @@ pub const DEFAULT_SUBSCRIBE_ENDPOINT: &str = "tcp://127.0.0.1:47299";
 mod tests {
     use super::*;
     use clap::{CommandFactory, Parser};
+    use emq_transport::PlainCredentials;
 
     fn plan_env(args: &[&str], env: &dyn Fn(&str) -> Option<String>) -> Result<Plan, String> {
         Cli::try_parse_from(std::iter::once("emq-receiver").chain(args.iter().copied()))
@@ -215,7 +195,11 @@ mod tests {
         let c = "tcp://127.0.0.1:1";
         assert_eq!(plan(&["--connect", c]).unwrap().plain, None);
         let p = plan(&["--connect", c, "--username", "u", "--password", "pw"]).unwrap();
-        assert_eq!(p.plain, Some(("u".into(), "pw".into())));
+        assert_eq!(p.plain, Some(PlainCredentials::new("u", "pw")));
+        assert!(
+            !format!("{p:?}").contains("\"pw\""),
+            "Debug hides the password"
+        );
         assert!(
             !format!("{p:?}").contains("\"pw\""),
             "Debug hides the password"
@@ -226,7 +210,7 @@ mod tests {
             _ => None,
         };
         let p = plan_env(&["--connect", c, "--socket", "sub"], &env).unwrap();
-        assert_eq!(p.plain, Some(("eu".into(), "ep".into())));
+        assert_eq!(p.plain, Some(PlainCredentials::new("eu", "ep")));
         // a bound socket ignores the environment and refuses the flags
         assert_eq!(plan_env(&["--bind", c], &env).unwrap().plain, None);
         assert!(plan(&["--bind", c, "--username", "u", "--password", "p"])

@@ -398,6 +398,7 @@ impl Router {
             let failures = extra.failures;
             let delay = self.cfg.backoff(failures);
             log::info!(
+                msgid:% = job.msgid(), queue:% = job.route();
                 "job {} failed (try {} of {}), retrying in {} ms",
                 job.msgid(),
                 failures,
@@ -450,6 +451,7 @@ impl Router {
             self.stats.failed += 1;
         }
         log::debug!(
+            msgid:% = job.msgid(), queue:% = job.route(), status:% = status.as_str();
             "job {} completed ({}) in {} ms",
             job.msgid(),
             status.as_str(),
@@ -524,6 +526,7 @@ impl Router {
     ) {
         self.stats.cancelled += 1;
         log::info!(
+            msgid:% = job.msgid(), queue:% = job.route();
             "job {} (queue {}) cancelled: {why}",
             job.msgid(),
             job.route()
@@ -554,6 +557,7 @@ impl Router {
         self.stats.dead_lettered += 1;
         self.stats.queue_mut(job.route()).dead_lettered += 1;
         log::warn!(
+            msgid:% = job.msgid(), queue:% = job.route();
             "job {} (queue {}) dead-lettered after {} deliveries: {reason}",
             job.msgid(),
             job.route(),

@@ -554,6 +554,7 @@ impl Router {
                     j.extra_mut().cancelling = true;
                 }
                 log::info!(
+                    msgid:% = msgid, worker:% = ident(&identity);
                     "job {msgid} cancelling: CANCEL to worker {}",
                     ident(&identity)
                 );

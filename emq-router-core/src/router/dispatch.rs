@@ -99,6 +99,7 @@ impl Router {
             return;
         };
         log::debug!(
+            msgid:% = msgid, queue:% = job.queue(), worker:% = ident(&identity), attempt = attempts;
             "job {msgid} (queue {}) dispatched to {} (attempt {attempts})",
             job.queue(),
             ident(&identity),

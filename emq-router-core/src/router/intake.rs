@@ -384,11 +384,13 @@ impl Router {
         if self.unserved_log.allow(now) {
             match kind {
                 NoticeKind::RoutedToDefault => log::warn!(
+                    msgid:% = msgid, queue:% = queue;
                     "job {msgid} for queue {queue:?}: no connected job manager serves it; sent \
                      to {route:?} (EventMQ 0.3.13's rule; --unserved-queues hold keeps such \
                      jobs in their own queue)"
                 ),
                 _ => log::warn!(
+                    msgid:% = msgid, queue:% = queue;
                     "job {msgid} for queue {queue:?}: no connected job manager serves it; held \
                      until one does (--unserved-queues hold)"
                 ),
@@ -488,6 +490,7 @@ impl Router {
             // it recovers (with the count), not per refused REQUEST.
             if reason != RejectReason::JournalUnavailable && self.reject_log.allow(now) {
                 log::warn!(
+                    msgid:% = msgid, queue:% = r.queue;
                     "REQUEST {msgid} for queue {} rejected ({}): {text}",
                     r.queue,
                     reason.as_str()

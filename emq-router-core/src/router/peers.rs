@@ -165,6 +165,7 @@ impl Router {
             Some(presented.unwrap_or_else(|| self.issue_take_back_key()))
         };
         log::info!(
+            worker:% = ident(&identity);
             "worker {} registered: queues {}{}",
             ident(&identity),
             emqp_proto::QueueSpec(queues.clone()).to_inform_json(),
@@ -442,6 +443,7 @@ impl Router {
             }
         }
         log::info!(
+            worker:% = ident(&w.identity);
             "worker {} removed ({reason}): {} job(s) back to queue, {} dead-lettered",
             ident(&w.identity),
             back.len(),

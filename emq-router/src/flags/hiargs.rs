@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use emq_cli_support::Settings;
 use emq_cli_support::Zero::{Allowed, Refused};
+use emq_cli_support::{LogFormat, Settings};
 use emq_journal::JournalTarget;
 use emq_router_core::lease::LeaseConfig;
 use emq_router_core::Config;
@@ -65,6 +65,8 @@ pub(crate) struct Plan {
     /// logged as warnings at start.
     pub(crate) access_warnings: Vec<String>,
     pub(crate) core: Config,
+    /// `--log-format`: text or one JSON object per line.
+    pub(crate) log_format: LogFormat,
 }
 
 impl Plan {
@@ -110,6 +112,7 @@ impl Plan {
         let metrics = address(&cli.metrics, s, "METRICS_ADDR");
         let http = http(&cli, s)?;
         let access = AccessPolicy::from_settings(&cli.access, s, &admin)?;
+        let log_format = cli.log.resolve(s)?;
         Ok(Plan {
             frontend,
             backend,
@@ -125,6 +128,7 @@ impl Plan {
             access_log: access.log,
             access_warnings: access.warnings,
             core,
+            log_format,
         })
     }
 }

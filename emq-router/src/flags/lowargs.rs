@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use emq_cli_support::{parse_duration, AccessArgs};
+use emq_cli_support::{parse_duration, AccessArgs, LogArgs};
 
 pub(crate) const DEFAULT_FRONTEND: &str = "tcp://127.0.0.1:47291";
 pub(crate) const DEFAULT_BACKEND: &str = "tcp://127.0.0.1:47290";
@@ -239,4 +239,7 @@ pub(crate) struct Cli {
 
     #[command(flatten)]
     pub(crate) access: AccessArgs,
+
+    #[command(flatten)]
+    pub(crate) log: LogArgs,
 }

@@ -28,8 +28,9 @@ pub struct ScheduleSpec {
     pub cron: String,
 }
 
-/// Everything emq-sender will do, checked.
-#[derive(Clone)]
+/// Everything emq-sender will do, checked. `Debug` does not show the
+/// password.
+#[derive(Debug, Clone)]
 pub struct Plan {
     pub broker: String,
     pub queue: String,
@@ -46,36 +47,12 @@ pub struct Plan {
     /// Send SCHEDULE / UNSCHEDULE (the job is then always `Mode::Single`).
     pub schedule: Option<ScheduleSpec>,
     /// ZMQ PLAIN credentials `(username, password)`.
-    pub plain: Option<(String, String)>,
+    pub plain: Option<emq_transport::PlainCredentials>,
     /// CURVE keys (wins over `plain`).
     pub curve: Option<emq_transport::curve::CurveClient>,
     /// `--publish TOPIC`: send PUBLISH [TOPIC, message] to a pub/sub
     /// process instead of REQUESTs (fire and forget, like `no_ack`).
     pub publish: Option<String>,
-}
-
-impl std::fmt::Debug for Plan {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Plan")
-            .field("broker", &self.broker)
-            .field("queue", &self.queue)
-            .field("headers", &self.headers)
-            .field("wait", &self.wait)
-            .field("no_ack", &self.no_ack)
-            .field("timeout", &self.timeout)
-            .field("window", &self.window)
-            .field("fail_fast", &self.fail_fast)
-            .field("max_message_size", &self.max_message_size)
-            .field("mode", &self.mode)
-            .field("schedule", &self.schedule)
-            .field("publish", &self.publish)
-            .field(
-                "plain",
-                &self.plain.as_ref().map(|(user, _)| (user, "<redacted>")),
-            )
-            .field("curve", &self.curve)
-            .finish()
-    }
 }
 
 impl Plan {
@@ -314,6 +291,7 @@ mod tests {
     use super::*;
     use crate::flags::DEFAULT_WINDOW;
     use clap::{CommandFactory, Parser};
+    use emq_transport::PlainCredentials;
 
     fn no_env(_: &str) -> Option<String> {
         None
@@ -795,7 +773,11 @@ mod tests {
     fn plain_credentials_from_flags_environment_or_file() {
         assert_eq!(plan(&["[1]"]).unwrap().plain, None);
         let p = plan(&["--username", "alice", "--password", "pw", "[1]"]).unwrap();
-        assert_eq!(p.plain, Some(("alice".into(), "pw".into())));
+        assert_eq!(p.plain, Some(PlainCredentials::new("alice", "pw")));
+        assert!(
+            !format!("{p:?}").contains("\"pw\""),
+            "Debug hides the password"
+        );
         assert!(
             !format!("{p:?}").contains("\"pw\""),
             "Debug hides the password"
@@ -809,12 +791,12 @@ mod tests {
         let cli = parse(&["[1]"]).unwrap();
         assert_eq!(
             cli.plan(&env).unwrap().plain,
-            Some(("env-user".into(), "env-pw".into()))
+            Some(PlainCredentials::new("env-user", "env-pw"))
         );
         let cli = parse(&["--username", "bob", "[1]"]).unwrap();
         assert_eq!(
             cli.plan(&env).unwrap().plain,
-            Some(("bob".into(), "env-pw".into()))
+            Some(PlainCredentials::new("bob", "env-pw"))
         );
 
         let file = std::env::temp_dir().join(format!("emq-sender-cli-pw-{}", std::process::id()));
@@ -823,7 +805,7 @@ mod tests {
         let cli = parse(&["--username", "carol", "--password-file", f, "[1]"]).unwrap();
         assert_eq!(
             cli.plan(&env).unwrap().plain,
-            Some(("carol".into(), "from-file".into())),
+            Some(PlainCredentials::new("carol", "from-file")),
             "--password-file wins over $EMQ_PASSWORD"
         );
         std::fs::remove_file(&file).unwrap();

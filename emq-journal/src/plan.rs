@@ -1,25 +1,30 @@
-//! A batch of the core's records turned into the few statements that
-//! write it (the PostgreSQL store's group commit), without a database.
+//! A batch of the core's records turned into row operations with explicit
+//! `seq`s, without a database: the one place where [`Record`]s meet rows.
+//! Both stores run the same [`Plan`] — the PostgreSQL store
+//! (`postgres/store.rs`) as a few multi-row statements, the SQLite store
+//! (`sqlite.rs`) as one prepared statement per row in one transaction —
+//! so the rules below are written once.
 //!
-//! A round trip to the server costs far more than a row, so records are
-//! not written one statement each: [`Plan::build`] sorts them, in one
-//! `match` over [`Record`], into column arrays for one multi-row
-//! `INSERT … SELECT FROM unnest(…)` of new jobs, one of finished jobs, and
-//! one `DELETE … = ANY(…)` of finished job rows; rare records (a msgid
-//! accepted again, a delivery count, a dead letter, a schedule, a pause)
-//! keep one statement each, in record order. The store runs the groups in
-//! this order, which gives the same end state as the records one by one:
+//! [`Plan::build`] sorts the records, in one `match` over [`Record`], into
+//! column arrays of new jobs, of finished jobs and of the job rows to
+//! delete; rare records (a msgid accepted again, a delivery count, a dead
+//! letter, a schedule, a pause) keep one operation each, in record order.
+//! [`Plan::write`] hands the groups to a store's [`RowWriter`] in this
+//! order, which gives the same end state as the records one by one:
 //!
 //! 1. inserts of new job rows (each gets a fresh `seq`);
 //! 2. updates of job rows (replace, attempts), in record order;
 //! 3. dead-letter moves and removals, in record order (a move copies the
 //!    row as the updates left it);
 //! 4. deletes of job rows (completed, finished, moved to the dead letters);
-//! 5. inserts of finished jobs, then the trims of `emq_finished` and
-//!    `emq_dead_letters` (once per batch, after its records, as in SQLite);
+//! 5. inserts of finished jobs, then the trims of the finished jobs and
+//!    the dead letters (once per batch, after its records);
 //! 6. schedules, other router state and paused queues, in record order;
 //! 7. inserts of held results, then deletes of released ones (a result
-//!    row is inserted once and deleted at most once, as a job row).
+//!    row is inserted once and deleted at most once, as a job row);
+//! 8. the probe's write, if the batch has a [`Record::Probe`] (a store
+//!    whose every batch already writes, as PostgreSQL's lease check,
+//!    skips it).
 //!
 //! Why this is the same: every job row is touched by at most one insert,
 //! then updates, then at most one delete or move — after which its msgid
@@ -27,22 +32,31 @@
 //! new row with a new `seq`. Rows of different `seq`s commute; the other
 //! tables are touched only by their own group, in record order.
 //!
-//! **One statement.** The common batch — new jobs, finished or completed
-//! jobs accepted in earlier batches, the finished-jobs trim, a probe — is
-//! written by one statement ([`Plan::is_one_statement`]): data-modifying
-//! `WITH` clauses, each conditioned on the lease check of the first one, in
-//! the statement's own transaction. That is one round trip and one commit
-//! per batch instead of seven round trips. Its parts see the table as it
-//! was before the statement, so it is used only when no part touches what
-//! another part of the same batch writes (no row both inserted and deleted
-//! or updated; no finished row inserted and trimmed); any other batch takes
-//! the general path, a transaction of the groups above.
+//! **Explicit `seq`s.** Every new row's `seq` comes from the store's
+//! counters ([`Seqs`]: one past the largest `seq` of each table when the
+//! store loaded its rows), never from the database (no `last_insert_rowid`,
+//! no sequence): the plan is complete before anything is written, and a
+//! row's `seq` orders it (acceptance order, oldest finished job or dead
+//! letter first). Rows leave the finished jobs only through the trims,
+//! oldest first, so their `seq`s stay contiguous and the count trim is
+//! one `seq` range.
+//!
+//! **One statement (PostgreSQL).** The common batch — new jobs, finished
+//! or completed jobs accepted in earlier batches, the finished-jobs trim, a
+//! probe — can be written by one statement ([`Plan::is_one_statement`]):
+//! the PostgreSQL store's data-modifying `WITH` clauses see the tables as
+//! they were before the statement, so it is used only when no part touches
+//! what another part of the same batch writes (no row both inserted and
+//! deleted or updated; no finished row inserted and trimmed).
 //!
 //! The msgid → seq lookups go through a [`Staged`] overlay of the store's
-//! [`RowIndex`], and the `seq` counters are copies: both become the
-//! store's only when the batch commits.
+//! [`Rows`], and the `seq` counters are copies: both become the store's
+//! only when the batch commits ([`Rows::commit`]), so a failed batch
+//! leaves them as the database is.
 
 use emq_router_core::journal::{FinishedRecord, JobRecord, Record, ResultRecord, StateKind};
+
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::row_index::{Key, RowIndex, Staged};
 
@@ -64,6 +78,65 @@ impl Default for Seqs {
             result: 1,
         }
     }
+}
+
+/// What a store knows of its rows between batches: where each unfinished
+/// job's and held result's row is, and the next `seq` of each table.
+#[derive(Debug, Default)]
+pub(crate) struct Rows {
+    /// msgid → seq of every unfinished job.
+    pub(crate) jobs: RowIndex,
+    /// msgid → seq of every held result.
+    pub(crate) results: RowIndex,
+    pub(crate) seqs: Seqs,
+}
+
+impl Rows {
+    /// The plan of `records` against these rows.
+    pub(crate) fn plan<'a>(&self, records: &'a [Record]) -> Plan<'a> {
+        Plan::build(records, &self.jobs, &self.results, self.seqs)
+    }
+
+    /// `plan`'s batch committed: its rows and counters become these.
+    pub(crate) fn commit(&mut self, plan: Plan<'_>) {
+        self.seqs = plan.seqs;
+        plan.staged.apply(&mut self.jobs);
+        plan.staged_results.apply(&mut self.results);
+    }
+
+    /// A job row read from the table. `false` (and nothing changes but the
+    /// counter) if its msgid already has a row: only a hand-edited table
+    /// has one twice, and the first row read is kept.
+    pub(crate) fn add_job(&mut self, msgid: &str, seq: i64) -> bool {
+        self.seqs.job = self.seqs.job.max(seq.saturating_add(1));
+        add(&mut self.jobs, msgid, seq)
+    }
+
+    /// A held result's row read from the table (as [`Rows::add_job`]).
+    pub(crate) fn add_result(&mut self, msgid: &str, seq: i64) -> bool {
+        self.seqs.result = self.seqs.result.max(seq.saturating_add(1));
+        add(&mut self.results, msgid, seq)
+    }
+
+    /// The largest `seq` of the finished jobs and of the dead letters
+    /// (`None`: an empty table).
+    pub(crate) fn saw_ends(&mut self, finished: Option<i64>, dead: Option<i64>) {
+        if let Some(s) = finished {
+            self.seqs.finished = self.seqs.finished.max(s.saturating_add(1));
+        }
+        if let Some(s) = dead {
+            self.seqs.dead = self.seqs.dead.max(s.saturating_add(1));
+        }
+    }
+}
+
+fn add(index: &mut RowIndex, msgid: &str, seq: i64) -> bool {
+    let key = Key::of(msgid);
+    if index.get(&key).is_some() {
+        return false;
+    }
+    index.set(key, Some(seq));
+    true
 }
 
 /// `ResultRecord`s as column arrays.
@@ -162,16 +235,21 @@ pub(crate) enum Update<'a> {
 /// A change to the dead letters.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Dead<'a> {
-    /// Copy job row `job_seq` into the dead letters as row `seq`.
-    Move {
-        job_seq: i64,
-        seq: i64,
-        reason: &'a str,
-        /// The last error payload.
-        error: &'a Option<Vec<u8>>,
-    },
+    Move(DeadMove<'a>),
     /// Forget the dead letters of `msgid`.
-    Remove { msgid: &'a str },
+    Remove {
+        msgid: &'a str,
+    },
+}
+
+/// Copy job row `job_seq` into the dead letters as row `seq`.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct DeadMove<'a> {
+    pub(crate) job_seq: i64,
+    pub(crate) seq: i64,
+    pub(crate) reason: &'a str,
+    /// The last error payload.
+    pub(crate) error: Option<&'a [u8]>,
 }
 
 /// Schedules, other router state and paused queues.
@@ -201,6 +279,41 @@ pub(crate) enum Other<'a> {
     },
 }
 
+/// What a store does with each group of a [`Plan`]: one implementation
+/// per store (its SQL), called by [`Plan::write`] in the plan's order, so
+/// that the order is written once. Each method gets a group that is not
+/// empty.
+pub(crate) trait RowWriter {
+    type Error;
+    /// New job rows.
+    fn insert_jobs(&mut self, jobs: &JobColumns<'_>) -> Result<(), Self::Error>;
+    /// New fields for job row `seq` (a msgid accepted again).
+    fn replace_job(&mut self, seq: i64, job: &JobRecord) -> Result<(), Self::Error>;
+    /// A new delivery count for job row `seq`.
+    fn set_attempts(&mut self, seq: i64, attempts: i32) -> Result<(), Self::Error>;
+    /// A job row into the dead letters, at `dead_at` (unix ms).
+    fn move_to_dead(&mut self, m: &DeadMove<'_>, dead_at: i64) -> Result<(), Self::Error>;
+    /// Forget the dead letters of `msgid`.
+    fn remove_dead(&mut self, msgid: &str) -> Result<(), Self::Error>;
+    /// Job rows completed, finished or moved to the dead letters.
+    fn delete_jobs(&mut self, seqs: &[i64]) -> Result<(), Self::Error>;
+    /// New finished-job rows.
+    fn insert_finished(&mut self, finished: &FinishedColumns<'_>) -> Result<(), Self::Error>;
+    /// Delete finished rows with `seq` at or below `at_or_below`, or
+    /// finished before `before` (unix ms).
+    fn trim_finished(&mut self, at_or_below: i64, before: i64) -> Result<(), Self::Error>;
+    /// Keep the newest `keep` dead letters.
+    fn trim_dead(&mut self, keep: i64) -> Result<(), Self::Error>;
+    /// A schedule, other router state or a paused queue.
+    fn other(&mut self, change: &Other<'_>) -> Result<(), Self::Error>;
+    /// New held-result rows.
+    fn insert_results(&mut self, results: &ResultColumns<'_>) -> Result<(), Self::Error>;
+    /// Held results released (or replaced).
+    fn delete_results(&mut self, seqs: &[i64]) -> Result<(), Self::Error>;
+    /// A real write, to learn whether the store takes one again.
+    fn probe(&mut self) -> Result<(), Self::Error>;
+}
+
 /// The statements of one batch; see the module documentation.
 #[derive(Debug, Default)]
 pub(crate) struct Plan<'a> {
@@ -226,6 +339,8 @@ pub(crate) struct Plan<'a> {
     pub(crate) staged: Staged,
     /// The same for held results.
     pub(crate) staged_results: Staged,
+    /// The batch has a [`Record::Probe`].
+    pub(crate) probe: bool,
 }
 
 impl<'a> Plan<'a> {
@@ -295,12 +410,12 @@ impl<'a> Plan<'a> {
                         Some(job_seq) => {
                             let seq = p.seqs.dead;
                             p.seqs.dead += 1;
-                            p.dead.push(Dead::Move {
+                            p.dead.push(Dead::Move(DeadMove {
                                 job_seq,
                                 seq,
                                 reason,
-                                error,
-                            });
+                                error: error.as_deref(),
+                            }));
                             p.deletes.push(job_seq);
                         }
                         None => log::debug!("journal: dead letter for unknown job {msgid}"),
@@ -342,11 +457,57 @@ impl<'a> Plan<'a> {
                 Record::DeleteState { kind, id } => {
                     p.other.push(Other::DeleteState { kind: *kind, id })
                 }
-                // The lease check every batch starts with is a real write.
-                Record::Probe => {}
+                Record::Probe => p.probe = true,
             }
         }
         p
+    }
+
+    /// Carry out the plan through `w`, group by group in the order of the
+    /// module documentation; `dead_at` (unix ms) is the time of every dead
+    /// letter of the batch. Stops at the first error (the store's
+    /// transaction then rolls back).
+    pub(crate) fn write<W: RowWriter>(&self, w: &mut W, dead_at: i64) -> Result<(), W::Error> {
+        if self.inserts.len() > 0 {
+            w.insert_jobs(&self.inserts)?;
+        }
+        for u in &self.updates {
+            match u {
+                Update::Replace { seq, job } => w.replace_job(*seq, job)?,
+                Update::Attempts { seq, attempts } => w.set_attempts(*seq, *attempts)?,
+            }
+        }
+        for d in &self.dead {
+            match d {
+                Dead::Move(m) => w.move_to_dead(m, dead_at)?,
+                Dead::Remove { msgid } => w.remove_dead(msgid)?,
+            }
+        }
+        if !self.deletes.is_empty() {
+            w.delete_jobs(&self.deletes)?;
+        }
+        if self.finished.job.len() > 0 {
+            w.insert_finished(&self.finished)?;
+        }
+        if let Some((at_or_below, before)) = self.trim_finished {
+            w.trim_finished(at_or_below, before)?;
+        }
+        if let Some(keep) = self.trim_dead {
+            w.trim_dead(keep)?;
+        }
+        for o in &self.other {
+            w.other(o)?;
+        }
+        if !self.results.seq.is_empty() {
+            w.insert_results(&self.results)?;
+        }
+        if !self.result_deletes.is_empty() {
+            w.delete_results(&self.result_deletes)?;
+        }
+        if self.probe {
+            w.probe()?;
+        }
+        Ok(())
     }
 
     /// Whether one statement writes this batch (see the module
@@ -388,6 +549,17 @@ impl<'a> Plan<'a> {
     }
 }
 
+// How a `JobRecord` is laid out in a row, the same in both stores and in
+// every table that holds jobs. These choices stay inside the stores; the
+// records are the core's.
+//
+// - `route`: empty when it equals `queue` (the common case costs no text);
+//   read back as the queue.
+// - times: unix milliseconds as a signed 64-bit integer; a time past
+//   `i64::MAX` ms (year 292 million) is stored as `i64::MAX`, and a
+//   negative one (only from a hand-edited row) reads as 0.
+// - a delivery count as a signed 32-bit integer (PostgreSQL's `INTEGER`).
+
 /// The `route` column: empty when it equals `queue`.
 pub(crate) fn route_column(job: &JobRecord) -> &str {
     if job.route == job.queue {
@@ -402,15 +574,24 @@ pub(crate) fn attempts_column(n: u32) -> i32 {
     i32::try_from(n).unwrap_or(i32::MAX)
 }
 
-/// Unix ms as `BIGINT` (past `i64::MAX` stored as it).
+/// Unix ms as a 64-bit integer (past `i64::MAX` stored as it).
 pub(crate) fn unix_ms_column(ms: u64) -> i64 {
     i64::try_from(ms).unwrap_or(i64::MAX)
 }
 
-/// A `BIGINT` back to unix ms (a negative one, only from a hand-edited
-/// row, reads as 0).
+/// A 64-bit integer back to unix ms (a negative one, only from a
+/// hand-edited row, reads as 0).
 pub(crate) fn unix_ms_from_column(ms: i64) -> u64 {
     u64::try_from(ms).unwrap_or(0)
+}
+
+/// Now, as a dead letter's time (the time of the append; the same for
+/// every dead letter of a batch).
+pub(crate) fn now_unix_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| unix_ms_column(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)))
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -442,6 +623,17 @@ mod tests {
             },
             keep,
             drop_before_unix_ms: 500,
+        }
+    }
+
+    fn held(msgid: &str) -> ResultRecord {
+        ResultRecord {
+            msgid: msgid.into(),
+            client: vec![1],
+            status: emqp_proto::ResultStatus::Ok,
+            payload: b"{}".to_vec(),
+            receipt: false,
+            held_at_unix_ms: 5,
         }
     }
 
@@ -576,12 +768,12 @@ mod tests {
         assert_eq!(
             p.dead,
             [
-                Dead::Move {
+                Dead::Move(DeadMove {
                     job_seq: 5,
                     seq: 1,
                     reason: "lost",
-                    error: &None,
-                },
+                    error: None,
+                }),
                 Dead::Remove { msgid: "x" }
             ]
         );
@@ -637,14 +829,7 @@ mod tests {
     fn held_results_are_inserted_and_released_by_row() {
         let mut results = RowIndex::default();
         results.set(Key::of("old"), Some(4));
-        let r = |m: &str| ResultRecord {
-            msgid: m.into(),
-            client: vec![1],
-            status: emqp_proto::ResultStatus::Ok,
-            payload: b"{}".to_vec(),
-            receipt: false,
-            held_at_unix_ms: 5,
-        };
+        let r = held;
         let records = vec![
             Record::ResultHeld(r("new")),
             Record::ResultReleased {
@@ -673,6 +858,145 @@ mod tests {
             (vec![5], vec![5])
         );
         assert!(!p.is_one_statement());
+    }
+
+    /// A writer that notes which group came when.
+    #[derive(Default)]
+    struct Log(Vec<String>);
+
+    impl RowWriter for Log {
+        type Error = String;
+        fn insert_jobs(&mut self, j: &JobColumns<'_>) -> Result<(), String> {
+            self.0.push(format!("insert jobs {:?}", j.seq));
+            Ok(())
+        }
+        fn replace_job(&mut self, seq: i64, _: &JobRecord) -> Result<(), String> {
+            self.0.push(format!("replace {seq}"));
+            Ok(())
+        }
+        fn set_attempts(&mut self, seq: i64, attempts: i32) -> Result<(), String> {
+            self.0.push(format!("attempts {seq} {attempts}"));
+            Ok(())
+        }
+        fn move_to_dead(&mut self, m: &DeadMove<'_>, at: i64) -> Result<(), String> {
+            self.0
+                .push(format!("dead {} as {} at {at}", m.job_seq, m.seq));
+            Ok(())
+        }
+        fn remove_dead(&mut self, msgid: &str) -> Result<(), String> {
+            self.0.push(format!("forget dead {msgid}"));
+            Ok(())
+        }
+        fn delete_jobs(&mut self, seqs: &[i64]) -> Result<(), String> {
+            self.0.push(format!("delete jobs {seqs:?}"));
+            Ok(())
+        }
+        fn insert_finished(&mut self, f: &FinishedColumns<'_>) -> Result<(), String> {
+            self.0.push(format!("insert finished {:?}", f.job.seq));
+            Ok(())
+        }
+        fn trim_finished(&mut self, at_or_below: i64, before: i64) -> Result<(), String> {
+            self.0
+                .push(format!("trim finished <= {at_or_below} or < {before}"));
+            Ok(())
+        }
+        fn trim_dead(&mut self, keep: i64) -> Result<(), String> {
+            self.0.push(format!("trim dead to {keep}"));
+            Ok(())
+        }
+        fn other(&mut self, o: &Other<'_>) -> Result<(), String> {
+            self.0.push(format!("{o:?}"));
+            Ok(())
+        }
+        fn insert_results(&mut self, r: &ResultColumns<'_>) -> Result<(), String> {
+            self.0.push(format!("insert results {:?}", r.seq));
+            Ok(())
+        }
+        fn delete_results(&mut self, seqs: &[i64]) -> Result<(), String> {
+            if seqs.contains(&99) {
+                return Err("refused".into());
+            }
+            self.0.push(format!("delete results {seqs:?}"));
+            Ok(())
+        }
+        fn probe(&mut self) -> Result<(), String> {
+            self.0.push("probe".into());
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_plan_is_written_group_by_group_in_one_order_for_every_store() {
+        let mut rows = RowIndex::default();
+        rows.set(Key::of("old"), Some(1));
+        rows.set(Key::of("lost"), Some(2));
+        let mut results = RowIndex::default();
+        results.set(Key::of("r-old"), Some(3));
+        let r = held("r-new");
+        // Records in an order unlike the groups'.
+        let records = vec![
+            Record::Probe,
+            Record::ResultReleased {
+                msgid: "r-old".into(),
+            },
+            Record::ResultHeld(r),
+            Record::PutSchedule {
+                id: "s".into(),
+                blob: vec![1],
+            },
+            finished("old", 10),
+            Record::DeadLettered {
+                msgid: "lost".into(),
+                reason: "lost".into(),
+                error: None,
+                keep: 5,
+            },
+            Record::Attempt {
+                msgid: "new".into(),
+                attempts: 2,
+            },
+            Record::Accepted(job("new")),
+            Record::Attempt {
+                msgid: "new".into(),
+                attempts: 3,
+            },
+        ];
+        let p = Plan::build(
+            &records,
+            &rows,
+            &results,
+            Seqs {
+                job: 10,
+                finished: 20,
+                dead: 30,
+                result: 40,
+            },
+        );
+        let mut log = Log::default();
+        p.write(&mut log, 777).unwrap();
+        assert_eq!(
+            log.0,
+            [
+                "insert jobs [10]",
+                "attempts 10 3",
+                "dead 2 as 30 at 777",
+                "delete jobs [1, 2]",
+                "insert finished [20]",
+                "trim finished <= 10 or < 500",
+                "trim dead to 5",
+                "PutSchedule { id: \"s\", blob: [1] }",
+                "insert results [40]",
+                "delete results [3]",
+                "probe",
+            ]
+        );
+        // The first error stops the writing (the store rolls back).
+        let mut held = RowIndex::default();
+        held.set(Key::of("r-old"), Some(99));
+        let p = Plan::build(&records, &rows, &held, Seqs::default());
+        let mut log = Log::default();
+        assert_eq!(p.write(&mut log, 0), Err("refused".to_string()));
+        assert!(!log.0.contains(&"probe".to_string()), "{:?}", log.0);
     }
 
     #[test]
