@@ -8,22 +8,29 @@
 //! - [`settings`]: the layering every binary follows (flag, `EVENTMQ_*`
 //!   environment, the INI file `EVENTMQ_CONFIG_FILE`), with the
 //!   environment passed in, never read here;
+//! - [`known`]: every setting's one name, its older names and the
+//!   sections that read it (unknown keys in a file are reported);
 //! - [`duration`]: the one duration grammar (`5`, `250ms`, `2m`, `1h`) and
 //!   the [`duration::Zero`] rule each duration setting picks;
 //! - [`args`]: the shared flags ([`AuthArgs`], [`CurveArgs`],
 //!   [`AccessArgs`]), declared once and flattened;
 //! - [`exit`]: one [`Exit`] with each binary's documented codes;
 //! - [`logging`]: the logger, [`init_logging`], and its format
-//!   ([`LogArgs`]: `--log-format text|json`).
+//!   ([`LogArgs`]: `--log-format text|json`);
+//! - [`service`]: telling systemd the process is ready or stopping
+//!   (`Type=notify`), a no-op elsewhere.
 //!
-//! It does no I/O of its own beyond reading the config file a binary names.
+//! It does no I/O of its own beyond reading the config file a binary names
+//! and the service manager's notifications.
 
 #![forbid(unsafe_code)]
 
 pub mod args;
 pub mod duration;
 pub mod exit;
+pub mod known;
 pub mod logging;
+pub mod service;
 pub mod settings;
 
 pub use args::{AccessArgs, AuthArgs, CurveArgs};

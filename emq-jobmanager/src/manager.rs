@@ -9,6 +9,12 @@
 //! notice otherwise). The monitor is stopped before its watch is dropped,
 //! whenever the socket is replaced or closed (`Link`'s `Drop`).
 //!
+//! The service manager (systemd, `Type=notify`) is told READY when the
+//! pool is up and the first connection is made (its status line names
+//! the router; it changes on each reconnect) and STOPPING when a shutdown
+//! begins (`emq_cli_support::service`; nothing without `NOTIFY_SOCKET`,
+//! which job processes do not inherit).
+//!
 //! ```no_run
 //! use emq_jobmanager::JobManager;
 //! let code = JobManager::builder()
@@ -352,6 +358,16 @@ impl JobManager {
         } = self.cfg;
         core_cfg.id_seed = emqp_proto::msgid::random_seed();
         core_cfg.unix_micros_at_start = unix_micros_now();
+        // Who we are, for `emq-cli workers` and the dashboard (the name
+        // comes from --name; the rest is this process's).
+        let about = &mut core_cfg.about;
+        about.host = about.host.take().or_else(hostname);
+        about.pid = about.pid.or(Some(std::process::id()));
+        about.slots = about.slots.or(Some(core_cfg.concurrency as u64));
+        about.version = about
+            .version
+            .take()
+            .or_else(|| Some(env!("CARGO_PKG_VERSION").to_string()));
         let start = Instant::now();
         let (concurrency, prefetch, queues, brokers, max_message_size, default_timeout) = (
             core_cfg.concurrency,
@@ -445,6 +461,9 @@ impl JobManager {
                         }
                         link = Some(Link::open(&ctx, &endpoint, &identity, &opts)?);
                         info!("connected to {endpoint} as {identity}");
+                        emq_cli_support::service::ready(&format!(
+                            "connected to {endpoint} ({concurrency} slot(s))"
+                        ));
                     }
                     Action::Send(msg) => {
                         if let Some(message) = send(link.as_ref().map(|l| &l.sock), msg) {
@@ -489,6 +508,7 @@ impl JobManager {
             }
             if !shutdown_seen && shutdown.requested() {
                 shutdown_seen = true;
+                emq_cli_support::service::stopping("stopping: finishing running jobs");
                 core.handle(Input::Shutdown, start.elapsed(), &mut actions);
                 continue;
             }
@@ -666,4 +686,14 @@ fn send(sock: Option<&zmq::Socket>, msg: Message) -> Option<Message> {
         }
     }
     None
+}
+
+/// This machine's host name (Linux: /proc/sys/kernel/hostname), else
+/// `$HOSTNAME`; `None` when neither says.
+fn hostname() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
 }

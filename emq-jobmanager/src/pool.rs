@@ -616,7 +616,7 @@ impl SlotThread {
                 _ if killed => {
                     JobOutcome::Error(JobError::new(ErrorKind::Crash, KILLED_AT_SHUTDOWN))
                 }
-                Job::Run(job) => self.python.run(run, job, &*self.shared),
+                Job::Run(job) => self.python.run(run, &js.msgid, job, &*self.shared),
                 Job::Shell(job) => crate::shell::run(job, run, &*self.shared),
                 // Inline: no thread start or hand-off per job.
                 Job::Call(job) => self

@@ -6,7 +6,9 @@
 //! or a CANCEL kills it together with anything the job started (the slot
 //! then starts a fresh worker). It speaks JSON lines over its original
 //! stdin/stdout (see the script's docstring); the job's own prints go to
-//! the job manager's stderr. `PYTHONPATH` and the working directory are
+//! the job manager's stderr, each line tagged with the job's msgid
+//! (`[MSGID] line`), and its traceback, when it raises, comes without the
+//! worker script's own frames. `PYTHONPATH` and the working directory are
 //! inherited (with `-c`, the working directory is on `sys.path`, as for
 //! 0.3.13's worker).
 //!
@@ -223,6 +225,8 @@ impl PythonWorker {
             .stderr(Stdio::inherit())
             .process_group(0);
         die_with_parent(&mut cmd);
+        // systemd's socket is the job manager's (NotifyAccess=main).
+        cmd.env_remove(emq_cli_support::service::NOTIFY_SOCKET);
         if !self.cfg.python_path.is_empty() {
             let mut paths = self.cfg.python_path.clone();
             if let Some(existing) = std::env::var_os("PYTHONPATH") {
@@ -377,7 +381,14 @@ impl PythonWorker {
     }
 
     /// Run one job; never panics.
-    pub(crate) fn run(&mut self, run: u64, job: &RunJob, slot: &dyn GroupRegistry) -> JobOutcome {
+    /// `msgid` tags the job's own output on stderr (`[msgid] line`).
+    pub(crate) fn run(
+        &mut self,
+        run: u64,
+        msgid: &str,
+        job: &RunJob,
+        slot: &dyn GroupRegistry,
+    ) -> JobOutcome {
         self.used = true;
         // A worker that died while idle (OOM killer, kill -9) is replaced
         // before the job is sent, so the job is not blamed for it.
@@ -410,7 +421,7 @@ impl PythonWorker {
                 return crash(e);
             }
         };
-        let request = serde_json::json!({"id": run, "job": job});
+        let request = serde_json::json!({"id": run, "msgid": msgid, "job": job});
         let mut line = request.to_string();
         line.push('\n');
         slot.set_job_group(run, Some(proc.pid));

@@ -46,13 +46,18 @@ impl Histogram {
     }
 }
 
-/// Counters of one route queue.
+/// Counters of one route queue, one definition for every view (STATUS's
+/// per-queue figures, admin `queues`, the dashboard, `/metrics`):
+/// `finished = processed + failed + dead_lettered`.
 #[derive(Debug, Clone, Default)]
 pub struct QueueMetrics {
-    /// Finished jobs: completed (ok or failed) or dead-lettered after
-    /// exhausted retries (admin `processed_messages_by_queue`).
+    /// Finished jobs: done, failed, or dead-lettered (retries or deliveries
+    /// exhausted) — admin `processed_messages_by_queue`, `queues`'
+    /// `finished`. Cancelled jobs are not counted.
     pub finished: u64,
+    /// Finished ok (`done`).
     pub processed: u64,
+    /// Finished failed with no retry left to try (not dead-lettered).
     pub failed: u64,
     pub retried: u64,
     pub redelivered: u64,
@@ -112,6 +117,13 @@ pub struct Stats {
     /// REQUESTs sent again (a msgid held with the same queue and message)
     /// acknowledged as the job already held, not run again.
     pub resent_requests: u64,
+    /// REQUESTs with a held `unique-key` acknowledged as the job holding
+    /// it (`DUPLICATE`).
+    pub unique_duplicates: u64,
+    /// REQUESTs with a held `unique-key` refused `duplicate`.
+    pub unique_rejected: u64,
+    /// Waiting jobs cancelled by `on-conflict:replace`.
+    pub unique_replaced: u64,
     /// REQUESTs and SCHEDULEs refused `journal-unavailable` (including
     /// jobs whose batch failed: they were never acknowledged).
     pub rejected_journal: u64,

@@ -17,14 +17,20 @@
 //! on its timer — until it stops (shutdown: the lease is released) or
 //! loses the lease (KBYE to every peer, sockets closed, back to
 //! standby). Other journals serve one term.
+//!
+//! The service manager (systemd, `Type=notify`) hears of it
+//! (`emq_cli_support::service`): READY once a term serves (sockets bound,
+//! journal loaded) or a router waits as a standby, with the status line
+//! saying which; STOPPING when the core starts to drain (a signal or
+//! DISCONNECT). Nothing without `NOTIFY_SOCKET`.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use emq_cli_support::Exit;
+use emq_cli_support::{service, Exit};
 use emq_journal::postgres::{PgJournal, PgOptions};
 use emq_journal::JournalTarget;
 use emq_router_core::lease::StepDownReason;
-use emq_router_core::{Action, Input, Router};
+use emq_router_core::{Action, Input, Router, Socket};
 use emq_transport::{ReloadSignal, ShutdownSignal};
 
 use crate::flags::Plan;
@@ -169,15 +175,23 @@ fn serve_in_terms(
         "standby: waiting for the leader lease as {} (no socket bound until then)",
         pg.holder()
     );
+    // A standby is up and doing its job: waiting. systemd counts it as
+    // started (a unit that never became leader must not time out).
+    service::ready(&format!(
+        "standby: waiting for the leader lease as {}",
+        pg.holder()
+    ));
     loop {
         if pg.wait_for_lease(&signals.shutdown).is_none() {
             log::info!("shutdown signal received while standby: exiting");
+            service::stopping("stopping: standby exits");
             return Ok(());
         }
         match serve(opts, pg, start, signals) {
             Ok(Served::Exit) => return Ok(()),
             Ok(Served::SteppedDown) => {
                 log::info!("standby: waiting for the leader lease again");
+                service::status("standby: waiting for the leader lease again");
             }
             Err(e) => {
                 pg.shutdown();
@@ -217,7 +231,14 @@ fn serve(
     };
     let socks = Sockets::open(opts)?;
     let web = Web::start(opts, &socks)?;
+    // Only a serving router drains the outbox.
+    let outbox = opts.outbox.as_deref().and_then(|url| {
+        crate::outbox::OutboxPort::start(url)
+            .map_err(|e| log::error!("outbox: cannot start its thread: {e}"))
+            .ok()
+    });
     let mut term = Term {
+        outbox,
         opts,
         router: Router::new(opts.core.clone()),
         journal,
@@ -225,6 +246,7 @@ fn serve(
         web,
         out: Vec::with_capacity(1024),
         start,
+        told_stopping: false,
     };
     if let Some(restored) = restored {
         let n = term
@@ -242,6 +264,7 @@ fn serve(
             n.results
         );
     }
+    service::ready(&format!("serving (journal {})", term.journal.describe()));
     let ended = match term.flush() {
         Some(ended) => ended,
         None => term.run(signals)?,
@@ -267,6 +290,10 @@ struct Term<'a> {
     /// The core's actions not yet carried out.
     out: Vec<Action>,
     start: Instant,
+    /// The service manager was told STOPPING (the core drains).
+    told_stopping: bool,
+    /// `--outbox`: rows in, answers out (`outbox.rs`).
+    outbox: Option<crate::outbox::OutboxPort>,
 }
 
 impl Term<'_> {
@@ -299,6 +326,10 @@ impl Term<'_> {
                 log::info!("shutdown signal received");
                 self.router.handle(Input::Shutdown, now, &mut self.out);
             }
+            if !self.told_stopping && self.router.is_draining() {
+                self.told_stopping = true;
+                service::stopping("stopping: draining in-flight jobs");
+            }
             if self.router.poll_timeout().is_some_and(|t| t <= now) {
                 self.router.handle_timeout(now, &mut self.out);
             }
@@ -323,6 +354,7 @@ impl Term<'_> {
         items.push(signals.shutdown.poll_item());
         items.push(signals.reload.poll_item());
         items.extend(self.journal.poll_item());
+        items.extend(self.outbox.as_ref().map(|o| o.poll_item()));
         emq_transport::poll::poll(&mut items, timeout)
             .map(drop)
             .map_err(|e| format!("poll failed: {e}"))
@@ -339,6 +371,14 @@ impl Term<'_> {
                     break;
                 };
                 any = true;
+                self.router
+                    .handle(Input::Frames { socket, frames }, now, &mut self.out);
+            }
+        }
+        if let Some(o) = self.outbox.as_mut() {
+            for frames in o.take() {
+                any = true;
+                let socket = Socket::Frontend;
                 self.router
                     .handle(Input::Frames { socket, frames }, now, &mut self.out);
             }
@@ -382,6 +422,12 @@ impl Term<'_> {
                         frames,
                     } => {
                         sent = true;
+                        if socket == Socket::Frontend && identity == crate::outbox::IDENTITY {
+                            if let Some(o) = self.outbox.as_mut() {
+                                o.answer(frames);
+                                continue;
+                            }
+                        }
                         if let Err(reason) = self.socks.send(socket, &identity, frames, now) {
                             failed.push(Input::SendFailed {
                                 socket,

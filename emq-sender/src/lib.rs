@@ -31,6 +31,7 @@ pub use payload::UsageError;
 
 use bulk::{dead_letter_result, payload_value, BulkOptions};
 use emqp_proto::{Command, RejectReason};
+use serde_json::Value;
 
 /// Where [`run`] reads and writes.
 pub struct Io<'a> {
@@ -87,7 +88,9 @@ pub fn run<R: BufRead + Send + 'static>(plan: &Plan, input: R, io: Io) -> Exit {
                 }
                 Ok(exit)
             }),
-        Mode::Single(message) => run_single(&client, plan, message.clone(), io.out, io.err),
+        Mode::Single(message) => {
+            run_single(&client, plan, message.clone(), io.out, io.err, io.progress)
+        }
         Mode::Bulk => {
             let opts = BulkOptions {
                 queue: plan.queue.clone(),
@@ -234,7 +237,7 @@ fn run_schedule(
             );
             Exit::Rejected
         }
-        Outcome::TimedOut { .. } => {
+        Outcome::TimedOut { .. } | Outcome::Duplicate { .. } => {
             let _ = writeln!(
                 err,
                 "emq-sender: {} for {what} {msgid}{}",
@@ -302,6 +305,7 @@ fn run_single(
     message: Vec<u8>,
     out: &mut dyn Write,
     err: &mut dyn Write,
+    person: bool,
 ) -> Result<Exit, ClientError> {
     let secs = plan.timeout.as_secs_f64();
     let deadline = Instant::now() + plan.timeout;
@@ -351,9 +355,47 @@ fn run_single(
             print(out, &msgid)?;
             Exit::Ok
         }
+        Outcome::Duplicate {
+            existing,
+            text,
+            result,
+        } => {
+            let _ = writeln!(
+                err,
+                "emq-sender: job {msgid} is a duplicate of {existing} ({text}); not run again"
+            );
+            match result {
+                Some((status, payload)) => {
+                    print(out, &payload_value(&payload).to_string())?;
+                    Exit::for_status(status)
+                }
+                None if plan.wait => {
+                    let _ = writeln!(
+                        err,
+                        "emq-sender: job {existing} did not finish within {secs} s (--timeout)"
+                    );
+                    Exit::Timeout
+                }
+                None => {
+                    print(out, &existing)?;
+                    Exit::Ok
+                }
+            }
+        }
         Outcome::Finished { status, payload } => {
             if plan.wait {
-                print(out, &payload_value(&payload).to_string())?;
+                let mut value = payload_value(&payload);
+                if let Some(tb) = emqp_proto::job::traceback_text(&value) {
+                    // The traceback as text on stderr; on a terminal (a
+                    // person reads both) not again, escaped, in the JSON.
+                    let _ = write!(err, "emq-sender: job {msgid} failed:\n{tb}");
+                    if person {
+                        if let Some(e) = value.get_mut("error").and_then(Value::as_object_mut) {
+                            e.remove("traceback");
+                        }
+                    }
+                }
+                print(out, &value.to_string())?;
                 Exit::for_status(status)
             } else {
                 // A result before the ack still means it was accepted.

@@ -75,6 +75,92 @@ pub fn take_back_key(features: &[String]) -> Option<&str> {
     })
 }
 
+/// Who a worker is, for people (emq, in the INFORM's features frame):
+/// `name=NAME`, `host=HOST`, `pid=N`, `slots=N`, `version=V`, each value
+/// percent-encoded where it holds `%` or `,`. The router shows them in its
+/// `workers` view (`NAME@HOST`); a job manager sends the same name on
+/// every reconnect, so the name stays while the connection identity (a
+/// fresh uuid per connection) changes. A router that does not know them
+/// takes them as unknown features (ignored); a 0.3.13 router ignores the
+/// frame.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkerAbout {
+    pub name: Option<String>,
+    pub host: Option<String>,
+    pub pid: Option<u32>,
+    /// The job manager's slots (`--concurrency`).
+    pub slots: Option<u64>,
+    pub version: Option<String>,
+}
+
+impl WorkerAbout {
+    const KEYS: [&'static str; 5] = ["name=", "host=", "pid=", "slots=", "version="];
+
+    /// The features entries, in a fixed order, for what is known.
+    pub fn to_features(&self) -> Vec<String> {
+        let enc = |v: &str| v.replace('%', "%25").replace(',', "%2C");
+        let mut out = Vec::new();
+        if let Some(v) = &self.name {
+            out.push(format!("name={}", enc(v)));
+        }
+        if let Some(v) = &self.host {
+            out.push(format!("host={}", enc(v)));
+        }
+        if let Some(v) = self.pid {
+            out.push(format!("pid={v}"));
+        }
+        if let Some(v) = self.slots {
+            out.push(format!("slots={v}"));
+        }
+        if let Some(v) = &self.version {
+            out.push(format!("version={}", enc(v)));
+        }
+        out
+    }
+
+    /// The entries of `features` that say who the worker is, taken out
+    /// of it; `None` when there are none. A number that does not parse is
+    /// left out (never an error: it is for display).
+    pub fn take_from(features: &mut Vec<String>) -> Option<WorkerAbout> {
+        let dec = |v: &str| {
+            v.replace("%2C", ",")
+                .replace("%2c", ",")
+                .replace("%25", "%")
+        };
+        let mut about = WorkerAbout::default();
+        let mut any = false;
+        features.retain(|f| {
+            let Some(key) = Self::KEYS.iter().find(|k| f.starts_with(**k)) else {
+                return true;
+            };
+            let v = &f[key.len()..];
+            any = true;
+            match *key {
+                "name=" => about.name = Some(dec(v)).filter(|v| !v.is_empty()),
+                "host=" => about.host = Some(dec(v)).filter(|v| !v.is_empty()),
+                "pid=" => about.pid = v.parse().ok(),
+                "slots=" => about.slots = v.parse().ok(),
+                _ => about.version = Some(dec(v)).filter(|v| !v.is_empty()),
+            }
+            false
+        });
+        any.then_some(about)
+    }
+
+    /// `NAME@HOST`, `NAME`, or `PID@HOST` (no name given), as people
+    /// read it (one word, for tables); `None`
+    /// when neither name nor host is known.
+    pub fn label(&self) -> Option<String> {
+        match (&self.name, &self.host, self.pid) {
+            (Some(n), Some(h), _) => Some(format!("{n}@{h}")),
+            (Some(n), None, _) => Some(n.clone()),
+            (None, Some(h), Some(p)) => Some(format!("{p}@{h}")),
+            (None, Some(h), None) => Some(h.clone()),
+            (None, None, _) => None,
+        }
+    }
+}
+
 impl Inform {
     pub fn has_feature(&self, name: &str) -> bool {
         self.features.iter().any(|f| f == name)
@@ -86,7 +172,9 @@ impl Inform {
 pub struct Request {
     pub queue: String,
     pub headers: Headers,
-    /// The job payload (JSON text in 0.3.13). Never decoded by the router.
+    /// The job payload (JSON text in 0.3.13). Never decoded by the router,
+    /// which only tells a message that cannot be a job
+    /// ([`crate::job::not_a_job`]).
     pub message: Vec<u8>,
 }
 
@@ -197,6 +285,13 @@ pub enum RejectReason {
     DuplicateMsgid,
     /// UNSCHEDULE (or an admin operation) named something that does not exist.
     NotFound,
+    /// The REQUEST's message is JSON but not a job: every job form (0.3.13's
+    /// and emq's) is an array `[KIND, PARAMS]` ([`crate::job::not_a_job`]).
+    NotAJob,
+    /// emq: the REQUEST's `unique-key` is held by another job and it asked
+    /// `on-conflict:reject`; TEXT starts with the holder's msgid
+    /// ([`Reject::duplicate_of`]).
+    Duplicate,
     Other(String),
 }
 
@@ -211,6 +306,8 @@ impl RejectReason {
             RejectReason::JournalUncertain => "journal-uncertain",
             RejectReason::DuplicateMsgid => "duplicate-msgid",
             RejectReason::NotFound => "not-found",
+            RejectReason::NotAJob => "not-a-job",
+            RejectReason::Duplicate => "duplicate",
             RejectReason::Other(s) => s,
         }
     }
@@ -225,6 +322,8 @@ impl RejectReason {
             "journal-uncertain" => RejectReason::JournalUncertain,
             "duplicate-msgid" => RejectReason::DuplicateMsgid,
             "not-found" => RejectReason::NotFound,
+            "not-a-job" => RejectReason::NotAJob,
+            "duplicate" => RejectReason::Duplicate,
             _ => RejectReason::Other(s),
         }
     }
@@ -235,6 +334,46 @@ impl RejectReason {
 pub struct Reject {
     pub orig_msgid: String,
     pub reason: RejectReason,
+    pub text: String,
+}
+
+impl Reject {
+    /// `REJECT [msgid, duplicate, "EXISTING_MSGID: text"]`: refused because
+    /// the job `existing` holds the REQUEST's unique key.
+    pub fn duplicate(orig_msgid: String, existing: &str, text: &str) -> Reject {
+        Reject {
+            orig_msgid,
+            reason: RejectReason::Duplicate,
+            text: format!("{existing}: {text}"),
+        }
+    }
+
+    /// The msgid of the job that holds the unique key, for a `duplicate`
+    /// REJECT (the TEXT up to its first `": "`).
+    pub fn duplicate_of(&self) -> Option<&str> {
+        if self.reason != RejectReason::Duplicate {
+            return None;
+        }
+        self.text
+            .split_once(": ")
+            .map(|(m, _)| m)
+            .filter(|m| !m.is_empty())
+    }
+}
+
+/// DUPLICATE (emq extension, router → client): the REQUEST `orig_msgid`
+/// was not accepted as a new job because the job `existing_msgid` holds
+/// its `unique-key` (with `on-conflict:existing`, the default, or
+/// `replace` while that job runs). It is the acknowledgement of the
+/// REQUEST: the client takes `existing_msgid` as its job, and with
+/// `reply-requested` gets that job's `RESULT [existing_msgid, ...]`. Sent
+/// only in answer to a REQUEST with a `unique-key` header, so 0.3.13
+/// clients never see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Duplicate {
+    pub orig_msgid: String,
+    pub existing_msgid: String,
+    /// One line for a person.
     pub text: String,
 }
 
@@ -326,6 +465,7 @@ pub enum Command {
     Result(JobResult),
     Reject(Reject),
     Notice(Notice),
+    Duplicate(Duplicate),
     /// emq: client → router, the receipt of RESULTs: the client has the
     /// results of these jobs (one or more ORIG_MSGID frames), so the router
     /// may forget them. Sent for jobs submitted with the `result-receipt`
@@ -365,6 +505,7 @@ impl Command {
             Command::Result(_) => "RESULT",
             Command::Reject(_) => "REJECT",
             Command::Notice(_) => "NOTICE",
+            Command::Duplicate(_) => "DUPLICATE",
             Command::Received { .. } => "RECEIVED",
             Command::Running { .. } => "RUNNING",
         }
@@ -468,6 +609,11 @@ impl Command {
                 kind: NoticeKind::parse(utf8(frames.next(3)?, "notice kind")?),
                 text: utf8(frames.next(3)?, "notice text")?,
             }),
+            "DUPLICATE" => Command::Duplicate(Duplicate {
+                orig_msgid: utf8(frames.next(3)?, "original msgid")?,
+                existing_msgid: utf8(frames.next(3)?, "existing msgid")?,
+                text: utf8(frames.next(3)?, "duplicate text")?,
+            }),
             "RECEIVED" | "RUNNING" => {
                 let mut orig_msgids = vec![utf8(frames.next(1)?, "original msgid")?];
                 while let Some(f) = frames.optional() {
@@ -557,6 +703,11 @@ impl Command {
                 out.push(n.kind.as_str().as_bytes().to_vec());
                 out.push(n.text.into_bytes());
             }
+            Command::Duplicate(d) => {
+                out.push(d.orig_msgid.into_bytes());
+                out.push(d.existing_msgid.into_bytes());
+                out.push(d.text.into_bytes());
+            }
             Command::Received { orig_msgids } | Command::Running { orig_msgids } => {
                 out.extend(orig_msgids.into_iter().map(String::into_bytes));
             }
@@ -628,7 +779,7 @@ fn decode_interval(frame: &[u8]) -> Result<Interval, DecodeError> {
 }
 
 /// Every command name this crate knows.
-pub const NAMES: [&str; 21] = [
+pub const NAMES: [&str; 22] = [
     "INFORM",
     "ACK",
     "READY",
@@ -650,6 +801,7 @@ pub const NAMES: [&str; 21] = [
     "RECEIVED",
     "RUNNING",
     "NOTICE",
+    "DUPLICATE",
 ];
 
 /// Map the command frame to its canonical name. Upper case is what every
@@ -700,5 +852,50 @@ impl Body {
             self.offset += 1;
         }
         f
+    }
+}
+
+#[cfg(test)]
+mod about_tests {
+    use super::*;
+    use crate::Message;
+
+    #[test]
+    fn who_a_worker_is_rides_in_the_features_and_comes_back_out() {
+        let about = WorkerAbout {
+            name: Some("mail,1%".into()),
+            host: Some("box".into()),
+            pid: Some(42),
+            slots: Some(4),
+            version: Some("0.1.0".into()),
+        };
+        let mut features = vec!["job-ack".to_string(), "cancel".into()];
+        features.extend(about.to_features());
+        assert_eq!(
+            features.join(","),
+            "job-ack,cancel,name=mail%2C1%25,host=box,pid=42,slots=4,version=0.1.0"
+        );
+        // Through the frame and back.
+        let frames = Message::with_msgid(
+            "m",
+            Command::Inform(Inform {
+                queues: QueueSpec::default(),
+                peer_type: Some(PeerType::Worker),
+                features,
+            }),
+        )
+        .encode();
+        let Command::Inform(mut i) = Message::decode(frames).unwrap().command else {
+            panic!("not an INFORM");
+        };
+        assert_eq!(WorkerAbout::take_from(&mut i.features), Some(about.clone()));
+        assert_eq!(i.features, ["job-ack", "cancel"]);
+        assert_eq!(about.label().as_deref(), Some("mail,1%@box"));
+        assert_eq!(WorkerAbout::take_from(&mut vec!["job-ack".into()]), None);
+        let mut bad = vec!["pid=x".to_string()];
+        assert_eq!(
+            WorkerAbout::take_from(&mut bad),
+            Some(WorkerAbout::default())
+        );
     }
 }

@@ -27,11 +27,11 @@ pub mod queues;
 
 pub use admin::{AdminError, AdminOp, ErrorKind, OpName};
 pub use command::{
-    Command, Inform, JobResult, Notice, NoticeKind, PeerType, Reject, RejectReason, Reply, Request,
-    ResultStatus, Schedule,
+    Command, Duplicate, Inform, JobResult, Notice, NoticeKind, PeerType, Reject, RejectReason,
+    Reply, Request, ResultStatus, Schedule, WorkerAbout,
 };
 pub use error::DecodeError;
-pub use headers::{Header, Headers};
+pub use headers::{Header, Headers, OnConflict, Unique, UniqueError};
 pub use interval::{Interval, IntervalError};
 pub use message::Message;
 pub use msgid::{new_msgid, MsgIds};

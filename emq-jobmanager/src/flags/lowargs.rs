@@ -11,12 +11,15 @@ use emq_cli_support::{parse_duration, AuthArgs, CurveArgs, LogArgs};
 const AFTER_HELP: &str = "\
 Settings come from flags, then EVENTMQ_* environment variables, then the
 [jobmanager] (and [global]) section of $EVENTMQ_CONFIG_FILE
-(default /etc/eventmq.conf); flags win. Keys: WORKER_ADDR (and
+(default /etc/eventmq.conf); flags win. Keys: BACKEND_ADDR, the router's
+own name for its worker socket (or 0.3.13's WORKER_ADDR; a wildcard host
+such as tcp://*:47290 is reached at 127.0.0.1), BACKEND_ADDR_FAILOVER (or
 WORKER_ADDR_FAILOVER), QUEUES, CONCURRENT_JOBS, HEARTBEAT_INTERVAL,
 HEARTBEAT_LIVENESS, KILL_GRACE_PERIOD, PYTHON, MAX_MESSAGE_SIZE,
 GLOBAL_TIMEOUT, SUBPROCESS_SETUP_FUNC (or the deprecated SETUP_PATH and
 SETUP_CALLABLE), JOB_ENTRY_FUNC, JOB_EXIT_FUNC, MAX_JOB_COUNT, PREFETCH,
-PREFETCH_CAP, CURVE_SERVER_KEY, CURVE_SECRET_KEY_FILE.
+PREFETCH_CAP, CURVE_SERVER_KEY, CURVE_SECRET_KEY_FILE. A key in the file
+that no emq tool reads is logged as a warning with the nearest known name.
 
 Credit window (--prefetch): at most --concurrency jobs ever run, but the
 job manager may hold more (READYs beyond its free slots, jobs received while
@@ -61,7 +64,8 @@ SIGTERM/SIGINT: KBYE to the router, running jobs get --grace-period, exit 0.";
 #[command(name = "emq-jobmanager", version, after_help = AFTER_HELP)]
 pub struct Cli {
     /// Router backend endpoint; a comma-separated list is a failover list,
-    /// tried in turn on each reconnect [default: tcp://127.0.0.1:47290]
+    /// tried in turn on each reconnect (WORKER_ADDR)
+    /// [default: tcp://127.0.0.1:47290]
     #[arg(
         short = 'B',
         long,
@@ -76,7 +80,8 @@ pub struct Cli {
     #[arg(short = 'Q', long, num_args = 1.., value_name = "SPEC")]
     pub queues: Option<Vec<String>>,
 
-    /// Number of jobs run at once (execution slots) [default: 4]
+    /// Number of jobs run at once (execution slots) (CONCURRENT_JOBS)
+    /// [default: 4]
     #[arg(short = 'J', long, visible_alias = "jobs", value_name = "N")]
     pub concurrency: Option<usize>,
 
@@ -174,8 +179,10 @@ pub struct Cli {
     #[arg(short = 'C', long, value_name = "FILE")]
     pub config: Option<String>,
 
-    /// A name for this job manager, used in logs only (the wire identity is
-    /// a fresh uuid4 per connection)
+    /// A name for this job manager [setting: NAME]: in its logs, and sent
+    /// to the router with its host, pid, slots and version, so that `emq-cli
+    /// workers` and the dashboard show NAME@HOST — the same across
+    /// reconnects, while the wire identity is a fresh uuid4 per connection
     #[arg(short = 'n', long)]
     pub name: Option<String>,
 

@@ -422,8 +422,9 @@ impl Router {
         let failed_for_good = status == ResultStatus::Failed && job.retry_count() > 0;
         {
             let m = self.stats.queue_mut(job.route());
-            m.finished += 1;
             if !failed_for_good {
+                // (a dead letter counts itself finished in `dead_letter`)
+                m.finished += 1;
                 if status == ResultStatus::Failed {
                     m.failed += 1;
                 } else {
@@ -463,6 +464,7 @@ impl Router {
             ResultStatus::Failed => "failed",
         };
         self.record_finished(&job, outcome, Some(&payload), now);
+        self.unique_job_ended(&job, Some((status, &payload)), out);
         if job.reply_requested() && !job.client().is_empty() {
             self.send_result(&job, status, payload, now, out);
         }
@@ -540,6 +542,7 @@ impl Router {
         }))
         .unwrap_or_default();
         self.record_finished(&job, "cancelled", Some(&payload), now);
+        self.unique_job_ended(&job, Some((ResultStatus::Failed, &payload)), out);
         if job.reply_requested() && !job.client().is_empty() {
             self.send_result(&job, ResultStatus::Failed, payload, now, out);
         }
@@ -555,7 +558,9 @@ impl Router {
         out: &mut Vec<Action>,
     ) {
         self.stats.dead_lettered += 1;
-        self.stats.queue_mut(job.route()).dead_lettered += 1;
+        let m = self.stats.queue_mut(job.route());
+        m.dead_lettered += 1;
+        m.finished += 1;
         log::warn!(
             msgid:% = job.msgid(), queue:% = job.route();
             "job {} (queue {}) dead-lettered after {} deliveries: {reason}",
@@ -572,7 +577,7 @@ impl Router {
             },
             None,
         );
-        if job.reply_requested() && !job.client().is_empty() {
+        {
             let payload = match &error {
                 Some(p) => p.clone(),
                 None => serde_json::to_vec(&serde_json::json!({
@@ -584,7 +589,10 @@ impl Router {
                 }))
                 .unwrap_or_default(),
             };
-            self.send_result(&job, emqp_proto::ResultStatus::Failed, payload, now, out);
+            self.unique_job_ended(&job, Some((ResultStatus::Failed, &payload)), out);
+            if job.reply_requested() && !job.client().is_empty() {
+                self.send_result(&job, ResultStatus::Failed, payload, now, out);
+            }
         }
         // The whole job: a dead-letter retry accepts it again.
         let record = self.job_record(&job);

@@ -169,7 +169,14 @@ Environment:
                          --password-file is given
   EVENTMQ_CURVE_SERVER_KEY, EVENTMQ_CURVE_SECRET_KEY_FILE
                          defaults for --curve-server-key and
-                         --curve-secret-key-file";
+                         --curve-secret-key-file
+
+Config file: every EVENTMQ_* setting above (and MAX_MESSAGE_SIZE) may also
+come from $EVENTMQ_CONFIG_FILE (default /etc/eventmq.conf), section [sender]
+then [global]; FRONTEND_ADDR also from the router's own [router] section
+(PUBLISHER_INCOMING_ADDR from [publisher]), so the file that configures the
+router tells emq-sender where it is. The environment wins over the file; a
+key no emq tool reads is reported (with the nearest known name).";
 
 pub(crate) fn parse_interval(s: &str) -> Result<i64, String> {
     match s.trim().parse::<i64>() {
@@ -233,6 +240,26 @@ pub struct Cli {
     /// and journals it at once
     #[arg(long, value_name = "SECS", value_parser = parse_positive_duration)]
     pub delay: Option<Duration>,
+
+    /// Submit at most one job with key K at a time (the emq header
+    /// unique-key:K): while a job with K is unfinished (or within
+    /// --unique-for of its acceptance), this one is its duplicate: the
+    /// existing msgid is printed (exit 0), and with --wait its result
+    #[arg(long, value_name = "K")]
+    pub unique_key: Option<String>,
+
+    /// With --unique-key: the key stays taken SECS from acceptance, also
+    /// after the job finished (the emq header unique-for:SECS)
+    #[arg(long, value_name = "SECS", requires = "unique_key")]
+    pub unique_for: Option<u64>,
+
+    /// With --unique-key: what a duplicate gets: existing (answered as
+    /// the existing job, the default), reject (refused `duplicate`, exit
+    /// 2), or replace (a still-waiting existing job is cancelled and this
+    /// one takes the key)
+    #[arg(long, value_name = "RULE", requires = "unique_key",
+          value_parser = ["existing", "reject", "replace"])]
+    pub on_conflict: Option<String>,
 
     /// Wait for the job's result and print it (implies --reply)
     #[arg(long, short = 'w')]
@@ -351,7 +378,7 @@ pub struct Cli {
     #[arg(
         long,
         value_name = "TOPIC",
-        conflicts_with_all = ["wait", "reply", "delay", "schedule_interval", "schedule_cron", "unschedule", "nohaste", "run_count"],
+        conflicts_with_all = ["wait", "reply", "delay", "unique_key", "schedule_interval", "schedule_cron", "unschedule", "nohaste", "run_count"],
         help_heading = "Pub/sub"
     )]
     pub publish: Option<String>,
