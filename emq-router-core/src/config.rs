@@ -127,6 +127,9 @@ pub struct Config {
     /// Unlike `id_seed` it must never be guessable from what the router
     /// sends.
     pub take_back_secret: [u8; 32],
+    /// Flow-control policies given at start (`--limit QUEUE:...`): each
+    /// replaces the journal's policy of its queue (`router/flow.rs`).
+    pub limits: Vec<(String, emqp_proto::flow::Policy)>,
 }
 
 impl Default for Config {
@@ -154,6 +157,7 @@ impl Default for Config {
             max_message_size: Some(DEFAULT_MAX_MESSAGE_SIZE),
             id_seed: 0,
             take_back_secret: [0; 32],
+            limits: Vec::new(),
         }
     }
 }

@@ -16,6 +16,7 @@
 pub mod admin;
 pub mod command;
 pub mod error;
+pub mod flow;
 pub mod headers;
 pub mod heartbeat;
 pub mod interval;
@@ -31,6 +32,7 @@ pub use command::{
     Reply, Request, ResultStatus, Schedule, WorkerAbout,
 };
 pub use error::DecodeError;
+pub use flow::{Policy, PolicyChange, Rate, RateChange};
 pub use headers::{Header, Headers, OnConflict, Unique, UniqueError};
 pub use interval::{Interval, IntervalError};
 pub use message::Message;

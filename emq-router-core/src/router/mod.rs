@@ -40,6 +40,8 @@
 //! - `peers.rs`: worker and scheduler registration, READY, heartbeats and
 //!   liveness, send failures, redelivery of a removed worker's jobs;
 //! - `dispatch.rs`: handing buffered jobs to free slots;
+//! - `flow.rs`: flow control (per-key concurrency and rate limits,
+//!   fairness, priorities; the data is `crate::flow`);
 //! - `completion.rs`: REPLYs, retries, dead letters, RESULTs;
 //! - `results.rs`: results held until delivered (receipts, re-sends to
 //!   clients that come back, bounds);
@@ -63,6 +65,7 @@ mod control;
 mod dispatch;
 mod drain;
 mod durability;
+mod flow;
 mod intake;
 mod invariants;
 mod peers;
@@ -87,6 +90,7 @@ use crate::workers::WorkerPool;
 
 pub use control::admin_request;
 pub(crate) use durability::Durability;
+pub use flow::PRIORITY_AGING;
 
 /// A registered scheduler (a 0.3.13 `emq-scheduler` on the frontend).
 #[derive(Debug, Clone)]
@@ -105,6 +109,8 @@ pub struct RestoreCounts {
     pub finished: usize,
     /// Results not yet delivered.
     pub results: usize,
+    /// Flow-control policies.
+    pub policies: usize,
     /// Unique-key windows still open.
     pub unique_windows: usize,
 }
@@ -155,7 +161,7 @@ pub(crate) fn frames_of(msgid: String, command: Command) -> Frames {
 impl Router {
     pub fn new(cfg: Config) -> Router {
         let journal = Durability::new(cfg.journal);
-        Router {
+        let mut r = Router {
             ids: MsgIds::seeded(cfg.id_seed),
             cfg,
             pool: WorkerPool::default(),
@@ -182,7 +188,9 @@ impl Router {
             unserved_log: LogLimiter::new("jobs for unserved queues", 5),
             gone_log: GoneLog::default(),
             drop_log: LogLimiter::new("dropped results", 20),
-        }
+        };
+        r.apply_start_limits();
+        r
     }
 
     // ----- getters ---------------------------------------------------------
@@ -277,7 +285,10 @@ impl Router {
         now: Duration,
         out: &mut Vec<Action>,
     ) -> RestoreCounts {
-        // Paused first: restored jobs of a paused queue stay buffered.
+        // Policies first: restored jobs of a limited queue may be presumed
+        // running (`flow.rs`). Paused too: restored jobs of a paused queue
+        // stay buffered.
+        let policies = self.restore_policies(&restored.states, now, out);
         let paused = restored.paused_queues.len();
         self.paused.extend(restored.paused_queues);
         let jobs = self.restore_jobs(restored.jobs, now, out);
@@ -300,6 +311,7 @@ impl Router {
             paused_queues: paused,
             finished,
             results,
+            policies,
         }
     }
 
@@ -322,6 +334,7 @@ impl Router {
             Input::Shutdown => self.start_shutdown("shutdown requested", now, out),
             Input::Flushed => self.confirm_results(out),
         }
+        self.pump_woken(now, out);
         self.maybe_exit(now, out);
     }
 
@@ -344,6 +357,7 @@ impl Router {
         let drop_before = self.retention_cutoff(now);
         self.finished.trim(self.cfg.retain_finished, drop_before);
         self.fire_due(now, out);
+        self.pump_woken(now, out);
     }
 
     fn on_message(

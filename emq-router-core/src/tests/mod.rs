@@ -34,6 +34,7 @@ mod control;
 mod dispatch;
 mod drain;
 mod durability;
+mod flow;
 mod intake;
 mod limits;
 mod peers;
