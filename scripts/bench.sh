@@ -31,11 +31,13 @@
 #
 #   scripts/bench.sh --peers [--jobs N --rounds R --only emq,celery ...]
 #       the same Python workload through emq, EventMQ 0.3.13 (the test venv)
-#       and, when installed, Celery+Redis and RQ, alternating systems in
-#       rounds; jobs/s, submit -> done p50/p99, emq / peer. Not part of the
-#       tests. scripts/setup-bench-peers.sh (run first, idempotent) installs
-#       Debian's redis-server and a separate venv with Celery, RQ and
-#       emq_client, and says what it installs; EMQ_PEERS_NO_SETUP=1 skips it.
+#       and, when installed, BullMQ (Node, JS jobs), Dramatiq, Celery and RQ,
+#       all on Redis, alternating systems in rounds; jobs/s, submit -> done
+#       p50/p99, emq / peer. Not part of the tests.
+#       scripts/setup-bench-peers.sh (run first, idempotent) installs
+#       Debian's redis-server, nodejs and npm, bullmq from npm, and a
+#       separate venv with Celery, RQ, Dramatiq and emq_client, and says what
+#       it installs; EMQ_PEERS_NO_SETUP=1 skips it.
 #       Options are scripts/bench-peers/driver.py's (--help).
 set -euo pipefail
 
@@ -56,7 +58,9 @@ if [[ "${1:-}" == "--peers" ]]; then
     fi
     mkdir -p "$target/bench"
     exec "$venv/bin/python" scripts/bench-peers/driver.py --bin-dir "$target/release" \
-        --eventmq-venv "${EMQ_PY_VENV:-$repo/.venv}" --json "$target/bench/peers.json" "$@"
+        --eventmq-venv "${EMQ_PY_VENV:-$repo/.venv}" \
+        --bullmq-dir "${EMQ_PEERS_BULLMQ_DIR:-$target/bench/bullmq}" \
+        --json "$target/bench/peers.json" "$@"
 fi
 
 cargo build --release -p emq-router -p emq-jobmanager -p emq-bench >&2

@@ -512,8 +512,8 @@ fn workers(v: &Value) -> String {
         ("VERSION", Align::Left),
         ("QUEUES", Align::Left),
         ("CONCURRENCY", Align::Right),
-        ("FREE", Align::Right),
-        ("RUNNING", Align::Right),
+        ("CREDIT", Align::Right),
+        ("IN-FLIGHT", Align::Right),
         ("LONGEST", Align::Right),
         ("CONNECTED", Align::Right),
         ("DRAINING", Align::Left),
@@ -539,7 +539,7 @@ fn workers(v: &Value) -> String {
             cell(w.get("version")),
             queue_list(w.get("queues")),
             cell(w.get("concurrency")),
-            num(w, "free_slots"),
+            num(w, "credit"),
             num(w, "inflight"),
             longest.map_or("-".into(), age),
             ms_age(w, "connected_ms"),
@@ -560,7 +560,7 @@ fn workers_0313(v: &Value) -> String {
     let mut t = Table::new(&[
         ("WORKER", Align::Left),
         ("QUEUES", Align::Left),
-        ("FREE", Align::Right),
+        ("CREDIT", Align::Right),
     ]);
     if let Some(Value::Object(m)) = v.get("connected_workers") {
         for (id, w) in m {
@@ -1024,24 +1024,24 @@ mod tests {
     #[test]
     fn workers_table_emq_and_0313() {
         let a = json!({"ok": true, "workers": [
-            {"identity": "w-1", "queues": [[10, "default"], [5, "email"]], "free_slots": 1,
+            {"identity": "w-1", "queues": [[10, "default"], [5, "email"]], "credit": 1,
              "inflight": 2, "running": [{"msgid": "m", "running_ms": 4000}, {"msgid": "n", "running_ms": 65000}],
              "connected_ms": 7500000, "draining": true, "features": ["job-ack", "cancel"],
              "name": "mail@box1", "pid": 42, "concurrency": 4, "version": "0.1.0"},
-            {"identity": "w-2", "queues": [], "free_slots": 0, "inflight": 0, "running": [],
+            {"identity": "w-2", "queues": [], "credit": 0, "inflight": 0, "running": [],
              "connected_ms": 1000, "draining": false, "features": []}
         ]});
         assert_eq!(
             render(&AdminOp::Workers, &a, NOW),
-            "NAME       WORKER  PID  VERSION  QUEUES                CONCURRENCY  FREE  RUNNING  LONGEST  CONNECTED  DRAINING  FEATURES\n\
-             mail@box1  w-1      42  0.1.0    default(10),email(5)            4     1        2    1m05s      2h05m  yes       job-ack,cancel\n\
-             -          w-2       -  -                                        -     0        0        -         1s  no\n"
+            "NAME       WORKER  PID  VERSION  QUEUES                CONCURRENCY  CREDIT  IN-FLIGHT  LONGEST  CONNECTED  DRAINING  FEATURES\n\
+             mail@box1  w-1      42  0.1.0    default(10),email(5)            4       1          2    1m05s      2h05m  yes       job-ack,cancel\n\
+             -          w-2       -  -                                        -       0          0        -         1s  no\n"
         );
         let old = json!({"connected_workers": {"abc": {"queues": [[10, "default"]], "hb": 123.4, "available_slots": 4}},
                          "connected_queues": {"default": [[10, "abc"]]}});
         assert_eq!(
             render(&AdminOp::Workers, &old, NOW),
-            "WORKER  QUEUES       FREE\nabc     default(10)     4\n"
+            "WORKER  QUEUES       CREDIT\nabc     default(10)       4\n"
         );
         assert_eq!(
             render(

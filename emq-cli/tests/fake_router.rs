@@ -319,7 +319,7 @@ fn an_eventmq_0313_router_gets_its_own_commands_or_exit_4() {
     assert_eq!(o.exit, Exit::Ok);
     assert_eq!(
         o.out,
-        "WORKER  QUEUES       FREE\nw-1     default(10)     3\n"
+        "WORKER  QUEUES       CREDIT\nw-1     default(10)       3\n"
     );
     let o = cli(r.endpoint(), &["schedules"], false);
     assert_eq!(o.exit, Exit::Ok);

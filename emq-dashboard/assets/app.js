@@ -330,8 +330,8 @@ views.overview = {
     const f = stats.fields || [];
     const lastSample = (stats.samples || []).slice(-1)[0] || [];
     const col = name => lastSample[f.indexOf(name) + 1];
-    const slots = workers.reduce((a, w) => a + (w.free_slots || 0), 0);
-    const busy = workers.reduce((a, w) => a + (w.inflight || 0), 0);
+    const credit = workers.reduce((a, w) => a + (w.credit || 0), 0);
+    const inflight = workers.reduce((a, w) => a + (w.inflight || 0), 0);
     const journal = st.journal || {};
     const paused = queues.filter(q => q.paused).length;
     document.getElementById('version').textContent = st.version ? 'router ' + st.version : '';
@@ -351,7 +351,7 @@ views.overview = {
       stat('Failed / s', rate(last && last.failed), num((c.failed || 0) + (c.dead_lettered || 0)) + ' total (failed + dead)', 'failed', 'failed-rate'),
       stat('Queued', num(col('queued')), num(col('retry_waiting')) + ' waiting to retry', '', 'queued'),
       stat('In flight', num(col('inflight')), paused ? paused + ' queue(s) paused' : num(queues.length) + ' queue(s)', '', 'inflight'),
-      stat('Workers', num(workers.length), num(slots) + ' free · ' + num(busy) + ' busy', workers.length ? '' : 'warn', 'workers'),
+      stat('Workers', num(workers.length), num(inflight) + ' in flight · ' + num(credit) + ' credit', workers.length ? '' : 'warn', 'workers'),
       stat('Dead letters', num(dead), h('a', { href: '#/dead' }, 'inspect →'), dead ? 'bad' : '', 'dead'),
       stat('Journal', journal.state || '–', journal.state === 'ok' ? num(journal.held_sends) + ' held send(s)' :
         journal.state === 'off' ? 'memory only' : num(journal.refused) + ' refused', journal.state === 'failing' ? 'bad' : '', 'journal'));
@@ -378,11 +378,11 @@ views.overview = {
       'No queues yet'));
     const topW = workers.slice(0, 8);
     this.workers.replaceChildren(table(
-      ['Worker', 'Queues', ['Busy', 'num'], ['Free', 'num'], ''],
+      ['Worker', 'Queues', ['In flight', 'num'], ['Credit', 'num'], ''],
       topW.map(w => h('tr', {},
         w.name ? h('td', { title: w.identity }, w.name) : h('td', { class: 'mono', title: w.identity }, short(w.identity)),
         h('td', {}, (w.queues || []).map(q => q[1]).join(', ')),
-        h('td', { class: 'num' }, num(w.inflight)), h('td', { class: 'num' }, num(w.free_slots)),
+        h('td', { class: 'num' }, num(w.inflight)), h('td', { class: 'num' }, num(w.credit)),
         h('td', { class: 'actions' }, w.draining ? badge('draining') : ''))),
       'No job manager connected'));
   },
@@ -445,7 +445,7 @@ views.workers = {
   async load() { return (await api('workers')).workers; },
   render(workers) {
     this.body.replaceChildren(table(
-      ['Worker', 'Queues', ['Slots free', 'num'], ['Running', 'num'], 'Running jobs', 'Connected', 'State', ''],
+      ['Worker', 'Queues', ['Credit', 'num'], ['In flight', 'num'], 'Running jobs', 'Connected', 'State', ''],
       workers.map(w => h('tr', { 'data-worker': w.identity },
         // NAME@HOST (the same across reconnects), then pid, concurrency,
         // version and the connection's identity.
@@ -455,7 +455,7 @@ views.workers = {
             w.pid ? 'pid ' + w.pid : '', w.concurrency ? w.concurrency + ' slots' : '', w.version ? 'v' + w.version : '',
           ].filter(Boolean).concat([short(w.identity)]).join(' · '))),
         h('td', {}, (w.queues || []).map(q => h('div', {}, q[1], h('span', { class: 'sub' }, ' · weight ' + q[0])))),
-        h('td', { class: 'num' }, num(w.free_slots)),
+        h('td', { class: 'num' }, num(w.credit)),
         h('td', { class: 'num' }, num(w.inflight)),
         h('td', {}, h('ul', { class: 'running' }, (w.running || []).slice(0, 20).map(r =>
           h('li', {}, jobLink(r.msgid), h('span', { class: 'sub' }, ' ' + (r.queue || '') + ' · ' + dur(r.running_ms))))),

@@ -2,7 +2,7 @@
 //!
 //! ```
 //! use emq_jobmanager::handlers::Handlers;
-//! let mut h = Handlers::default(); // has `echo` and `noop`
+//! let mut h = Handlers::default(); // has `echo`, `noop` and `sleep`
 //! h.register("add", |args: serde_json::Value| {
 //!     let a = args[0].as_i64().ok_or("args[0] must be an integer")?;
 //!     let b = args[1].as_i64().ok_or("args[1] must be an integer")?;
@@ -62,14 +62,18 @@ pub struct Handlers {
 }
 
 impl Default for Handlers {
-    /// The built-ins, both inline: `echo` (returns its args) and `noop`
-    /// (returns null).
+    /// The built-ins: `echo` (returns its args) and `noop` (returns null),
+    /// both inline; `sleep` (args: seconds, a number from 0 to 3600; sleeps
+    /// on its slot thread, returns null): a job of a known length that
+    /// costs no CPU, for tests and benches of scheduling (the credit
+    /// window, makespans).
     fn default() -> Self {
         let mut h = Handlers {
             map: HashMap::new(),
         };
         h.register_inline("echo", Ok);
         h.register_inline("noop", |_| Ok(Value::Null));
+        h.register("sleep", sleep);
         h
     }
 }
@@ -142,6 +146,19 @@ impl Handlers {
             }) => Some(run(name, handler, std::mem::take(args))),
             _ => None,
         }
+    }
+}
+
+/// The `sleep` built-in: `args` seconds.
+fn sleep(args: Value) -> Result<Value, String> {
+    match args.as_f64() {
+        Some(secs) if (0.0..=3600.0).contains(&secs) => {
+            std::thread::sleep(std::time::Duration::from_secs_f64(secs));
+            Ok(Value::Null)
+        }
+        _ => Err(format!(
+            "sleep takes a number of seconds from 0 to 3600, got {args}"
+        )),
     }
 }
 

@@ -113,6 +113,8 @@ pub(crate) struct SlotState {
     job_pgid: Option<i32>,
     /// The slot's Python worker process (its own process group).
     python_pgid: Option<i32>,
+    /// Its spare, started before it retires (its own process group).
+    spare_pgid: Option<i32>,
     /// The run in progress is a `call` handler running on the slot thread
     /// itself (its name, for the timeout message): a cancel abandons the
     /// thread instead of waiting for it.
@@ -178,6 +180,16 @@ impl GroupRegistry for SlotShared {
         }
     }
 
+    /// The spare worker; one started after `kill_all` (or by an
+    /// abandoned thread) is killed at once.
+    fn set_spare_group(&self, pgid: Option<i32>) {
+        let mut s = self.lock();
+        s.spare_pgid = pgid;
+        if let (Some(p), true) = (pgid, s.killed || s.abandoned) {
+            kill_group(p);
+        }
+    }
+
     fn closing(&self) -> bool {
         self.lock().killed
     }
@@ -190,6 +202,10 @@ impl SlotShared {
 
     fn python_pgid(&self) -> Option<i32> {
         self.lock().python_pgid
+    }
+
+    fn spare_pgid(&self) -> Option<i32> {
+        self.lock().spare_pgid
     }
 
     /// Queue a job; false (the job dropped) if the mailbox is closed.
@@ -254,9 +270,9 @@ impl SlotShared {
     fn abandon(s: &mut SlotState, run: u64) -> Stopped {
         s.abandoned = true;
         s.stopped = Some(run);
-        // The abandoned thread's idle Python worker goes now, not when
-        // the handler returns.
-        if let Some(p) = s.python_pgid {
+        // The abandoned thread's idle Python worker (and its spare) go
+        // now, not when the handler returns.
+        for p in [s.python_pgid, s.spare_pgid].into_iter().flatten() {
             kill_group(p);
         }
         Stopped::Abandoned {
@@ -296,7 +312,7 @@ impl SlotShared {
     fn kill_all(&self) -> Stopped {
         let mut s = self.lock();
         s.killed = true;
-        if let Some(p) = s.python_pgid {
+        for p in [s.python_pgid, s.spare_pgid].into_iter().flatten() {
             kill_group(p);
         }
         let Some(run) = s.run.filter(|_| !s.abandoned) else {
@@ -537,6 +553,14 @@ impl Pool {
             .get(slot)
             .and_then(|h| lock_handle(h).shared.python_pgid())
     }
+
+    /// The pid of the spare Python worker of `slot` (started before its
+    /// worker retires), if there is one.
+    pub fn python_spare_pid(&self, slot: usize) -> Option<i32> {
+        self.slots
+            .get(slot)
+            .and_then(|h| lock_handle(h).shared.spare_pgid())
+    }
 }
 
 impl Drop for Pool {
@@ -616,8 +640,9 @@ impl SlotThread {
             if matches!(js.job, Job::Run(_)) {
                 if stopped {
                     // The kill may have landed after the answer was read:
-                    // a worker the pool aimed a kill at is never reused.
-                    self.python.stop(&*self.shared);
+                    // a worker the pool aimed a kill at is never reused
+                    // (its spare, a fresh process, is).
+                    self.python.discard(&*self.shared);
                 } else {
                     // A worker that ran its MAX_JOB_COUNT jobs goes now,
                     // between jobs (the REPLY above is already out).

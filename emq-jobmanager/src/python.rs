@@ -32,9 +32,25 @@
 //! - `MAX_JOB_COUNT` ([`PythonConfig::max_job_count`], default 1024): a
 //!   worker that has run that many jobs is retired right after the REPLY
 //!   of its last one (its stdin closed, so it exits on its own, given
-//!   [`RETIRE_GRACE`] before its group is killed) and a fresh one started
-//!   for the slot. No job is lost: the next job of the slot waits in its
+//!   [`RETIRE_GRACE`] before its group is killed) and a fresh one takes
+//!   the slot. No job is lost: the next job of the slot waits in its
 //!   mailbox meanwhile, and the slot's READY went out with the REPLY.
+//!
+//! **Recycling without a stall.** The fresh worker is a *spare* started
+//! when the old one has [`spare_lead`] jobs left (a quarter of
+//! `MAX_JOB_COUNT`, at least its last one): its interpreter start, imports
+//! and `SUBPROCESS_SETUP_FUNC` (tens of milliseconds) run while the old
+//! one works, so the slot takes it over at once; its hello line is read
+//! when the first job is handed to it. The old one exits on a
+//! reaper thread, not on the slot's. So a slot has at most two worker
+//! processes, briefly (memory stays bounded), and every worker still runs
+//! its setup once and first, then at most `MAX_JOB_COUNT` jobs, each
+//! between its entry and exit functions, as in 0.3.13. A spare is fresh:
+//! a worker killed for a timeout or a cancel is replaced by it too.
+//!
+//! A slot starts its worker without waiting for it: the hello line is read
+//! when the first job is handed over, so a slot whose interpreter is still
+//! starting takes `call` and `shell` jobs meanwhile.
 //!
 //! The runner sees its slot only through [`GroupRegistry`].
 
@@ -126,15 +142,36 @@ struct Proc {
     pid: i32,
     /// Jobs this process has answered.
     jobs: u64,
+    /// Its hello line was read (it is ready for jobs).
+    greeted: bool,
     /// The [`CodeVersion`] it was started at.
     version: u64,
 }
 
+/// How many jobs before a worker's retirement its spare starts: a quarter
+/// of `max_job_count` (so a spare idles for at most that share of a
+/// worker's life), at least 1 (its last job).
+pub fn spare_lead(max_job_count: u64) -> u64 {
+    (max_job_count / 4).max(1)
+}
+
+/// Which of the slot's processes a new worker is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// The one that runs its jobs.
+    Worker,
+    /// The next one, started during the worker's last job.
+    Spare,
+}
+
 /// A slot's Python worker; started on first use, restarted after it dies,
-/// replaced after `max_job_count` jobs.
+/// replaced after `max_job_count` jobs by a spare started during its last
+/// one.
 pub(crate) struct PythonWorker {
     cfg: PythonConfig,
     proc: Option<Proc>,
+    /// The next worker, started before `proc` retires (not greeted yet).
+    spare: Option<Proc>,
     used: bool,
 }
 
@@ -147,11 +184,33 @@ impl PythonWorker {
         PythonWorker {
             cfg,
             proc: None,
+            spare: None,
             used: false,
         }
     }
 
+    /// Start a worker and wait for its hello (it is then ready).
     fn spawn(&self, slot: &dyn GroupRegistry) -> Result<Proc, String> {
+        let mut proc = self.launch(slot, Role::Worker)?;
+        match self.greet(&mut proc) {
+            Ok(()) => Ok(proc),
+            Err(output) => Err(self.not_started(proc, slot, &output)),
+        }
+    }
+
+    /// The slot's worker `proc` sent no hello (`output` instead): reap it
+    /// and say so.
+    fn not_started(&self, proc: Proc, slot: &dyn GroupRegistry, output: &str) -> String {
+        let status = reap(proc, slot);
+        format!(
+            "Python worker {:?} did not start ({status}; output {output:?})",
+            self.cfg.interpreter
+        )
+    }
+
+    /// Start a worker process without waiting for it; it is recorded as
+    /// the slot's worker or its spare.
+    fn launch(&self, slot: &dyn GroupRegistry, role: Role) -> Result<Proc, String> {
         if slot.closing() {
             return Err("the job manager is shutting down".into());
         }
@@ -180,19 +239,32 @@ impl PythonWorker {
         let mut leader = GroupLeader::spawn(&mut cmd)
             .map_err(|e| format!("cannot start Python worker {:?}: {e}", self.cfg.interpreter))?;
         let pid = leader.pid();
-        slot.set_worker_group(Some(pid));
+        match role {
+            Role::Worker => slot.set_worker_group(Some(pid)),
+            Role::Spare => slot.set_spare_group(Some(pid)),
+        }
         let child = leader.child();
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err("Python worker has no pipes".into());
         };
-        let mut proc = Proc {
+        Ok(Proc {
             leader,
             stdin,
             stdout: BufReader::new(stdout),
             pid,
             jobs: 0,
+            greeted: false,
             version,
-        };
+        })
+    }
+
+    /// Read the hello line of `proc` (once). Without one, it is killed
+    /// (the caller reaps it) and what it wrote instead is the error.
+    fn greet(&self, proc: &mut Proc) -> Result<(), String> {
+        if proc.greeted {
+            return Ok(());
+        }
+        let pid = proc.pid;
         // The hello line comes after SUBPROCESS_SETUP_FUNC ran.
         let mut hello = String::new();
         let hello_value = match proc.stdout.read_line(&mut hello) {
@@ -202,13 +274,10 @@ impl PythonWorker {
             _ => None,
         };
         let Some(hello_value) = hello_value else {
-            let status = reap(proc, slot);
-            return Err(format!(
-                "Python worker {:?} did not start ({status}; output {:?})",
-                self.cfg.interpreter,
-                hello.trim()
-            ));
+            proc.leader.kill();
+            return Err(hello.trim().to_string());
         };
+        proc.greeted = true;
         if let Some(e) = hello_value.get("setup_error").and_then(Value::as_str) {
             warn!(
                 "Python worker pid {pid}: SUBPROCESS_SETUP_FUNC {:?} failed ({e}); it runs \
@@ -220,7 +289,66 @@ impl PythonWorker {
             warn!("Python worker pid {pid}: {e}; its jobs fail without running");
         }
         debug!("Python worker pid {pid} started");
-        Ok(proc)
+        Ok(())
+    }
+
+    /// The slot's worker, ready: the one running, else the spare (which
+    /// takes over), else a new one. The hello of a spare is read here.
+    fn ready(&mut self, slot: &dyn GroupRegistry) -> Result<&mut Proc, String> {
+        self.promote_spare(slot);
+        if let Some(mut spare) = self.proc.take_if(|p| !p.greeted) {
+            match self.greet(&mut spare) {
+                Ok(()) => self.proc = Some(spare),
+                // A spare that died is not the job's fault: a new worker
+                // is started for it, as for a worker found dead while idle.
+                Err(output) => warn!(
+                    "{}; starting another",
+                    self.not_started(spare, slot, &output)
+                ),
+            }
+        }
+        if self.proc.is_none() {
+            self.proc = Some(self.spawn(slot)?);
+        }
+        self.proc
+            .as_mut()
+            .ok_or_else(|| "no Python worker".to_string())
+    }
+
+    /// With no worker, the spare (if any) becomes the slot's worker.
+    fn promote_spare(&mut self, slot: &dyn GroupRegistry) -> bool {
+        if self.proc.is_some() {
+            return false;
+        }
+        let Some(spare) = self.spare.take() else {
+            return false;
+        };
+        slot.set_spare_group(None);
+        slot.set_worker_group(Some(spare.pid));
+        debug!("spare Python worker pid {} takes the slot over", spare.pid);
+        self.proc = Some(spare);
+        true
+    }
+
+    /// Start the spare once the worker has [`spare_lead`] jobs left.
+    fn prepare_spare(&mut self, slot: &dyn GroupRegistry) {
+        let max = self.cfg.max_job_count.max(1);
+        let near_the_end = matches!(&self.proc, Some(p) if p.jobs + spare_lead(max) >= max);
+        if !near_the_end || self.spare.is_some() {
+            return;
+        }
+        match self.launch(slot, Role::Spare) {
+            Ok(p) => {
+                debug!(
+                    "spare Python worker pid {} started for the last job of pid {}",
+                    p.pid,
+                    self.proc.as_ref().map_or(0, |w| w.pid)
+                );
+                self.spare = Some(p);
+            }
+            // The slot starts one when it needs it, as without a spare.
+            Err(e) => warn!("spare Python worker: {e}"),
+        }
     }
 
     /// Start the worker now if the configuration asks for it.
@@ -232,14 +360,24 @@ impl PythonWorker {
     }
 
     /// Start the worker if it was used before and is not running (after a
-    /// crash, a kill, or its retirement).
+    /// crash, a kill, or its retirement; a spare takes over), without
+    /// waiting for it, and its spare once it has [`spare_lead`] jobs left.
     pub(crate) fn ensure_started(&mut self, slot: &dyn GroupRegistry) {
-        if self.used && self.proc.is_none() {
-            match self.spawn(slot) {
+        if !self.used {
+            return;
+        }
+        // Its hello is read with its first job: the slot thread does not
+        // wait for an interpreter to start (seconds on a loaded machine)
+        // before it takes a job, so a `call` or `shell` job is not held
+        // behind it, and the READYs the job manager sends at once are
+        // slots that can start a job now.
+        if self.proc.is_none() && !self.promote_spare(slot) {
+            match self.launch(slot, Role::Worker) {
                 Ok(p) => self.proc = Some(p),
                 Err(e) => warn!("{e}"),
             }
         }
+        self.prepare_spare(slot);
     }
 
     /// Run one job; never panics.
@@ -261,12 +399,10 @@ impl PythonWorker {
                 warn!("idle Python worker pid {pid} had died ({status}); restarting it");
             }
         }
-        // --reload: an idle worker started before the code changed goes.
-        if self
-            .proc
-            .as_ref()
-            .is_some_and(|p| p.version != self.cfg.code_version.get())
-        {
+        // --reload: an idle worker (or spare) started before the code
+        // changed goes.
+        let now = self.cfg.code_version.get();
+        if self.proc.as_ref().is_some_and(|p| p.version != now) {
             if let Some(p) = self.proc.take() {
                 info!(
                     "Python worker pid {}: the code changed (--reload); starting a fresh one for the next job",
@@ -275,17 +411,15 @@ impl PythonWorker {
                 kill_and_reap(p, slot);
             }
         }
-        if self.proc.is_none() {
-            match self.spawn(slot) {
-                Ok(p) => self.proc = Some(p),
-                Err(e) => {
-                    warn!("{e}");
-                    return crash(e);
-                }
-            }
+        if self.spare.as_ref().is_some_and(|p| p.version != now) {
+            self.drop_spare(slot);
         }
-        let Some(proc) = self.proc.as_mut() else {
-            return crash("no Python worker".into());
+        let proc = match self.ready(slot) {
+            Ok(p) => p,
+            Err(e) => {
+                warn!("{e}");
+                return crash(e);
+            }
         };
         let request = serde_json::json!({"id": run, "msgid": msgid, "job": job});
         let mut line = request.to_string();
@@ -329,9 +463,11 @@ impl PythonWorker {
         }
     }
 
-    /// Retire the worker if it has run its `max_job_count` jobs: close its
-    /// stdin (it exits on its own, as 0.3.13's worker leaves its loop),
-    /// give it [`RETIRE_GRACE`], then kill what is left of its group.
+    /// Retire the worker if it has run its `max_job_count` jobs: forget
+    /// its group (its spare takes the slot over) and let a reaper thread
+    /// close its stdin (it exits on its own, as 0.3.13's worker leaves its
+    /// loop), give it [`RETIRE_GRACE`], then kill what is left of its
+    /// group. The slot does not wait for it.
     pub(crate) fn retire_if_spent(&mut self, slot: &dyn GroupRegistry) {
         let max = self.cfg.max_job_count.max(1);
         let spent = matches!(&self.proc, Some(p) if p.jobs >= max);
@@ -339,43 +475,80 @@ impl PythonWorker {
             return;
         }
         let Some(p) = self.proc.take() else { return };
-        let Proc {
-            leader,
-            stdin,
-            stdout,
-            pid,
-            jobs,
-            ..
-        } = p;
-        info!("Python worker pid {pid} ran {jobs} job(s) (MAX_JOB_COUNT {max}); replacing it");
-        drop(stdin);
-        let deadline = Instant::now() + RETIRE_GRACE;
-        // Bounded: a job may have left a non-daemon thread that keeps the
-        // interpreter from exiting.
-        while !leader.exited() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        if !leader.exited() {
-            warn!(
-                "retired Python worker pid {pid} did not exit within {RETIRE_GRACE:?}; killing it"
-            );
-        }
-        // Whatever its jobs left running in its group goes with it.
-        leader.kill();
-        drop(stdout);
+        info!(
+            "Python worker pid {} ran {} job(s) (MAX_JOB_COUNT {max}); replacing it{}",
+            p.pid,
+            p.jobs,
+            if self.spare.is_some() {
+                " with its spare"
+            } else {
+                ""
+            }
+        );
         slot.set_worker_group(None);
-        match leader.reap() {
-            Ok(s) => debug!("retired Python worker pid {pid}: {}", describe_status(s)),
-            Err(e) => warn!("retired Python worker pid {pid}: wait failed: {e}"),
+        let name = format!("emq-retire-{}", p.pid);
+        if let Err(e) = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || retire(p))
+        {
+            // The closure (and the process) went with the failed spawn:
+            // GroupLeader's drop killed and reaped it.
+            warn!("no reaper thread for a retired Python worker ({e}); it was killed");
         }
     }
 
-    /// Kill and reap the worker (end of the slot thread, or after a run
-    /// the pool stopped).
+    /// Kill and reap the worker and its spare (end of the slot thread).
     pub(crate) fn stop(&mut self, slot: &dyn GroupRegistry) {
+        self.discard(slot);
+        self.drop_spare(slot);
+    }
+
+    /// Kill and reap the spare, if any.
+    fn drop_spare(&mut self, slot: &dyn GroupRegistry) {
+        if let Some(p) = self.spare.take() {
+            // Unreaped, so its pid (= pgid) is still ours.
+            p.leader.kill();
+            slot.set_spare_group(None);
+            drop(p.stdin);
+            let _ = p.leader.reap();
+        }
+    }
+
+    /// Kill and reap the worker (after a run the pool stopped); its spare
+    /// stays, to take over.
+    pub(crate) fn discard(&mut self, slot: &dyn GroupRegistry) {
         if let Some(p) = self.proc.take() {
             kill_and_reap(p, slot);
         }
+    }
+}
+
+/// End a retired worker (on its reaper thread): close its stdin, give it
+/// [`RETIRE_GRACE`] to exit, kill what is left of its group, reap it.
+fn retire(p: Proc) {
+    let Proc {
+        leader,
+        stdin,
+        stdout,
+        pid,
+        ..
+    } = p;
+    drop(stdin);
+    let deadline = Instant::now() + RETIRE_GRACE;
+    // Bounded: a job may have left a non-daemon thread that keeps the
+    // interpreter from exiting.
+    while !leader.exited() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    if !leader.exited() {
+        warn!("retired Python worker pid {pid} did not exit within {RETIRE_GRACE:?}; killing it");
+    }
+    // Whatever its jobs left running in its group goes with it.
+    leader.kill();
+    drop(stdout);
+    match leader.reap() {
+        Ok(s) => debug!("retired Python worker pid {pid}: {}", describe_status(s)),
+        Err(e) => warn!("retired Python worker pid {pid}: wait failed: {e}"),
     }
 }
 

@@ -16,6 +16,10 @@ pub(crate) trait GroupRegistry {
     /// The slot's long-lived worker process group (`None` before it is
     /// reaped). One started while the slot is closing is killed here.
     fn set_worker_group(&self, pgid: Option<i32>);
+    /// The slot's spare worker process group, started before the worker
+    /// retires (`None` once it took over, or before it is reaped). One
+    /// started while the slot is closing is killed here.
+    fn set_spare_group(&self, pgid: Option<i32>);
     /// The pool is being torn down: start no new process.
     fn closing(&self) -> bool;
 }

@@ -170,6 +170,7 @@ mod tests {
     impl GroupRegistry for Unregistered {
         fn set_job_group(&self, _: u64, _: Option<i32>) {}
         fn set_worker_group(&self, _: Option<i32>) {}
+        fn set_spare_group(&self, _: Option<i32>) {}
         fn closing(&self) -> bool {
             false
         }

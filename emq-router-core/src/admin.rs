@@ -179,7 +179,7 @@ pub fn workers_json(snap: &Snapshot) -> String {
             json!({
                 "queues": w.queues.iter().map(|(wt, q)| json!([wt, q])).collect::<Vec<_>>(),
                 "hb": w.last_seen_secs,
-                "available_slots": w.free_slots,
+                "available_slots": w.credit,
                 "inflight": w.inflight,
                 "features": w.features,
             }),

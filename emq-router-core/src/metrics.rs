@@ -16,7 +16,7 @@
 //! `emq_jobs_dead_lettered_total`, `emq_requests_rejected_total` (queue-full,
 //! shutting-down), `emq_job_latency_seconds` (histogram, acceptance →
 //! completion, ok or failed, 100 µs … 60 s); global `emq_connected_workers`,
-//! `emq_free_slots`, `emq_connected_schedulers`, `emq_schedules`,
+//! `emq_worker_credit`, `emq_connected_schedulers`, `emq_schedules`,
 //! `emq_jobs_accepted_total`, `emq_scheduled_runs_total`, `emq_journal_ok`
 //! (0 while journal writes fail), `emq_journal_held_sends`,
 //! `emq_results_held`, `emq_results_held_bytes`,
@@ -137,7 +137,7 @@ pub fn render(snap: &Snapshot) -> String {
             h.sum_micros as f64 / 1e6,
         );
     }
-    let free: u64 = snap.workers.iter().map(|w| u64::from(w.free_slots)).sum();
+    let credit: u64 = snap.workers.iter().map(|w| u64::from(w.credit)).sum();
     let journal_ok = match snap.journal {
         JournalState::Failing { .. } => 0.0,
         _ => 1.0,
@@ -150,10 +150,10 @@ pub fn render(snap: &Snapshot) -> String {
             snap.workers.len() as f64,
         ),
         (
-            "emq_free_slots",
+            "emq_worker_credit",
             "gauge",
-            "Free worker slots (READYs not used).",
-            free as f64,
+            "Jobs the router may hand to workers now: READYs not used yet (free slots plus job managers' credit windows).",
+            credit as f64,
         ),
         (
             "emq_connected_schedulers",

@@ -47,7 +47,11 @@ pub struct WorkerView {
     pub queues: Vec<(u32, String)>,
     /// Core time of its last message, seconds.
     pub last_seen_secs: f64,
-    pub free_slots: u32,
+    /// Credit: jobs the router may hand it now, its READYs not used yet
+    /// (its free slots plus, for an emq job manager, the credit window
+    /// beyond them: docs/PROTOCOL.md, "Credit window"). Not its slots.
+    pub credit: u32,
+    /// Jobs in flight on it: running, or held by its job manager.
     pub inflight: u64,
     pub features: Vec<String>,
     /// Jobs finished on it.

@@ -1552,10 +1552,7 @@ fn a_lost_reply_keeps_the_job_in_flight_until_its_job_manager_leaves() {
         w0.inflight, 1,
         "the router holds the lost job on job manager 0"
     );
-    assert_eq!(
-        w0.free_slots, 2,
-        "the READY after the lost REPLY came through"
-    );
+    assert_eq!(w0.credit, 2, "the READY after the lost REPLY came through");
     assert_eq!(
         sim.jms[0].core.slot_counts().busy,
         0,
@@ -1743,7 +1740,7 @@ fn a_ready_lost_in_a_link_reset_leaks_no_slot() {
         let snap = s.router.core.snapshot(s.now);
         snap.workers.len() == 1
             && snap.workers[0].identity == new
-            && u64::from(snap.workers[0].free_slots) + snap.workers[0].inflight == 2
+            && u64::from(snap.workers[0].credit) + snap.workers[0].inflight == 2
     });
     assert!(both, "{:?}", sim.router.core.snapshot(sim.now).workers);
 
@@ -1755,10 +1752,10 @@ fn a_ready_lost_in_a_link_reset_leaks_no_slot() {
     let snap = sim.router.core.snapshot(sim.now);
     assert_eq!(snap.workers.len(), 1);
     assert_eq!(
-        snap.workers[0].free_slots,
+        snap.workers[0].credit,
         2,
         "the router offers {} of the job manager's 2 slots ({:?} on the job manager)",
-        snap.workers[0].free_slots,
+        snap.workers[0].credit,
         sim.jms[0].core.slot_counts()
     );
     let twice: Vec<&String> = msgids

@@ -3,6 +3,7 @@
 
     python driver.py --bin-dir target/release [--jobs 20000] [--rounds 3]
                      [--concurrency 8] [--eventmq-venv .venv] [--only emq,celery]
+                     [--bullmq-dir target/bench/bullmq]
 
 Systems (each skipped, and said so, when it is not installed):
   emq-memory   our emq-router --journal none + emq-jobmanager --concurrency N
@@ -12,6 +13,12 @@ Systems (each skipped, and said so, when it is not installed):
   celery       Celery with Redis as broker, prefork pool of N, no results
   rq           RQ on Redis, N `rq worker` processes (RQ forks per job: it
                gets a tenth of the jobs)
+  dramatiq     Dramatiq with Redis as broker, one worker process of N threads
+  bullmq       BullMQ (Node) on Redis, one worker of concurrency N running a
+               JS job that does what `peer_jobs.done` does; submitted from
+               Node with addBulk (`peer_bullmq.cjs`; node and the bullmq npm
+               package in --bullmq-dir, which scripts/setup-bench-peers.sh
+               installs)
 
 The workload: --jobs fire-and-forget Python jobs, `peer_jobs.done(path, i)`,
 which appends `i time` to a file: completion is measured the same way for
@@ -19,7 +26,8 @@ every system (EventMQ 0.3.13 returns no results). Each system is started
 fresh for every round, warmed up with 200 jobs, then timed: jobs/s = jobs /
 (last completion - first submit); submit -> done p50/p99 from each job's
 submit time and its completion time. Systems alternate within each round
-(emq-memory, eventmq, celery, rq, emq-journal, then the next round), so load
+(emq-memory, eventmq, bullmq, dramatiq, celery, rq, emq-journal, then the
+next round), so load
 from other work on the machine falls on all of them. Prints the medians over
 the rounds, the load average, and emq-memory's jobs/s over each peer's.
 Every process started is stopped at the end (its process group), Ctrl-C
@@ -343,6 +351,72 @@ class RQ(Redis):
         return times
 
 
+class Dramatiq(Redis):
+    name = "dramatiq-redis"
+    package = "dramatiq"
+
+    def start(self):
+        self.start_redis()
+        self.procs.start("dramatiq-worker", [
+            sys.executable, "-m", "dramatiq", "peer_dramatiq", "--processes", "1",
+            "--threads", str(self.opts.concurrency)],
+            env={"PYTHONPATH": HERE, "PEERS_REDIS_URL": self.url}, cwd=HERE)
+        # A broker of its own per round (this round's Redis); messages are
+        # built by name, so the driver does not import the actor module.
+        from dramatiq.brokers.redis import RedisBroker
+        self.broker = RedisBroker(url=self.url)
+
+    def submit(self, path, first, n):
+        import dramatiq
+        times = []
+        enqueue = self.broker.enqueue
+        for i in range(first, first + n):
+            times.append(time.time())
+            enqueue(dramatiq.Message(queue_name="default", actor_name="done", args=(path, i),
+                                     kwargs={}, options={}))
+        return times
+
+    def stop(self):
+        self.broker.close()
+
+
+class BullMQ(Redis):
+    name = "bullmq-redis"
+    package = "redis"
+
+    def script(self):
+        return os.path.join(HERE, "peer_bullmq.cjs")
+
+    def node_env(self):
+        return {"NODE_PATH": os.path.join(self.opts.bullmq_dir, "node_modules")}
+
+    def available(self):
+        why = super().available()
+        if why:
+            return why
+        if not shutil.which("node"):
+            return "node is not installed (apt-get install nodejs)"
+        for pkg in ("bullmq", "ioredis"):
+            if not os.path.isdir(os.path.join(self.opts.bullmq_dir, "node_modules", pkg)):
+                return "no %s in %s (scripts/setup-bench-peers.sh installs it with npm)" % (
+                    pkg, self.opts.bullmq_dir)
+        return None
+
+    def start(self):
+        self.start_redis()
+        self.procs.start("bullmq-worker", [
+            shutil.which("node"), self.script(), "worker", self.url, str(self.opts.concurrency)],
+            env=self.node_env(), cwd=HERE)
+
+    def submit(self, path, first, n):
+        out = subprocess.run(
+            [shutil.which("node"), self.script(), "submit", self.url, path, str(first), str(n)],
+            capture_output=True, text=True, timeout=600, env=dict(os.environ, **self.node_env()))
+        if out.returncode != 0:
+            raise RuntimeError("BullMQ submitter failed: %s" % out.stderr[-2000:])
+        return [float(line.split()[1]) for line in out.stdout.splitlines() if line and line != "sent"]
+
+
 def one_round(system, n):
     """Start, warm up, time `n` jobs, stop. The figures of the run."""
     workdir = tempfile.mkdtemp(prefix="emq-peers-")
@@ -380,15 +454,19 @@ def main():
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--prefetch", default=None, help="emq-jobmanager --prefetch (default: its own)")
     ap.add_argument("--eventmq-venv", default=os.path.join(HERE, "..", "..", ".venv"))
+    ap.add_argument("--bullmq-dir", default=os.path.join(HERE, "..", "..", "target", "bench", "bullmq"),
+                    help="where `npm install bullmq` was run (its node_modules)")
     ap.add_argument("--only", default="", help="comma-separated system names")
     ap.add_argument("--json", default=None, help="also write the figures here")
     opts = ap.parse_args()
     opts.bin_dir = os.path.abspath(opts.bin_dir)
     opts.eventmq_venv = os.path.abspath(opts.eventmq_venv)
+    opts.bullmq_dir = os.path.abspath(opts.bullmq_dir)
     sys.path.insert(0, HERE)
 
-    systems = [Emq(opts, None, None, False), EventMQ(opts, None, None), Celery(opts, None, None),
-               RQ(opts, None, None), Emq(opts, None, None, True)]
+    systems = [Emq(opts, None, None, False), EventMQ(opts, None, None), BullMQ(opts, None, None),
+               Dramatiq(opts, None, None), Celery(opts, None, None), RQ(opts, None, None),
+               Emq(opts, None, None, True)]
     if opts.only:
         want = set(opts.only.split(","))
         systems = [s for s in systems if s.name in want or s.name.split("-")[0] in want]

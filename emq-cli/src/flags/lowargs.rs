@@ -150,8 +150,10 @@ pub enum CliCommand {
     /// finished (done, failed, dead-lettered), workers
     #[command(after_help = COUNTS_LEGEND)]
     Queues,
-    /// Connected workers: queues, free slots, jobs running, draining
-    /// (0.3.13: ROUTER_SHOW_WORKERS)
+    /// Connected workers: queues, credit (jobs the router may hand it now:
+    /// its READYs not used, i.e. free slots plus its job manager's credit
+    /// window), jobs in flight (running or held), draining (0.3.13:
+    /// ROUTER_SHOW_WORKERS)
     Workers,
     /// The router's schedules and their next run (0.3.13:
     /// ROUTER_SHOW_SCHEDULERS, the connected scheduler peers)

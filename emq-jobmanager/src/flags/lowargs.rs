@@ -26,8 +26,10 @@ job manager may hold more (READYs beyond its free slots, jobs received while
 every slot is busy), so that slots do not idle while a READY travels to the
 router and a job comes back. \"auto\" sizes it from the measured job time
 and round trip (2 x (slots - 1) x round trip / job time, at most
---prefetch-cap): short jobs get credit ahead, jobs long compared with the
-round trip get none. 0 turns it off (one READY per free slot, as EventMQ
+--prefetch-cap and at most slots - 1, so that a burst of jobs that turn out
+long never waits here more than one job deep while another job manager
+idles): short jobs get credit ahead, jobs long compared with the round trip
+get none. 0 turns it off (one READY per free slot, as EventMQ
 0.3.13); N holds N more. Held jobs are the router's in-flight jobs:
 redelivered if this job manager dies, run before it leaves (KBYE, SIGTERM
 within --grace-period).
@@ -36,7 +38,7 @@ Jobs (the REQUEST message frame):
   [\"run\", {\"path\": \"pkg.mod\" | \"pkg.mod:Class\", \"callable\": NAME, \"args\": [..],
            \"kwargs\": {..}, \"class_args\": [..], \"class_kwargs\": {..}}]   EventMQ Python job
   [\"shell\", {\"argv\": [..], \"stdin\": STR, \"env\": {..}, \"cwd\": DIR}]       a command
-  [\"call\", {\"handler\": \"echo\" | \"noop\", \"args\": ANY}]                   a Rust handler (echo, noop: inline)
+  [\"call\", {\"handler\": \"echo\" | \"noop\" | \"sleep\", \"args\": ANY}]       a Rust handler (echo, noop: inline; sleep: args seconds)
 Every job gets REPLY [result, request msgid, ok|failed] before its slot's READY;
 result is {\"value\": ..} or {\"error\": {\"kind\", \"message\", ..}}.
 A job's timeout: its timeout:N header (N > 0), else a \"timeout\": SECS field
@@ -168,7 +170,8 @@ pub struct Cli {
     #[arg(long, value_name = "auto|0|N")]
     pub prefetch: Option<String>,
 
-    /// Upper bound of the adaptive credit window, in jobs [default: 128]
+    /// Upper bound of the adaptive credit window, in jobs; the window is
+    /// never more than --concurrency - 1 either [default: 128]
     #[arg(long, value_name = "N")]
     pub prefetch_cap: Option<usize>,
 

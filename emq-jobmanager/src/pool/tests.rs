@@ -502,6 +502,22 @@ fn call_builtins_custom_handlers_unknown_and_panics() {
     assert!(e.message.contains("echo"), "{}", e.message);
     let e = err(exec(&pool, 6, call("boom", json!(null))));
     assert!(e.message.contains("kaput"), "{}", e.message);
+    // The `sleep` built-in sleeps its seconds; anything else is refused.
+    let t = Instant::now();
+    assert_eq!(
+        val(exec(&pool, 60, call("sleep", json!(0.05)))),
+        Value::Null
+    );
+    assert!(
+        t.elapsed() >= Duration::from_millis(50),
+        "{:?}",
+        t.elapsed()
+    );
+    for (run, bad) in [(61, json!(-1)), (62, json!("1")), (63, json!(3601))] {
+        let e = err(exec(&pool, run, call("sleep", bad.clone())));
+        assert_eq!(e.kind, ErrorKind::Exception, "{bad}");
+        assert!(e.message.contains("0 to 3600"), "{}", e.message);
+    }
     start(&pool, 0, 7, call("sleepy", json!(null)));
     wait_started(&pool, &[7]);
     let t = Instant::now();
@@ -965,6 +981,80 @@ fn python_worker_is_retired_after_max_job_count_jobs_and_exits_on_its_own() {
         "the retired worker exited on its own"
     );
     assert!(!running(pids[0]) && !running(pids[3]));
+}
+
+#[test]
+fn a_slot_takes_other_jobs_while_its_python_worker_is_still_starting() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("slowpy");
+    std::fs::write(dir.0.join("emqtestmod.py"), MODULE).unwrap();
+    // An interpreter that takes 3 s to start (a loaded machine, a big
+    // SUBPROCESS_SETUP_FUNC).
+    let slow = dir.0.join("slowpy");
+    std::fs::write(
+        &slow,
+        format!("#!/bin/sh\nsleep 3\nexec {} \"$@\"\n", interpreter()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&slow, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut cfg = PoolConfig::new(1);
+    cfg.python.interpreter = slow.to_string_lossy().into_owned();
+    cfg.python.python_path = vec![dir.0.clone()];
+    let t = Instant::now();
+    let pool = Pool::new(cfg, None).unwrap();
+    assert!(
+        eventually(|| pool.python_pid(0).is_some()),
+        "the worker is started with the pool"
+    );
+    assert_eq!(val(exec(&pool, 1, call("echo", json!(1)))), json!(1));
+    let echo = t.elapsed();
+    assert!(
+        echo < Duration::from_secs(2),
+        "the call job waited {echo:?} for the Python worker to start"
+    );
+    // The Python job waits for the worker's hello, and runs.
+    let v = val(exec(&pool, 2, run_job("emqtestmod", "add", json!([1, 2]))));
+    assert_eq!(v, json!(3));
+    assert!(t.elapsed() >= Duration::from_secs(3), "{:?}", t.elapsed());
+}
+
+#[test]
+fn a_spare_worker_starts_before_the_old_one_retires_and_takes_the_slot_over() {
+    let dir = TempDir::new("spare");
+    std::fs::write(dir.0.join("emqtestmod.py"), MODULE).unwrap();
+    let mut cfg = PoolConfig::new(1);
+    cfg.python.interpreter = interpreter();
+    cfg.python.python_path = vec![dir.0.clone()];
+    cfg.python.max_job_count = 8;
+    assert_eq!(crate::python::spare_lead(8), 2);
+    let pool = Pool::new(cfg, None).unwrap();
+    let pid = |run| {
+        val(exec(&pool, run, run_job("emqtestmod", "pid", json!([]))))
+            .as_i64()
+            .unwrap() as i32
+    };
+    let first = pid(1);
+    for run in 2..=5 {
+        assert_eq!(pid(run), first);
+        assert_eq!(pool.python_spare_pid(0), None, "no spare after job {run}");
+    }
+    // 6 jobs run, 2 left: the spare starts now (right after the result
+    // of job 6 is out), while the worker works on.
+    assert_eq!(pid(6), first);
+    assert!(
+        eventually(|| pool.python_spare_pid(0).is_some()),
+        "a spare once 2 jobs are left"
+    );
+    let spare = pool.python_spare_pid(0).expect("the spare");
+    assert_ne!(spare, first);
+    assert!(running(spare) && running(first));
+    assert_eq!(pid(7), first);
+    assert_eq!(pid(8), first, "the old worker runs its MAX_JOB_COUNT jobs");
+    // It retired; the spare, already started, runs the next job.
+    assert_eq!(pid(9), spare);
+    assert_eq!(pool.python_pid(0), Some(spare));
+    assert_eq!(pool.python_spare_pid(0), None);
+    assert!(eventually(|| !running(first)), "the retired worker exits");
 }
 
 const HOOKS_MODULE: &str = r#"

@@ -1032,7 +1032,7 @@ impl Router {
                 json!({
                     "identity": ident(&w.identity),
                     "queues": w.announced.iter().map(|(wt, q)| json!([wt, q])).collect::<Vec<_>>(),
-                    "free_slots": w.slots,
+                    "credit": w.slots,
                     "inflight": w.inflight.len(),
                     "running": running,
                     "connected_ms": now.saturating_sub(w.connected_at).as_millis() as u64,

@@ -130,7 +130,7 @@ impl Router {
                 identity: ident(&w.identity).into_owned(),
                 queues: w.announced.clone(),
                 last_seen_secs: w.last_seen.as_secs_f64(),
-                free_slots: w.slots,
+                credit: w.slots,
                 inflight: w.inflight.len() as u64,
                 features: w.features.clone(),
                 processed: self
