@@ -118,6 +118,11 @@ pub struct Config {
     /// Unlike `id_seed` it must never be guessable from what the router
     /// sends.
     pub take_back_secret: [u8; 32],
+    /// Emit an [`crate::Action::JobSpan`] for every dispatch and forward
+    /// the router's own `traceparent` to the worker (`router/traces.rs`);
+    /// the driver sets it when an OTLP endpoint is configured. Off: no
+    /// header is touched and nothing is emitted.
+    pub traces: bool,
 }
 
 impl Default for Config {
@@ -144,6 +149,7 @@ impl Default for Config {
             max_message_size: Some(DEFAULT_MAX_MESSAGE_SIZE),
             id_seed: 0,
             take_back_secret: [0; 32],
+            traces: false,
         }
     }
 }

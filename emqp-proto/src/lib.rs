@@ -24,6 +24,7 @@ pub mod message;
 pub mod msgid;
 pub mod published;
 pub mod queues;
+pub mod trace;
 
 pub use admin::{AdminError, AdminOp, ErrorKind, OpName};
 pub use command::{
@@ -37,6 +38,7 @@ pub use message::Message;
 pub use msgid::{new_msgid, MsgIds};
 pub use published::Published;
 pub use queues::{QueueSpec, DEFAULT_QUEUE, DEFAULT_WEIGHT};
+pub use trace::TraceParent;
 
 /// The protocol frame every message carries after the empty delimiter.
 pub const PROTOCOL_VERSION: &str = "eMQP/1.0";

@@ -24,11 +24,11 @@ use std::time::Duration;
 
 use emqp_proto::PROTOCOL_VERSION;
 
-use super::Router;
+use super::{traces, Router};
 use crate::event::{Action, Socket};
 use crate::jobs::{JobId, JobState};
 use crate::journal::Record;
-use crate::util::ident;
+use crate::util::{ident, micros};
 use crate::workers::WorkerId;
 
 impl Router {
@@ -104,17 +104,35 @@ impl Router {
             job.queue(),
             ident(&identity),
         );
+        let (headers, span) = if self.cfg.traces {
+            let epoch = self.cfg.epoch_unix_micros;
+            let times = (job.accepted_unix(epoch), epoch.saturating_add(micros(now)));
+            let (span, headers) = traces::dispatch_span(
+                self.cfg.id_seed,
+                &msgid,
+                job.queue(),
+                job.headers(),
+                attempts,
+                times,
+            );
+            (headers, Some(span))
+        } else {
+            (job.headers().to_vec(), None)
+        };
         let frames = vec![
             Vec::new(),
             PROTOCOL_VERSION.as_bytes().to_vec(),
             b"REQUEST".to_vec(),
             msgid.as_bytes().to_vec(),
             job.queue().as_bytes().to_vec(),
-            job.headers().to_vec(),
+            headers,
             job.payload().to_vec(),
         ];
         self.stats.dispatched += 1;
         self.send(Socket::Backend, identity, frames, out);
+        if let Some(span) = span {
+            out.push(Action::JobSpan(span));
+        }
         if attempts > 1 && self.journal.enabled() {
             self.journal
                 .record(Record::Attempt { msgid, attempts }, None);

@@ -53,6 +53,8 @@
 //!   and `crate::data`, which import nothing of this module);
 //! - `timers.rs`: the timer table (which deadline sources there are, and
 //!   in which order the due ones fire);
+//! - `traces.rs`: the span of a job's queue wait and the `traceparent`
+//!   forwarded to its worker;
 //! - `invariants.rs`: the bookkeeping checks the tests run after every input.
 
 use std::time::Duration;
@@ -69,6 +71,7 @@ pub(crate) mod results;
 mod schedules;
 mod snapshot;
 pub(crate) mod timers;
+pub(crate) mod traces;
 
 use std::collections::VecDeque;
 
