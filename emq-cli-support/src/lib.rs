@@ -14,7 +14,9 @@
 //!   [`AccessArgs`]), declared once and flattened;
 //! - [`exit`]: one [`Exit`] with each binary's documented codes;
 //! - [`logging`]: the logger, [`init_logging`], and its format
-//!   ([`LogArgs`]: `--log-format text|json`).
+//!   ([`LogArgs`]: `--log-format text|json`);
+//! - [`otlp`]: the traces endpoint ([`OtlpArgs`]: `--otlp-endpoint`, else
+//!   the standard `OTEL_EXPORTER_OTLP_*` environment).
 //!
 //! It does no I/O of its own beyond reading the config file a binary names.
 
@@ -24,10 +26,12 @@ pub mod args;
 pub mod duration;
 pub mod exit;
 pub mod logging;
+pub mod otlp;
 pub mod settings;
 
 pub use args::{AccessArgs, AuthArgs, CurveArgs};
 pub use duration::{parse_duration, parse_positive_duration, DurationError, Zero};
 pub use exit::Exit;
 pub use logging::{init_logging, say_fatal, set_log_format, LogArgs, LogFormat};
+pub use otlp::OtlpArgs;
 pub use settings::{SettingError, Settings, SettingsError};

@@ -11,7 +11,9 @@ original stdin/stdout.
                     "setup_error": str (if the setup function raised),
                     "hooks_error": str (if entry/exit cannot be loaded)}
   in:              {"id": RUN, "job": {"path", "callable", "args", "kwargs",
-                                       "class_args", "class_kwargs"}}
+                                       "class_args", "class_kwargs"},
+                    "context": {"msgid", "queue", "headers",
+                                "traceparent": str|null}}
   out:             {"id": RUN, "value": <return value>}
                or  {"id": RUN, "error": {"kind": "exception"|"bad-job",
                                          "message": str, "traceback": str}}
@@ -29,6 +31,13 @@ the hello line: before the first job), JOB_ENTRY_FUNC and JOB_EXIT_FUNC
 function that raises is reported and the worker goes on, as in 0.3.13. An
 entry function that raises fails the job, which is not run; an exit
 function that raises is reported on stderr and the job's result stands.
+
+The job's context: the module `emq_job` is importable in the worker, and
+`emq_job.current()` gives the running job's msgid, queue and headers (None
+between jobs). When the job has a `traceparent` (the job manager's span of
+the run) and the `opentelemetry` package is importable, the worker makes it
+the current OpenTelemetry context while the job runs, so spans the job
+starts are children of the run; without the package nothing is imported.
 """
 
 import importlib
@@ -55,6 +64,63 @@ def _protocol_streams():
 
 class BadJob(Exception):
     pass
+
+
+# The running job's context (emq_job.current()), None between jobs.
+_current = None
+
+
+def _emq_job_module():
+    """The `emq_job` module jobs import: current() for now."""
+    import types
+
+    mod = types.ModuleType("emq_job")
+    mod.__doc__ = "The running emq job: emq_job.current()."
+
+    def current():
+        """The running job: {"msgid", "queue", "headers"} (a copy), or
+        None outside a job."""
+        return dict(_current) if _current is not None else None
+
+    mod.current = current
+    return mod
+
+
+# opentelemetry, once looked for: None = not yet, False = not importable.
+_otel = None
+
+
+def _otel_attach(traceparent):
+    """Make `traceparent` the current OpenTelemetry context; a token for
+    _otel_detach, or None (no traceparent, or no opentelemetry)."""
+    global _otel
+    if not traceparent:
+        return None
+    if _otel is None:
+        try:
+            from opentelemetry import context as otel_context
+            from opentelemetry.trace.propagation.tracecontext import (
+                TraceContextTextMapPropagator,
+            )
+
+            _otel = (otel_context, TraceContextTextMapPropagator())
+        except Exception:
+            _otel = False
+    if not _otel:
+        return None
+    otel_context, propagator = _otel
+    try:
+        return otel_context.attach(propagator.extract({"traceparent": traceparent}))
+    except Exception:
+        return None
+
+
+def _otel_detach(token):
+    if token is not None and _otel:
+        try:
+            _otel[0].detach(token)
+        except Exception:
+            pass
 
 
 def _resolve(job):
@@ -153,6 +219,23 @@ class Hooks:
 
 
 def _run(req, hooks):
+    global _current
+    ctx = req.get("context") if isinstance(req, dict) else None
+    ctx = ctx if isinstance(ctx, dict) else {}
+    _current = {
+        "msgid": ctx.get("msgid"),
+        "queue": ctx.get("queue"),
+        "headers": ctx.get("headers"),
+    }
+    token = _otel_attach(ctx.get("traceparent"))
+    try:
+        return _run_job(req, hooks)
+    finally:
+        _otel_detach(token)
+        _current = None
+
+
+def _run_job(req, hooks):
     rid = req.get("id") if isinstance(req, dict) else None
     job = req.get("job") if isinstance(req, dict) else None
     if hooks.error is not None:
@@ -188,6 +271,7 @@ def _run(req, hooks):
 
 def main():
     proto_in, proto_out = _protocol_streams()
+    sys.modules.setdefault("emq_job", _emq_job_module())
     if "" not in sys.path:
         sys.path.insert(0, "")
     try:

@@ -24,6 +24,7 @@ pub mod pool;
 pub mod python;
 pub(crate) mod registry;
 pub mod shell;
+mod traces;
 
 pub use handlers::Handlers;
 pub use manager::{ConfigError, Error, JobManager, JobManagerBuilder, ManagerConfig};

@@ -588,11 +588,12 @@ impl SlotThread {
                 },
                 false,
             );
+            let context = job_context(&js);
             let outcome = match &mut js.job {
                 _ if killed => {
                     JobOutcome::Error(JobError::new(ErrorKind::Crash, KILLED_AT_SHUTDOWN))
                 }
-                Job::Run(job) => self.python.run(run, job, &*self.shared),
+                Job::Run(job) => self.python.run(run, job, &context, &*self.shared),
                 Job::Shell(job) => crate::shell::run(job, run, &*self.shared),
                 // Inline: no thread start or hand-off per job.
                 Job::Call(job) => self
@@ -630,6 +631,17 @@ impl SlotThread {
         }
         self.python.stop(&*self.shared);
     }
+}
+
+/// What a Python job is told of its delivery (`emq_job.current()`, and
+/// the trace context its spans nest under).
+fn job_context(js: &JobStart) -> serde_json::Value {
+    serde_json::json!({
+        "msgid": js.msgid,
+        "queue": js.context.queue,
+        "headers": js.context.headers,
+        "traceparent": js.context.traceparent.map(|t| t.to_string()),
+    })
 }
 
 #[cfg(test)]

@@ -226,7 +226,13 @@ impl PythonWorker {
     }
 
     /// Run one job; never panics.
-    pub(crate) fn run(&mut self, run: u64, job: &RunJob, slot: &dyn GroupRegistry) -> JobOutcome {
+    pub(crate) fn run(
+        &mut self,
+        run: u64,
+        job: &RunJob,
+        context: &Value,
+        slot: &dyn GroupRegistry,
+    ) -> JobOutcome {
         self.used = true;
         // A worker that died while idle (OOM killer, kill -9) is replaced
         // before the job is sent, so the job is not blamed for it.
@@ -249,7 +255,7 @@ impl PythonWorker {
         let Some(proc) = self.proc.as_mut() else {
             return crash("no Python worker".into());
         };
-        let request = serde_json::json!({"id": run, "job": job});
+        let request = serde_json::json!({"id": run, "job": job, "context": context});
         let mut line = request.to_string();
         line.push('\n');
         slot.set_job_group(run, Some(proc.pid));

@@ -172,6 +172,22 @@ pub struct JobStart {
     pub msgid: String,
     pub job: Job,
     pub timeout: Option<Duration>,
+    /// What the job may know of its delivery (`emq_job.current()` in a
+    /// Python job) and its trace parent.
+    pub context: JobContext,
+}
+
+/// A job's delivery, as its REQUEST gave it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct JobContext {
+    /// The REQUEST's queue.
+    pub queue: String,
+    /// The REQUEST's HEADERS frame, as text.
+    pub headers: String,
+    /// The span the job's run is a child of: the REQUEST's `traceparent`
+    /// (the router's span), which the driver replaces with its own run
+    /// span when it traces (`emq_otel`), so the job's spans nest under it.
+    pub traceparent: Option<emqp_proto::TraceParent>,
 }
 
 /// What to do.

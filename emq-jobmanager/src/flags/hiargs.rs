@@ -50,7 +50,9 @@ impl Cli {
         .map_err(|e| e.to_string())?;
         let name = self.name.clone();
         let log_format = self.log.resolve(&settings)?;
-        let manager = config(self, &settings, &|k| env.get(k).cloned())?;
+        let traces_url = self.otlp.traces_url(env)?;
+        let mut manager = config(self, &settings, &|k| env.get(k).cloned())?;
+        manager.traces_url = traces_url;
         Ok(Plan {
             manager,
             name,

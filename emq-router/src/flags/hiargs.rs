@@ -29,7 +29,11 @@ impl Cli {
     /// in) and the config file it names.
     pub(crate) fn plan(self, env: &HashMap<String, String>) -> Result<Plan, String> {
         let settings = Settings::load_from(SECTION, env).map_err(|e| e.to_string())?;
-        Plan::resolve(self, &settings)
+        let traces_url = self.otlp.traces_url(env)?;
+        let mut plan = Plan::resolve(self, &settings)?;
+        plan.core.traces = traces_url.is_some();
+        plan.traces_url = traces_url;
+        Ok(plan)
     }
 }
 
@@ -67,6 +71,9 @@ pub(crate) struct Plan {
     pub(crate) core: Config,
     /// `--log-format`: text or one JSON object per line.
     pub(crate) log_format: LogFormat,
+    /// `--otlp-endpoint` (or the OTEL_EXPORTER_OTLP_* environment): the
+    /// full traces URL; `None`: no traces (`core.traces` off).
+    pub(crate) traces_url: Option<String>,
 }
 
 impl Plan {
@@ -129,6 +136,7 @@ impl Plan {
             access_warnings: access.warnings,
             core,
             log_format,
+            traces_url: None,
         })
     }
 }

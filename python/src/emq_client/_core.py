@@ -25,7 +25,7 @@ import logging
 import weakref
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
-from . import errors, wire
+from . import errors, otel, wire
 from .wire import Frames, Incoming
 
 log = logging.getLogger("emq_client")
@@ -367,7 +367,9 @@ def submit_headers(
     legacy: bool, retries: int, timeout: float, delay: Optional[float], headers: Iterable[str]
 ) -> str:
     """The HEADERS frame of a submit: an emq client asks for the result and
-    its receipt; a ``legacy`` one (0.3.13's router) cannot delay."""
+    its receipt; a ``legacy`` one (0.3.13's router) cannot delay. The
+    current OpenTelemetry span goes along as ``traceparent`` when
+    ``opentelemetry`` is installed (:mod:`emq_client.otel`)."""
     if legacy and delay is not None:
         raise errors.Unsupported("delay needs an emq router (0.3.13 has no delay header)")
     return wire.headers_frame(
@@ -377,7 +379,7 @@ def submit_headers(
         retries=retries,
         timeout=timeout,
         delay=delay,
-        extra=headers,
+        extra=otel.with_traceparent(headers),
     )
 
 
