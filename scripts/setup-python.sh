@@ -11,7 +11,8 @@
 # its dependencies are installed first (current versions) and eventmq itself
 # with --no-deps. emq_client is installed with `pip install -e ./python
 # --no-build-isolation` (setuptools and wheel from the venv: no build
-# environment to download). Idempotent: each part is skipped when the venv
+# environment to download), and mypy (python/tests/test_typing.py runs it
+# on the client's typed API). Idempotent: each part is skipped when the venv
 # already has it (eventmq 0.3.13 with its console scripts; pytest and this
 # checkout's emq_client), so a second run needs no network.
 #
@@ -45,12 +46,12 @@ assert md.version("eventmq") == "0.3.13", md.version("eventmq")
 PY
 }
 
-# pytest and this checkout's python/ package (an editable install of another
-# checkout, with a shared EMQ_PY_VENV, does not count).
+# pytest, mypy and this checkout's python/ package (an editable install of
+# another checkout, with a shared EMQ_PY_VENV, does not count).
 check_client() {
     "$venv/bin/python" - "$repo/python/src" <<'PY' >/dev/null 2>&1
 import os, sys
-import pytest, emq_client
+import pytest, mypy, emq_client
 assert os.path.realpath(emq_client.__file__).startswith(os.path.realpath(sys.argv[1]) + os.sep)
 PY
 }
@@ -83,15 +84,15 @@ install_otel() {
 
 install_client() {
     if check_client; then
-        echo "setup-python: $venv already has pytest and emq_client from $repo/python"
+        echo "setup-python: $venv already has pytest, mypy and emq_client from $repo/python"
         return
     fi
     pip=("$venv/bin/python" -m pip --disable-pip-version-check --no-input)
-    "${pip[@]}" install --quiet pytest wheel "setuptools>=64"
+    "${pip[@]}" install --quiet pytest "mypy>=1.7" wheel "setuptools>=64"
     "${pip[@]}" install --quiet --no-build-isolation -e "$repo/python"
     if ! check_client; then
-        echo "setup-python: venv at $venv does not import pytest and emq_client from $repo/python" >&2
-        "$venv/bin/python" -c "import pytest, emq_client; print(emq_client.__file__)" || true
+        echo "setup-python: venv at $venv does not import pytest, mypy and emq_client from $repo/python" >&2
+        "$venv/bin/python" -c "import pytest, mypy, emq_client; print(emq_client.__file__)" || true
         exit 1
     fi
     echo "setup-python: emq_client installed (editable) from $repo/python"

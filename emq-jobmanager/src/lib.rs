@@ -9,6 +9,8 @@
 //!   [`handlers`] (`call` jobs: Rust functions registered by name).
 //! - [`manager`]: the socket loop joining the two, and the library API
 //!   ([`JobManager::builder`]), with its typed [`Error`].
+//! - [`reload`]: `--reload`, Python workers restarted when watched `.py`
+//!   files change (development).
 //! - [`registry`]: the narrow handle through which a runner records its
 //!   process groups in its slot.
 //!
@@ -23,6 +25,7 @@ pub mod manager;
 pub mod pool;
 pub mod python;
 pub(crate) mod registry;
+pub mod reload;
 pub mod shell;
 mod traces;
 

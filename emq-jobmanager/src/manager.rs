@@ -78,6 +78,8 @@ pub enum ConfigError {
     ZeroHeartbeatInterval,
     ZeroHeartbeatLiveness,
     ZeroMaxJobCount,
+    /// `--reload` cannot watch what it was given (the reason).
+    Reload(String),
 }
 
 impl std::fmt::Display for ConfigError {
@@ -93,6 +95,7 @@ impl std::fmt::Display for ConfigError {
                 write!(f, "heartbeat liveness must be at least 1")
             }
             ConfigError::ZeroMaxJobCount => write!(f, "max job count must be at least 1"),
+            ConfigError::Reload(why) => write!(f, "{why}"),
         }
     }
 }
@@ -395,6 +398,10 @@ impl JobManager {
                 }
             })
         };
+        if !python.reload_dirs.is_empty() {
+            crate::reload::watch(&python.reload_dirs, python.code_version.clone())
+                .map_err(|e| Error::Config(ConfigError::Reload(e)))?;
+        }
         let pool = Pool::new(
             PoolConfig {
                 concurrency,

@@ -49,6 +49,7 @@ use serde_json::Value;
 use emq_process::{die_with_parent, GroupLeader};
 
 use crate::registry::GroupRegistry;
+use crate::reload::CodeVersion;
 
 /// The worker script.
 pub const WORKER_SCRIPT: &str = include_str!("../python/emq_worker.py");
@@ -80,6 +81,12 @@ pub struct PythonConfig {
     /// `MAX_JOB_COUNT`: a worker process is replaced after this many jobs
     /// (at least 1).
     pub max_job_count: u64,
+    /// `--reload`: directories watched for `.py` changes (empty: off;
+    /// [`crate::reload`]).
+    pub reload_dirs: Vec<PathBuf>,
+    /// The watched code's version: a worker started at an older one is
+    /// replaced before its next job (never bumped without `reload_dirs`).
+    pub code_version: CodeVersion,
 }
 
 impl Default for PythonConfig {
@@ -92,6 +99,8 @@ impl Default for PythonConfig {
             job_entry_func: None,
             job_exit_func: None,
             max_job_count: DEFAULT_MAX_JOB_COUNT,
+            reload_dirs: Vec::new(),
+            code_version: CodeVersion::default(),
         }
     }
 }
@@ -115,6 +124,8 @@ struct Proc {
     pid: i32,
     /// Jobs this process has answered.
     jobs: u64,
+    /// The [`CodeVersion`] it was started at.
+    version: u64,
 }
 
 /// A slot's Python worker; started on first use, restarted after it dies,
@@ -142,6 +153,7 @@ impl PythonWorker {
         if slot.closing() {
             return Err("the job manager is shutting down".into());
         }
+        let version = self.cfg.code_version.get();
         let mut cmd = Command::new(&self.cfg.interpreter);
         cmd.arg("-u")
             .arg("-c")
@@ -175,6 +187,7 @@ impl PythonWorker {
             stdout: BufReader::new(stdout),
             pid,
             jobs: 0,
+            version,
         };
         // The hello line comes after SUBPROCESS_SETUP_FUNC ran.
         let mut hello = String::new();
@@ -241,6 +254,20 @@ impl PythonWorker {
                 let pid = p.pid;
                 let status = reap(p, slot);
                 warn!("idle Python worker pid {pid} had died ({status}); restarting it");
+            }
+        }
+        // --reload: an idle worker started before the code changed goes.
+        if self
+            .proc
+            .as_ref()
+            .is_some_and(|p| p.version != self.cfg.code_version.get())
+        {
+            if let Some(p) = self.proc.take() {
+                info!(
+                    "Python worker pid {}: the code changed (--reload); starting a fresh one for the next job",
+                    p.pid
+                );
+                kill_and_reap(p, slot);
             }
         }
         if self.proc.is_none() {
@@ -313,6 +340,7 @@ impl PythonWorker {
             stdout,
             pid,
             jobs,
+            ..
         } = p;
         info!("Python worker pid {pid} ran {jobs} job(s) (MAX_JOB_COUNT {max}); replacing it");
         drop(stdin);

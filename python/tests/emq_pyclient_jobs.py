@@ -23,3 +23,9 @@ class Greeter(object):
 
     def greet(self, name):
         return "%s, %s" % (self.greeting, name)
+
+
+@job
+def fetch(url, timeout=10):
+    """A job with a parameter named like a submit option."""
+    return [url, timeout]

@@ -40,9 +40,47 @@ def test_decorator_delay_and_submit(broker_env: Router, tmp_path: Path) -> None:
     assert isinstance(g.delay(2, 2), str)
 
 
-def test_decorator_without_broker_runs_locally(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("EMQ_BROKER_ADDR", raising=False)
-    assert emq_client.job(emq_pyclient_jobs.multiply).delay(2, 5) == 10
+@pytest.fixture
+def no_broker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No broker address anywhere: no variable, an empty config file."""
+    for var in ("EMQ_BROKER_ADDR", "EVENTMQ_FRONTEND_ADDR", "EMQ_INLINE"):
+        monkeypatch.delenv(var, raising=False)
+    conf = tmp_path / "empty.conf"
+    conf.write_text("")
+    monkeypatch.setenv("EVENTMQ_CONFIG_FILE", str(conf))
+
+
+def test_decorator_without_broker_fails_loudly(no_broker: None) -> None:
+    # 0.3.13 ran the function here with only a log line; now that is an
+    # opt-in, and the error says how to do either.
+    f = emq_client.job(emq_pyclient_jobs.multiply)
+    with pytest.raises(emq_client.EmqConnectionError) as e:
+        f.delay(2, 5)
+    text = str(e.value)
+    assert "emq_pyclient_jobs.multiply.delay(): no broker address" in text, text
+    assert "EMQ_BROKER_ADDR" in text and "EMQ_INLINE=1" in text and "inline=True" in text, text
+
+
+def test_inline_is_an_explicit_opt_in(no_broker: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert emq_client.job(emq_pyclient_jobs.multiply, inline=True).delay(2, 5) == 10
+    assert emq_client.job(inline=True)(emq_pyclient_jobs.multiply).delay(3, 5) == 15
+    assert emq_client.job(emq_pyclient_jobs.multiply, async_=False).delay(4, 5) == 20  # 0.3.13's flag
+    monkeypatch.setenv("EMQ_INLINE", "1")
+    assert emq_client.job(emq_pyclient_jobs.multiply).delay(2, 6) == 12
+    monkeypatch.setenv("EMQ_INLINE", "0")
+    with pytest.raises(emq_client.EmqConnectionError):
+        emq_client.job(emq_pyclient_jobs.multiply).delay(2, 6)
+
+
+def test_delay_finds_the_broker_in_the_settings(broker_env: Router, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Decorated with no address known, then EVENTMQ_FRONTEND_ADDR is set:
+    # delay reads the settings when it is called.
+    monkeypatch.delenv("EMQ_BROKER_ADDR")
+    f = emq_client.job(emq_pyclient_jobs.multiply)
+    monkeypatch.setenv("EVENTMQ_FRONTEND_ADDR", broker_env.frontend)
+    msgid = f.delay(3, 3)
+    with broker_env.client() as c:
+        assert c.job(msgid).result(30) == 9
 
 
 def test_job_from_0313_client_library_looked_up(cluster: Router) -> None:

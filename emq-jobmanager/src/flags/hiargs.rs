@@ -12,6 +12,7 @@
 //! `--grace-period 0` kills at once.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 
 use emq_cli_support::{Settings, Zero};
 use emq_jobmanager::connection::{Config, Prefetch};
@@ -109,7 +110,36 @@ fn config(
     };
     connection(&cli, s, &mut c.connection)?;
     python(&cli, s, &mut c.python)?;
+    c.python.reload_dirs = reload_dirs(&cli, env);
     Ok(c)
+}
+
+/// What `--reload` watches: the `--reload-dir`s (which imply it), else the
+/// working directory and every `PYTHONPATH` entry that is a directory
+/// (the places a worker imports job modules from; a working directory of
+/// `/`, as under a service manager, is left out). Nothing without either
+/// flag.
+fn reload_dirs(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
+    if !cli.reload_dir.is_empty() {
+        return cli.reload_dir.clone();
+    }
+    if !cli.reload {
+        return Vec::new();
+    }
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    if let Ok(cwd) = std::env::current_dir() {
+        if cwd.parent().is_some() {
+            dirs.push(cwd);
+        }
+    }
+    if let Some(pp) = env("PYTHONPATH") {
+        for d in std::env::split_paths(&pp) {
+            if d.is_dir() && !dirs.contains(&d) {
+                dirs.push(d);
+            }
+        }
+    }
+    dirs
 }
 
 /// The connection core's settings, over its defaults in `conn`. Zero:
@@ -582,6 +612,26 @@ mod tests {
         ] {
             assert!(help.contains(needle), "help lacks {needle}");
         }
+    }
+
+    #[test]
+    fn reload_watches_the_named_dirs_else_the_working_directory_and_pythonpath() {
+        let dirs = |args: &[&str], env: &dyn Fn(&str) -> Option<String>| {
+            cfg(args, env).unwrap().python.reload_dirs
+        };
+        assert!(dirs(&[], &no_env).is_empty());
+        assert_eq!(
+            dirs(&["--reload-dir", "/a", "--reload-dir", "/b"], &no_env),
+            vec![PathBuf::from("/a"), PathBuf::from("/b")]
+        );
+        let tmp = std::env::temp_dir();
+        let pp = format!("{}:/nonexistent/emq-reload", tmp.display());
+        let env = |k: &str| (k == "PYTHONPATH").then(|| pp.clone());
+        let got = dirs(&["--reload"], &env);
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(got.first(), Some(&cwd));
+        assert!(got.contains(&tmp), "{got:?}");
+        assert!(!got.contains(&PathBuf::from("/nonexistent/emq-reload")));
     }
 }
 

@@ -2,6 +2,7 @@
 //! possible; [`super::hiargs`] checks it with the environment and the
 //! config file into a [`super::Plan`].
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
@@ -116,6 +117,19 @@ pub struct Cli {
     /// one (MAX_JOB_COUNT) [default: 1024]
     #[arg(long, value_name = "N")]
     pub max_job_count: Option<u64>,
+
+    /// Development: restart the Python workers when a .py file changes
+    /// under the watched directories (--reload-dir, else the working
+    /// directory and every PYTHONPATH entry); the next job runs the new
+    /// code, a running job finishes on the old. Without it an edited module
+    /// runs only after a restart (docs/DEPLOY.md)
+    #[arg(long)]
+    pub reload: bool,
+
+    /// A directory --reload watches, recursively (repeatable; implies
+    /// --reload)
+    #[arg(long, value_name = "DIR")]
+    pub reload_dir: Vec<PathBuf>,
 
     /// Seconds between heartbeats [default: 3]
     #[arg(long, value_name = "SECS", value_parser = parse_duration)]

@@ -45,7 +45,9 @@ from .errors import (
 )
 from .jobs import job, schedule, unschedule
 from .messages import defer_job
-from .payload import Task, call, python, raw, shell, task
+from .options import OptionCollision, SubmitOptions
+from .payload import NotSerializable, Task, call, python, raw, shell, task
+from .settings import SettingsError, UnknownSettingWarning
 
 __version__ = "0.1.0"
 
@@ -53,7 +55,8 @@ __all__ = [
     "AdminError", "AsyncClient", "AsyncJob", "BulkRejected", "Client", "DeadLettered",
     "DuplicateMsgid", "EmqConnectionError", "EmqError", "Job", "JobCancelled", "JobFailed",
     "JobNotFound", "JobStatus", "JobTimedOut", "JournalUnavailable", "JournalUncertain", "Malformed",
-    "MessageTooLarge",
+    "MessageTooLarge", "NotSerializable", "OptionCollision", "SettingsError", "SubmitOptions",
+    "UnknownSettingWarning",
     "ProtocolError", "QueueFull", "Rejected", "ResultTimeout", "ScheduleNotFound",
     "ShuttingDown", "Task", "Unsupported", "WrongThread", "call", "defer_job", "job",
     "python", "raw", "schedule", "shell", "task", "thread_client", "unschedule",

@@ -58,7 +58,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, Generator, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-from . import _core, curve, errors, link, payload, wire
+from . import _core, curve, errors, link, payload, settings, wire
 from ._core import Pending
 from .payload import Task
 from .wire import Frames
@@ -248,13 +248,17 @@ def bulk_task(item: BulkItem) -> Task:
 
 
 def default_frontend() -> str:
-    """``$EMQ_BROKER_ADDR`` (0.3.13's variable for clients), else the default."""
-    return os.environ.get("EMQ_BROKER_ADDR") or wire.DEFAULT_FRONTEND
+    """The broker from the settings (:mod:`emq_client.settings`:
+    ``$EMQ_BROKER_ADDR``, ``$EVENTMQ_FRONTEND_ADDR``, the INI file), else
+    the default."""
+    return settings.broker_addr()[0]
 
 
-def default_admin() -> str:
-    """``$EMQ_ADMIN_ADDR``, else the router's default admin address."""
-    return os.environ.get("EMQ_ADMIN_ADDR") or wire.DEFAULT_ADMIN
+def default_admin(broker: Optional[str] = None) -> str:
+    """The admin socket from the settings (``$EMQ_ADMIN_ADDR``,
+    ``$EVENTMQ_ADMINISTRATIVE_ADDR``, the INI file), else derived from
+    ``broker`` (default: the settings' broker)."""
+    return settings.admin_addr(broker)[0]
 
 
 class BaseClient:
@@ -289,8 +293,9 @@ class BaseClient:
         self.queue_full_timeout = float(queue_full_timeout)
         self.max_message_size = max_message_size if max_message_size and max_message_size > 0 else None
         self._curve = curve.curve_keys(curve_server_key, curve_secret_key_file)
-        self.addr = addr or default_frontend()
-        self.admin_addr = admin_addr or default_admin()
+        conf = settings.load() if not (addr and admin_addr) else None
+        self.addr = addr or settings.broker_addr(conf)[0]
+        self.admin_addr = admin_addr or settings.admin_addr(self.addr, conf)[0]
         try:
             self._addrs = link.parse_endpoints(self.addr, "addr")
             self._admin_addrs = link.parse_endpoints(self.admin_addr, "admin_addr")

@@ -340,7 +340,7 @@ FULL_BACKOFF_MAX = 1.0
 def full_backoff(attempt: int) -> float:
     """The wait before try ``attempt + 1`` of a job refused ``queue-full``
     ``attempt`` times (1, 2, ...): 10 ms doubling to 1 s."""
-    return min(FULL_BACKOFF_MAX, FULL_BACKOFF_FIRST * (2 ** max(0, attempt - 1)))
+    return min(FULL_BACKOFF_MAX, FULL_BACKOFF_FIRST * float(2 ** max(0, attempt - 1)))
 
 
 def wants_resend(p: Pending) -> bool:

@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 import zmq
 import zmq.asyncio
 
-from . import _base, errors, link, payload, wire
+from . import _base, errors, link, options, payload, wire
 from ._base import Admin, Await, BulkItem, Plan, Sleep
 from ._core import JobStatus, Pending
 from .client import readable, recv_ready
@@ -240,15 +240,16 @@ class AsyncClient(_base.BaseClient):
         func: JobSpec,
         *args: Any,
         queue: Optional[str] = None,
-        retries: int = 0,
-        timeout: float = 0,
+        retries: Optional[int] = None,
+        timeout: Optional[float] = None,
         delay: Optional[float] = None,
-        headers: Sequence[str] = (),
+        headers: Optional[Sequence[str]] = None,
         **kwargs: Any,
     ) -> "AsyncJob":
         """As :meth:`Client.submit`."""
+        options.refuse_collisions(func, options.given(locals()))
         task = payload.build(func, args, kwargs)
-        return await self._run(self._submit(task, queue, self._headers(retries, timeout, delay, headers)))  # type: ignore[no-any-return]
+        return await self._run(self._submit(task, queue, self._headers(retries or 0, timeout or 0, delay, headers or ())))  # type: ignore[no-any-return]
 
     async def submit_many(
         self,

@@ -34,11 +34,11 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Callable, Dict, Generic, Iterable, List, Optional, Sequence, TypeVar
 
 import zmq
 
-from . import _base, errors, link, payload, wire
+from . import _base, errors, link, options, payload, wire
 from ._base import Admin, Await, BulkItem, Plan, Sleep
 from ._core import JobStatus
 from .payload import JobSpec
@@ -283,26 +283,32 @@ class Client(_base.BaseClient):
         func: JobSpec,
         *args: Any,
         queue: Optional[str] = None,
-        retries: int = 0,
-        timeout: float = 0,
+        retries: Optional[int] = None,
+        timeout: Optional[float] = None,
         delay: Optional[float] = None,
-        headers: Sequence[str] = (),
+        headers: Optional[Sequence[str]] = None,
         **kwargs: Any,
-    ) -> "Job":
+    ) -> "Job[Any]":
         """Submit ``func(*args, **kwargs)`` and wait for the router to accept
         it; return its :class:`Job`.
 
         ``func`` is a callable, a dotted path (``pkg.mod.func``,
         ``pkg.mod:Class.method``) or a :class:`Task` (``emq_client.call``,
-        ``shell``, ``python``; use ``python()`` for keyword arguments named
-        like these options). ``retries``: ``retry-count:N``; ``timeout``:
-        seconds before the job is killed (``timeout:N``); ``delay``: seconds
-        before it may run (``delay:SECS``); ``headers``: more headers.
+        ``shell``, ``python``). The job's options (:mod:`emq_client.options`,
+        None: the default): ``queue``; ``retries``: ``retry-count:N``;
+        ``timeout``: seconds before the job is killed (``timeout:N``);
+        ``delay``: seconds before it may run (``delay:SECS``); ``headers``:
+        more headers. Every other keyword is ``func``'s. An option given
+        whose name is also a parameter of ``func`` raises
+        :class:`~emq_client.options.OptionCollision` (nothing is sent): say
+        which is meant with ``f.options(timeout=3).submit(...)`` (``@job``
+        functions) or ``c.submit(python(f, args, kwargs), timeout=3)``.
         Raises :class:`Rejected` (e.g. :class:`QueueFull`) when refused and
         :class:`EmqConnectionError` when no router answers in time."""
         self._check()
+        options.refuse_collisions(func, options.given(locals()))
         task = payload.build(func, args, kwargs)
-        return self._run(self._submit(task, queue, self._headers(retries, timeout, delay, headers)))  # type: ignore[no-any-return]
+        return self._run(self._submit(task, queue, self._headers(retries or 0, timeout or 0, delay, headers or ())))  # type: ignore[no-any-return]
 
     def submit_many(
         self,
@@ -316,7 +322,7 @@ class Client(_base.BaseClient):
         window: Optional[int] = None,
         max_unfinished: Optional[int] = None,
         raise_on_reject: bool = True,
-    ) -> List["Job"]:
+    ) -> List["Job[Any]"]:
         """Submit many jobs pipelined: up to ``window`` (default the client's)
         unacknowledged at once, then wait until every one is answered. With
         ``max_unfinished``, also at most that many submitted and not yet
@@ -373,12 +379,12 @@ class Client(_base.BaseClient):
         self._check()
         return self._run(self._send_raw(command, body))  # type: ignore[no-any-return]
 
-    def job(self, msgid: str) -> "Job":
+    def job(self, msgid: str) -> "Job[Any]":
         """A handle for a job submitted elsewhere (another client, another
         process, EventMQ 0.3.13's ``defer_job``): ``status`` and ``cancel``
         work; ``result`` asks the admin socket until the job is finished."""
         self._check()
-        return Job(self, msgid, None)
+        return Job[Any](self, msgid, None)
 
     def admin(self, op: str, **args: Any) -> Dict[str, Any]:
         """One control-plane operation (docs/PROTOCOL.md, "Control plane"):
@@ -422,11 +428,17 @@ class Client(_base.BaseClient):
         self.close()
 
 
-class Job(_base.BaseJob):
+#: The value a job's ``result()`` gives (``Job[int]``: an ``@job`` function
+#: returning int; ``Job[Any]``: anything submitted by path or Task).
+T = TypeVar("T", covariant=True)
+
+
+class Job(_base.BaseJob, Generic[T]):
     """A submitted job. ``msgid`` is its id on the router.
 
     ``result(timeout)`` blocks for the value; ``status()`` and ``cancel()``
-    use the admin socket. A Job belongs to its Client's thread."""
+    use the admin socket. A Job belongs to its Client's thread. ``Job[T]``:
+    ``result()`` gives a ``T`` (``@job`` functions' ``submit`` says which)."""
 
     __slots__ = ()
     client: Client
@@ -440,13 +452,13 @@ class Job(_base.BaseJob):
         self.client._pump(0)
         return self._p.finished
 
-    def result(self, timeout: Optional[float] = None) -> Any:
+    def result(self, timeout: Optional[float] = None) -> T:
         """Wait up to ``timeout`` seconds (None: no limit) for the job to
         finish; return its value. Raises :class:`JobFailed` (``kind``,
         ``message``, ``traceback``) when it failed, :class:`Rejected` when it
         was refused, :class:`ResultTimeout` when the time ran out."""
         self.client._check()
-        return self.client._run(self.client._result(self.msgid, self._p, timeout))
+        return self.client._run(self.client._result(self.msgid, self._p, timeout))  # type: ignore[no-any-return]
 
     def status(self) -> JobStatus:
         """The job's state on the router (admin op ``job``); raises

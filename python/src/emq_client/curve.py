@@ -10,7 +10,9 @@ pair makes a fresh pair for this process (let in only by a router socket
 that accepts any key).
 
 Defaults come from ``$EVENTMQ_CURVE_SERVER_KEY`` and
-``$EVENTMQ_CURVE_SECRET_KEY_FILE``, as for ``emq-sender``.
+``$EVENTMQ_CURVE_SECRET_KEY_FILE`` (or ``CURVE_SERVER_KEY`` and
+``CURVE_SECRET_KEY_FILE`` in the config file, :mod:`emq_client.settings`),
+as for ``emq-sender``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any, Optional, Union
 import zmq
 import zmq.auth
 
+from . import settings
 from .errors import EmqError
 
 ENV_SERVER_KEY = "EVENTMQ_CURVE_SERVER_KEY"
@@ -101,8 +104,9 @@ def curve_keys(
 ) -> Optional[CurveKeys]:
     """Resolve the CURVE settings: the arguments, else the environment.
     ``None`` when no server key is given (no encryption)."""
-    server = server_key if server_key is not None else (os.environ.get(ENV_SERVER_KEY) or None)
-    secret_file = secret_key_file if secret_key_file is not None else (os.environ.get(ENV_SECRET_KEY_FILE) or None)
+    conf = settings.load() if server_key is None or secret_key_file is None else None
+    server = server_key if server_key is not None else (conf.get("CURVE_SERVER_KEY") if conf else None)
+    secret_file = secret_key_file if secret_key_file is not None else (conf.get("CURVE_SECRET_KEY_FILE") if conf else None)
     if server is None:
         if secret_file is not None:
             raise EmqError("a CURVE secret key file needs the router's public key (curve_server_key)")

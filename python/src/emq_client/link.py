@@ -90,7 +90,7 @@ def watch(sock: "zmq.Socket[Any]") -> "zmq.Socket[Any]":
     pipe, which would block libzmq's I/O thread (see :func:`unwatch`)."""
     addr = f"inproc://emq-link-{uuid.uuid4()}"
     sock.monitor(addr, _EVENTS)
-    pair = sock.context.socket(zmq.PAIR)
+    pair: "zmq.Socket[Any]" = sock.context.socket(zmq.PAIR)
     pair.setsockopt(zmq.LINGER, 0)
     pair.setsockopt(zmq.RCVHWM, 0)
     pair.connect(addr)

@@ -81,7 +81,9 @@ def run_message(
     class_kwargs: Optional[Mapping[str, Any]] = None,
 ) -> bytes:
     """The MSG frame of a 0.3.13 ``run`` job, byte for byte as ``defer_job``
-    writes it (tuples become lists, empty kwargs ``{}``)."""
+    writes it (tuples become lists, empty kwargs ``{}``). An argument JSON
+    cannot write raises :class:`NotSerializable` naming it and the
+    function."""
     msg = [
         "run",
         {
@@ -93,7 +95,50 @@ def run_message(
             "class_kwargs": class_kwargs or {},
         },
     ]
-    return json.dumps(msg).encode("utf-8")
+    try:
+        return json.dumps(msg).encode("utf-8")
+    except (TypeError, ValueError) as e:
+        raise NotSerializable.find(f"{path}.{callable_name}", args, kwargs, class_args, class_kwargs, e) from None
+
+
+class NotSerializable(TypeError):
+    """A job argument that JSON cannot write (the job is not sent).
+    ``argument`` names it: ``argument 2``, ``keyword argument 'when'``,
+    ``class argument 1``, ``class keyword argument 'x'``."""
+
+    def __init__(self, function: str, argument: str, value: Any, error: Exception) -> None:
+        self.function = function
+        self.argument = argument
+        super().__init__(
+            f"{argument} of {function} is not JSON-serialisable ({type(value).__name__}: {error}): "
+            "job arguments travel as JSON — pass str, int, float, bool, None, lists or dicts of them "
+            "(e.g. a datetime as .isoformat(), a Decimal as str)"
+        )
+
+    @classmethod
+    def find(
+        cls,
+        function: str,
+        args: Sequence[Any],
+        kwargs: Optional[Mapping[str, Any]],
+        class_args: Sequence[Any],
+        class_kwargs: Optional[Mapping[str, Any]],
+        error: Exception,
+    ) -> Exception:
+        """The error for the first argument that does not serialise (the
+        original ``error`` when none alone fails)."""
+        named = [(f"argument {i + 1}", v) for i, v in enumerate(args)]
+        named += [(f"keyword argument {k!r}", v) for k, v in (kwargs or {}).items()]
+        named += [(f"class argument {i + 1}", v) for i, v in enumerate(class_args)]
+        named += [(f"class keyword argument {k!r}", v) for k, v in (class_kwargs or {}).items()]
+        for where, value in named:
+            try:
+                json.dumps(value)
+            except (TypeError, ValueError) as e:
+                return cls(function, where, value, e)
+        if not isinstance(kwargs or {}, Mapping) or any(not isinstance(k, str) for k in (kwargs or {})):
+            return TypeError(f"keyword arguments of {function} must have str names: {error}")
+        return error
 
 
 def python(
@@ -120,7 +165,10 @@ def call(handler: str, args: Any = None) -> Task:
     body: Dict[str, Any] = {"handler": handler}
     if args is not None:
         body["args"] = args
-    return Task("call", json.dumps(["call", body]).encode("utf-8"))
+    try:
+        return Task("call", json.dumps(["call", body]).encode("utf-8"))
+    except (TypeError, ValueError) as e:
+        raise NotSerializable(f"the {handler!r} handler", "args", args, e) from None
 
 
 def shell(
