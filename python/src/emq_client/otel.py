@@ -8,7 +8,7 @@ a Python job's own spans nest under the run. Without the package, or with
 no valid current span, nothing is added and nothing is imported again.
 """
 
-from typing import Any, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 TRACEPARENT = "traceparent"
 
@@ -38,7 +38,7 @@ def current_traceparent() -> Optional[str]:
     trace, propagator = mods
     if not trace.get_current_span().get_span_context().is_valid:
         return None
-    carrier: dict = {}
+    carrier: Dict[str, str] = {}
     try:
         propagator.inject(carrier)
     except Exception:
