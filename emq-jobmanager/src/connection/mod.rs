@@ -173,8 +173,8 @@ pub struct JobStart {
     pub job: Job,
     pub timeout: Option<Duration>,
     /// What the job may know of its delivery (`emq_job.current()` in a
-    /// Python job) and its trace parent.
-    pub context: JobContext,
+    /// Python job) and its trace parent (boxed: [`Action`] stays small).
+    pub context: Box<JobContext>,
 }
 
 /// A job's delivery, as its REQUEST gave it.

@@ -88,7 +88,7 @@ pub(super) enum Slot {
 pub(super) struct Held {
     msgid: String,
     job: Job,
-    context: JobContext,
+    context: Box<JobContext>,
     timeout: Option<Duration>,
     default_timeout: bool,
 }
@@ -185,11 +185,11 @@ impl Connection {
         let default_timeout = own.is_none();
         let timeout = own.or(self.cfg.default_timeout);
         let headers = req.headers.encode();
-        let context = JobContext {
+        let context = Box::new(JobContext {
             traceparent: TraceParent::from_headers(headers.as_bytes()),
             queue: req.queue.clone(),
             headers,
-        };
+        });
         match free {
             Some(slot) => {
                 debug!(
@@ -227,7 +227,7 @@ impl Connection {
         &mut self,
         slot: usize,
         msgid: String,
-        (job, context): (Job, JobContext),
+        (job, context): (Job, Box<JobContext>),
         (timeout, default_timeout): (Option<Duration>, bool),
         now: Duration,
         out: &mut Vec<Action>,
