@@ -28,8 +28,8 @@ pub mod trace;
 
 pub use admin::{AdminError, AdminOp, ErrorKind, OpName};
 pub use command::{
-    Command, Inform, JobResult, Notice, NoticeKind, PeerType, Reject, RejectReason, Reply, Request,
-    ResultStatus, Schedule,
+    Command, Inform, JobResult, Notice, NoticeKind, PeerType, Progress, Reject, RejectReason,
+    Reply, Request, ResultStatus, Schedule,
 };
 pub use error::DecodeError;
 pub use headers::{Header, Headers};

@@ -126,7 +126,28 @@ fn every_command() -> Vec<Command> {
         Command::Running {
             orig_msgids: vec!["abc".into(), "def".into()],
         },
+        Command::Progress(emqp_proto::Progress {
+            orig_msgid: "abc".into(),
+            percent: 42,
+            message: "half way".into(),
+        }),
+        Command::Progress(emqp_proto::Progress {
+            orig_msgid: "abc".into(),
+            percent: 100,
+            message: String::new(),
+        }),
     ]
+}
+
+#[test]
+fn progress_over_100_or_not_a_number_is_refused() {
+    for bad in ["101", "-1", "4.5", "x"] {
+        let body = vec![b"abc".to_vec(), bad.as_bytes().to_vec(), b"".to_vec()];
+        assert!(
+            Command::decode(b"PROGRESS", body).is_err(),
+            "percent {bad:?}"
+        );
+    }
 }
 
 #[test]

@@ -89,6 +89,10 @@ impl Router {
         };
         job.attempts += 1;
         job.state = JobState::InFlight { worker: wid, seq };
+        if let Some(e) = job.extra.as_mut() {
+            // A new delivery starts from nothing.
+            e.progress = None;
+        }
         let attempts = job.attempts;
         let identity = self
             .pool

@@ -53,6 +53,7 @@
 //!   and `crate::data`, which import nothing of this module);
 //! - `timers.rs`: the timer table (which deadline sources there are, and
 //!   in which order the due ones fire);
+//! - `progress.rs`: the last progress of each running job (PROGRESS);
 //! - `traces.rs`: the span of a job's queue wait and the `traceparent`
 //!   forwarded to its worker;
 //! - `invariants.rs`: the bookkeeping checks the tests run after every input.
@@ -67,6 +68,7 @@ mod durability;
 mod intake;
 mod invariants;
 mod peers;
+pub(crate) mod progress;
 pub(crate) mod results;
 mod schedules;
 mod snapshot;

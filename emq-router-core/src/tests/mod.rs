@@ -37,6 +37,7 @@ mod durability;
 mod intake;
 mod limits;
 mod peers;
+mod progress;
 mod resent_replies;
 mod results;
 mod schedules;
