@@ -14,6 +14,8 @@ original stdin/stdout.
                                        "class_args", "class_kwargs"},
                     "context": {"msgid", "queue", "headers",
                                 "traceparent": str|null}}
+  out, while it runs (0 or more, from emq_job.progress):
+                   {"progress": {"id": RUN, "percent": 0-100, "message": str}}
   out:             {"id": RUN, "value": <return value>}
                or  {"id": RUN, "error": {"kind": "exception"|"bad-job",
                                          "message": str, "traceback": str}}
@@ -34,7 +36,8 @@ function that raises is reported on stderr and the job's result stands.
 
 The job's context: the module `emq_job` is importable in the worker, and
 `emq_job.current()` gives the running job's msgid, queue and headers (None
-between jobs). When the job has a `traceparent` (the job manager's span of
+between jobs), and `emq_job.progress(percent, message=None)` reports how far
+it is (the job manager forwards it to the router: `emq-cli job MSGID`). When the job has a `traceparent` (the job manager's span of
 the run) and the `opentelemetry` package is importable, the worker makes it
 the current OpenTelemetry context while the job runs, so spans the job
 starts are children of the run; without the package nothing is imported.
@@ -68,6 +71,16 @@ class BadJob(Exception):
 
 # The running job's context (emq_job.current()), None between jobs.
 _current = None
+# The protocol's output stream and its lock (progress lines may come from
+# the job's own threads).
+_proto_out = None
+_proto_lock = None
+
+
+def _write_line(line):
+    with _proto_lock:
+        _proto_out.write(line + "\n")
+        _proto_out.flush()
 
 
 def _emq_job_module():
@@ -80,9 +93,29 @@ def _emq_job_module():
     def current():
         """The running job: {"msgid", "queue", "headers"} (a copy), or
         None outside a job."""
-        return dict(_current) if _current is not None else None
+        if _current is None:
+            return None
+        return {k: v for k, v in _current.items() if not k.startswith("_")}
+
+    def progress(percent, message=None):
+        """Report how far the running job is: `percent` 0-100 (a number,
+        rounded down to a whole percent), `message` an optional line of
+        text. The router keeps the last report (at most one each 200 ms,
+        100 always); outside a job it raises RuntimeError."""
+        job = _current
+        if job is None:
+            raise RuntimeError("emq_job.progress() called outside a running job")
+        if isinstance(percent, bool) or not isinstance(percent, (int, float)):
+            raise TypeError("percent must be a number, got %r" % (percent,))
+        if not 0 <= percent <= 100:
+            raise ValueError("percent must be within 0-100, got %r" % (percent,))
+        if message is not None and not isinstance(message, str):
+            raise TypeError("message must be a str or None, got %r" % (message,))
+        line = {"id": job["_run"], "percent": int(percent), "message": message or ""}
+        _write_line(json.dumps({"progress": line}))
 
     mod.current = current
+    mod.progress = progress
     return mod
 
 
@@ -223,6 +256,7 @@ def _run(req, hooks):
     ctx = req.get("context") if isinstance(req, dict) else None
     ctx = ctx if isinstance(ctx, dict) else {}
     _current = {
+        "_run": req.get("id") if isinstance(req, dict) else None,
         "msgid": ctx.get("msgid"),
         "queue": ctx.get("queue"),
         "headers": ctx.get("headers"),
@@ -270,7 +304,11 @@ def _run_job(req, hooks):
 
 
 def main():
+    global _proto_out, _proto_lock
+    import threading
+
     proto_in, proto_out = _protocol_streams()
+    _proto_out, _proto_lock = proto_out, threading.Lock()
     sys.modules.setdefault("emq_job", _emq_job_module())
     if "" not in sys.path:
         sys.path.insert(0, "")
@@ -308,8 +346,7 @@ def main():
             sys.stderr.flush()
         except Exception:
             pass
-        proto_out.write(out + "\n")
-        proto_out.flush()
+        _write_line(out)
 
 
 if __name__ == "__main__":

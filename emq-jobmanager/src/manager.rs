@@ -582,6 +582,21 @@ impl JobManager {
                         at.saturating_duration_since(start).min(now),
                         &mut actions,
                     ),
+                    PoolEvent::Progress {
+                        slot,
+                        run,
+                        percent,
+                        message,
+                    } => core.handle(
+                        Input::JobProgress {
+                            slot,
+                            run,
+                            percent,
+                            message,
+                        },
+                        now,
+                        &mut actions,
+                    ),
                     PoolEvent::Finished { slot, run, outcome } => {
                         if let Some(s) = spans.as_mut() {
                             s.finish(run, &outcome);

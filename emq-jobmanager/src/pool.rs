@@ -68,6 +68,14 @@ pub enum PoolEvent {
         run: u64,
         outcome: JobOutcome,
     },
+    /// A Python job reported its progress (`emq_job.progress`): 0–100 and
+    /// a line of text (empty: none). Wakes the socket loop.
+    Progress {
+        slot: usize,
+        run: u64,
+        percent: u8,
+        message: String,
+    },
 }
 
 /// Called after an event that needs the socket loop is queued (every
@@ -593,7 +601,21 @@ impl SlotThread {
                 _ if killed => {
                     JobOutcome::Error(JobError::new(ErrorKind::Crash, KILLED_AT_SHUTDOWN))
                 }
-                Job::Run(job) => self.python.run(run, job, &context, &*self.shared),
+                Job::Run(job) => {
+                    let (slot, events, waker) = (self.slot, &self.events, &self.waker);
+                    let report = |percent: u8, message: String| {
+                        let _ = events.send(PoolEvent::Progress {
+                            slot,
+                            run,
+                            percent,
+                            message,
+                        });
+                        if let Some(w) = waker {
+                            w();
+                        }
+                    };
+                    self.python.run(run, job, (&context, &report), &*self.shared)
+                }
                 Job::Shell(job) => crate::shell::run(job, run, &*self.shared),
                 // Inline: no thread start or hand-off per job.
                 Job::Call(job) => self

@@ -151,6 +151,15 @@ pub enum Input {
         run: u64,
         outcome: JobOutcome,
     },
+    /// The job of `run` on `slot` reported its progress (0–100, a line of
+    /// text): sent to the router as PROGRESS while connected (a report
+    /// that cannot be sent is dropped: the next one replaces it).
+    JobProgress {
+        slot: usize,
+        run: u64,
+        percent: u8,
+        message: String,
+    },
     /// An [`Action::Send`] could not be carried out; `message` is what it
     /// carried.
     SendFailed { message: Message },
@@ -376,6 +385,12 @@ impl Connection {
             Input::JobFinished { slot, run, outcome } => {
                 self.on_job_finished(slot, run, outcome, now, out)
             }
+            Input::JobProgress {
+                slot,
+                run,
+                percent,
+                message,
+            } => self.on_job_progress(slot, run, (percent, message), now, out),
             Input::SendFailed { message } => self.on_send_failed(message),
             Input::LinkDown { identity } => self.on_link_down(&identity, now, out),
             Input::Shutdown => self.on_shutdown(now, out),

@@ -277,6 +277,30 @@ impl Connection {
         }
     }
 
+    pub(super) fn on_job_progress(
+        &mut self,
+        slot: usize,
+        run: u64,
+        (percent, message): (u8, String),
+        now: Duration,
+        out: &mut Vec<Action>,
+    ) {
+        let msgid = match self.slots.get(slot) {
+            Some(Slot::Busy(r)) if r.run == run && r.stopping.is_none() => r.msgid.clone(),
+            _ => return,
+        };
+        if !matches!(self.phase, Phase::Registered | Phase::Draining) {
+            debug!(msgid:% = msgid; "progress of job {msgid} dropped: not connected");
+            return;
+        }
+        let p = emqp_proto::Progress {
+            orig_msgid: msgid,
+            percent,
+            message,
+        };
+        self.send(emqp_proto::Command::Progress(p), now, out);
+    }
+
     pub(super) fn on_job_finished(
         &mut self,
         slot: usize,

@@ -18,7 +18,7 @@ enforced; an AsyncClient by one event loop.
 
 from .aio import AsyncClient, AsyncJob
 from .client import Client, Job, thread_client
-from ._core import JobStatus
+from ._core import JobProgress, JobStatus
 from .errors import (
     AdminError,
     BulkRejected,
@@ -54,7 +54,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AdminError", "AsyncClient", "AsyncJob", "BulkRejected", "Client", "DeadLettered",
     "DuplicateMsgid", "EmqConnectionError", "EmqError", "Job", "JobCancelled", "JobFailed",
-    "JobNotFound", "JobStatus", "JobTimedOut", "JournalUnavailable", "JournalUncertain", "Malformed",
+    "JobNotFound", "JobProgress", "JobStatus", "JobTimedOut", "JournalUnavailable", "JournalUncertain", "Malformed",
     "MessageTooLarge", "NotSerializable", "OptionCollision", "SettingsError", "SubmitOptions",
     "UnknownSettingWarning",
     "ProtocolError", "QueueFull", "Rejected", "ResultTimeout", "ScheduleNotFound",

@@ -307,6 +307,40 @@ def status_of(view: Mapping[str, Any]) -> "JobStatus":
     )
 
 
+def job_progress_of(answer: Mapping[str, Any]) -> Optional["JobProgress"]:
+    """The progress in an admin ``job`` answer."""
+    return progress_of(answer.get("job") or {})
+
+
+class JobProgress:
+    """A running job's last reported progress (``emq_job.progress`` in the
+    job): ``percent`` 0-100, ``message`` ("" for none) and ``at`` (unix
+    seconds when the router took it)."""
+
+    __slots__ = ("percent", "message", "at")
+
+    def __init__(self, percent: int, message: str, at: float) -> None:
+        self.percent = percent
+        self.message = message
+        self.at = at
+
+    def __repr__(self) -> str:
+        return f"JobProgress(percent={self.percent}, message={self.message!r})"
+
+
+def progress_of(view: Mapping[str, Any]) -> Optional[JobProgress]:
+    """The ``progress`` of an admin job view: None when the job reported
+    none (or is not running)."""
+    p = view.get("progress")
+    if not isinstance(p, Mapping):
+        return None
+    return JobProgress(
+        percent=int(p.get("percent") or 0),
+        message=str(p.get("message") or ""),
+        at=float(p.get("at_ms") or 0) / 1000.0,
+    )
+
+
 class JobStatus:
     """A job's state as the router reports it: ``state`` is one of
     ``delayed``, ``queued``, ``in-flight``, ``cancelling``, ``retrying``,
