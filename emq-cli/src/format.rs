@@ -749,7 +749,11 @@ fn progress_text(p: &Value, now_ms: u64) -> String {
         Some(n) => format!("{n} %"),
         None => "?".to_string(),
     };
-    if let Some(m) = p.get("message").and_then(Value::as_str).filter(|m| !m.is_empty()) {
+    if let Some(m) = p
+        .get("message")
+        .and_then(Value::as_str)
+        .filter(|m| !m.is_empty())
+    {
         out.push(' ');
         out.push_str(m);
     }

@@ -614,7 +614,8 @@ impl SlotThread {
                             w();
                         }
                     };
-                    self.python.run(run, job, (&context, &report), &*self.shared)
+                    self.python
+                        .run(run, job, (&context, &report), &*self.shared)
                 }
                 Job::Shell(job) => crate::shell::run(job, run, &*self.shared),
                 // Inline: no thread start or hand-off per job.
