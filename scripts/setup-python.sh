@@ -11,8 +11,9 @@
 # its dependencies are installed first (current versions) and eventmq itself
 # with --no-deps. emq_client is installed with `pip install -e ./python
 # --no-build-isolation` (setuptools and wheel from the venv: no build
-# environment to download), and mypy (python/tests/test_typing.py runs it
-# on the client's typed API). Idempotent: each part is skipped when the venv
+# environment to download), mypy (python/tests/test_typing.py runs it
+# on the client's typed API), and Django and SQLAlchemy (the enqueue-on-commit
+# tests, python/tests/test_on_commit.py). Idempotent: each part is skipped when the venv
 # already has it (eventmq 0.3.13 with its console scripts; pytest and this
 # checkout's emq_client), so a second run needs no network.
 #
@@ -51,7 +52,7 @@ PY
 check_client() {
     "$venv/bin/python" - "$repo/python/src" <<'PY' >/dev/null 2>&1
 import os, sys
-import pytest, mypy, emq_client
+import pytest, mypy, emq_client, django, sqlalchemy
 assert os.path.realpath(emq_client.__file__).startswith(os.path.realpath(sys.argv[1]) + os.sep)
 PY
 }
@@ -88,7 +89,7 @@ install_client() {
         return
     fi
     pip=("$venv/bin/python" -m pip --disable-pip-version-check --no-input)
-    "${pip[@]}" install --quiet pytest "mypy>=1.7" wheel "setuptools>=64"
+    "${pip[@]}" install --quiet pytest "mypy>=1.7" wheel "setuptools>=64" "django>=4.2" "sqlalchemy>=2"
     "${pip[@]}" install --quiet --no-build-isolation -e "$repo/python"
     if ! check_client; then
         echo "setup-python: venv at $venv does not import pytest, mypy and emq_client from $repo/python" >&2

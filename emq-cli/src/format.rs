@@ -663,6 +663,16 @@ pub fn job_view(job: &Value, now_ms: u64) -> String {
     if let Some(x) = take("headers") {
         kv.push("headers", cell(Some(x)));
     }
+    // The job's unique key, and whether it still holds it (`unique.rs`).
+    let held = take("unique_held").and_then(Value::as_bool);
+    if let Some(k) = take("unique_key").and_then(Value::as_str) {
+        let note = match held {
+            Some(true) => " (held)",
+            Some(false) => " (released)",
+            None => "",
+        };
+        kv.push("unique key", format!("{k}{note}"));
+    }
     if let Some(x) = take("client") {
         kv.push("client", cell(Some(x)));
     }
@@ -1013,6 +1023,13 @@ mod tests {
             job_view(&running, NOW),
             "msgid:       m3\nqueue:       q\nstate:       in-flight\nattempts:    1\n\
              running for: 5s\nprogress:    42 % half way (reported 2s ago)\n"
+        );
+        let unique = json!({"msgid": "m3", "queue": "q", "route": "q", "state": "queued",
+            "headers": "unique-key:order-7", "unique_key": "order-7", "unique_held": true});
+        assert_eq!(
+            job_view(&unique, NOW),
+            "msgid:      m3\nqueue:      q\nstate:      queued\nheaders:    unique-key:order-7\n\
+             unique key: order-7 (held)\n"
         );
     }
 

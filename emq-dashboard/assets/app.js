@@ -541,6 +541,7 @@ views.job = {
         row('Worker', j.worker ? h('span', { class: 'mono' }, j.worker) : null),
         row('Client', j.client ? h('span', { class: 'mono' }, j.client) : null),
         row('Reason', j.reason || null),
+        row('Unique key', j.unique_key ? [h('span', { class: 'mono' }, j.unique_key), j.unique_held ? ' · held' : ' · released'] : null),
         row('Headers', j.headers ? h('span', { class: 'mono' }, j.headers) : h('span', { class: 'sub' }, 'none'))))),
       j.last_error ? card('Last error', '', h('div', { class: 'body' }, h('pre', { class: 'block error-text-block' }, text(j.last_error)))) : '',
       'result' in j && j.state === 'done' ? card('Result', j.result_truncated ? h('span', { class: 'sub' }, 'too large: not kept') : '',

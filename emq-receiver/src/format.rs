@@ -109,6 +109,11 @@ pub fn fields(cmd: &Command) -> Value {
             "kind": n.kind.as_str(),
             "text": n.text,
         }),
+        Command::Duplicate(d) => json!({
+            "orig_msgid": d.orig_msgid,
+            "existing_msgid": d.existing_msgid,
+            "text": d.text,
+        }),
         Command::Admin { request } => json!({ "request": json_or_text(request) }),
         Command::Cancel { orig_msgid } => json!({ "orig_msgid": orig_msgid }),
         Command::Received { orig_msgids } | Command::Running { orig_msgids } => {

@@ -149,6 +149,12 @@ pub fn status_json(snap: &Snapshot) -> String {
             "rejected_too_large": s.rejected_too_large,
             "malformed_dropped": s.malformed_dropped,
         },
+        "unique": {
+            "held": snap.unique_keys,
+            "duplicates": s.unique_duplicates,
+            "rejected": s.unique_rejected,
+            "replaced": s.unique_replaced,
+        },
         "dead_letter": {
             "count": s.dead_lettered + snap.dead_letters_restored,
             "from_journal": snap.dead_letters_restored,

@@ -23,6 +23,12 @@ pub const DEFAULT_MAX_MESSAGE_SIZE: usize = emqp_proto::DEFAULT_MAX_MESSAGE_SIZE
 /// come on top: lower `--hwm` for large payloads.
 pub const DEFAULT_HWM: usize = 1_000_000;
 
+/// The default of [`Config::max_unique_keys`] (`--max-unique-keys`): a
+/// held key costs its text, the holder's msgid and two index entries,
+/// under 1 KiB, so 100,000 keys stay under 100 MiB, and the journal keeps
+/// at most one state row per key with a window.
+pub const DEFAULT_MAX_UNIQUE_KEYS: usize = 100_000;
+
 /// Where a job goes whose queue no connected job manager serves
 /// (`--unserved-queues`; `router/intake.rs`, "Unserved queues").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -62,6 +68,9 @@ impl std::str::FromStr for Unserved {
 pub struct Config {
     /// Buffered jobs per queue before a REQUEST is rejected `queue-full`.
     pub hwm: usize,
+    /// Unique keys held at most (`router/unique.rs`): at the cap a REQUEST
+    /// with a new key is refused `queue-full`, to be sent again later.
+    pub max_unique_keys: usize,
     /// How often HEARTBEAT goes to every worker and scheduler.
     pub heartbeat_interval: Duration,
     /// A peer silent for `heartbeat_interval * heartbeat_liveness` is removed.
@@ -129,6 +138,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             hwm: DEFAULT_HWM,
+            max_unique_keys: DEFAULT_MAX_UNIQUE_KEYS,
             heartbeat_interval: 3 * SECOND,
             heartbeat_liveness: 3,
             max_attempts: 5,

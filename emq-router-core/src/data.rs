@@ -112,6 +112,13 @@ pub struct Stats {
     /// REQUESTs sent again (a msgid held with the same queue and message)
     /// acknowledged as the job already held, not run again.
     pub resent_requests: u64,
+    /// REQUESTs with a held `unique-key` acknowledged as the job holding
+    /// it (`DUPLICATE`).
+    pub unique_duplicates: u64,
+    /// REQUESTs with a held `unique-key` refused `duplicate`.
+    pub unique_rejected: u64,
+    /// Waiting jobs cancelled by `on-conflict:replace`.
+    pub unique_replaced: u64,
     /// REQUESTs and SCHEDULEs refused `journal-unavailable` (including
     /// jobs whose batch failed: they were never acknowledged).
     pub rejected_journal: u64,

@@ -73,6 +73,8 @@ pub struct Snapshot {
     /// Results held until delivered, their bytes, and the clients among
     /// theirs that could not be reached.
     pub results_held: u64,
+    /// Unique keys held (`unique-key`).
+    pub unique_keys: u64,
     pub results_bytes: u64,
     pub results_unreachable_clients: u64,
     pub draining: bool,

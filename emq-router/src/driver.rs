@@ -24,7 +24,7 @@ use emq_cli_support::Exit;
 use emq_journal::postgres::{PgJournal, PgOptions};
 use emq_journal::JournalTarget;
 use emq_router_core::lease::StepDownReason;
-use emq_router_core::{Action, Input, Router};
+use emq_router_core::{Action, Input, Router, Socket};
 use emq_transport::{ReloadSignal, ShutdownSignal};
 
 use crate::flags::Plan;
@@ -232,7 +232,14 @@ fn serve(
     };
     let socks = Sockets::open(opts)?;
     let web = Web::start(opts, &socks)?;
+    // Only a serving router drains the outbox.
+    let outbox = opts.outbox.as_deref().and_then(|url| {
+        crate::outbox::OutboxPort::start(url)
+            .map_err(|e| log::error!("outbox: cannot start its thread: {e}"))
+            .ok()
+    });
     let mut term = Term {
+        outbox,
         opts,
         router: Router::new(opts.core.clone()),
         journal,
@@ -284,6 +291,8 @@ struct Term<'a> {
     out: Vec<Action>,
     start: Instant,
     tracing: Option<&'a emq_otel::Tracing>,
+    /// `--outbox`: rows in, answers out (`outbox.rs`).
+    outbox: Option<crate::outbox::OutboxPort>,
 }
 
 impl Term<'_> {
@@ -340,6 +349,7 @@ impl Term<'_> {
         items.push(signals.shutdown.poll_item());
         items.push(signals.reload.poll_item());
         items.extend(self.journal.poll_item());
+        items.extend(self.outbox.as_ref().map(|o| o.poll_item()));
         emq_transport::poll::poll(&mut items, timeout)
             .map(drop)
             .map_err(|e| format!("poll failed: {e}"))
@@ -356,6 +366,14 @@ impl Term<'_> {
                     break;
                 };
                 any = true;
+                self.router
+                    .handle(Input::Frames { socket, frames }, now, &mut self.out);
+            }
+        }
+        if let Some(o) = self.outbox.as_mut() {
+            for frames in o.take() {
+                any = true;
+                let socket = Socket::Frontend;
                 self.router
                     .handle(Input::Frames { socket, frames }, now, &mut self.out);
             }
@@ -399,6 +417,12 @@ impl Term<'_> {
                         frames,
                     } => {
                         sent = true;
+                        if socket == Socket::Frontend && identity == crate::outbox::IDENTITY {
+                            if let Some(o) = self.outbox.as_mut() {
+                                o.answer(frames);
+                                continue;
+                            }
+                        }
                         if let Err(reason) = self.socks.send(socket, &identity, frames, now) {
                             failed.push(Input::SendFailed {
                                 socket,

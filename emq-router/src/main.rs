@@ -38,6 +38,7 @@ mod driver;
 mod flags;
 mod ha;
 mod journal_port;
+mod outbox;
 mod pg_writer;
 mod sockets;
 mod web;

@@ -484,6 +484,26 @@ impl Run<'_> {
                     &[],
                 ))?;
             }
+            Event::Duplicate {
+                msgid,
+                existing,
+                text,
+            } => {
+                // The existing job's result is not waited for in bulk
+                // mode: the line names it (`emq-cli job EXISTING`).
+                self.answered(&msgid);
+                if let Some(p) = self.finish(&msgid) {
+                    if !p.accepted {
+                        self.sum.accepted += 1;
+                    }
+                    self.sum.note(Exit::Ok);
+                    let extra = [
+                        ("duplicate_of", Value::from(existing)),
+                        ("text", Value::from(text)),
+                    ];
+                    self.emit(output_line(p.line, Some(&msgid), "duplicate", None, &extra))?;
+                }
+            }
             Event::Notice(n) => {
                 if self.progress_shown {
                     let _ = write!(self.err, "\r\x1b[K");

@@ -101,6 +101,14 @@ pub enum Outcome {
     TimedOut {
         accepted: bool,
     },
+    /// `DUPLICATE`: answered as the job `existing`, which holds the
+    /// REQUEST's unique key; `result`: that job's RESULT when it was
+    /// waited for and came in time.
+    Duplicate {
+        existing: String,
+        text: String,
+        result: Option<(ResultStatus, Vec<u8>)>,
+    },
 }
 
 /// A DEALER connected to a router frontend (or to every address of a
@@ -460,19 +468,57 @@ impl Client {
         let deadline = start + timeout;
         let ack_deadline = start + ack_timeout.min(timeout);
         let mut accepted = false;
+        // After a DUPLICATE: the job waited for is the existing one.
+        let mut duplicate: Option<(String, String)> = None;
+        let timed_out = |accepted: bool, duplicate: Option<(String, String)>| match duplicate {
+            Some((existing, text)) => Outcome::Duplicate {
+                existing,
+                text,
+                result: None,
+            },
+            None => Outcome::TimedOut { accepted },
+        };
         loop {
             let until = if accepted { deadline } else { ack_deadline };
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Ok(Outcome::TimedOut { accepted });
+                return Ok(timed_out(accepted, duplicate));
             }
             let Some(ev) = self.recv_event(left)? else {
-                return Ok(Outcome::TimedOut { accepted });
+                return Ok(timed_out(accepted, duplicate));
             };
+            if let Some((existing, text)) = &duplicate {
+                if let Event::Result {
+                    msgid: m,
+                    status,
+                    payload,
+                } = ev
+                {
+                    if &m == existing {
+                        return Ok(Outcome::Duplicate {
+                            existing: m,
+                            text: text.clone(),
+                            result: Some((status, payload)),
+                        });
+                    }
+                }
+                continue;
+            }
             if ev.msgid() != Some(msgid) {
                 continue;
             }
             match ev {
+                Event::Duplicate { existing, text, .. } => {
+                    if !want_result {
+                        return Ok(Outcome::Duplicate {
+                            existing,
+                            text,
+                            result: None,
+                        });
+                    }
+                    accepted = true;
+                    duplicate = Some((existing, text));
+                }
                 Event::Accepted { .. } => {
                     accepted = true;
                     if !want_result {

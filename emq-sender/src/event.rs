@@ -2,7 +2,7 @@
 //! vocabulary of the client ([`crate::client`]) and its resend rule
 //! ([`crate::track`]), which both import it from here.
 
-use emqp_proto::{Command, Message, Notice, Reject, RejectReason, Reply, ResultStatus};
+use emqp_proto::{Command, Duplicate, Message, Notice, Reject, RejectReason, Reply, ResultStatus};
 
 /// What the router said about one of our REQUESTs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +26,15 @@ pub enum Event {
     /// submitter should know about an accepted job (e.g. it was sent to
     /// `default` because no job manager serves its queue).
     Notice(Notice),
+    /// `DUPLICATE [msgid, existing, text]` (emq, only for a REQUEST with a
+    /// `unique-key`): the REQUEST was answered as the job `existing`,
+    /// which holds its unique key; its RESULT (if asked for) comes as
+    /// `existing`'s.
+    Duplicate {
+        msgid: String,
+        existing: String,
+        text: String,
+    },
     /// A connection to a router came up after one went down: the client
     /// said hello and sent `resent` unanswered messages again.
     Reconnected { endpoint: String, resent: usize },
@@ -71,6 +80,15 @@ impl Event {
                 payload: r.payload,
             },
             Command::Notice(n) => Event::Notice(n),
+            Command::Duplicate(Duplicate {
+                orig_msgid,
+                existing_msgid,
+                text,
+            }) => Event::Duplicate {
+                msgid: orig_msgid,
+                existing: existing_msgid,
+                text,
+            },
             other => Event::Other(format!("{} {}", other.name(), msg.msgid)),
         }
     }
@@ -80,7 +98,8 @@ impl Event {
         match self {
             Event::Accepted { msgid }
             | Event::Rejected { msgid, .. }
-            | Event::Result { msgid, .. } => Some(msgid),
+            | Event::Result { msgid, .. }
+            | Event::Duplicate { msgid, .. } => Some(msgid),
             Event::Notice(n) => Some(&n.orig_msgid),
             Event::Reconnected { .. } | Event::Other(_) => None,
         }

@@ -234,7 +234,7 @@ fn run_schedule(
             );
             Exit::Rejected
         }
-        Outcome::TimedOut { .. } => {
+        Outcome::TimedOut { .. } | Outcome::Duplicate { .. } => {
             let _ = writeln!(
                 err,
                 "emq-sender: {} for {what} {msgid}{}",
@@ -350,6 +350,33 @@ fn run_single(
         Outcome::Accepted => {
             print(out, &msgid)?;
             Exit::Ok
+        }
+        Outcome::Duplicate {
+            existing,
+            text,
+            result,
+        } => {
+            let _ = writeln!(
+                err,
+                "emq-sender: job {msgid} is a duplicate of {existing} ({text}); not run again"
+            );
+            match result {
+                Some((status, payload)) => {
+                    print(out, &payload_value(&payload).to_string())?;
+                    Exit::for_status(status)
+                }
+                None if plan.wait => {
+                    let _ = writeln!(
+                        err,
+                        "emq-sender: job {existing} did not finish within {secs} s (--timeout)"
+                    );
+                    Exit::Timeout
+                }
+                None => {
+                    print(out, &existing)?;
+                    Exit::Ok
+                }
+            }
         }
         Outcome::Finished { status, payload } => {
             if plan.wait {

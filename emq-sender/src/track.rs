@@ -135,7 +135,7 @@ impl Track {
                 self.order.remove(&seq);
             }
             match &ev {
-                Event::Accepted { .. } => {}
+                Event::Accepted { .. } | Event::Duplicate { .. } => {}
                 // Sent again by the caller: a later duplicate-msgid means
                 // the router had stored it.
                 Event::Rejected {

@@ -197,6 +197,10 @@ pub enum RejectReason {
     DuplicateMsgid,
     /// UNSCHEDULE (or an admin operation) named something that does not exist.
     NotFound,
+    /// emq: the REQUEST's `unique-key` is held by another job and it asked
+    /// `on-conflict:reject`; TEXT starts with the holder's msgid
+    /// ([`Reject::duplicate_of`]).
+    Duplicate,
     Other(String),
 }
 
@@ -211,6 +215,7 @@ impl RejectReason {
             RejectReason::JournalUncertain => "journal-uncertain",
             RejectReason::DuplicateMsgid => "duplicate-msgid",
             RejectReason::NotFound => "not-found",
+            RejectReason::Duplicate => "duplicate",
             RejectReason::Other(s) => s,
         }
     }
@@ -225,6 +230,7 @@ impl RejectReason {
             "journal-uncertain" => RejectReason::JournalUncertain,
             "duplicate-msgid" => RejectReason::DuplicateMsgid,
             "not-found" => RejectReason::NotFound,
+            "duplicate" => RejectReason::Duplicate,
             _ => RejectReason::Other(s),
         }
     }
@@ -235,6 +241,46 @@ impl RejectReason {
 pub struct Reject {
     pub orig_msgid: String,
     pub reason: RejectReason,
+    pub text: String,
+}
+
+impl Reject {
+    /// `REJECT [msgid, duplicate, "EXISTING_MSGID: text"]`: refused because
+    /// the job `existing` holds the REQUEST's unique key.
+    pub fn duplicate(orig_msgid: String, existing: &str, text: &str) -> Reject {
+        Reject {
+            orig_msgid,
+            reason: RejectReason::Duplicate,
+            text: format!("{existing}: {text}"),
+        }
+    }
+
+    /// The msgid of the job that holds the unique key, for a `duplicate`
+    /// REJECT (the TEXT up to its first `": "`).
+    pub fn duplicate_of(&self) -> Option<&str> {
+        if self.reason != RejectReason::Duplicate {
+            return None;
+        }
+        self.text
+            .split_once(": ")
+            .map(|(m, _)| m)
+            .filter(|m| !m.is_empty())
+    }
+}
+
+/// DUPLICATE (emq extension, router → client): the REQUEST `orig_msgid`
+/// was not accepted as a new job because the job `existing_msgid` holds
+/// its `unique-key` (with `on-conflict:existing`, the default, or
+/// `replace` while that job runs). It is the acknowledgement of the
+/// REQUEST: the client takes `existing_msgid` as its job, and with
+/// `reply-requested` gets that job's `RESULT [existing_msgid, ...]`. Sent
+/// only in answer to a REQUEST with a `unique-key` header, so 0.3.13
+/// clients never see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Duplicate {
+    pub orig_msgid: String,
+    pub existing_msgid: String,
+    /// One line for a person.
     pub text: String,
 }
 
@@ -326,6 +372,7 @@ pub enum Command {
     Result(JobResult),
     Reject(Reject),
     Notice(Notice),
+    Duplicate(Duplicate),
     /// emq: client → router, the receipt of RESULTs: the client has the
     /// results of these jobs (one or more ORIG_MSGID frames), so the router
     /// may forget them. Sent for jobs submitted with the `result-receipt`
@@ -380,6 +427,7 @@ impl Command {
             Command::Result(_) => "RESULT",
             Command::Reject(_) => "REJECT",
             Command::Notice(_) => "NOTICE",
+            Command::Duplicate(_) => "DUPLICATE",
             Command::Received { .. } => "RECEIVED",
             Command::Running { .. } => "RUNNING",
             Command::Progress(_) => "PROGRESS",
@@ -500,6 +548,11 @@ impl Command {
                     message,
                 })
             }
+            "DUPLICATE" => Command::Duplicate(Duplicate {
+                orig_msgid: utf8(frames.next(3)?, "original msgid")?,
+                existing_msgid: utf8(frames.next(3)?, "existing msgid")?,
+                text: utf8(frames.next(3)?, "duplicate text")?,
+            }),
             "RECEIVED" | "RUNNING" => {
                 let mut orig_msgids = vec![utf8(frames.next(1)?, "original msgid")?];
                 while let Some(f) = frames.optional() {
@@ -589,6 +642,11 @@ impl Command {
                 out.push(n.kind.as_str().as_bytes().to_vec());
                 out.push(n.text.into_bytes());
             }
+            Command::Duplicate(d) => {
+                out.push(d.orig_msgid.into_bytes());
+                out.push(d.existing_msgid.into_bytes());
+                out.push(d.text.into_bytes());
+            }
             Command::Received { orig_msgids } | Command::Running { orig_msgids } => {
                 out.extend(orig_msgids.into_iter().map(String::into_bytes));
             }
@@ -665,7 +723,7 @@ fn decode_interval(frame: &[u8]) -> Result<Interval, DecodeError> {
 }
 
 /// Every command name this crate knows.
-pub const NAMES: [&str; 22] = [
+pub const NAMES: [&str; 23] = [
     "INFORM",
     "ACK",
     "READY",
@@ -688,6 +746,7 @@ pub const NAMES: [&str; 22] = [
     "RUNNING",
     "NOTICE",
     "PROGRESS",
+    "DUPLICATE",
 ];
 
 /// Map the command frame to its canonical name. Upper case is what every

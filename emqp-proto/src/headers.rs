@@ -196,6 +196,175 @@ impl Headers {
     }
 }
 
+/// `unique-key:K` (emq): at most one job with key K at a time (see
+/// docs/PROTOCOL.md, "Unique jobs").
+pub const UNIQUE_KEY: &str = "unique-key";
+/// `unique-for:SECS` (emq): K stays taken for SECS from acceptance, also
+/// after the job finished.
+pub const UNIQUE_FOR: &str = "unique-for";
+/// `on-conflict:existing|reject|replace` (emq): what a REQUEST whose key
+/// is taken gets.
+pub const ON_CONFLICT: &str = "on-conflict";
+/// The longest unique key, in bytes (keys are journaled and held in
+/// memory: bounded).
+pub const MAX_UNIQUE_KEY: usize = 256;
+/// The longest `unique-for`, in seconds (ten years, as `delay`).
+pub const MAX_UNIQUE_FOR_SECS: f64 = 315_360_000.0;
+
+/// What a REQUEST whose unique key is taken gets (`on-conflict:`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnConflict {
+    /// `existing` (the default): acknowledged as the job that holds the
+    /// key (`DUPLICATE [msgid, existing msgid, text]`).
+    #[default]
+    Existing,
+    /// `reject`: `REJECT [msgid, duplicate, text]` naming the holder.
+    Reject,
+    /// `replace`: a still-queued holder is cancelled and the new job takes
+    /// the key; a running one is kept and the new job is its duplicate.
+    Replace,
+}
+
+impl OnConflict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnConflict::Existing => "existing",
+            OnConflict::Reject => "reject",
+            OnConflict::Replace => "replace",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<OnConflict> {
+        match s {
+            "existing" => Some(OnConflict::Existing),
+            "reject" => Some(OnConflict::Reject),
+            "replace" => Some(OnConflict::Replace),
+            _ => None,
+        }
+    }
+}
+
+/// A REQUEST's unique-job headers, parsed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unique {
+    /// The key (`unique-key:K`), trimmed, 1 to [`MAX_UNIQUE_KEY`] bytes.
+    pub key: String,
+    /// `unique-for:SECS`: the window from acceptance; `None` (or 0): the
+    /// key is taken only while the job is unfinished.
+    pub window: Option<std::time::Duration>,
+    pub on_conflict: OnConflict,
+}
+
+/// Why the unique-job headers of a REQUEST are refused (`malformed`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UniqueError {
+    /// `unique-key:` with nothing after it.
+    EmptyKey,
+    /// A key over [`MAX_UNIQUE_KEY`] bytes.
+    KeyTooLong(usize),
+    /// `unique-for:` that is not a number of seconds in range.
+    BadWindow(String),
+    /// `on-conflict:` other than existing, reject, replace.
+    BadOnConflict(String),
+    /// `unique-for` or `on-conflict` without `unique-key`.
+    WithoutKey(&'static str),
+}
+
+impl std::fmt::Display for UniqueError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UniqueError::EmptyKey => write!(f, "bad unique-key header: the key is empty"),
+            UniqueError::KeyTooLong(n) => write!(
+                f,
+                "bad unique-key header: the key has {n} bytes, over the limit of {MAX_UNIQUE_KEY}"
+            ),
+            UniqueError::BadWindow(v) => write!(
+                f,
+                "bad unique-for header {v:?}: must be a number of seconds between 0 and \
+                 {MAX_UNIQUE_FOR_SECS}"
+            ),
+            UniqueError::BadOnConflict(v) => write!(
+                f,
+                "bad on-conflict header {v:?}: must be existing, reject or replace"
+            ),
+            UniqueError::WithoutKey(h) => {
+                write!(f, "the {h} header needs a unique-key header")
+            }
+        }
+    }
+}
+
+impl std::error::Error for UniqueError {}
+
+/// Whether the raw HEADERS frame may carry unique-job headers (a cheap
+/// scan for `unique-key:`; [`Headers::unique`] decides).
+pub fn frame_may_be_unique(frame: &[u8]) -> bool {
+    frame
+        .windows(UNIQUE_KEY.len() + 1)
+        .any(|w| w.ends_with(b":") && &w[..UNIQUE_KEY.len()] == UNIQUE_KEY.as_bytes())
+}
+
+impl Headers {
+    /// The last `Other` header `name:VALUE`, its value trimmed.
+    fn other_value(&self, name: &str) -> Option<&str> {
+        self.0.iter().rev().find_map(|h| match h {
+            Header::Other(o) => o
+                .strip_prefix(name)
+                .and_then(|rest| rest.strip_prefix(':'))
+                .map(str::trim),
+            _ => None,
+        })
+    }
+
+    /// The unique-job headers (emq: `unique-key:K`, `unique-for:SECS`,
+    /// `on-conflict:existing|reject|replace`; the last of each if given
+    /// twice). `Ok(None)`: no `unique-key`. Kept as unknown headers on
+    /// the wire (0.3.13 peers ignore them).
+    pub fn unique(&self) -> Result<Option<Unique>, UniqueError> {
+        let key = self.other_value(UNIQUE_KEY);
+        let window = self.other_value(UNIQUE_FOR);
+        let conflict = self.other_value(ON_CONFLICT);
+        let Some(key) = key else {
+            if window.is_some() {
+                return Err(UniqueError::WithoutKey(UNIQUE_FOR));
+            }
+            if conflict.is_some() {
+                return Err(UniqueError::WithoutKey(ON_CONFLICT));
+            }
+            return Ok(None);
+        };
+        if key.is_empty() {
+            return Err(UniqueError::EmptyKey);
+        }
+        if key.len() > MAX_UNIQUE_KEY {
+            return Err(UniqueError::KeyTooLong(key.len()));
+        }
+        let window = match window {
+            None => None,
+            Some(v) => {
+                let secs: f64 = v
+                    .parse()
+                    .map_err(|_| UniqueError::BadWindow(v.to_string()))?;
+                if !secs.is_finite() || !(0.0..=MAX_UNIQUE_FOR_SECS).contains(&secs) {
+                    return Err(UniqueError::BadWindow(v.to_string()));
+                }
+                Some(std::time::Duration::from_secs_f64(secs)).filter(|d| !d.is_zero())
+            }
+        };
+        let on_conflict = match conflict {
+            None => OnConflict::default(),
+            Some(v) => {
+                OnConflict::parse(v).ok_or_else(|| UniqueError::BadOnConflict(v.to_string()))?
+            }
+        };
+        Ok(Some(Unique {
+            key: key.to_string(),
+            window,
+            on_conflict,
+        }))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -308,5 +477,46 @@ mod tests {
     #[test]
     fn timeout_zero_is_no_timeout() {
         assert_eq!(Headers::parse(b"timeout:0").unwrap().timeout_secs(), None);
+    }
+
+    #[test]
+    fn unique_headers_parse_with_typed_errors() {
+        use super::{Headers, OnConflict, UniqueError};
+        let u = Headers::parse(
+            b"reply-requested,unique-key: order-7 ,unique-for:60,on-conflict:reject",
+        )
+        .unwrap()
+        .unique()
+        .unwrap()
+        .unwrap();
+        assert_eq!(u.key, "order-7");
+        assert_eq!(u.window, Some(Duration::from_secs(60)));
+        assert_eq!(u.on_conflict, OnConflict::Reject);
+        let u = Headers::parse(b"unique-key:k")
+            .unwrap()
+            .unique()
+            .unwrap()
+            .unwrap();
+        assert_eq!((u.window, u.on_conflict), (None, OnConflict::Existing));
+        assert_eq!(Headers::parse(b"guarantee").unwrap().unique(), Ok(None));
+        let err = |h: &[u8]| Headers::parse(h).unwrap().unique().unwrap_err();
+        assert_eq!(err(b"unique-key:"), UniqueError::EmptyKey);
+        assert_eq!(
+            err(b"unique-key:k,unique-for:soon"),
+            UniqueError::BadWindow("soon".into())
+        );
+        assert_eq!(
+            err(b"unique-key:k,unique-for:-1"),
+            UniqueError::BadWindow("-1".into())
+        );
+        assert_eq!(
+            err(b"unique-key:k,on-conflict:merge"),
+            UniqueError::BadOnConflict("merge".into())
+        );
+        assert_eq!(err(b"unique-for:5"), UniqueError::WithoutKey("unique-for"));
+        let long = format!("unique-key:{}", "x".repeat(300));
+        assert_eq!(err(long.as_bytes()), UniqueError::KeyTooLong(300));
+        assert!(super::frame_may_be_unique(b"a,unique-key:k"));
+        assert!(!super::frame_may_be_unique(b"a,unique-keys"));
     }
 }

@@ -28,11 +28,11 @@ pub mod trace;
 
 pub use admin::{AdminError, AdminOp, ErrorKind, OpName};
 pub use command::{
-    Command, Inform, JobResult, Notice, NoticeKind, PeerType, Progress, Reject, RejectReason,
-    Reply, Request, ResultStatus, Schedule,
+    Command, Duplicate, Inform, JobResult, Notice, NoticeKind, PeerType, Progress, Reject,
+    RejectReason, Reply, Request, ResultStatus, Schedule,
 };
 pub use error::DecodeError;
-pub use headers::{Header, Headers};
+pub use headers::{Header, Headers, OnConflict, Unique, UniqueError};
 pub use interval::{Interval, IntervalError};
 pub use message::Message;
 pub use msgid::{new_msgid, MsgIds};

@@ -136,6 +136,11 @@ fn every_command() -> Vec<Command> {
             percent: 100,
             message: String::new(),
         }),
+        Command::Duplicate(Duplicate {
+            orig_msgid: "abc".into(),
+            existing_msgid: "def".into(),
+            text: "unique key k".into(),
+        }),
     ]
 }
 
@@ -589,4 +594,37 @@ fn notice_needs_three_utf8_frames_and_keeps_unknown_kinds() {
         panic!("{m:?}")
     };
     assert_eq!(n.kind, NoticeKind::Other("new".into()));
+}
+
+/// DUPLICATE (emq): three UTF-8 frames, round trip; a `duplicate` REJECT
+/// names the holder in its TEXT.
+#[test]
+fn duplicate_round_trips_and_duplicate_reject_names_the_holder() {
+    let d = Command::Duplicate(Duplicate {
+        orig_msgid: "new".into(),
+        existing_msgid: "old".into(),
+        text: "unique key k is held".into(),
+    });
+    let frames = Message::with_msgid("m1", d.clone()).encode();
+    assert_eq!(Message::decode(frames).unwrap().command, d);
+    assert_eq!(
+        Message::decode(f(&["", "eMQP/1.0", "DUPLICATE", "m1", "new", "old"]))
+            .unwrap_err()
+            .to_string(),
+        "too few frames for DUPLICATE: expected at least 7, got 6"
+    );
+    let r = Reject::duplicate("new".into(), "old", "unique key k is held");
+    assert_eq!(r.reason, RejectReason::Duplicate);
+    assert_eq!(r.duplicate_of(), Some("old"));
+    let frames = Message::with_msgid("m2", Command::Reject(r.clone())).encode();
+    let Command::Reject(back) = Message::decode(frames).unwrap().command else {
+        panic!()
+    };
+    assert_eq!(back.duplicate_of(), Some("old"));
+    let other = Reject {
+        orig_msgid: "x".into(),
+        reason: RejectReason::QueueFull,
+        text: "a: b".into(),
+    };
+    assert_eq!(other.duplicate_of(), None);
 }

@@ -39,6 +39,7 @@
 mod error;
 mod lease;
 mod lease_row;
+pub mod outbox;
 mod schema;
 mod store;
 

@@ -248,7 +248,7 @@ pub fn is_postgres_url(arg: &str) -> bool {
 
 /// `postgresql://user@host:port/db`: the parts of `config` that say where,
 /// never the password.
-fn describe_config(config: &postgres::Config) -> String {
+pub(super) fn describe_config(config: &postgres::Config) -> String {
     use postgres::config::Host;
     let user = config
         .get_user()

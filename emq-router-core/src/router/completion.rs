@@ -463,6 +463,7 @@ impl Router {
             ResultStatus::Failed => "failed",
         };
         self.record_finished(&job, outcome, Some(&payload), now);
+        self.unique_job_ended(&job, Some((status, &payload)), out);
         if job.reply_requested() && !job.client().is_empty() {
             self.send_result(&job, status, payload, now, out);
         }
@@ -540,6 +541,7 @@ impl Router {
         }))
         .unwrap_or_default();
         self.record_finished(&job, "cancelled", Some(&payload), now);
+        self.unique_job_ended(&job, Some((ResultStatus::Failed, &payload)), out);
         if job.reply_requested() && !job.client().is_empty() {
             self.send_result(&job, ResultStatus::Failed, payload, now, out);
         }
@@ -572,7 +574,7 @@ impl Router {
             },
             None,
         );
-        if job.reply_requested() && !job.client().is_empty() {
+        {
             let payload = match &error {
                 Some(p) => p.clone(),
                 None => serde_json::to_vec(&serde_json::json!({
@@ -584,7 +586,10 @@ impl Router {
                 }))
                 .unwrap_or_default(),
             };
-            self.send_result(&job, emqp_proto::ResultStatus::Failed, payload, now, out);
+            self.unique_job_ended(&job, Some((ResultStatus::Failed, &payload)), out);
+            if job.reply_requested() && !job.client().is_empty() {
+                self.send_result(&job, ResultStatus::Failed, payload, now, out);
+            }
         }
         // The whole job: a dead-letter retry accepts it again.
         let record = self.job_record(&job);

@@ -391,7 +391,22 @@ impl Router {
         })
     }
 
+    /// The `job` answer: the job's view, with its unique key (`unique_key`,
+    /// and `unique_held`: whether it still holds it) when it has one.
     fn job_view_by_msgid(&self, msgid: &str, now: Duration) -> Option<Value> {
+        let mut v = self.job_view_of(msgid, now)?;
+        let headers = v.get("headers").and_then(Value::as_str).unwrap_or("");
+        if let Some(u) = super::unique::unique_of(headers.as_bytes()) {
+            let held = self.unique.holder(&u.key) == Some(msgid);
+            if let Some(m) = v.as_object_mut() {
+                m.insert("unique_key".into(), u.key.into());
+                m.insert("unique_held".into(), held.into());
+            }
+        }
+        Some(v)
+    }
+
+    fn job_view_of(&self, msgid: &str, now: Duration) -> Option<Value> {
         if let Some(jid) = self.store.find(msgid) {
             return self
                 .store

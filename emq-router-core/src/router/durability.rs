@@ -521,6 +521,7 @@ impl Router {
         // The jobs of the batch were never acknowledged nor dispatched:
         // take them out; their acknowledgements become REJECTs.
         let failed: crate::util::FastSet<JobId> = p.jobs.iter().copied().collect();
+        self.unique_batch_failed(&p.jobs, out);
         let removed = self.store.remove_queued_set(&failed);
         self.stats.accepted -= removed as u64;
         self.stats.rejected_journal += removed as u64;

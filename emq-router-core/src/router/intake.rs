@@ -35,7 +35,11 @@
 //!   and the REPLYs of workers name jobs by msgid, so two could not be
 //!   kept apart), or the router holds the undelivered result of one
 //!   (`results.rs`: a client that sends a REQUEST again after a reconnect
-//!   learns so that it was taken); `queue-full` when the route has `hwm`
+//!   learns so that it was taken); `malformed` for bad `delay` or
+//!   unique-job headers; then a REQUEST with a `unique-key` someone
+//!   holds is answered as `unique.rs` says (DUPLICATE, REJECT
+//!   `duplicate`, or the waiting holder replaced), or refused
+//!   `queue-full` at the key cap; `queue-full` when the route has `hwm`
 //!   jobs buffered and no free slot.
 //! - **Unserved queues** (`Config::unserved`, `--unserved-queues`). A job
 //!   whose queue no connected job manager serves goes, with `default`
@@ -53,7 +57,8 @@
 //! - **Accept.** REQUESTs, schedule runs and jobs restored from a journal
 //!   all become jobs through [`Router::accept`]: interned meta, msgid
 //!   index, the `Accepted` record (not for restored jobs: they are in the
-//!   journal already), the queue buffer.
+//!   journal already), the job's unique key (`unique.rs`), the queue
+//!   buffer.
 
 use std::time::Duration;
 
@@ -436,6 +441,7 @@ impl Router {
     ) {
         let route = self.route_of(&r.queue).to_string();
         let delay = r.headers.delay();
+        let unique = r.headers.unique();
         if delay.is_ok() && self.resent_request(&client, &msgid, &r, out) {
             return;
         }
@@ -455,6 +461,9 @@ impl Router {
         } else if let Err(why) = &delay {
             self.stats.rejected_malformed += 1;
             Some((RejectReason::Malformed, why.clone()))
+        } else if let Err(why) = &unique {
+            self.stats.rejected_malformed += 1;
+            Some((RejectReason::Malformed, why.to_string()))
         } else if let Some(why) = self.journal.refusal() {
             self.journal.count_refused();
             self.stats.rejected_journal += 1;
@@ -472,17 +481,21 @@ impl Router {
                 RejectReason::DuplicateMsgid,
                 format!("the router holds the undelivered result of a job with msgid {msgid}"),
             ))
-        } else if !self.pool.has_free(&route) && self.store.queue_len(&route) >= self.cfg.hwm {
-            self.stats.rejected_queue_full += 1;
-            Some((
-                RejectReason::QueueFull,
-                format!(
-                    "queue {route} has {} buffered jobs (hwm)",
-                    self.store.queue_len(&route)
-                ),
-            ))
+        } else if let Ok(Some(u)) = &unique {
+            // Held by another job: answered here (`unique.rs`); free: the
+            // queue's bound still applies.
+            let s = super::unique::Submit {
+                client: &client,
+                msgid: &msgid,
+                route: &route,
+                reply_requested: r.headers.reply_requested(),
+            };
+            match self.unique_conflict(s, u, now, out) {
+                super::unique::Conflict::Answered => return,
+                super::unique::Conflict::Free => self.queue_full(&route),
+            }
         } else {
-            None
+            self.queue_full(&route)
         };
         if let Some((reason, text)) = refusal {
             self.stats.queue_mut(&route).rejected += 1;
@@ -540,6 +553,21 @@ impl Router {
         } else {
             self.send_after_journal(Socket::Frontend, client, ack, Some((jid, msgid)), out);
         }
+    }
+
+    /// `queue-full` when `route` has `hwm` jobs buffered and no free slot.
+    fn queue_full(&mut self, route: &str) -> Option<(RejectReason, String)> {
+        if self.pool.has_free(route) || self.store.queue_len(route) < self.cfg.hwm {
+            return None;
+        }
+        self.stats.rejected_queue_full += 1;
+        Some((
+            RejectReason::QueueFull,
+            format!(
+                "queue {route} has {} buffered jobs (hwm)",
+                self.store.queue_len(route)
+            ),
+        ))
     }
 
     /// A REQUEST sent again: `msgid` names a job this router holds
@@ -618,6 +646,8 @@ impl Router {
             let record = self.job_record(&job);
             self.journal.record(Record::Accepted(record), Some(id));
         }
+        // Its unique key's window goes in the same batch.
+        self.unique_take(new.msgid, new.headers, new.journaled.is_some(), now);
         self.store.index(new.msgid, id);
         match new.run_at {
             Some((due, _)) => self.store.insert_delayed(id, job, due),

@@ -10,7 +10,9 @@
 //! exactly once, counted (bytes, unsent) right, an unreachable client
 //! probed, every result waiting for a commit with exactly one held send
 //! (none without a journal), and every result produced or restored is
-//! held, delivered, dropped at the bounds or replaced (conservation).
+//! held, delivered, dropped at the bounds or replaced (conservation);
+//! every unique key held for an unfinished job names a job in the store,
+//! and every other one has an open window.
 
 use std::collections::VecDeque;
 
@@ -22,6 +24,7 @@ impl Router {
     #[doc(hidden)]
     pub fn check_invariants(&self) -> Result<(), String> {
         self.pool.check_seen_index()?;
+        self.check_unique()?;
         let mut queued = 0usize;
         let mut inflight = 0usize;
         let mut delayed = 0usize;

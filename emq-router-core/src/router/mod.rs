@@ -44,6 +44,7 @@
 //! - `results.rs`: results held until delivered (receipts, re-sends to
 //!   clients that come back, bounds);
 //! - `schedules.rs`: SCHEDULE / UNSCHEDULE and the built-in book;
+//! - `unique.rs`: unique jobs (`unique-key`, `unique-for`, `on-conflict`);
 //! - `control.rs`: the control plane (ADMIN ops: lookups, cancel, dead
 //!   letters, pause, purge, drain);
 //! - `durability.rs`: the journal rule (batches, held sends, failures);
@@ -74,6 +75,7 @@ mod schedules;
 mod snapshot;
 pub(crate) mod timers;
 pub(crate) mod traces;
+mod unique;
 
 use std::collections::VecDeque;
 
@@ -108,6 +110,8 @@ pub struct RestoreCounts {
     pub finished: usize,
     /// Results not yet delivered.
     pub results: usize,
+    /// Unique-key windows still open.
+    pub unique_windows: usize,
 }
 
 /// The router core. See the module documentation for the call order.
@@ -130,6 +134,8 @@ pub struct Router {
     pub(crate) finished: Finished,
     /// Results held until delivered.
     pub(crate) results: results::Results,
+    /// Unique keys held (`unique.rs`).
+    pub(crate) unique: unique::UniqueKeys,
     next_heartbeat: Duration,
     drain_deadline: Option<Duration>,
     exited: bool,
@@ -168,6 +174,7 @@ impl Router {
             paused: FastSet::default(),
             finished: Finished::default(),
             results: results::Results::default(),
+            unique: unique::UniqueKeys::default(),
             next_heartbeat: Duration::ZERO,
             drain_deadline: None,
             exited: false,
@@ -206,6 +213,11 @@ impl Router {
     /// Results held until delivered, and their bytes.
     pub fn held_results(&self) -> (usize, usize) {
         (self.results.len(), self.results.bytes())
+    }
+
+    /// Unique keys held.
+    pub fn unique_keys(&self) -> usize {
+        self.unique.len()
     }
 
     /// Jobs on workers.
@@ -284,7 +296,9 @@ impl Router {
             self.finished.push(f, keep, drop_before);
         }
         let results = self.restore_results(restored.results, now);
+        let unique_windows = self.restore_unique(&restored.states, now);
         RestoreCounts {
+            unique_windows,
             jobs,
             dead_letters,
             schedules,

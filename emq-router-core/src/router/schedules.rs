@@ -186,6 +186,17 @@ impl Router {
                 );
                 continue;
             }
+            if let Some((key, holder)) = self.unique_held(&run.headers) {
+                // The previous run (or another job with the key) is not
+                // done: a run with a unique key is skipped, not doubled.
+                self.stats.scheduled_runs_skipped += 1;
+                log::warn!(
+                    "schedule {} run {} skipped: job {holder} holds its unique key {key:?}",
+                    run.id,
+                    run.run_number
+                );
+                continue;
+            }
             let msgid = self.ids.next_id();
             log::info!(
                 "schedule {} run {}: job {msgid} on queue {}",

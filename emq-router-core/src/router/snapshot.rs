@@ -145,6 +145,7 @@ impl Router {
             journal: self.journal.state().clone(),
             held_sends: self.journal.held_count() as u64,
             results_held: self.results.len() as u64,
+            unique_keys: self.unique.len() as u64,
             results_bytes: self.results.bytes() as u64,
             results_unreachable_clients: self.results.unreachable_clients() as u64,
             draining: self.is_draining(),

@@ -26,6 +26,8 @@ pub(crate) enum Timer {
     Schedule,
     /// Probes of unreachable clients, expiry of held results (`results.rs`).
     Results,
+    /// The earliest end of a unique key's window (`unique.rs`).
+    Unique,
     /// The group commit, or the failing journal's next try (`durability.rs`).
     Journal,
     /// The drain deadline (`drain.rs`).
@@ -33,12 +35,13 @@ pub(crate) enum Timer {
 }
 
 /// Every timer, in firing order.
-pub(crate) const TIMERS: [Timer; 7] = [
+pub(crate) const TIMERS: [Timer; 8] = [
     Timer::Heartbeat,
     Timer::Liveness,
     Timer::Retry,
     Timer::Schedule,
     Timer::Results,
+    Timer::Unique,
     Timer::Journal,
     Timer::Drain,
 ];
@@ -61,6 +64,7 @@ impl Router {
                 }
             }
             Timer::Results => self.results.deadline(self.cfg.results_keep_for),
+            Timer::Unique => self.unique.deadline(),
             Timer::Journal => self.journal.deadline(self.is_draining()),
             Timer::Drain => self.drain_deadline,
         }
@@ -74,6 +78,7 @@ impl Router {
             Timer::Retry => self.requeue_due_retries(now, out),
             Timer::Schedule => self.run_schedules(now, out),
             Timer::Results => self.result_timers(now, out),
+            Timer::Unique => self.unique_windows_due(now),
             Timer::Journal => self.flush_journal(now, out),
             // `maybe_exit` below.
             Timer::Drain => {}

@@ -4,7 +4,8 @@
 //! journal store) and the helpers every test file shares; the tests sit in
 //! one file per rule, mirroring `router/*.rs` (`intake.rs`, `peers.rs`,
 //! `dispatch.rs`, `completion.rs`, `results.rs`, `schedules.rs`,
-//! `control.rs`, `durability.rs`, `drain.rs`, `snapshot.rs`, `traces.rs`), plus
+//! `control.rs`, `durability.rs`, `drain.rs`, `snapshot.rs`, `traces.rs`,
+//! `unique.rs`), plus
 //! `adoption.rs`, `resent_replies.rs` and `limits.rs` for the rules that
 //! span several.
 
@@ -44,6 +45,7 @@ mod schedules;
 mod snapshot;
 mod timers;
 mod traces;
+mod unique;
 
 /// A router with a fake clock, and a fake journal store that commits
 /// every batch (or fails it while `fail_journal` is set), driven by the

@@ -51,6 +51,9 @@ pub(crate) struct Plan {
     /// No --journal / JOURNAL given: the data-dir default (or none if no
     /// data dir is known).
     pub(crate) journal_default: bool,
+    /// `--outbox`: the application database whose outbox this router
+    /// drains (`outbox.rs`).
+    pub(crate) outbox: Option<String>,
     /// The leader lease's timers (used with a PostgreSQL journal).
     pub(crate) lease: LeaseConfig,
     pub(crate) metrics: Option<String>,
@@ -117,6 +120,15 @@ impl Plan {
         }
         let core = core_config(&cli, s, journal.is_some(), max_message_size)?;
         let metrics = address(&cli.metrics, s, "METRICS_ADDR");
+        let outbox = address(&cli.outbox, s, "OUTBOX");
+        if let Some(url) = &outbox {
+            if !emq_journal::postgres::is_postgres_url(url) {
+                return Err(format!(
+                    "--outbox {url:?}: not a postgresql:// URL (the outbox is a table in the \
+                     application's PostgreSQL database)"
+                ));
+            }
+        }
         let http = http(&cli, s)?;
         let access = AccessPolicy::from_settings(&cli.access, s, &admin)?;
         let log_format = cli.log.resolve(s)?;
@@ -126,6 +138,7 @@ impl Plan {
             admin,
             journal,
             journal_default: journal_arg.is_none(),
+            outbox,
             lease,
             metrics,
             http,
@@ -225,6 +238,11 @@ fn core_config(
     let hour = secs(3600);
     Ok(Config {
         hwm: s.pick(cli.hwm, "HWM", emq_router_core::config::DEFAULT_HWM)?,
+        max_unique_keys: s.pick(
+            cli.max_unique_keys,
+            "MAX_UNIQUE_KEYS",
+            emq_router_core::config::DEFAULT_MAX_UNIQUE_KEYS,
+        )?,
         heartbeat_interval: s.duration(
             cli.heartbeat_interval,
             "HEARTBEAT_INTERVAL",
@@ -340,6 +358,8 @@ mod tests {
         assert_eq!(o.backend, "tcp://127.0.0.1:2");
         assert_eq!(o.admin, "tcp://127.0.0.1:3");
         assert_eq!(o.core.hwm, 8);
+        let o = Plan::resolve(cli(&["--max-unique-keys", "9"]), &s).unwrap();
+        assert_eq!(o.core.max_unique_keys, 9);
         assert_eq!(o.core.heartbeat_interval, Duration::from_millis(1500));
         assert_eq!(o.core.default_queues.0[0], (20, "high".to_string()));
     }

@@ -17,10 +17,10 @@ Every option can also come from the environment (EVENTMQ_<KEY>) or from the
 [router] (or [global]) section of the INI file named by EVENTMQ_CONFIG_FILE
 (default /etc/eventmq.conf). Command-line flags win over the environment,
 which wins over the file. Keys: FRONTEND_ADDR, BACKEND_ADDR,
-ADMINISTRATIVE_ADDR, HWM, HEARTBEAT_INTERVAL, HEARTBEAT_LIVENESS,
+ADMINISTRATIVE_ADDR, HWM, MAX_UNIQUE_KEYS, HEARTBEAT_INTERVAL, HEARTBEAT_LIVENESS,
 MAX_ATTEMPTS, RETRY_BACKOFF, RETRY_BACKOFF_MAX, DRAIN_TIMEOUT, QUEUES,
 RETAIN_FINISHED, RETAIN_FOR, RETAIN_RESULT_BYTES, DEAD_LETTER_KEEP,
-RESULTS_KEEP, RESULTS_KEEP_BYTES, RESULTS_KEEP_FOR (default queues of a worker whose INFORM names none), UNSERVED_QUEUES, JOURNAL, LEASE_TTL, LEASE_RENEW,
+RESULTS_KEEP, RESULTS_KEEP_BYTES, RESULTS_KEEP_FOR (default queues of a worker whose INFORM names none), UNSERVED_QUEUES, JOURNAL, OUTBOX, LEASE_TTL, LEASE_RENEW,
 METRICS_ADDR,
 HTTP_ADDR, HTTP_TOKEN_FILE, HTTP_READ_ONLY (true or false), MAX_MESSAGE_SIZE,
 ALLOW_FRONTEND, ALLOW_BACKEND, ALLOW_ADMIN, PLAIN_USERS,
@@ -98,6 +98,13 @@ pub(crate) struct Cli {
     /// [env: EVENTMQ_HWM] [default: 1000000]
     #[arg(long, value_name = "N")]
     pub(crate) hwm: Option<usize>,
+
+    /// Unique keys (`unique-key` headers) the router holds at most; at the
+    /// cap a REQUEST with a new key is refused `queue-full` (clients send
+    /// it again later). A key costs under 1 KiB
+    /// [env: EVENTMQ_MAX_UNIQUE_KEYS] [default: 100000]
+    #[arg(long, value_name = "N")]
+    pub(crate) max_unique_keys: Option<usize>,
 
     /// Seconds between HEARTBEATs to every worker and scheduler
     /// [env: EVENTMQ_HEARTBEAT_INTERVAL] [default: 3]
@@ -191,6 +198,15 @@ pub(crate) struct Cli {
     /// router with exit code 2 [env: EVENTMQ_JOURNAL]
     #[arg(long, value_name = "PATH|URL|none")]
     pub(crate) journal: Option<String>,
+
+    /// Drain the job outbox of the application's PostgreSQL database at
+    /// URL (postgresql://...): the router installs the emq_outbox table and
+    /// the emq_enqueue(queue, payload, headers) function there, LISTENs,
+    /// and takes each committed row as a REQUEST under its msgid, deleting
+    /// it once answered. Only while serving (a standby drains nothing)
+    /// [env: EVENTMQ_OUTBOX]
+    #[arg(long, value_name = "URL")]
+    pub(crate) outbox: Option<String>,
 
     /// With a PostgreSQL journal: the leader lease lasts this long after
     /// its last renewal; a standby takes over about this long after the

@@ -93,6 +93,11 @@ impl Cli {
                 "--delay: a schedule has its own timing (--schedule-*)".into(),
             ));
         }
+        if self.unique_key.is_some() && schedule.is_some() {
+            return Err(UsageError(
+                "--unique-key: for jobs, not schedules (give the schedule's job the header)".into(),
+            ));
+        }
         let headers = self.headers(schedule.is_some())?;
         let plain = emq_transport::plain_credentials(&self.auth, env).map_err(UsageError)?;
         let curve =
@@ -281,6 +286,26 @@ impl Cli {
                 let d = d.as_secs_f64();
                 h.push(emqp_proto::Header::Other(format!("delay:{d}")));
             }
+            if let Some(k) = &self.unique_key {
+                if k.contains(',') {
+                    return Err(UsageError(format!(
+                        "--unique-key {k:?}: a key cannot hold a comma (headers are a csv)"
+                    )));
+                }
+                h.push(emqp_proto::Header::Other(format!(
+                    "unique-key:{}",
+                    k.trim()
+                )));
+                if let Some(secs) = self.unique_for {
+                    h.push(emqp_proto::Header::Other(format!("unique-for:{secs}")));
+                }
+                if let Some(rule) = &self.on_conflict {
+                    h.push(emqp_proto::Header::Other(format!("on-conflict:{rule}")));
+                }
+            }
+            // The router refuses bad unique headers; say so before sending.
+            h.unique()
+                .map_err(|e| UsageError(format!("--unique-key: {e}")))?;
             h
         })
     }
@@ -330,6 +355,28 @@ mod tests {
         assert_eq!(p.timeout, Duration::from_secs(10));
         assert_eq!(p.window, DEFAULT_WINDOW);
         assert_eq!(single_text(&p), "[1]");
+    }
+
+    #[test]
+    fn unique_flags_add_the_unique_headers() {
+        let p = plan(&[
+            "--unique-key",
+            "order-7",
+            "--unique-for",
+            "60",
+            "--on-conflict",
+            "reject",
+            "[1]",
+        ])
+        .unwrap();
+        assert_eq!(
+            p.headers.encode(),
+            "unique-key:order-7,unique-for:60,on-conflict:reject"
+        );
+        assert!(plan(&["--unique-key", "a,b", "[1]"]).is_err());
+        assert!(plan(&["--unique-key", "", "[1]"]).is_err());
+        assert!(plan(&["--unique-for", "5", "[1]"]).is_err());
+        assert!(plan(&["--unique-key", "k", "--on-conflict", "merge", "[1]"]).is_err());
     }
 
     #[test]

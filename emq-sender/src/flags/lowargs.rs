@@ -234,6 +234,26 @@ pub struct Cli {
     #[arg(long, value_name = "SECS", value_parser = parse_positive_duration)]
     pub delay: Option<Duration>,
 
+    /// Submit at most one job with key K at a time (the emq header
+    /// unique-key:K): while a job with K is unfinished (or within
+    /// --unique-for of its acceptance), this one is its duplicate: the
+    /// existing msgid is printed (exit 0), and with --wait its result
+    #[arg(long, value_name = "K")]
+    pub unique_key: Option<String>,
+
+    /// With --unique-key: the key stays taken SECS from acceptance, also
+    /// after the job finished (the emq header unique-for:SECS)
+    #[arg(long, value_name = "SECS", requires = "unique_key")]
+    pub unique_for: Option<u64>,
+
+    /// With --unique-key: what a duplicate gets: existing (answered as
+    /// the existing job, the default), reject (refused `duplicate`, exit
+    /// 2), or replace (a still-waiting existing job is cancelled and this
+    /// one takes the key)
+    #[arg(long, value_name = "RULE", requires = "unique_key",
+          value_parser = ["existing", "reject", "replace"])]
+    pub on_conflict: Option<String>,
+
     /// Wait for the job's result and print it (implies --reply)
     #[arg(long, short = 'w')]
     pub wait: bool,
@@ -351,7 +371,7 @@ pub struct Cli {
     #[arg(
         long,
         value_name = "TOPIC",
-        conflicts_with_all = ["wait", "reply", "delay", "schedule_interval", "schedule_cron", "unschedule", "nohaste", "run_count"],
+        conflicts_with_all = ["wait", "reply", "delay", "unique_key", "schedule_interval", "schedule_cron", "unschedule", "nohaste", "run_count"],
         help_heading = "Pub/sub"
     )]
     pub publish: Option<String>,

@@ -23,6 +23,7 @@ from .errors import (
     AdminError,
     BulkRejected,
     DeadLettered,
+    DuplicateJob,
     DuplicateMsgid,
     EmqConnectionError,
     EmqError,
@@ -53,7 +54,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AdminError", "AsyncClient", "AsyncJob", "BulkRejected", "Client", "DeadLettered",
-    "DuplicateMsgid", "EmqConnectionError", "EmqError", "Job", "JobCancelled", "JobFailed",
+    "DuplicateJob", "DuplicateMsgid", "EmqConnectionError", "EmqError", "Job", "JobCancelled", "JobFailed",
     "JobNotFound", "JobProgress", "JobStatus", "JobTimedOut", "JournalUnavailable", "JournalUncertain", "Malformed",
     "MessageTooLarge", "NotSerializable", "OptionCollision", "SettingsError", "SubmitOptions",
     "UnknownSettingWarning",

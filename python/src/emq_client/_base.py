@@ -331,8 +331,15 @@ class BaseClient:
 
     # -- plans ----------------------------------------------------------------
 
-    def _headers(self, retries: int, timeout: float, delay: Optional[float], headers: Iterable[str]) -> str:
-        return _core.submit_headers(self.legacy, retries, timeout, delay, headers)
+    def _headers(
+        self,
+        retries: int,
+        timeout: float,
+        delay: Optional[float],
+        headers: Iterable[str],
+        unique: Iterable[str] = (),
+    ) -> str:
+        return _core.submit_headers(self.legacy, retries, timeout, delay, headers, unique)
 
     def _record(self, task: Task, queue: Optional[str], headers: str) -> Tuple[Pending, Frames]:
         """A REQUEST for ``task``, recorded and ready to send."""
@@ -537,6 +544,13 @@ class BaseJob:
     def accepted(self) -> bool:
         """The router acknowledged the job (False while unknown or refused)."""
         return self._p is not None and self._p.accepted
+
+    @property
+    def duplicate(self) -> bool:
+        """The router answered the submit as a duplicate (``unique_key``
+        held by another job): ``msgid`` is that existing job's, and
+        ``result()`` gives its result."""
+        return self._p is not None and self._p.duplicate_of is not None
 
     @property
     def notices(self) -> List[Tuple[str, str]]:

@@ -42,7 +42,7 @@ class Pending:
 
     __slots__ = (
         "msgid", "accepted", "reject", "uncertain", "status", "payload", "reply", "waker", "notices",
-        "__weakref__",
+        "duplicate_of", "__weakref__",
     )
 
     def __init__(self, msgid: str, reply: bool) -> None:
@@ -56,6 +56,9 @@ class Pending:
         self.waker: Optional[Callable[[], None]] = None
         #: The router's NOTICEs about the job, ``(kind, text)``, in order.
         self.notices: List[Tuple[str, str]] = []
+        #: The msgid this job was first sent under, when the router answered
+        #: it DUPLICATE (``msgid`` is then the existing job's).
+        self.duplicate_of: Optional[str] = None
 
     @property
     def answered(self) -> bool:
@@ -75,6 +78,9 @@ class Tracker:
 
     def __init__(self, resend: bool = True) -> None:
         self._jobs: "weakref.WeakValueDictionary[str, Pending]" = weakref.WeakValueDictionary()
+        #: Duplicates (DUPLICATE answers) by the existing job's msgid: they
+        #: take that job's RESULT too.
+        self._dupes: "Dict[str, weakref.WeakSet[Pending]]" = {}
         self.resend = resend
         self._unanswered: Dict[str, Frames] = {}
         self._resent: Set[str] = set()
@@ -120,6 +126,8 @@ class Tracker:
                 # Sent again (after a reconnect, or a journal-uncertain
                 # answer): the router had taken it.
                 msg = Incoming("REPLY", msg.orig)
+        if msg.command == "DUPLICATE":
+            return self._duplicate(msg)
         if msg.command in ("REPLY", "RESULT", "REJECT"):
             self._unanswered.pop(msg.orig, None)
             if msg.command != "REPLY":
@@ -128,6 +136,14 @@ class Tracker:
             self._receipts.append(msg.orig)
         if msg.command == "NOTICE":
             log.warning("job %s: %s", msg.orig, msg.text)
+        if msg.command == "RESULT" and msg.orig in self._dupes:
+            for d in list(self._dupes.pop(msg.orig)):
+                if d is not self._jobs.get(msg.orig):
+                    d.accepted = True
+                    d.status = msg.status
+                    d.payload = msg.payload
+                    if d.waker is not None:
+                        d.waker()
         p = self._jobs.get(msg.orig)
         if p is None:
             return None
@@ -148,6 +164,29 @@ class Tracker:
                 p.reject = answer
         else:
             return None
+        if p.waker is not None:
+            p.waker()
+        return p
+
+    def _duplicate(self, msg: Incoming) -> Optional[Pending]:
+        """``DUPLICATE [orig, existing, text]``: the job ``orig`` is the
+        existing job ``existing`` (which holds its unique key): its record
+        is acknowledged, takes the existing msgid, and waits for that job's
+        RESULT."""
+        self._unanswered.pop(msg.orig, None)
+        self._resent.discard(msg.orig)
+        p = self._jobs.get(msg.orig)
+        if p is None:
+            return None
+        existing = msg.reason
+        log.info("job %s is a duplicate of %s: %s", msg.orig, existing, msg.text)
+        p.accepted = True
+        p.duplicate_of = p.msgid
+        p.msgid = existing
+        if existing in self._jobs:
+            self._dupes.setdefault(existing, weakref.WeakSet()).add(p)
+        else:
+            self._jobs[existing] = p
         if p.waker is not None:
             p.waker()
         return p
@@ -398,14 +437,24 @@ def drain_list(items: List[Pending], finished: bool = False) -> int:
 
 
 def submit_headers(
-    legacy: bool, retries: int, timeout: float, delay: Optional[float], headers: Iterable[str]
+    legacy: bool,
+    retries: int,
+    timeout: float,
+    delay: Optional[float],
+    headers: Iterable[str],
+    unique: Iterable[str] = (),
 ) -> str:
     """The HEADERS frame of a submit: an emq client asks for the result and
-    its receipt; a ``legacy`` one (0.3.13's router) cannot delay. The
-    current OpenTelemetry span goes along as ``traceparent`` when
-    ``opentelemetry`` is installed (:mod:`emq_client.otel`)."""
+    its receipt; a ``legacy`` one (0.3.13's router) cannot delay nor make
+    jobs unique (``unique``: :func:`wire.unique_headers`). The current
+    OpenTelemetry span goes along as ``traceparent`` when ``opentelemetry``
+    is installed (:mod:`emq_client.otel`)."""
     if legacy and delay is not None:
         raise errors.Unsupported("delay needs an emq router (0.3.13 has no delay header)")
+    unique = list(unique)
+    if legacy and unique:
+        raise errors.Unsupported("unique jobs need an emq router (0.3.13 has no unique-key header)")
+    headers = list(headers) + unique
     return wire.headers_frame(
         reply_requested=not legacy,
         receipt=not legacy,

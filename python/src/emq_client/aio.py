@@ -244,12 +244,17 @@ class AsyncClient(_base.BaseClient):
         timeout: Optional[float] = None,
         delay: Optional[float] = None,
         headers: Optional[Sequence[str]] = None,
+        unique_key: Optional[str] = None,
+        unique_for: Optional[float] = None,
+        on_conflict: Optional[str] = None,
         **kwargs: Any,
     ) -> "AsyncJob":
         """As :meth:`Client.submit`."""
         options.refuse_collisions(func, options.given(locals()))
         task = payload.build(func, args, kwargs)
-        return await self._run(self._submit(task, queue, self._headers(retries or 0, timeout or 0, delay, headers or ())))  # type: ignore[no-any-return]
+        unique = wire.unique_headers(unique_key, unique_for, on_conflict)
+        hdrs = self._headers(retries or 0, timeout or 0, delay, headers or (), unique)
+        return await self._run(self._submit(task, queue, hdrs))  # type: ignore[no-any-return]
 
     async def submit_many(
         self,

@@ -287,6 +287,9 @@ class Client(_base.BaseClient):
         timeout: Optional[float] = None,
         delay: Optional[float] = None,
         headers: Optional[Sequence[str]] = None,
+        unique_key: Optional[str] = None,
+        unique_for: Optional[float] = None,
+        on_conflict: Optional[str] = None,
         **kwargs: Any,
     ) -> "Job[Any]":
         """Submit ``func(*args, **kwargs)`` and wait for the router to accept
@@ -303,12 +306,21 @@ class Client(_base.BaseClient):
         :class:`~emq_client.options.OptionCollision` (nothing is sent): say
         which is meant with ``f.options(timeout=3).submit(...)`` (``@job``
         functions) or ``c.submit(python(f, args, kwargs), timeout=3)``.
+        ``unique_key``: at most one job with this key at a time
+        (``unique-key:K``; ``unique_for``: seconds the key stays taken from
+        acceptance, also after the job finished; ``on_conflict``:
+        ``existing`` (default), ``reject`` or ``replace``). When another
+        job holds the key the returned Job is that job (``job.msgid`` is
+        its msgid, ``job.duplicate`` is True) and ``result()`` gives its
+        result; ``reject`` raises :class:`DuplicateJob` instead.
         Raises :class:`Rejected` (e.g. :class:`QueueFull`) when refused and
         :class:`EmqConnectionError` when no router answers in time."""
         self._check()
         options.refuse_collisions(func, options.given(locals()))
         task = payload.build(func, args, kwargs)
-        return self._run(self._submit(task, queue, self._headers(retries or 0, timeout or 0, delay, headers or ())))  # type: ignore[no-any-return]
+        unique = wire.unique_headers(unique_key, unique_for, on_conflict)
+        hdrs = self._headers(retries or 0, timeout or 0, delay, headers or (), unique)
+        return self._run(self._submit(task, queue, hdrs))  # type: ignore[no-any-return]
 
     def submit_many(
         self,

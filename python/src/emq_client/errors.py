@@ -112,6 +112,15 @@ class DuplicateMsgid(Rejected):
     """REJECT duplicate-msgid: the router holds an unfinished job with it."""
 
 
+class DuplicateJob(Rejected):
+    """REJECT duplicate: another job holds the submit's ``unique_key``
+    (``on_conflict="reject"``); ``existing`` is its msgid."""
+
+    @property
+    def existing(self) -> str:
+        return self.text.split(": ", 1)[0]
+
+
 class ScheduleNotFound(Rejected):
     """REJECT not-found: an UNSCHEDULE matched no schedule."""
 
@@ -128,6 +137,7 @@ REJECT_REASONS: Dict[str, Union[Type[Rejected], Type[JournalUncertain]]] = {
     "journal-uncertain": JournalUncertain,
     "duplicate-msgid": DuplicateMsgid,
     "not-found": ScheduleNotFound,
+    "duplicate": DuplicateJob,
 }
 
 

@@ -52,6 +52,13 @@ class SubmitOptions(TypedDict, total=False):
     delay: Optional[float]
     #: More headers, as given.
     headers: Optional[Sequence[str]]
+    #: ``unique-key:K``: at most one job with this key at a time (a
+    #: duplicate submit returns the existing job).
+    unique_key: Optional[str]
+    #: ``unique-for:SECS``: the key stays taken this long from acceptance.
+    unique_for: Optional[float]
+    #: ``on-conflict:``: ``existing`` (default), ``reject`` or ``replace``.
+    on_conflict: Optional[str]
 
 
 #: The option names, in order (from :class:`SubmitOptions`).

@@ -26,6 +26,14 @@ DEFAULT_MAX_MESSAGE_SIZE = 16 * 1024 * 1024
 #: the result (journaled) until then (docs/PROTOCOL.md, "Results until
 #: delivered").
 RESULT_RECEIPT = "result-receipt"
+#: emq: unique jobs (docs/PROTOCOL.md, "Unique jobs"): ``unique-key:K``,
+#: ``unique-for:SECS``, ``on-conflict:existing|reject|replace``.
+UNIQUE_KEY = "unique-key"
+UNIQUE_FOR = "unique-for"
+ON_CONFLICT = "on-conflict"
+ON_CONFLICT_RULES = ("existing", "reject", "replace")
+#: The longest unique key the router takes, in bytes.
+MAX_UNIQUE_KEY = 256
 #: emq: the client takes NOTICEs about the job (e.g. sent to ``default``
 #: because no job manager serves its queue; docs/PROTOCOL.md, "Queues
 #: nobody serves"). 0.3.13 routers ignore it.
@@ -37,6 +45,35 @@ Frames = List[bytes]
 def new_msgid(prefix: str = "") -> str:
     """A fresh message id: uuid4 text, optionally prefixed."""
     return prefix + str(uuid.uuid4())
+
+
+def unique_headers(
+    unique_key: Optional[str], unique_for: Optional[float] = None, on_conflict: Optional[str] = None
+) -> List[str]:
+    """The unique-job headers (``unique-key:K``, ``unique-for:SECS``,
+    ``on-conflict:RULE``), checked as the router checks them (a bad value
+    raises ValueError before anything is sent)."""
+    if unique_key is None:
+        if unique_for is not None or on_conflict is not None:
+            raise ValueError("unique_for and on_conflict need a unique_key")
+        return []
+    key = str(unique_key).strip()
+    if not key:
+        raise ValueError("unique_key must not be empty")
+    if "," in key:
+        raise ValueError(f"unique_key {key!r} has a comma (headers are comma-separated)")
+    if len(key.encode()) > MAX_UNIQUE_KEY:
+        raise ValueError(f"unique_key is over {MAX_UNIQUE_KEY} bytes")
+    out = [f"{UNIQUE_KEY}:{key}"]
+    if unique_for is not None:
+        if not 0 <= unique_for <= 315_360_000:
+            raise ValueError(f"unique_for must be 0 to 315360000 seconds, got {unique_for}")
+        out.append(f"{UNIQUE_FOR}:{_number(unique_for)}")
+    if on_conflict is not None:
+        if on_conflict not in ON_CONFLICT_RULES:
+            raise ValueError(f"on_conflict must be one of {ON_CONFLICT_RULES}, got {on_conflict!r}")
+        out.append(f"{ON_CONFLICT}:{on_conflict}")
+    return out
 
 
 def headers_frame(
@@ -149,10 +186,11 @@ def admin(msgid: str, op: Dict[str, Any]) -> Frames:
 class Incoming(NamedTuple):
     """A message from the router, reduced to what the client acts on.
 
-    ``command`` is REPLY, RESULT, REJECT, NOTICE or anything else
-    (ignored); ``orig`` the msgid it answers; ``status``/``payload`` for
-    RESULT, ``reason``/``text`` for REJECT (for NOTICE: its kind and
-    text), ``payload`` for an admin REPLY."""
+    ``command`` is REPLY, RESULT, REJECT, NOTICE, DUPLICATE or anything
+    else (ignored); ``orig`` the msgid it answers; ``status``/``payload``
+    for RESULT, ``reason``/``text`` for REJECT (for NOTICE: its kind and
+    text; for DUPLICATE: the existing job's msgid and text), ``payload``
+    for an admin REPLY."""
 
     command: str
     orig: str
@@ -186,6 +224,9 @@ def parse(frames: Sequence[bytes]) -> Optional[Incoming]:
         if command == "NOTICE" and len(body) >= 3:
             text = body[2].decode("utf-8", "replace")
             return Incoming("NOTICE", body[0].decode(), reason=body[1].decode(), text=text)
+        if command == "DUPLICATE" and len(body) >= 2:
+            text = body[2].decode("utf-8", "replace") if len(body) > 2 else ""
+            return Incoming("DUPLICATE", body[0].decode(), reason=body[1].decode(), text=text)
     except UnicodeDecodeError:
         return None
     return None
