@@ -1,12 +1,16 @@
 //! Job progress (issue 31): a Python job calls `emq_job.progress(...)`; the
 //! job manager forwards it (PROGRESS), the router keeps the last report,
-//! and while the job still runs both `emq-cli job MSGID` (text and
-//! `--json`) and the Python client's `Job.progress()` show it.
+//! and while the job still runs `emq-cli job MSGID` (text and `--json`),
+//! the Python client's `Job.progress()` and the dashboard's job view (a
+//! bar, in Chromium) show it.
 
 use std::time::Duration;
 
-use integration_tests::bins;
+use integration_tests::bins::{self, target_dir};
+use integration_tests::browser::{find_chromium, Browser};
 use integration_tests::cluster::{jobmanager_command, start_router_on};
+use integration_tests::in_ci;
+use integration_tests::ports::free_port;
 use integration_tests::process::{run, scratch_dir};
 use integration_tests::python::{pythonpath, tests_python_dir, venv};
 use integration_tests::{admin, Addrs, Proc, Spawn};
@@ -39,7 +43,8 @@ fn cli(admin_addr: &str, args: &[&str]) -> String {
 fn a_running_jobs_progress_shows_in_emq_cli_and_the_python_client() {
     let Some(py) = venv(TEST) else { return };
     let addrs = Addrs::fresh();
-    let mut router = start_router_on(&addrs, &[]).expect("router");
+    let http = format!("127.0.0.1:{}", free_port());
+    let mut router = start_router_on(&addrs, &["--http", &http]).expect("router");
     let mut jm =
         jobmanager_command("emq-jobmanager", &addrs.backend, &["--concurrency", "1"]).spawn();
     admin::wait_idle_workers(&addrs.admin, 1, 1, Duration::from_secs(20))
@@ -77,6 +82,27 @@ fn a_running_jobs_progress_shows_in_emq_cli_and_the_python_client() {
         .find(|l| l.starts_with("progress:"))
         .unwrap_or_else(|| panic!("no progress row: {text}"));
     assert!(row.contains("50 % half way (reported "), "{row}");
+
+    // The dashboard's job view: a bar at 50 %.
+    match find_chromium() {
+        Some(chromium) => {
+            let mut b = Browser::launch(&chromium).expect("chromium starts");
+            b.goto(&format!("http://{http}/#/job/{msgid}")).unwrap();
+            b.wait_for(
+                "the progress bar at 50 %",
+                "document.querySelector('#job-progress progress')?.value === 50 && \
+                 document.getElementById('job-progress').textContent.includes('50 % · half way')",
+                WAIT,
+            )
+            .unwrap();
+            let shot = target_dir()
+                .join("screenshots")
+                .join("dashboard-job-progress.png");
+            b.screenshot(&shot).unwrap();
+        }
+        None if in_ci() => panic!("chromium is not installed and CI=true"),
+        None => eprintln!("dashboard part skipped: no chromium on PATH"),
+    }
 
     std::fs::write(&release, b"go").unwrap();
     client
