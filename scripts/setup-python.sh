@@ -3,7 +3,9 @@
 # (PyPI `eventmq`) router, job manager, scheduler, pub/sub and client library,
 # and redis-py (0.3.13's emq-scheduler imports `redis.StrictRedis` and exits
 # without it, though eventmq does not declare it); and, for the Python
-# client's tests, pytest and emq_client (python/, installed editable).
+# client's tests, pytest and emq_client (python/, installed editable), with
+# pypa's wheel and setuptools, which scripts/build-wheel.sh packs the wheels
+# with (python/tests/test_wheel.py builds and installs them).
 #
 #   scripts/setup-python.sh            # venv at $EMQ_PY_VENV, default <repo>/.venv
 #
@@ -47,12 +49,13 @@ assert md.version("eventmq") == "0.3.13", md.version("eventmq")
 PY
 }
 
-# pytest, mypy and this checkout's python/ package (an editable install of
-# another checkout, with a shared EMQ_PY_VENV, does not count).
+# pytest, mypy, wheel, setuptools and this checkout's python/ package (an
+# editable install of another checkout, with a shared EMQ_PY_VENV, does not
+# count).
 check_client() {
     "$venv/bin/python" - "$repo/python/src" <<'PY' >/dev/null 2>&1
 import os, sys
-import pytest, mypy, emq_client, django, sqlalchemy
+import pytest, mypy, emq_client, wheel, setuptools, django, sqlalchemy
 assert os.path.realpath(emq_client.__file__).startswith(os.path.realpath(sys.argv[1]) + os.sep)
 PY
 }

@@ -80,7 +80,10 @@ show_summary
 
 # The Python client (python/): pytest against the binaries built above, with
 # the venv's Python (scripts/setup-python.sh installs pytest and emq_client
-# there). pytest's exit code 5 (no test collected) is a failure, not a pass.
+# there). test_wheel.py packs those binaries into the wheels
+# (scripts/build-wheel.sh --no-build), installs them into a fresh venv and
+# runs the README's quick start from it. pytest's exit code 5 (no test
+# collected) is a failure, not a pass.
 step "pytest python/tests"
 venv="${EMQ_PY_VENV:-$repo/.venv}"
 if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import pytest, emq_client' 2>/dev/null; then

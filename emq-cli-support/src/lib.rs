@@ -17,8 +17,11 @@
 //!   ([`LogArgs`]: `--log-format text|json`);
 //! - [`otlp`]: the traces endpoint ([`OtlpArgs`]: `--otlp-endpoint`, else
 //!   the standard `OTEL_EXPORTER_OTLP_*` environment).
+//! - [`service`]: telling systemd the process is ready or stopping
+//!   (`Type=notify`), a no-op elsewhere.
 //!
-//! It does no I/O of its own beyond reading the config file a binary names.
+//! It does no I/O of its own beyond reading the config file a binary names
+//! and the service manager's notifications.
 
 #![forbid(unsafe_code)]
 
@@ -27,6 +30,7 @@ pub mod duration;
 pub mod exit;
 pub mod logging;
 pub mod otlp;
+pub mod service;
 pub mod settings;
 
 pub use args::{AccessArgs, AuthArgs, CurveArgs};

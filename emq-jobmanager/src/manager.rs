@@ -9,6 +9,12 @@
 //! notice otherwise). The monitor is stopped before its watch is dropped,
 //! whenever the socket is replaced or closed (`Link`'s `Drop`).
 //!
+//! The service manager (systemd, `Type=notify`) is told READY when the
+//! pool is up and the first connection is made (its status line names
+//! the router; it changes on each reconnect) and STOPPING when a shutdown
+//! begins (`emq_cli_support::service`; nothing without `NOTIFY_SOCKET`,
+//! which job processes do not inherit).
+//!
 //! ```no_run
 //! use emq_jobmanager::JobManager;
 //! let code = JobManager::builder()
@@ -460,6 +466,9 @@ impl JobManager {
                         }
                         link = Some(Link::open(&ctx, &endpoint, &identity, &opts)?);
                         info!("connected to {endpoint} as {identity}");
+                        emq_cli_support::service::ready(&format!(
+                            "connected to {endpoint} ({concurrency} slot(s))"
+                        ));
                     }
                     Action::Send(msg) => {
                         if let Some(message) = send(link.as_ref().map(|l| &l.sock), msg) {
@@ -515,6 +524,7 @@ impl JobManager {
             }
             if !shutdown_seen && shutdown.requested() {
                 shutdown_seen = true;
+                emq_cli_support::service::stopping("stopping: finishing running jobs");
                 core.handle(Input::Shutdown, start.elapsed(), &mut actions);
                 continue;
             }

@@ -164,6 +164,8 @@ impl PythonWorker {
             .stderr(Stdio::inherit())
             .process_group(0);
         die_with_parent(&mut cmd);
+        // systemd's socket is the job manager's (NotifyAccess=main).
+        cmd.env_remove(emq_cli_support::service::NOTIFY_SOCKET);
         if !self.cfg.python_path.is_empty() {
             let mut paths = self.cfg.python_path.clone();
             if let Some(existing) = std::env::var_os("PYTHONPATH") {

@@ -71,6 +71,8 @@ pub(crate) fn run(job: &ShellJob, run: u64, slot: &dyn GroupRegistry) -> JobOutc
         .stderr(Stdio::piped());
     // The child is the group's guard; its status mirrors the command's.
     guarded_group(&mut cmd);
+    // systemd's socket is the job manager's (NotifyAccess=main).
+    cmd.env_remove(emq_cli_support::service::NOTIFY_SOCKET);
     for (k, v) in &job.env {
         match v {
             Value::Null => {

@@ -17,10 +17,16 @@
 //! on its timer — until it stops (shutdown: the lease is released) or
 //! loses the lease (KBYE to every peer, sockets closed, back to
 //! standby). Other journals serve one term.
+//!
+//! The service manager (systemd, `Type=notify`) hears of it
+//! (`emq_cli_support::service`): READY once a term serves (sockets bound,
+//! journal loaded) or a router waits as a standby, with the status line
+//! saying which; STOPPING when the core starts to drain (a signal or
+//! DISCONNECT). Nothing without `NOTIFY_SOCKET`.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use emq_cli_support::Exit;
+use emq_cli_support::{service, Exit};
 use emq_journal::postgres::{PgJournal, PgOptions};
 use emq_journal::JournalTarget;
 use emq_router_core::lease::StepDownReason;
@@ -184,15 +190,23 @@ fn serve_in_terms(
         "standby: waiting for the leader lease as {} (no socket bound until then)",
         pg.holder()
     );
+    // A standby is up and doing its job: waiting. systemd counts it as
+    // started (a unit that never became leader must not time out).
+    service::ready(&format!(
+        "standby: waiting for the leader lease as {}",
+        pg.holder()
+    ));
     loop {
         if pg.wait_for_lease(&signals.shutdown).is_none() {
             log::info!("shutdown signal received while standby: exiting");
+            service::stopping("stopping: standby exits");
             return Ok(());
         }
         match serve(opts, pg, start, signals) {
             Ok(Served::Exit) => return Ok(()),
             Ok(Served::SteppedDown) => {
                 log::info!("standby: waiting for the leader lease again");
+                service::status("standby: waiting for the leader lease again");
             }
             Err(e) => {
                 pg.shutdown();
@@ -248,6 +262,7 @@ fn serve(
         out: Vec::with_capacity(1024),
         start,
         tracing: signals.tracing.as_ref(),
+        told_stopping: false,
     };
     if let Some(restored) = restored {
         let n = term
@@ -265,6 +280,7 @@ fn serve(
             n.results
         );
     }
+    service::ready(&format!("serving (journal {})", term.journal.describe()));
     let ended = match term.flush() {
         Some(ended) => ended,
         None => term.run(signals)?,
@@ -291,6 +307,8 @@ struct Term<'a> {
     out: Vec<Action>,
     start: Instant,
     tracing: Option<&'a emq_otel::Tracing>,
+    /// The service manager was told STOPPING (the core drains).
+    told_stopping: bool,
     /// `--outbox`: rows in, answers out (`outbox.rs`).
     outbox: Option<crate::outbox::OutboxPort>,
 }
@@ -324,6 +342,10 @@ impl Term<'_> {
             if signals.shutdown.requested() && !self.router.is_draining() {
                 log::info!("shutdown signal received");
                 self.router.handle(Input::Shutdown, now, &mut self.out);
+            }
+            if !self.told_stopping && self.router.is_draining() {
+                self.told_stopping = true;
+                service::stopping("stopping: draining in-flight jobs");
             }
             if self.router.poll_timeout().is_some_and(|t| t <= now) {
                 self.router.handle_timeout(now, &mut self.out);

@@ -59,7 +59,8 @@ SIGTERM/SIGINT: KBYE to the router, running jobs get --grace-period, exit 0.";
 #[command(name = "emq-jobmanager", version, after_help = AFTER_HELP)]
 pub struct Cli {
     /// Router backend endpoint; a comma-separated list is a failover list,
-    /// tried in turn on each reconnect [default: tcp://127.0.0.1:47290]
+    /// tried in turn on each reconnect (WORKER_ADDR)
+    /// [default: tcp://127.0.0.1:47290]
     #[arg(
         short = 'B',
         long,
@@ -74,7 +75,8 @@ pub struct Cli {
     #[arg(short = 'Q', long, num_args = 1.., value_name = "SPEC")]
     pub queues: Option<Vec<String>>,
 
-    /// Number of jobs run at once (execution slots) [default: 4]
+    /// Number of jobs run at once (execution slots) (CONCURRENT_JOBS)
+    /// [default: 4]
     #[arg(short = 'J', long, visible_alias = "jobs", value_name = "N")]
     pub concurrency: Option<usize>,
 
