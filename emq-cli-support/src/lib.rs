@@ -8,6 +8,8 @@
 //! - [`settings`]: the layering every binary follows (flag, `EVENTMQ_*`
 //!   environment, the INI file `EVENTMQ_CONFIG_FILE`), with the
 //!   environment passed in, never read here;
+//! - [`known`]: every setting's one name, its older names and the
+//!   sections that read it (unknown keys in a file are reported);
 //! - [`duration`]: the one duration grammar (`5`, `250ms`, `2m`, `1h`) and
 //!   the [`duration::Zero`] rule each duration setting picks;
 //! - [`args`]: the shared flags ([`AuthArgs`], [`CurveArgs`],
@@ -28,6 +30,7 @@
 pub mod args;
 pub mod duration;
 pub mod exit;
+pub mod known;
 pub mod logging;
 pub mod otlp;
 pub mod service;

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::duration::{parse_duration, Zero};
+use crate::known;
 
 /// The default config file 0.3.13 reads.
 pub const DEFAULT_CONFIG_FILE: &str = "/etc/eventmq.conf";
@@ -33,6 +34,14 @@ pub struct Settings {
     values: HashMap<String, String>,
     /// Where each value came from, for `--help`-style diagnostics and logs.
     sources: HashMap<String, String>,
+    /// Unknown keys in the file ([`Settings::warnings`]).
+    warnings: Vec<String>,
+}
+
+/// `key`'s setting name: an older name ([`known::Known::aliases`]) read as
+/// the setting's one name, any other key as it is.
+fn canonical(key: &str) -> String {
+    known::lookup(key).map_or(key, |k| k.name).to_string()
 }
 
 #[derive(Debug)]
@@ -172,30 +181,91 @@ impl Settings {
         section: &str,
         env: &HashMap<String, String>,
     ) -> Result<Settings, SettingsError> {
+        Settings::load_client(section, &[], env)
+    }
+
+    /// The settings of a tool that connects to another: its own `section`
+    /// (and `[global]`, and the environment) as [`Settings::load_from`]
+    /// reads them, and for each `(KEY, server_section)` in `addresses`
+    /// that the environment and the tool's own section leave unset (or
+    /// set only in `[global]`), the server's own setting — the router's
+    /// `FRONTEND_ADDR` in `[router]` is where emq-sender connects, its
+    /// `ADMINISTRATIVE_ADDR` where emq-cli does. Only those keys come from
+    /// the server's section: its key files are not the client's.
+    pub fn load_client(
+        section: &str,
+        addresses: &[(&str, &str)],
+        env: &HashMap<String, String>,
+    ) -> Result<Settings, SettingsError> {
         let mut s = Settings::default();
         let (path, required) = match env.get("EVENTMQ_CONFIG_FILE") {
             Some(p) if !p.is_empty() => (PathBuf::from(p), true),
             _ => (PathBuf::from(DEFAULT_CONFIG_FILE), false),
         };
-        match std::fs::read_to_string(&path) {
-            Ok(text) => s.apply_ini(&path, &text, section)?,
-            Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => {}
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => Some(text),
+            Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => None,
             Err(error) => return Err(SettingsError::Read { path, error }),
+        };
+        if let Some(text) = &text {
+            s.apply_ini(&path, text, section, true)?;
         }
-        for (k, v) in env {
-            if let Some(name) = k.strip_prefix("EVENTMQ_") {
-                if name != "CONFIG_FILE" {
-                    s.values.insert(name.to_string(), v.clone());
-                    s.sources
-                        .insert(name.to_string(), format!("environment {k}"));
+        s.apply_env(env);
+        for (key, server) in addresses {
+            let key = canonical(key);
+            let own = s.source(&key).is_some_and(|w| !w.ends_with("[global]"));
+            if own || server == &section {
+                continue;
+            }
+            if let Some(text) = &text {
+                let mut theirs = Settings::default();
+                theirs.apply_ini(&path, text, server, false)?;
+                let from_global = theirs.source(&key).is_none_or(|w| w.ends_with("[global]"));
+                if let (Some(v), false) = (theirs.get(&key), from_global) {
+                    let source = theirs.source(&key).unwrap_or("").to_string();
+                    s.values.insert(key.clone(), v.to_string());
+                    s.sources.insert(key, source);
                 }
             }
         }
         Ok(s)
     }
 
-    fn apply_ini(&mut self, path: &Path, text: &str, section: &str) -> Result<(), SettingsError> {
+    /// `EVENTMQ_<KEY>` variables over the file; an older name
+    /// (`EVENTMQ_WORKER_ADDR`) counts as its setting's name unless that
+    /// name is set too.
+    fn apply_env(&mut self, env: &HashMap<String, String>) {
+        let mut names: Vec<(&String, &String)> = env.iter().collect();
+        // Older names first, so that the setting's own name wins.
+        names.sort_by_key(|(k, _)| {
+            let n = k.strip_prefix("EVENTMQ_").unwrap_or(k);
+            known::lookup(n).is_some_and(|s| s.name == n)
+        });
+        for (k, v) in names {
+            if let Some(name) = k.strip_prefix("EVENTMQ_") {
+                if name != "CONFIG_FILE" {
+                    let key = canonical(name);
+                    self.values.insert(key.clone(), v.clone());
+                    self.sources.insert(key, format!("environment {k}"));
+                }
+            }
+        }
+    }
+
+    /// Read the INI `text` for `section` (and `[global]`); `report`: note
+    /// each key [`known`] does not know, in any section, in
+    /// [`Settings::warnings`].
+    fn apply_ini(
+        &mut self,
+        path: &Path,
+        text: &str,
+        section: &str,
+        report: bool,
+    ) -> Result<(), SettingsError> {
         let mut current: Option<String> = None;
+        // Keys set under their own name in each section: an older name
+        // in the same section does not override them.
+        let mut by_name: HashMap<(String, String), ()> = HashMap::new();
         for (i, raw) in text.lines().enumerate() {
             let line = raw.trim();
             if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
@@ -212,11 +282,31 @@ impl Settings {
                     text: raw.to_string(),
                 });
             };
+            let written = k.trim().to_ascii_uppercase();
+            let here = current.as_deref().unwrap_or("");
+            if report && known::lookup(&written).is_none() {
+                let mut w = format!(
+                    "{}:{}: unknown setting {written} in [{here}] (ignored)",
+                    path.display(),
+                    i + 1
+                );
+                if let Some(near) = known::nearest(&written) {
+                    w.push_str(&format!("; did you mean {near}?"));
+                }
+                self.warnings.push(w);
+            }
             // 0.3.13 reads [global] first, then the component's section.
             let applies = matches!(current.as_deref(), Some(c) if c == section || c == "global");
             if applies {
-                let key = k.trim().to_ascii_uppercase();
-                let from_global = current.as_deref() == Some("global");
+                let key = canonical(&written);
+                let own_name = key == written;
+                if !own_name && by_name.contains_key(&(here.to_string(), key.clone())) {
+                    continue; // the setting's own name wins over an older one
+                }
+                if own_name {
+                    by_name.insert((here.to_string(), key.clone()), ());
+                }
+                let from_global = here == "global";
                 if from_global
                     && self
                         .sources
@@ -226,29 +316,43 @@ impl Settings {
                     continue; // the component's own section wins over [global]
                 }
                 self.values.insert(key.clone(), v.trim().to_string());
-                self.sources.insert(
-                    key,
-                    format!("{} [{}]", path.display(), current.as_deref().unwrap_or("")),
-                );
+                self.sources
+                    .insert(key, format!("{} [{here}]", path.display()));
             }
         }
         Ok(())
     }
 
+    /// What reading the file found worth saying: keys no emq tool reads,
+    /// each with its file, line and the nearest known name. A binary logs
+    /// them (or prints them) once at start.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// [`Settings::warnings`] as log warnings (for the binaries that log).
+    pub fn log_warnings(&self) {
+        for w in &self.warnings {
+            log::warn!("{w}");
+        }
+    }
+
     /// The value of `key` (upper case, without the `EVENTMQ_` prefix).
+    /// An older name reads its setting (`WORKER_ADDR` is `BACKEND_ADDR`).
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.values.get(key).map(String::as_str)
+        self.values.get(&canonical(key)).map(String::as_str)
     }
 
     /// Where `key` was set, e.g. `environment EVENTMQ_HWM`.
     pub fn source(&self, key: &str) -> Option<&str> {
-        self.sources.get(key).map(String::as_str)
+        self.sources.get(&canonical(key)).map(String::as_str)
     }
 
     /// Set a value as if from the environment (used by binaries and tests).
     pub fn set(&mut self, key: &str, value: &str) {
-        self.values.insert(key.to_string(), value.to_string());
-        self.sources.insert(key.to_string(), "set".to_string());
+        let key = canonical(key);
+        self.values.insert(key.clone(), value.to_string());
+        self.sources.insert(key, "set".to_string());
     }
 }
 
@@ -392,6 +496,106 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.get("NO_SUCH_KEY"), Some("x"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn unknown_keys_are_reported_with_file_line_and_nearest_name() {
+        let dir = std::env::temp_dir().join(format!("emq-settings-typo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("e.conf");
+        std::fs::write(
+            &path,
+            "[router]\nHTTP_ADR=127.0.0.1:8080\nhwm=3\n[jobmanager]\ncolour=blue\nsuper_debug=1\n",
+        )
+        .unwrap();
+        let p = path.to_str().unwrap();
+        let s = Settings::load_from("router", &env(&[("EVENTMQ_CONFIG_FILE", p)])).unwrap();
+        assert_eq!(
+            s.warnings(),
+            [
+                format!("{p}:2: unknown setting HTTP_ADR in [router] (ignored); did you mean HTTP_ADDR?"),
+                format!("{p}:5: unknown setting COLOUR in [jobmanager] (ignored)"),
+            ]
+        );
+        assert_eq!(s.get("HTTP_ADDR"), None);
+        assert_eq!(s.get("HWM"), Some("3"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_older_name_reads_as_the_setting_and_the_name_itself_wins() {
+        let dir = std::env::temp_dir().join(format!("emq-settings-alias-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("e.conf");
+        let p = path.to_str().unwrap();
+        std::fs::write(&path, "[jobmanager]\nworker_addr=tcp://127.0.0.1:9\n").unwrap();
+        let s = Settings::load_from("jobmanager", &env(&[("EVENTMQ_CONFIG_FILE", p)])).unwrap();
+        assert_eq!(s.get("BACKEND_ADDR"), Some("tcp://127.0.0.1:9"));
+        assert_eq!(s.get("WORKER_ADDR"), Some("tcp://127.0.0.1:9"));
+        assert!(s.warnings().is_empty(), "{:?}", s.warnings());
+        // Both in one section: the name wins, in either order.
+        for text in [
+            "[jobmanager]\nworker_addr=tcp://old:1\nbackend_addr=tcp://new:2\n",
+            "[jobmanager]\nbackend_addr=tcp://new:2\nworker_addr=tcp://old:1\n",
+        ] {
+            std::fs::write(&path, text).unwrap();
+            let s = Settings::load_from("jobmanager", &env(&[("EVENTMQ_CONFIG_FILE", p)])).unwrap();
+            assert_eq!(s.get("BACKEND_ADDR"), Some("tcp://new:2"), "{text}");
+        }
+        // The environment, under either name, wins over the file.
+        let s = Settings::load_from(
+            "jobmanager",
+            &env(&[
+                ("EVENTMQ_CONFIG_FILE", p),
+                ("EVENTMQ_WORKER_ADDR", "tcp://env-old:3"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(s.get("BACKEND_ADDR"), Some("tcp://env-old:3"));
+        let s = Settings::load_from(
+            "jobmanager",
+            &env(&[
+                ("EVENTMQ_CONFIG_FILE", p),
+                ("EVENTMQ_WORKER_ADDR", "tcp://env-old:3"),
+                ("EVENTMQ_BACKEND_ADDR", "tcp://env-new:4"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(s.get("BACKEND_ADDR"), Some("tcp://env-new:4"));
+        assert_eq!(
+            s.source("WORKER_ADDR"),
+            Some("environment EVENTMQ_BACKEND_ADDR")
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_client_takes_the_servers_address_from_its_section_and_nothing_else() {
+        let dir = std::env::temp_dir().join(format!("emq-settings-client-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("e.conf");
+        let p = path.to_str().unwrap();
+        std::fs::write(
+            &path,
+            "[global]\nfrontend_addr=tcp://g:1\n[router]\nfrontend_addr=tcp://*:5\n\
+             curve_secret_key_file=/router.key\n[sender]\nmax_message_size=9\n",
+        )
+        .unwrap();
+        let load = |extra: &[(&str, &str)]| {
+            let mut e = env(&[("EVENTMQ_CONFIG_FILE", p)]);
+            e.extend(env(extra));
+            Settings::load_client("sender", &[("FRONTEND_ADDR", "router")], &e).unwrap()
+        };
+        let s = load(&[]);
+        assert_eq!(s.get("FRONTEND_ADDR"), Some("tcp://*:5"));
+        assert!(s.source("FRONTEND_ADDR").unwrap().ends_with("[router]"));
+        assert_eq!(s.get("MAX_MESSAGE_SIZE"), Some("9"));
+        assert_eq!(s.get("CURVE_SECRET_KEY_FILE"), None);
+        let s = load(&[("EVENTMQ_FRONTEND_ADDR", "tcp://e:2")]);
+        assert_eq!(s.get("FRONTEND_ADDR"), Some("tcp://e:2"));
+        std::fs::write(&path, "[global]\nfrontend_addr=tcp://g:1\n").unwrap();
+        assert_eq!(load(&[]).get("FRONTEND_ADDR"), Some("tcp://g:1"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -241,6 +241,8 @@ pub fn render(op: &AdminOp, answer: &Value, now_ms: u64) -> String {
         AdminOp::Job { .. } => job_view(answer.get("job").unwrap_or(&Value::Null), now_ms),
         AdminOp::Jobs(_) => jobs(answer, now_ms),
         AdminOp::Cancel { msgid } => {
+            // The router's msgid: the whole one when a prefix was typed.
+            let msgid = answer.get("msgid").and_then(Value::as_str).unwrap_or(msgid);
             let state = cell(answer.get("state"));
             let was = cell(answer.get("was"));
             if state == "cancelling" {
@@ -264,6 +266,13 @@ pub fn render(op: &AdminOp, answer: &Value, now_ms: u64) -> String {
         }
         AdminOp::DeadDiscard(_) => {
             format!("discarded {} dead letter(s)\n", num(answer, "discarded"))
+        }
+        AdminOp::Requeue { .. } => {
+            let msgid = cell(answer.get("msgid"));
+            format!(
+                "{msgid}: queued again (was {}); `emq-cli job {msgid}` follows it\n",
+                cell(answer.get("was"))
+            )
         }
         AdminOp::Pause { queue } | AdminOp::Resume { queue } => {
             let paused = answer.get("paused").and_then(Value::as_bool);
@@ -354,11 +363,14 @@ fn status(v: &Value) -> String {
         out.push_str(&counters.render());
     }
     // Per-queue figures: each column only when the router sends its map.
+    // emq's processed_messages_by_queue counts every finished job (done,
+    // failed, dead-lettered: `queues`' FINISHED); 0.3.13's its own way.
+    let finished = if emq { "FINISHED" } else { "PROCESSED" };
     let columns: [(&'static str, &str, bool); 6] = [
         ("WAITING", "waiting_messages_by_queue", false),
         ("UNFINISHED", "inflight_messages_by_queue", false),
         ("RUNNING", "dispatched_messages_by_queue", false),
-        ("PROCESSED", "processed_messages_by_queue", false),
+        (finished, "processed_messages_by_queue", false),
         ("MEAN AGE", "latency_messages_by_queue", true),
         ("MAX AGE", "max_latency_messages_by_queue", true),
     ];
@@ -405,8 +417,10 @@ fn queues(v: &Value) -> String {
         ("DELAYED", Align::Right),
         ("OLDEST", Align::Right),
         ("PAUSED", Align::Left),
-        ("PROCESSED", Align::Right),
+        ("FINISHED", Align::Right),
+        ("DONE", Align::Right),
         ("FAILED", Align::Right),
+        ("DEAD", Align::Right),
         ("WORKERS", Align::Right),
     ]);
     for q in list(v, "queues") {
@@ -421,8 +435,10 @@ fn queues(v: &Value) -> String {
                 Some(ms) => age(ms),
             },
             cell(q.get("paused")),
+            count(q.get("finished")),
             count(q.get("processed")),
             count(q.get("failed")),
+            count(q.get("dead_lettered")),
             count(q.get("workers")),
         ]);
     }
@@ -435,8 +451,12 @@ fn queues(v: &Value) -> String {
 
 fn workers(v: &Value) -> String {
     let mut t = Table::new(&[
+        ("NAME", Align::Left),
         ("WORKER", Align::Left),
+        ("PID", Align::Right),
+        ("VERSION", Align::Left),
         ("QUEUES", Align::Left),
+        ("CONCURRENCY", Align::Right),
         ("FREE", Align::Right),
         ("RUNNING", Align::Right),
         ("LONGEST", Align::Right),
@@ -458,8 +478,12 @@ fn workers(v: &Value) -> String {
             None => cell(w.get("features")),
         };
         t.row(vec![
+            cell(w.get("name")),
             cell(w.get("identity")),
+            cell(w.get("pid")),
+            cell(w.get("version")),
             queue_list(w.get("queues")),
+            cell(w.get("concurrency")),
             num(w, "free_slots"),
             num(w, "inflight"),
             longest.map_or("-".into(), age),
@@ -693,8 +717,12 @@ pub fn job_view(job: &Value, now_ms: u64) -> String {
     if let Some(p) = take("progress") {
         kv.push("progress", progress_text(p, now_ms));
     }
+    let worker_name = take("worker_name").map(|n| cell(Some(n)));
     if let Some(x) = take("worker") {
-        kv.push("worker", cell(Some(x)));
+        match worker_name {
+            Some(n) => kv.push("worker", format!("{n} ({})", cell(Some(x)))),
+            None => kv.push("worker", cell(Some(x))),
+        }
     }
     if let Some(x) = take("reason") {
         kv.push("reason", cell(Some(x)));
@@ -712,7 +740,17 @@ pub fn job_view(job: &Value, now_ms: u64) -> String {
     }
     take("at_ms");
     let result_cut = take("result_truncated").and_then(Value::as_bool) == Some(true);
-    match take("result") {
+    let result = take("result").cloned();
+    // A failed job's traceback, as text after the key-value lines: the
+    // last error's (a dead letter's, a retried job's), else the result's.
+    let traceback = [last_error.as_ref(), m.get("error"), result.as_ref()]
+        .into_iter()
+        .flatten()
+        .find_map(emqp_proto::job::traceback_text);
+    match &result {
+        Some(x) if x.get("error").is_some_and(Value::is_object) && traceback.is_some() => {
+            kv.push("result", format!("failed: {}", error_text(Some(x))))
+        }
         Some(x) => kv.push("result", compact(x)),
         None if result_cut => kv.push("result", "(too large to keep)"),
         None => {}
@@ -733,7 +771,16 @@ pub fn job_view(job: &Value, now_ms: u64) -> String {
     for (k, v) in rest {
         kv.push(k.clone(), cell(Some(v)));
     }
-    kv.render()
+    let mut text = kv.render();
+    if let Some(tb) = traceback {
+        text.push_str("traceback:\n");
+        for line in tb.lines() {
+            text.push_str("  ");
+            text.push_str(line);
+            text.push('\n');
+        }
+    }
+    text
 }
 
 fn compact(v: &Value) -> String {
@@ -830,17 +877,18 @@ mod tests {
     fn queues_table() {
         let a = json!({"ok": true, "queues": [
             {"name": "default", "depth": 3, "inflight": 2, "retry_waiting": 0, "delayed": 1,
-             "oldest_age_ms": 192000, "paused": false, "processed": 10, "failed": 1, "workers": 2},
+             "oldest_age_ms": 192000, "paused": false, "finished": 13, "processed": 10, "failed": 1,
+             "dead_lettered": 2, "workers": 2},
             {"name": "email", "depth": 0, "inflight": 0, "retry_waiting": 0, "delayed": 0,
              "oldest_age_ms": 0, "paused": true, "processed": 0, "failed": 0, "workers": 0},
             {"name": "sms", "paused": false}
         ]});
         assert_eq!(
             render(&AdminOp::Queues, &a, NOW),
-            "QUEUE    DEPTH  IN-FLIGHT  RETRYING  DELAYED  OLDEST  PAUSED  PROCESSED  FAILED  WORKERS\n\
-             default      3          2         0        1   3m12s  no             10       1        2\n\
-             email        0          0         0        0       -  yes             0       0        0\n\
-             sms          0          0         0        0       -  no              0       0        0\n"
+            "QUEUE    DEPTH  IN-FLIGHT  RETRYING  DELAYED  OLDEST  PAUSED  FINISHED  DONE  FAILED  DEAD  WORKERS\n\
+             default      3          2         0        1   3m12s  no            13    10       1     2        2\n\
+             email        0          0         0        0       -  yes            0     0       0     0        0\n\
+             sms          0          0         0        0       -  no             0     0       0     0        0\n"
         );
         assert_eq!(
             render(&AdminOp::Queues, &json!({"ok": true, "queues": []}), NOW),
@@ -853,12 +901,16 @@ mod tests {
         let a = json!({"ok": true, "workers": [
             {"identity": "w-1", "queues": [[10, "default"], [5, "email"]], "free_slots": 1,
              "inflight": 2, "running": [{"msgid": "m", "running_ms": 4000}, {"msgid": "n", "running_ms": 65000}],
-             "connected_ms": 7500000, "draining": true, "features": ["job-ack", "cancel"]}
+             "connected_ms": 7500000, "draining": true, "features": ["job-ack", "cancel"],
+             "name": "mail@box1", "pid": 42, "concurrency": 4, "version": "0.1.0"},
+            {"identity": "w-2", "queues": [], "free_slots": 0, "inflight": 0, "running": [],
+             "connected_ms": 1000, "draining": false, "features": []}
         ]});
         assert_eq!(
             render(&AdminOp::Workers, &a, NOW),
-            "WORKER  QUEUES                FREE  RUNNING  LONGEST  CONNECTED  DRAINING  FEATURES\n\
-             w-1     default(10),email(5)     1        2    1m05s      2h05m  yes       job-ack,cancel\n"
+            "NAME       WORKER  PID  VERSION  QUEUES                CONCURRENCY  FREE  RUNNING  LONGEST  CONNECTED  DRAINING  FEATURES\n\
+             mail@box1  w-1      42  0.1.0    default(10),email(5)            4     1        2    1m05s      2h05m  yes       job-ack,cancel\n\
+             -          w-2       -  -                                        -     0        0        -         1s  no\n"
         );
         let old = json!({"connected_workers": {"abc": {"queues": [[10, "default"]], "hb": 123.4, "available_slots": 4}},
                          "connected_queues": {"default": [[10, "abc"]]}});
@@ -900,9 +952,9 @@ mod tests {
              accepted:      5\n\
              dead lettered: 2\n\
              \n\
-             QUEUE    WAITING  UNFINISHED  RUNNING  PROCESSED  MEAN AGE  MAX AGE\n\
-             default        3           4        1          0        2s    3m12s\n\
-             email          0           1        0          7         -        -\n"
+             QUEUE    WAITING  UNFINISHED  RUNNING  FINISHED  MEAN AGE  MAX AGE\n\
+             default        3           4        1         0        2s    3m12s\n\
+             email          0           1        0         7         -        -\n"
         );
         let failing = json!({"counters": {}, "journal": {"state": "failing", "error": "disk full", "refused": 3, "held_sends": 2}});
         assert!(render(&AdminOp::Status, &failing, NOW)
@@ -982,6 +1034,44 @@ mod tests {
             "MSGID  QUEUE    ATTEMPTS  REASON               DIED  ERROR\n\
              d1     default         3  retries-exhausted  5s ago  exception: boom\n"
         );
+    }
+
+    #[test]
+    fn a_running_jobs_worker_is_shown_by_name() {
+        let j = json!({"msgid": "m", "state": "in-flight", "worker": "w-1", "worker_name": "mail@box1"});
+        assert_eq!(
+            job_view(&j, NOW),
+            "msgid:  m\nstate:  in-flight\nworker: mail@box1 (w-1)\n"
+        );
+    }
+
+    #[test]
+    fn a_failed_jobs_view_ends_with_its_traceback_as_text() {
+        let error = json!({"error": {"kind": "exception", "message": "ValueError: 7",
+            "traceback": "Traceback (most recent call last):\n  File \"<string>\", line 170, in _run\n  File \"/app/jobs.py\", line 4, in boom\n    raise ValueError(x)\nValueError: 7\n"}});
+        // A dead letter: its error is also its last error.
+        let dead = json!({"msgid": "d1", "queue": "q", "state": "dead-lettered",
+            "error": error.clone(), "last_error": error.clone()});
+        assert_eq!(
+            job_view(&dead, NOW),
+            "msgid:      d1\n\
+             queue:      q\n\
+             state:      dead-lettered\n\
+             last error: exception: ValueError: 7\n\
+             traceback:\n  \
+               Traceback (most recent call last):\n    \
+                 File \"/app/jobs.py\", line 4, in boom\n      \
+                   raise ValueError(x)\n  \
+               ValueError: 7\n"
+        );
+        let failed = json!({"msgid": "f1", "state": "failed", "result": error});
+        let v = job_view(&failed, NOW);
+        assert!(
+            v.contains("result: failed: exception: ValueError: 7\n"),
+            "{v}"
+        );
+        assert!(v.ends_with("traceback:\n  Traceback (most recent call last):\n    File \"/app/jobs.py\", line 4, in boom\n      raise ValueError(x)\n  ValueError: 7\n"), "{v}");
+        assert!(!v.contains("\\n"), "{v}");
     }
 
     #[test]

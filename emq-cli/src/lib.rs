@@ -58,7 +58,11 @@ pub fn run(plan: &Plan, io: Io) -> Exit {
             }
         }
         Mode::Vocabulary => {
-            writeln!(io.out, "{}", emqp_proto::admin::vocabulary()).map(|_| Exit::Ok)
+            // The admin vocabulary plus every setting's one name (for
+            // clients in other languages to read the same settings).
+            let mut v = emqp_proto::admin::vocabulary();
+            v["settings"] = emq_cli_support::known::to_json();
+            writeln!(io.out, "{v}").map(|_| Exit::Ok)
         }
         Mode::Keygen { name, force } => return keygen(name, *force, io.out, io.err),
         Mode::Admin(op) => {

@@ -20,6 +20,9 @@ fn main() -> ExitCode {
             return Exit::Usage.into();
         }
     };
+    for w in &plan.warnings {
+        eprintln!("emq-cli: warning: {w}");
+    }
     let mut out = std::io::stdout().lock();
     let mut err = std::io::stderr();
     let mut ask = |question: &str| {

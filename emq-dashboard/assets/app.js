@@ -71,6 +71,11 @@ function when(ms) {
 }
 function badge(text, cls) { return h('span', { class: 'badge ' + (cls || text) }, text); }
 function short(id) { return id && id.length > 13 ? id.slice(0, 8) + '…' + id.slice(-4) : id; }
+// A job's link by its msgid's beginning (the whole one in its title): what
+// `emq-cli job PREFIX` takes.
+function shortJobLink(msgid) {
+  return h('a', { href: '#/job/' + encodeURIComponent(msgid), class: 'mono', title: msgid }, short(msgid));
+}
 function jobLink(msgid) {
   return h('a', { href: '#/job/' + encodeURIComponent(msgid), class: 'mono', title: msgid }, msgid);
 }
@@ -83,6 +88,31 @@ function errorText(e) {
   if (typeof e === 'string') return e;
   if (e.message) return (e.kind ? e.kind + ': ' : '') + e.message;
   return JSON.stringify(e);
+}
+
+// A failure (a result {"error": {...}} or the error object) for a person:
+// "kind: message", then its traceback as text, without the job manager's
+// own runner frames (File "<string>", ... in _run), then a shell job's
+// exit status and output.
+function failureInner(e) {
+  return e && typeof e === 'object' && e.error && typeof e.error === 'object' ? e.error : e;
+}
+function tracebackText(e) {
+  const inner = failureInner(e);
+  const tb = inner && typeof inner.traceback === 'string' ? inner.traceback : '';
+  return tb.split('\n').filter(l => !l.trim().startsWith('File "<string>"')).join('\n').trimEnd();
+}
+function failureView(e) {
+  const inner = failureInner(e);
+  if (!inner || typeof inner !== 'object') return h('pre', { class: 'block error-text-block' }, text(e));
+  const tb = tracebackText(e);
+  const out = [h('div', { class: 'error-text error-headline', id: 'job-error' }, errorText(inner))];
+  if (tb) out.push(h('pre', { class: 'block error-text-block', id: 'job-traceback' }, tb));
+  if (inner.exit_status !== undefined && inner.exit_status !== null) out.push(h('div', { class: 'sub' }, 'exit status ' + inner.exit_status));
+  for (const k of ['stderr', 'stdout']) {
+    if (typeof inner[k] === 'string' && inner[k]) out.push(h('div', { class: 'sub' }, k), h('pre', { class: 'block' }, inner[k]));
+  }
+  return out;
 }
 
 class ApiError extends Error {
@@ -317,8 +347,8 @@ views.overview = {
 
     this.stats.replaceChildren(
       stat('Accepted / s', rate(last && last.accepted), num(c.accepted) + ' total', 'accepted', 'accepted-rate'),
-      stat('Completed / s', rate(last && last.completed), num(c.completed) + ' total', 'completed', 'completed-rate'),
-      stat('Failed / s', rate(last && last.failed), num((c.failed || 0) + (c.dead_lettered || 0)) + ' total', 'failed', 'failed-rate'),
+      stat('Completed / s', rate(last && last.completed), num(c.completed) + ' total (done + failed)', 'completed', 'completed-rate'),
+      stat('Failed / s', rate(last && last.failed), num((c.failed || 0) + (c.dead_lettered || 0)) + ' total (failed + dead)', 'failed', 'failed-rate'),
       stat('Queued', num(col('queued')), num(col('retry_waiting')) + ' waiting to retry', '', 'queued'),
       stat('In flight', num(col('inflight')), paused ? paused + ' queue(s) paused' : num(queues.length) + ' queue(s)', '', 'inflight'),
       stat('Workers', num(workers.length), num(slots) + ' free · ' + num(busy) + ' busy', workers.length ? '' : 'warn', 'workers'),
@@ -350,7 +380,7 @@ views.overview = {
     this.workers.replaceChildren(table(
       ['Worker', 'Queues', ['Busy', 'num'], ['Free', 'num'], ''],
       topW.map(w => h('tr', {},
-        h('td', { class: 'mono', title: w.identity }, short(w.identity)),
+        w.name ? h('td', { title: w.identity }, w.name) : h('td', { class: 'mono', title: w.identity }, short(w.identity)),
         h('td', {}, (w.queues || []).map(q => q[1]).join(', ')),
         h('td', { class: 'num' }, num(w.inflight)), h('td', { class: 'num' }, num(w.free_slots)),
         h('td', { class: 'actions' }, w.draining ? badge('draining') : ''))),
@@ -368,7 +398,7 @@ views.queues = {
   render(queues) {
     this.body.replaceChildren(table(
       ['Queue', ['Depth', 'num'], ['In flight', 'num'], ['Retrying', 'num'], ['Delayed', 'num'],
-        ['Oldest job', 'num'], ['Workers', 'num'], ['Processed', 'num'], ['Failed', 'num'], 'State', ''],
+        ['Oldest job', 'num'], ['Workers', 'num'], ['Finished', 'num'], ['Done', 'num'], ['Failed', 'num'], ['Dead', 'num'], 'State', ''],
       queues.map(q => h('tr', { 'data-queue': q.name },
         h('td', {}, h('a', { href: '#/jobs?queue=' + encodeURIComponent(q.name) }, q.name)),
         h('td', { class: 'num', 'data-col': 'depth' }, num(q.depth)),
@@ -377,8 +407,10 @@ views.queues = {
         h('td', { class: 'num' }, num(q.delayed)),
         h('td', { class: 'num' }, q.oldest_age_ms ? dur(q.oldest_age_ms) : '–'),
         h('td', { class: 'num' }, num(q.workers)),
+        h('td', { class: 'num', 'data-col': 'finished' }, num(q.finished)),
         h('td', { class: 'num', 'data-col': 'processed' }, num(q.processed)),
-        h('td', { class: 'num' }, num(q.failed)),
+        h('td', { class: 'num', 'data-col': 'failed' }, num(q.failed)),
+        h('td', { class: 'num', 'data-col': 'dead' }, num(q.dead_lettered)),
         h('td', { 'data-col': 'state' }, q.paused ? badge('paused') : badge('active')),
         h('td', { class: 'actions' },
           q.paused
@@ -389,9 +421,20 @@ views.queues = {
             { title: `Purge queue ${q.name}?`, ok: 'Purge',
               text: `Every waiting job of ${q.name} (${num(q.depth + q.retry_waiting + q.delayed)} now: queued, delayed, retrying) is cancelled. Jobs in flight are not touched. This cannot be undone.` }),
             { 'data-action': 'purge' })))),
-      'No queues yet: a queue appears when a worker announces it or a job is sent to it'));
+      'No queues yet: a queue appears when a worker announces it or a job is sent to it'),
+      COUNTS_LEGEND());
   },
 };
+
+// What each count means: one definition for the overview, the queues page,
+// `emq-cli status` and `emq-cli queues`.
+function COUNTS_LEGEND() {
+  return h('p', { class: 'legend sub', id: 'counts-legend' },
+    'Depth: waiting for a free slot. In flight: on a job manager now. Retrying: failed, waiting for their next try. ',
+    'Delayed: not due yet. Finished = Done + Failed + Dead, since the router started: Done finished ok; ',
+    'Failed finished failed with no retry left; Dead dead-lettered (retries or deliveries exhausted). ',
+    'Cancelled jobs are in none of them. The overview’s Completed counts Done + Failed, its Failed counts Failed + Dead.');
+}
 
 views.workers = {
   title: 'Workers',
@@ -402,9 +445,15 @@ views.workers = {
   async load() { return (await api('workers')).workers; },
   render(workers) {
     this.body.replaceChildren(table(
-      ['Identity', 'Queues', ['Slots free', 'num'], ['Running', 'num'], 'Running jobs', 'Connected', 'State', ''],
+      ['Worker', 'Queues', ['Slots free', 'num'], ['Running', 'num'], 'Running jobs', 'Connected', 'State', ''],
       workers.map(w => h('tr', { 'data-worker': w.identity },
-        h('td', { class: 'mono', title: (w.features || []).join(', ') }, w.identity),
+        // NAME@HOST (the same across reconnects), then pid, concurrency,
+        // version and the connection's identity.
+        h('td', { class: 'worker-cell', title: (w.features || []).join(', ') },
+          w.name ? h('div', { class: 'worker-name' }, w.name) : '',
+          h('div', { class: w.name ? 'sub mono' : 'mono' }, [
+            w.pid ? 'pid ' + w.pid : '', w.concurrency ? w.concurrency + ' slots' : '', w.version ? 'v' + w.version : '',
+          ].filter(Boolean).concat([short(w.identity)]).join(' · '))),
         h('td', {}, (w.queues || []).map(q => h('div', {}, q[1], h('span', { class: 'sub' }, ' · weight ' + q[0])))),
         h('td', { class: 'num' }, num(w.free_slots)),
         h('td', { class: 'num' }, num(w.inflight)),
@@ -472,14 +521,17 @@ views.jobs = {
     document.getElementById('jobs-scanned').textContent =
       `${num(r.jobs.length)} shown · ${num(r.scanned)} looked at`;
     this.body.replaceChildren(table(
-      ['Msgid', 'Queue', 'State', ['Attempts', 'num'], 'Accepted', 'Payload'],
+      ['Msgid', 'Job', 'Queue', 'State', ['Attempts', 'num'], 'Accepted', ['Took', 'num'], 'Worker'],
       r.jobs.map(j => h('tr', { 'data-msgid': j.msgid },
-        h('td', {}, jobLink(j.msgid)),
+        h('td', {}, shortJobLink(j.msgid)),
+        h('td', {}, h('div', { class: 'payload job-summary', title: j.payload, 'data-col': 'job' }, jobSummary(j.payload))),
         h('td', {}, j.queue),
         h('td', {}, badge(j.state)),
         h('td', { class: 'num' }, num(j.attempts)),
         h('td', {}, when(j.accepted_at_ms)),
-        h('td', {}, h('div', { class: 'payload', title: j.payload }, j.payload)))),
+        h('td', { class: 'num', 'data-col': 'runtime' }, runTime(j)),
+        j.worker_name ? h('td', { title: j.worker }, j.worker_name)
+          : h('td', { class: 'mono', title: j.worker || '' }, j.worker ? short(j.worker) : ''))),
       r.next_cursor ? 'No match among the jobs looked at: search on with “Next”' : 'No jobs match'));
     const prev = h('button', { class: 'btn small', type: 'button', disabled: !this.cursors.length,
       onclick: () => { this.cursor = this.cursors.pop() || null; refresh(); } }, '← Previous');
@@ -519,6 +571,8 @@ views.job = {
         r => `Job ${r.state}`, { title: 'Cancel this job?', ok: 'Cancel job',
           text: j.state === 'in-flight' ? 'The job manager stops the running job; the job ends cancelled.' : 'The job is removed from its queue and ends cancelled.' }),
         { 'data-action': 'cancel' }) : '',
+      ['failed', 'cancelled'].includes(j.state) ? actionButton('Retry', '', () => act('requeue', { msgid: j.msgid },
+        () => 'Job queued again'), { 'data-action': 'requeue' }) : '',
       j.state === 'dead-lettered' ? [
         actionButton('Retry', '', () => act('dead-retry', { msgid: j.msgid }, () => 'Dead letter queued again'), { 'data-action': 'retry' }),
         ' ',
@@ -539,12 +593,13 @@ views.job = {
         row('Runs at', j.run_at_ms ? [stamp(j.run_at_ms), ' · ', when(j.run_at_ms)] : null),
         row('Finished', j.finished_at_ms ? [stamp(j.finished_at_ms), ' · ', when(j.finished_at_ms)] : null),
         row('Took', j.finished_at_ms && j.accepted_at_ms ? dur(j.finished_at_ms - j.accepted_at_ms) + ' from acceptance' : null),
-        row('Worker', j.worker ? h('span', { class: 'mono' }, j.worker) : null),
+        row('Worker', j.worker ? (j.worker_name ? [j.worker_name, ' ', h('span', { class: 'sub mono' }, j.worker)]
+          : h('span', { class: 'mono' }, j.worker)) : null),
         row('Client', j.client ? h('span', { class: 'mono' }, j.client) : null),
         row('Reason', j.reason || null),
         row('Unique key', j.unique_key ? [h('span', { class: 'mono' }, j.unique_key), j.unique_held ? ' · held' : ' · released'] : null),
         row('Headers', j.headers ? h('span', { class: 'mono' }, j.headers) : h('span', { class: 'sub' }, 'none'))))),
-      j.last_error ? card('Last error', '', h('div', { class: 'body' }, h('pre', { class: 'block error-text-block' }, text(j.last_error)))) : '',
+      j.last_error ? card('Last error', '', h('div', { class: 'body' }, failureView(j.last_error))) : '',
       'result' in j && j.state === 'done' ? card('Result', j.result_truncated ? h('span', { class: 'sub' }, 'too large: not kept') : '',
         h('div', { class: 'body' }, h('pre', { class: 'block', id: 'job-result' }, text(j.result)))) : '',
       card('Payload', j.payload_truncated ? h('span', { class: 'sub' }, 'first 1,000 bytes') : '',
@@ -560,6 +615,30 @@ function progressBar(p) {
     ' ', h('strong', {}, p.percent + ' %'),
     p.message ? [' · ', p.message] : '',
     p.at_ms ? h('span', { class: 'sub' }, ' · reported ', when(p.at_ms)) : '');
+}
+
+// A job as people think of it: `module.function(args, key=value)` for a
+// Python job, `$ argv` for a shell job, `handler(args)` for a call; the raw
+// payload for anything else.
+function jobSummary(p) {
+  let v;
+  try { v = JSON.parse(p); } catch (_) { return p; }
+  if (!Array.isArray(v) || typeof v[0] !== 'string' || typeof v[1] !== 'object' || !v[1]) return p;
+  const o = v[1];
+  const show = x => { try { return JSON.stringify(x); } catch (_) { return String(x); } };
+  const args = (a, kw) => (Array.isArray(a) ? a.map(show) : []).concat(
+    kw && typeof kw === 'object' ? Object.entries(kw).map(([k, x]) => k + '=' + show(x)) : []).join(', ');
+  if (v[0] === 'run' && o.callable) return (o.path ? o.path + '.' : '') + o.callable + '(' + args(o.args, o.kwargs) + ')';
+  if (v[0] === 'shell' && Array.isArray(o.argv)) return '$ ' + o.argv.join(' ');
+  if (v[0] === 'call' && o.handler) return o.handler + '(' + (o.args === undefined ? '' : show(o.args)) + ')';
+  return p;
+}
+// How long a job took: a running job's time on its worker so far, a
+// finished job's time from acceptance to its end.
+function runTime(j) {
+  if (j.running_ms !== undefined && j.running_ms !== null) return dur(j.running_ms) + ' so far';
+  if (j.finished_at_ms && j.accepted_at_ms) return dur(Math.max(0, j.finished_at_ms - j.accepted_at_ms));
+  return '–';
 }
 
 function prettyPayload(p) {
@@ -611,14 +690,14 @@ views.dead = {
     this.body.replaceChildren(table(
       ['Msgid', 'Queue', 'Reason', 'Last error', ['Attempts', 'num'], 'Dead since', 'Payload', ''],
       r.dead_letters.map(d => h('tr', { 'data-msgid': d.msgid },
-        h('td', {}, jobLink(d.msgid)),
+        h('td', {}, shortJobLink(d.msgid)),
         h('td', {}, d.queue),
-        h('td', {}, d.reason),
+        h('td', { class: 'wrap' }, d.reason),
         h('td', {}, h('div', { class: 'payload error-text', title: errorText(d.error && d.error.error || d.error) },
           errorText(d.error && d.error.error || d.error))),
         h('td', { class: 'num' }, num(d.attempts)),
         h('td', {}, when(d.at_ms)),
-        h('td', {}, h('div', { class: 'payload', title: d.payload }, d.payload)),
+        h('td', {}, h('div', { class: 'payload', title: d.payload }, jobSummary(d.payload))),
         h('td', { class: 'actions' },
           actionButton('Retry', '', () => act('dead-retry', { msgid: d.msgid }, () => 'Dead letter queued again'), { 'data-action': 'retry' }),
           actionButton('Discard', 'danger', () => act('dead-discard', { msgid: d.msgid }, () => 'Dead letter discarded',

@@ -10,8 +10,8 @@ original stdin/stdout.
   first line out:  {"hello": "emq-worker", "pid": N, "python": "3.x.y",
                     "setup_error": str (if the setup function raised),
                     "hooks_error": str (if entry/exit cannot be loaded)}
-  in:              {"id": RUN, "job": {"path", "callable", "args", "kwargs",
-                                       "class_args", "class_kwargs"},
+  in:              {"id": RUN, "msgid": MSGID, "job": {"path", "callable", "args",
+                                       "kwargs", "class_args", "class_kwargs"},
                     "context": {"msgid", "queue", "headers",
                                 "traceparent": str|null}}
   out, while it runs (0 or more, from emq_job.progress):
@@ -23,7 +23,12 @@ original stdin/stdout.
 `path` is `pkg.module` (call the module attribute `callable`) or
 `pkg.module:Class` (instantiate Class(*class_args, **class_kwargs), then call
 its method `callable`). The job's own output on stdout goes to stderr, and
-its stdin is /dev/null, so neither can disturb the protocol.
+its stdin is /dev/null, so neither can disturb the protocol. What the job
+writes through sys.stdout and sys.stderr (print, logging to stderr) comes
+out one line at a time tagged with its msgid, `[MSGID] line`, so that the
+output of jobs on many slots can be told apart (a C extension or a child
+process writing to fd 1 or 2 directly is not tagged). A traceback starts
+at the job's own code: this script's frames are left out.
 
 The hooks are EventMQ 0.3.13's SUBPROCESS_SETUP_FUNC (called once, before
 the hello line: before the first job), JOB_ENTRY_FUNC and JOB_EXIT_FUNC
@@ -187,13 +192,86 @@ def _callable_from_name(name):
     return getattr(obj, attr)
 
 
+_OWN_FILE = (lambda: None).__code__.co_filename
+
+
+def _job_traceback(exc):
+    """The traceback of `exc` from the first frame that is not this
+    script's (`File "<string>", line N, in _run` means nothing to the job's
+    author)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == _OWN_FILE:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
 def _error(kind, exc, tb=True, prefix=""):
     text = str(exc)
     message = "%s: %s" % (type(exc).__name__, text) if text else type(exc).__name__
     err = {"kind": kind, "message": prefix + message}
     if tb:
-        err["traceback"] = traceback.format_exc()
+        err["traceback"] = _job_traceback(exc)
     return err
+
+
+class _Tagged:
+    """A text stream that writes whole lines to `out`, each after `tag`
+    (a partial line waits for its newline, or for `close_line`)."""
+
+    def __init__(self, out, tag):
+        self._out = out
+        self._tag = tag
+        self._partial = ""
+
+    def write(self, text):
+        if not isinstance(text, str):
+            text = str(text)
+        lines = (self._partial + text).split("\n")
+        self._partial = lines.pop()
+        for line in lines:
+            self._out.write(self._tag + line + "\n")
+        return len(text)
+
+    def close_line(self):
+        if self._partial:
+            self._out.write(self._tag + self._partial + "\n")
+            self._partial = ""
+        self._out.flush()
+
+    def flush(self):
+        self._out.flush()
+
+    def isatty(self):
+        return False
+
+    def writable(self):
+        return True
+
+    def __getattr__(self, name):
+        return getattr(self._out, name)
+
+
+class _tagged_output:
+    """sys.stdout and sys.stderr tagged with `[msgid] ` while a job runs."""
+
+    def __init__(self, msgid):
+        self.tag = "[%s] " % msgid if msgid else ""
+
+    def __enter__(self):
+        self.saved = (sys.stdout, sys.stderr)
+        if self.tag:
+            self.stream = _Tagged(sys.__stderr__, self.tag)
+            sys.stdout = sys.stderr = self.stream
+        return self
+
+    def __exit__(self, *exc):
+        if self.tag:
+            try:
+                self.stream.close_line()
+            except Exception:
+                pass
+        sys.stdout, sys.stderr = self.saved
+        return False
 
 
 class Hooks:
@@ -280,11 +358,13 @@ def _run_job(req, hooks):
         except BaseException as e:
             prefix = "JOB_ENTRY_FUNC %s raised " % hooks.entry_name
             return {"id": rid, "error": _error("exception", e, prefix=prefix)}
+    msgid = req.get("msgid") if isinstance(req.get("msgid"), str) else None
     try:
         fn = _resolve(job)
         args = job.get("args") or []
         kwargs = job.get("kwargs") or {}
-        value = fn(*args, **kwargs)
+        with _tagged_output(msgid):
+            value = fn(*args, **kwargs)
     except BadJob as e:
         return {"id": rid, "error": _error("bad-job", e, tb=False)}
     except BaseException as e:  # SystemExit and KeyboardInterrupt too: the worker lives on

@@ -373,6 +373,16 @@ impl JobManager {
         };
         core_cfg.id_seed = emqp_proto::msgid::random_seed();
         core_cfg.unix_micros_at_start = unix_micros_now();
+        // Who we are, for `emq-cli workers` and the dashboard (the name
+        // comes from --name; the rest is this process's).
+        let about = &mut core_cfg.about;
+        about.host = about.host.take().or_else(hostname);
+        about.pid = about.pid.or(Some(std::process::id()));
+        about.slots = about.slots.or(Some(core_cfg.concurrency as u64));
+        about.version = about
+            .version
+            .take()
+            .or_else(|| Some(env!("CARGO_PKG_VERSION").to_string()));
         let start = Instant::now();
         let (concurrency, prefetch, queues, brokers, max_message_size, default_timeout) = (
             core_cfg.concurrency,
@@ -720,4 +730,14 @@ fn send(sock: Option<&zmq::Socket>, msg: Message) -> Option<Message> {
         }
     }
     None
+}
+
+/// This machine's host name (Linux: /proc/sys/kernel/hostname), else
+/// `$HOSTNAME`; `None` when neither says.
+fn hostname() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
 }

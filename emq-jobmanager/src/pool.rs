@@ -615,7 +615,7 @@ impl SlotThread {
                         }
                     };
                     self.python
-                        .run(run, job, (&context, &report), &*self.shared)
+                        .run(run, &js.msgid, job, (&context, &report), &*self.shared)
                 }
                 Job::Shell(job) => crate::shell::run(job, run, &*self.shared),
                 // Inline: no thread start or hand-off per job.

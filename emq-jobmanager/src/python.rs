@@ -6,7 +6,9 @@
 //! or a CANCEL kills it together with anything the job started (the slot
 //! then starts a fresh worker). It speaks JSON lines over its original
 //! stdin/stdout (see the script's docstring); the job's own prints go to
-//! the job manager's stderr. `PYTHONPATH` and the working directory are
+//! the job manager's stderr, each line tagged with the job's msgid
+//! (`[MSGID] line`), and its traceback, when it raises, comes without the
+//! worker script's own frames. `PYTHONPATH` and the working directory are
 //! inherited (with `-c`, the working directory is on `sys.path`, as for
 //! 0.3.13's worker).
 //!
@@ -241,9 +243,11 @@ impl PythonWorker {
     }
 
     /// Run one job; never panics.
+    /// `msgid` tags the job's own output on stderr (`[msgid] line`).
     pub(crate) fn run(
         &mut self,
         run: u64,
+        msgid: &str,
         job: &RunJob,
         (context, progress): (&Value, &dyn Fn(u8, String)),
         slot: &dyn GroupRegistry,
@@ -284,7 +288,8 @@ impl PythonWorker {
         let Some(proc) = self.proc.as_mut() else {
             return crash("no Python worker".into());
         };
-        let request = serde_json::json!({"id": run, "job": job, "context": context});
+        let request =
+            serde_json::json!({"id": run, "msgid": msgid, "job": job, "context": context});
         let mut line = request.to_string();
         line.push('\n');
         slot.set_job_group(run, Some(proc.pid));

@@ -72,7 +72,14 @@ fn inform_ready_request_reply_and_sigterm_kbye_exit_0() {
     assert_eq!(frames[4].len(), 36);
     assert_eq!(frames[5], br#"[[10, "default"], [15, "email"]]"#);
     assert_eq!(frames[6], b"worker");
-    assert_eq!(frames[7], b"job-ack,cancel");
+    // job-ack,cancel, then who it is (host, pid, slots, version).
+    let features = String::from_utf8(frames[7].clone()).unwrap();
+    assert!(features.starts_with("job-ack,cancel,host="), "{features}");
+    assert!(
+        features.contains(&format!(",pid={},", jm.pid()))
+            && features.ends_with(&format!(",version={}", env!("CARGO_PKG_VERSION"))),
+        "{features}"
+    );
     let id = frames[0].clone();
     assert_eq!(id.len(), 36, "uuid4 identity");
     // Nothing before the ACK, then READY x concurrency (no router HEARTBEAT needed).

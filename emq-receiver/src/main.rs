@@ -12,8 +12,14 @@ use emq_receiver::{run, Cli, Exit};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let plan = match cli.plan(&|k| std::env::var(k).ok()) {
-        Ok(p) => p,
+    let env: std::collections::HashMap<String, String> = std::env::vars().collect();
+    let plan = match cli.plan_from(&env) {
+        Ok((p, warnings)) => {
+            for w in warnings {
+                eprintln!("emq-receiver: warning: {w}");
+            }
+            p
+        }
         Err(e) => {
             eprintln!("emq-receiver: error: {e}");
             return Exit::Usage.into();

@@ -46,13 +46,18 @@ impl Histogram {
     }
 }
 
-/// Counters of one route queue.
+/// Counters of one route queue, one definition for every view (STATUS's
+/// per-queue figures, admin `queues`, the dashboard, `/metrics`):
+/// `finished = processed + failed + dead_lettered`.
 #[derive(Debug, Clone, Default)]
 pub struct QueueMetrics {
-    /// Finished jobs: completed (ok or failed) or dead-lettered after
-    /// exhausted retries (admin `processed_messages_by_queue`).
+    /// Finished jobs: done, failed, or dead-lettered (retries or deliveries
+    /// exhausted) — admin `processed_messages_by_queue`, `queues`'
+    /// `finished`. Cancelled jobs are not counted.
     pub finished: u64,
+    /// Finished ok (`done`).
     pub processed: u64,
+    /// Finished failed with no retry left to try (not dead-lettered).
     pub failed: u64,
     pub retried: u64,
     pub redelivered: u64,

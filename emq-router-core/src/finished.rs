@@ -59,6 +59,11 @@ impl Finished {
         self.jobs.front().map(|r| r.finished_at_unix_ms)
     }
 
+    /// The msgids of the retained finished jobs, in no order.
+    pub fn msgids(&self) -> impl Iterator<Item = &str> + '_ {
+        self.by_msgid.keys().map(String::as_str)
+    }
+
     /// The newest finished job with this msgid.
     pub fn get(&self, msgid: &str) -> Option<&FinishedRecord> {
         let seq = *self.by_msgid.get(msgid)?;

@@ -72,6 +72,10 @@ pub struct Worker {
     /// Its job manager's take-back key (`router/peers.rs`, "Take-back
     /// keys"); `None` for a worker that listed no features.
     pub take_back: Option<Box<str>>,
+    /// Who it is, as its INFORM said (name, host, pid, slots, version;
+    /// emq job managers), for the `workers` view; `None` for a worker that
+    /// said nothing (0.3.13).
+    pub about: Option<Box<emqp_proto::WorkerAbout>>,
     /// How the worker reports finished jobs.
     pub kind: WorkerKind,
     pub slots: u32,
@@ -229,6 +233,7 @@ impl WorkerPool {
                 announced,
                 features,
                 take_back: None,
+                about: None,
                 kind,
                 slots: 0,
                 draining: false,

@@ -31,6 +31,7 @@ pub use payload::UsageError;
 
 use bulk::{dead_letter_result, payload_value, BulkOptions};
 use emqp_proto::{Command, RejectReason};
+use serde_json::Value;
 
 /// Where [`run`] reads and writes.
 pub struct Io<'a> {
@@ -87,7 +88,9 @@ pub fn run<R: BufRead + Send + 'static>(plan: &Plan, input: R, io: Io) -> Exit {
                 }
                 Ok(exit)
             }),
-        Mode::Single(message) => run_single(&client, plan, message.clone(), io.out, io.err),
+        Mode::Single(message) => {
+            run_single(&client, plan, message.clone(), io.out, io.err, io.progress)
+        }
         Mode::Bulk => {
             let opts = BulkOptions {
                 queue: plan.queue.clone(),
@@ -302,6 +305,7 @@ fn run_single(
     message: Vec<u8>,
     out: &mut dyn Write,
     err: &mut dyn Write,
+    person: bool,
 ) -> Result<Exit, ClientError> {
     let secs = plan.timeout.as_secs_f64();
     let deadline = Instant::now() + plan.timeout;
@@ -380,7 +384,18 @@ fn run_single(
         }
         Outcome::Finished { status, payload } => {
             if plan.wait {
-                print(out, &payload_value(&payload).to_string())?;
+                let mut value = payload_value(&payload);
+                if let Some(tb) = emqp_proto::job::traceback_text(&value) {
+                    // The traceback as text on stderr; on a terminal (a
+                    // person reads both) not again, escaped, in the JSON.
+                    let _ = write!(err, "emq-sender: job {msgid} failed:\n{tb}");
+                    if person {
+                        if let Some(e) = value.get_mut("error").and_then(Value::as_object_mut) {
+                            e.remove("traceback");
+                        }
+                    }
+                }
+                print(out, &value.to_string())?;
                 Exit::for_status(status)
             } else {
                 // A result before the ack still means it was accepted.

@@ -10,13 +10,17 @@ use emq_sender::{progress_wanted, run, Cli, Exit, Io};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let plan = match cli.plan(&|k| std::env::var(k).ok()) {
+    let env: std::collections::HashMap<String, String> = std::env::vars().collect();
+    let plan = match cli.plan_from(&env) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("emq-sender: error: {e}");
             return Exit::Usage.into();
         }
     };
+    for w in &plan.warnings {
+        eprintln!("emq-sender: warning: {w}");
+    }
     if plan.mode == emq_sender::Mode::Bulk && std::io::stdin().is_terminal() {
         eprintln!("emq-sender: reading jobs from stdin, one JSON job per line (Ctrl-D ends)");
     }

@@ -54,6 +54,9 @@ pub enum AdminOp {
     DeadRetry(DeadTarget),
     /// Drop dead letters for good.
     DeadDiscard(DeadTarget),
+    /// Run a failed or cancelled job again: a retained finished one is
+    /// accepted again under its msgid, a dead letter as `dead-retry`.
+    Requeue { msgid: String },
     /// Every queue's figures.
     Queues,
     /// Stop dispatching a queue's jobs.
@@ -356,6 +359,7 @@ impl AdminOp {
             AdminOp::DeadRetry(all.clone()),
             AdminOp::DeadDiscard(one),
             AdminOp::DeadDiscard(all),
+            AdminOp::Requeue { msgid: s("m") },
             AdminOp::Queues,
             AdminOp::Pause { queue: s("q") },
             AdminOp::Resume { queue: s("q") },
@@ -530,6 +534,7 @@ mod tests {
             json!({"op": "dead-retry", "all": true, "queue": "q", "contains": "c"}),
             json!({"op": "dead-discard", "msgid": "m"}),
             json!({"op": "dead-discard", "all": true, "queue": "q", "contains": "c"}),
+            json!({"op": "requeue", "msgid": "m"}),
             json!({"op": "queues"}),
             json!({"op": "pause", "queue": "q"}),
             json!({"op": "resume", "queue": "q"}),
@@ -647,6 +652,7 @@ mod tests {
                 "cancel",
                 "dead-retry",
                 "dead-discard",
+                "requeue",
                 "pause",
                 "resume",
                 "purge",

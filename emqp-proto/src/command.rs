@@ -75,6 +75,92 @@ pub fn take_back_key(features: &[String]) -> Option<&str> {
     })
 }
 
+/// Who a worker is, for people (emq, in the INFORM's features frame):
+/// `name=NAME`, `host=HOST`, `pid=N`, `slots=N`, `version=V`, each value
+/// percent-encoded where it holds `%` or `,`. The router shows them in its
+/// `workers` view (`NAME@HOST`); a job manager sends the same name on
+/// every reconnect, so the name stays while the connection identity (a
+/// fresh uuid per connection) changes. A router that does not know them
+/// takes them as unknown features (ignored); a 0.3.13 router ignores the
+/// frame.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkerAbout {
+    pub name: Option<String>,
+    pub host: Option<String>,
+    pub pid: Option<u32>,
+    /// The job manager's slots (`--concurrency`).
+    pub slots: Option<u64>,
+    pub version: Option<String>,
+}
+
+impl WorkerAbout {
+    const KEYS: [&'static str; 5] = ["name=", "host=", "pid=", "slots=", "version="];
+
+    /// The features entries, in a fixed order, for what is known.
+    pub fn to_features(&self) -> Vec<String> {
+        let enc = |v: &str| v.replace('%', "%25").replace(',', "%2C");
+        let mut out = Vec::new();
+        if let Some(v) = &self.name {
+            out.push(format!("name={}", enc(v)));
+        }
+        if let Some(v) = &self.host {
+            out.push(format!("host={}", enc(v)));
+        }
+        if let Some(v) = self.pid {
+            out.push(format!("pid={v}"));
+        }
+        if let Some(v) = self.slots {
+            out.push(format!("slots={v}"));
+        }
+        if let Some(v) = &self.version {
+            out.push(format!("version={}", enc(v)));
+        }
+        out
+    }
+
+    /// The entries of `features` that say who the worker is, taken out
+    /// of it; `None` when there are none. A number that does not parse is
+    /// left out (never an error: it is for display).
+    pub fn take_from(features: &mut Vec<String>) -> Option<WorkerAbout> {
+        let dec = |v: &str| {
+            v.replace("%2C", ",")
+                .replace("%2c", ",")
+                .replace("%25", "%")
+        };
+        let mut about = WorkerAbout::default();
+        let mut any = false;
+        features.retain(|f| {
+            let Some(key) = Self::KEYS.iter().find(|k| f.starts_with(**k)) else {
+                return true;
+            };
+            let v = &f[key.len()..];
+            any = true;
+            match *key {
+                "name=" => about.name = Some(dec(v)).filter(|v| !v.is_empty()),
+                "host=" => about.host = Some(dec(v)).filter(|v| !v.is_empty()),
+                "pid=" => about.pid = v.parse().ok(),
+                "slots=" => about.slots = v.parse().ok(),
+                _ => about.version = Some(dec(v)).filter(|v| !v.is_empty()),
+            }
+            false
+        });
+        any.then_some(about)
+    }
+
+    /// `NAME@HOST`, `NAME`, or `PID@HOST` (no name given), as people
+    /// read it (one word, for tables); `None`
+    /// when neither name nor host is known.
+    pub fn label(&self) -> Option<String> {
+        match (&self.name, &self.host, self.pid) {
+            (Some(n), Some(h), _) => Some(format!("{n}@{h}")),
+            (Some(n), None, _) => Some(n.clone()),
+            (None, Some(h), Some(p)) => Some(format!("{p}@{h}")),
+            (None, Some(h), None) => Some(h.clone()),
+            (None, None, _) => None,
+        }
+    }
+}
+
 impl Inform {
     pub fn has_feature(&self, name: &str) -> bool {
         self.features.iter().any(|f| f == name)
@@ -86,7 +172,9 @@ impl Inform {
 pub struct Request {
     pub queue: String,
     pub headers: Headers,
-    /// The job payload (JSON text in 0.3.13). Never decoded by the router.
+    /// The job payload (JSON text in 0.3.13). Never decoded by the router,
+    /// which only tells a message that cannot be a job
+    /// ([`crate::job::not_a_job`]).
     pub message: Vec<u8>,
 }
 
@@ -197,6 +285,9 @@ pub enum RejectReason {
     DuplicateMsgid,
     /// UNSCHEDULE (or an admin operation) named something that does not exist.
     NotFound,
+    /// The REQUEST's message is JSON but not a job: every job form (0.3.13's
+    /// and emq's) is an array `[KIND, PARAMS]` ([`crate::job::not_a_job`]).
+    NotAJob,
     /// emq: the REQUEST's `unique-key` is held by another job and it asked
     /// `on-conflict:reject`; TEXT starts with the holder's msgid
     /// ([`Reject::duplicate_of`]).
@@ -215,6 +306,7 @@ impl RejectReason {
             RejectReason::JournalUncertain => "journal-uncertain",
             RejectReason::DuplicateMsgid => "duplicate-msgid",
             RejectReason::NotFound => "not-found",
+            RejectReason::NotAJob => "not-a-job",
             RejectReason::Duplicate => "duplicate",
             RejectReason::Other(s) => s,
         }
@@ -230,6 +322,7 @@ impl RejectReason {
             "journal-uncertain" => RejectReason::JournalUncertain,
             "duplicate-msgid" => RejectReason::DuplicateMsgid,
             "not-found" => RejectReason::NotFound,
+            "not-a-job" => RejectReason::NotAJob,
             "duplicate" => RejectReason::Duplicate,
             _ => RejectReason::Other(s),
         }
@@ -797,5 +890,50 @@ impl Body {
             self.offset += 1;
         }
         f
+    }
+}
+
+#[cfg(test)]
+mod about_tests {
+    use super::*;
+    use crate::Message;
+
+    #[test]
+    fn who_a_worker_is_rides_in_the_features_and_comes_back_out() {
+        let about = WorkerAbout {
+            name: Some("mail,1%".into()),
+            host: Some("box".into()),
+            pid: Some(42),
+            slots: Some(4),
+            version: Some("0.1.0".into()),
+        };
+        let mut features = vec!["job-ack".to_string(), "cancel".into()];
+        features.extend(about.to_features());
+        assert_eq!(
+            features.join(","),
+            "job-ack,cancel,name=mail%2C1%25,host=box,pid=42,slots=4,version=0.1.0"
+        );
+        // Through the frame and back.
+        let frames = Message::with_msgid(
+            "m",
+            Command::Inform(Inform {
+                queues: QueueSpec::default(),
+                peer_type: Some(PeerType::Worker),
+                features,
+            }),
+        )
+        .encode();
+        let Command::Inform(mut i) = Message::decode(frames).unwrap().command else {
+            panic!("not an INFORM");
+        };
+        assert_eq!(WorkerAbout::take_from(&mut i.features), Some(about.clone()));
+        assert_eq!(i.features, ["job-ack", "cancel"]);
+        assert_eq!(about.label().as_deref(), Some("mail,1%@box"));
+        assert_eq!(WorkerAbout::take_from(&mut vec!["job-ack".into()]), None);
+        let mut bad = vec!["pid=x".to_string()];
+        assert_eq!(
+            WorkerAbout::take_from(&mut bad),
+            Some(WorkerAbout::default())
+        );
     }
 }

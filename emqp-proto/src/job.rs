@@ -197,6 +197,51 @@ impl JobError {
     }
 }
 
+/// Why a REQUEST's `message` cannot be a job, when a router can tell
+/// without knowing its job managers: it is JSON, and not an array. Every
+/// job form — EventMQ 0.3.13's `["run", {...}]`, emq's `["shell", ...]`
+/// and `["call", ...]` — is an array `[KIND, PARAMS]`; what a job manager
+/// makes of an array is its own business, and a message that is not JSON
+/// at all may be a custom job manager's format, so both pass. Cheap on the
+/// hot path: only a message that starts like a JSON object, string,
+/// number or literal is parsed.
+pub fn not_a_job(message: &[u8]) -> Option<String> {
+    let first = *message.iter().find(|b| !b.is_ascii_whitespace())?;
+    let what = match first {
+        b'{' => "a JSON object",
+        b'"' => "a JSON string",
+        b'-' | b'0'..=b'9' => "a JSON number",
+        b't' | b'f' | b'n' => "a JSON literal",
+        _ => return None,
+    };
+    serde_json::from_slice::<serde::de::IgnoredAny>(message).ok()?;
+    Some(format!(
+        "the message is {what}, not a job: a job is an array [KIND, PARAMS], e.g. \
+         [\"run\", {{\"path\": \"mymodule\", \"callable\": \"myfunction\", \"args\": []}}] \
+         (emq-sender --python mymodule.myfunction builds it)"
+    ))
+}
+
+/// The traceback of a failure, as text for a person to read: `v` is a
+/// result (`{"error": {..., "traceback": TEXT}}`) or the error object
+/// itself. The job runner's own frames (`File "<string>", line N, in
+/// _run`: the job manager's worker script, which older job managers left
+/// in) are dropped, and the text ends with one newline. `None` when there
+/// is no traceback.
+pub fn traceback_text(v: &Value) -> Option<String> {
+    let inner = v.get("error").filter(|e| e.is_object()).unwrap_or(v);
+    let tb = inner.get("traceback")?.as_str()?;
+    let mut out = String::new();
+    for line in tb.lines() {
+        if line.trim_start().starts_with("File \"<string>\"") {
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    (!out.trim().is_empty()).then_some(out)
+}
+
 /// A job's outcome.
 #[derive(Debug, Clone, PartialEq)]
 pub enum JobOutcome {
@@ -369,5 +414,57 @@ mod tests {
             JobOutcome::Value(1.into())
         );
         assert!(JobOutcome::from_payload(b"{}").is_err());
+    }
+
+    #[test]
+    fn a_traceback_reads_as_text_without_the_runners_frames() {
+        let tb = "Traceback (most recent call last):\n  File \"<string>\", line 170, in _run\n  \
+                  File \"/app/jobs.py\", line 4, in boom\n    raise ValueError(x)\nValueError: 7\n";
+        let want =
+            "Traceback (most recent call last):\n  File \"/app/jobs.py\", line 4, in boom\n    \
+                    raise ValueError(x)\nValueError: 7\n";
+        let result = serde_json::json!({"error": {"kind": "exception", "message": "ValueError: 7", "traceback": tb}});
+        assert_eq!(traceback_text(&result).as_deref(), Some(want));
+        assert_eq!(traceback_text(&result["error"]).as_deref(), Some(want));
+        assert_eq!(
+            traceback_text(&serde_json::json!({"error": {"kind": "timeout", "message": "m"}})),
+            None
+        );
+        assert_eq!(traceback_text(&serde_json::json!("text")), None);
+    }
+
+    #[test]
+    fn json_that_is_not_an_array_is_not_a_job_and_anything_else_may_be() {
+        for m in [
+            &br#"{"not": "a job"}"#[..],
+            b" {}",
+            b"\"run\"",
+            b"42",
+            b"null",
+            b"true",
+        ] {
+            let why =
+                not_a_job(m).unwrap_or_else(|| panic!("{:?} passed", String::from_utf8_lossy(m)));
+            assert!(
+                why.contains("not a job: a job is an array [KIND, PARAMS]"),
+                "{why}"
+            );
+        }
+        assert!(
+            not_a_job(br#"{"x""#).is_none(),
+            "not JSON: may be a custom format"
+        );
+        assert!(not_a_job(b"nothing like JSON").is_none());
+        assert!(not_a_job(b"hello").is_none());
+        assert!(not_a_job(b"").is_none());
+        // Every 0.3.13 and emq form.
+        for m in [
+            &br#"["run", {"path": "pyemq_jobs", "callable": "noop", "args": [], "kwargs": {}}]"#[..],
+            br#"["shell", {"argv": ["true"]}]"#,
+            br#"["call", {"handler": "echo"}]"#,
+            b"[]",
+        ] {
+            assert_eq!(not_a_job(m), None, "{}", String::from_utf8_lossy(m));
+        }
     }
 }

@@ -29,7 +29,7 @@ pub mod trace;
 pub use admin::{AdminError, AdminOp, ErrorKind, OpName};
 pub use command::{
     Command, Duplicate, Inform, JobResult, Notice, NoticeKind, PeerType, Progress, Reject,
-    RejectReason, Reply, Request, ResultStatus, Schedule,
+    RejectReason, Reply, Request, ResultStatus, Schedule, WorkerAbout,
 };
 pub use error::DecodeError;
 pub use headers::{Header, Headers, OnConflict, Unique, UniqueError};

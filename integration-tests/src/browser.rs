@@ -273,6 +273,16 @@ impl Browser {
         }
     }
 
+    /// Emulate a viewport of `width` x `height` CSS pixels; `mobile`: as a
+    /// phone shows a page (the page's meta viewport applies).
+    pub fn set_viewport(&mut self, width: u32, height: u32, mobile: bool) -> Result<(), String> {
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            json!({"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile}),
+        )?;
+        Ok(())
+    }
+
     /// A PNG of the viewport, written to `path` (directories created).
     pub fn screenshot(&mut self, path: &Path) -> Result<(), String> {
         let r = self.call("Page.captureScreenshot", json!({"format": "png"}))?;

@@ -232,7 +232,7 @@ fn admin_status_queues_workers_drain() {
     assert!(
         out.stdout
             .lines()
-            .any(|l| l.starts_with(&worker) && l.contains("yes")),
+            .any(|l| l.split_whitespace().any(|c| c == worker) && l.contains("yes")),
         "{}",
         out.stdout
     );

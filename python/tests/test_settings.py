@@ -73,11 +73,31 @@ def test_the_ini_file_layered_like_the_rust_tools(clean_env: Path, monkeypatch: 
 
 
 def test_unknown_keys_are_reported_with_the_file_and_a_guess(clean_env: Path) -> None:
-    clean_env.write_text("[client]\nFRONTEND_ADR = tcp://x:1\n[router]\nhwm = 3\n")
+    # Any section, as the Rust tools report them; known keys of other
+    # tools (HWM, the router's) and 0.3.13's older names are not unknown.
+    clean_env.write_text(
+        "[client]\nFRONTEND_ADR = tcp://x:1\n[router]\nhwm = 3\nHTTP_ADR = 127.0.0.1:1\n"
+        "[jobmanager]\nworker_addr = tcp://r:1\nfrobnicate = 1\n"
+    )
     with pytest.warns(UnknownSettingWarning) as w:
         settings.load()
-    assert len(w) == 1
-    assert str(w[0].message).startswith(f"{clean_env} [client]: unknown key FRONTEND_ADR (did you mean FRONTEND_ADDR?)")
+    said = [str(x.message) for x in w]
+    assert said == [
+        f"{clean_env}:2: unknown setting FRONTEND_ADR in [client] (ignored); did you mean FRONTEND_ADDR?",
+        f"{clean_env}:5: unknown setting HTTP_ADR in [router] (ignored); did you mean HTTP_ADDR?",
+        f"{clean_env}:8: unknown setting FROBNICATE in [jobmanager] (ignored)",
+    ], said
+
+
+def test_the_routers_key_files_are_not_the_clients(clean_env: Path) -> None:
+    clean_env.write_text(
+        "[router]\nCURVE_SECRET_KEY_FILE = /etc/emq/router.key_secret\nFRONTEND_ADDR = tcp://*:1\n"
+        "[global]\nCURVE_SERVER_KEY = /etc/emq/router.key\n"
+    )
+    s = settings.load()
+    assert s.get("CURVE_SECRET_KEY_FILE") is None
+    assert s.get("CURVE_SERVER_KEY") == "/etc/emq/router.key"
+    assert s.get("FRONTEND_ADDR") == "tcp://*:1"
 
 
 def test_a_bad_config_file_is_an_error(clean_env: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -73,3 +73,11 @@ def pid_then_sleep(path, seconds):
     _append(path, str(os.getpid()))
     time.sleep(float(seconds))
     return "slept"
+
+
+def shout_then_fail(word):
+    """Print two lines (one partial until the next print), then raise."""
+    print("shouting", word)
+    print("second", end="")
+    print(" line")
+    raise ValueError("no %s" % word)

@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use emq_cli_support::{Settings, SettingsError};
+use emq_cli_support::Settings;
 
 use super::lowargs::{
     Cli, CliCommand, DeadCommand, DeadTarget as DeadTargetArgs, DEFAULT_ADMIN, DEFAULT_TIMEOUT,
@@ -64,6 +64,9 @@ pub struct Plan {
     pub confirm: Option<String>,
     /// CURVE client keys for the admin socket.
     pub curve: Option<emq_transport::curve::CurveClient>,
+    /// What reading the config file found (unknown keys): printed as
+    /// `emq-cli: warning: ...` before anything else.
+    pub warnings: Vec<String>,
 }
 
 impl Cli {
@@ -71,9 +74,20 @@ impl Cli {
     /// tests); `stdin_tty` whether a confirmation can be asked.
     pub fn plan(&self, env: &HashMap<String, String>, stdin_tty: bool) -> Result<Plan, UsageError> {
         let (mode, yes) = self.mode()?;
-        let (admin, admin_source) = match &self.admin {
-            Some(a) => (a.trim().to_string(), "--admin".to_string()),
-            None => admin_from_settings(env).map_err(|e| UsageError(e.to_string()))?,
+        // [cli] (and [global]), with the router's ADMINISTRATIVE_ADDR from
+        // [router]: read when an address or a key may come from it.
+        let settings = if self.admin.is_none() || matches!(mode, Mode::Admin(_)) {
+            Some(
+                Settings::load_client("cli", &[("ADMINISTRATIVE_ADDR", "router")], env)
+                    .map_err(|e| UsageError(e.to_string()))?,
+            )
+        } else {
+            None
+        };
+        let (admin, admin_source) = match (&self.admin, &settings) {
+            (Some(a), _) => (a.trim().to_string(), "--admin".to_string()),
+            (None, Some(s)) => admin_from_settings(s),
+            (None, None) => unreachable!("settings are read without --admin"),
         };
         let admin = admin
             .split(',')
@@ -96,14 +110,14 @@ impl Cli {
                 "refusing to {what} without a confirmation: stdin is not a terminal; add --yes"
             )));
         }
-        let curve = if matches!(mode, Mode::Admin(_)) {
+        let curve = match (&mode, &settings) {
             // [cli] (and [global]) only: the router's CURVE_SECRET_KEY_FILE
             // is the router's own key pair, not ours.
-            let cli = Settings::load_from("cli", env).map_err(|e| UsageError(e.to_string()))?;
-            emq_transport::curve::curve_client(&self.curve, &|k| cli.get(k).map(str::to_string))
-                .map_err(UsageError)?
-        } else {
-            None
+            (Mode::Admin(_), Some(cli)) => {
+                emq_transport::curve::curve_client(&self.curve, &|k| cli.get(k).map(str::to_string))
+                    .map_err(UsageError)?
+            }
+            _ => None,
         };
         Ok(Plan {
             mode,
@@ -113,6 +127,7 @@ impl Cli {
             json: self.json,
             confirm,
             curve,
+            warnings: settings.map(|s| s.warnings().to_vec()).unwrap_or_default(),
         })
     }
 
@@ -154,6 +169,10 @@ impl Cli {
             }
             .into(),
             CliCommand::Cancel { msgid } => AdminOp::Cancel {
+                msgid: nonempty("MSGID", msgid)?,
+            }
+            .into(),
+            CliCommand::Requeue { msgid } => AdminOp::Requeue {
                 msgid: nonempty("MSGID", msgid)?,
             }
             .into(),
@@ -242,25 +261,14 @@ fn target(t: &DeadTargetArgs) -> Result<DeadTarget, UsageError> {
     }
 }
 
-/// The admin address from the environment and the config file (see the
-/// module docs), and where it came from.
-fn admin_from_settings(env: &HashMap<String, String>) -> Result<(String, String), SettingsError> {
+/// The admin address from the settings (see the module docs), and where
+/// it came from.
+fn admin_from_settings(s: &Settings) -> (String, String) {
     const KEY: &str = "ADMINISTRATIVE_ADDR";
-    let cli = Settings::load_from("cli", env)?;
-    // `Settings` gives [global] only when the section itself lacks the key;
-    // so a [global] value from the `cli` load must still lose to [router].
-    let from_global = |s: &Settings| s.source(KEY).is_some_and(|w| w.ends_with("[global]"));
-    if let Some(v) = cli.get(KEY).filter(|_| !from_global(&cli)) {
-        return Ok((v.trim().to_string(), cli.source(KEY).unwrap_or("").into()));
+    match s.get(KEY).filter(|v| !v.trim().is_empty()) {
+        Some(v) => (v.trim().to_string(), s.source(KEY).unwrap_or("").into()),
+        None => (DEFAULT_ADMIN.to_string(), "the default".into()),
     }
-    let router = Settings::load_from("router", env)?;
-    if let Some(v) = router.get(KEY) {
-        return Ok((
-            v.trim().to_string(),
-            router.source(KEY).unwrap_or("").into(),
-        ));
-    }
-    Ok((DEFAULT_ADMIN.to_string(), "the default".into()))
 }
 
 /// A router binds `tcp://*:P` or `tcp://0.0.0.0:P`; a client reaches it at

@@ -117,14 +117,33 @@ pub struct Cli {
     pub command: CliCommand,
 }
 
+/// What each count of `status` and `queues` (and the dashboard) means:
+/// one definition everywhere.
+pub const COUNTS_LEGEND: &str = "\
+What the counts mean (the same in `status`, `queues` and the dashboard):
+  WAITING/DEPTH  buffered, waiting for a free worker slot
+  IN-FLIGHT      on a job manager now (RUNNING in status)
+  UNFINISHED     accepted, not finished: waiting + in flight + retrying + delayed
+  RETRYING       failed, waiting for their next try (retry-count)
+  DELAYED        accepted with a delay, not due yet
+  FINISHED       DONE + FAILED + DEAD (status: per queue; since the router started)
+  DONE           finished ok
+  FAILED         finished failed with no retry to try (retry-count 0)
+  DEAD           dead-lettered: retries or deliveries exhausted (see `dead list`)
+Cancelled jobs are in none of the finished counts. The counters block of
+`status` counts the same events for the whole router: completed = DONE +
+FAILED, failed = FAILED, dead lettered = DEAD.";
+
 /// The subcommands.
 #[derive(Subcommand, Debug, Clone)]
 pub enum CliCommand {
     /// The router's status: version, journal, counters, and per queue the
-    /// waiting, unfinished and processed jobs (0.3.13: STATUS)
+    /// waiting, unfinished and finished jobs (0.3.13: STATUS)
+    #[command(after_help = COUNTS_LEGEND)]
     Status,
     /// Every queue: depth, in flight, retrying, delayed, oldest job, paused,
-    /// processed, failed, workers
+    /// finished (done, failed, dead-lettered), workers
+    #[command(after_help = COUNTS_LEGEND)]
     Queues,
     /// Connected workers: queues, free slots, jobs running, draining
     /// (0.3.13: ROUTER_SHOW_WORKERS)
@@ -134,14 +153,15 @@ pub enum CliCommand {
     Schedules,
     /// One job: state, attempts, times, worker, last error, result, payload
     Job {
-        /// The job's msgid (as emq-sender printed it)
+        /// The job's msgid (as emq-sender printed it), or its unique
+        /// beginning (at least 4 characters, as git takes a commit's)
         msgid: String,
     },
     /// List jobs, newest first: one page, or every page with --all
     Jobs(JobsArgs),
     /// Cancel a job (a running job is stopped by its job manager)
     Cancel {
-        /// The job's msgid
+        /// The job's msgid, or its unique beginning (4 characters or more)
         msgid: String,
     },
     /// Dead letters: jobs that failed for good
@@ -173,14 +193,22 @@ pub enum CliCommand {
         #[arg(long, short = 'y')]
         yes: bool,
     },
+    /// Run a failed or cancelled job again, same msgid (RQ's requeue,
+    /// Sidekiq's "Retry now"): a retained finished job is accepted again,
+    /// a dead letter retried (as `dead retry MSGID`)
+    Requeue {
+        /// The job's msgid, or its unique beginning (4 characters or more)
+        msgid: String,
+    },
     /// Drain a worker: it finishes what it runs and gets nothing new
     Drain {
-        /// The worker's identity (see `emq-cli workers`)
+        /// The worker's identity, or its NAME@HOST or NAME when only one
+        /// worker has it (see `emq-cli workers`)
         worker: String,
     },
     /// Undrain a worker: it gets jobs again
     Undrain {
-        /// The worker's identity
+        /// The worker's identity, NAME@HOST or NAME
         worker: String,
     },
     /// Remove a schedule by id (see `emq-cli schedules`)
@@ -200,8 +228,9 @@ pub enum CliCommand {
     /// Print emq-cli's man page (roff) to stdout
     Man,
     /// Print the control plane's vocabulary as JSON: each op with its
-    /// arguments and whether it changes state, and the error kinds (for
-    /// clients in other languages to check theirs against; docs/PROTOCOL.md)
+    /// arguments and whether it changes state, the error kinds, and every
+    /// setting's name, older names and sections (for clients in other
+    /// languages to check theirs against; docs/PROTOCOL.md)
     #[command(hide = true)]
     Vocabulary,
     /// Make a CURVE key pair (as zmq_curve_keypair, Z85): NAME.key holds
@@ -275,7 +304,8 @@ pub enum DeadCommand {
 #[derive(Args, Debug, Clone)]
 #[command(group(ArgGroup::new("which").required(true).args(["msgid", "all"])))]
 pub struct DeadTarget {
-    /// The dead letter's msgid
+    /// The dead letter's msgid, or its unique beginning (4 characters or
+    /// more)
     pub msgid: Option<String>,
     /// Every dead letter (narrowed by --queue and --contains)
     #[arg(long)]

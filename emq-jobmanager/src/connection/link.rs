@@ -104,6 +104,7 @@ impl Connection {
                         .as_ref()
                         .map(|k| format!("{FEATURE_TAKE_BACK}{k}")),
                 )
+                .chain(self.cfg.about.to_features())
                 .collect(),
         });
         let inform_msgid = self.send(inform, now, out);

@@ -113,6 +113,10 @@ pub struct Config {
     pub resend_max_replies: usize,
     /// At most this many payload bytes of REPLYs are kept to be sent again.
     pub resend_max_bytes: usize,
+    /// Who this job manager is (name, host, pid, slots, version), sent in
+    /// every INFORM's features so that the router shows the same name
+    /// across reconnects ([`emqp_proto::WorkerAbout`]).
+    pub about: emqp_proto::WorkerAbout,
 }
 
 impl Config {
@@ -134,6 +138,7 @@ impl Config {
             prefetch: Prefetch::Off,
             resend_max_replies: DEFAULT_RESEND_MAX_REPLIES,
             resend_max_bytes: DEFAULT_RESEND_MAX_BYTES,
+            about: emqp_proto::WorkerAbout::default(),
         }
     }
 }

@@ -25,6 +25,11 @@ use super::lowargs::Cli;
 /// The config file section the job manager reads.
 pub const SECTION: &str = "jobmanager";
 
+/// The router's worker socket, also read from the router's own section
+/// (`[router] BACKEND_ADDR`) when `[jobmanager]` and the environment do
+/// not set it: one file tells the job manager where the router is.
+const ROUTER_ADDRESS: &[(&str, &str)] = &[("BACKEND_ADDR", "router")];
+
 /// What the job manager will run, checked.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -44,12 +49,16 @@ impl Cli {
             Some(path) => {
                 let mut env = env.clone();
                 env.insert("EVENTMQ_CONFIG_FILE".into(), path.clone());
-                Settings::load_from(SECTION, &env)
+                Settings::load_client(SECTION, ROUTER_ADDRESS, &env)
             }
-            None => Settings::load_from(SECTION, env),
+            None => Settings::load_client(SECTION, ROUTER_ADDRESS, env),
         }
         .map_err(|e| e.to_string())?;
-        let name = self.name.clone();
+        settings.log_warnings();
+        let name = self
+            .name
+            .clone()
+            .or_else(|| settings.get("NAME").map(str::to_string));
         let log_format = self.log.resolve(&settings)?;
         let traces_url = self.otlp.traces_url(env)?;
         let mut manager = config(self, &settings, &|k| env.get(k).cloned())?;
@@ -109,6 +118,13 @@ fn config(
         ..ManagerConfig::default()
     };
     connection(&cli, s, &mut c.connection)?;
+    // --name, else NAME: shown by `emq-cli workers` as NAME@HOST.
+    c.connection.about.name = cli
+        .name
+        .clone()
+        .or_else(|| s.get("NAME").map(str::to_string))
+        .map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty());
     python(&cli, s, &mut c.python)?;
     c.python.reload_dirs = reload_dirs(&cli, env);
     Ok(c)
@@ -145,11 +161,19 @@ fn reload_dirs(cli: &Cli, env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> 
 /// The connection core's settings, over its defaults in `conn`. Zero:
 /// every duration takes it (`--global-timeout 0`: no limit).
 fn connection(cli: &Cli, s: &Settings, conn: &mut Config) -> Result<(), String> {
-    let brokers = match (cli.broker.clone(), s.get("WORKER_ADDR")) {
+    // BACKEND_ADDR, or 0.3.13's WORKER_ADDR (the same setting to
+    // `Settings`): the router's bind address, a wildcard host reached at
+    // 127.0.0.1, so one `[global]` serves the router and the job manager.
+    let brokers = match (cli.broker.clone(), s.get("BACKEND_ADDR")) {
         (Some(b), _) => b,
         (None, Some(b)) if !b.trim().is_empty() => {
-            let mut b = b.to_string();
-            if let Some(f) = s.get("WORKER_ADDR_FAILOVER") {
+            let mut b = b
+                .split(',')
+                .map(emq_transport::loopback_for_wildcard)
+                .collect::<Vec<_>>()
+                .join(",");
+            if let Some(f) = s.get("BACKEND_ADDR_FAILOVER") {
+                let f = emq_transport::loopback_for_wildcard(f);
                 if !f.trim().is_empty() && !b.split(',').any(|x| x.trim() == f.trim()) {
                     b = format!("{b},{f}");
                 }

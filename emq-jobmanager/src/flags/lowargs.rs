@@ -11,12 +11,15 @@ use emq_cli_support::{parse_duration, AuthArgs, CurveArgs, LogArgs, OtlpArgs};
 const AFTER_HELP: &str = "\
 Settings come from flags, then EVENTMQ_* environment variables, then the
 [jobmanager] (and [global]) section of $EVENTMQ_CONFIG_FILE
-(default /etc/eventmq.conf); flags win. Keys: WORKER_ADDR (and
+(default /etc/eventmq.conf); flags win. Keys: BACKEND_ADDR, the router's
+own name for its worker socket (or 0.3.13's WORKER_ADDR; a wildcard host
+such as tcp://*:47290 is reached at 127.0.0.1), BACKEND_ADDR_FAILOVER (or
 WORKER_ADDR_FAILOVER), QUEUES, CONCURRENT_JOBS, HEARTBEAT_INTERVAL,
 HEARTBEAT_LIVENESS, KILL_GRACE_PERIOD, PYTHON, MAX_MESSAGE_SIZE,
 GLOBAL_TIMEOUT, SUBPROCESS_SETUP_FUNC (or the deprecated SETUP_PATH and
 SETUP_CALLABLE), JOB_ENTRY_FUNC, JOB_EXIT_FUNC, MAX_JOB_COUNT, PREFETCH,
-PREFETCH_CAP, CURVE_SERVER_KEY, CURVE_SECRET_KEY_FILE.
+PREFETCH_CAP, CURVE_SERVER_KEY, CURVE_SECRET_KEY_FILE. A key in the file
+that no emq tool reads is logged as a warning with the nearest known name.
 
 Credit window (--prefetch): at most --concurrency jobs ever run, but the
 job manager may hold more (READYs beyond its free slots, jobs received while
@@ -173,8 +176,10 @@ pub struct Cli {
     #[arg(short = 'C', long, value_name = "FILE")]
     pub config: Option<String>,
 
-    /// A name for this job manager, used in logs only (the wire identity is
-    /// a fresh uuid4 per connection)
+    /// A name for this job manager [setting: NAME]: in its logs, and sent
+    /// to the router with its host, pid, slots and version, so that `emq-cli
+    /// workers` and the dashboard show NAME@HOST — the same across
+    /// reconnects, while the wire identity is a fresh uuid4 per connection
     #[arg(short = 'n', long)]
     pub name: Option<String>,
 

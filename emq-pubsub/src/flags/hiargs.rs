@@ -24,6 +24,7 @@ impl Cli {
     /// in) and the config file it names.
     pub fn plan(self, env: &HashMap<String, String>) -> Result<Plan, String> {
         let settings = Settings::load_from(SECTION, env).map_err(|e| e.to_string())?;
+        settings.log_warnings();
         Plan::resolve(self, &settings)
     }
 }

@@ -1,7 +1,10 @@
 //! The checked plan: [`Cli`] with the environment, turned into what
 //! emq-receiver will do ([`Plan`]), or a usage error (exit 2).
 
+use std::collections::HashMap;
 use std::time::Duration;
+
+use emq_cli_support::Settings;
 
 use super::lowargs::{Cli, SocketKind};
 
@@ -25,7 +28,26 @@ pub struct Plan {
     pub curve: Option<emq_transport::curve::CurveClient>,
 }
 
+/// The config file section emq-receiver reads (then `[global]`).
+pub const SECTION: &str = "receiver";
+
 impl Cli {
+    /// [`Cli::plan`] with the settings every emq tool reads: `EVENTMQ_*`
+    /// over the config file's `[receiver]` then `[global]` section, the
+    /// pub/sub process's `PUBLISHER_OUTGOING_ADDR` also from
+    /// `[publisher]`; other variables (`EMQ_*`) from `env`. Returns the
+    /// plan and what reading the file found (unknown keys).
+    pub fn plan_from(&self, env: &HashMap<String, String>) -> Result<(Plan, Vec<String>), String> {
+        let settings =
+            Settings::load_client(SECTION, &[("PUBLISHER_OUTGOING_ADDR", "publisher")], env)
+                .map_err(|e| e.to_string())?;
+        let lookup = |k: &str| match k.strip_prefix("EVENTMQ_") {
+            Some(name) => settings.get(name).map(str::to_string),
+            None => env.get(k).cloned(),
+        };
+        Ok((self.plan(&lookup)?, settings.warnings().to_vec()))
+    }
+
     /// Check the arguments with the environment `env` (the process's,
     /// passed in: `$EMQ_USERNAME`, `$EMQ_PASSWORD`, `EVENTMQ_CURVE_*`,
     /// `$EVENTMQ_PUBLISHER_OUTGOING_ADDR`).

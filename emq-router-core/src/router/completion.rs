@@ -422,8 +422,9 @@ impl Router {
         let failed_for_good = status == ResultStatus::Failed && job.retry_count() > 0;
         {
             let m = self.stats.queue_mut(job.route());
-            m.finished += 1;
             if !failed_for_good {
+                // (a dead letter counts itself finished in `dead_letter`)
+                m.finished += 1;
                 if status == ResultStatus::Failed {
                     m.failed += 1;
                 } else {
@@ -557,7 +558,9 @@ impl Router {
         out: &mut Vec<Action>,
     ) {
         self.stats.dead_lettered += 1;
-        self.stats.queue_mut(job.route()).dead_lettered += 1;
+        let m = self.stats.queue_mut(job.route());
+        m.dead_lettered += 1;
+        m.finished += 1;
         log::warn!(
             msgid:% = job.msgid(), queue:% = job.route();
             "job {} (queue {}) dead-lettered after {} deliveries: {reason}",

@@ -26,8 +26,30 @@
 //!   failed RESULT of kind `cancelled`.
 //! - **Pause.** A paused queue buffers and accepts jobs but dispatches
 //!   none; the state is journaled and survives a restart.
+//! - **Requeue.** A failed or cancelled job the router retains finished
+//!   is accepted again under its msgid, queue, headers and message (a new
+//!   job's journal record; its attempts start again); a dead letter is
+//!   retried as `dead-retry` does. Refused `conflict`: an unfinished job,
+//!   a job that finished ok, one whose message was longer than the first
+//!   1,000 bytes a finished job keeps, one whose result still waits for
+//!   its client; `not-found` when the router holds neither.
+//! - **Msgid prefixes.** Where an op names one job (`job`, `cancel`,
+//!   `dead-retry` / `dead-discard` of one msgid, `requeue`), a msgid the
+//!   router does not hold may be the unique beginning of one it does, as
+//!   git takes a commit's: at least [`MIN_PREFIX`] characters, matched
+//!   against the unfinished, the retained finished and the dead-lettered
+//!   jobs. Two or more matches are a `bad-request` that lists them (at
+//!   most [`PREFIX_CANDIDATES`]); none leaves the op to say `not-found`.
+//!   Only a msgid that is not found exactly is looked up so (a scan: an
+//!   operator's lookup, not a hot path).
 
 use std::time::Duration;
+
+/// The shortest msgid prefix taken for a whole msgid ("Msgid prefixes").
+pub(crate) const MIN_PREFIX: usize = 4;
+
+/// How many matches an ambiguous prefix's refusal lists.
+pub(crate) const PREFIX_CANDIDATES: usize = 10;
 
 use emqp_proto::admin::{
     encode_answer, AdminError, AdminOp, DeadQuery, DeadTarget, ErrorKind, JobsQuery, OpName, Order,
@@ -43,6 +65,7 @@ use crate::event::{Action, Socket};
 use crate::jobs::{Job, JobId, JobState};
 use crate::journal::{FinishedRecord, Record};
 use crate::util::ident;
+use crate::workers::WorkerId;
 
 /// Jobs one `jobs` call looks at, at most.
 pub(crate) const SCAN_LIMIT: usize = 100_000;
@@ -146,12 +169,84 @@ impl Router {
         self.send(Socket::Admin, identity, f, out);
     }
 
+    /// `typed` as a full msgid (see "Msgid prefixes"): itself when the
+    /// router holds it or nothing begins with it, else the one msgid
+    /// that begins with it.
+    fn full_msgid(&self, typed: &str) -> Result<String, AdminError> {
+        let held = |m: &str| {
+            self.store.find(m).is_some()
+                || self.finished.get(m).is_some()
+                || self.dead.iter().any(|d| d.job.msgid == m)
+        };
+        if typed.chars().count() < MIN_PREFIX || held(typed) {
+            return Ok(typed.to_string());
+        }
+        let mut found: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+        for (_, j) in self.store.jobs.iter() {
+            let m = j.msgid().to_string();
+            if m.starts_with(typed) {
+                found.insert(m);
+            }
+        }
+        found.extend(
+            self.finished
+                .msgids()
+                .filter(|m| m.starts_with(typed))
+                .map(str::to_string),
+        );
+        found.extend(
+            self.dead
+                .iter()
+                .filter(|d| d.job.msgid.starts_with(typed))
+                .map(|d| d.job.msgid.clone()),
+        );
+        match found.len() {
+            0 => Ok(typed.to_string()),
+            1 => Ok(found.into_iter().next().unwrap_or_default()),
+            n => Err(bad(format!(
+                "msgid prefix {typed} is ambiguous: {n} jobs begin with it: {}{}",
+                found
+                    .iter()
+                    .take(PREFIX_CANDIDATES)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if n > PREFIX_CANDIDATES { ", ..." } else { "" }
+            ))),
+        }
+    }
+
+    /// `op` with a msgid prefix replaced by the msgid it names.
+    fn with_full_msgid(&self, op: AdminOp) -> Result<AdminOp, AdminError> {
+        Ok(match op {
+            AdminOp::Job { msgid } => AdminOp::Job {
+                msgid: self.full_msgid(&msgid)?,
+            },
+            AdminOp::Cancel { msgid } => AdminOp::Cancel {
+                msgid: self.full_msgid(&msgid)?,
+            },
+            AdminOp::DeadRetry(DeadTarget::One { msgid }) => AdminOp::DeadRetry(DeadTarget::One {
+                msgid: self.full_msgid(&msgid)?,
+            }),
+            AdminOp::Requeue { msgid } => AdminOp::Requeue {
+                msgid: self.full_msgid(&msgid)?,
+            },
+            AdminOp::DeadDiscard(DeadTarget::One { msgid }) => {
+                AdminOp::DeadDiscard(DeadTarget::One {
+                    msgid: self.full_msgid(&msgid)?,
+                })
+            }
+            other => other,
+        })
+    }
+
     fn admin_op(
         &mut self,
         op: AdminOp,
         now: Duration,
         out: &mut Vec<Action>,
     ) -> Result<Value, AdminError> {
+        let op = self.with_full_msgid(op)?;
         if op.name().is_journaled() {
             if let Some(why) = self.journal.refusal() {
                 return Err(AdminError::new(ErrorKind::JournalUnavailable, why));
@@ -180,6 +275,7 @@ impl Router {
             AdminOp::Dead(q) => self.op_dead(&q),
             AdminOp::DeadRetry(t) => self.op_dead_take(&t, true, now, out),
             AdminOp::DeadDiscard(t) => self.op_dead_take(&t, false, now, out),
+            AdminOp::Requeue { msgid } => self.op_requeue(&msgid, now, out),
             AdminOp::Queues => Ok(self.op_queues(now)),
             AdminOp::Pause { queue } => Ok(self.op_pause(queue, true, now, out)),
             AdminOp::Resume { queue } => Ok(self.op_pause(queue, false, now, out)),
@@ -247,6 +343,45 @@ impl Router {
     }
 
     /// `drain` (`draining`) or `undrain`.
+    /// The connected worker `worker` names: its identity, else its
+    /// `NAME@HOST` or its `NAME` (what `workers` shows) when one worker
+    /// has it; several with that name are a `bad-request` listing their
+    /// identities.
+    fn worker_named(&self, worker: &str) -> Result<WorkerId, AdminError> {
+        if let Some(id) = self.pool.id_of(worker.as_bytes()) {
+            return Ok(id);
+        }
+        let named: Vec<&crate::workers::Worker> = self
+            .pool
+            .workers
+            .values()
+            .filter(|w| {
+                w.about.as_ref().is_some_and(|a| {
+                    a.label().as_deref() == Some(worker) || a.name.as_deref() == Some(worker)
+                })
+            })
+            .collect();
+        match named.as_slice() {
+            [] => Err(not_found(format!("no connected worker {worker}"))),
+            [w] => Ok(w.id),
+            many => {
+                let mut ids: Vec<String> = many
+                    .iter()
+                    .map(|w| ident(&w.identity).into_owned())
+                    .collect();
+                ids.sort_unstable();
+                Err(AdminError::new(
+                    ErrorKind::BadRequest,
+                    format!(
+                        "{} workers are named {worker}: name one by its identity ({})",
+                        many.len(),
+                        ids.join(", ")
+                    ),
+                ))
+            }
+        }
+    }
+
     fn op_drain(
         &mut self,
         worker: String,
@@ -254,10 +389,7 @@ impl Router {
         now: Duration,
         out: &mut Vec<Action>,
     ) -> Result<Value, AdminError> {
-        let id = self
-            .pool
-            .id_of(worker.as_bytes())
-            .ok_or_else(|| not_found(format!("no connected worker {worker}")))?;
+        let id = self.worker_named(&worker)?;
         self.pool.set_draining(id, draining);
         log::info!(
             "worker {worker} {}",
@@ -315,6 +447,11 @@ impl Router {
             JobState::InFlight { worker, seq } => {
                 if let Some(w) = self.pool.get(worker) {
                     m.insert("worker".into(), ident(&w.identity).into());
+                    // Its NAME@HOST, when its job manager said (the view
+                    // of `workers`).
+                    if let Some(name) = w.about.as_ref().and_then(|a| a.label()) {
+                        m.insert("worker_name".into(), name.into());
+                    }
                     if let Some(i) = w.inflight.get(&seq) {
                         m.insert("dispatched_at_ms".into(), self.unix_ms(i.since).into());
                         m.insert(
@@ -636,6 +773,82 @@ impl Router {
         Ok((page, next, count))
     }
 
+    /// [`AdminOp::Requeue`] (see "Requeue" above).
+    fn op_requeue(
+        &mut self,
+        msgid: &str,
+        now: Duration,
+        out: &mut Vec<Action>,
+    ) -> Result<Value, AdminError> {
+        if self.is_draining() {
+            return Err(AdminError::new(
+                ErrorKind::ShuttingDown,
+                "the router is shutting down",
+            ));
+        }
+        if let Some(jid) = self.store.find(msgid) {
+            let state = self
+                .store
+                .jobs
+                .get(&jid)
+                .map_or("unfinished", |j| self.state_of(j).as_str());
+            return Err(AdminError::new(
+                ErrorKind::Conflict,
+                format!("job {msgid} is {state}: only a finished job can be queued again"),
+            ));
+        }
+        if self.dead.iter().any(|d| d.job.msgid == msgid) {
+            let target = DeadTarget::One {
+                msgid: msgid.to_string(),
+            };
+            self.op_dead_take(&target, true, now, out)?;
+            return Ok(json!({"msgid": msgid, "was": "dead-lettered", "state": "queued"}));
+        }
+        let Some(r) = self.finished.get(msgid) else {
+            return Err(not_found(format!(
+                "no job {msgid} (retained finished or dead-lettered)"
+            )));
+        };
+        let conflict = |m: String| Err(AdminError::new(ErrorKind::Conflict, m));
+        if r.outcome == "done" {
+            return conflict(format!(
+                "job {msgid} finished ok: requeue runs failed and cancelled jobs"
+            ));
+        }
+        if r.job.payload.len() >= PAYLOAD_KEPT {
+            return conflict(format!(
+                "job {msgid}: the router keeps only the first {PAYLOAD_KEPT} bytes of a \
+                 finished job's message, so it cannot run it again; submit it again"
+            ));
+        }
+        if self.results.holds(msgid) {
+            return conflict(format!(
+                "job {msgid}: its result waits for its client; requeue it once delivered"
+            ));
+        }
+        let (job, was) = (r.job.clone(), r.outcome.clone());
+        let route = self.route_of(&job.queue).to_string();
+        let h = Headers::parse(&job.headers).unwrap_or_default();
+        let parse = || (h.reply_requested(), h.retry_count().unwrap_or(0));
+        self.accept(
+            NewJob {
+                msgid: &job.msgid,
+                client: &job.client,
+                queue: &job.queue,
+                route: &route,
+                headers: &job.headers,
+                payload: &job.payload,
+                parse: &parse,
+                run_at: None,
+                journaled: None,
+            },
+            now,
+        );
+        log::info!("job {msgid} ({was}) queued again by an operator");
+        self.pump(&route, now, out);
+        Ok(json!({"msgid": msgid, "was": was, "state": "queued"}))
+    }
+
     /// [`AdminOp::DeadRetry`] (`retry`) or [`AdminOp::DeadDiscard`]: one msgid, or all that
     /// match the filters.
     fn op_dead_take(
@@ -758,8 +971,12 @@ impl Router {
                     "delayed": q.map_or(0, |q| q.delayed),
                     "oldest_age_ms": q.map_or(0, |q| q.max_age_ms),
                     "paused": self.paused.contains(*name),
+                    // finished = processed + failed + dead_lettered: the
+                    // same figure as STATUS's processed_messages_by_queue.
+                    "finished": q.map_or(0, |q| q.metrics.finished),
                     "processed": q.map_or(0, |q| q.metrics.processed),
                     "failed": q.map_or(0, |q| q.metrics.failed),
+                    "dead_lettered": q.map_or(0, |q| q.metrics.dead_lettered),
                     "routed_to_default": q.map_or(0, |q| q.metrics.routed_to_default),
                     "workers": q.map_or(0, |q| q.serving.len()),
                 })
@@ -796,6 +1013,12 @@ impl Router {
                     "connected_ms": now.saturating_sub(w.connected_at).as_millis() as u64,
                     "draining": w.draining,
                     "features": w.features,
+                    // Who it is (emq job managers say so in their INFORM):
+                    // NAME@HOST, the same across its reconnects.
+                    "name": w.about.as_ref().and_then(|a| a.label()),
+                    "pid": w.about.as_ref().and_then(|a| a.pid),
+                    "concurrency": w.about.as_ref().and_then(|a| a.slots),
+                    "version": w.about.as_ref().and_then(|a| a.version.clone()),
                 })
             })
             .collect();

@@ -30,6 +30,10 @@
 //!   acknowledgement, possibly to the router that took over (a finished
 //!   job whose result waits for its client answers `duplicate-msgid`, as
 //!   below). Refused, in this order: `shutting-down` while draining;
+//!   `not-a-job` when the message is JSON but not an array (every job
+//!   form, 0.3.13's and emq's, is `[KIND, PARAMS]`: such a job could only
+//!   fail on a worker as `bad-job`; a message that is not JSON passes, it
+//!   may be a custom job manager's; `emqp_proto::job::not_a_job`);
 //!   `journal-unavailable` while the journal fails; `duplicate-msgid` when an unfinished job
 //!   already has that msgid with another queue or message (the journal
 //!   and the REPLYs of workers name jobs by msgid, so two could not be
@@ -464,6 +468,9 @@ impl Router {
         } else if let Err(why) = &unique {
             self.stats.rejected_malformed += 1;
             Some((RejectReason::Malformed, why.to_string()))
+        } else if let Some(why) = emqp_proto::job::not_a_job(&r.message) {
+            self.stats.rejected_malformed += 1;
+            Some((RejectReason::NotAJob, why))
         } else if let Some(why) = self.journal.refusal() {
             self.journal.count_refused();
             self.stats.rejected_journal += 1;

@@ -158,6 +158,7 @@ impl Router {
             inf.queues.0
         };
         let mut inf_features = inf.features;
+        let about = emqp_proto::WorkerAbout::take_from(&mut inf_features);
         let presented = emqp_proto::command::take_back_key(&inf_features).map(str::to_string);
         inf_features.retain(|f| !f.starts_with(FEATURE_TAKE_BACK));
         let take_back = if inf_features.is_empty() && presented.is_none() {
@@ -167,8 +168,13 @@ impl Router {
         };
         log::info!(
             worker:% = ident(&identity);
-            "worker {} registered: queues {}{}",
+            "worker {}{} registered: queues {}{}",
             ident(&identity),
+            about
+                .as_ref()
+                .and_then(|a| a.label())
+                .map(|l| format!(" ({l})"))
+                .unwrap_or_default(),
             emqp_proto::QueueSpec(queues.clone()).to_inform_json(),
             if inf_features.is_empty() {
                 String::new()
@@ -189,6 +195,7 @@ impl Router {
             .register(identity.clone(), queues, inf_features, now);
         if let Some(w) = self.pool.get_mut(id) {
             w.take_back = take_back.map(String::into_boxed_str);
+            w.about = about.map(Box::new);
         }
         let ack = frames_of(
             self.ids.next_id(),

@@ -404,6 +404,212 @@ fn a_drained_worker_finishes_its_job_and_gets_nothing_new_until_undrained() {
 }
 
 #[test]
+fn one_set_of_counts_finished_is_done_plus_failed_plus_dead_lettered_in_every_view() {
+    let mut h = durable();
+    worker(&mut h, "w1", "", 3);
+    let failed = r#"{"error": {"kind": "exception", "message": "boom"}}"#;
+    h.request("c", "ok", "default", "");
+    h.request("c", "bad", "default", "");
+    h.request("c", "dead", "default", "retry-count:1");
+    h.reply("w1", "ok", r#"{"value": 1}"#, Some(ResultStatus::Ok));
+    h.reply("w1", "bad", failed, Some(ResultStatus::Failed));
+    h.reply("w1", "dead", failed, Some(ResultStatus::Failed));
+    h.ready("w1");
+    // Its retry comes due (the worker beating meanwhile) and fails again.
+    for _ in 0..120 {
+        h.heartbeat("w1");
+        h.advance(Duration::from_secs(1));
+        if h.r.delayed_count() == 0 {
+            break;
+        }
+    }
+    assert_eq!(h.r.delayed_count(), 0);
+    h.reply("w1", "dead", failed, Some(ResultStatus::Failed));
+    let q = ok(&mut h, json!({"op": "queues"}))["queues"][0].clone();
+    assert_eq!(
+        (
+            &q["finished"],
+            &q["processed"],
+            &q["failed"],
+            &q["dead_lettered"]
+        ),
+        (&json!(3), &json!(1), &json!(1), &json!(1)),
+        "{q}"
+    );
+    let s = admin(&mut h, Command::Status);
+    assert_eq!(
+        s["processed_messages_by_queue"]["default"], q["finished"],
+        "{s}"
+    );
+    let c = &s["counters"];
+    assert_eq!(
+        (&c["completed"], &c["failed"], &c["dead_lettered"]),
+        (&json!(2), &json!(1), &json!(1)),
+        "{c}"
+    );
+}
+
+#[test]
+fn a_failed_or_cancelled_job_is_queued_again_by_requeue_and_nothing_else_is() {
+    let mut h = durable();
+    worker(&mut h, "w1", "", 1);
+    let failed = r#"{"error": {"kind": "exception", "message": "boom"}}"#;
+    h.request("c", "f1", "default", "");
+    h.reply("w1", "f1", failed, Some(ResultStatus::Failed));
+    h.request("c", "ok1", "default", "");
+    h.ready("w1");
+    h.reply("w1", "ok1", r#"{"value": 1}"#, Some(ResultStatus::Ok));
+    h.request("c", "c1", "paused-q", "");
+    ok(&mut h, json!({"op": "cancel", "msgid": "c1"}));
+    assert_eq!(
+        ok(&mut h, json!({"op": "job", "msgid": "f1"}))["job"]["state"],
+        "failed"
+    );
+    // The failed job: accepted again, journaled, delivered to the worker.
+    let before = journaled(&h, |r| matches!(r, Record::Accepted(_)));
+    let sent = {
+        let v = crate::router::admin_request("rq", &json!({"op": "requeue", "msgid": "f1"}));
+        h.input(Input::Frames {
+            socket: Admin,
+            frames: v.encode_routed(b"adm".to_vec()),
+        });
+        h.ready("w1")
+    };
+    assert_eq!(forwarded(&sent, "w1"), vec!["f1"], "{sent:?}");
+    assert_eq!(
+        journaled(&h, |r| matches!(r, Record::Accepted(_))),
+        before + 1
+    );
+    assert_eq!(
+        ok(&mut h, json!({"op": "job", "msgid": "f1"}))["job"]["state"],
+        "in-flight"
+    );
+    // The cancelled one too.
+    let v = ok(&mut h, json!({"op": "requeue", "msgid": "c1"}));
+    assert_eq!(
+        (&v["was"], &v["state"]),
+        (&json!("cancelled"), &json!("queued")),
+        "{v}"
+    );
+    // Not: running, finished ok, unknown.
+    assert_eq!(
+        err(&mut h, json!({"op": "requeue", "msgid": "f1"})),
+        "conflict"
+    );
+    assert_eq!(
+        err(&mut h, json!({"op": "requeue", "msgid": "ok1"})),
+        "conflict"
+    );
+    assert_eq!(
+        err(&mut h, json!({"op": "requeue", "msgid": "nope"})),
+        "not-found"
+    );
+}
+
+#[test]
+fn a_unique_msgid_prefix_names_its_job_and_an_ambiguous_one_lists_the_candidates() {
+    let mut h = durable();
+    h.request("c", "abcd-1111", "default", "");
+    h.request("c", "abcd-2222", "default", "");
+    h.request("c", "ffff-0000", "default", "");
+    // Unique: the job's view, a cancel.
+    let v = ok(&mut h, json!({"op": "job", "msgid": "ffff"}));
+    assert_eq!(v["job"]["msgid"], "ffff-0000");
+    let v = ok(&mut h, json!({"op": "cancel", "msgid": "abcd-1"}));
+    assert_eq!(
+        v["msgid"].as_str().unwrap_or("abcd-1111"),
+        "abcd-1111",
+        "{v}"
+    );
+    // A finished (cancelled) job is found by its prefix too.
+    let v = ok(&mut h, json!({"op": "job", "msgid": "abcd-11"}));
+    assert_eq!(v["job"]["state"], "cancelled", "{v}");
+    // Ambiguous: a bad-request naming both.
+    let e = op(&mut h, json!({"op": "job", "msgid": "abcd"}));
+    assert_eq!(e["error"]["kind"], "bad-request", "{e}");
+    let m = e["error"]["message"].as_str().unwrap();
+    assert!(
+        m.contains("msgid prefix abcd is ambiguous: 2 jobs begin with it: abcd-1111, abcd-2222"),
+        "{m}"
+    );
+    // Too short, or matching nothing: not-found as before.
+    assert_eq!(
+        err(&mut h, json!({"op": "job", "msgid": "ff"})),
+        "not-found"
+    );
+    assert_eq!(
+        err(&mut h, json!({"op": "job", "msgid": "zzzz"})),
+        "not-found"
+    );
+}
+
+#[test]
+fn workers_show_who_they_are_and_a_name_drains_as_the_identity_does() {
+    let mut h = durable();
+    let about = [
+        "job-ack",
+        "name=mail",
+        "host=box1",
+        "pid=42",
+        "slots=4",
+        "version=0.1.0",
+    ];
+    h.inform("w1", "", &about);
+    h.inform("w2", "", &["job-ack"]);
+    let w = ok(&mut h, json!({"op": "workers"}));
+    let w1 = &w["workers"][0];
+    assert_eq!(w1["identity"], "w1");
+    assert_eq!(w1["name"], "mail@box1");
+    assert_eq!(w1["pid"], 42);
+    assert_eq!(w1["concurrency"], 4);
+    assert_eq!(w1["version"], "0.1.0");
+    assert_eq!(
+        w1["features"],
+        json!(["job-ack"]),
+        "who it is is not a feature"
+    );
+    assert_eq!(w["workers"][1]["name"], Value::Null);
+    // A job it runs names it too.
+    h.ready("w1");
+    h.request("c", "j-on-w1", "default", "");
+    let j = ok(&mut h, json!({"op": "job", "msgid": "j-on-w1"}))["job"].clone();
+    assert_eq!(
+        (&j["worker"], &j["worker_name"]),
+        (&json!("w1"), &json!("mail@box1")),
+        "{j}"
+    );
+    // Its job manager again on a new identity: the same name.
+    h.inform("w3", "", &about);
+    let w = ok(&mut h, json!({"op": "workers"}));
+    let names: Vec<&Value> = w["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| &w["name"])
+        .collect();
+    assert_eq!(
+        names,
+        [&json!("mail@box1"), &Value::Null, &json!("mail@box1")]
+    );
+    // Two workers named so: ambiguous, their identities listed.
+    let e = op(&mut h, json!({"op": "drain", "worker": "mail@box1"}));
+    assert_eq!(e["error"]["kind"], "bad-request", "{e}");
+    let msg = e["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("2 workers are named mail@box1") && msg.contains("w1, w3"),
+        "{msg}"
+    );
+    h.msg(Backend, "w1", "k", Command::Kbye);
+    for name in ["mail@box1", "mail"] {
+        let d = ok(&mut h, json!({"op": "drain", "worker": name}));
+        assert_eq!(d["draining"], true, "{d}");
+    }
+    let w = ok(&mut h, json!({"op": "workers"}));
+    assert_eq!(w["workers"][1]["identity"], "w3");
+    assert_eq!(w["workers"][1]["draining"], true);
+}
+
+#[test]
 fn a_delayed_job_is_acknowledged_at_once_and_runs_no_earlier_than_due_even_after_a_restart() {
     let mut h = durable();
     worker(&mut h, "w1", "", 1);

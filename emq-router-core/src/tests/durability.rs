@@ -784,7 +784,7 @@ fn decoded_message_input_works_like_frames() {
             Command::Request(Request {
                 queue: "default".into(),
                 headers: Headers::parse(b"reply-requested").unwrap(),
-                message: b"{}".to_vec(),
+                message: b"[]".to_vec(),
             }),
         ),
     });

@@ -41,6 +41,37 @@ fn malformed_request_with_msgid_gets_reject_malformed() {
 }
 
 #[test]
+fn a_request_whose_message_is_json_but_not_an_array_is_refused_not_a_job() {
+    let mut h = H::new();
+    worker(&mut h, "w1", "", 1);
+    let request = |msgid: &str, msg: &str| -> Vec<Vec<u8>> {
+        ["c1", "", "eMQP/1.0", "REQUEST", msgid, "default", "", msg]
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .collect()
+    };
+    let sent = h.frames(Frontend, request("j1", r#"{"not": "a job"}"#));
+    let rj = rejects(&sent, "c1");
+    assert_eq!(rj.len(), 1, "{sent:?}");
+    assert_eq!(rj[0].orig_msgid, "j1");
+    assert_eq!(rj[0].reason, RejectReason::NotAJob);
+    assert!(
+        rj[0].text.contains("a JSON object, not a job"),
+        "{}",
+        rj[0].text
+    );
+    assert!(forwarded(&sent, "w1").is_empty());
+    assert_eq!(h.r.stats().accepted, 0);
+    // 0.3.13's form and a message that is not JSON are taken.
+    let run = r#"["run", {"path": "pyemq_jobs", "callable": "noop", "args": [], "kwargs": {}}]"#;
+    let sent = h.frames(Frontend, request("j2", run));
+    assert_eq!(forwarded(&sent, "w1"), vec!["j2"]);
+    let sent = h.frames(Frontend, request("j3", "opaque bytes"));
+    assert!(rejects(&sent, "c1").is_empty(), "{sent:?}");
+    assert_eq!(h.r.stats().accepted, 2);
+}
+
+#[test]
 fn garbage_on_every_socket_is_dropped_without_panic() {
     let mut h = H::new();
     worker(&mut h, "w1", "", 1);

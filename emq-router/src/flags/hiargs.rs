@@ -29,6 +29,7 @@ impl Cli {
     /// in) and the config file it names.
     pub(crate) fn plan(self, env: &HashMap<String, String>) -> Result<Plan, String> {
         let settings = Settings::load_from(SECTION, env).map_err(|e| e.to_string())?;
+        settings.log_warnings();
         let traces_url = self.otlp.traces_url(env)?;
         let mut plan = Plan::resolve(self, &settings)?;
         plan.core.traces = traces_url.is_some();

@@ -1,13 +1,18 @@
 //! The checked plan: [`Cli`] with the environment, turned into what
 //! emq-sender will do ([`Plan`]), or a usage error (exit 2).
 
+use std::collections::HashMap;
 use std::time::Duration;
 
+use emq_cli_support::Settings;
 use emqp_proto::{Command, Headers, Interval, Schedule};
 
 use super::lowargs::{Cli, DEFAULT_ACK_TIMEOUT, DEFAULT_WAIT_TIMEOUT};
 use crate::client::{default_broker, default_publisher};
 use crate::payload::{self, PythonArgs, UsageError};
+
+/// The config file section emq-sender reads (then `[global]`).
+pub const SECTION: &str = "sender";
 
 /// One job from the command line, or many from stdin.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,6 +58,9 @@ pub struct Plan {
     /// `--publish TOPIC`: send PUBLISH [TOPIC, message] to a pub/sub
     /// process instead of REQUESTs (fire and forget, like `no_ack`).
     pub publish: Option<String>,
+    /// What reading the config file found (unknown keys), printed as
+    /// `emq-sender: warning: ...` at start.
+    pub warnings: Vec<String>,
 }
 
 impl Plan {
@@ -78,6 +86,31 @@ impl Plan {
 }
 
 impl Cli {
+    /// [`Cli::plan`] with the settings every emq tool reads: `EVENTMQ_*`
+    /// over the config file (`$EVENTMQ_CONFIG_FILE`, else
+    /// /etc/eventmq.conf) section `[sender]`, then `[global]`; the router's
+    /// `FRONTEND_ADDR` (and the pub/sub process's
+    /// `PUBLISHER_INCOMING_ADDR`) also from its own section, as emq-cli
+    /// finds the admin address. Other variables (`EMQ_*`) from `env`.
+    pub fn plan_from(&self, env: &HashMap<String, String>) -> Result<Plan, UsageError> {
+        let settings = Settings::load_client(
+            SECTION,
+            &[
+                ("FRONTEND_ADDR", "router"),
+                ("PUBLISHER_INCOMING_ADDR", "publisher"),
+            ],
+            env,
+        )
+        .map_err(|e| UsageError(e.to_string()))?;
+        let lookup = |k: &str| match k.strip_prefix("EVENTMQ_") {
+            Some(name) => settings.get(name).map(str::to_string),
+            None => env.get(k).cloned(),
+        };
+        let mut plan = self.plan(&lookup)?;
+        plan.warnings = settings.warnings().to_vec();
+        Ok(plan)
+    }
+
     /// Check the arguments and build the payload. `env` looks up
     /// environment variables (injected for tests).
     pub fn plan(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Plan, UsageError> {
@@ -124,6 +157,7 @@ impl Cli {
             plain,
             curve,
             publish: self.publish.clone(),
+            warnings: Vec::new(),
         })
     }
 

@@ -169,7 +169,14 @@ Environment:
                          --password-file is given
   EVENTMQ_CURVE_SERVER_KEY, EVENTMQ_CURVE_SECRET_KEY_FILE
                          defaults for --curve-server-key and
-                         --curve-secret-key-file";
+                         --curve-secret-key-file
+
+Config file: every EVENTMQ_* setting above (and MAX_MESSAGE_SIZE) may also
+come from $EVENTMQ_CONFIG_FILE (default /etc/eventmq.conf), section [sender]
+then [global]; FRONTEND_ADDR also from the router's own [router] section
+(PUBLISHER_INCOMING_ADDR from [publisher]), so the file that configures the
+router tells emq-sender where it is. The environment wins over the file; a
+key no emq tool reads is reported (with the nearest known name).";
 
 pub(crate) fn parse_interval(s: &str) -> Result<i64, String> {
     match s.trim().parse::<i64>() {

@@ -5,14 +5,16 @@ environment, else the INI file.
 **The file** is ``$EVENTMQ_CONFIG_FILE``, else ``/etc/eventmq.conf`` (a
 missing default file is no error; a missing named one is
 :class:`SettingsError`). The client reads its own section ``[client]``,
-then ``[router]`` (where the router's addresses are), then ``[global]``;
-keys are case-insensitive (``key = value`` or ``key: value``; ``#`` and
+then from ``[router]`` the router's two addresses (``FRONTEND_ADDR``,
+``ADMINISTRATIVE_ADDR``; never its key files), then ``[global]``; keys are
+case-insensitive (``key = value`` or ``key: value``; ``#`` and
 ``;`` start comments).
 
 **The layering**, per setting (:data:`KEYS`): the argument, else the
 0.3.13 client variable (``EMQ_BROKER_ADDR``, ``EMQ_ADMIN_ADDR``: kept),
 else ``EVENTMQ_<KEY>`` (the name the README documents for every tool),
-else ``KEY`` in ``[client]``, ``[router]``, ``[global]``, else the default.
+else ``KEY`` in ``[client]``, ``[router]`` (addresses), ``[global]``, else
+the default.
 A blank value counts as unset.
 
 - **Broker** (the router's frontend): ``EMQ_BROKER_ADDR``,
@@ -30,37 +32,65 @@ A blank value counts as unset.
 - **Inline** (``@job``'s ``delay`` without a router, :mod:`emq_client.jobs`):
   ``EMQ_INLINE=1``, environment only.
 
-**Unknown keys.** A key of ``[client]`` that is not in :data:`KEYS` is
-reported once per file and key with an :class:`UnknownSettingWarning`
-naming the key, the file and the nearest known name (``FRONTEND_ADR`` →
-``FRONTEND_ADDR``). ``[router]`` and ``[global]`` belong to every tool:
-their keys are the router's to check.
+**One vocabulary.** The names are the Rust tools' own table
+(``emq-cli-support``'s ``known.rs``), as ``emq-cli vocabulary`` prints it
+under ``"settings"``, shipped here as ``settings_vocabulary.json``
+(``tests/test_vocabulary.py`` checks it against the binary, so the two
+cannot drift): :data:`KEYS` are the settings whose sections include
+``client``.
+
+**Unknown keys.** As the Rust tools do, a key in any section of the file
+that no tool reads (neither a setting's name nor an older name of one) is
+reported, once per file and key, with an :class:`UnknownSettingWarning`
+naming the file, the line, the section, the key and the nearest known name
+(``FRONTEND_ADR`` → did you mean ``FRONTEND_ADDR``?).
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 import os
+import pkgutil
 import warnings
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Set, Tuple
+from typing import Any, Dict, FrozenSet, List, Mapping, NamedTuple, Optional, Set, Tuple
 
 from . import wire
 from .errors import EmqError
 
 CONFIG_FILE_VAR = "EVENTMQ_CONFIG_FILE"
 DEFAULT_CONFIG_FILE = "/etc/eventmq.conf"
-#: The sections read, in order (``[global]`` comes after them all).
+#: The sections read, in order (``[global]`` comes after them all), and
+#: the keys read from each: from ``[router]`` only the addresses the
+#: router binds (its key files are not the client's), as the Rust
+#: clients' ``Settings::load_client`` does.
 SECTIONS = ("client", "router")
+ROUTER_KEYS = ("FRONTEND_ADDR", "ADMINISTRATIVE_ADDR")
 
-#: Every key the client reads: ``KEY`` (``EVENTMQ_KEY`` in the
-#: environment) → what it is. The Rust tools use the same names.
-KEYS: Dict[str, str] = {
-    "FRONTEND_ADDR": "the router's frontend (a wildcard bind host is reached at 127.0.0.1)",
-    "ADMINISTRATIVE_ADDR": "the router's admin socket",
-    "CURVE_SERVER_KEY": "the router's public CURVE key (Z85 text or its NAME.key file)",
-    "CURVE_SECRET_KEY_FILE": "our CURVE key pair's NAME.key_secret file",
-}
+#: The client's own section in the vocabulary (``sections``).
+SECTION = "client"
+
+
+def _vocabulary() -> List[Dict[str, Any]]:
+    data = pkgutil.get_data(__name__.rpartition(".")[0], "settings_vocabulary.json")
+    if data is None:  # pragma: no cover - a broken install
+        raise SettingsError("emq_client/settings_vocabulary.json is missing from the installed package")
+    v: List[Dict[str, Any]] = json.loads(data)
+    return v
+
+
+#: Every setting of every emq tool (``emq-cli vocabulary``'s ``settings``):
+#: ``name``, older ``aliases``, the ``sections`` that read it, ``env``,
+#: ``help``.
+VOCABULARY: List[Dict[str, Any]] = _vocabulary()
+#: Every name a config file may use (names and older names).
+KNOWN_NAMES: FrozenSet[str] = frozenset(
+    n for s in VOCABULARY for n in [s["name"], *s.get("aliases", [])]
+)
+#: The keys the client reads (``EVENTMQ_KEY`` in the environment) → what
+#: each is: the vocabulary's settings of section ``client``.
+KEYS: Dict[str, str] = {s["name"]: s["help"] for s in VOCABULARY if SECTION in s["sections"]}
 #: 0.3.13's client variables, read before ``EVENTMQ_<KEY>``.
 LEGACY_ENV: Dict[str, str] = {"FRONTEND_ADDR": "EMQ_BROKER_ADDR", "ADMINISTRATIVE_ADDR": "EMQ_ADMIN_ADDR"}
 #: ``@job``'s explicit opt-in to running ``delay`` in the caller.
@@ -99,11 +129,20 @@ class Settings:
 _reported: Set[Tuple[str, str]] = set()
 
 
-def parse_ini(path: str, text: str) -> Dict[str, Dict[str, str]]:
-    """The sections of an INI text: section → key (upper case) → value.
-    As the Rust reader: a line outside ``[section]``, ``key=value``,
-    ``key: value``, comment or blank is :class:`SettingsError`."""
-    out: Dict[str, Dict[str, str]] = {}
+class Line(NamedTuple):
+    """One ``key = value`` line of the file."""
+
+    section: Optional[str]
+    key: str
+    value: str
+    number: int
+
+
+def parse_ini(path: str, text: str) -> List[Line]:
+    """The ``key = value`` lines of an INI text, keys upper-cased. As the
+    Rust reader: a line other than ``[section]``, ``key=value``,
+    ``key: value``, a comment or a blank one is :class:`SettingsError`."""
+    out: List[Line] = []
     current: Optional[str] = None
     for i, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
@@ -111,20 +150,19 @@ def parse_ini(path: str, text: str) -> Dict[str, Dict[str, str]]:
             continue
         if line.startswith("[") and line.endswith("]"):
             current = line[1:-1].strip()
-            out.setdefault(current, {})
             continue
         sep = "=" if "=" in line else ":" if ":" in line else None
         if sep is None:
             raise SettingsError(f"{path}:{i}: not an INI line: {raw!r}")
         k, _, v = line.partition(sep)
-        if current is not None:
-            out.setdefault(current, {})[k.strip().upper()] = v.strip()
+        out.append(Line(current, k.strip().upper(), v.strip(), i))
     return out
 
 
 def nearest(key: str) -> Optional[str]:
-    """The known key closest to ``key`` (for a "did you mean")."""
-    close = difflib.get_close_matches(key, list(KEYS), n=1, cutoff=0.6)
+    """The known name closest to ``key``, if one is close enough to be a
+    typo (for a "did you mean")."""
+    close = difflib.get_close_matches(key, sorted(KNOWN_NAMES), n=1, cutoff=0.8)
     return close[0] if close else None
 
 
@@ -145,23 +183,26 @@ def load(env: Optional[Mapping[str, str]] = None) -> Settings:
         text = ""
     except OSError as e:
         raise SettingsError(f"cannot read config file {path}: {e}") from None
-    sections = parse_ini(path, text)
-    for key in sections.get("client", {}):
-        if key not in KEYS and (path, key) not in _reported:
-            _reported.add((path, key))
-            hint = nearest(key)
+    lines = parse_ini(path, text)
+    for ln in lines:
+        if ln.key not in KNOWN_NAMES and (path, ln.key) not in _reported:
+            _reported.add((path, ln.key))
+            hint = nearest(ln.key)
             warnings.warn(
                 UnknownSettingWarning(
-                    f"{path} [client]: unknown key {key}"
-                    + (f" (did you mean {hint}?)" if hint else "")
-                    + f"; the client reads {', '.join(KEYS)}"
+                    f"{path}:{ln.number}: unknown setting {ln.key} in [{ln.section or ''}] (ignored)"
+                    + (f"; did you mean {hint}?" if hint else "")
                 ),
                 stacklevel=3,
             )
+    # The client's section, then the router's, then [global]; the last
+    # line of a section wins, as in the Rust reader.
     for section in (*SECTIONS, "global"):
-        for key, value in sections.get(section, {}).items():
-            if key in KEYS and key not in s.values and value.strip():
-                s.values[key] = value
+        wanted = ROUTER_KEYS if section == "router" else KEYS
+        found = {ln.key: ln for ln in lines if ln.section == section and ln.key in wanted and ln.value}
+        for key, ln in found.items():
+            if key not in s.values:
+                s.values[key] = ln.value
                 s.sources[key] = f"{path} [{section}]"
     for key in KEYS:
         for var in (LEGACY_ENV.get(key), f"EVENTMQ_{key}"):
