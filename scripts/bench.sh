@@ -24,6 +24,11 @@
 # fails or a phase could not run. Every wait in emq-bench has a timeout and
 # the router / job manager it starts are stopped on exit, Ctrl-C included.
 #
+#   scripts/bench.sh --noisy         # flow control (issue 27) alone: key A
+#       floods 100,000 jobs while key B submits one every 10 ms; B's submit ->
+#       start p50/p99 with `fair` and without; dispatch throughput with
+#       limits on and off (--quick: 5,000 jobs)
+#
 #   scripts/bench.sh --peers [--jobs N --rounds R --only emq,celery ...]
 #       the same Python workload through emq, EventMQ 0.3.13 (the test venv)
 #       and, when installed, Celery+Redis and RQ, alternating systems in

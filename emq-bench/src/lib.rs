@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod client;
+pub mod noisy;
 pub mod phases;
 pub mod procs;
 pub mod raw;

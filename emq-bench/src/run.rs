@@ -40,10 +40,45 @@ fn machine() -> serde_json::Value {
     })
 }
 
+/// `--noisy`: the flow-control phase alone (`emq_bench::noisy`).
+fn noisy(plan: &Plan, cfg: &Config, machine: &serde_json::Value, stop: &AtomicBool) -> Exit {
+    let dir = std::env::temp_dir().join(format!("emq-bench-noisy-{}", std::process::id()));
+    let ncfg = emq_bench::noisy::default_config(&cfg.router_bin, &dir, plan.quick);
+    let r = emq_bench::noisy::run_all(&ncfg, stop);
+    let _ = std::fs::remove_dir_all(&dir);
+    match r {
+        Ok(v) => {
+            if let Some(path) = &plan.json {
+                let doc = json!({"machine": machine, "noisy": v});
+                if let Err(e) = std::fs::write(path, format!("{doc:#}\n")) {
+                    eprintln!("emq-bench: {}: {e}", path.display());
+                    return Exit::Internal;
+                }
+            }
+            Exit::Ok
+        }
+        Err(e) => {
+            eprintln!("emq-bench: noisy-neighbour phase failed: {e}");
+            Exit::Internal
+        }
+    }
+}
+
 /// Run the phases of `plan` `plan.runs` times, print the table, write the
 /// JSON; the exit code says whether every phase ran.
 pub(crate) fn run(plan: &Plan) -> Exit {
     let mut cfg = plan.cfg.clone();
+    if plan.noisy {
+        // No PostgreSQL server for it.
+        let stop = match procs::install_signal_handler() {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("emq-bench: {e}");
+                return Exit::Internal;
+            }
+        };
+        return noisy(plan, &cfg, &machine(), &stop);
+    }
     // The PostgreSQL phase's server: the one named, else a throwaway local
     // one (stopped when `_pg` drops, Ctrl-C included: the loop ends first).
     let mut _pg = None;

@@ -55,10 +55,10 @@ macro_rules! known {
 pub const KNOWN: &[Known] = &[
     // Addresses: each is a router's (or the pub/sub process's) bind
     // address, and where the tools that connect to it look for it.
-    known!("FRONTEND_ADDR", &["router", "sender"], "the router's client socket (REQUEST, SCHEDULE); emq-sender connects there"),
+    known!("FRONTEND_ADDR", &["router", "sender", "client"], "the router's client socket (REQUEST, SCHEDULE); emq-sender and the Python client connect there"),
     known!("BACKEND_ADDR", aliases &["WORKER_ADDR"], &["router", "jobmanager"], "the router's worker socket; the job manager connects there (WORKER_ADDR is EventMQ 0.3.13's job manager name)"),
     known!("BACKEND_ADDR_FAILOVER", aliases &["WORKER_ADDR_FAILOVER"], JM, "a second router's worker socket the job manager also connects to"),
-    known!("ADMINISTRATIVE_ADDR", &["router", "cli"], "the router's admin socket; emq-cli connects there"),
+    known!("ADMINISTRATIVE_ADDR", &["router", "cli", "client"], "the router's admin socket; emq-cli and the Python client connect there"),
     known!("PUBLISHER_INCOMING_ADDR", &["publisher", "sender"], "the pub/sub process's PUBLISH socket (emq-sender --publish)"),
     known!("PUBLISHER_OUTGOING_ADDR", &["publisher", "receiver"], "the pub/sub process's subscriber socket (emq-receiver --subscribe)"),
     known!("METRICS_ADDR", R, "the router's Prometheus /metrics address (blank or none: off)"),
@@ -96,8 +96,8 @@ pub const KNOWN: &[Known] = &[
     known!("MAX_MESSAGE_SIZE", &["router", "jobmanager", "sender"], "the largest frame in bytes (0 or negative: no limit)"),
     known!("HEARTBEAT_INTERVAL", &["router", "jobmanager"], "time between heartbeats"),
     known!("HEARTBEAT_LIVENESS", &["router", "jobmanager"], "heartbeats missed before a peer counts as gone"),
-    known!("CURVE_SERVER_KEY", &["jobmanager", "cli", "sender", "receiver"], "the router's public CURVE key (clients)"),
-    known!("CURVE_SECRET_KEY_FILE", &["router", "jobmanager", "cli", "sender", "receiver"], "this process's CURVE key pair file"),
+    known!("CURVE_SERVER_KEY", &["jobmanager", "cli", "sender", "receiver", "client"], "the router's public CURVE key (clients)"),
+    known!("CURVE_SECRET_KEY_FILE", &["router", "jobmanager", "cli", "sender", "receiver", "client"], "this process's CURVE key pair file"),
     // Job manager.
     known!("CONCURRENT_JOBS", JM, "how many jobs run at once"),
     known!("KILL_GRACE_PERIOD", JM, "how long a job may finish after SIGTERM before it is killed"),

@@ -300,7 +300,61 @@ pub fn render(op: &AdminOp, answer: &Value, now_ms: u64) -> String {
             _ => format!("removed schedule {id}\n"),
         },
         AdminOp::Shutdown => "the router is shutting down\n".into(),
+        AdminOp::LimitsSet(a) => {
+            format!("queue {}: limits {}\n", a.queue, cell(answer.get("text")))
+        }
+        AdminOp::LimitsShow { .. } => limits(answer),
+        AdminOp::LimitsClear { queue } => format!("queue {queue}: no limits\n"),
     }
+}
+
+/// `limits-show`: per queue its policy and figures, then its keys.
+fn limits(v: &Value) -> String {
+    let queues = list(v, "limits");
+    if queues.is_empty() {
+        return "no flow-control policies\n".into();
+    }
+    let mut out = String::new();
+    for q in queues {
+        out.push_str(&format!(
+            "queue {}: {}\n  running {}, waiting {}, held by a limit {}, throttled {}, \
+             presumed running {}, active keys {}\n",
+            cell(q.get("queue")),
+            cell(q.get("text")),
+            count(q.get("running")),
+            count(q.get("waiting")),
+            count(q.get("limited")),
+            count(q.get("throttled")),
+            count(q.get("presumed")),
+            count(q.get("active_keys")),
+        ));
+        let mut t = Table::new(&[
+            ("KEY", Align::Left),
+            ("RUNNING", Align::Right),
+            ("WAITING", Align::Right),
+            ("HELD", Align::Left),
+        ]);
+        for k in list(q, "keys") {
+            let name = match k.get("key").and_then(Value::as_str) {
+                Some("") => "(no key)".to_string(),
+                _ => cell(k.get("key")),
+            };
+            t.row(vec![
+                name,
+                count(k.get("running")),
+                count(k.get("waiting")),
+                cell(k.get("blocked")),
+            ]);
+        }
+        if !t.is_empty() {
+            for line in t.render().lines() {
+                out.push_str("  ");
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
 }
 
 /// STATUS (emq's, with `version` when asked through ADMIN, or 0.3.13's).
@@ -680,6 +734,9 @@ pub fn job_view(job: &Value, now_ms: u64) -> String {
             }
             kv.push(label, cell(Some(x)));
         }
+    }
+    if let Some(x) = take("waiting") {
+        kv.push("waiting", cell(Some(x)));
     }
     if let Some(x) = take("attempts") {
         kv.push("attempts", cell(Some(x)));
@@ -1187,6 +1244,43 @@ mod tests {
         );
         assert!(t(AdminOp::Shutdown, json!({"shutting_down": true}))
             .starts_with("the router is shutting down"));
+    }
+
+    #[test]
+    fn limits_print_each_policy_and_its_keys() {
+        let show = json!({"ok": true, "limits": [{
+        "queue": "email", "text": "concurrency-per-key=2,fair", "running": 3,
+        "waiting": 5, "limited": 4, "throttled": 7, "presumed": 0, "active_keys": 2,
+        "keys": [
+            {"key": "acme", "running": 2, "waiting": 4,
+             "blocked": "limited: key acme at 2/2 running"},
+            {"key": "", "running": 1, "waiting": 1, "blocked": null}
+        ]}]});
+        let text = render(&AdminOp::LimitsShow { queue: None }, &show, 0);
+        assert!(
+            text.starts_with("queue email: concurrency-per-key=2,fair\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  acme            2        4  limited: key acme at 2/2 running\n"),
+            "{text}"
+        );
+        assert!(text.contains("(no key)"), "{text}");
+        assert_eq!(
+            render(
+                &AdminOp::LimitsShow { queue: None },
+                &json!({"limits": []}),
+                0
+            ),
+            "no flow-control policies\n"
+        );
+        let job = json!({"job": {"msgid": "m", "state": "queued",
+            "waiting": "limited: key acme at 2/2 running"}});
+        let text = render(&AdminOp::Job { msgid: "m".into() }, &job, 0);
+        assert!(
+            text.contains("waiting: limited: key acme at 2/2 running"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -738,6 +738,69 @@ views.schedules = {
   },
 };
 
+// Flow control: each queue's policy with its keys, and a form to change it
+// (docs/PROTOCOL.md, "Flow control").
+views.limits = {
+  title: 'Limits',
+  build(root) {
+    this.body = h('div');
+    const field = (name, label, placeholder) => h('label', {}, label,
+      h('input', { name, placeholder, size: 9, spellcheck: 'false' }));
+    const form = h('form', { class: 'limits-form', autocomplete: 'off' },
+      field('queue', 'Queue', 'email'),
+      field('concurrency', 'Concurrency', 'N, 0: none'),
+      field('concurrency_per_key', 'Per key', 'N, 0: none'),
+      field('rate', 'Rate', 'N/SECS, none'),
+      field('rate_per_key', 'Rate per key', 'N/SECS, none'),
+      h('label', {}, 'Fair', h('select', { name: 'fair' },
+        h('option', { value: '' }, 'unchanged'), h('option', { value: 'true' }, 'on'), h('option', { value: 'false' }, 'off'))),
+      h('button', { class: 'btn', type: 'submit', disabled: state.readOnly }, 'Set'));
+    form.addEventListener('submit', e => {
+      e.preventDefault();
+      const f = new FormData(form);
+      const args = { queue: (f.get('queue') || '').trim() };
+      for (const k of ['concurrency', 'concurrency_per_key']) {
+        const v = (f.get(k) || '').trim();
+        if (v !== '') args[k] = Number(v);
+      }
+      for (const k of ['rate', 'rate_per_key']) {
+        const v = (f.get(k) || '').trim();
+        if (v !== '') args[k] = v;
+      }
+      if (f.get('fair')) args.fair = f.get('fair') === 'true';
+      act('limits-set', args, r => `Queue ${r.queue}: ${r.text}`);
+    });
+    root.append(h('h1', {}, 'Limits'),
+      card('Set a policy', h('span', { class: 'sub' }, 'fields left empty stay as they are'), form),
+      this.body);
+  },
+  async load() { return (await api('limits-show')).limits; },
+  render(limits) {
+    if (!limits.length) {
+      this.body.replaceChildren(card('Policies', '', h('p', { class: 'empty' },
+        'No flow-control policy: set one above, with emq-cli limits set, or emq-router --limit')));
+      return;
+    }
+    this.body.replaceChildren(...limits.map(l => card(
+      h('h2', {}, 'Queue ', h('a', { href: '#/jobs?queue=' + encodeURIComponent(l.queue) }, l.queue), ' ',
+        h('span', { class: 'sub mono' }, l.text)),
+      actionButton('Clear', 'danger', () => act('limits-clear', { queue: l.queue }, () => `Queue ${l.queue}: no limits`,
+        { title: `Clear the limits of ${l.queue}?`, ok: 'Clear',
+          text: `Its held jobs go as workers are free. The router journals the change.` }), { 'data-action': 'limits-clear' }),
+      h('p', { class: 'sub' },
+        `running ${num(l.running)} · waiting ${num(l.waiting)} · held by a limit ${num(l.limited)} · ` +
+        `throttled ${num(l.throttled)} · active keys ${num(l.active_keys)}` +
+        (l.presumed ? ` · presumed running ${num(l.presumed)}` : '')),
+      table(['Key', ['Running', 'num'], ['Waiting', 'num'], 'Held'],
+        (l.keys || []).map(k => h('tr', { 'data-key': k.key },
+          h('td', { class: 'mono' }, k.key === '' ? '(no key)' : k.key),
+          h('td', { class: 'num' }, num(k.running)),
+          h('td', { class: 'num' }, num(k.waiting)),
+          h('td', {}, k.blocked || ''))),
+        'No key has jobs running or waiting'))));
+  },
+};
+
 // ---------------------------------------------------------------- routing
 
 function parseHash() {

@@ -132,6 +132,9 @@ pub struct Config {
     /// the driver sets it when an OTLP endpoint is configured. Off: no
     /// header is touched and nothing is emitted.
     pub traces: bool,
+    /// Flow-control policies given at start (`--limit QUEUE:...`): each
+    /// replaces the journal's policy of its queue (`router/flow.rs`).
+    pub limits: Vec<(String, emqp_proto::flow::Policy)>,
 }
 
 impl Default for Config {
@@ -160,6 +163,7 @@ impl Default for Config {
             id_seed: 0,
             take_back_secret: [0; 32],
             traces: false,
+            limits: Vec::new(),
         }
     }
 }

@@ -18,6 +18,7 @@ use std::collections::{BTreeSet, VecDeque};
 use std::hash::BuildHasher;
 use std::rc::Rc;
 
+use crate::flow::{Flow, FlowQueue};
 use crate::ids::WorkerId;
 use crate::util::{FastMap, FastSet};
 
@@ -48,6 +49,22 @@ pub struct JobMeta {
     pub headers: Box<[u8]>,
     pub reply_requested: bool,
     pub retry_count: u32,
+    /// `key:K` (flow control), if given.
+    pub key: Option<Box<str>>,
+    /// `priority:N` (flow control), 0 when absent.
+    pub priority: u8,
+}
+
+impl JobMeta {
+    /// Whether the job asks for flow control (`key` or `priority`).
+    pub fn wants_flow(&self) -> bool {
+        self.key.is_some() || self.priority > 0
+    }
+
+    /// Its flow-control key (`""`: none).
+    pub fn flow_key(&self) -> &str {
+        self.key.as_deref().unwrap_or("")
+    }
 }
 
 /// Rarely used per-job fields (failures, lost deliveries, restored jobs).
@@ -312,6 +329,9 @@ impl MetaTable {
             self.sweep();
         }
         let (reply_requested, retry_count) = parse();
+        // Checked at intake (a bad one is REJECTed); a journal's are as
+        // accepted.
+        let flow = emqp_proto::headers::frame_flow(headers).unwrap_or_default();
         let m = Rc::new(JobMeta {
             client: client.into(),
             queue: queue.into(),
@@ -319,6 +339,8 @@ impl MetaTable {
             headers: headers.into(),
             reply_requested,
             retry_count,
+            key: flow.key.map(Into::into),
+            priority: flow.priority,
         });
         self.map.entry(h).or_default().push(Rc::clone(&m));
         self.len += 1;
@@ -590,6 +612,9 @@ pub struct JobStore {
     /// Route → (unfinished jobs, sum of their `accepted_at`), kept so the
     /// read model's ages are O(queues), not O(jobs).
     ages: FastMap<String, (u64, u128)>,
+    /// The buffers and running counts of flow-controlled routes
+    /// (`crate::flow`): their waiting jobs are there, not in `queues`.
+    pub flow: Flow,
 }
 
 impl JobStore {
@@ -644,6 +669,7 @@ impl JobStore {
     /// msgid index entry.
     pub fn remove_job(&mut self, id: JobId) -> Option<Job> {
         let job = self.jobs.remove(&id)?;
+        self.flow.release(job.route(), id);
         self.age_add(job.route(), job.accepted_us, false);
         let m = job.msgid().to_string();
         self.unindex(&m, id);
@@ -663,6 +689,17 @@ impl JobStore {
         }
         let mut n = 0;
         for r in routes {
+            if self.flow.has(&r) {
+                for id in ids {
+                    if self.jobs.get(id).is_some_and(|j| j.route() == r) {
+                        self.remove_queued(*id);
+                        if self.remove_job(*id).is_some() {
+                            n += 1;
+                        }
+                    }
+                }
+                continue;
+            }
             let mut gone: Vec<JobId> = Vec::new();
             if let Some(q) = self.queues.get_mut(&r) {
                 q.retain(|id| {
@@ -720,15 +757,103 @@ impl JobStore {
             .iter()
             .filter(|(_, q)| !q.is_empty())
             .map(|(r, _)| r.clone())
+            .chain(
+                self.flow
+                    .queues
+                    .iter()
+                    .filter(|(_, q)| q.waiting > 0)
+                    .map(|(r, _)| r.clone()),
+            )
             .collect()
     }
 
+    /// Jobs waiting in `queue`'s buffer (flow-controlled or not).
     pub fn queue_len(&self, queue: &str) -> usize {
-        self.queues.get(queue).map_or(0, VecDeque::len)
+        match self.flow.get(queue) {
+            Some(f) => f.waiting,
+            None => self.queues.get(queue).map_or(0, VecDeque::len),
+        }
     }
 
+    /// Jobs in buffers, flow-controlled ones included.
     pub fn buffered(&self) -> usize {
+        self.buffered + self.flow.waiting
+    }
+
+    /// Jobs in the plain (FIFO) buffers.
+    pub fn fifo_buffered(&self) -> usize {
         self.buffered
+    }
+
+    /// Make `route` flow-controlled (if it is not): its FIFO buffer moves
+    /// into a [`FlowQueue`] (O(jobs buffered), once). Its running jobs are
+    /// not counted: the caller counts them when a policy needs it
+    /// ([`JobStore::count_running`]).
+    pub fn make_flow(&mut self, route: &str) -> &mut FlowQueue {
+        if !self.flow.queues.contains_key(route) {
+            let mut fq = FlowQueue::new(None);
+            if let Some(buf) = self.queues.remove(route) {
+                self.buffered -= buf.len();
+                for id in buf {
+                    if let Some(j) = self.jobs.get(&id) {
+                        fq.push(id, j.meta.flow_key(), j.meta.priority, false);
+                    }
+                }
+                self.flow.waiting += fq.waiting;
+            }
+            self.flow.queues.insert(route.to_string(), fq);
+        }
+        self.flow.queues.get_mut(route).expect("just inserted")
+    }
+
+    /// Count the jobs of `route` in `running` (in flight) that its flow
+    /// queue does not count yet.
+    pub fn count_running(&mut self, route: &str, running: impl IntoIterator<Item = JobId>) {
+        for id in running {
+            let Some(j) = self.jobs.get(&id) else {
+                continue;
+            };
+            if j.route() != route {
+                continue;
+            }
+            let meta = Rc::clone(&j.meta);
+            if let Some(q) = self.flow.get_mut(route) {
+                q.count(id, meta.flow_key());
+            }
+        }
+    }
+
+    /// Job `id` is in flight on `worker` (dispatched, or adopted): a
+    /// flow-controlled route counts it as running.
+    pub fn set_inflight(&mut self, id: JobId, worker: WorkerId, seq: DispatchSeq) {
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        job.state = JobState::InFlight { worker, seq };
+        if self.flow.queues.is_empty() {
+            return;
+        }
+        let meta = Rc::clone(&job.meta);
+        if let Some(q) = self.flow.get_mut(&meta.route) {
+            q.count(id, meta.flow_key());
+        }
+    }
+
+    /// Buffer job `id` (state already `Queued`) in its route's buffer.
+    fn buffer(&mut self, id: JobId, meta: &JobMeta, front: bool) {
+        if meta.wants_flow() || self.flow.has(&meta.route) {
+            let q = self.make_flow(&meta.route);
+            q.push(id, meta.flow_key(), meta.priority, front);
+            self.flow.waiting += 1;
+            return;
+        }
+        let q = self.queue_mut(&meta.route);
+        if front {
+            q.push_front(id);
+        } else {
+            q.push_back(id);
+        }
+        self.buffered += 1;
     }
 
     fn queue_mut(&mut self, route: &str) -> &mut VecDeque<JobId> {
@@ -743,9 +868,30 @@ impl JobStore {
         job.state = JobState::Queued;
         let meta = Rc::clone(&job.meta);
         self.age_add(&meta.route, job.accepted_us, true);
-        self.queue_mut(&meta.route).push_back(id);
-        self.buffered += 1;
         self.jobs.insert(id, job);
+        self.buffer(id, &meta, false);
+    }
+
+    /// Insert a job restored from a journal that may still run (see
+    /// `router/flow.rs`, "Restarts"): state `Queued`, in no buffer,
+    /// counted as running on its key until `until` or until it is
+    /// adopted, cancelled or released.
+    pub fn insert_presumed(&mut self, id: JobId, mut job: Job, until: Duration) {
+        job.state = JobState::Queued;
+        let meta = Rc::clone(&job.meta);
+        self.age_add(&meta.route, job.accepted_us, true);
+        self.jobs.insert(id, job);
+        let q = self.make_flow(&meta.route);
+        q.count(id, meta.flow_key());
+        q.presumed.insert(id);
+        q.presumed_until = Some(q.presumed_until.map_or(until, |u| u.max(until)));
+    }
+
+    /// Whether job `id` is presumed running (restored, not buffered).
+    pub fn is_presumed(&self, id: JobId, route: &str) -> bool {
+        self.flow
+            .get(route)
+            .is_some_and(|q| q.presumed.contains(&id))
     }
 
     /// Insert a new job `id` that waits until `due` (a delayed job).
@@ -764,6 +910,17 @@ impl JobStore {
             None => Vec::new(),
         };
         self.buffered -= out.len();
+        if let Some(f) = self.flow.queues.get_mut(queue) {
+            let waiting = f.take_all_waiting();
+            self.flow.waiting -= waiting.len();
+            out.extend(waiting);
+            let presumed: Vec<JobId> = f.presumed.iter().copied().collect();
+            for id in presumed {
+                f.release(id);
+                out.push(id);
+            }
+            self.flow.maybe_drop(queue);
+        }
         let delayed: Vec<(Duration, JobId)> = self
             .delayed
             .iter()
@@ -784,13 +941,8 @@ impl JobStore {
         };
         job.state = JobState::Queued;
         let meta = Rc::clone(&job.meta);
-        let q = self.queue_mut(&meta.route);
-        if front {
-            q.push_front(id);
-        } else {
-            q.push_back(id);
-        }
-        self.buffered += 1;
+        self.flow.release(&meta.route, id);
+        self.buffer(id, &meta, front);
     }
 
     /// The oldest buffered job of `queue`, removed from the buffer (the job
@@ -811,6 +963,16 @@ impl JobStore {
         let Some(job) = self.jobs.get(&id) else {
             return;
         };
+        let meta = Rc::clone(&job.meta);
+        if let Some(f) = self.flow.queues.get_mut(&*meta.route) {
+            if f.presumed.contains(&id) {
+                self.flow.release(&meta.route, id);
+            } else if f.remove_waiting(id, meta.flow_key()) {
+                self.flow.waiting -= 1;
+            }
+            self.flow.maybe_drop(&meta.route);
+            return;
+        }
         if let Some(q) = self.queues.get_mut(job.route()) {
             if let Some(pos) = q.iter().position(|j| *j == id) {
                 q.remove(pos);
@@ -823,6 +985,8 @@ impl JobStore {
         if let Some(job) = self.jobs.get_mut(&id) {
             job.state = JobState::Delayed { due };
             self.delayed.insert((due, id));
+            let meta = Rc::clone(&job.meta);
+            self.flow.release(&meta.route, id);
         }
     }
 
@@ -852,6 +1016,8 @@ mod tests {
             headers: Box::default(),
             reply_requested: false,
             retry_count: 0,
+            key: None,
+            priority: 0,
         });
         Job::new(&format!("m{n}"), b"p", meta, Duration::from_micros(n))
     }

@@ -26,6 +26,8 @@
 //! - [`workers`]: worker registry and the per-queue free-slot index;
 //! - [`jobs`]: jobs, queue buffers, the retry delay set, the msgid index;
 //!   [`finished`]: finished jobs kept for lookups;
+//! - [`flow`]: flow control's buffers and per-key state (the rules are
+//!   in `router/flow.rs`);
 //! - [`config`]: tunables; [`event`]: inputs and actions; [`ids`]: job,
 //!   worker and dispatch ids as types;
 //! - [`prometheus`]: the text exposition format; [`util`]: small helpers.
@@ -38,6 +40,7 @@ pub mod config;
 pub mod data;
 pub mod event;
 pub mod finished;
+pub mod flow;
 pub mod ids;
 pub mod jobs;
 pub mod journal;

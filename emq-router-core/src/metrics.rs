@@ -8,6 +8,8 @@
 //! Families (label `queue` is the route queue, `default` for unserved ones):
 //! `emq_queue_depth` (buffered), `emq_queue_inflight` (on workers),
 //! `emq_queue_retry_waiting` (waiting for a retry delay),
+//! `emq_queue_flow_limited` (waiting jobs a flow-control limit holds),
+//! `emq_queue_flow_throttled_total` (free workers left idle by a limit),
 //! `emq_jobs_processed_total` (completed ok), `emq_jobs_failed_total`
 //! (completed failed, no retries asked), `emq_jobs_retried_total`,
 //! `emq_jobs_redelivered_total` (lost to a dying worker and queued again),
@@ -37,7 +39,7 @@ pub fn render(snap: &Snapshot) -> String {
     let qm = |q: &str| -> &QueueMetrics { &qv(q).metrics };
     let mut p = PromText::new();
     type Gauge = fn(&QueueView) -> u64;
-    let gauges: [(&str, &str, Gauge); 4] = [
+    let gauges: [(&str, &str, Gauge); 5] = [
         ("emq_queue_depth", "Jobs buffered in the queue.", |q| {
             q.depth
         }),
@@ -53,6 +55,11 @@ pub fn render(snap: &Snapshot) -> String {
             "emq_queue_retry_waiting",
             "Jobs of the queue waiting for a retry delay.",
             |q| q.retry_waiting,
+        ),
+        (
+            "emq_queue_flow_limited",
+            "Waiting jobs of the queue a flow-control limit holds now.",
+            |q| q.flow_limited,
         ),
     ];
     for (name, help, get) in gauges {
@@ -97,6 +104,18 @@ pub fn render(snap: &Snapshot) -> String {
         for q in &names {
             p.sample(name, &[("queue", q)], get(qm(q)) as f64);
         }
+    }
+    p.family(
+        "emq_queue_flow_throttled_total",
+        "counter",
+        "Times a free worker was left idle because a flow-control limit held the queue's jobs.",
+    );
+    for q in &names {
+        p.sample(
+            "emq_queue_flow_throttled_total",
+            &[("queue", q)],
+            qv(q).flow_throttled as f64,
+        );
     }
     p.family(
         "emq_job_latency_seconds",

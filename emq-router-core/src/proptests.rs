@@ -35,7 +35,7 @@ const QUEUES: [&str; 4] = [
     "q1",
 ];
 const REQ_QUEUES: [&str; 3] = ["default", "q1", "nope"];
-const HEADERS: [&str; 7] = [
+const HEADERS: [&str; 11] = [
     "",
     "reply-requested",
     "reply-requested,retry-count:2",
@@ -43,6 +43,11 @@ const HEADERS: [&str; 7] = [
     "retry-count:bad",
     "reply-requested,result-receipt",
     "reply-requested,result-receipt,retry-count:1",
+    // Flow control (`router/flow.rs`).
+    "key:a",
+    "reply-requested,key:b,priority:3",
+    "key:a,retry-count:1",
+    "priority:9",
 ];
 
 #[derive(Debug, Clone)]
@@ -102,6 +107,8 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(w, q, ack, frontend)| Op::Inform { w, q, ack, frontend }),
         6 => (0..3usize).prop_map(Op::Ready),
         8 => (0..2usize, 0..8u8, 0..3usize, 0..7usize)
+            .prop_map(|(c, id, q, h)| Op::Request { c, id, q, h }),
+        2 => (0..2usize, 0..8u8, 0..3usize, 7..11usize)
             .prop_map(|(c, id, q, h)| Op::Request { c, id, q, h }),
         5 => (0..3usize, prop::option::weighted(0.9, 0..8u8), 0..3u8, 0..16u8)
             .prop_map(|(w, id, status, rep)| Op::Reply { w, id, status, rep }),
@@ -337,8 +344,24 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
 
     #[test]
-    fn random_inputs_keep_invariants(ops in prop::collection::vec(op(), 1..80), hwm in 1usize..6) {
-        let mut r = Router::new(Config { hwm, max_attempts: 2, journal: true, ..Config::default() });
+    fn random_inputs_keep_invariants(
+        ops in prop::collection::vec(op(), 1..80),
+        hwm in 1usize..6,
+        limit in prop::option::weighted(0.3, 0..4usize),
+    ) {
+        // Flow-control policies on `default` (and `q1`), sometimes.
+        let limits: Vec<(String, emqp_proto::Policy)> = limit
+            .map(|i| {
+                let spec = [
+                    "default:concurrency-per-key=1",
+                    "default:concurrency=2,rate-per-key=2/1,fair",
+                    "default:rate=3/1",
+                    "q1:concurrency-per-key=1,fair",
+                ][i];
+                vec![emqp_proto::flow::parse_queue_limit(spec).expect("a good limit")]
+            })
+            .unwrap_or_default();
+        let mut r = Router::new(Config { hwm, max_attempts: 2, journal: true, limits, ..Config::default() });
         let mut d = Driver::new(Flush::AfterActions);
         let mut store = Store { fails: false };
         let mut now = Duration::ZERO;

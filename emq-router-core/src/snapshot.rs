@@ -33,6 +33,10 @@ pub struct QueueView {
     /// Some worker announced it in this run (it stays listed, possibly with
     /// no worker, after its last worker left, as in 0.3.13).
     pub announced: bool,
+    /// Flow control (`router/flow.rs`): waiting jobs a limit holds now.
+    pub flow_limited: u64,
+    /// Flow control: times a free worker was left idle by a limit.
+    pub flow_throttled: u64,
 }
 
 /// One connected worker (job manager connection).

@@ -166,3 +166,44 @@ mod tests {
         assert!(l.allow(SECOND + us(5)));
     }
 }
+
+/// Unix milliseconds as RFC 3339 UTC text with milliseconds
+/// (`2026-12-06T14:05:09.123Z`), for messages people read.
+pub fn rfc3339_ms(unix_ms: u64) -> String {
+    let secs = unix_ms / 1000;
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        unix_ms % 1000
+    )
+}
+
+#[cfg(test)]
+mod rfc3339_tests {
+    #[test]
+    fn unix_ms_print_as_utc() {
+        assert_eq!(super::rfc3339_ms(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            super::rfc3339_ms(1_796_652_309_123),
+            "2026-12-07T14:05:09.123Z"
+        );
+        assert_eq!(
+            super::rfc3339_ms(951_782_400_000),
+            "2000-02-29T00:00:00.000Z"
+        );
+    }
+}

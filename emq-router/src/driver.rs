@@ -270,14 +270,16 @@ fn serve(
             .restore(restored, start.elapsed(), &mut term.out);
         log::info!(
             "journal {}: {} unfinished job(s) queued again, {} dead letter(s), {} schedule(s), \
-             {} paused queue(s), {} finished job(s), {} undelivered result(s) restored",
+             {} paused queue(s), {} finished job(s), {} undelivered result(s), {} flow-control \
+             policy(ies) restored",
             term.journal.describe(),
             n.jobs,
             n.dead_letters,
             n.schedules,
             n.paused_queues,
             n.finished,
-            n.results
+            n.results,
+            n.policies
         );
     }
     service::ready(&format!("serving (journal {})", term.journal.describe()));

@@ -77,6 +77,25 @@ pub enum AdminOp {
     Unschedule { id: String },
     /// The orderly shutdown of DISCONNECT.
     Shutdown,
+    /// Set (change) a queue's flow-control policy.
+    LimitsSet(LimitsSetArgs),
+    /// The flow-control policies with their keys (one queue, or all).
+    LimitsShow {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        queue: Option<String>,
+    },
+    /// Remove a queue's flow-control policy.
+    LimitsClear { queue: String },
+}
+
+/// The arguments of `limits-set`: the queue and the fields to change
+/// (`crate::flow::PolicyChange`: each given one replaces the policy's; a
+/// concurrency of 0 or a rate `none` removes that limit).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LimitsSetArgs {
+    pub queue: String,
+    #[serde(flatten)]
+    pub change: crate::flow::PolicyChange,
 }
 
 /// The arguments of `jobs`.
@@ -252,6 +271,7 @@ impl OpName {
                 | OpName::Queues
                 | OpName::Workers
                 | OpName::Schedules
+                | OpName::LimitsShow
         )
     }
 
@@ -370,6 +390,23 @@ impl AdminOp {
             AdminOp::Schedules,
             AdminOp::Unschedule { id: s("s") },
             AdminOp::Shutdown,
+            AdminOp::LimitsSet(LimitsSetArgs {
+                queue: s("q"),
+                change: crate::flow::PolicyChange {
+                    concurrency: Some(2),
+                    concurrency_per_key: Some(1),
+                    rate: Some(crate::flow::RateChange::Set(crate::flow::Rate {
+                        n: 10,
+                        per: std::time::Duration::from_secs(1),
+                    })),
+                    rate_per_key: Some(crate::flow::RateChange::Remove),
+                    fair: Some(true),
+                },
+            }),
+            AdminOp::LimitsShow {
+                queue: Some(s("q")),
+            },
+            AdminOp::LimitsClear { queue: s("q") },
         ]
     }
 }
@@ -508,7 +545,11 @@ pub fn vocabulary() -> Value {
     let states: Map<String, Value> = ViewState::iter()
         .map(|s| (s.as_str().into(), json!({"finished": s.is_finished()})))
         .collect();
-    json!({"ops": ops, "error_kinds": kinds, "job_states": states})
+    let rejects: Vec<&str> = crate::RejectReason::KNOWN
+        .iter()
+        .map(crate::RejectReason::as_str)
+        .collect();
+    json!({"ops": ops, "error_kinds": kinds, "job_states": states, "reject_reasons": rejects})
 }
 
 #[cfg(test)]
@@ -545,6 +586,11 @@ mod tests {
             json!({"op": "schedules"}),
             json!({"op": "unschedule", "id": "s"}),
             json!({"op": "shutdown"}),
+            json!({"op": "limits-set", "queue": "q", "concurrency": 2,
+                   "concurrency_per_key": 1, "rate": "10/1", "rate_per_key": "none",
+                   "fair": true}),
+            json!({"op": "limits-show", "queue": "q"}),
+            json!({"op": "limits-clear", "queue": "q"}),
         ];
         let examples = AdminOp::examples();
         assert_eq!(examples.len(), wire.len());
@@ -639,7 +685,8 @@ mod tests {
                 "dead",
                 "queues",
                 "workers",
-                "schedules"
+                "schedules",
+                "limits-show"
             ]
         );
         let journaled: Vec<&str> = OpName::iter()
@@ -656,7 +703,9 @@ mod tests {
                 "pause",
                 "resume",
                 "purge",
-                "unschedule"
+                "unschedule",
+                "limits-set",
+                "limits-clear"
             ]
         );
         assert_eq!(OpName::parse("dead-retry"), Some(OpName::DeadRetry));

@@ -296,6 +296,21 @@ pub enum RejectReason {
 }
 
 impl RejectReason {
+    /// Every reason this build sends or knows (not `Other`), for the
+    /// vocabulary dump (`emq-cli vocabulary`) that clients are checked against.
+    pub const KNOWN: [RejectReason; 10] = [
+        RejectReason::QueueFull,
+        RejectReason::Malformed,
+        RejectReason::ShuttingDown,
+        RejectReason::DeadLettered,
+        RejectReason::JournalUnavailable,
+        RejectReason::JournalUncertain,
+        RejectReason::DuplicateMsgid,
+        RejectReason::NotFound,
+        RejectReason::NotAJob,
+        RejectReason::Duplicate,
+    ];
+
     pub fn as_str(&self) -> &str {
         match self {
             RejectReason::QueueFull => "queue-full",
@@ -895,6 +910,13 @@ impl Body {
 
 #[cfg(test)]
 mod about_tests {
+    #[test]
+    fn every_known_reject_reason_reads_back_as_itself() {
+        for r in RejectReason::KNOWN {
+            assert_eq!(RejectReason::parse(r.as_str().to_string()), r);
+        }
+    }
+
     use super::*;
     use crate::Message;
 

@@ -196,6 +196,39 @@ impl Headers {
     }
 }
 
+/// The longest flow-control key (`key:K`), in bytes.
+pub const MAX_FLOW_KEY: usize = 128;
+
+/// The highest `priority:N`.
+pub const MAX_PRIORITY: u8 = 9;
+
+/// Why a `key:` or `priority:` header is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FlowHeaderError {
+    /// `key:K` longer than [`MAX_FLOW_KEY`] bytes.
+    KeyTooLong(usize),
+    /// `key:` with nothing after it.
+    EmptyKey,
+    /// `priority:N` that is not an integer 0–9.
+    BadPriority(String),
+}
+
+impl std::fmt::Display for FlowHeaderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FlowHeaderError::KeyTooLong(n) => write!(
+                f,
+                "bad key header: {n} bytes, the longest flow-control key is {MAX_FLOW_KEY} bytes"
+            ),
+            FlowHeaderError::EmptyKey => f.write_str("bad key header: the key is empty"),
+            FlowHeaderError::BadPriority(v) => write!(
+                f,
+                "bad priority header {v:?}: must be an integer from 0 to {MAX_PRIORITY}"
+            ),
+        }
+    }
+}
+
 /// `unique-key:K` (emq): at most one job with key K at a time (see
 /// docs/PROTOCOL.md, "Unique jobs").
 pub const UNIQUE_KEY: &str = "unique-key";
@@ -241,6 +274,58 @@ impl OnConflict {
             "replace" => Some(OnConflict::Replace),
             _ => None,
         }
+    }
+}
+
+impl std::error::Error for FlowHeaderError {}
+
+/// The flow-control fields of a job (emq): `key:K` (None without one) and
+/// `priority:N` (0 without one), the last of each if given twice. Kept as
+/// unknown headers on the wire (0.3.13 peers ignore them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FlowFields<'a> {
+    pub key: Option<&'a str>,
+    pub priority: u8,
+}
+
+fn flow_value<'a>(items: impl DoubleEndedIterator<Item = &'a str>, name: &str) -> Option<&'a str> {
+    items.rev().find_map(|i| i.strip_prefix(name))
+}
+
+fn flow_fields_of<'a>(
+    items: impl DoubleEndedIterator<Item = &'a str> + Clone,
+) -> Result<FlowFields<'a>, FlowHeaderError> {
+    let key = match flow_value(items.clone(), "key:") {
+        None => None,
+        Some(k) => {
+            let k = k.trim();
+            if k.is_empty() {
+                return Err(FlowHeaderError::EmptyKey);
+            }
+            if k.len() > MAX_FLOW_KEY {
+                return Err(FlowHeaderError::KeyTooLong(k.len()));
+            }
+            Some(k)
+        }
+    };
+    let priority = match flow_value(items, "priority:") {
+        None => 0,
+        Some(p) => match p.trim().parse::<u8>() {
+            Ok(n) if n <= MAX_PRIORITY => n,
+            _ => return Err(FlowHeaderError::BadPriority(p.to_string())),
+        },
+    };
+    Ok(FlowFields { key, priority })
+}
+
+impl Headers {
+    /// `key:K` and `priority:N` (see [`FlowFields`]); `Err` says what is
+    /// wrong with them.
+    pub fn flow(&self) -> Result<FlowFields<'_>, FlowHeaderError> {
+        flow_fields_of(self.0.iter().filter_map(|h| match h {
+            Header::Other(o) => Some(o.as_str()),
+            _ => None,
+        }))
     }
 }
 
@@ -365,6 +450,16 @@ impl Headers {
     }
 }
 
+/// [`Headers::flow`] of a raw HEADERS frame, without parsing the rest
+/// (items trimmed as [`Headers::parse`] does; a frame that is not UTF-8
+/// has no flow fields).
+pub fn frame_flow(frame: &[u8]) -> Result<FlowFields<'_>, FlowHeaderError> {
+    let Ok(text) = std::str::from_utf8(frame) else {
+        return Ok(FlowFields::default());
+    };
+    flow_fields_of(text.split(',').map(str::trim))
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -477,6 +572,45 @@ mod tests {
     #[test]
     fn timeout_zero_is_no_timeout() {
         assert_eq!(Headers::parse(b"timeout:0").unwrap().timeout_secs(), None);
+    }
+
+    #[test]
+    fn flow_headers_are_key_and_priority_kept_as_unknown_headers() {
+        let h = Headers::parse(b"reply-requested,key:acme,priority:7").unwrap();
+        let f = h.flow().unwrap();
+        assert_eq!((f.key, f.priority), (Some("acme"), 7));
+        assert_eq!(h.encode(), "reply-requested,key:acme,priority:7");
+        assert_eq!(
+            super::frame_flow(b"key:a, priority:3,key:b").unwrap(),
+            super::FlowFields {
+                key: Some("b"),
+                priority: 3
+            }
+        );
+        assert_eq!(
+            Headers::parse(b"").unwrap().flow().unwrap(),
+            super::FlowFields::default()
+        );
+        let long = format!("key:{}", "k".repeat(129));
+        assert_eq!(
+            Headers::parse(long.as_bytes()).unwrap().flow(),
+            Err(super::FlowHeaderError::KeyTooLong(129))
+        );
+        let ok = format!("key:{}", "k".repeat(128));
+        assert!(Headers::parse(ok.as_bytes()).unwrap().flow().is_ok());
+        for bad in ["priority:10", "priority:-1", "priority:x", "priority:"] {
+            assert!(
+                matches!(
+                    Headers::parse(bad.as_bytes()).unwrap().flow(),
+                    Err(super::FlowHeaderError::BadPriority(_))
+                ),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            Headers::parse(b"key:").unwrap().flow(),
+            Err(super::FlowHeaderError::EmptyKey)
+        );
     }
 
     #[test]

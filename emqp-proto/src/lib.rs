@@ -16,6 +16,7 @@
 pub mod admin;
 pub mod command;
 pub mod error;
+pub mod flow;
 pub mod headers;
 pub mod heartbeat;
 pub mod interval;
@@ -32,6 +33,7 @@ pub use command::{
     RejectReason, Reply, Request, ResultStatus, Schedule, WorkerAbout,
 };
 pub use error::DecodeError;
+pub use flow::{Policy, PolicyChange, Rate, RateChange};
 pub use headers::{Header, Headers, OnConflict, Unique, UniqueError};
 pub use interval::{Interval, IntervalError};
 pub use message::Message;

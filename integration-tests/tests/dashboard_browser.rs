@@ -568,3 +568,42 @@ fn three_hundred_idle_connections_do_not_lock_the_operator_out() {
         took.as_millis()
     ));
 }
+
+/// Flow control on the Limits page: a policy given at start is listed with
+/// its keys (running, waiting, why held), and the form changes it.
+#[test]
+fn the_limits_page_lists_keys_and_edits_a_policy() {
+    let Some(chromium) = chromium() else { return };
+    let (_router, addrs, base) =
+        router_with_dashboard(&["--limit", "default:concurrency-per-key=1"]);
+    let _jm = start_jobmanager("jm", &addrs.backend, &["-J", "4"]);
+    wait_workers(&base, 1);
+    let mut client = Client::connect(&addrs.frontend);
+    for i in 0..3 {
+        client.submit("default", "key:acme", shell(&["sleep", "2"]));
+        client.submit("default", "key:bolt", shell(&["echo", &format!("b{i}")]));
+    }
+    let mut b = Browser::launch(&chromium).expect("chromium starts");
+    b.goto(&format!("{base}/#/limits")).unwrap();
+    b.wait_for(
+        "acme held at its limit",
+        "[...document.querySelectorAll('#main tr[data-key=acme] td')].some(td => \
+         td.textContent === 'limited: key acme at 1/1 running')",
+        WAIT,
+    )
+    .unwrap();
+    b.screenshot(&screenshot_path("dashboard-limits.png"))
+        .unwrap();
+    b.fill(".limits-form input[name=queue]", "default").unwrap();
+    b.fill(".limits-form input[name=concurrency_per_key]", "3")
+        .unwrap();
+    b.click(".limits-form button[type=submit]").unwrap();
+    b.wait_for(
+        "the changed policy listed",
+        "document.getElementById('main').textContent.includes('concurrency-per-key=3')",
+        WAIT,
+    )
+    .unwrap();
+    let v = api_get(&base, "/api/limits-show?queue=default");
+    assert_eq!(v["limits"][0]["policy"]["concurrency_per_key"], 3, "{v}");
+}

@@ -25,6 +25,20 @@ class Greeter(object):
         return "%s, %s" % (self.greeting, name)
 
 
+def flow_probe(path, tag, secs):
+    """Flow-control probe: append ``start TAG T`` and ``end TAG T`` (unix
+    time) to ``path`` around a ``secs`` sleep, so the test measures from the
+    jobs themselves how many ran at once."""
+    import time as _time
+
+    with open(path, "a") as f:
+        f.write("start %s %.6f\n" % (tag, _time.time()))
+    _time.sleep(secs)
+    with open(path, "a") as f:
+        f.write("end %s %.6f\n" % (tag, _time.time()))
+    return tag
+
+
 @job
 def fetch(url, timeout=10):
     """A job with a parameter named like a submit option."""

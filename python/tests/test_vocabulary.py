@@ -1,7 +1,8 @@
-"""The Python client's control-plane vocabulary against the Rust one: the
-router's ops, their arguments, error kinds and job states come from
-``emq-cli vocabulary`` (the JSON of ``emqp_proto::admin::vocabulary``), and
-what this client sends or expects must be among them."""
+"""The Python client's vocabulary against the Rust one: the router's ops,
+their arguments, error kinds and job states come from ``emq-cli
+vocabulary`` (the JSON of ``emqp_proto::admin::vocabulary``), and what this
+client sends or expects must be among them; its settings table
+(``settings_vocabulary.json``) is the tools' own (``"settings"``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any, Dict
 import pytest
 
 from conftest import binary
-from emq_client import _base, _core, errors
+from emq_client import _base, _core, errors, settings
 
 
 @pytest.fixture(scope="module")
@@ -29,13 +30,17 @@ def test_the_admin_error_kinds_are_the_routers(vocabulary: Dict[str, Any]) -> No
     assert list(errors.ADMIN_ERROR_KINDS) == vocabulary["error_kinds"]
 
 
+def test_every_reject_reason_of_the_router_has_its_exception(vocabulary: Dict[str, Any]) -> None:
+    assert set(errors.REJECT_REASONS) == set(vocabulary["reject_reasons"])
+
+
 def test_every_op_the_client_sends_exists_with_its_arguments(vocabulary: Dict[str, Any]) -> None:
     ops = vocabulary["ops"]
     for op, args in _core.ADMIN_OPS.items():
         assert op in ops, f"{op} is not an op of the router ({sorted(ops)})"
         assert set(args) <= set(ops[op]["args"]), f"{op}: {args} vs {ops[op]['args']}"
-    # The client only reads, except cancel.
-    assert [op for op in _core.ADMIN_OPS if ops[op]["change"]] == ["cancel"]
+    # The client only reads, except cancel and the flow-control limits.
+    assert [op for op in _core.ADMIN_OPS if ops[op]["change"]] == ["cancel", "limits-set", "limits-clear"]
 
 
 def test_the_final_job_states_are_the_routers(vocabulary: Dict[str, Any]) -> None:
@@ -49,3 +54,16 @@ def test_the_clients_own_admin_steps_are_in_its_list() -> None:
         _base.own_admin("frobnicate")
     with pytest.raises(ValueError):
         _base.own_admin("job", id="m")
+
+
+def test_the_settings_are_the_tools(vocabulary: Dict[str, Any]) -> None:
+    # Regenerate after a change to emq-cli-support's known.rs:
+    #   target/debug/emq-cli vocabulary | python3 -c 'import json, sys; \
+    #     json.dump(json.load(sys.stdin)["settings"], sys.stdout, indent=1)' \
+    #     > python/src/emq_client/settings_vocabulary.json
+    assert settings.VOCABULARY == vocabulary["settings"], "python/src/emq_client/settings_vocabulary.json is stale"
+    # What the client reads is what the table says [client] holds.
+    assert list(settings.KEYS) == ["FRONTEND_ADDR", "ADMINISTRATIVE_ADDR", "CURVE_SERVER_KEY", "CURVE_SECRET_KEY_FILE"]
+    assert set(settings.ROUTER_KEYS) <= set(settings.KEYS)
+    for key in settings.KEYS:
+        assert f"EVENTMQ_{key}" == next(s["env"] for s in vocabulary["settings"] if s["name"] == key)

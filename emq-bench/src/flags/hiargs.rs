@@ -35,6 +35,8 @@ pub(crate) struct Plan {
     pub(crate) skip: Skips,
     /// `--json`: where to write the results.
     pub(crate) json: Option<PathBuf>,
+    /// `--noisy`: only the flow-control phase.
+    pub(crate) noisy: bool,
 }
 
 impl Cli {
@@ -70,6 +72,7 @@ impl Cli {
             postgres: self.postgres.clone().filter(|u| !u.trim().is_empty()),
         };
         Plan {
+            noisy: self.noisy,
             runs: pick(self.runs, 3, 1).max(1),
             quick: self.quick,
             bin_dir,

@@ -53,6 +53,12 @@ pub(crate) struct Cli {
     /// manager's own, auto]
     #[arg(long, value_name = "auto|0|N")]
     pub(crate) prefetch: Option<String>,
+    /// Run only the flow-control phase (issue 27): the noisy neighbour (key A
+    /// floods 100,000 jobs, key B one job every 10 ms: B's submit -> start
+    /// p50/p99 with fair and without) and dispatch throughput with limits
+    /// on and off
+    #[arg(long)]
+    pub(crate) noisy: bool,
     /// A short smoke run (2000 jobs, 1 run, 20000 buffered jobs)
     #[arg(long)]
     pub(crate) quick: bool,

@@ -14,10 +14,12 @@ use std::time::Duration;
 use emq_cli_support::Settings;
 
 use super::lowargs::{
-    Cli, CliCommand, DeadCommand, DeadTarget as DeadTargetArgs, DEFAULT_ADMIN, DEFAULT_TIMEOUT,
+    Cli, CliCommand, DeadCommand, DeadTarget as DeadTargetArgs, LimitsCommand, DEFAULT_ADMIN,
+    DEFAULT_TIMEOUT,
 };
 use crate::op::Op;
-use emqp_proto::admin::{AdminOp, DeadQuery, DeadTarget, JobsQuery, Order};
+use emqp_proto::admin::{AdminOp, DeadQuery, DeadTarget, JobsQuery, LimitsSetArgs, Order};
+use emqp_proto::flow::PolicyChange;
 use std::num::NonZeroU64;
 
 /// A usage error: printed as `emq-cli: error: ...`, exit 2.
@@ -236,6 +238,40 @@ impl Cli {
                 id: nonempty("ID", id)?,
             }
             .into(),
+            CliCommand::Limits(LimitsCommand::Set {
+                queue,
+                concurrency,
+                concurrency_per_key,
+                rate,
+                rate_per_key,
+                fair,
+                no_fair,
+            }) => AdminOp::LimitsSet(LimitsSetArgs {
+                queue: nonempty("QUEUE", queue)?,
+                change: PolicyChange {
+                    concurrency: *concurrency,
+                    concurrency_per_key: *concurrency_per_key,
+                    rate: *rate,
+                    rate_per_key: *rate_per_key,
+                    fair: match (fair, no_fair) {
+                        (true, _) => Some(true),
+                        (_, true) => Some(false),
+                        _ => None,
+                    },
+                },
+            })
+            .into(),
+            CliCommand::Limits(LimitsCommand::Show { queue }) => AdminOp::LimitsShow {
+                queue: match queue {
+                    Some(q) => Some(nonempty("QUEUE", q)?),
+                    None => None,
+                },
+            }
+            .into(),
+            CliCommand::Limits(LimitsCommand::Clear { queue }) => AdminOp::LimitsClear {
+                queue: nonempty("QUEUE", queue)?,
+            }
+            .into(),
         };
         Ok((Mode::Admin(op), false))
     }
@@ -421,6 +457,60 @@ mod tests {
             plan(&["completions", "zsh"]).mode,
             Mode::Completions(clap_complete::Shell::Zsh)
         );
+    }
+
+    #[test]
+    fn limits_set_show_and_clear() {
+        use emqp_proto::flow::{Rate, RateChange};
+        let set = op(&[
+            "limits",
+            "set",
+            "email",
+            "--concurrency-per-key",
+            "2",
+            "--rate",
+            "10/1",
+            "--rate-per-key",
+            "none",
+            "--fair",
+        ]);
+        assert_eq!(
+            set.admin,
+            AdminOp::LimitsSet(LimitsSetArgs {
+                queue: "email".into(),
+                change: PolicyChange {
+                    concurrency: None,
+                    concurrency_per_key: Some(2),
+                    rate: Some(RateChange::Set(Rate {
+                        n: 10,
+                        per: Duration::from_secs(1)
+                    })),
+                    rate_per_key: Some(RateChange::Remove),
+                    fair: Some(true),
+                },
+            })
+        );
+        let AdminOp::LimitsSet(a) = op(&["limits", "set", "q", "--no-fair"]).admin else {
+            panic!()
+        };
+        assert_eq!(a.change.fair, Some(false));
+        assert_eq!(
+            op(&["limits", "show"]).admin,
+            AdminOp::LimitsShow { queue: None }
+        );
+        assert_eq!(
+            op(&["limits", "clear", "q"]).admin,
+            AdminOp::LimitsClear { queue: "q".into() }
+        );
+        for bad in [
+            &["limits", "set", "q"][..],
+            &["limits", "set", "q", "--fair", "--no-fair"],
+            &["limits", "set", "q", "--rate", "10"],
+            &["limits", "set", "q", "--rate", "0/1"],
+            &["limits", "set", "q", "--concurrency", "-1"],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

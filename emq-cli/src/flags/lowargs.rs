@@ -7,6 +7,7 @@ use clap::builder::TypedValueParser;
 use clap::{ArgGroup, Args, Parser, Subcommand};
 use emq_cli_support::{parse_positive_duration, CurveArgs};
 use emqp_proto::admin::{IntoEnumIterator, ViewState};
+use emqp_proto::flow::RateChange;
 
 /// The admin address 0.3.13 and emq routers bind by default.
 pub const DEFAULT_ADMIN: &str = "tcp://127.0.0.1:47293";
@@ -18,7 +19,8 @@ pub const MAX_PAGE: u32 = 1000;
 const LONG_ABOUT: &str = "\
 Operate an EventMQ (eMQP/1.0) router through its admin socket: look at its
 status, queues, workers, schedules, jobs and dead letters, cancel jobs, retry
-or discard dead letters, pause, resume or purge queues, drain workers, remove
+or discard dead letters, pause, resume or purge queues, set flow-control
+limits, drain workers, remove
 schedules and shut it down.
 
 emq-cli connects a DEALER to the router's administrative socket and asks
@@ -73,6 +75,9 @@ Examples:
   emq-cli dead retry --all --queue email
   emq-cli dead discard --all --contains test --yes
   emq-cli pause email; emq-cli resume email
+  emq-cli limits set email --concurrency-per-key 2 --rate 100/1 --fair
+  emq-cli limits show email             # keys: running, waiting, why held
+  emq-cli limits clear email
   emq-cli drain 0b6e…-…                 # a worker identity from `emq-cli workers`
   emq-cli --admin tcp://10.0.0.5:47293 shutdown
   emq-cli keygen /etc/emq/router        # router.key, router.key_secret (0600)
@@ -219,6 +224,10 @@ pub enum CliCommand {
     /// Shut the router down in order: it finishes its jobs in flight and
     /// exits (0.3.13: DISCONNECT)
     Shutdown,
+    /// Flow control: a queue's concurrency and rate limits, global and per
+    /// `key:K`, and fairness across keys (docs/PROTOCOL.md, "Flow control")
+    #[command(subcommand)]
+    Limits(LimitsCommand),
     /// Print a shell completion script for SHELL to stdout
     Completions {
         /// The shell
@@ -266,6 +275,54 @@ pub struct JobsArgs {
     /// Follow the router's cursor through every page (at most 1,000 pages)
     #[arg(long)]
     pub all: bool,
+}
+
+/// `limits` subcommands.
+#[derive(Subcommand, Debug, Clone)]
+pub enum LimitsCommand {
+    /// Set a queue's policy: each option given replaces that limit, the
+    /// others are kept (0 or `none` removes a limit). Journaled
+    #[command(group(ArgGroup::new("change").required(true).multiple(true).args([
+        "concurrency", "concurrency_per_key", "rate", "rate_per_key", "fair", "no_fair"
+    ])))]
+    Set {
+        /// The queue
+        queue: String,
+        /// Jobs of the queue running at once (0: no limit)
+        #[arg(long, value_name = "N")]
+        concurrency: Option<u32>,
+        /// Jobs of one key running at once (0: no limit)
+        #[arg(long, value_name = "N")]
+        concurrency_per_key: Option<u32>,
+        /// Dispatches of the queue: N per SECS seconds, bursts of up to N
+        /// (`none`: no limit)
+        #[arg(long, value_name = "N/SECS", value_parser = parse_rate)]
+        rate: Option<RateChange>,
+        /// Dispatches of one key: N per SECS seconds (`none`: no limit)
+        #[arg(long, value_name = "N/SECS", value_parser = parse_rate)]
+        rate_per_key: Option<RateChange>,
+        /// Keys take turns within a priority (round robin)
+        #[arg(long, conflicts_with = "no_fair")]
+        fair: bool,
+        /// The oldest job goes first, whatever its key (the default)
+        #[arg(long)]
+        no_fair: bool,
+    },
+    /// The policies (one queue's, or every one) with their keys: running,
+    /// waiting, and why a key is held
+    Show {
+        /// Only this queue
+        queue: Option<String>,
+    },
+    /// Remove a queue's policy: its held jobs go as slots allow. Journaled
+    Clear {
+        /// The queue
+        queue: String,
+    },
+}
+
+fn parse_rate(s: &str) -> Result<RateChange, String> {
+    RateChange::parse(s).map_err(|e| e.to_string())
 }
 
 /// `dead` subcommands.

@@ -288,8 +288,8 @@ impl Router {
                     let extra = job.extra_mut();
                     extra.lost = extra.lost.saturating_sub(1);
                 }
-                job.state = JobState::InFlight { worker: id, seq };
             }
+            self.store.set_inflight(jid, id, seq);
             adopted += 1;
         }
         if adopted > 0 {
@@ -315,7 +315,15 @@ impl Router {
         let holds = |other: Option<&str>| key.is_some() && key == other;
         let lost = job.lost() > 0;
         let lost_from = job.extra.as_ref().and_then(|e| e.lost_from.as_deref());
+        let presumed = self.store.is_presumed(jid, job.route());
         match job.state {
+            // Restored and presumed running (`flow.rs`, "Restarts"): the
+            // restart lost its holder's key, so the job manager that
+            // names it takes it.
+            JobState::Queued if presumed => {
+                self.store.remove_queued(jid);
+                TakeBack::Taken { from_queue: false }
+            }
             JobState::InFlight { worker, seq } if worker != id => {
                 let holder = self.pool.get(worker).and_then(|w| w.take_back.as_deref());
                 if !holds(holder) {

@@ -307,6 +307,9 @@ impl Router {
                 self.start_shutdown("admin shutdown", now, out);
                 Ok(json!({ "shutting_down": true }))
             }
+            AdminOp::LimitsSet(a) => self.op_limits_set(&a.queue, &a.change, now, out),
+            AdminOp::LimitsShow { queue } => self.op_limits_show(queue.as_deref(), now),
+            AdminOp::LimitsClear { queue } => self.op_limits_clear(&queue, now, out),
         }
     }
 
@@ -464,7 +467,21 @@ impl Router {
             JobState::Delayed { due } => {
                 m.insert("run_at_ms".into(), self.unix_ms(due).into());
             }
-            JobState::Queued => {}
+            JobState::Queued => {
+                if let Some(why) = self
+                    .store
+                    .find(&job.msgid())
+                    .and_then(|jid| self.waiting_reason(jid, job, now))
+                {
+                    m.insert("waiting".into(), why.into());
+                }
+            }
+        }
+        if let Some(k) = &job.meta.key {
+            m.insert("key".into(), (**k).into());
+        }
+        if job.meta.priority > 0 {
+            m.insert("priority".into(), job.meta.priority.into());
         }
         if let Some(e) = job.extra.as_ref().and_then(|e| e.last_error.as_deref()) {
             m.insert("last_error".into(), json_or_text(e));

@@ -9,7 +9,9 @@
 //! their buffer, so the dispatchable ones form its front; a queue whose
 //! front is not yet durable waits for the commit, which pumps it again.
 //! Nothing is dispatched while the router drains, from a paused queue, or
-//! to a drained worker.
+//! to a drained worker. A flow-controlled queue (`flow.rs`) picks its
+//! next job by its own rules (limits, priorities, fairness) instead of
+//! its front.
 //!
 //! **Nor while the journal fails** (`durability.rs`): a job started then
 //! could finish with nobody able to record it. With a lease (PostgreSQL,
@@ -26,7 +28,7 @@ use emqp_proto::PROTOCOL_VERSION;
 
 use super::{traces, Router};
 use crate::event::{Action, Socket};
-use crate::jobs::{JobId, JobState};
+use crate::jobs::JobId;
 use crate::journal::Record;
 use crate::util::{ident, micros};
 use crate::workers::WorkerId;
@@ -34,6 +36,9 @@ use crate::workers::WorkerId;
 impl Router {
     /// Whether the front job of `queue` may be handed out.
     pub(crate) fn front_dispatchable(&self, queue: &str) -> bool {
+        if self.store.flow.has(queue) {
+            return self.flow_ready(queue);
+        }
         !self.journal.is_failing()
             && self
                 .store
@@ -41,8 +46,12 @@ impl Router {
                 .is_some_and(|id| self.journal.is_durable(id))
     }
 
-    /// The front job of `queue`, taken out of its buffer, if dispatchable.
-    pub(super) fn pop_dispatchable(&mut self, queue: &str) -> Option<JobId> {
+    /// The front job of `queue` (for a flow-controlled queue, the job its
+    /// rules pick at `now`), taken out of its buffer, if dispatchable.
+    pub(super) fn pop_dispatchable(&mut self, queue: &str, now: Duration) -> Option<JobId> {
+        if self.store.flow.has(queue) {
+            return self.pop_flow(queue, now);
+        }
         if !self.front_dispatchable(queue) {
             return None;
         }
@@ -55,7 +64,7 @@ impl Router {
             return;
         }
         while let Some(wid) = self.pool.pick(queue) {
-            let Some(jid) = self.pop_dispatchable(queue) else {
+            let Some(jid) = self.pop_dispatchable(queue, now) else {
                 return;
             };
             self.dispatch(jid, wid, true, now, out);
@@ -88,12 +97,12 @@ impl Router {
             return;
         };
         job.attempts += 1;
-        job.state = JobState::InFlight { worker: wid, seq };
         if let Some(e) = job.extra.as_mut() {
             // A new delivery starts from nothing.
             e.progress = None;
         }
         let attempts = job.attempts;
+        self.store.set_inflight(jid, wid, seq);
         let identity = self
             .pool
             .get(wid)
@@ -132,7 +141,16 @@ impl Router {
             headers,
             job.payload().to_vec(),
         ];
+        let journaled = self.dispatch_journaled(job.route());
         self.stats.dispatched += 1;
+        if journaled {
+            // Flow control: a limited queue's runs are known to the
+            // journal before they start (`flow.rs`, "Restarts").
+            self.journal
+                .record(Record::Attempt { msgid, attempts }, None);
+            self.send_after_journal(Socket::Backend, identity, frames, None, out);
+            return;
+        }
         self.send(Socket::Backend, identity, frames, out);
         if let Some(span) = span {
             out.push(Action::JobSpan(span));

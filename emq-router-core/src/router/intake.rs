@@ -30,6 +30,7 @@
 //!   acknowledgement, possibly to the router that took over (a finished
 //!   job whose result waits for its client answers `duplicate-msgid`, as
 //!   below). Refused, in this order: `shutting-down` while draining;
+//!   `malformed` for a bad `delay`, `key` or `priority` header (`flow.rs`);
 //!   `not-a-job` when the message is JSON but not an array (every job
 //!   form, 0.3.13's and emq's, is `[KIND, PARAMS]`: such a job could only
 //!   fail on a worker as `bad-job`; a message that is not JSON passes, it
@@ -445,8 +446,10 @@ impl Router {
     ) {
         let route = self.route_of(&r.queue).to_string();
         let delay = r.headers.delay();
+        // `key:` / `priority:` (`flow.rs`).
+        let flow = r.headers.flow().map(|_| ()).map_err(|e| e.to_string());
         let unique = r.headers.unique();
-        if delay.is_ok() && self.resent_request(&client, &msgid, &r, out) {
+        if delay.is_ok() && flow.is_ok() && self.resent_request(&client, &msgid, &r, out) {
             return;
         }
         let refusal = if self.journal.is_uncertain(&msgid) {
@@ -463,6 +466,9 @@ impl Router {
                 "the router is shutting down".to_string(),
             ))
         } else if let Err(why) = &delay {
+            self.stats.rejected_malformed += 1;
+            Some((RejectReason::Malformed, why.clone()))
+        } else if let Err(why) = &flow {
             self.stats.rejected_malformed += 1;
             Some((RejectReason::Malformed, why.clone()))
         } else if let Err(why) = &unique {
@@ -656,9 +662,14 @@ impl Router {
         // Its unique key's window goes in the same batch.
         self.unique_take(new.msgid, new.headers, new.journaled.is_some(), now);
         self.store.index(new.msgid, id);
-        match new.run_at {
-            Some((due, _)) => self.store.insert_delayed(id, job, due),
-            None => self.store.insert_queued(id, job),
+        let presumed = new
+            .journaled
+            .as_ref()
+            .and_then(|r| self.presume_until(new.route, r.attempts, now));
+        match (new.run_at, presumed) {
+            (Some((due, _)), _) => self.store.insert_delayed(id, job, due),
+            (None, Some(until)) => self.store.insert_presumed(id, job, until),
+            (None, None) => self.store.insert_queued(id, job),
         }
         id
     }

@@ -31,6 +31,10 @@ impl Router {
         for (id, job) in self.store.jobs.iter() {
             let id = &id;
             match job.state {
+                JobState::Queued if self.store.flow.has(job.route()) => {
+                    // Checked by `check_flow` (waiting or presumed).
+                    queued += 1;
+                }
                 JobState::Queued => {
                     queued += 1;
                     let n = self
@@ -63,8 +67,11 @@ impl Router {
                 }
             }
         }
-        let in_queues: usize = self.store.queues.values().map(VecDeque::len).sum();
-        if in_queues != queued || self.store.buffered() != queued {
+        let presumed = self.check_flow()?;
+        let in_queues: usize = self.store.queues.values().map(VecDeque::len).sum::<usize>()
+            + self.store.flow.waiting
+            + presumed;
+        if in_queues != queued || self.store.buffered() + presumed != queued {
             return Err(format!(
                 "queue entries {in_queues}, counter {}, queued jobs {queued}",
                 self.store.buffered()

@@ -40,6 +40,8 @@
 //! - `peers.rs`: worker and scheduler registration, READY, heartbeats and
 //!   liveness, send failures, redelivery of a removed worker's jobs;
 //! - `dispatch.rs`: handing buffered jobs to free slots;
+//! - `flow.rs`: flow control (per-key concurrency and rate limits,
+//!   fairness, priorities; the data is `crate::flow`);
 //! - `completion.rs`: REPLYs, retries, dead letters, RESULTs;
 //! - `results.rs`: results held until delivered (receipts, re-sends to
 //!   clients that come back, bounds);
@@ -66,6 +68,7 @@ mod control;
 mod dispatch;
 mod drain;
 mod durability;
+mod flow;
 mod intake;
 mod invariants;
 mod peers;
@@ -92,6 +95,7 @@ use crate::workers::WorkerPool;
 
 pub use control::admin_request;
 pub(crate) use durability::Durability;
+pub use flow::PRIORITY_AGING;
 
 /// A registered scheduler (a 0.3.13 `emq-scheduler` on the frontend).
 #[derive(Debug, Clone)]
@@ -110,6 +114,8 @@ pub struct RestoreCounts {
     pub finished: usize,
     /// Results not yet delivered.
     pub results: usize,
+    /// Flow-control policies.
+    pub policies: usize,
     /// Unique-key windows still open.
     pub unique_windows: usize,
 }
@@ -160,7 +166,7 @@ pub(crate) fn frames_of(msgid: String, command: Command) -> Frames {
 impl Router {
     pub fn new(cfg: Config) -> Router {
         let journal = Durability::new(cfg.journal);
-        Router {
+        let mut r = Router {
             ids: MsgIds::seeded(cfg.id_seed),
             cfg,
             pool: WorkerPool::default(),
@@ -187,7 +193,9 @@ impl Router {
             unserved_log: LogLimiter::new("jobs for unserved queues", 5),
             gone_log: GoneLog::default(),
             drop_log: LogLimiter::new("dropped results", 20),
-        }
+        };
+        r.apply_start_limits();
+        r
     }
 
     // ----- getters ---------------------------------------------------------
@@ -282,7 +290,10 @@ impl Router {
         now: Duration,
         out: &mut Vec<Action>,
     ) -> RestoreCounts {
-        // Paused first: restored jobs of a paused queue stay buffered.
+        // Policies first: restored jobs of a limited queue may be presumed
+        // running (`flow.rs`). Paused too: restored jobs of a paused queue
+        // stay buffered.
+        let policies = self.restore_policies(&restored.states, now, out);
         let paused = restored.paused_queues.len();
         self.paused.extend(restored.paused_queues);
         let jobs = self.restore_jobs(restored.jobs, now, out);
@@ -305,6 +316,7 @@ impl Router {
             paused_queues: paused,
             finished,
             results,
+            policies,
         }
     }
 
@@ -327,6 +339,7 @@ impl Router {
             Input::Shutdown => self.start_shutdown("shutdown requested", now, out),
             Input::Flushed => self.confirm_results(out),
         }
+        self.pump_woken(now, out);
         self.maybe_exit(now, out);
     }
 
@@ -349,6 +362,7 @@ impl Router {
         let drop_before = self.retention_cutoff(now);
         self.finished.trim(self.cfg.retain_finished, drop_before);
         self.fire_due(now, out);
+        self.pump_woken(now, out);
     }
 
     fn on_message(

@@ -285,7 +285,7 @@ impl Router {
                 if self.paused.contains(&q) {
                     continue;
                 }
-                if let Some(jid) = self.pop_dispatchable(&q) {
+                if let Some(jid) = self.pop_dispatchable(&q, now) {
                     self.dispatch(jid, id, false, now, out);
                     return;
                 }

@@ -35,6 +35,12 @@ impl Router {
             let v = view(&mut queues, q);
             v.depth = buf.len() as u64;
         }
+        for (q, f) in &self.store.flow.queues {
+            let v = view(&mut queues, q);
+            v.depth = f.waiting as u64;
+            v.flow_limited = f.limited(now) as u64;
+            v.flow_throttled = f.throttled;
+        }
         for (q, set) in &self.pool.serving {
             let serving: Vec<(u32, String)> = set
                 .iter()
@@ -59,6 +65,15 @@ impl Router {
         let mut ages: Vec<(String, Duration)> = Vec::new();
         for (q, buf) in &self.store.queues {
             if let Some(j) = buf.front().and_then(|id| self.store.jobs.get(id)) {
+                ages.push(note(q, j.accepted_at()));
+            }
+        }
+        for (q, f) in &self.store.flow.queues {
+            if let Some(j) = f
+                .listed_heads()
+                .filter_map(|(id, _)| self.store.jobs.get(&id))
+                .min_by_key(|j| j.accepted_at())
+            {
                 ages.push(note(q, j.accepted_at()));
             }
         }

@@ -35,6 +35,7 @@ mod control;
 mod dispatch;
 mod drain;
 mod durability;
+mod flow;
 mod intake;
 mod limits;
 mod peers;

@@ -299,8 +299,36 @@ fn core_config(
         )?,
         journal,
         max_message_size: usize::try_from(max_message_size).ok(),
+        limits: limits(cli, s)?,
         ..Config::default()
     })
+}
+
+/// `--limit` (repeatable), else `LIMITS` (`;`-separated): one policy per
+/// queue.
+fn limits(cli: &Cli, s: &Settings) -> Result<Vec<(String, emqp_proto::Policy)>, String> {
+    let entries: Vec<String> = if cli.limits.is_empty() {
+        s.get("LIMITS")
+            .map(|v| {
+                v.split(';')
+                    .map(str::trim)
+                    .filter(|e| !e.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    } else {
+        cli.limits.clone()
+    };
+    let mut out: Vec<(String, emqp_proto::Policy)> = Vec::new();
+    for e in entries {
+        let (q, p) = emqp_proto::flow::parse_queue_limit(&e).map_err(|e| e.to_string())?;
+        if out.iter().any(|(o, _)| *o == q) {
+            return Err(format!("--limit: queue {q} given twice"));
+        }
+        out.push((q, p));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -321,6 +349,41 @@ mod tests {
 
     fn cli(args: &[&str]) -> Cli {
         Cli::try_parse_from(std::iter::once("emq-router").chain(args.iter().copied())).unwrap()
+    }
+
+    #[test]
+    fn limits_are_repeatable_flags_or_a_setting() {
+        let o = Plan::resolve(
+            cli(&[
+                "--limit",
+                "email:concurrency-per-key=2,fair",
+                "--limit",
+                "sms:rate=10/1",
+            ]),
+            &settings(&[]),
+        )
+        .unwrap();
+        let got: Vec<String> = o
+            .core
+            .limits
+            .iter()
+            .map(|(q, p)| format!("{q}:{p}"))
+            .collect();
+        assert_eq!(got, ["email:concurrency-per-key=2,fair", "sms:rate=10/1"]);
+        let s = settings(&[("EVENTMQ_LIMITS", "a:concurrency=1; b:rate=1/2")]);
+        assert_eq!(Plan::resolve(cli(&[]), &s).unwrap().core.limits.len(), 2);
+        for bad in [
+            &["--limit", "email"][..],
+            &["--limit", "q:x=1"],
+            &["--limit", "q:concurrency=1", "--limit", "q:fair"],
+        ] {
+            assert!(Plan::resolve(cli(bad), &settings(&[])).is_err(), "{bad:?}");
+        }
+        assert!(Plan::resolve(cli(&[]), &settings(&[]))
+            .unwrap()
+            .core
+            .limits
+            .is_empty());
     }
 
     #[test]

@@ -178,6 +178,16 @@ pub(crate) struct Cli {
     #[arg(long, value_name = "SPEC")]
     pub(crate) default_queues: Option<String>,
 
+    /// A flow-control policy for a queue at start, QUEUE:LIMITS with LIMITS
+    /// a comma-separated list of concurrency=N, concurrency-per-key=N,
+    /// rate=N/SECS, rate-per-key=N/SECS and fair (repeatable, one per
+    /// queue), e.g. --limit email:concurrency-per-key=2,rate=100/1,fair. It
+    /// replaces the journal's policy of that queue (and is journaled);
+    /// `emq-cli limits` changes policies at run time [env: EVENTMQ_LIMITS,
+    /// entries separated by `;`]
+    #[arg(long = "limit", value_name = "QUEUE:LIMITS")]
+    pub(crate) limits: Vec<String>,
+
     /// Where a job goes whose queue no connected job manager serves:
     /// `default` sends it to the default queue (EventMQ 0.3.13's rule; each
     /// such job is logged, rate-limited, and counted per queue in
@@ -190,7 +200,8 @@ pub(crate) struct Cli {
     /// Durable job journal: an SQLite file, or a PostgreSQL database
     /// (postgresql://USER[:PASSWORD]@HOST[:PORT]/DB, shared by several
     /// routers, one of them leader): accepted jobs, attempt counts, dead
-    /// letters, finished jobs, paused queues and built-in schedules survive
+    /// letters, finished jobs, paused queues, built-in schedules and
+    /// flow-control policies survive
     /// a router restart. `none` keeps everything in memory only. Default:
     /// journal.sqlite in the data dir ($EMQ_DATA_DIR, else
     /// $XDG_DATA_HOME/emq, else ~/.local/share/emq). A damaged or locked

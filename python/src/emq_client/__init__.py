@@ -39,6 +39,8 @@ from .errors import (
     QueueFull,
     Rejected,
     ResultTimeout,
+    NotAJob,
+    RejectedDeadLettered,
     ScheduleNotFound,
     ShuttingDown,
     Unsupported,
@@ -58,7 +60,7 @@ __all__ = [
     "JobNotFound", "JobProgress", "JobStatus", "JobTimedOut", "JournalUnavailable", "JournalUncertain", "Malformed",
     "MessageTooLarge", "NotSerializable", "OptionCollision", "SettingsError", "SubmitOptions",
     "UnknownSettingWarning",
-    "ProtocolError", "QueueFull", "Rejected", "ResultTimeout", "ScheduleNotFound",
+    "ProtocolError", "QueueFull", "Rejected", "ResultTimeout", "ScheduleNotFound", "NotAJob", "RejectedDeadLettered",
     "ShuttingDown", "Task", "Unsupported", "WrongThread", "call", "defer_job", "job",
     "python", "raw", "schedule", "shell", "task", "thread_client", "unschedule",
 ]

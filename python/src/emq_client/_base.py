@@ -338,8 +338,10 @@ class BaseClient:
         delay: Optional[float],
         headers: Iterable[str],
         unique: Iterable[str] = (),
+        key: Optional[str] = None,
+        priority: Optional[int] = None,
     ) -> str:
-        return _core.submit_headers(self.legacy, retries, timeout, delay, headers, unique)
+        return _core.submit_headers(self.legacy, retries, timeout, delay, headers, unique, key, priority)
 
     def _record(self, task: Task, queue: Optional[str], headers: str) -> Tuple[Pending, Frames]:
         """A REQUEST for ``task``, recorded and ready to send."""
@@ -519,6 +521,18 @@ class BaseClient:
     def _cancel(self, msgid: str) -> Plan:
         answer = yield own_admin("cancel", msgid=msgid)
         return str(answer.get("state", ""))
+
+    def _set_limits(self, args: Dict[str, Any]) -> Plan:
+        answer = yield own_admin("limits-set", **args)
+        return dict(answer.get("policy") or {})
+
+    def _limits(self, queue: Optional[str]) -> Plan:
+        answer = yield (own_admin("limits-show", queue=queue) if queue is not None else own_admin("limits-show"))
+        return list(answer.get("limits") or [])
+
+    def _clear_limits(self, queue: str) -> Plan:
+        yield own_admin("limits-clear", queue=queue)
+        return None
 
     @property
     def outstanding(self) -> int:

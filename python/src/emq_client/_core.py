@@ -294,6 +294,9 @@ def outcome(p: Pending) -> Any:
 ADMIN_OPS: Dict[str, Tuple[str, ...]] = {
     "job": ("msgid",),
     "cancel": ("msgid",),
+    "limits-set": ("queue", "concurrency", "concurrency_per_key", "rate", "rate_per_key", "fair"),
+    "limits-show": ("queue",),
+    "limits-clear": ("queue",),
 }
 
 
@@ -443,12 +446,16 @@ def submit_headers(
     delay: Optional[float],
     headers: Iterable[str],
     unique: Iterable[str] = (),
+    key: Optional[str] = None,
+    priority: Optional[int] = None,
 ) -> str:
     """The HEADERS frame of a submit: an emq client asks for the result and
     its receipt; a ``legacy`` one (0.3.13's router) cannot delay nor make
-    jobs unique (``unique``: :func:`wire.unique_headers`). The current
-    OpenTelemetry span goes along as ``traceparent`` when ``opentelemetry``
-    is installed (:mod:`emq_client.otel`)."""
+    jobs unique (``unique``: :func:`wire.unique_headers`). ``key`` and
+    ``priority``: flow control (``key:K``, ``priority:N``; a 0.3.13 router
+    ignores them). The current OpenTelemetry span goes along as
+    ``traceparent`` when ``opentelemetry`` is installed
+    (:mod:`emq_client.otel`)."""
     if legacy and delay is not None:
         raise errors.Unsupported("delay needs an emq router (0.3.13 has no delay header)")
     unique = list(unique)
@@ -462,8 +469,50 @@ def submit_headers(
         retries=retries,
         timeout=timeout,
         delay=delay,
+        key=key,
+        priority=priority,
         extra=otel.with_traceparent(headers),
     )
+
+
+def rate_text(rate: Any) -> str:
+    """A rate for ``limits-set``: ``"N/SECS"``, ``(N, SECS)``, or ``None``
+    / ``"none"`` to remove the limit (sent as ``"none"``)."""
+    if rate is None or rate == "none":
+        return "none"
+    if isinstance(rate, str):
+        return rate
+    if isinstance(rate, (tuple, list)) and len(rate) == 2:
+        n, secs = rate
+        return f"{int(n)}/{secs:g}" if isinstance(secs, float) else f"{int(n)}/{secs}"
+    raise ValueError(f"bad rate {rate!r}: 'N/SECS' or (N, SECS)")
+
+
+_UNSET: Any = object()
+
+
+def limits_args(
+    queue: str,
+    concurrency: Any = _UNSET,
+    concurrency_per_key: Any = _UNSET,
+    rate: Any = _UNSET,
+    rate_per_key: Any = _UNSET,
+    fair: Any = _UNSET,
+) -> Dict[str, Any]:
+    """The arguments of ``limits-set``: only the fields given change (a
+    concurrency of ``None`` or 0 and a rate of ``None`` remove that limit)."""
+    args: Dict[str, Any] = {"queue": queue}
+    for name, value in (("concurrency", concurrency), ("concurrency_per_key", concurrency_per_key)):
+        if value is not _UNSET:
+            args[name] = 0 if value is None else int(value)
+    for name, value in (("rate", rate), ("rate_per_key", rate_per_key)):
+        if value is not _UNSET:
+            args[name] = rate_text(value)
+    if fair is not _UNSET:
+        args["fair"] = bool(fair)
+    if len(args) == 1:
+        raise ValueError("set_limits: give concurrency, concurrency_per_key, rate, rate_per_key or fair")
+    return args
 
 
 def no_answer(addr: str, ack_timeout: float, what: str) -> Exception:

@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 import zmq
 import zmq.asyncio
 
-from . import _base, errors, link, options, payload, wire
+from . import _base, _core, errors, link, options, payload, wire
 from ._base import Admin, Await, BulkItem, Plan, Sleep
 from ._core import JobProgress, JobStatus, Pending
 from .client import readable, recv_ready
@@ -247,13 +247,15 @@ class AsyncClient(_base.BaseClient):
         unique_key: Optional[str] = None,
         unique_for: Optional[float] = None,
         on_conflict: Optional[str] = None,
+        key: Optional[str] = None,
+        priority: Optional[int] = None,
         **kwargs: Any,
     ) -> "AsyncJob":
         """As :meth:`Client.submit`."""
         options.refuse_collisions(func, options.given(locals()))
         task = payload.build(func, args, kwargs)
         unique = wire.unique_headers(unique_key, unique_for, on_conflict)
-        hdrs = self._headers(retries or 0, timeout or 0, delay, headers or (), unique)
+        hdrs = self._headers(retries or 0, timeout or 0, delay, headers or (), unique, key, priority)
         return await self._run(self._submit(task, queue, hdrs))  # type: ignore[no-any-return]
 
     async def submit_many(
@@ -265,12 +267,14 @@ class AsyncClient(_base.BaseClient):
         timeout: float = 0,
         delay: Optional[float] = None,
         headers: Sequence[str] = (),
+        key: Optional[str] = None,
+        priority: Optional[int] = None,
         window: Optional[int] = None,
         max_unfinished: Optional[int] = None,
         raise_on_reject: bool = True,
     ) -> List["AsyncJob"]:
         """As :meth:`Client.submit_many`."""
-        hdrs = self._headers(retries, timeout, delay, headers)
+        hdrs = self._headers(retries, timeout, delay, headers, (), key, priority)
         return await self._run(self._submit_many(items, queue, hdrs, window, max_unfinished, raise_on_reject))  # type: ignore[no-any-return]
 
     async def schedule(
@@ -298,6 +302,28 @@ class AsyncClient(_base.BaseClient):
         """As :meth:`Client.unschedule`."""
         task = payload.build(func, args, kwargs)
         return await self._run(self._schedule(task, None, None, queue, headers, True))  # type: ignore[no-any-return]
+
+    async def set_limits(
+        self,
+        queue: str,
+        *,
+        concurrency: Any = _core._UNSET,
+        concurrency_per_key: Any = _core._UNSET,
+        rate: Any = _core._UNSET,
+        rate_per_key: Any = _core._UNSET,
+        fair: Any = _core._UNSET,
+    ) -> Dict[str, Any]:
+        """As :meth:`Client.set_limits`."""
+        args = _core.limits_args(queue, concurrency, concurrency_per_key, rate, rate_per_key, fair)
+        return await self._run(self._set_limits(args))  # type: ignore[no-any-return]
+
+    async def limits(self, queue: Optional[str] = None) -> List[Dict[str, Any]]:
+        """As :meth:`Client.limits`."""
+        return await self._run(self._limits(queue))  # type: ignore[no-any-return]
+
+    async def clear_limits(self, queue: str) -> None:
+        """As :meth:`Client.clear_limits`."""
+        await self._run(self._clear_limits(queue))
 
     def job(self, msgid: str) -> "AsyncJob":
         """As :meth:`Client.job`."""

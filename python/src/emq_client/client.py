@@ -38,7 +38,7 @@ from typing import Any, Callable, Dict, Generic, Iterable, List, Optional, Seque
 
 import zmq
 
-from . import _base, errors, link, options, payload, wire
+from . import _base, _core, errors, link, options, payload, wire
 from ._base import Admin, Await, BulkItem, Plan, Sleep
 from ._core import JobProgress, JobStatus
 from .payload import JobSpec
@@ -290,6 +290,8 @@ class Client(_base.BaseClient):
         unique_key: Optional[str] = None,
         unique_for: Optional[float] = None,
         on_conflict: Optional[str] = None,
+        key: Optional[str] = None,
+        priority: Optional[int] = None,
         **kwargs: Any,
     ) -> "Job[Any]":
         """Submit ``func(*args, **kwargs)`` and wait for the router to accept
@@ -313,13 +315,17 @@ class Client(_base.BaseClient):
         job holds the key the returned Job is that job (``job.msgid`` is
         its msgid, ``job.duplicate`` is True) and ``result()`` gives its
         result; ``reject`` raises :class:`DuplicateJob` instead.
+        ``key``: the job's flow-control key (``key:K``, e.g. a tenant: the
+        queue's per-key limits and fairness apply to it); ``priority``:
+        0–9, higher runs first (``priority:N``; docs/PROTOCOL.md, "Flow
+        control").
         Raises :class:`Rejected` (e.g. :class:`QueueFull`) when refused and
         :class:`EmqConnectionError` when no router answers in time."""
         self._check()
         options.refuse_collisions(func, options.given(locals()))
         task = payload.build(func, args, kwargs)
         unique = wire.unique_headers(unique_key, unique_for, on_conflict)
-        hdrs = self._headers(retries or 0, timeout or 0, delay, headers or (), unique)
+        hdrs = self._headers(retries or 0, timeout or 0, delay, headers or (), unique, key, priority)
         return self._run(self._submit(task, queue, hdrs))  # type: ignore[no-any-return]
 
     def submit_many(
@@ -331,6 +337,8 @@ class Client(_base.BaseClient):
         timeout: float = 0,
         delay: Optional[float] = None,
         headers: Sequence[str] = (),
+        key: Optional[str] = None,
+        priority: Optional[int] = None,
         window: Optional[int] = None,
         max_unfinished: Optional[int] = None,
         raise_on_reject: bool = True,
@@ -348,7 +356,7 @@ class Client(_base.BaseClient):
         ``raise_on_reject=False``, when the refused Jobs raise their
         :class:`Rejected` from ``result()``."""
         self._check()
-        hdrs = self._headers(retries, timeout, delay, headers)
+        hdrs = self._headers(retries, timeout, delay, headers, (), key, priority)
         return self._run(self._submit_many(items, queue, hdrs, window, max_unfinished, raise_on_reject))  # type: ignore[no-any-return]
 
     def schedule(
@@ -390,6 +398,33 @@ class Client(_base.BaseClient):
         (the compatibility functions of :mod:`emq_client.messages` use it)."""
         self._check()
         return self._run(self._send_raw(command, body))  # type: ignore[no-any-return]
+
+    def set_limits(
+        self,
+        queue: str,
+        *,
+        concurrency: Any = _core._UNSET,
+        concurrency_per_key: Any = _core._UNSET,
+        rate: Any = _core._UNSET,
+        rate_per_key: Any = _core._UNSET,
+        fair: Any = _core._UNSET,
+    ) -> Dict[str, Any]:
+        """Change ``queue``'s flow-control policy (docs/PROTOCOL.md, "Flow
+        control"): each limit given replaces the policy's, the others stay
+        (``None`` removes a limit). Rates are ``"N/SECS"`` or ``(N, SECS)``.
+        Returns the queue's policy now, e.g. ``{"concurrency_per_key": 2,
+        "fair": True}``. The router journals it."""
+        args = _core.limits_args(queue, concurrency, concurrency_per_key, rate, rate_per_key, fair)
+        return self._run(self._set_limits(args))  # type: ignore[no-any-return]
+
+    def limits(self, queue: Optional[str] = None) -> List[Dict[str, Any]]:
+        """The flow-control policies (of ``queue``, or all), each with its
+        figures and keys (``running``, ``waiting``, ``blocked``)."""
+        return self._run(self._limits(queue))  # type: ignore[no-any-return]
+
+    def clear_limits(self, queue: str) -> None:
+        """Remove ``queue``'s flow-control policy."""
+        self._run(self._clear_limits(queue))
 
     def job(self, msgid: str) -> "Job[Any]":
         """A handle for a job submitted elsewhere (another client, another

@@ -125,6 +125,16 @@ class ScheduleNotFound(Rejected):
     """REJECT not-found: an UNSCHEDULE matched no schedule."""
 
 
+class NotAJob(Rejected):
+    """REJECT not-a-job: the message is JSON but no job form (every job is
+    an array ``[KIND, PARAMS]``); nothing was stored."""
+
+
+class RejectedDeadLettered(Rejected):
+    """REJECT dead-lettered: the router gave up on the job (its retries or
+    deliveries were spent) and told its submitter with a REJECT."""
+
+
 #: The REJECT reasons (docs/PROTOCOL.md, "REJECT reasons") and their
 #: exceptions. A separate list from the admin error kinds (:class:`AdminError`).
 #: ``queue-full`` and ``journal-uncertain`` are sent again by the client
@@ -138,6 +148,8 @@ REJECT_REASONS: Dict[str, Union[Type[Rejected], Type[JournalUncertain]]] = {
     "duplicate-msgid": DuplicateMsgid,
     "not-found": ScheduleNotFound,
     "duplicate": DuplicateJob,
+    "not-a-job": NotAJob,
+    "dead-lettered": RejectedDeadLettered,
 }
 
 

@@ -59,6 +59,10 @@ class SubmitOptions(TypedDict, total=False):
     unique_for: Optional[float]
     #: ``on-conflict:``: ``existing`` (default), ``reject`` or ``replace``.
     on_conflict: Optional[str]
+    #: ``key:K``: the flow-control key (a tenant: per-key limits, fairness).
+    key: Optional[str]
+    #: ``priority:N``: 0–9, higher runs first.
+    priority: Optional[int]
 
 
 #: The option names, in order (from :class:`SubmitOptions`).

@@ -47,6 +47,29 @@ def new_msgid(prefix: str = "") -> str:
     return prefix + str(uuid.uuid4())
 
 
+#: The longest flow-control key (``key:K``), in UTF-8 bytes.
+MAX_FLOW_KEY = 128
+
+
+def flow_key(key: str) -> str:
+    """``key``, checked as the router checks a ``key:K`` header (1 to
+    :data:`MAX_FLOW_KEY` UTF-8 bytes, no comma, no surrounding blanks)."""
+    if not isinstance(key, str) or not key or key != key.strip() or "," in key:
+        raise ValueError(f"bad key {key!r}: a non-empty string without commas or surrounding blanks")
+    n = len(key.encode("utf-8"))
+    if n > MAX_FLOW_KEY:
+        raise ValueError(f"bad key: {n} bytes, the longest flow-control key is {MAX_FLOW_KEY} bytes")
+    return key
+
+
+def flow_priority(priority: int) -> int:
+    """``priority``, checked: an integer from 0 to 9 (higher runs first)."""
+    if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 9:
+        raise ValueError(f"bad priority {priority!r}: an integer from 0 to 9")
+    return priority
+
+
+
 def unique_headers(
     unique_key: Optional[str], unique_for: Optional[float] = None, on_conflict: Optional[str] = None
 ) -> List[str]:
@@ -85,6 +108,8 @@ def headers_frame(
     retries: int = 0,
     timeout: float = 0,
     delay: Optional[float] = None,
+    key: Optional[str] = None,
+    priority: Optional[int] = None,
     extra: Iterable[str] = (),
 ) -> str:
     """The HEADERS frame: 0.3.13's order (``reply-requested``, ``guarantee``,
@@ -105,6 +130,10 @@ def headers_frame(
         if delay < 0:
             raise ValueError(f"delay must be >= 0 seconds, got {delay}")
         out.append("delay:" + _number(delay))
+    if key is not None:
+        out.append("key:" + flow_key(key))
+    if priority is not None:
+        out.append("priority:%d" % flow_priority(priority))
     if receipt and reply_requested:
         out.append(RESULT_RECEIPT)
     if notices:
