@@ -73,6 +73,19 @@ install_redis_client() {
     echo "setup-python: redis-py installed (for 0.3.13's emq-scheduler)"
 }
 
+# OpenTelemetry for the traces test (integration-tests/tests/otel_traces.rs):
+# the API and SDK (emq_client's optional `otel` extra; the job's own spans),
+# the OTLP/HTTP exporter (the test job exports its spans) and
+# opentelemetry-proto (the test's OTLP receiver decodes what it is sent).
+install_otel() {
+    if "$venv/bin/python" -c "import opentelemetry.sdk.trace, opentelemetry.exporter.otlp.proto.http.trace_exporter, opentelemetry.proto.collector.trace.v1.trace_service_pb2" >/dev/null 2>&1; then
+        return
+    fi
+    "$venv/bin/python" -m pip --disable-pip-version-check --no-input install --quiet \
+        opentelemetry-api opentelemetry-sdk opentelemetry-exporter-otlp-proto-http opentelemetry-proto
+    echo "setup-python: opentelemetry installed (for the traces test)"
+}
+
 install_client() {
     if check_client; then
         echo "setup-python: $venv already has pytest, mypy and emq_client from $repo/python"
@@ -92,6 +105,7 @@ install_client() {
 if check; then
     echo "setup-python: $venv already has eventmq 0.3.13"
     install_redis_client
+    install_otel
     install_client
     exit 0
 fi
@@ -111,5 +125,6 @@ if ! check; then
     exit 1
 fi
 install_redis_client
+install_otel
 install_client
 echo "setup-python: ok: $("$venv/bin/python" -c 'import zmq, sys; print("python", sys.version.split()[0], "pyzmq", zmq.__version__, "libzmq", zmq.zmq_version())')"

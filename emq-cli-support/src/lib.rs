@@ -17,6 +17,8 @@
 //! - [`exit`]: one [`Exit`] with each binary's documented codes;
 //! - [`logging`]: the logger, [`init_logging`], and its format
 //!   ([`LogArgs`]: `--log-format text|json`);
+//! - [`otlp`]: the traces endpoint ([`OtlpArgs`]: `--otlp-endpoint`, else
+//!   the standard `OTEL_EXPORTER_OTLP_*` environment).
 //! - [`service`]: telling systemd the process is ready or stopping
 //!   (`Type=notify`), a no-op elsewhere.
 //!
@@ -30,6 +32,7 @@ pub mod duration;
 pub mod exit;
 pub mod known;
 pub mod logging;
+pub mod otlp;
 pub mod service;
 pub mod settings;
 
@@ -37,4 +40,5 @@ pub use args::{AccessArgs, AuthArgs, CurveArgs};
 pub use duration::{parse_duration, parse_positive_duration, DurationError, Zero};
 pub use exit::Exit;
 pub use logging::{init_logging, say_fatal, set_log_format, LogArgs, LogFormat};
+pub use otlp::OtlpArgs;
 pub use settings::{SettingError, Settings, SettingsError};

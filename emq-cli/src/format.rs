@@ -772,6 +772,9 @@ pub fn job_view(job: &Value, now_ms: u64) -> String {
     if let Some(ms) = take("running_ms").and_then(Value::as_u64) {
         kv.push("running for", age(ms));
     }
+    if let Some(p) = take("progress") {
+        kv.push("progress", progress_text(p, now_ms));
+    }
     let worker_name = take("worker_name").map(|n| cell(Some(n)));
     if let Some(x) = take("worker") {
         match worker_name {
@@ -943,6 +946,26 @@ fn workflow(w: &Value) -> String {
         stack.extend(kids);
     }
     s
+}
+
+/// A running job's last progress: `42 % half way (reported 3s ago)`.
+fn progress_text(p: &Value, now_ms: u64) -> String {
+    let mut out = match p.get("percent").and_then(Value::as_u64) {
+        Some(n) => format!("{n} %"),
+        None => "?".to_string(),
+    };
+    if let Some(m) = p
+        .get("message")
+        .and_then(Value::as_str)
+        .filter(|m| !m.is_empty())
+    {
+        out.push(' ');
+        out.push_str(m);
+    }
+    if let Some(t) = p.get("at_ms").and_then(Value::as_u64) {
+        out.push_str(&format!(" (reported {})", relative(now_ms, t)));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -1230,6 +1253,14 @@ mod tests {
         assert_eq!(
             job_view(&delayed, NOW),
             "msgid:    m2\nqueue:    q\nstate:    delayed\nattempts: 0\nruns:     in 40s\n"
+        );
+        let running = json!({"msgid": "m3", "queue": "q", "route": "q", "state": "in-flight",
+            "attempts": 1, "running_ms": 5_000,
+            "progress": {"percent": 42, "message": "half way", "at_ms": NOW - 2_000}});
+        assert_eq!(
+            job_view(&running, NOW),
+            "msgid:       m3\nqueue:       q\nstate:       in-flight\nattempts:    1\n\
+             running for: 5s\nprogress:    42 % half way (reported 2s ago)\n"
         );
         let unique = json!({"msgid": "m3", "queue": "q", "route": "q", "state": "queued",
             "headers": "unique-key:order-7", "unique_key": "order-7", "unique_held": true});

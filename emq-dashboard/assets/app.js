@@ -589,6 +589,7 @@ views.job = {
         row('Accepted', j.accepted_at_ms ? [stamp(j.accepted_at_ms), ' · ', when(j.accepted_at_ms)] : null),
         row('Dispatched', started ? [stamp(started), ' · ', when(started)] : null),
         row('Running for', j.running_ms !== undefined ? dur(j.running_ms) : null),
+        row('Progress', j.progress ? progressBar(j.progress) : null),
         row('Runs at', j.run_at_ms ? [stamp(j.run_at_ms), ' · ', when(j.run_at_ms)] : null),
         row('Finished', j.finished_at_ms ? [stamp(j.finished_at_ms), ' · ', when(j.finished_at_ms)] : null),
         row('Took', j.finished_at_ms && j.accepted_at_ms ? dur(j.finished_at_ms - j.accepted_at_ms) + ' from acceptance' : null),
@@ -670,6 +671,16 @@ views.workflow = {
       card('Tree', '', h('div', { class: 'body' }, h('ul', { class: 'tree', id: 'wf-tree' }, roots.map(item)))));
   },
 };
+
+// A running job's last reported progress (emq_job.progress): a bar, the
+// percent and message, and when it was reported.
+function progressBar(p) {
+  return h('span', { class: 'job-progress', id: 'job-progress' },
+    h('progress', { max: '100', value: String(p.percent), 'aria-label': 'job progress' }),
+    ' ', h('strong', {}, p.percent + ' %'),
+    p.message ? [' · ', p.message] : '',
+    p.at_ms ? h('span', { class: 'sub' }, ' · reported ', when(p.at_ms)) : '');
+}
 
 // A job as people think of it: `module.function(args, key=value)` for a
 // Python job, `$ argv` for a shell job, `handler(args)` for a call; the raw

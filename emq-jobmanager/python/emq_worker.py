@@ -11,7 +11,11 @@ original stdin/stdout.
                     "setup_error": str (if the setup function raised),
                     "hooks_error": str (if entry/exit cannot be loaded)}
   in:              {"id": RUN, "msgid": MSGID, "job": {"path", "callable", "args",
-                                       "kwargs", "class_args", "class_kwargs"}}
+                                       "kwargs", "class_args", "class_kwargs"},
+                    "context": {"msgid", "queue", "headers",
+                                "traceparent": str|null}}
+  out, while it runs (0 or more, from emq_job.progress):
+                   {"progress": {"id": RUN, "percent": 0-100, "message": str}}
   out:             {"id": RUN, "value": <return value>}
                or  {"id": RUN, "error": {"kind": "exception"|"bad-job",
                                          "message": str, "traceback": str}}
@@ -34,6 +38,14 @@ the hello line: before the first job), JOB_ENTRY_FUNC and JOB_EXIT_FUNC
 function that raises is reported and the worker goes on, as in 0.3.13. An
 entry function that raises fails the job, which is not run; an exit
 function that raises is reported on stderr and the job's result stands.
+
+The job's context: the module `emq_job` is importable in the worker, and
+`emq_job.current()` gives the running job's msgid, queue and headers (None
+between jobs), and `emq_job.progress(percent, message=None)` reports how far
+it is (the job manager forwards it to the router: `emq-cli job MSGID`). When the job has a `traceparent` (the job manager's span of
+the run) and the `opentelemetry` package is importable, the worker makes it
+the current OpenTelemetry context while the job runs, so spans the job
+starts are children of the run; without the package nothing is imported.
 """
 
 import importlib
@@ -60,6 +72,93 @@ def _protocol_streams():
 
 class BadJob(Exception):
     pass
+
+
+# The running job's context (emq_job.current()), None between jobs.
+_current = None
+# The protocol's output stream and its lock (progress lines may come from
+# the job's own threads).
+_proto_out = None
+_proto_lock = None
+
+
+def _write_line(line):
+    with _proto_lock:
+        _proto_out.write(line + "\n")
+        _proto_out.flush()
+
+
+def _emq_job_module():
+    """The `emq_job` module jobs import: current() for now."""
+    import types
+
+    mod = types.ModuleType("emq_job")
+    mod.__doc__ = "The running emq job: emq_job.current()."
+
+    def current():
+        """The running job: {"msgid", "queue", "headers"} (a copy), or
+        None outside a job."""
+        if _current is None:
+            return None
+        return {k: v for k, v in _current.items() if not k.startswith("_")}
+
+    def progress(percent, message=None):
+        """Report how far the running job is: `percent` 0-100 (a number,
+        rounded down to a whole percent), `message` an optional line of
+        text. The router keeps the last report (at most one each 200 ms,
+        100 always); outside a job it raises RuntimeError."""
+        job = _current
+        if job is None:
+            raise RuntimeError("emq_job.progress() called outside a running job")
+        if isinstance(percent, bool) or not isinstance(percent, (int, float)):
+            raise TypeError("percent must be a number, got %r" % (percent,))
+        if not 0 <= percent <= 100:
+            raise ValueError("percent must be within 0-100, got %r" % (percent,))
+        if message is not None and not isinstance(message, str):
+            raise TypeError("message must be a str or None, got %r" % (message,))
+        line = {"id": job["_run"], "percent": int(percent), "message": message or ""}
+        _write_line(json.dumps({"progress": line}))
+
+    mod.current = current
+    mod.progress = progress
+    return mod
+
+
+# opentelemetry, once looked for: None = not yet, False = not importable.
+_otel = None
+
+
+def _otel_attach(traceparent):
+    """Make `traceparent` the current OpenTelemetry context; a token for
+    _otel_detach, or None (no traceparent, or no opentelemetry)."""
+    global _otel
+    if not traceparent:
+        return None
+    if _otel is None:
+        try:
+            from opentelemetry import context as otel_context
+            from opentelemetry.trace.propagation.tracecontext import (
+                TraceContextTextMapPropagator,
+            )
+
+            _otel = (otel_context, TraceContextTextMapPropagator())
+        except Exception:
+            _otel = False
+    if not _otel:
+        return None
+    otel_context, propagator = _otel
+    try:
+        return otel_context.attach(propagator.extract({"traceparent": traceparent}))
+    except Exception:
+        return None
+
+
+def _otel_detach(token):
+    if token is not None and _otel:
+        try:
+            _otel[0].detach(token)
+        except Exception:
+            pass
 
 
 def _resolve(job):
@@ -231,6 +330,24 @@ class Hooks:
 
 
 def _run(req, hooks):
+    global _current
+    ctx = req.get("context") if isinstance(req, dict) else None
+    ctx = ctx if isinstance(ctx, dict) else {}
+    _current = {
+        "_run": req.get("id") if isinstance(req, dict) else None,
+        "msgid": ctx.get("msgid"),
+        "queue": ctx.get("queue"),
+        "headers": ctx.get("headers"),
+    }
+    token = _otel_attach(ctx.get("traceparent"))
+    try:
+        return _run_job(req, hooks)
+    finally:
+        _otel_detach(token)
+        _current = None
+
+
+def _run_job(req, hooks):
     rid = req.get("id") if isinstance(req, dict) else None
     job = req.get("job") if isinstance(req, dict) else None
     if hooks.error is not None:
@@ -267,7 +384,12 @@ def _run(req, hooks):
 
 
 def main():
+    global _proto_out, _proto_lock
+    import threading
+
     proto_in, proto_out = _protocol_streams()
+    _proto_out, _proto_lock = proto_out, threading.Lock()
+    sys.modules.setdefault("emq_job", _emq_job_module())
     if "" not in sys.path:
         sys.path.insert(0, "")
     try:
@@ -304,8 +426,7 @@ def main():
             sys.stderr.flush()
         except Exception:
             pass
-        proto_out.write(out + "\n")
-        proto_out.flush()
+        _write_line(out)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ pub mod python;
 pub(crate) mod registry;
 pub mod reload;
 pub mod shell;
+mod traces;
 
 pub use handlers::Handlers;
 pub use manager::{ConfigError, Error, JobManager, JobManagerBuilder, ManagerConfig};

@@ -47,6 +47,7 @@ use crate::connection::{Action, Config, Connection, Input, Prefetch};
 use crate::handlers::Handlers;
 use crate::pool::{Pool, PoolConfig, PoolEvent, Waker};
 use crate::python::PythonConfig;
+use crate::traces::RunSpans;
 
 /// The default router backend endpoint.
 pub const DEFAULT_BROKER: &str = "tcp://127.0.0.1:47290";
@@ -150,6 +151,9 @@ pub struct ManagerConfig {
     /// CURVE keys (the router's public key, our key pair) for a router
     /// whose backend is a CURVE socket; wins over `plain`.
     pub curve: Option<emq_transport::curve::CurveClient>,
+    /// The OTLP/HTTP traces URL (`--otlp-endpoint`, see
+    /// `emq_cli_support::OtlpArgs`); `None`: no spans (`traces.rs`).
+    pub traces_url: Option<String>,
 }
 
 impl Default for ManagerConfig {
@@ -163,6 +167,7 @@ impl Default for ManagerConfig {
             python: PythonConfig::default(),
             plain: None,
             curve: None,
+            traces_url: None,
         }
     }
 }
@@ -355,7 +360,17 @@ impl JobManager {
             python,
             plain,
             curve,
+            traces_url,
         } = self.cfg;
+        let mut spans = match &traces_url {
+            Some(url) => Some(RunSpans::new(
+                emq_otel::Tracing::start(url, "emq-jobmanager").map_err(|e| Error::Io {
+                    context: "starting the OTLP exporter",
+                    source: std::io::Error::other(e),
+                })?,
+            )),
+            None => None,
+        };
         core_cfg.id_seed = emqp_proto::msgid::random_seed();
         core_cfg.unix_micros_at_start = unix_micros_now();
         // Who we are, for `emq-cli workers` and the dashboard (the name
@@ -475,12 +490,20 @@ impl JobManager {
                             "starting job {} on slot {} (run {})",
                             job.msgid, job.slot, job.run
                         );
+                        if let Some(s) = spans.as_mut() {
+                            s.start(&mut job);
+                        }
                         match pool.run_inline(&mut job) {
-                            Some(outcome) => feedback.push(Input::JobFinished {
-                                slot: job.slot,
-                                run: job.run,
-                                outcome,
-                            }),
+                            Some(outcome) => {
+                                if let Some(s) = spans.as_mut() {
+                                    s.finish(job.run, &outcome);
+                                }
+                                feedback.push(Input::JobFinished {
+                                    slot: job.slot,
+                                    run: job.run,
+                                    outcome,
+                                })
+                            }
                             None => pool.start(job),
                         }
                     }
@@ -493,6 +516,9 @@ impl JobManager {
                         drop(pool);
                         // Closing with linger lets KBYE and the last REPLYs out.
                         drop(link);
+                        if let Some(s) = &spans {
+                            s.shutdown();
+                        }
                         info!("exiting with status {code}");
                         return Ok(code);
                     }
@@ -576,7 +602,25 @@ impl JobManager {
                         at.saturating_duration_since(start).min(now),
                         &mut actions,
                     ),
+                    PoolEvent::Progress {
+                        slot,
+                        run,
+                        percent,
+                        message,
+                    } => core.handle(
+                        Input::JobProgress {
+                            slot,
+                            run,
+                            percent,
+                            message,
+                        },
+                        now,
+                        &mut actions,
+                    ),
                     PoolEvent::Finished { slot, run, outcome } => {
+                        if let Some(s) = spans.as_mut() {
+                            s.finish(run, &outcome);
+                        }
                         core.handle(Input::JobFinished { slot, run, outcome }, now, &mut actions)
                     }
                 }

@@ -68,6 +68,14 @@ pub enum PoolEvent {
         run: u64,
         outcome: JobOutcome,
     },
+    /// A Python job reported its progress (`emq_job.progress`): 0–100 and
+    /// a line of text (empty: none). Wakes the socket loop.
+    Progress {
+        slot: usize,
+        run: u64,
+        percent: u8,
+        message: String,
+    },
 }
 
 /// Called after an event that needs the socket loop is queued (every
@@ -612,11 +620,27 @@ impl SlotThread {
                 },
                 false,
             );
+            let context = job_context(&js);
             let outcome = match &mut js.job {
                 _ if killed => {
                     JobOutcome::Error(JobError::new(ErrorKind::Crash, KILLED_AT_SHUTDOWN))
                 }
-                Job::Run(job) => self.python.run(run, &js.msgid, job, &*self.shared),
+                Job::Run(job) => {
+                    let (slot, events, waker) = (self.slot, &self.events, &self.waker);
+                    let report = |percent: u8, message: String| {
+                        let _ = events.send(PoolEvent::Progress {
+                            slot,
+                            run,
+                            percent,
+                            message,
+                        });
+                        if let Some(w) = waker {
+                            w();
+                        }
+                    };
+                    self.python
+                        .run(run, &js.msgid, job, (&context, &report), &*self.shared)
+                }
                 Job::Shell(job) => crate::shell::run(job, run, &*self.shared),
                 // Inline: no thread start or hand-off per job.
                 Job::Call(job) => self
@@ -655,6 +679,17 @@ impl SlotThread {
         }
         self.python.stop(&*self.shared);
     }
+}
+
+/// What a Python job is told of its delivery (`emq_job.current()`, and
+/// the trace context its spans nest under).
+fn job_context(js: &JobStart) -> serde_json::Value {
+    serde_json::json!({
+        "msgid": js.msgid,
+        "queue": js.context.queue,
+        "headers": js.context.headers,
+        "traceparent": js.context.traceparent.map(|t| t.to_string()),
+    })
 }
 
 #[cfg(test)]

@@ -387,6 +387,7 @@ impl PythonWorker {
         run: u64,
         msgid: &str,
         job: &RunJob,
+        (context, progress): (&Value, &dyn Fn(u8, String)),
         slot: &dyn GroupRegistry,
     ) -> JobOutcome {
         self.used = true;
@@ -421,7 +422,8 @@ impl PythonWorker {
                 return crash(e);
             }
         };
-        let request = serde_json::json!({"id": run, "msgid": msgid, "job": job});
+        let request =
+            serde_json::json!({"id": run, "msgid": msgid, "job": job, "context": context});
         let mut line = request.to_string();
         line.push('\n');
         slot.set_job_group(run, Some(proc.pid));
@@ -431,7 +433,7 @@ impl PythonWorker {
             .and_then(|_| proc.stdin.flush());
         let mut answer = String::new();
         let read = match written {
-            Ok(()) => proc.stdout.read_line(&mut answer),
+            Ok(()) => read_answer(&mut proc.stdout, &mut answer, run, progress),
             Err(e) => Err(e),
         };
         slot.set_job_group(run, None);
@@ -574,6 +576,37 @@ pub(crate) fn describe_status(s: std::process::ExitStatus) -> String {
         (Some(c), _) => format!("exit status {c}"),
         (None, Some(sig)) => format!("killed by signal {sig}"),
         _ => "unknown status".into(),
+    }
+}
+
+/// Read the job's answer line into `answer`, handing each progress line
+/// that comes before it (`{"progress": {"id", "percent", "message"}}`, from
+/// `emq_job.progress`) to `progress`. Lines for another run, or with a
+/// percent out of 0–100, are dropped.
+fn read_answer(
+    out: &mut BufReader<ChildStdout>,
+    answer: &mut String,
+    run: u64,
+    progress: &dyn Fn(u8, String),
+) -> std::io::Result<usize> {
+    loop {
+        answer.clear();
+        let n = out.read_line(answer)?;
+        if n == 0 || !answer.starts_with("{\"progress\"") {
+            return Ok(n);
+        }
+        let Ok(v) = serde_json::from_str::<Value>(answer.trim()) else {
+            return Ok(n);
+        };
+        let p = &v["progress"];
+        if p["id"].as_u64() != Some(run) {
+            continue;
+        }
+        let percent = p["percent"].as_u64().filter(|p| *p <= 100);
+        if let Some(percent) = percent {
+            let message = p["message"].as_str().unwrap_or_default().to_string();
+            progress(percent as u8, message);
+        }
     }
 }
 

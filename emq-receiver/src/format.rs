@@ -120,6 +120,11 @@ pub fn fields(cmd: &Command) -> Value {
         Command::Received { orig_msgids } | Command::Running { orig_msgids } => {
             json!({ "orig_msgids": orig_msgids })
         }
+        Command::Progress(p) => json!({
+            "orig_msgid": p.orig_msgid,
+            "percent": p.percent,
+            "message": p.message,
+        }),
         Command::Ready
         | Command::Disconnect
         | Command::Kbye

@@ -127,6 +127,11 @@ pub struct Config {
     /// Unlike `id_seed` it must never be guessable from what the router
     /// sends.
     pub take_back_secret: [u8; 32],
+    /// Emit an [`crate::Action::JobSpan`] for every dispatch and forward
+    /// the router's own `traceparent` to the worker (`router/traces.rs`);
+    /// the driver sets it when an OTLP endpoint is configured. Off: no
+    /// header is touched and nothing is emitted.
+    pub traces: bool,
     /// Flow-control policies given at start (`--limit QUEUE:...`): each
     /// replaces the journal's policy of its queue (`router/flow.rs`).
     pub limits: Vec<(String, emqp_proto::flow::Policy)>,
@@ -157,6 +162,7 @@ impl Default for Config {
             max_message_size: Some(DEFAULT_MAX_MESSAGE_SIZE),
             id_seed: 0,
             take_back_secret: [0; 32],
+            traces: false,
             limits: Vec::new(),
         }
     }

@@ -3,6 +3,7 @@
 use emqp_proto::Message;
 
 use crate::journal::{Batch, BatchId, BatchResult};
+pub use crate::router::traces::JobSpan;
 
 /// Multipart frames.
 pub type Frames = Vec<Vec<u8>>;
@@ -84,6 +85,9 @@ pub enum Action {
     /// report [`Input::JournalDone`] (only emitted when `Config::journal`
     /// is set).
     Journal(Batch),
+    /// A job was dispatched and traces are on (`Config::traces`): the
+    /// driver records the span of its queue wait (`router/traces.rs`).
+    JobSpan(JobSpan),
     /// Shutdown is complete: exit the process.
     Exit,
 }

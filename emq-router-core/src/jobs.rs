@@ -92,6 +92,20 @@ pub struct JobExtra {
     /// a job manager after a reconnect is not taken twice
     /// (`router/completion.rs`, "Reconnects").
     pub retry_replies: VecDeque<Box<str>>,
+    /// The last progress its worker reported for the current delivery
+    /// (`router/progress.rs`).
+    pub progress: Option<JobProgress>,
+}
+
+/// A running job's last reported progress (`router/progress.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobProgress {
+    /// 0–100.
+    pub percent: u8,
+    /// Empty: none.
+    pub message: Box<str>,
+    /// When the router took it.
+    pub at: Duration,
 }
 
 /// How many retry REPLY msgids a job keeps ([`JobExtra::retry_replies`]):

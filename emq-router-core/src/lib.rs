@@ -62,7 +62,7 @@ mod tests;
 
 pub use config::{Config, SECOND};
 pub use data::{DeadLetter, JournalState, Stats};
-pub use event::{Action, Frames, Input, SendFailure, Socket};
+pub use event::{Action, Frames, Input, JobSpan, SendFailure, Socket};
 pub use journal::{
     Batch, BatchId, BatchResult, DeadLetterRecord, FinishedRecord, JobRecord, JournalStore, Record,
     Restored,

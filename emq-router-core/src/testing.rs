@@ -239,6 +239,8 @@ impl Driver {
                     }
                 }
                 Action::Exit => fx.exit(now),
+                // A span is the driver's to export; nothing to feed back.
+                Action::JobSpan(_) => {}
             }
             i += 1;
         }

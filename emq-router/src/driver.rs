@@ -69,6 +69,8 @@ struct Signals {
     shutdown: ShutdownSignal,
     /// SIGHUP: the access files are read again.
     reload: ReloadSignal,
+    /// The span exporter, when traces are on (kept across terms).
+    tracing: Option<emq_otel::Tracing>,
 }
 
 pub(crate) fn run(plan: &Plan) -> Result<(), Fail> {
@@ -81,11 +83,24 @@ pub(crate) fn run(plan: &Plan) -> Result<(), Fail> {
         chunk.copy_from_slice(&emqp_proto::msgid::random_seed().to_le_bytes());
     }
     let signal_fail = |e: std::io::Error| format!("signal handlers: {e}");
+    let tracing = match &opts.traces_url {
+        Some(url) => Some(emq_otel::Tracing::start(url, "emq-router")?),
+        None => None,
+    };
     let signals = Signals {
         shutdown: ShutdownSignal::install().map_err(signal_fail)?,
         reload: ReloadSignal::install().map_err(signal_fail)?,
+        tracing,
     };
+    let served = serve_journal(&opts, start, &signals);
+    if let Some(t) = &signals.tracing {
+        t.shutdown();
+    }
+    served
+}
 
+/// Serve with the plan's journal until the router exits.
+fn serve_journal(opts: &Plan, start: Instant, signals: &Signals) -> Result<(), Fail> {
     match &opts.journal {
         JournalTarget::None => {
             if opts.journal_default {
@@ -98,15 +113,15 @@ pub(crate) fn run(plan: &Plan) -> Result<(), Fail> {
                     "no journal (--journal none): buffered jobs are lost if the router stops"
                 );
             }
-            serve(&opts, &mut NoJournal::default(), start, &signals).map(drop)
+            serve(opts, &mut NoJournal::default(), start, signals).map(drop)
         }
         JournalTarget::Sqlite(path) => {
             let mut journal = open_sqlite(path, opts.journal_default)?;
-            serve(&opts, &mut journal, start, &signals).map(drop)
+            serve(opts, &mut journal, start, signals).map(drop)
         }
         JournalTarget::Postgres(url) => {
-            let mut pg = open_postgres(url, &opts, start)?;
-            serve_in_terms(&opts, &mut pg, start, &signals)
+            let mut pg = open_postgres(url, opts, start)?;
+            serve_in_terms(opts, &mut pg, start, signals)
         }
     }
 }
@@ -246,6 +261,7 @@ fn serve(
         web,
         out: Vec::with_capacity(1024),
         start,
+        tracing: signals.tracing.as_ref(),
         told_stopping: false,
     };
     if let Some(restored) = restored {
@@ -292,6 +308,7 @@ struct Term<'a> {
     /// The core's actions not yet carried out.
     out: Vec<Action>,
     start: Instant,
+    tracing: Option<&'a emq_otel::Tracing>,
     /// The service manager was told STOPPING (the core drains).
     told_stopping: bool,
     /// `--outbox`: rows in, answers out (`outbox.rs`).
@@ -440,6 +457,11 @@ impl Term<'_> {
                     }
                     Action::Journal(batch) => self.journal.append(batch),
                     Action::Exit => exit = true,
+                    Action::JobSpan(span) => {
+                        if let Some(t) = self.tracing {
+                            t.record(queue_wait_span(span));
+                        }
+                    }
                 }
             }
             for input in failed.drain(..) {
@@ -521,5 +543,25 @@ fn log_unfinished(router: &Router, durable: bool) {
         log::warn!(
             "exiting: {buffered} buffered and {inflight} in-flight job(s) are lost (no journal)"
         );
+    }
+}
+
+/// The OpenTelemetry span of a job's queue wait (`router/traces.rs` in the
+/// core says what it covers).
+fn queue_wait_span(span: emq_router_core::JobSpan) -> emq_otel::Span {
+    use emq_otel::attr;
+    emq_otel::Span {
+        name: "emq.queue_wait",
+        kind: emq_otel::Kind::Internal,
+        context: span.context,
+        parent: span.parent,
+        start: emq_otel::unix_micros(span.accepted_unix_us),
+        end: emq_otel::unix_micros(span.dispatched_unix_us),
+        attributes: vec![
+            attr("emq.queue", span.queue),
+            attr("emq.msgid", span.msgid),
+            attr("emq.attempt", i64::from(span.attempt)),
+        ],
+        error: None,
     }
 }

@@ -503,6 +503,21 @@ pub enum Command {
     Workflow {
         spec: Vec<u8>,
     },
+    /// emq: worker → router, `PROGRESS [ORIG_MSGID, PERCENT, MESSAGE]`: how
+    /// far the running job `orig_msgid` is, a whole percent 0–100 and an
+    /// optional line of text (empty frame: none). See docs/PROTOCOL.md,
+    /// "Job progress".
+    Progress(Progress),
+}
+
+/// The body of [`Command::Progress`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Progress {
+    pub orig_msgid: String,
+    /// 0–100.
+    pub percent: u8,
+    /// Empty: none.
+    pub message: String,
 }
 
 impl Command {
@@ -532,6 +547,7 @@ impl Command {
             Command::Received { .. } => "RECEIVED",
             Command::Running { .. } => "RUNNING",
             Command::Workflow { .. } => "WORKFLOW",
+            Command::Progress(_) => "PROGRESS",
         }
     }
 
@@ -633,6 +649,22 @@ impl Command {
                 kind: NoticeKind::parse(utf8(frames.next(3)?, "notice kind")?),
                 text: utf8(frames.next(3)?, "notice text")?,
             }),
+            "PROGRESS" => {
+                let orig_msgid = utf8(frames.next(3)?, "original msgid")?;
+                let text = utf8(frames.next(3)?, "progress percent")?;
+                let percent = text.trim().parse::<u8>().ok().filter(|p| *p <= 100).ok_or(
+                    DecodeError::BadNumber {
+                        field: "progress percent (0-100)",
+                        value: text,
+                    },
+                )?;
+                let message = utf8(frames.next(3)?, "progress message")?;
+                Command::Progress(Progress {
+                    orig_msgid,
+                    percent,
+                    message,
+                })
+            }
             "DUPLICATE" => Command::Duplicate(Duplicate {
                 orig_msgid: utf8(frames.next(3)?, "original msgid")?,
                 existing_msgid: utf8(frames.next(3)?, "existing msgid")?,
@@ -739,6 +771,11 @@ impl Command {
             Command::Received { orig_msgids } | Command::Running { orig_msgids } => {
                 out.extend(orig_msgids.into_iter().map(String::into_bytes));
             }
+            Command::Progress(p) => {
+                out.push(p.orig_msgid.into_bytes());
+                out.push(p.percent.to_string().into_bytes());
+                out.push(p.message.into_bytes());
+            }
         }
     }
 }
@@ -807,7 +844,7 @@ fn decode_interval(frame: &[u8]) -> Result<Interval, DecodeError> {
 }
 
 /// Every command name this crate knows.
-pub const NAMES: [&str; 23] = [
+pub const NAMES: [&str; 24] = [
     "INFORM",
     "ACK",
     "READY",
@@ -829,6 +866,7 @@ pub const NAMES: [&str; 23] = [
     "RECEIVED",
     "RUNNING",
     "NOTICE",
+    "PROGRESS",
     "DUPLICATE",
     "WORKFLOW",
 ];

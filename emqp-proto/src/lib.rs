@@ -25,11 +25,12 @@ pub mod message;
 pub mod msgid;
 pub mod published;
 pub mod queues;
+pub mod trace;
 
 pub use admin::{AdminError, AdminOp, ErrorKind, OpName};
 pub use command::{
-    Command, Duplicate, Inform, JobResult, Notice, NoticeKind, PeerType, Reject, RejectReason,
-    Reply, Request, ResultStatus, Schedule, WorkerAbout,
+    Command, Duplicate, Inform, JobResult, Notice, NoticeKind, PeerType, Progress, Reject,
+    RejectReason, Reply, Request, ResultStatus, Schedule, WorkerAbout,
 };
 pub use error::DecodeError;
 pub use flow::{Policy, PolicyChange, Rate, RateChange};
@@ -39,6 +40,7 @@ pub use message::Message;
 pub use msgid::{new_msgid, MsgIds};
 pub use published::Published;
 pub use queues::{QueueSpec, DEFAULT_QUEUE, DEFAULT_WEIGHT};
+pub use trace::TraceParent;
 
 /// The protocol frame every message carries after the empty delimiter.
 pub const PROTOCOL_VERSION: &str = "eMQP/1.0";

@@ -126,6 +126,16 @@ fn every_command() -> Vec<Command> {
         Command::Running {
             orig_msgids: vec!["abc".into(), "def".into()],
         },
+        Command::Progress(emqp_proto::Progress {
+            orig_msgid: "abc".into(),
+            percent: 42,
+            message: "half way".into(),
+        }),
+        Command::Progress(emqp_proto::Progress {
+            orig_msgid: "abc".into(),
+            percent: 100,
+            message: String::new(),
+        }),
         Command::Duplicate(Duplicate {
             orig_msgid: "abc".into(),
             existing_msgid: "def".into(),
@@ -135,6 +145,17 @@ fn every_command() -> Vec<Command> {
             spec: br#"{"nodes": [{"id": "a", "msg": ["call", {"handler": "noop"}]}]}"#.to_vec(),
         },
     ]
+}
+
+#[test]
+fn progress_over_100_or_not_a_number_is_refused() {
+    for bad in ["101", "-1", "4.5", "x"] {
+        let body = vec![b"abc".to_vec(), bad.as_bytes().to_vec(), b"".to_vec()];
+        assert!(
+            Command::decode(b"PROGRESS", body).is_err(),
+            "percent {bad:?}"
+        );
+    }
 }
 
 #[test]

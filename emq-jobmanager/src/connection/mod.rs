@@ -156,6 +156,15 @@ pub enum Input {
         run: u64,
         outcome: JobOutcome,
     },
+    /// The job of `run` on `slot` reported its progress (0–100, a line of
+    /// text): sent to the router as PROGRESS while connected (a report
+    /// that cannot be sent is dropped: the next one replaces it).
+    JobProgress {
+        slot: usize,
+        run: u64,
+        percent: u8,
+        message: String,
+    },
     /// An [`Action::Send`] could not be carried out; `message` is what it
     /// carried.
     SendFailed { message: Message },
@@ -177,6 +186,22 @@ pub struct JobStart {
     pub msgid: String,
     pub job: Job,
     pub timeout: Option<Duration>,
+    /// What the job may know of its delivery (`emq_job.current()` in a
+    /// Python job) and its trace parent (boxed: [`Action`] stays small).
+    pub context: Box<JobContext>,
+}
+
+/// A job's delivery, as its REQUEST gave it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct JobContext {
+    /// The REQUEST's queue.
+    pub queue: String,
+    /// The REQUEST's HEADERS frame, as text.
+    pub headers: String,
+    /// The span the job's run is a child of: the REQUEST's `traceparent`
+    /// (the router's span), which the driver replaces with its own run
+    /// span when it traces (`emq_otel`), so the job's spans nest under it.
+    pub traceparent: Option<emqp_proto::TraceParent>,
 }
 
 /// What to do.
@@ -365,6 +390,12 @@ impl Connection {
             Input::JobFinished { slot, run, outcome } => {
                 self.on_job_finished(slot, run, outcome, now, out)
             }
+            Input::JobProgress {
+                slot,
+                run,
+                percent,
+                message,
+            } => self.on_job_progress(slot, run, (percent, message), now, out),
             Input::SendFailed { message } => self.on_send_failed(message),
             Input::LinkDown { identity } => self.on_link_down(&identity, now, out),
             Input::Shutdown => self.on_shutdown(now, out),

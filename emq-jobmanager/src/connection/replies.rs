@@ -158,6 +158,11 @@ impl Connection {
                 }
             }
             Command::Heartbeat { .. } => debug!("a HEARTBEAT could not be sent"),
+            Command::Progress(p) => debug!(
+                msgid:% = p.orig_msgid;
+                "a PROGRESS of job {} could not be sent (the next one replaces it)",
+                p.orig_msgid
+            ),
             other => warn!("{} could not be sent (its timer covers it)", other.name()),
         }
     }

@@ -56,10 +56,10 @@
 use std::time::Duration;
 
 use emqp_proto::job::{ErrorKind, Job, JobError, JobOutcome};
-use emqp_proto::Request;
+use emqp_proto::{Request, TraceParent};
 use log::{debug, info, warn};
 
-use super::{Action, CancelReason, Connection, JobStart, Phase, CANCELLED_MESSAGE};
+use super::{Action, CancelReason, Connection, JobContext, JobStart, Phase, CANCELLED_MESSAGE};
 
 #[derive(Debug, Clone)]
 pub(super) struct Running {
@@ -88,6 +88,7 @@ pub(super) enum Slot {
 pub(super) struct Held {
     msgid: String,
     job: Job,
+    context: Box<JobContext>,
     timeout: Option<Duration>,
     default_timeout: bool,
 }
@@ -183,6 +184,12 @@ impl Connection {
             .or(own_timeout);
         let default_timeout = own.is_none();
         let timeout = own.or(self.cfg.default_timeout);
+        let headers = req.headers.encode();
+        let context = Box::new(JobContext {
+            traceparent: TraceParent::from_headers(headers.as_bytes()),
+            queue: req.queue.clone(),
+            headers,
+        });
         match free {
             Some(slot) => {
                 debug!(
@@ -190,7 +197,14 @@ impl Connection {
                     "job {msgid} on slot {slot} (queue {}, timeout {timeout:?})",
                     req.queue
                 );
-                self.start_job(slot, msgid, job, (timeout, default_timeout), now, out);
+                self.start_job(
+                    slot,
+                    msgid,
+                    (job, context),
+                    (timeout, default_timeout),
+                    now,
+                    out,
+                );
             }
             None => {
                 debug!(
@@ -201,6 +215,7 @@ impl Connection {
                 self.held.push_back(Held {
                     msgid,
                     job,
+                    context,
                     timeout,
                     default_timeout,
                 });
@@ -212,7 +227,7 @@ impl Connection {
         &mut self,
         slot: usize,
         msgid: String,
-        job: Job,
+        (job, context): (Job, Box<JobContext>),
         (timeout, default_timeout): (Option<Duration>, bool),
         now: Duration,
         out: &mut Vec<Action>,
@@ -234,6 +249,7 @@ impl Connection {
             msgid,
             job,
             timeout,
+            context,
         }));
     }
 
@@ -246,7 +262,7 @@ impl Connection {
             };
             debug!(msgid:% = h.msgid, slot = slot; "held job {} on slot {slot}", h.msgid);
             let timeout = (h.timeout, h.default_timeout);
-            self.start_job(slot, h.msgid, h.job, timeout, now, out);
+            self.start_job(slot, h.msgid, (h.job, h.context), timeout, now, out);
         }
     }
 
@@ -259,6 +275,30 @@ impl Connection {
                 }
             }
         }
+    }
+
+    pub(super) fn on_job_progress(
+        &mut self,
+        slot: usize,
+        run: u64,
+        (percent, message): (u8, String),
+        now: Duration,
+        out: &mut Vec<Action>,
+    ) {
+        let msgid = match self.slots.get(slot) {
+            Some(Slot::Busy(r)) if r.run == run && r.stopping.is_none() => r.msgid.clone(),
+            _ => return,
+        };
+        if !matches!(self.phase, Phase::Registered | Phase::Draining) {
+            debug!(msgid:% = msgid; "progress of job {msgid} dropped: not connected");
+            return;
+        }
+        let p = emqp_proto::Progress {
+            orig_msgid: msgid,
+            percent,
+            message,
+        };
+        self.send(emqp_proto::Command::Progress(p), now, out);
     }
 
     pub(super) fn on_job_finished(

@@ -60,7 +60,9 @@ impl Cli {
             .clone()
             .or_else(|| settings.get("NAME").map(str::to_string));
         let log_format = self.log.resolve(&settings)?;
-        let manager = config(self, &settings, &|k| env.get(k).cloned())?;
+        let traces_url = self.otlp.traces_url(env)?;
+        let mut manager = config(self, &settings, &|k| env.get(k).cloned())?;
+        manager.traces_url = traces_url;
         Ok(Plan {
             manager,
             name,

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use emq_cli_support::{parse_duration, AuthArgs, CurveArgs, LogArgs};
+use emq_cli_support::{parse_duration, AuthArgs, CurveArgs, LogArgs, OtlpArgs};
 
 const AFTER_HELP: &str = "\
 Settings come from flags, then EVENTMQ_* environment variables, then the
@@ -194,4 +194,7 @@ pub struct Cli {
 
     #[command(flatten)]
     pub log: LogArgs,
+
+    #[command(flatten)]
+    pub otlp: OtlpArgs,
 }

@@ -100,6 +100,7 @@ fn start(pool: &Pool, slot: usize, run: u64, job: Job) {
         msgid: format!("m{run}"),
         job,
         timeout: None,
+        context: Default::default(),
     });
 }
 
@@ -558,6 +559,7 @@ fn inline_handlers_run_on_the_calling_thread_and_others_are_left_to_slots() {
         msgid: format!("m{run}"),
         job,
         timeout: Some(Duration::from_secs(1)),
+        context: Default::default(),
     };
     let here = std::thread::current().name().unwrap_or("").to_string();
     let mut j = js(1, call("whoami", json!(null)));

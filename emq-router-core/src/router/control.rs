@@ -490,6 +490,9 @@ impl Router {
         if let Some(e) = job.extra.as_ref().and_then(|e| e.last_error.as_deref()) {
             m.insert("last_error".into(), json_or_text(e));
         }
+        if let Some(p) = job.extra.as_ref().and_then(|e| e.progress.as_ref()) {
+            m.insert("progress".into(), self.progress_view(p));
+        }
         v
     }
 

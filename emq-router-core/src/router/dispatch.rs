@@ -26,11 +26,11 @@ use std::time::Duration;
 
 use emqp_proto::PROTOCOL_VERSION;
 
-use super::Router;
+use super::{traces, Router};
 use crate::event::{Action, Socket};
 use crate::jobs::JobId;
 use crate::journal::Record;
-use crate::util::ident;
+use crate::util::{ident, micros};
 use crate::workers::WorkerId;
 
 impl Router {
@@ -97,6 +97,10 @@ impl Router {
             return;
         };
         job.attempts += 1;
+        if let Some(e) = job.extra.as_mut() {
+            // A new delivery starts from nothing.
+            e.progress = None;
+        }
         let attempts = job.attempts;
         self.store.set_inflight(jid, wid, seq);
         let identity = self
@@ -113,13 +117,28 @@ impl Router {
             job.queue(),
             ident(&identity),
         );
+        let (headers, span) = if self.cfg.traces {
+            let epoch = self.cfg.epoch_unix_micros;
+            let times = (job.accepted_unix(epoch), epoch.saturating_add(micros(now)));
+            let (span, headers) = traces::dispatch_span(
+                self.cfg.id_seed,
+                &msgid,
+                job.queue(),
+                job.headers(),
+                attempts,
+                times,
+            );
+            (headers, Some(span))
+        } else {
+            (job.headers().to_vec(), None)
+        };
         let frames = vec![
             Vec::new(),
             PROTOCOL_VERSION.as_bytes().to_vec(),
             b"REQUEST".to_vec(),
             msgid.as_bytes().to_vec(),
             job.queue().as_bytes().to_vec(),
-            job.headers().to_vec(),
+            headers,
             job.payload().to_vec(),
         ];
         let journaled = self.dispatch_journaled(job.route());
@@ -133,6 +152,9 @@ impl Router {
             return;
         }
         self.send(Socket::Backend, identity, frames, out);
+        if let Some(span) = span {
+            out.push(Action::JobSpan(span));
+        }
         if attempts > 1 && self.journal.enabled() {
             self.journal
                 .record(Record::Attempt { msgid, attempts }, None);

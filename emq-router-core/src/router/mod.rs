@@ -58,6 +58,9 @@
 //!   and `crate::data`, which import nothing of this module);
 //! - `timers.rs`: the timer table (which deadline sources there are, and
 //!   in which order the due ones fire);
+//! - `progress.rs`: the last progress of each running job (PROGRESS);
+//! - `traces.rs`: the span of a job's queue wait and the `traceparent`
+//!   forwarded to its worker;
 //! - `invariants.rs`: the bookkeeping checks the tests run after every input.
 
 use std::time::Duration;
@@ -71,10 +74,12 @@ mod flow;
 mod intake;
 mod invariants;
 mod peers;
+pub(crate) mod progress;
 pub(crate) mod results;
 mod schedules;
 mod snapshot;
 pub(crate) mod timers;
+pub(crate) mod traces;
 mod unique;
 pub(crate) mod workflow;
 

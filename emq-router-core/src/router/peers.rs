@@ -112,6 +112,7 @@ impl Router {
             Command::Ready => self.on_ready(id, now, out),
             Command::Reply(r) => self.on_worker_reply(id, &msgid, r, now, out),
             Command::Running { orig_msgids } => self.on_running(id, orig_msgids, now),
+            Command::Progress(p) => self.on_progress(id, p, now),
             Command::Heartbeat { .. } => {}
             Command::Kbye => self.remove_worker(id, "KBYE", now, out),
             other => {

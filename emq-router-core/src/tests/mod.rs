@@ -4,7 +4,8 @@
 //! journal store) and the helpers every test file shares; the tests sit in
 //! one file per rule, mirroring `router/*.rs` (`intake.rs`, `peers.rs`,
 //! `dispatch.rs`, `completion.rs`, `results.rs`, `schedules.rs`,
-//! `control.rs`, `durability.rs`, `drain.rs`, `snapshot.rs`, `unique.rs`, `workflow.rs`), plus
+//! `control.rs`, `durability.rs`, `drain.rs`, `snapshot.rs`, `traces.rs`,
+//! `unique.rs`, `workflow.rs`), plus
 //! `adoption.rs`, `resent_replies.rs` and `limits.rs` for the rules that
 //! span several.
 
@@ -38,11 +39,13 @@ mod flow;
 mod intake;
 mod limits;
 mod peers;
+mod progress;
 mod resent_replies;
 mod results;
 mod schedules;
 mod snapshot;
 mod timers;
+mod traces;
 mod unique;
 mod workflow;
 

@@ -30,7 +30,11 @@ impl Cli {
     pub(crate) fn plan(self, env: &HashMap<String, String>) -> Result<Plan, String> {
         let settings = Settings::load_from(SECTION, env).map_err(|e| e.to_string())?;
         settings.log_warnings();
-        Plan::resolve(self, &settings)
+        let traces_url = self.otlp.traces_url(env)?;
+        let mut plan = Plan::resolve(self, &settings)?;
+        plan.core.traces = traces_url.is_some();
+        plan.traces_url = traces_url;
+        Ok(plan)
     }
 }
 
@@ -71,6 +75,9 @@ pub(crate) struct Plan {
     pub(crate) core: Config,
     /// `--log-format`: text or one JSON object per line.
     pub(crate) log_format: LogFormat,
+    /// `--otlp-endpoint` (or the OTEL_EXPORTER_OTLP_* environment): the
+    /// full traces URL; `None`: no traces (`core.traces` off).
+    pub(crate) traces_url: Option<String>,
 }
 
 impl Plan {
@@ -143,6 +150,7 @@ impl Plan {
             access_warnings: access.warnings,
             core,
             log_format,
+            traces_url: None,
         })
     }
 }

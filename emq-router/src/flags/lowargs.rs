@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use emq_cli_support::{parse_duration, AccessArgs, LogArgs};
+use emq_cli_support::{parse_duration, AccessArgs, LogArgs, OtlpArgs};
 
 pub(crate) const DEFAULT_FRONTEND: &str = "tcp://127.0.0.1:47291";
 pub(crate) const DEFAULT_BACKEND: &str = "tcp://127.0.0.1:47290";
@@ -269,4 +269,7 @@ pub(crate) struct Cli {
 
     #[command(flatten)]
     pub(crate) log: LogArgs,
+
+    #[command(flatten)]
+    pub(crate) otlp: OtlpArgs,
 }

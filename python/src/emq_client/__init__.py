@@ -21,7 +21,7 @@ enforced; an AsyncClient by one event loop.
 from .aio import AsyncClient, AsyncJob
 from .canvas import chain, chord, group
 from .client import Client, Job, thread_client
-from ._core import JobStatus
+from ._core import JobProgress, JobStatus
 from .errors import (
     AdminError,
     BulkRejected,
@@ -60,7 +60,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AdminError", "AsyncClient", "chain", "chord", "group", "AsyncJob", "BulkRejected", "Client", "DeadLettered",
     "DuplicateJob", "DuplicateMsgid", "EmqConnectionError", "EmqError", "Job", "JobCancelled", "JobFailed",
-    "JobNotFound", "JobStatus", "JobTimedOut", "JournalUnavailable", "JournalUncertain", "Malformed",
+    "JobNotFound", "JobProgress", "JobStatus", "JobTimedOut", "JournalUnavailable", "JournalUncertain", "Malformed",
     "MessageTooLarge", "NotSerializable", "OptionCollision", "SettingsError", "SubmitOptions",
     "UnknownSettingWarning",
     "ProtocolError", "QueueFull", "Rejected", "ResultTimeout", "ScheduleNotFound", "NotAJob", "RejectedDeadLettered",

@@ -552,6 +552,10 @@ class BaseClient:
         answer = yield own_admin("job", msgid=msgid)
         return _core.status_of(answer.get("job") or {})
 
+    def _job_progress(self, msgid: str) -> Plan:
+        answer = yield own_admin("job", msgid=msgid)
+        return _core.job_progress_of(answer)
+
     def _cancel(self, msgid: str) -> Plan:
         answer = yield own_admin("cancel", msgid=msgid)
         return str(answer.get("state", ""))

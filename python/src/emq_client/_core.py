@@ -25,7 +25,7 @@ import logging
 import weakref
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
-from . import errors, wire
+from . import errors, otel, wire
 from .wire import Frames, Incoming
 
 log = logging.getLogger("emq_client")
@@ -349,6 +349,40 @@ def status_of(view: Mapping[str, Any]) -> "JobStatus":
     )
 
 
+def job_progress_of(answer: Mapping[str, Any]) -> Optional["JobProgress"]:
+    """The progress in an admin ``job`` answer."""
+    return progress_of(answer.get("job") or {})
+
+
+class JobProgress:
+    """A running job's last reported progress (``emq_job.progress`` in the
+    job): ``percent`` 0-100, ``message`` ("" for none) and ``at`` (unix
+    seconds when the router took it)."""
+
+    __slots__ = ("percent", "message", "at")
+
+    def __init__(self, percent: int, message: str, at: float) -> None:
+        self.percent = percent
+        self.message = message
+        self.at = at
+
+    def __repr__(self) -> str:
+        return f"JobProgress(percent={self.percent}, message={self.message!r})"
+
+
+def progress_of(view: Mapping[str, Any]) -> Optional[JobProgress]:
+    """The ``progress`` of an admin job view: None when the job reported
+    none (or is not running)."""
+    p = view.get("progress")
+    if not isinstance(p, Mapping):
+        return None
+    return JobProgress(
+        percent=int(p.get("percent") or 0),
+        message=str(p.get("message") or ""),
+        at=float(p.get("at_ms") or 0) / 1000.0,
+    )
+
+
 class JobStatus:
     """A job's state as the router reports it: ``state`` is one of
     ``delayed``, ``queued``, ``in-flight``, ``cancelling``, ``retrying``,
@@ -419,7 +453,9 @@ def submit_headers(
     its receipt; a ``legacy`` one (0.3.13's router) cannot delay nor make
     jobs unique (``unique``: :func:`wire.unique_headers`). ``key`` and
     ``priority``: flow control (``key:K``, ``priority:N``; a 0.3.13 router
-    ignores them)."""
+    ignores them). The current OpenTelemetry span goes along as
+    ``traceparent`` when ``opentelemetry`` is installed
+    (:mod:`emq_client.otel`)."""
     if legacy and delay is not None:
         raise errors.Unsupported("delay needs an emq router (0.3.13 has no delay header)")
     unique = list(unique)
@@ -435,7 +471,7 @@ def submit_headers(
         delay=delay,
         key=key,
         priority=priority,
-        extra=headers,
+        extra=otel.with_traceparent(headers),
     )
 
 

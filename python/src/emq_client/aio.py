@@ -27,7 +27,7 @@ import zmq.asyncio
 
 from . import _base, _core, errors, link, options, payload, wire
 from ._base import Admin, Await, BulkItem, Plan, Sleep
-from ._core import JobStatus, Pending
+from ._core import JobProgress, JobStatus, Pending
 from .client import readable, recv_ready
 from .canvas import Canvas
 from .payload import JobSpec
@@ -405,6 +405,10 @@ class AsyncJob(_base.BaseJob):
     async def status(self) -> JobStatus:
         """As :meth:`Job.status`."""
         return await self.client._run(self.client._status(self.msgid))  # type: ignore[no-any-return]
+
+    async def progress(self) -> Optional[JobProgress]:
+        """As :meth:`Job.progress`."""
+        return await self.client._run(self.client._job_progress(self.msgid))  # type: ignore[no-any-return]
 
     async def cancel(self) -> str:
         """As :meth:`Job.cancel`."""

@@ -40,7 +40,7 @@ import zmq
 
 from . import _base, _core, errors, link, options, payload, wire
 from ._base import Admin, Await, BulkItem, Plan, Sleep
-from ._core import JobStatus
+from ._core import JobProgress, JobStatus
 from .canvas import Canvas
 from .payload import JobSpec
 
@@ -517,6 +517,14 @@ class Job(_base.BaseJob, Generic[T]):
         :class:`JobNotFound` for a job the router neither holds nor keeps."""
         self.client._check()
         return self.client._run(self.client._status(self.msgid))  # type: ignore[no-any-return]
+
+    def progress(self) -> Optional[JobProgress]:
+        """The job's last reported progress while it runs (``percent``,
+        ``message``, ``at``; from ``emq_job.progress`` in the job, admin op
+        ``job``), or None when it reported none or is not running. Raises
+        :class:`JobNotFound` like :meth:`status`."""
+        self.client._check()
+        return self.client._run(self.client._job_progress(self.msgid))  # type: ignore[no-any-return]
 
     def cancel(self) -> str:
         """Cancel the job (admin op ``cancel``): a waiting job is removed at

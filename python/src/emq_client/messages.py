@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Tuple, Union
 
 import zmq
 
-from . import payload, wire
+from . import otel, payload, wire
 from .client import Client
 
 logger = logging.getLogger(__name__)
@@ -153,6 +153,7 @@ def _send_request_bytes(
         headers.append("retry-count:%d" % retry_count)
     if timeout > 0:
         headers.append("timeout:%d" % timeout)
+    headers = otel.with_traceparent(headers)
     return send_emqp_message(
         socket, "REQUEST", (queue or DEFAULT_QUEUE_NAME, ",".join(headers), message.decode("utf-8"))
     )

@@ -563,3 +563,44 @@ fn slot_accounting_holds_under_random_events_and_send_failures() {
         }
     }
 }
+
+#[test]
+fn a_running_jobs_progress_goes_to_the_router_and_its_context_to_the_pool() {
+    let mut h = registered(1);
+    let mut hd = Headers::new();
+    let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    hd.push(Header::Other(format!("traceparent:{tp}")));
+    let a = h.at(ms(100), req_with("job-1", hd, json!({})));
+    let s = starts(&a);
+    assert_eq!(s.len(), 1);
+    // The job's context: its queue, headers and the trace parent.
+    assert_eq!(s[0].context.queue, "default");
+    assert_eq!(s[0].context.headers, format!("traceparent:{tp}"));
+    assert_eq!(
+        s[0].context.traceparent.map(|t| t.to_string()).as_deref(),
+        Some(tp)
+    );
+    let progress = |slot: usize, run: u64| Input::JobProgress {
+        slot,
+        run,
+        percent: 40,
+        message: "loading".into(),
+    };
+    let a = h.at(ms(150), progress(s[0].slot, s[0].run));
+    let sent = sent(&a, "PROGRESS");
+    assert_eq!(sent.len(), 1, "{a:?}");
+    let Command::Progress(p) = &sent[0].command else {
+        panic!()
+    };
+    assert_eq!(
+        (p.orig_msgid.as_str(), p.percent, p.message.as_str()),
+        ("job-1", 40, "loading")
+    );
+    // Another run (an old one, or another slot's): nothing.
+    assert!(h.at(ms(160), progress(s[0].slot, s[0].run + 1)).is_empty());
+    h.at(ms(200), finished(&s[0], JobOutcome::Value(json!(1))));
+    assert!(
+        h.at(ms(210), progress(s[0].slot, s[0].run)).is_empty(),
+        "a finished run reports nothing"
+    );
+}
