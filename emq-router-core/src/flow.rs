@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use emqp_proto::flow::{Policy, Rate};
 
-use crate::jobs::JobId;
+use crate::ids::JobId;
 use crate::util::{FastMap, FastSet};
 
 /// Priorities 0–9.
