@@ -12,7 +12,7 @@ original stdin/stdout.
                     "hooks_error": str (if entry/exit cannot be loaded)}
   in:              {"id": RUN, "msgid": MSGID, "job": {"path", "callable", "args",
                                        "kwargs", "class_args", "class_kwargs"},
-                    "context": {"msgid", "queue", "headers",
+                    "context": {"msgid", "queue", "headers", "attempt",
                                 "traceparent": str|null}}
   out, while it runs (0 or more, from emq_job.progress):
                    {"progress": {"id": RUN, "percent": 0-100, "message": str}}
@@ -40,7 +40,7 @@ entry function that raises fails the job, which is not run; an exit
 function that raises is reported on stderr and the job's result stands.
 
 The job's context: the module `emq_job` is importable in the worker, and
-`emq_job.current()` gives the running job's msgid, queue and headers (None
+`emq_job.current()` gives the running job's msgid, queue, headers and attempt (None
 between jobs), and `emq_job.progress(percent, message=None)` reports how far
 it is (the job manager forwards it to the router: `emq-cli job MSGID`). When the job has a `traceparent` (the job manager's span of
 the run) and the `opentelemetry` package is importable, the worker makes it
@@ -96,8 +96,8 @@ def _emq_job_module():
     mod.__doc__ = "The running emq job: emq_job.current()."
 
     def current():
-        """The running job: {"msgid", "queue", "headers"} (a copy), or
-        None outside a job."""
+        """The running job: {"msgid", "queue", "headers", "attempt"} (a
+        copy; attempt is 1 for the first delivery), or None outside a job."""
         if _current is None:
             return None
         return {k: v for k, v in _current.items() if not k.startswith("_")}
@@ -338,6 +338,7 @@ def _run(req, hooks):
         "msgid": ctx.get("msgid"),
         "queue": ctx.get("queue"),
         "headers": ctx.get("headers"),
+        "attempt": ctx.get("attempt", 1),
     }
     token = _otel_attach(ctx.get("traceparent"))
     try:

@@ -688,6 +688,7 @@ fn job_context(js: &JobStart) -> serde_json::Value {
         "msgid": js.msgid,
         "queue": js.context.queue,
         "headers": js.context.headers,
+        "attempt": js.context.attempt,
         "traceparent": js.context.traceparent.map(|t| t.to_string()),
     })
 }

@@ -76,6 +76,59 @@ pub const RESULT_RECEIPT: &str = "result-receipt";
 /// ignore it).
 pub const NOTICES: &str = "notices";
 
+/// `attempt:N` (emq, router → worker): the delivery count of a job the
+/// router sends again (N > 1). The router sets it on every delivery after
+/// the first, and replaces any `attempt` item a client sent; a first
+/// delivery is forwarded as the client sent it (without the item, N is 1).
+/// 0.3.13 job managers ignore it.
+pub const ATTEMPT: &str = "attempt";
+
+/// The delivery count a worker reads from the raw HEADERS frame: the
+/// `attempt:N` item, else 1 (see [`ATTEMPT`]).
+pub fn frame_attempt(frame: &[u8]) -> u32 {
+    frame_item(frame, ATTEMPT)
+        .and_then(|v| std::str::from_utf8(v).ok())
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|n| *n >= 1)
+        .unwrap_or(1)
+}
+
+/// The value of the raw HEADERS frame's first `name:VALUE` item.
+pub fn frame_item<'a>(frame: &'a [u8], name: &str) -> Option<&'a [u8]> {
+    frame.split(|b| *b == b',').find_map(|item| {
+        item.trim_ascii()
+            .strip_prefix(name.as_bytes())
+            .and_then(|rest| rest.strip_prefix(b":"))
+    })
+}
+
+/// `frame` with its `name:…` items replaced by one `name:value` item at
+/// the end (appended when it had none); every other item is kept as it
+/// was, byte for byte.
+pub fn frame_with_item(frame: &[u8], name: &str, value: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(frame.len() + name.len() + value.len() + 2);
+    for item in frame.split(|b| *b == b',') {
+        let trimmed = item.trim_ascii();
+        let named = trimmed
+            .strip_prefix(name.as_bytes())
+            .is_some_and(|rest| rest.first() == Some(&b':'));
+        if trimmed.is_empty() || named {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push(b',');
+        }
+        out.extend_from_slice(item);
+    }
+    if !out.is_empty() {
+        out.push(b',');
+    }
+    out.extend_from_slice(name.as_bytes());
+    out.push(b':');
+    out.extend_from_slice(value.as_bytes());
+    out
+}
+
 /// Whether the raw HEADERS frame `frame` has the item `name` (items
 /// compared after trimming spaces, as [`Headers::parse`] does), without
 /// parsing the rest.
@@ -462,6 +515,29 @@ pub fn frame_flow(frame: &[u8]) -> Result<FlowFields<'_>, FlowHeaderError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_item_is_replaced_or_appended_and_the_others_kept_byte_for_byte() {
+        assert_eq!(frame_with_item(b"", "attempt", "2"), b"attempt:2");
+        assert_eq!(
+            frame_with_item(b"guarantee, attempt:7,retry-count:3", "attempt", "2"),
+            b"guarantee,retry-count:3,attempt:2"
+        );
+        // A longer name sharing the prefix is another item.
+        assert_eq!(
+            frame_with_item(b"attempts:1", "attempt", "3"),
+            b"attempts:1,attempt:3"
+        );
+    }
+
+    #[test]
+    fn the_attempt_a_worker_reads_is_the_item_else_one() {
+        assert_eq!(frame_attempt(b"guarantee"), 1);
+        assert_eq!(frame_attempt(b"guarantee, attempt:3"), 3);
+        assert_eq!(frame_attempt(b"attempt:0"), 1);
+        assert_eq!(frame_attempt(b"attempt:x"), 1);
+        assert_eq!(frame_item(b"a:1, b:2", "b"), Some(&b"2"[..]));
+    }
+
     use std::time::Duration;
 
     #[test]

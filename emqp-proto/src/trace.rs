@@ -67,28 +67,8 @@ impl TraceParent {
     /// `frame` with its `traceparent` items replaced by `self` (appended
     /// when it had none); every other item is kept as it was.
     pub fn set_in_headers(&self, frame: &[u8]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(frame.len() + 68);
-        for item in frame.split(|b| *b == b',') {
-            let trimmed = item.trim_ascii();
-            if trimmed.is_empty() || is_traceparent_item(trimmed) {
-                continue;
-            }
-            if !out.is_empty() {
-                out.push(b',');
-            }
-            out.extend_from_slice(item);
-        }
-        if !out.is_empty() {
-            out.push(b',');
-        }
-        out.extend_from_slice(format!("{TRACEPARENT}:{self}").as_bytes());
-        out
+        crate::headers::frame_with_item(frame, TRACEPARENT, &self.to_string())
     }
-}
-
-fn is_traceparent_item(item: &[u8]) -> bool {
-    item.strip_prefix(TRACEPARENT.as_bytes())
-        .is_some_and(|rest| rest.first() == Some(&b':'))
 }
 
 impl fmt::Display for TraceParent {

@@ -53,3 +53,14 @@ def total(values, plus=0):
 def pair(values):
     """A chord callback that shows what it got."""
     return list(values)
+
+
+def context_on_retry():
+    """Fail the first delivery; on the next return what ``emq_job.current()``
+    says (its attempt must be 2)."""
+    import emq_job  # the job manager's worker provides it
+
+    ctx = emq_job.current()
+    if ctx["attempt"] < 2:
+        raise RuntimeError("the first delivery fails")
+    return {"attempt": ctx["attempt"], "msgid": ctx["msgid"], "queue": ctx["queue"]}

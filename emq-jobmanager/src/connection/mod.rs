@@ -198,6 +198,9 @@ pub struct JobContext {
     pub queue: String,
     /// The REQUEST's HEADERS frame, as text.
     pub headers: String,
+    /// Which delivery this is: the router's `attempt:N` item, else 1
+    /// (`emqp_proto::headers::ATTEMPT`).
+    pub attempt: u32,
     /// The span the job's run is a child of: the REQUEST's `traceparent`
     /// (the router's span), which the driver replaces with its own run
     /// span when it traces (`emq_otel`), so the job's spans nest under it.

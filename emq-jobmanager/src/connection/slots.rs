@@ -187,6 +187,7 @@ impl Connection {
         let headers = req.headers.encode();
         let context = Box::new(JobContext {
             traceparent: TraceParent::from_headers(headers.as_bytes()),
+            attempt: emqp_proto::headers::frame_attempt(headers.as_bytes()),
             queue: req.queue.clone(),
             headers,
         });

@@ -21,9 +21,16 @@
 //! journal holds the buffered jobs where they are, and the first batch
 //! that commits again pumps every queue. Only the jobs already running
 //! when the journal failed can run twice.
+//!
+//! **The worker learns the delivery count**: every delivery after the
+//! first carries `attempt:N` in its HEADERS (replacing any `attempt` item
+//! the client sent, which also a first delivery drops in favour of
+//! `attempt:1`); other items are forwarded byte for byte. A Python job
+//! reads it as `emq_job.current()["attempt"]`.
 
 use std::time::Duration;
 
+use emqp_proto::headers::ATTEMPT;
 use emqp_proto::PROTOCOL_VERSION;
 
 use super::{traces, Router};
@@ -132,6 +139,15 @@ impl Router {
         } else {
             (job.headers().to_vec(), None)
         };
+        // A delivery after the first tells the worker its count
+        // (`attempt:N`, `emqp_proto::headers::ATTEMPT`); a client's own
+        // `attempt` item never reaches a worker as the count.
+        let headers =
+            if attempts > 1 || emqp_proto::headers::frame_item(&headers, ATTEMPT).is_some() {
+                emqp_proto::headers::frame_with_item(&headers, ATTEMPT, &attempts.to_string())
+            } else {
+                headers
+            };
         let frames = vec![
             Vec::new(),
             PROTOCOL_VERSION.as_bytes().to_vec(),

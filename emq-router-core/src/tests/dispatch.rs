@@ -179,3 +179,31 @@ fn full_buffer_rejects_queue_full_never_silently() {
     let sent = h.request("c", "y", "email", "");
     assert!(rejects(&sent, "c").is_empty());
 }
+
+#[test]
+fn a_delivery_after_the_first_tells_the_worker_its_attempt() {
+    let mut h = H::new();
+    worker(&mut h, "w1", "", 1);
+    let headers_of = |sent: &[Sent]| -> String {
+        let m = to(sent, Backend, "w1");
+        m.iter()
+            .find_map(|m| match &m.command {
+                Command::Request(r) => Some(r.headers.encode()),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no REQUEST in {m:?}"))
+    };
+    // The first delivery is forwarded as sent; a client's own `attempt`
+    // item is not taken for the count.
+    let sent = h.request("c", "r", "default", "retry-count:1,attempt:9");
+    assert_eq!(headers_of(&sent), "retry-count:1,attempt:1");
+    h.reply("w1", "r", "{}", Some(ResultStatus::Failed));
+    h.ready("w1");
+    let sent = h.advance(SECOND);
+    assert_eq!(headers_of(&sent), "retry-count:1,attempt:2");
+    // Without the item, a first delivery keeps its headers byte for byte.
+    h.reply("w1", "r", "{}", Some(ResultStatus::Ok));
+    h.ready("w1");
+    let sent = h.request("c", "s", "default", "guarantee");
+    assert_eq!(headers_of(&sent), "guarantee");
+}

@@ -570,12 +570,15 @@ fn a_running_jobs_progress_goes_to_the_router_and_its_context_to_the_pool() {
     let mut hd = Headers::new();
     let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     hd.push(Header::Other(format!("traceparent:{tp}")));
+    hd.push(Header::Other("attempt:3".into()));
     let a = h.at(ms(100), req_with("job-1", hd, json!({})));
     let s = starts(&a);
     assert_eq!(s.len(), 1);
-    // The job's context: its queue, headers and the trace parent.
+    // The job's context: its queue, headers, delivery count and the trace
+    // parent.
     assert_eq!(s[0].context.queue, "default");
-    assert_eq!(s[0].context.headers, format!("traceparent:{tp}"));
+    assert_eq!(s[0].context.headers, format!("traceparent:{tp},attempt:3"));
+    assert_eq!(s[0].context.attempt, 3);
     assert_eq!(
         s[0].context.traceparent.map(|t| t.to_string()).as_deref(),
         Some(tp)
