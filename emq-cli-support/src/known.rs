@@ -95,7 +95,7 @@ pub const KNOWN: &[Known] = &[
     known!("CURVE_BACKEND_KEYS", R, "public keys allowed on the worker socket"),
     known!("CURVE_ADMIN_KEYS", R, "public keys allowed on the admin socket"),
     // Shared by several tools.
-    known!("LOG_FORMAT", &["router", "jobmanager", "publisher"], "text or json: one JSON object per log line"),
+    known!("LOG_FORMAT", &["router", "jobmanager", "publisher", "sender", "receiver", "cli"], "text or json: one JSON object per log line"),
     known!("MAX_MESSAGE_SIZE", &["router", "jobmanager", "sender"], "the largest frame in bytes (0 or negative: no limit)"),
     known!("HEARTBEAT_INTERVAL", &["router", "jobmanager"], "time between heartbeats"),
     known!("HEARTBEAT_LIVENESS", &["router", "jobmanager"], "heartbeats missed before a peer counts as gone"),

@@ -39,6 +39,6 @@ pub mod settings;
 pub use args::{AccessArgs, AuthArgs, CurveArgs};
 pub use duration::{parse_duration, parse_positive_duration, DurationError, Zero};
 pub use exit::Exit;
-pub use logging::{init_logging, say_fatal, set_log_format, LogArgs, LogFormat};
+pub use logging::{init_logging, say_fatal, set_log_format, LogArgs, LogFormat, MessageLines};
 pub use otlp::OtlpArgs;
 pub use settings::{SettingError, Settings, SettingsError};

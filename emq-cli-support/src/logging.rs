@@ -189,6 +189,94 @@ impl<'kvs> VisitSource<'kvs> for Fields<'_> {
     }
 }
 
+/// The stderr of a tool that talks to a person (emq-sender, emq-receiver,
+/// emq-cli). In text, lines go to stderr as written. With
+/// `--log-format json` every line becomes a log record of the program's
+/// own target (level `ERROR` for a line saying `error:` after the
+/// program's name, else `WARN`: these tools write to stderr only what a
+/// person should see — failures, refusals, notices; the name and the word
+/// are left out of the message), so each stderr line is one JSON object
+/// like the other binaries' logs. A partial last line is written
+/// when the sink is dropped.
+pub struct MessageLines {
+    program: String,
+    target: String,
+    json: bool,
+    pending: Vec<u8>,
+}
+
+impl MessageLines {
+    /// The sink for `program` in `format` (json installs the logger).
+    pub fn new(program: &str, format: LogFormat) -> MessageLines {
+        let json = format == LogFormat::Json;
+        if json {
+            init_logging();
+            set_log_format(LogFormat::Json);
+        }
+        MessageLines {
+            program: program.to_string(),
+            target: program.replace('-', "_"),
+            json,
+            pending: Vec::new(),
+        }
+    }
+
+    /// One message line as a log record.
+    fn emit(&self, line: &[u8]) {
+        let line = String::from_utf8_lossy(line);
+        let (level, message) = message_level(&self.program, line.trim_end_matches('\r'));
+        log::log!(target: &self.target, level, "{message}");
+    }
+}
+
+/// A message line's level and text: `PROGRAM: error: …` is an error,
+/// anything else (`PROGRAM: warning: …` among them) a warning.
+fn message_level<'a>(program: &str, line: &'a str) -> (log::Level, &'a str) {
+    let rest = line
+        .strip_prefix(program)
+        .and_then(|r| r.strip_prefix(": "))
+        .unwrap_or(line);
+    if let Some(m) = rest.strip_prefix("error: ") {
+        (log::Level::Error, m)
+    } else if let Some(m) = rest.strip_prefix("warning: ") {
+        (log::Level::Warn, m)
+    } else {
+        (log::Level::Warn, rest)
+    }
+}
+
+impl Write for MessageLines {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if !self.json {
+            return std::io::stderr().write(buf);
+        }
+        self.pending.extend_from_slice(buf);
+        while let Some(at) = self.pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = self.pending.drain(..=at).collect();
+            self.emit(&line[..line.len() - 1]);
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.json {
+            log::logger().flush();
+            Ok(())
+        } else {
+            std::io::stderr().flush()
+        }
+    }
+}
+
+impl Drop for MessageLines {
+    fn drop(&mut self) {
+        if self.json && !self.pending.is_empty() {
+            let line = std::mem::take(&mut self.pending);
+            self.emit(&line);
+        }
+    }
+}
+
 /// Say the error that stops `program` once on stderr: through the logger
 /// when it shows errors (a log line like the others), else as
 /// `program: error` (`RUST_LOG=off` does not hide why it stopped).
@@ -204,6 +292,26 @@ pub fn say_fatal(program: &str, e: &dyn std::fmt::Display) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_message_line_is_an_error_when_it_says_so_else_a_warning() {
+        assert_eq!(
+            message_level("emq-cli", "emq-cli: error: bad flag"),
+            (log::Level::Error, "bad flag")
+        );
+        assert_eq!(
+            message_level("emq-cli", "emq-cli: warning: unknown key"),
+            (log::Level::Warn, "unknown key")
+        );
+        assert_eq!(
+            message_level("emq-sender", "emq-sender: job m is a duplicate"),
+            (log::Level::Warn, "job m is a duplicate")
+        );
+        assert_eq!(
+            message_level("emq-cli", "other text"),
+            (log::Level::Warn, "other text")
+        );
+    }
+
     use super::*;
     use std::collections::HashMap;
 

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use emq_cli::{run, Cli, Exit, Io};
+use emq_cli_support::MessageLines;
 
 fn main() -> ExitCode {
     // clap exits 2 on a usage error, 0 for --help and --version.
@@ -20,11 +21,13 @@ fn main() -> ExitCode {
             return Exit::Usage.into();
         }
     };
+    // Every stderr line through one sink (`--log-format json`: JSON lines;
+    // the confirmation question stays text: it is asked of a person).
+    let mut err = MessageLines::new("emq-cli", plan.log_format);
     for w in &plan.warnings {
-        eprintln!("emq-cli: warning: {w}");
+        let _ = writeln!(err, "emq-cli: warning: {w}");
     }
     let mut out = std::io::stdout().lock();
-    let mut err = std::io::stderr();
     let mut ask = |question: &str| {
         eprint!("{question}");
         let _ = std::io::stderr().flush();

@@ -5,27 +5,28 @@
 
 #![forbid(unsafe_code)]
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
+use emq_cli_support::MessageLines;
 use emq_receiver::{run, Cli, Exit};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let env: std::collections::HashMap<String, String> = std::env::vars().collect();
-    let plan = match cli.plan_from(&env) {
-        Ok((p, warnings)) => {
-            for w in warnings {
-                eprintln!("emq-receiver: warning: {w}");
-            }
-            p
-        }
+    let (plan, warnings) = match cli.plan_from(&env) {
+        Ok(p) => p,
         Err(e) => {
             eprintln!("emq-receiver: error: {e}");
             return Exit::Usage.into();
         }
     };
+    // Every stderr line through one sink (`--log-format json`: JSON lines).
+    let mut err = MessageLines::new("emq-receiver", plan.log_format);
+    for w in warnings {
+        let _ = writeln!(err, "emq-receiver: warning: {w}");
+    }
     let mut out = std::io::stdout().lock();
-    let mut err = std::io::stderr();
     run(&plan, &mut out, &mut err).into()
 }

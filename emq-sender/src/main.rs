@@ -2,10 +2,11 @@
 
 #![forbid(unsafe_code)]
 
-use std::io::{BufReader, IsTerminal};
+use std::io::{BufReader, IsTerminal, Write};
 use std::process::ExitCode;
 
 use clap::Parser;
+use emq_cli_support::MessageLines;
 use emq_sender::{progress_wanted, run, Cli, Exit, Io};
 
 fn main() -> ExitCode {
@@ -18,14 +19,18 @@ fn main() -> ExitCode {
             return Exit::Usage.into();
         }
     };
+    // Every stderr line through one sink (`--log-format json`: JSON lines).
+    let mut err = MessageLines::new("emq-sender", plan.log_format);
     for w in &plan.warnings {
-        eprintln!("emq-sender: warning: {w}");
+        let _ = writeln!(err, "emq-sender: warning: {w}");
     }
     if plan.mode == emq_sender::Mode::Bulk && std::io::stdin().is_terminal() {
-        eprintln!("emq-sender: reading jobs from stdin, one JSON job per line (Ctrl-D ends)");
+        let _ = writeln!(
+            err,
+            "emq-sender: reading jobs from stdin, one JSON job per line (Ctrl-D ends)"
+        );
     }
     let mut out = std::io::stdout().lock();
-    let mut err = std::io::stderr();
     let io = Io {
         out: &mut out,
         err: &mut err,

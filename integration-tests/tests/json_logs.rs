@@ -4,6 +4,8 @@
 //! carry its msgid (and queue or slot) as fields. Each binary gets the
 //! format through another layer of the settings: the router by its flag,
 //! the job manager by its INI file, emq-pubsub by `EVENTMQ_LOG_FORMAT`.
+//! The tools that talk to a person (emq-sender, emq-cli, emq-receiver)
+//! write every stderr line as such an object too.
 
 use std::time::Duration;
 
@@ -178,4 +180,93 @@ fn start_pubsub_json() -> (Proc, integration_tests::pubsub::PubsubAddrs) {
     p.wait_for_log_line("listening for PUBLISH on", Duration::from_secs(20))
         .expect("emq-pubsub listens");
     (p, addrs)
+}
+
+#[test]
+fn the_tools_that_talk_to_a_person_write_every_stderr_line_as_json_too() {
+    // Nothing listens at these addresses: each tool fails and says so.
+    let addrs = Addrs::fresh();
+    let conf = scratch_dir("json-logs-tools").join("eventmq.conf");
+    // A typo in the file: a warning line, then the failure.
+    std::fs::write(&conf, "[sender]\nlog_format = json\nHTTP_ADR = x\n").unwrap();
+    let sender = run(
+        Spawn::new("emq-sender", bins::bin(SENDER))
+            .env("EVENTMQ_CONFIG_FILE", &conf)
+            .args([
+                "--broker",
+                &addrs.frontend,
+                "--timeout",
+                "1",
+                "--call",
+                "echo",
+            ]),
+        Duration::from_secs(30),
+    );
+    assert_ne!(sender.code(), Some(0), "{}", sender.describe());
+    let lines = json_lines("emq-sender", &sender.stderr);
+    assert!(lines.len() >= 2, "{}", sender.describe());
+    assert!(
+        lines.iter().all(|l| l["target"] == "emq_sender"),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["level"] == "WARN" && l["message"].as_str().unwrap().contains("HTTP_ADR")),
+        "{lines:?}"
+    );
+
+    let cli = run(
+        Spawn::new("emq-cli", bins::bin("emq-cli")).args([
+            "--log-format",
+            "json",
+            "--admin",
+            &addrs.admin,
+            "--timeout",
+            "1",
+            "status",
+        ]),
+        Duration::from_secs(30),
+    );
+    assert_ne!(cli.code(), Some(0), "{}", cli.describe());
+    let lines = json_lines("emq-cli", &cli.stderr);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["message"].as_str().unwrap().contains("no answer")),
+        "{lines:?}"
+    );
+
+    let receiver = run(
+        Spawn::new("emq-receiver", bins::bin("emq-receiver")).args([
+            "--log-format",
+            "json",
+            "--bind",
+            "tcp://300.0.0.1:1",
+            "--count",
+            "1",
+        ]),
+        Duration::from_secs(30),
+    );
+    assert_ne!(receiver.code(), Some(0), "{}", receiver.describe());
+    let lines = json_lines("emq-receiver", &receiver.stderr);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["message"].as_str().unwrap().contains("cannot bind")),
+        "{lines:?}"
+    );
+
+    // Text stays the default.
+    let text = run(
+        Spawn::new("emq-cli", bins::bin("emq-cli")).args([
+            "--admin",
+            &addrs.admin,
+            "--timeout",
+            "1",
+            "status",
+        ]),
+        Duration::from_secs(30),
+    );
+    assert!(text.stderr.starts_with("emq-cli: "), "{}", text.describe());
 }

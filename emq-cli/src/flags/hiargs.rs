@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use emq_cli_support::Settings;
+use emq_cli_support::{LogFormat, Settings};
 
 use super::lowargs::{
     Cli, CliCommand, DeadCommand, DeadTarget as DeadTargetArgs, LimitsCommand, DEFAULT_ADMIN,
@@ -69,6 +69,9 @@ pub struct Plan {
     /// What reading the config file found (unknown keys): printed as
     /// `emq-cli: warning: ...` before anything else.
     pub warnings: Vec<String>,
+    /// How stderr lines are written (`--log-format`; json: one log object
+    /// per line, `emq_cli_support::MessageLines`).
+    pub log_format: LogFormat,
 }
 
 impl Cli {
@@ -129,6 +132,10 @@ impl Cli {
             json: self.json,
             confirm,
             curve,
+            log_format: match &settings {
+                Some(s) => self.log.resolve(s).map_err(|e| UsageError(e.to_string()))?,
+                None => self.log.log_format.unwrap_or_default(),
+            },
             warnings: settings.map(|s| s.warnings().to_vec()).unwrap_or_default(),
         })
     }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::builder::TypedValueParser;
 use clap::{ArgGroup, Args, Parser, Subcommand};
-use emq_cli_support::{parse_positive_duration, CurveArgs};
+use emq_cli_support::{parse_positive_duration, CurveArgs, LogArgs};
 use emqp_proto::admin::{IntoEnumIterator, ViewState};
 use emqp_proto::flow::RateChange;
 
@@ -117,6 +117,9 @@ pub struct Cli {
     // CURVE keys, for a router whose admin socket is CURVE.
     #[command(flatten)]
     pub curve: CurveArgs,
+
+    #[command(flatten)]
+    pub log: LogArgs,
 
     #[command(subcommand)]
     pub command: CliCommand,

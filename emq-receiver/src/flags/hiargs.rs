@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use emq_cli_support::Settings;
+use emq_cli_support::{LogFormat, Settings};
 
 use super::lowargs::{Cli, SocketKind};
 
@@ -26,6 +26,9 @@ pub struct Plan {
     pub plain: Option<emq_transport::PlainCredentials>,
     /// CURVE client keys (`--connect` only; wins over `plain`).
     pub curve: Option<emq_transport::curve::CurveClient>,
+    /// How stderr lines are written (`--log-format`; json: one log object
+    /// per line, `emq_cli_support::MessageLines`).
+    pub log_format: LogFormat,
 }
 
 /// The config file section emq-receiver reads (then `[global]`).
@@ -45,7 +48,9 @@ impl Cli {
             Some(name) => settings.get(name).map(str::to_string),
             None => env.get(k).cloned(),
         };
-        Ok((self.plan(&lookup)?, settings.warnings().to_vec()))
+        let mut plan = self.plan(&lookup)?;
+        plan.log_format = self.log.resolve(&settings).map_err(|e| e.to_string())?;
+        Ok((plan, settings.warnings().to_vec()))
     }
 
     /// Check the arguments with the environment `env` (the process's,
@@ -148,6 +153,7 @@ impl Cli {
             },
             plain,
             curve,
+            log_format: self.log.log_format.unwrap_or_default(),
         })
     }
 }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use clap::{ArgGroup, Parser, ValueEnum};
-use emq_cli_support::{parse_positive_duration, AuthArgs, CurveArgs};
+use emq_cli_support::{parse_positive_duration, AuthArgs, CurveArgs, LogArgs};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SocketKind {
@@ -138,4 +138,7 @@ pub struct Cli {
     // With --connect only (checked by the plan).
     #[command(flatten)]
     pub curve: CurveArgs,
+
+    #[command(flatten)]
+    pub log: LogArgs,
 }

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use emq_cli_support::Settings;
+use emq_cli_support::{LogFormat, Settings};
 use emqp_proto::{Command, Headers, Interval, Schedule};
 
 use super::lowargs::{Cli, DEFAULT_ACK_TIMEOUT, DEFAULT_WAIT_TIMEOUT};
@@ -61,6 +61,9 @@ pub struct Plan {
     /// What reading the config file found (unknown keys), printed as
     /// `emq-sender: warning: ...` at start.
     pub warnings: Vec<String>,
+    /// How stderr lines are written (`--log-format`; json: one log object
+    /// per line, `emq_cli_support::MessageLines`).
+    pub log_format: LogFormat,
 }
 
 impl Plan {
@@ -108,6 +111,10 @@ impl Cli {
         };
         let mut plan = self.plan(&lookup)?;
         plan.warnings = settings.warnings().to_vec();
+        plan.log_format = self
+            .log
+            .resolve(&settings)
+            .map_err(|e| UsageError(e.to_string()))?;
         Ok(plan)
     }
 
@@ -158,6 +165,7 @@ impl Cli {
             curve,
             publish: self.publish.clone(),
             warnings: Vec::new(),
+            log_format: self.log.log_format.unwrap_or_default(),
         })
     }
 

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use clap::{ArgGroup, Parser};
-use emq_cli_support::{parse_positive_duration, AuthArgs, CurveArgs};
+use emq_cli_support::{parse_positive_duration, AuthArgs, CurveArgs, LogArgs};
 
 /// Default `--timeout` without `--wait`: how long to wait for the ack.
 pub const DEFAULT_ACK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -388,6 +388,9 @@ pub struct Cli {
 
     #[command(flatten)]
     pub curve: CurveArgs,
+
+    #[command(flatten)]
+    pub log: LogArgs,
 
     /// The job as JSON text, sent as is; '-' or nothing (without a job form)
     /// reads jobs from stdin, one per line
