@@ -135,7 +135,7 @@ fn results_held_for_a_paused_client_survive_a_router_kill_9() {
     drop(router);
     let mut router2 = start_router_on(&addrs, &extra).expect("router restarts on its journal");
     let restored = router2
-        .wait_for_log_line("undelivered result(s) restored", Duration::from_secs(10))
+        .wait_for_log_line("undelivered result(s)", Duration::from_secs(10))
         .expect("the restart log line");
     sender.resume();
     let tally = check_output(&mut sender, &tags, Value::as_str);

@@ -67,7 +67,7 @@ def test_bundle_holds_binaries_units_and_a_config_the_binaries_take(tmp_path: Pa
     assert parser.sections() == ["router", "jobmanager", "publisher"], parser.sections()
     for key in ["FRONTEND_ADDR", "HWM", "JOURNAL", "LEASE_TTL", "DRAIN_TIMEOUT", "CURVE_KEYS"]:
         assert re.search(rf"^#{key} =", conf.split("[jobmanager]")[0], re.M), key
-    for key in ["WORKER_ADDR", "QUEUES", "CONCURRENT_JOBS", "KILL_GRACE_PERIOD", "PYTHON", "GLOBAL_TIMEOUT"]:
+    for key in ["BACKEND_ADDR", "QUEUES", "CONCURRENT_JOBS", "KILL_GRACE_PERIOD", "PYTHON", "GLOBAL_TIMEOUT"]:
         assert re.search(rf"^#{key} =", conf.split("[jobmanager]")[1], re.M), key
     live = re.sub(r"^#([A-Z][A-Z0-9_]* = \S.*)$", r"\1", conf, flags=re.M)
     assert live.count("\n") == conf.count("\n") and live != conf
