@@ -327,20 +327,14 @@ impl RejectReason {
         }
     }
 
+    /// The reason named `s`: one of [`RejectReason::KNOWN`] by its
+    /// [`as_str`](Self::as_str) name, else `Other(s)`.
     fn parse(s: String) -> RejectReason {
-        match s.as_str() {
-            "queue-full" => RejectReason::QueueFull,
-            "malformed" => RejectReason::Malformed,
-            "shutting-down" => RejectReason::ShuttingDown,
-            "dead-lettered" => RejectReason::DeadLettered,
-            "journal-unavailable" => RejectReason::JournalUnavailable,
-            "journal-uncertain" => RejectReason::JournalUncertain,
-            "duplicate-msgid" => RejectReason::DuplicateMsgid,
-            "not-found" => RejectReason::NotFound,
-            "not-a-job" => RejectReason::NotAJob,
-            "duplicate" => RejectReason::Duplicate,
-            _ => RejectReason::Other(s),
-        }
+        RejectReason::KNOWN
+            .iter()
+            .find(|r| r.as_str() == s)
+            .cloned()
+            .unwrap_or(RejectReason::Other(s))
     }
 }
 
