@@ -182,6 +182,22 @@ fn start_pubsub_json() -> (Proc, integration_tests::pubsub::PubsubAddrs) {
     (p, addrs)
 }
 
+/// Run a tool that must fail (nothing listens where it goes) and read
+/// its stderr as JSON lines.
+fn failing_json_run(spawn: Spawn) -> (String, Vec<serde_json::Map<String, Value>>) {
+    let out = run(spawn, Duration::from_secs(30));
+    assert_ne!(out.code(), Some(0), "{}", out.describe());
+    let lines = json_lines(&out.describe(), &out.stderr);
+    (out.describe(), lines)
+}
+
+/// Whether a line's message contains `text`.
+fn says(lines: &[serde_json::Map<String, Value>], text: &str) -> bool {
+    lines
+        .iter()
+        .any(|l| l["message"].as_str().unwrap().contains(text))
+}
+
 #[test]
 fn the_tools_that_talk_to_a_person_write_every_stderr_line_as_json_too() {
     // Nothing listens at these addresses: each tool fails and says so.
@@ -189,7 +205,7 @@ fn the_tools_that_talk_to_a_person_write_every_stderr_line_as_json_too() {
     let conf = scratch_dir("json-logs-tools").join("eventmq.conf");
     // A typo in the file: a warning line, then the failure.
     std::fs::write(&conf, "[sender]\nlog_format = json\nHTTP_ADR = x\n").unwrap();
-    let sender = run(
+    let (described, lines) = failing_json_run(
         Spawn::new("emq-sender", bins::bin(SENDER))
             .env("EVENTMQ_CONFIG_FILE", &conf)
             .args([
@@ -200,11 +216,8 @@ fn the_tools_that_talk_to_a_person_write_every_stderr_line_as_json_too() {
                 "--call",
                 "echo",
             ]),
-        Duration::from_secs(30),
     );
-    assert_ne!(sender.code(), Some(0), "{}", sender.describe());
-    let lines = json_lines("emq-sender", &sender.stderr);
-    assert!(lines.len() >= 2, "{}", sender.describe());
+    assert!(lines.len() >= 2, "{described}");
     assert!(
         lines.iter().all(|l| l["target"] == "emq_sender"),
         "{lines:?}"
@@ -216,57 +229,28 @@ fn the_tools_that_talk_to_a_person_write_every_stderr_line_as_json_too() {
         "{lines:?}"
     );
 
-    let cli = run(
-        Spawn::new("emq-cli", bins::bin("emq-cli")).args([
-            "--log-format",
-            "json",
-            "--admin",
-            &addrs.admin,
-            "--timeout",
-            "1",
-            "status",
-        ]),
-        Duration::from_secs(30),
-    );
-    assert_ne!(cli.code(), Some(0), "{}", cli.describe());
-    let lines = json_lines("emq-cli", &cli.stderr);
-    assert!(
-        lines
-            .iter()
-            .any(|l| l["message"].as_str().unwrap().contains("no answer")),
-        "{lines:?}"
-    );
+    let cli_status = |json: bool| {
+        let mut args = vec!["--admin", addrs.admin.as_str(), "--timeout", "1", "status"];
+        if json {
+            args.splice(0..0, ["--log-format", "json"]);
+        }
+        Spawn::new("emq-cli", bins::bin("emq-cli")).args(args)
+    };
+    let (_, lines) = failing_json_run(cli_status(true));
+    assert!(says(&lines, "no answer"), "{lines:?}");
 
-    let receiver = run(
-        Spawn::new("emq-receiver", bins::bin("emq-receiver")).args([
+    let (_, lines) =
+        failing_json_run(Spawn::new("emq-receiver", bins::bin("emq-receiver")).args([
             "--log-format",
             "json",
             "--bind",
             "tcp://300.0.0.1:1",
             "--count",
             "1",
-        ]),
-        Duration::from_secs(30),
-    );
-    assert_ne!(receiver.code(), Some(0), "{}", receiver.describe());
-    let lines = json_lines("emq-receiver", &receiver.stderr);
-    assert!(
-        lines
-            .iter()
-            .any(|l| l["message"].as_str().unwrap().contains("cannot bind")),
-        "{lines:?}"
-    );
+        ]));
+    assert!(says(&lines, "cannot bind"), "{lines:?}");
 
     // Text stays the default.
-    let text = run(
-        Spawn::new("emq-cli", bins::bin("emq-cli")).args([
-            "--admin",
-            &addrs.admin,
-            "--timeout",
-            "1",
-            "status",
-        ]),
-        Duration::from_secs(30),
-    );
+    let text = run(cli_status(false), Duration::from_secs(30));
     assert!(text.stderr.starts_with("emq-cli: "), "{}", text.describe());
 }
