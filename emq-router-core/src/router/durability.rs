@@ -582,6 +582,7 @@ impl Router {
             self.journal.held.push_back(h);
         }
         self.workflow_batch_failed(&failed_msgids, now, out);
+        self.batch_batch_failed(&failed_msgids, now, out);
         let j = &mut self.journal;
         let mut keep = p.keep;
         keep.append(&mut j.again);
