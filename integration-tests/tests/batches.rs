@@ -5,17 +5,22 @@
 //! the restored jobs again and finishes the batch: every job ran (once,
 //! or twice when its REPLY was lost with the router), each callback ran
 //! exactly once with the batch's final counts, a job added after close is
-//! refused `batch-closed`, and `emq-cli batch ID` shows the bar.
+//! refused `batch-closed`, and `emq-cli batch ID` shows the bar. And the
+//! dashboard (headless Chromium) shows a batch's bar with its counts, and
+//! a job's page links to its batch.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use emq_transport::admin::AdminClient;
 use emqp_proto::{AdminOp, Command, Message, RejectReason};
+use integration_tests::bins::target_dir;
+use integration_tests::browser::{find_chromium, Browser};
 use integration_tests::client::Client;
 use integration_tests::cluster::{start_jobmanager, start_router_on};
+use integration_tests::ports::free_port;
 use integration_tests::process::{run, scratch_dir};
-use integration_tests::{bins, jobs, poll_until, Addrs, Spawn};
+use integration_tests::{bins, in_ci, jobs, poll_until, Addrs, Spawn};
 use serde_json::{json, Value};
 
 const JOBS: usize = 40;
@@ -211,5 +216,81 @@ fn a_batch_of_40_survives_a_router_kill9_each_callback_once() {
          before the kill, {restored_done} after restore, {twice} run twice (in flight at the \
          kill), on_success and on_complete once each"
     );
+    jm.stop();
+}
+
+#[test]
+fn the_dashboard_shows_a_batch_bar_and_a_job_links_to_its_batch() {
+    let chromium = match find_chromium() {
+        Some(p) => p,
+        None if in_ci() => panic!("chromium is not installed and CI=true"),
+        None => {
+            eprintln!("SKIPPED: no chromium on PATH (apt-get install chromium)");
+            return;
+        }
+    };
+    let addrs = Addrs::fresh();
+    let http = format!("127.0.0.1:{}", free_port());
+    let _router = start_router_on(&addrs, &["--http", &http, "--unserved-queues", "hold"])
+        .expect("router starts");
+    let mut jm = start_jobmanager("emq-jobmanager", &addrs.backend, &["-J", "2"]);
+    let mut client = Client::connect(&addrs.frontend);
+    let id = "dash-batch";
+    batch_cmd(
+        &mut client,
+        id,
+        json!({ "op": "open", "description": "nightly import" }),
+    );
+    let header = format!("batch:{id}");
+    let ok1 = client.submit("default", &header, jobs::shell(&["true"]));
+    client.submit("default", &header, jobs::shell(&["true"]));
+    client.submit("default", &header, jobs::shell(&["false"]));
+    // Nobody serves this queue: it stays pending.
+    client.submit("nobody", &header, jobs::shell(&["true"]));
+    let v = poll_until(Duration::from_secs(60), Duration::from_millis(50), || {
+        let v = batch_view(&addrs, id)?;
+        (v["succeeded"] == 2 && v["failed"] == 1).then_some(v)
+    })
+    .expect("three of the four jobs ended");
+    assert_eq!(
+        (v["pending"].clone(), v["total"].clone()),
+        (json!(1), json!(4))
+    );
+
+    let mut b = Browser::launch(&chromium).expect("chromium starts");
+    b.goto(&format!("http://{http}/#/job/{ok1}")).unwrap();
+    b.wait_for(
+        "the job's batch link",
+        "document.querySelector('#job-batch')",
+        Duration::from_secs(30),
+    )
+    .unwrap();
+    b.click("#job-batch").unwrap();
+    let counts = b
+        .wait_for(
+            "the batch's counts",
+            "(document.querySelector('#batch-counts') || {}).textContent",
+            Duration::from_secs(30),
+        )
+        .unwrap();
+    assert_eq!(
+        counts, "3 of 4 ended · 2 succeeded · 1 failed · 1 pending",
+        "{counts}"
+    );
+    let widths = b
+        .eval(
+            "[...document.querySelectorAll('#batch-bar span')].map(s => s.className + ' ' + \
+             Math.round(100 * s.getBoundingClientRect().width / \
+             document.querySelector('#batch-bar').getBoundingClientRect().width)).join(', ')",
+        )
+        .unwrap();
+    assert_eq!(widths, "ok 50, failed 25", "the bar: {widths}");
+    let text = b.eval("document.body.innerText").unwrap();
+    assert!(
+        text.as_str().unwrap_or("").contains("nightly import"),
+        "{text}"
+    );
+    b.screenshot(&target_dir().join("screenshots").join("batch-1400.png"))
+        .unwrap();
     jm.stop();
 }
