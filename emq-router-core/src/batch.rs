@@ -42,20 +42,25 @@ fn default_queue() -> String {
 
 /// The `BATCH` SPEC frame.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "lowercase", deny_unknown_fields)]
+#[serde(tag = "op", rename_all = "lowercase")]
 pub enum Spec {
     /// Open the batch (msgid = its id) with its callbacks.
-    Open {
-        #[serde(default)]
-        on_success: Option<Callback>,
-        #[serde(default)]
-        on_complete: Option<Callback>,
-        /// Free text shown in views.
-        #[serde(default)]
-        description: String,
-    },
+    Open(Box<Open>),
     /// No more jobs join; the callbacks run once every job ended.
     Close,
+}
+
+/// The fields of an `open`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Open {
+    #[serde(default)]
+    pub on_success: Option<Callback>,
+    #[serde(default)]
+    pub on_complete: Option<Callback>,
+    /// Free text shown in views.
+    #[serde(default)]
+    pub description: String,
 }
 
 /// Which callback.
@@ -158,10 +163,10 @@ impl Batch {
     /// Whether `spec` is the `open` this batch was made of (an `open`
     /// sent again).
     pub fn opened_by(&self, spec: &Spec) -> bool {
-        matches!(spec, Spec::Open { on_success, on_complete, description }
-            if on_success == &self.on_success
-                && on_complete == &self.on_complete
-                && description == &self.description)
+        matches!(spec, Spec::Open(o)
+            if o.on_success == self.on_success
+                && o.on_complete == self.on_complete
+                && o.description == self.description)
     }
 
     pub fn is_closed(&self) -> bool {

@@ -132,15 +132,11 @@ impl Router {
             ));
         }
         match spec {
-            Spec::Open { .. } if held == Some((true, true)) => {
+            Spec::Open(_) if held == Some((true, true)) => {
                 log::debug!("BATCH {id} open sent again: acknowledged as the one held");
                 Ok(())
             }
-            Spec::Open {
-                on_success,
-                on_complete,
-                description,
-            } => {
+            Spec::Open(open) => {
                 if self.is_draining() {
                     return Err((
                         RejectReason::ShuttingDown,
@@ -163,7 +159,8 @@ impl Router {
                         format!("the router holds {MAX_BATCHES} unfinished batches (its limit)"),
                     ));
                 }
-                let b = Batch::open(id, on_success, on_complete, description, at)
+                let o = *open;
+                let b = Batch::open(id, o.on_success, o.on_complete, o.description, at)
                     .map_err(|e| (RejectReason::Malformed, format!("batch: {e}")))?;
                 log::info!("batch {id} opened");
                 self.put_batch_row(&b);

@@ -201,6 +201,11 @@ fn add_after_close_and_bad_batch_commands_are_refused() {
         ("b3", other, RejectReason::DuplicateMsgid),
         ("zz", json!({ "op": "close" }), RejectReason::NotFound),
         ("b4", json!({ "op": "shut" }), RejectReason::Malformed),
+        (
+            "b4",
+            json!({ "op": "open", "on_sucess": {} }),
+            RejectReason::Malformed,
+        ),
         ("b/5", json!({ "op": "open" }), RejectReason::Malformed),
         (
             "b6",
