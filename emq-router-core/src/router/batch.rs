@@ -440,6 +440,34 @@ impl Router {
         self.batches.find(id).map(|(b, _)| b.id.clone())
     }
 
+    /// The invariants of the batches (`invariants.rs`): every pending job
+    /// of a batch is an unfinished job of an unfinished batch, and each
+    /// batch's `pending` is the number of them.
+    pub(super) fn check_batches(&self) -> Result<(), String> {
+        let mut pending: FastMap<&str, u64> = FastMap::default();
+        for (msgid, id) in &self.batches.jobs {
+            if self.store.find(msgid).is_none() {
+                return Err(format!("batch {id}: pending job {msgid} is not unfinished"));
+            }
+            *pending.entry(id.as_str()).or_default() += 1;
+        }
+        for (id, b) in &self.batches.live {
+            let n = pending.remove(id.as_str()).unwrap_or(0);
+            if b.pending != n || b.finished_unix_ms.is_some() {
+                return Err(format!(
+                    "batch {id}: pending {} but {n} job(s) of it unfinished (finished: {:?})",
+                    b.pending, b.finished_unix_ms
+                ));
+            }
+        }
+        if let Some((id, n)) = pending.into_iter().next() {
+            return Err(format!(
+                "{n} pending job(s) of batch {id}, which is not unfinished"
+            ));
+        }
+        Ok(())
+    }
+
     /// The admin view of a batch: counts, state, callbacks.
     pub(crate) fn batch_view(&self, id: &str) -> Option<Value> {
         let (b, _) = self.batches.find(id)?;

@@ -317,3 +317,49 @@ fn dead_retry_of_a_failed_job_is_pending_again_not_new() {
     ok(&mut h, "w1", "x");
     assert_eq!(counts(&mut h, "b9"), (0, 1, 0, 1));
 }
+
+/// The journal fails while the last job's end accepts the callbacks: they
+/// are taken out with their failed batch, accepted again, and once the
+/// journal works again each is written and run once.
+#[test]
+fn callbacks_of_a_failed_journal_batch_are_accepted_again_once() {
+    let mut h = durable();
+    worker(&mut h, "w1", "", 1);
+    open(&mut h, "bj");
+    h.request("c1", "j", "default", "batch:bj");
+    close(&mut h, "bj");
+    h.fail_journal = Some("disk full".into());
+    let sent = ok(&mut h, "w1", "j");
+    assert!(
+        requests(&sent, "w1").is_empty(),
+        "nothing dispatched while failing"
+    );
+    assert_eq!(view(&mut h, "bj")["batch"]["state"], "finished");
+    h.fail_journal = None;
+    let mut sent = Vec::new();
+    for _ in 0..20 {
+        sent.extend(h.advance(SECOND));
+    }
+    let ids: Vec<String> = requests(&sent, "w1").into_iter().map(|r| r.0).collect();
+    assert_eq!(ids, ["bj/on-success"], "{sent:?}");
+    ok(&mut h, "w1", "bj/on-success");
+    assert_eq!(accepted_count(&h.journal, "bj/on-success"), 1);
+    assert_eq!(accepted_count(&h.journal, "bj/on-complete"), 1);
+    assert!(h.journal.iter().any(|r| matches!(r,
+        Record::DeleteState { kind: StateKind::Batch, id } if id == "bj")));
+}
+
+/// A job of a batch whose journal batch fails was never accepted: it is
+/// not pending (its client gets `journal-unavailable`).
+#[test]
+fn a_job_refused_by_a_failed_journal_batch_is_not_pending() {
+    let mut h = durable();
+    open(&mut h, "bk");
+    h.fail_journal = Some("disk full".into());
+    let sent = h.request("c1", "m", "default", "batch:bk");
+    let rj = rejects(&sent, "c1");
+    assert_eq!(rj.len(), 1, "{sent:?}");
+    assert_eq!(rj[0].reason, RejectReason::JournalUnavailable);
+    h.fail_journal = None;
+    assert_eq!(counts(&mut h, "bk"), (0, 0, 0, 0));
+}
