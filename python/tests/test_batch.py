@@ -67,8 +67,7 @@ def test_a_failed_job_runs_on_complete_not_on_success(client: Client, tmp_path: 
         on_success=task(emq_pyclient_jobs.batch_callback, str(out)),
         on_complete=task(emq_pyclient_jobs.batch_callback, str(out)),
     )
-    ok = b.add(emq_test_jobs.add, 1, 2)
-    bad = b.add(emq_test_jobs.fail, "nope", retries=1)
+    ok, bad = b.add_many([(emq_test_jobs.add, (1, 2)), (emq_test_jobs.fail, ("nope",))], retries=1)
     b.close()
     assert ok.result(60) == 3
     assert b.wait(60).failed == 1

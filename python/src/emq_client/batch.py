@@ -15,6 +15,7 @@
   the ``batch:ID`` header; every ``submit`` option applies) and returns the
   job's handle. Another client adds with ``client.batch_of(id).add(...)``
   or ``submit(..., headers=["batch:ID"])``.
+- ``b.add_many(items, ...)``: ``submit_many`` into the batch (pipelined).
 - ``b.close()`` (or leaving the ``with`` block, also on an exception): no
   more jobs join; adding after that raises :class:`~emq_client.BatchClosed`
   (as adding to a batch the router does not hold).
@@ -124,6 +125,11 @@ class Batch:
         options apply); the job's handle."""
         return self.client.submit(func, *args, **with_batch_header(self.id, kwargs))
 
+    def add_many(self, items: Any, **kwargs: Any) -> Any:
+        """``submit_many`` into the batch (pipelined; its options apply);
+        the jobs' handles."""
+        return self.client.submit_many(items, **with_batch_header(self.id, kwargs))
+
     def close(self) -> None:
         """No more jobs join; the callbacks run once every job ended."""
         self.client._run(self.client._batch_send(self.id, CLOSE_SPEC, "close"))
@@ -172,6 +178,10 @@ class AsyncBatch:
     async def add(self, func: Any, *args: Any, **kwargs: Any) -> Any:
         """As :meth:`Batch.add`."""
         return await self.client.submit(func, *args, **with_batch_header(self.id, kwargs))
+
+    async def add_many(self, items: Any, **kwargs: Any) -> Any:
+        """As :meth:`Batch.add_many`."""
+        return await self.client.submit_many(items, **with_batch_header(self.id, kwargs))
 
     async def close(self) -> None:
         """As :meth:`Batch.close`."""
