@@ -163,7 +163,7 @@ impl Router {
                 let b = Batch::open(id, o.on_success, o.on_complete, o.description, at)
                     .map_err(|e| (RejectReason::Malformed, format!("batch: {e}")))?;
                 log::info!("batch {id} opened");
-                self.put_batch_row(&b);
+                self.put_batch_row(id, b.encode());
                 self.batches.opened += 1;
                 self.batches.live.insert(id.to_string(), b);
                 Ok(())
@@ -193,20 +193,20 @@ impl Router {
                     b.total(),
                     b.pending
                 );
-                let b = b.clone();
-                self.put_batch_row(&b);
+                let blob = b.encode();
+                self.put_batch_row(id, blob);
                 self.settle_batch(id, now, out);
                 Ok(())
             }
         }
     }
 
-    fn put_batch_row(&mut self, b: &Batch) {
+    fn put_batch_row(&mut self, id: &str, blob: Vec<u8>) {
         self.journal.record(
             Record::PutState {
                 kind: StateKind::Batch,
-                id: b.id.clone(),
-                blob: b.encode(),
+                id: id.to_string(),
+                blob,
             },
             None,
         );
@@ -240,8 +240,8 @@ impl Router {
         let again = b.uncount_failure(msgid);
         let id = id.to_string();
         if again {
-            let b = b.clone();
-            self.put_batch_row(&b);
+            let blob = b.encode();
+            self.put_batch_row(&id, blob);
         }
         self.batches.jobs.insert(msgid.to_string(), id);
     }
@@ -265,8 +265,8 @@ impl Router {
             return;
         };
         b.count_end(&msgid, status == ResultStatus::Ok);
-        let b = b.clone();
-        self.put_batch_row(&b);
+        let blob = b.encode();
+        self.put_batch_row(&id, blob);
         self.settle_batch(&id, now, out);
     }
 
