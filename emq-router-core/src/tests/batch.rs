@@ -121,6 +121,11 @@ fn counts_and_both_callbacks_once_after_close_and_last_job() {
     assert!(requests(&sent, "w1").is_empty());
     assert_eq!(accepted_count(&h.journal, "b1/on-success"), 1);
     assert_eq!(accepted_count(&h.journal, "b1/on-complete"), 1);
+    let req = serde_json::to_vec(&json!({ "op": "status" })).unwrap();
+    assert_eq!(
+        admin(&mut h, Command::Admin { request: req })["batches"],
+        json!({"held": 0, "opened": 1, "finished": 1})
+    );
     // A job's view links to its batch.
     let req = serde_json::to_vec(&json!({ "op": "job", "msgid": "b1/on-complete" })).unwrap();
     assert_eq!(
