@@ -35,6 +35,7 @@ fn finished(msgid: &str, at: u64, keep: usize) -> Record {
         record: FinishedRecord {
             job: job(msgid),
             outcome: "done".into(),
+            started_at_unix_ms: Some(at.saturating_sub(10)),
             finished_at_unix_ms: at,
             result: Some(br#"{"value": 1}"#.to_vec()),
             result_truncated: false,
@@ -328,16 +329,17 @@ fn the_schema_is_created_once_migrated_forward_and_a_newer_one_is_refused() {
     assert_eq!(pg.psql("mig", "SELECT count(*) FROM emq_lease"), "1");
     // A version 1 database (as the first release left it, with data) is
     // brought to the current version: dead letters get their last error
-    // (2), router state gets its table (3).
+    // (2), router state gets its table (3), finished jobs their start (4).
     pg.psql(
         "mig",
         "ALTER TABLE emq_dead_letters DROP COLUMN last_error; \
          DROP TABLE emq_states; \
+         ALTER TABLE emq_finished DROP COLUMN started_at; \
          UPDATE emq_schema SET version = 1; \
          INSERT INTO emq_schedules (id, blob) VALUES ('keep', '\\x01')",
     );
     assert_eq!(open(&url).schema_version().unwrap(), SCHEMA_VERSION);
-    assert_eq!(SCHEMA_VERSION, 3);
+    assert_eq!(SCHEMA_VERSION, 4);
     assert_eq!(
         pg.psql(
             "mig",
