@@ -229,7 +229,10 @@ mod tests {
         assert_eq!(rows[1], json!([3000, 9, 6, 6, 1, 0, 3, 2, 5500.0, 9550.0]));
         // None in the third.
         assert_eq!(rows[2][8], Value::Null);
-        assert_eq!(h.to_json(Some("mail"), Some(1))["queues"]["mail"][0][0], 5000);
+        assert_eq!(
+            h.to_json(Some("mail"), Some(1))["queues"]["mail"][0][0],
+            5000
+        );
         assert_eq!(h.to_json(Some("other"), None)["queues"], json!({}));
         // A router restart: counters from zero, the runs since count.
         h.record(7_000, &answer(1, 1, 0, [1, 0, 0], 1));
@@ -251,6 +254,8 @@ mod tests {
         let v = h.to_json(None, None);
         let q = v["queues"].as_object().unwrap();
         assert_eq!(q.len(), MAX_QUEUES);
-        assert!(q.values().all(|rows| rows.as_array().unwrap().len() == KEEP));
+        assert!(q
+            .values()
+            .all(|rows| rows.as_array().unwrap().len() == KEEP));
     }
 }
