@@ -53,7 +53,17 @@
 //!   delivery taken back. Its REPLY then completes it as usual, and the
 //!   old identity's removal does not deliver it again. A job already
 //!   handed out again, or finished, is left alone: that run happens (at
-//!   least once).
+//!   least once). An adopted job keeps the start of the delivery it was
+//!   taken from, when the router knows it.
+//! - **Start times** (issue 32). A delivery's dispatch time goes with it
+//!   to its end: the run (dispatch → REPLY, failed tries too) is observed
+//!   in its queue's `run_time` histogram, and a finished job keeps its
+//!   last delivery's start (`FinishedRecord::started_at_unix_ms`,
+//!   journaled in its `Finished` record and restored), so that views show
+//!   how long it waited (accepted → started) apart from how long it ran
+//!   (started → finished). A job that never ran (cancelled while waiting),
+//!   or one whose delivery the router did not see start (taken back from
+//!   its queue after a restart), has none.
 //! - **Retries** are the router's alone (job managers run each delivery
 //!   once): a REPLY with status `failed` for a job with `retry-count:N`
 //!   and fewer than N failures so far puts the job back (at the back of
