@@ -241,6 +241,7 @@ pub fn render(op: &AdminOp, answer: &Value, now_ms: u64) -> String {
         AdminOp::Job { .. } => job_view(answer.get("job").unwrap_or(&Value::Null), now_ms),
         AdminOp::Jobs(_) => jobs(answer, now_ms),
         AdminOp::Workflow { .. } => workflow(answer.get("workflow").unwrap_or(&Value::Null)),
+        AdminOp::Batch { .. } => batch(answer.get("batch").unwrap_or(&Value::Null)),
         AdminOp::Cancel { msgid } => {
             // The router's msgid: the whole one when a prefix was typed.
             let msgid = answer.get("msgid").and_then(Value::as_str).unwrap_or(msgid);
@@ -886,6 +887,53 @@ pub fn refusal(answer: &Value) -> String {
     }
 }
 
+/// A batch: its state and times, a progress bar of its ended jobs with
+/// the counts, its callbacks, its first failed jobs.
+fn batch(b: &Value) -> String {
+    let n = |k: &str| b.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let (total, pending) = (n("total"), n("pending"));
+    let (succeeded, failed) = (n("succeeded"), n("failed"));
+    const WIDTH: u64 = 30;
+    let filled = |c: u64| (c * WIDTH).checked_div(total).unwrap_or(0) as usize;
+    let (ok_w, failed_w) = (filled(succeeded), filled(failed));
+    let rest = (WIDTH as usize).saturating_sub(ok_w + failed_w);
+    let mut s = format!(
+        "batch {}: {} (opened {}, closed {}, finished {})\n  [{}{}{}] {} of {} ended: \
+         {succeeded} succeeded, {failed} failed, {pending} pending\n",
+        cell(b.get("batch")),
+        cell(b.get("state")),
+        cell(b.get("opened_at_unix_ms")),
+        cell(b.get("closed_at_unix_ms")),
+        cell(b.get("finished_at_unix_ms")),
+        "#".repeat(ok_w),
+        "x".repeat(failed_w),
+        ".".repeat(rest),
+        succeeded + failed,
+        total,
+    );
+    if let Some(d) = b.get("description").and_then(Value::as_str) {
+        if !d.is_empty() {
+            s.push_str(&format!("  description: {d}\n"));
+        }
+    }
+    if let Some(cbs) = b.get("callbacks").and_then(Value::as_object) {
+        for (name, c) in cbs {
+            s.push_str(&format!(
+                "  {name}: {} [{}]\n",
+                cell(c.get("msgid")),
+                cell(c.get("state"))
+            ));
+        }
+    }
+    if let Some(ids) = b.get("failed_ids").and_then(Value::as_array) {
+        if !ids.is_empty() {
+            let ids: Vec<String> = ids.iter().map(|i| cell(Some(i))).collect();
+            s.push_str(&format!("  failed: {}\n", ids.join(" ")));
+        }
+    }
+    s
+}
+
 /// A workflow as a tree: every node under the nodes it waits for (a node
 /// with several parents under its first, marked with the others), with its
 /// state, times (unix ms) and value or error.
@@ -1419,6 +1467,22 @@ mod tests {
         );
         assert_eq!(refusal(&json!({"ok": false})), "error");
     }
+    #[test]
+    fn batch_shows_a_bar_with_its_counts_and_callbacks() {
+        let b = serde_json::json!({
+            "batch": "b1", "state": "closed", "opened_at_unix_ms": 5, "closed_at_unix_ms": 6,
+            "finished_at_unix_ms": null, "total": 10, "pending": 4, "succeeded": 5,
+            "failed": 1, "failed_ids": ["j9"], "description": "",
+            "callbacks": {"on_complete": {"msgid": "b1/on-complete", "state": "waiting"}},
+        });
+        assert_eq!(
+            super::batch(&b),
+            "batch b1: closed (opened 5, closed 6, finished -)\n  \
+             [###############xxx............] 6 of 10 ended: 5 succeeded, 1 failed, 4 pending\n  \
+             on_complete: b1/on-complete [waiting]\n  failed: j9\n"
+        );
+    }
+
     #[test]
     fn workflow_tree_puts_children_under_their_first_parent() {
         let w = serde_json::json!({

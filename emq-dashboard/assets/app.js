@@ -1,7 +1,7 @@
 // emq dashboard: plain JavaScript, no build step, no dependencies.
 //
 // One view per hash route (#/overview, #/queues, #/queue/<name>, #/workers, #/jobs,
-// #/job/<msgid>, #/workflow/<id>, #/dead, #/schedules). A view builds its controls once and
+// #/job/<msgid>, #/workflow/<id>, #/batch/<id>, #/dead, #/schedules). A view builds its controls once and
 // renders its data into its own containers; every two seconds the current
 // view reloads its data (skipped while the tab is hidden or a dialog is
 // open). All text from the router goes through text nodes, never HTML.
@@ -784,6 +784,7 @@ views.job = {
         row('Client', j.client ? h('span', { class: 'mono' }, j.client) : null),
         row('Reason', j.reason || null),
         row('Workflow', j.workflow ? h('a', { href: '#/workflow/' + encodeURIComponent(j.workflow), class: 'mono', id: 'job-workflow' }, j.workflow) : null),
+        row('Batch', j.batch ? h('a', { href: '#/batch/' + encodeURIComponent(j.batch), class: 'mono', id: 'job-batch' }, j.batch) : null),
         row('Unique key', j.unique_key ? [h('span', { class: 'mono' }, j.unique_key), j.unique_held ? ' · held' : ' · released'] : null),
         row('Headers', j.headers ? h('span', { class: 'mono' }, j.headers) : h('span', { class: 'sub' }, 'none'))))),
       j.last_error ? card('Last error', '', h('div', { class: 'body' }, failureView(j.last_error))) : '',
@@ -855,6 +856,57 @@ views.workflow = {
           h('dt', {}, 'Accepted'), h('dd', {}, w.accepted_at_unix_ms ? [stamp(w.accepted_at_unix_ms), ' · ', when(w.accepted_at_unix_ms)] : '–'),
           h('dt', {}, 'Finished'), h('dd', {}, w.finished_at_unix_ms ? [stamp(w.finished_at_unix_ms), ' · ', when(w.finished_at_unix_ms)] : '–')))),
       card('Tree', '', h('div', { class: 'body' }, h('ul', { class: 'tree', id: 'wf-tree' }, roots.map(item)))));
+  },
+};
+
+// A batch (BATCH, Sidekiq-style): a bar of its ended jobs (succeeded and
+// failed), the counts, its callbacks (linked to their jobs) and its first
+// failed jobs.
+views.batch = {
+  title: 'Batch',
+  build(root, params, arg) {
+    this.id = arg;
+    this.body = h('div');
+    root.append(h('h1', {}, 'Batch ', h('span', { class: 'mono', id: 'batch-id' }, arg), h('span', { id: 'batch-state' })), this.body);
+  },
+  async load() {
+    try {
+      return (await api('batch', { id: this.id })).batch;
+    } catch (e) {
+      if (e.status === 404) return null;
+      throw e;
+    }
+  },
+  render(b) {
+    if (!b) {
+      document.getElementById('batch-state').replaceChildren();
+      this.body.replaceChildren(card('Not found', '', h('div', { class: 'body' },
+        'The router holds no batch with this id: it is neither unfinished nor among the last finished.')));
+      return;
+    }
+    document.getElementById('batch-state').replaceChildren(badge(b.state,
+      b.state === 'finished' ? (b.failed ? 'failed' : 'done') : b.state === 'open' ? 'queued' : 'in-flight'));
+    const pct = n => b.total ? (100 * n / b.total).toFixed(2) + '%' : '0%';
+    const bar = h('div', { class: 'batch-bar', id: 'batch-bar', role: 'img',
+      'aria-label': `${b.succeeded} succeeded, ${b.failed} failed, ${b.pending} pending of ${b.total}` },
+      h('span', { class: 'ok' }), h('span', { class: 'failed' }));
+    // Widths through the CSSOM: the page's CSP refuses style attributes.
+    bar.children[0].style.width = pct(b.succeeded);
+    bar.children[1].style.width = pct(b.failed);
+    const row = (k, v, id) => v === undefined || v === null || v === '' ? [] : [h('dt', {}, k), h('dd', id ? { id } : {}, v)];
+    const cbs = Object.entries(b.callbacks || {}).map(([name, c]) =>
+      h('li', {}, h('span', { class: 'mono' }, name), ' ',
+        badge(c.state, c.state === 'submitted' ? 'done' : c.state === 'skipped' ? 'cancelled' : 'queued'), ' ', c.state === 'submitted' ? jobLink(c.msgid) : h('span', { class: 'mono sub' }, c.msgid)));
+    this.body.replaceChildren(
+      card('Progress', '', h('div', { class: 'body' }, bar, h('dl', { class: 'props' },
+        row('Counts', `${num(b.succeeded + b.failed)} of ${num(b.total)} ended · ${num(b.succeeded)} succeeded · ${num(b.failed)} failed · ${num(b.pending)} pending`, 'batch-counts'),
+        row('Description', b.description || null),
+        row('Opened', b.opened_at_unix_ms ? [stamp(b.opened_at_unix_ms), ' · ', when(b.opened_at_unix_ms)] : null),
+        row('Closed', b.closed_at_unix_ms ? [stamp(b.closed_at_unix_ms), ' · ', when(b.closed_at_unix_ms)] : h('span', { class: 'sub' }, 'open: jobs may still join')),
+        row('Finished', b.finished_at_unix_ms ? [stamp(b.finished_at_unix_ms), ' · ', when(b.finished_at_unix_ms)] : null)))),
+      cbs.length ? card('Callbacks', '', h('div', { class: 'body' }, h('ul', { class: 'tree', id: 'batch-callbacks' }, cbs))) : '',
+      (b.failed_ids || []).length ? card('Failed jobs', b.failed > b.failed_ids.length ? h('span', { class: 'sub' }, 'the first ' + num(b.failed_ids.length)) : '',
+        h('div', { class: 'body' }, h('ul', { class: 'tree', id: 'batch-failed' }, b.failed_ids.map(m => h('li', {}, jobLink(m)))))) : '');
   },
 };
 
@@ -1070,7 +1122,7 @@ function navigate() {
   state.route = key;
   state.view = view;
   for (const a of document.querySelectorAll('#nav a')) {
-    a.classList.toggle('active', a.dataset.view === name || ((name === 'job' || name === 'workflow') && a.dataset.view === 'jobs') ||
+    a.classList.toggle('active', a.dataset.view === name || ((name === 'job' || name === 'workflow' || name === 'batch') && a.dataset.view === 'jobs') ||
       (name === 'queue' && a.dataset.view === 'queues'));
   }
   document.title = view.title + (arg ? ' ' + arg : '') + ' · emq';

@@ -89,6 +89,9 @@ pub enum AdminOp {
     /// One workflow's nodes with their states and times (`cancel` takes a
     /// workflow id too).
     Workflow { id: String },
+    /// One batch's counts (pending, succeeded, failed, total), whether it
+    /// is closed and its callbacks' state.
+    Batch { id: String },
 }
 
 /// The arguments of `limits-set`: the queue and the fields to change
@@ -276,6 +279,7 @@ impl OpName {
                 | OpName::Schedules
                 | OpName::LimitsShow
                 | OpName::Workflow
+                | OpName::Batch
         )
     }
 
@@ -412,6 +416,7 @@ impl AdminOp {
             },
             AdminOp::LimitsClear { queue: s("q") },
             AdminOp::Workflow { id: s("w") },
+            AdminOp::Batch { id: s("b") },
         ]
     }
 }
@@ -597,6 +602,7 @@ mod tests {
             json!({"op": "limits-show", "queue": "q"}),
             json!({"op": "limits-clear", "queue": "q"}),
             json!({"op": "workflow", "id": "w"}),
+            json!({"op": "batch", "id": "b"}),
         ];
         let examples = AdminOp::examples();
         assert_eq!(examples.len(), wire.len());
@@ -693,7 +699,8 @@ mod tests {
                 "workers",
                 "schedules",
                 "limits-show",
-                "workflow"
+                "workflow",
+                "batch"
             ]
         );
         let journaled: Vec<&str> = OpName::iter()

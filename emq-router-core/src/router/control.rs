@@ -276,6 +276,10 @@ impl Router {
                 .workflow_view(&id)
                 .map(|v| json!({ "workflow": v }))
                 .ok_or_else(|| not_found(format!("no workflow {id} (unfinished or recent)"))),
+            AdminOp::Batch { id } => self
+                .batch_view(&id)
+                .map(|v| json!({ "batch": v }))
+                .ok_or_else(|| not_found(format!("no batch {id} (unfinished or recent)"))),
             AdminOp::Cancel { msgid } => self.op_cancel(&msgid, now, out),
             AdminOp::Dead(q) => self.op_dead(&q),
             AdminOp::DeadRetry(t) => self.op_dead_take(&t, true, now, out),
@@ -571,7 +575,11 @@ impl Router {
     /// its `workflow` when it is a node of one (unfinished or recent).
     fn job_view_by_msgid(&self, msgid: &str, now: Duration) -> Option<Value> {
         let mut v = self.job_view_of(msgid, now)?;
-        let headers = v.get("headers").and_then(Value::as_str).unwrap_or("");
+        let headers = v
+            .get("headers")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         if let Some(u) = super::unique::unique_of(headers.as_bytes()) {
             let held = self.unique.holder(&u.key) == Some(msgid);
             if let Some(m) = v.as_object_mut() {
@@ -581,6 +589,10 @@ impl Router {
         }
         if let (Some(wf), Some(m)) = (self.workflows.of_job(msgid), v.as_object_mut()) {
             m.insert("workflow".into(), wf.into());
+        }
+        let batch = self.batch_of_job(msgid, headers.as_bytes());
+        if let (Some(b), Some(m)) = (batch, v.as_object_mut()) {
+            m.insert("batch".into(), b.into());
         }
         Some(v)
     }

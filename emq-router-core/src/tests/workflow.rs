@@ -280,7 +280,7 @@ fn bad_specs_are_refused_whole() {
 }
 
 /// What a store holding `records` gives back.
-fn restored_from(records: &[Record]) -> Restored {
+pub(super) fn restored_from(records: &[Record]) -> Restored {
     let mut jobs: Vec<JobRecord> = Vec::new();
     let mut states: std::collections::BTreeMap<(StateKind, String), Vec<u8>> = Default::default();
     for r in records {

@@ -297,6 +297,7 @@ ADMIN_OPS: Dict[str, Tuple[str, ...]] = {
     "limits-set": ("queue", "concurrency", "concurrency_per_key", "rate", "rate_per_key", "fair"),
     "limits-show": ("queue",),
     "limits-clear": ("queue",),
+    "batch": ("id",),
 }
 
 

@@ -41,8 +41,9 @@ import zmq
 from . import _base, _core, errors, link, options, payload, wire
 from ._base import Admin, Await, BulkItem, Plan, Sleep
 from ._core import JobProgress, JobStatus
+from .batch import Batch
 from .canvas import Canvas
-from .payload import JobSpec
+from .payload import JobSpec, Task
 
 # Flags as plain ints: pyzmq's enum arithmetic costs more than the send.
 _SNDMORE = int(zmq.SNDMORE)
@@ -430,6 +431,30 @@ class Client(_base.BaseClient):
     def clear_limits(self, queue: str) -> None:
         """Remove ``queue``'s flow-control policy."""
         self._run(self._clear_limits(queue))
+
+    def batch(
+        self,
+        on_success: Optional[Task] = None,
+        on_complete: Optional[Task] = None,
+        *,
+        description: str = "",
+        queue: Optional[str] = None,
+        id: Optional[str] = None,
+    ) -> Batch:
+        """Open a batch (Sidekiq Pro's batches, :mod:`emq_client.batch`):
+        jobs join it with ``b.add(...)`` until ``b.close()`` (or the end of
+        a ``with`` block); then the router runs ``on_success`` (no job
+        failed) and ``on_complete`` (always) once, each given the batch's
+        status first. ``queue``: the callbacks' queue; ``id``: the batch's
+        id (default: a new one)."""
+        self._check()
+        bid, plan = self._batch_open(id, on_success, on_complete, description, queue)
+        self._run(plan)
+        return Batch(self, bid)
+
+    def batch_of(self, batch_id: str) -> Batch:
+        """The handle of a batch opened elsewhere (to add, close or read it)."""
+        return Batch(self, batch_id)
 
     def job(self, msgid: str) -> "Job[Any]":
         """A handle for a job submitted elsewhere (another client, another
