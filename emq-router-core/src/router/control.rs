@@ -272,9 +272,16 @@ impl Router {
                 }),
             AdminOp::Jobs(q) => self.op_jobs(&q, now),
             AdminOp::Workflow { id } => self
-                .workflow_view(&id)
+                .workflow_view(&id, now)
                 .map(|v| json!({ "workflow": v }))
-                .ok_or_else(|| not_found(format!("no workflow {id} (unfinished or recent)"))),
+                .ok_or_else(|| {
+                    not_found(format!(
+                        "no workflow {id} (unfinished, or finished and still kept: at most {} \
+                         for {} s)",
+                        self.cfg.workflows_keep,
+                        self.cfg.workflows_keep_for.as_secs()
+                    ))
+                }),
             AdminOp::Cancel { msgid } => self.op_cancel(&msgid, now, out),
             AdminOp::Dead(q) => self.op_dead(&q),
             AdminOp::DeadRetry(t) => self.op_dead_take(&t, true, now, out),
@@ -553,7 +560,10 @@ impl Router {
     /// and `unique_held`: whether it still holds it) when it has one, and
     /// its `workflow` when it is a node of one (unfinished or recent).
     fn job_view_by_msgid(&self, msgid: &str, now: Duration) -> Option<Value> {
-        let mut v = self.job_view_of(msgid, now)?;
+        let Some(mut v) = self.job_view_of(msgid, now) else {
+            // A workflow's handle reads like a job's (`workflow.rs`).
+            return self.workflow_job_view(msgid, now);
+        };
         let headers = v.get("headers").and_then(Value::as_str).unwrap_or("");
         if let Some(u) = super::unique::unique_of(headers.as_bytes()) {
             let held = self.unique.holder(&u.key) == Some(msgid);
@@ -675,6 +685,12 @@ impl Router {
     ) -> Result<Value, AdminError> {
         if let Some(v) = self.cancel_workflow(msgid, now, out) {
             return Ok(v);
+        }
+        if let Some(w) = self.workflow_job_view(msgid, now) {
+            return Err(AdminError::new(
+                ErrorKind::Conflict,
+                format!("workflow {msgid} already finished ({})", w["state"]),
+            ));
         }
         let Some(jid) = self.store.find(msgid) else {
             if let Some(r) = self.finished.get(msgid) {
