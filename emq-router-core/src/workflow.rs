@@ -151,45 +151,9 @@ impl Shape {
     }
 }
 
-/// Where a workflow is, as a whole (module documentation, "States").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WorkflowState {
-    Pending,
-    Running,
-    Cancelling,
-    Succeeded,
-    Failed,
-    Cancelled,
-}
-
-impl WorkflowState {
-    pub const ALL: [WorkflowState; 6] = [
-        WorkflowState::Pending,
-        WorkflowState::Running,
-        WorkflowState::Cancelling,
-        WorkflowState::Succeeded,
-        WorkflowState::Failed,
-        WorkflowState::Cancelled,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WorkflowState::Pending => "pending",
-            WorkflowState::Running => "running",
-            WorkflowState::Cancelling => "cancelling",
-            WorkflowState::Succeeded => "succeeded",
-            WorkflowState::Failed => "failed",
-            WorkflowState::Cancelled => "cancelled",
-        }
-    }
-
-    pub fn is_finished(self) -> bool {
-        matches!(
-            self,
-            WorkflowState::Succeeded | WorkflowState::Failed | WorkflowState::Cancelled
-        )
-    }
-}
+/// Where a workflow is, as a whole (module documentation, "States"): the
+/// wire vocabulary's.
+pub use emqp_proto::admin::WorkflowState;
 
 /// A node's times, unix milliseconds: its job accepted (`queued`), first
 /// dispatched to a worker (`started`); its end is in its [`NodeState`].

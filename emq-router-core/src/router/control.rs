@@ -41,7 +41,8 @@
 //!   jobs. Two or more matches are a `bad-request` that lists them (at
 //!   most [`PREFIX_CANDIDATES`]); none leaves the op to say `not-found`.
 //!   Only a msgid that is not found exactly is looked up so (a scan: an
-//!   operator's lookup, not a hot path).
+//!   operator's lookup, not a hot path); a workflow id held is exact (not
+//!   the prefix of its nodes' `ID/NODE`).
 
 use std::time::Duration;
 
@@ -177,6 +178,7 @@ impl Router {
             self.store.find(m).is_some()
                 || self.finished.get(m).is_some()
                 || self.dead.iter().any(|d| d.job.msgid == m)
+                || self.workflows.get(m).is_some()
         };
         if typed.chars().count() < MIN_PREFIX || held(typed) {
             return Ok(typed.to_string());

@@ -574,9 +574,15 @@ impl Router {
             });
         }
         self.settle_workflow(wf, now, out);
+        // Cancelling while a started node's job is being stopped.
+        let state = if self.workflows.live.contains_key(wf) {
+            "cancelling"
+        } else {
+            "cancelled"
+        };
         Some(json!({
             "workflow": wf,
-            "state": "cancelled",
+            "state": state,
             "nodes_cancelled": waiting.len(),
             "jobs": jobs,
         }))

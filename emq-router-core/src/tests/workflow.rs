@@ -503,13 +503,16 @@ fn each_node_runs_with_its_own_queue_and_headers() {
 /// The admin `job` view of a workflow id reads like a job's, so that the
 /// handle `submit(chain(...))` returns answers `status()`: `pending`
 /// until a node is dispatched, `running`, then `succeeded` with its
-/// `result`; `cancel` of a finished one is a `conflict`.
+/// `result`; `cancel` of a finished one is a `conflict`. The id is exact,
+/// not a msgid prefix of its nodes' jobs (`ID/NODE`).
 #[test]
 fn a_workflow_id_has_a_job_view_with_its_state() {
     let mut h = durable();
     let spec = json!({ "nodes": [node("a", &[], json!([])), node("b", &["a"], json!([]))] });
-    submit(&mut h, "c1", "wj", spec);
-    let job = |h: &mut H| admin(h, admin_req(json!({ "op": "job", "msgid": "wj" })))["job"].clone();
+    submit(&mut h, "c1", "wf-job-view", spec);
+    let job = |h: &mut H| {
+        admin(h, admin_req(json!({ "op": "job", "msgid": "wf-job-view" })))["job"].clone()
+    };
     let j = job(&mut h);
     assert_eq!(
         (j["kind"].as_str(), j["state"].as_str()),
@@ -519,12 +522,15 @@ fn a_workflow_id_has_a_job_view_with_its_state() {
     assert_eq!(j["node_states"], json!({"started": 1, "waiting": 1}));
     worker(&mut h, "w1", "", 2);
     assert_eq!(job(&mut h)["state"], "running");
-    done(&mut h, "w1", "wj/a", json!(1));
-    done(&mut h, "w1", "wj/b", json!(2));
+    done(&mut h, "w1", "wf-job-view/a", json!(1));
+    done(&mut h, "w1", "wf-job-view/b", json!(2));
     let j = job(&mut h);
     assert_eq!(j["state"], "succeeded", "{j}");
     assert_eq!(j["result"], json!({ "value": 2 }));
-    let c = admin(&mut h, admin_req(json!({ "op": "cancel", "msgid": "wj" })));
+    let c = admin(
+        &mut h,
+        admin_req(json!({ "op": "cancel", "msgid": "wf-job-view" })),
+    );
     assert_eq!(c["error"]["kind"], "conflict", "{c}");
 }
 

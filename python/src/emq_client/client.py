@@ -323,7 +323,7 @@ class Client(_base.BaseClient):
         Raises :class:`Rejected` (e.g. :class:`QueueFull`) when refused and
         :class:`EmqConnectionError` when no router answers in time."""
         self._check()
-        plan = self._maybe_workflow(func, args, kwargs, queue, retries, timeout, delay, headers, unique_key)
+        plan = self._maybe_workflow(func, args, kwargs, queue, retries, timeout, delay, headers, unique_key, key, priority)
         if plan is not None:
             return self._run(plan)  # type: ignore[no-any-return]
         assert not isinstance(func, Canvas)
