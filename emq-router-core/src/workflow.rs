@@ -155,14 +155,20 @@ impl Shape {
 /// wire vocabulary's.
 pub use emqp_proto::admin::WorkflowState;
 
-/// A node's times, unix milliseconds: its job accepted (`queued`), first
-/// dispatched to a worker (`started`); its end is in its [`NodeState`].
+/// What is known of a node besides its [`NodeState`]: its times, unix
+/// milliseconds — its job accepted (`queued`), first dispatched to a
+/// worker (`started`); its end is in its state — and, once its workflow
+/// finished, the size of a value too large to keep (`value_dropped`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NodeTimes {
+pub struct NodeMeta {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queued: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started: Option<u64>,
+    /// Bytes (as JSON) of the value dropped when the workflow was kept
+    /// finished (over `Config::retain_result_bytes`); its value is null.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_dropped: Option<u64>,
 }
 
 /// Where a node is.
@@ -226,7 +232,7 @@ pub struct Workflow {
     pub output: Vec<usize>,
     pub output_pass: Pass,
     pub states: Vec<NodeState>,
-    pub times: Vec<NodeTimes>,
+    pub meta: Vec<NodeMeta>,
     /// Per node: its `shape`, checked.
     pub shapes: Vec<Option<Shape>>,
     pub output_shape: Option<Shape>,
@@ -403,7 +409,7 @@ impl Workflow {
             id: id.to_string(),
             client: client.to_vec(),
             states: vec![NodeState::Waiting; n],
-            times: vec![NodeTimes::default(); n],
+            meta: vec![NodeMeta::default(); n],
             shapes,
             output_shape,
             spec,
@@ -602,7 +608,7 @@ pub fn error_value(payload: &[u8]) -> Value {
 
 /// A node's state and times as one JSON object (`{"state": ..., "at":
 /// ..., "queued": ..., "started": ...}`).
-fn node_json(state: &NodeState, times: &NodeTimes) -> Value {
+fn node_json(state: &NodeState, times: &NodeMeta) -> Value {
     let mut v = serde_json::to_value(state).unwrap_or(Value::Null);
     if let (Some(m), Ok(Value::Object(t))) = (v.as_object_mut(), serde_json::to_value(times)) {
         m.extend(t);
@@ -610,19 +616,19 @@ fn node_json(state: &NodeState, times: &NodeTimes) -> Value {
     v
 }
 
-fn node_from_json(v: Value) -> Result<(NodeState, NodeTimes), String> {
-    let times: NodeTimes = serde_json::from_value(v.clone()).map_err(|e| e.to_string())?;
+fn node_from_json(v: Value) -> Result<(NodeState, NodeMeta), String> {
+    let times: NodeMeta = serde_json::from_value(v.clone()).map_err(|e| e.to_string())?;
     let state: NodeState = serde_json::from_value(v).map_err(|e| e.to_string())?;
     Ok((state, times))
 }
 
 /// The journal blob of a finished node (`StateKind::WorkflowNode`).
-pub fn encode_node(state: &NodeState, times: &NodeTimes) -> Vec<u8> {
+pub fn encode_node(state: &NodeState, times: &NodeMeta) -> Vec<u8> {
     serde_json::to_vec(&node_json(state, times)).unwrap_or_default()
 }
 
 /// A node blob (one written before times were kept has none).
-pub fn decode_node(blob: &[u8]) -> Result<(NodeState, NodeTimes), String> {
+pub fn decode_node(blob: &[u8]) -> Result<(NodeState, NodeMeta), String> {
     node_from_json(serde_json::from_slice(blob).map_err(|e| e.to_string())?)
 }
 
@@ -649,12 +655,34 @@ impl Workflow {
         if self.cancelled {
             WorkflowState::Cancelling
         } else if self.states.iter().any(NodeState::is_terminal)
-            || self.times.iter().any(|t| t.started.is_some())
+            || self.meta.iter().any(|t| t.started.is_some())
         {
             WorkflowState::Running
         } else {
             WorkflowState::Pending
         }
+    }
+
+    /// Drop the node values over `max` bytes (as JSON): a finished
+    /// workflow is kept with small values only, as a finished job is.
+    pub fn drop_values_over(&mut self, max: usize) {
+        for (s, m) in self.states.iter_mut().zip(self.meta.iter_mut()) {
+            if let NodeState::Done { value, .. } = s {
+                let size = serde_json::to_vec(value).map(|v| v.len()).unwrap_or(0);
+                if size > max {
+                    *value = Value::Null;
+                    m.value_dropped = Some(size as u64);
+                }
+            }
+        }
+    }
+
+    /// Whether an output node's value was dropped (the result cannot be
+    /// told again).
+    pub fn result_dropped(&self) -> bool {
+        self.output
+            .iter()
+            .any(|o| self.meta[*o].value_dropped.is_some())
     }
 
     /// The journal blob of a finished workflow.
@@ -670,7 +698,7 @@ impl Workflow {
             nodes: self
                 .states
                 .iter()
-                .zip(&self.times)
+                .zip(&self.meta)
                 .map(|(s, t)| node_json(s, t))
                 .collect(),
         })
@@ -691,7 +719,7 @@ impl Workflow {
         for (i, v) in b.nodes.into_iter().enumerate() {
             let (s, t) = node_from_json(v)?;
             w.states[i] = s;
-            w.times[i] = t;
+            w.meta[i] = t;
         }
         w.cancelled = b.graph.cancelled;
         w.finished_unix_ms = Some(b.finished);

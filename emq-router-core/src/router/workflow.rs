@@ -33,7 +33,8 @@
 //!   "cause": ...}}]`, held until delivered as any result (`results.rs`),
 //!   and in that batch the workflow's graph and node rows are replaced by
 //!   one `workflow-finished`/ID row (graph, every node's state, times and
-//!   value).
+//!   value; a value over `Config::retain_result_bytes` is dropped, its
+//!   size kept, as a finished job's result is).
 //! - **Finished workflows** stay visible (`workflow`, `job` of the
 //!   workflow id, the dashboard), across restarts: at most
 //!   `Config::workflows_keep` (the oldest go first), none finished longer
@@ -65,7 +66,7 @@ use crate::jobs::{Job, JobId};
 use crate::journal::{Record, StateKind};
 use crate::util::FastMap;
 use crate::workflow::{
-    decode_node, encode_node, error_value, result_value, NodeState, NodeTimes, Spec, Workflow,
+    decode_node, encode_node, error_value, result_value, NodeMeta, NodeState, Spec, Workflow,
     MAX_NODES, MAX_RESULT_BYTES, MAX_WORKFLOWS,
 };
 
@@ -151,7 +152,7 @@ impl Router {
         } else if let Some(why) = self.journal.refusal() {
             self.journal.count_refused();
             Err((RejectReason::JournalUnavailable, why))
-        } else if self.workflows.live.contains_key(&msgid)
+        } else if self.workflows.get(&msgid).is_some()
             || self.store.find(&msgid).is_some()
             || self.results.holds(&msgid)
         {
@@ -263,9 +264,9 @@ impl Router {
         );
         if let Some(w) = self.workflows.live.get_mut(wf) {
             w.states[i] = NodeState::Started { at };
-            w.times[i] = NodeTimes {
+            w.meta[i] = NodeMeta {
                 queued: Some(at),
-                started: None,
+                ..NodeMeta::default()
             };
         }
         self.workflows.jobs.insert(msgid, (wf.to_string(), i));
@@ -286,7 +287,7 @@ impl Router {
             .workflows
             .live
             .get_mut(wf)
-            .and_then(|w| w.times.get_mut(*i))
+            .and_then(|w| w.meta.get_mut(*i))
         {
             t.started.get_or_insert(at);
         }
@@ -357,7 +358,7 @@ impl Router {
             Record::PutState {
                 kind: StateKind::WorkflowNode,
                 id: format!("{wf}/{node_id}"),
-                blob: encode_node(&state, &w.times[i]),
+                blob: encode_node(&state, &w.meta[i]),
             },
             None,
         );
@@ -404,7 +405,7 @@ impl Router {
                 Record::PutState {
                     kind: StateKind::WorkflowNode,
                     id,
-                    blob: encode_node(&state, &w.times[n]),
+                    blob: encode_node(&state, &w.meta[n]),
                 },
                 None,
             );
@@ -456,6 +457,7 @@ impl Router {
                 out,
             );
         }
+        w.drop_values_over(self.cfg.retain_result_bytes);
         self.keep_finished_workflow(w, true);
         self.trim_finished_workflows(now);
     }
@@ -680,7 +682,7 @@ impl Router {
                 continue;
             };
             w.states[i] = s;
-            w.times[i] = t;
+            w.meta[i] = t;
         }
         let ids: Vec<String> = self.workflows.live.keys().cloned().collect();
         let at = self.unix_ms(now);
@@ -719,7 +721,7 @@ impl Router {
                         .map_or(at, |j| j.accepted_unix(epoch) / 1000);
                     if let Some(w) = self.workflows.live.get_mut(wf) {
                         w.states[i] = NodeState::Started { at: queued };
-                        w.times[i].queued = Some(queued);
+                        w.meta[i].queued = Some(queued);
                     }
                     self.workflows.jobs.insert(msgid, (wf.clone(), i));
                 } else if w.cancelled {
@@ -756,7 +758,7 @@ impl Router {
                     "after": n.after,
                     "state": w.states[i].name(),
                 });
-                let t = w.times[i];
+                let t = w.meta[i];
                 if let Some(q) = t.queued {
                     v["queued_at_unix_ms"] = json!(q);
                 }
@@ -768,6 +770,9 @@ impl Router {
                     if let Some(from) = t.started.or(t.queued) {
                         v["took_ms"] = json!(end.saturating_sub(from));
                     }
+                }
+                if let Some(n) = t.value_dropped {
+                    v["value_dropped_bytes"] = json!(n);
                 }
                 match &w.states[i] {
                     NodeState::Done { value, .. } => v["value"] = value.clone(),
@@ -821,7 +826,11 @@ impl Router {
         });
         if let Some(at) = w.finished_unix_ms {
             v["finished_at_ms"] = json!(at);
-            v["result"] = w.result().1;
+            if w.result_dropped() && w.result().0 == ResultStatus::Ok {
+                v["result_truncated"] = json!(true);
+            } else {
+                v["result"] = w.result().1;
+            }
         }
         Some(v)
     }

@@ -674,3 +674,35 @@ fn keeping_no_finished_workflow_writes_no_row() {
     )));
     assert!(h.r.workflow_view("z", h.now).is_none());
 }
+
+/// A finished workflow is kept with small node values only (at most
+/// `retain_result_bytes`, as a finished job's result): a bigger one is
+/// dropped, its size kept; the client's RESULT had it whole, and the job
+/// view says the result is no longer kept. Another spec under a kept
+/// finished id is `duplicate-msgid`.
+#[test]
+fn a_kept_workflow_drops_values_over_the_retained_size() {
+    let mut h = H::with(Config {
+        journal: true,
+        retain_result_bytes: 16,
+        ..Config::default()
+    });
+    worker(&mut h, "w1", "", 2);
+    let spec = json!({ "nodes": [node("a", &[], json!([])), node("b", &["a"], json!([]))] });
+    submit(&mut h, "c1", "big", spec);
+    done(&mut h, "w1", "big/a", json!(1));
+    let big = "x".repeat(100);
+    let sent = done(&mut h, "w1", "big/b", json!(big));
+    let v: Value = serde_json::from_slice(&results(&sent, "c1")[0].payload).unwrap();
+    assert_eq!(v["value"], json!(big), "the RESULT is whole");
+    let view = h.r.workflow_view("big", h.now).unwrap();
+    assert_eq!(view["nodes"][0]["value"], 1);
+    assert_eq!(view["nodes"][1]["value"], Value::Null);
+    assert_eq!(view["nodes"][1]["value_dropped_bytes"], 102);
+    let j = admin(&mut h, admin_req(json!({ "op": "job", "msgid": "big" })));
+    assert_eq!(j["job"]["result_truncated"], true, "{j}");
+    assert!(j["job"].get("result").is_none(), "{j}");
+    let other = json!({ "nodes": [node("z", &[], json!([]))] });
+    let sent = submit(&mut h, "c1", "big", other);
+    assert_eq!(rejects(&sent, "c1")[0].reason, RejectReason::DuplicateMsgid);
+}
