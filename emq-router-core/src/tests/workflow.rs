@@ -706,3 +706,44 @@ fn a_kept_workflow_drops_values_over_the_retained_size() {
     let sent = submit(&mut h, "c1", "big", other);
     assert_eq!(rejects(&sent, "c1")[0].reason, RejectReason::DuplicateMsgid);
 }
+
+/// A node's flow-control headers apply to its job as to a REQUEST's: on a
+/// queue limited to one job per key at a time, two nodes of key `k1`
+/// run one after the other while `k2`'s runs beside them, the higher
+/// `priority` first.
+#[test]
+fn nodes_obey_their_queues_flow_control_by_their_own_key() {
+    let mut h = durable();
+    let r = admin(
+        &mut h,
+        admin_req(json!({"op": "limits-set", "queue": "q", "concurrency_per_key": 1})),
+    );
+    assert_eq!(r["ok"], true, "{r}");
+    worker(&mut h, "w1", "q", 8);
+    let with = |id: &str, headers: &str| {
+        let mut n = node(id, &[], json!([]));
+        n["queue"] = json!("q");
+        n["headers"] = json!(headers);
+        n
+    };
+    let spec = json!({ "nodes": [
+        with("a", "key:k1"),
+        with("b", "key:k1,priority:1"),
+        with("c", "key:k1,priority:9"),
+        with("d", "key:k2"),
+    ]});
+    let sent = submit(&mut h, "c1", "fc", spec);
+    let mut first: Vec<String> = requests(&sent, "w1").into_iter().map(|r| r.0).collect();
+    first.sort();
+    assert_eq!(
+        first,
+        ["fc/c", "fc/d"],
+        "one per key, k1's highest priority first"
+    );
+    let sent = done(&mut h, "w1", "fc/c", json!(1));
+    let next: Vec<String> = requests(&sent, "w1").into_iter().map(|r| r.0).collect();
+    assert_eq!(next, ["fc/b"], "then priority 1 before a's 0");
+    let sent = done(&mut h, "w1", "fc/b", json!(1));
+    let next: Vec<String> = requests(&sent, "w1").into_iter().map(|r| r.0).collect();
+    assert_eq!(next, ["fc/a"]);
+}
