@@ -514,7 +514,10 @@ class Job(_base.BaseJob, Generic[T]):
 
     def status(self) -> JobStatus:
         """The job's state on the router (admin op ``job``); raises
-        :class:`JobNotFound` for a job the router neither holds nor keeps."""
+        :class:`JobNotFound` for a job the router neither holds nor keeps.
+        The handle of ``submit(chain(...))`` gives the workflow's state
+        (``pending``, ``running``, ``cancelling``, ``succeeded``,
+        ``failed``, ``cancelled``; :class:`JobStatus`)."""
         self.client._check()
         return self.client._run(self.client._status(self.msgid))  # type: ignore[no-any-return]
 
@@ -531,7 +534,9 @@ class Job(_base.BaseJob, Generic[T]):
         once (returns ``cancelled``), a running one is stopped by its job
         manager (returns ``cancelling``). Its ``result()`` then raises
         :class:`JobCancelled`. :class:`AdminError` kind ``conflict`` when it
-        had already finished."""
+        had already finished. A workflow's handle cancels the workflow: its
+        waiting nodes, and its running ones as a job's (``cancelling``
+        until they stopped)."""
         self.client._check()
         return self.client._run(self.client._cancel(self.msgid))  # type: ignore[no-any-return]
 
