@@ -6,6 +6,7 @@ router, nesting, failure naming the node."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
@@ -14,7 +15,7 @@ import emq_pyclient_jobs
 import emq_test_jobs
 from emq_client import JobCancelled, JobFailed, chain, chord, group, task
 
-from conftest import Router, make_client, wait_until
+from conftest import Router, free_port, make_client, start_router, wait_until
 
 
 @pytest.fixture
@@ -161,3 +162,30 @@ def test_the_handle_reports_the_workflows_state(any_client: Any) -> None:
     with pytest.raises(JobCancelled):
         long.result(60)
     assert long.status().state == "cancelled"
+
+
+def test_a_finished_workflow_is_still_known_after_a_restart(tmp_path: Path, kind: str) -> None:
+    """Finished workflows are journaled: after the router restarts on its
+    journal, a handle made from the id (``c.job(msgid)``) reads the state
+    and the result, and the tree keeps every node's times."""
+    journal = tmp_path / "router.journal"
+    ports = [free_port() for _ in range(3)]
+    router = start_router(tmp_path, journal=journal, ports=ports)
+    try:
+        router.add_jobmanager(concurrency=2)
+        with router.connect(kind) as c:
+            flow = chord(group([task(emq_test_jobs.add, 1, 1), task(emq_test_jobs.add, 2, 2)]), task(emq_pyclient_jobs.pair))
+            j = c.submit(flow)
+            assert j.result(60) == [2, 4]
+            wf = j.msgid
+        router.stop()
+        router = start_router(tmp_path, journal=journal, ports=ports)
+        with router.connect(kind) as c:
+            again = c.job(wf)
+            assert again.status().state == "succeeded"
+            assert again.result(10) == [2, 4]
+            tree = c.admin("workflow", id=wf)["workflow"]
+            assert [n["state"] for n in tree["nodes"]] == ["done", "done", "done"]
+            assert all({"queued_at_unix_ms", "started_at_unix_ms", "took_ms"} <= set(n) for n in tree["nodes"]), tree
+    finally:
+        router.stop()
