@@ -240,7 +240,9 @@ pub fn render(op: &AdminOp, answer: &Value, now_ms: u64) -> String {
         AdminOp::Schedules => schedules(answer, now_ms),
         AdminOp::Job { .. } => job_view(answer.get("job").unwrap_or(&Value::Null), now_ms),
         AdminOp::Jobs(_) => jobs(answer, now_ms),
-        AdminOp::Workflow { .. } => workflow(answer.get("workflow").unwrap_or(&Value::Null)),
+        AdminOp::Workflow { .. } => {
+            workflow(answer.get("workflow").unwrap_or(&Value::Null), now_ms)
+        }
         AdminOp::Batch { .. } => batch(answer.get("batch").unwrap_or(&Value::Null)),
         AdminOp::Cancel { msgid } => {
             // The router's msgid: the whole one when a prefix was typed.
@@ -936,16 +938,22 @@ fn batch(b: &Value) -> String {
 
 /// A workflow as a tree: every node under the nodes it waits for (a node
 /// with several parents under its first, marked with the others), with its
-/// state, times (unix ms) and value or error.
-fn workflow(w: &Value) -> String {
+/// state, times (relative to `now_ms`: queued, started, finished, and how
+/// long it took) and value or error.
+fn workflow(w: &Value, now_ms: u64) -> String {
     let empty = Vec::new();
     let nodes = w.get("nodes").and_then(Value::as_array).unwrap_or(&empty);
+    let at = |k: &str, v: &Value| {
+        v.get(k)
+            .and_then(Value::as_u64)
+            .map(|t| relative(now_ms, t))
+    };
     let mut s = format!(
         "workflow {}: {} (accepted {}, finished {})\n",
         cell(w.get("workflow")),
         cell(w.get("state")),
-        cell(w.get("accepted_at_unix_ms")),
-        cell(w.get("finished_at_unix_ms")),
+        at("accepted_at_unix_ms", w).unwrap_or_else(|| "-".into()),
+        at("finished_at_unix_ms", w).unwrap_or_else(|| "-".into()),
     );
     let id_of = |n: &Value| {
         n.get("id")
@@ -963,18 +971,24 @@ fn workflow(w: &Value) -> String {
             })
             .unwrap_or_default()
     };
-    fn line(n: &Value, depth: usize, others: &[String]) -> String {
+    let line = |n: &Value, depth: usize, others: &[String]| -> String {
         let mut l = format!(
             "{}{} [{}]",
             "  ".repeat(depth + 1),
             cell(n.get("id")),
             cell(n.get("state"))
         );
-        if let Some(t) = n.get("started_at_unix_ms") {
-            l.push_str(&format!(" started {}", cell(Some(t))));
+        for (key, word) in [
+            ("queued_at_unix_ms", "queued"),
+            ("started_at_unix_ms", "started"),
+            ("finished_at_unix_ms", "finished"),
+        ] {
+            if let Some(t) = at(key, n) {
+                l.push_str(&format!(" {word} {t}"));
+            }
         }
-        if let Some(t) = n.get("finished_at_unix_ms") {
-            l.push_str(&format!(" finished {}", cell(Some(t))));
+        if let Some(ms) = n.get("took_ms").and_then(Value::as_u64) {
+            l.push_str(&format!(" took {}", age(ms)));
         }
         if !others.is_empty() {
             l.push_str(&format!(" (also after {})", others.join(", ")));
@@ -992,7 +1006,7 @@ fn workflow(w: &Value) -> String {
         }
         l.push('\n');
         l
-    }
+    };
     // Depth-first from the roots; each node printed once, under its first
     // parent.
     let mut stack: Vec<(usize, usize)> = nodes
@@ -1486,18 +1500,22 @@ mod tests {
     #[test]
     fn workflow_tree_puts_children_under_their_first_parent() {
         let w = serde_json::json!({
-            "workflow": "w1", "state": "running", "accepted_at_unix_ms": 5,
+            "workflow": "w1", "state": "running", "accepted_at_unix_ms": NOW - 60_000,
             "nodes": [
-                {"id": "a", "after": [], "state": "done", "finished_at_unix_ms": 7, "value": 4},
-                {"id": "b", "after": [], "state": "started", "started_at_unix_ms": 6},
+                {"id": "a", "after": [], "state": "done", "queued_at_unix_ms": NOW - 60_000,
+                 "started_at_unix_ms": NOW - 59_000, "finished_at_unix_ms": NOW - 47_000,
+                 "took_ms": 12_000, "value": 4},
+                {"id": "b", "after": [], "state": "started", "queued_at_unix_ms": NOW - 60_000,
+                 "started_at_unix_ms": NOW - 6_000},
                 {"id": "cb", "after": ["a", "b"], "state": "waiting"},
             ]
         });
-        let out = super::workflow(&w);
+        let out = super::workflow(&w, NOW);
         assert_eq!(
             out,
-            "workflow w1: running (accepted 5, finished -)\n  a [done] finished 7 value 4\n    \
-             cb [waiting] (also after b)\n  b [started] started 6\n"
+            "workflow w1: running (accepted 1m00s ago, finished -)\n  a [done] queued 1m00s ago \
+             started 59s ago finished 47s ago took 12s value 4\n    cb [waiting] (also after b)\n  \
+             b [started] queued 1m00s ago started 6s ago\n"
         );
     }
 }

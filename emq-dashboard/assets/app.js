@@ -817,7 +817,7 @@ views.workflow = {
     if (!w) {
       document.getElementById('wf-state').replaceChildren();
       this.body.replaceChildren(card('Not found', '', h('div', { class: 'body' },
-        'The router holds no workflow with this id: it is neither unfinished nor among the last finished.')));
+        'The router holds no workflow with this id: it is neither unfinished nor a finished one still kept (WORKFLOWS_KEEP, WORKFLOWS_KEEP_FOR).')));
       return;
     }
     document.getElementById('wf-state').replaceChildren(badge(w.state === 'running' ? 'in-flight' : w.state));
@@ -839,14 +839,16 @@ views.workflow = {
         h('span', { class: 'mono' }, n.id), ' ', badge(n.state === 'started' ? 'in-flight' : n.state), ' ',
         jobLink(n.msgid),
         others.length ? h('span', { class: 'sub' }, ' also after ' + others.join(', ')) : '',
+        n.queued_at_unix_ms ? h('span', { class: 'sub' }, ' · queued ', when(n.queued_at_unix_ms)) : '',
         n.started_at_unix_ms ? h('span', { class: 'sub' }, ' · started ', when(n.started_at_unix_ms)) : '',
         n.finished_at_unix_ms ? h('span', { class: 'sub' }, ' · ended ', when(n.finished_at_unix_ms)) : '',
+        n.took_ms !== undefined ? h('span', { class: 'sub' }, ' · took ' + (n.took_ms / 1000).toFixed(n.took_ms < 10000 ? 2 : 0) + ' s') : '',
         'value' in n ? h('span', { class: 'mono' }, ' → ' + text(n.value).slice(0, 200)) : '',
         err ? h('span', { class: 'error-text' }, ' ' + errorText(err)) : '',
         kids.has(n.id) ? h('ul', {}, kids.get(n.id).map(item)) : '');
     };
     const roots = nodes.filter(n => !(n.after || []).length);
-    const cancellable = w.state === 'running';
+    const cancellable = w.state === 'running' || w.state === 'pending';
     this.body.replaceChildren(
       card('Progress', cancellable ? actionButton('Cancel workflow', 'danger', () => act('cancel', { msgid: w.workflow },
         () => 'Workflow cancelled', { title: 'Cancel this workflow?', ok: 'Cancel workflow',

@@ -95,6 +95,10 @@ pub enum StateKind {
     /// An unfinished batch: its callbacks and counts (id: the batch id;
     /// `router/batch.rs`).
     Batch,
+    /// A finished workflow kept for lookups: its graph, node states,
+    /// times and results (id: the workflow id; `router/workflow.rs`,
+    /// "Finished workflows").
+    WorkflowFinished,
 }
 
 impl StateKind {
@@ -105,6 +109,7 @@ impl StateKind {
         StateKind::Workflow,
         StateKind::WorkflowNode,
         StateKind::Batch,
+        StateKind::WorkflowFinished,
     ];
 
     /// The name a store writes in its `kind` column (never changes).
@@ -115,6 +120,7 @@ impl StateKind {
             StateKind::Workflow => "workflow",
             StateKind::WorkflowNode => "workflow-node",
             StateKind::Batch => "batch",
+            StateKind::WorkflowFinished => "workflow-finished",
         }
     }
 
