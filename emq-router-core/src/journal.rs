@@ -46,6 +46,11 @@ pub struct FinishedRecord {
     pub job: JobRecord,
     /// `done`, `failed` or `cancelled`.
     pub outcome: String,
+    /// When its last delivery was dispatched to a worker (`None`: it
+    /// never ran — cancelled while waiting — or the router did not know,
+    /// e.g. journals written before this was kept). Waited = started −
+    /// accepted; ran = finished − started.
+    pub started_at_unix_ms: Option<u64>,
     pub finished_at_unix_ms: u64,
     /// The RESULT payload, when it is small enough to keep.
     pub result: Option<Vec<u8>>,
@@ -90,6 +95,10 @@ pub enum StateKind {
     /// An unfinished batch: its callbacks and counts (id: the batch id;
     /// `router/batch.rs`).
     Batch,
+    /// A finished workflow kept for lookups: its graph, node states,
+    /// times and results (id: the workflow id; `router/workflow.rs`,
+    /// "Finished workflows").
+    WorkflowFinished,
 }
 
 impl StateKind {
@@ -100,6 +109,7 @@ impl StateKind {
         StateKind::Workflow,
         StateKind::WorkflowNode,
         StateKind::Batch,
+        StateKind::WorkflowFinished,
     ];
 
     /// The name a store writes in its `kind` column (never changes).
@@ -110,6 +120,7 @@ impl StateKind {
             StateKind::Workflow => "workflow",
             StateKind::WorkflowNode => "workflow-node",
             StateKind::Batch => "batch",
+            StateKind::WorkflowFinished => "workflow-finished",
         }
     }
 

@@ -388,6 +388,7 @@ impl Router {
     pub fn handle_timeout(&mut self, now: Duration, out: &mut Vec<Action>) {
         let drop_before = self.retention_cutoff(now);
         self.finished.trim(self.cfg.retain_finished, drop_before);
+        self.trim_finished_workflows(now);
         self.fire_due(now, out);
         self.pump_woken(now, out);
     }

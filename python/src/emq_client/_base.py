@@ -398,24 +398,28 @@ class BaseClient:
         delay: Optional[float],
         headers: Optional[Sequence[str]],
         unique_key: Optional[str],
+        key: Optional[str] = None,
+        priority: Optional[int] = None,
     ) -> Optional[Plan]:
         """The plan of ``submit(chain(...))`` (a workflow), or None for a job.
-        ``retries``, ``timeout`` and ``headers`` apply to every node."""
+        ``queue``, ``retries``, ``timeout``, ``headers``, ``key`` and
+        ``priority`` are every node's, unless a node has its own
+        (``task(...).options(...)``)."""
         if not isinstance(func, canvas.Canvas):
             return None
         if args or kwargs:
             raise TypeError("a workflow takes no further arguments: give them to its tasks")
         if delay is not None or unique_key is not None:
             raise TypeError("delay and unique_key are job options, not workflow ones")
-        hdrs = wire.headers_frame(retries=retries or 0, timeout=timeout or 0, extra=headers or ())
-        return self._submit_workflow(func, queue, hdrs)
+        defaults = dict(retries=retries, timeout=timeout, headers=headers, key=key, priority=priority)
+        return self._submit_workflow(func, queue, defaults)
 
-    def _submit_workflow(self, flow: "canvas.Canvas", queue: Optional[str], node_headers: str) -> Plan:
+    def _submit_workflow(self, flow: "canvas.Canvas", queue: Optional[str], defaults: Dict[str, Any]) -> Plan:
         """``submit(chain(...))``: one ``WORKFLOW``, acknowledged whole; the
         handle's result is the workflow's."""
         if self.legacy:
             raise errors.Unsupported("workflows need an emq router (0.3.13 has no WORKFLOW)")
-        spec = json.dumps(flow.spec(queue or self.queue, node_headers)).encode("utf-8")
+        spec = json.dumps(flow.spec(queue or self.queue, **defaults)).encode("utf-8")
         msgid = wire.new_msgid()
         frames = wire.workflow(msgid, spec)
         self._check_size(msgid, "workflow", frames)

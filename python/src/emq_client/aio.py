@@ -254,7 +254,7 @@ class AsyncClient(_base.BaseClient):
         **kwargs: Any,
     ) -> "AsyncJob":
         """As :meth:`Client.submit`."""
-        plan = self._maybe_workflow(func, args, kwargs, queue, retries, timeout, delay, headers, unique_key)
+        plan = self._maybe_workflow(func, args, kwargs, queue, retries, timeout, delay, headers, unique_key, key, priority)
         if plan is not None:
             return await self._run(plan)  # type: ignore[no-any-return]
         assert not isinstance(func, Canvas)

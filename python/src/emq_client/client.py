@@ -324,7 +324,7 @@ class Client(_base.BaseClient):
         Raises :class:`Rejected` (e.g. :class:`QueueFull`) when refused and
         :class:`EmqConnectionError` when no router answers in time."""
         self._check()
-        plan = self._maybe_workflow(func, args, kwargs, queue, retries, timeout, delay, headers, unique_key)
+        plan = self._maybe_workflow(func, args, kwargs, queue, retries, timeout, delay, headers, unique_key, key, priority)
         if plan is not None:
             return self._run(plan)  # type: ignore[no-any-return]
         assert not isinstance(func, Canvas)
@@ -539,7 +539,10 @@ class Job(_base.BaseJob, Generic[T]):
 
     def status(self) -> JobStatus:
         """The job's state on the router (admin op ``job``); raises
-        :class:`JobNotFound` for a job the router neither holds nor keeps."""
+        :class:`JobNotFound` for a job the router neither holds nor keeps.
+        The handle of ``submit(chain(...))`` gives the workflow's state
+        (``pending``, ``running``, ``cancelling``, ``succeeded``,
+        ``failed``, ``cancelled``; :class:`JobStatus`)."""
         self.client._check()
         return self.client._run(self.client._status(self.msgid))  # type: ignore[no-any-return]
 
@@ -556,7 +559,9 @@ class Job(_base.BaseJob, Generic[T]):
         once (returns ``cancelled``), a running one is stopped by its job
         manager (returns ``cancelling``). Its ``result()`` then raises
         :class:`JobCancelled`. :class:`AdminError` kind ``conflict`` when it
-        had already finished."""
+        had already finished. A workflow's handle cancels the workflow: its
+        waiting nodes, and its running ones as a job's (``cancelling``
+        until they stopped)."""
         self.client._check()
         return self.client._run(self.client._cancel(self.msgid))  # type: ignore[no-any-return]
 
