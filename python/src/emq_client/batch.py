@@ -139,7 +139,7 @@ class Batch:
 
     def status(self) -> BatchStatus:
         """The batch's live counts. A batch the router does not hold
-        (unknown, or finished before a router restart) raises
+        (unknown, or finished before the router's last 1,000) raises
         :class:`~emq_client.JobNotFound` (an ``AdminError`` of kind
         ``not-found``)."""
         return self.client._run(self.client._batch_status(self.id))  # type: ignore[no-any-return]
