@@ -103,7 +103,7 @@ pub enum StateKind {
 
 impl StateKind {
     /// Every kind, for stores that list them.
-    pub const ALL: [StateKind; 5] = [
+    pub const ALL: [StateKind; 6] = [
         StateKind::QueuePolicy,
         StateKind::UniqueKey,
         StateKind::Workflow,
