@@ -459,7 +459,7 @@ views.overview = {
     this.queues.replaceChildren(table(
       ['Queue', ['Depth', 'num'], ['In flight', 'num'], ['Oldest', 'num'], ''],
       topQ.map(q => h('tr', {},
-        h('td', {}, q.name), h('td', { class: 'num' }, num(q.depth)), h('td', { class: 'num' }, num(q.inflight)),
+        h('td', {}, h('a', { href: '#/queue/' + encodeURIComponent(q.name) }, q.name)), h('td', { class: 'num' }, num(q.depth)), h('td', { class: 'num' }, num(q.inflight)),
         h('td', { class: 'num' }, q.oldest_age_ms ? dur(q.oldest_age_ms) : '–'),
         h('td', { class: 'actions' }, q.paused ? badge('paused') : ''))),
       'No queues yet'));
