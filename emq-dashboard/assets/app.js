@@ -484,7 +484,9 @@ views.queues = {
     this.sparks = h('div', { class: 'spark-grid', id: 'queue-sparks' });
     this.body = h('div');
     root.append(h('h1', {}, 'Queues'),
-      card(this.sparkTitle = h('h2', {}, 'Last minutes'), h('span', { class: 'sub' }, 'jobs per second · waiting and running · run time p95'), this.sparks),
+      // The lines' colours: the top chart is jobs per second, the bottom one
+      // waiting and running.
+      card(this.sparkTitle = h('h2', {}, 'Last minutes'), seriesLegend(QUEUE_RATES.concat(QUEUE_DEPTH)), this.sparks),
       card('Every queue', '', this.body));
   },
   async load() {
