@@ -39,7 +39,7 @@
 //!   finished batches stay visible to lookups, across restarts (their
 //!   rows; the oldest's row is deleted when one more finishes).
 //! - **Journal failure.** A callback job accepted in a failed journal
-//!   batch is accepted again (the batch's row deletion is written with the
+//!   batch is accepted again (the batch's finished row is written with the
 //!   next batch); a member job refused that way is no longer pending.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -271,7 +271,7 @@ impl Router {
         self.settle_batch(&id, now, out);
     }
 
-    /// If batch `id` is due: its callbacks accepted, its row deleted, kept
+    /// If batch `id` is due: its callbacks accepted, its row finished, kept
     /// among the finished.
     fn settle_batch(&mut self, id: &str, now: Duration, out: &mut Vec<Action>) {
         if !self.batches.live.get(id).is_some_and(Batch::is_due) {
