@@ -94,6 +94,8 @@ fn counts_and_both_callbacks_once_after_close_and_last_job() {
     h.request("c1", "j1", "default", "batch:b1");
     h.request("c2", "j2", "default", "reply-requested,batch:b1");
     h.request("c2", "j3", "default", "batch:b1");
+    // Sent again (same msgid, queue and message): the same job, not a new one.
+    h.request("c2", "j3", "default", "batch:b1");
     assert_eq!(counts(&mut h, "b1"), (3, 0, 0, 3));
     let sent = ok(&mut h, "w1", "j1");
     assert!(requests(&sent, "w1").is_empty());
