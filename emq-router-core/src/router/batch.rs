@@ -48,7 +48,6 @@ use std::time::Duration;
 use emqp_proto::{Command, Headers, RejectReason, Reply, ResultStatus};
 use serde_json::{json, Value};
 
-use super::intake::NewJob;
 use super::{frames_of, Router};
 use crate::batch::{Batch, Event, Spec, MAX_BATCHES, MAX_FAILED_IDS};
 use crate::event::{Action, Socket};
@@ -345,26 +344,7 @@ impl Router {
                 return None;
             }
         };
-        let route = self.route_of(&c.queue).to_string();
-        let headers = c.headers.as_bytes();
-        let parse = || {
-            let h = Headers::parse(headers).unwrap_or_default();
-            (h.reply_requested(), h.retry_count().unwrap_or(0))
-        };
-        let jid = self.accept(
-            NewJob {
-                msgid: &msgid,
-                client: b"",
-                queue: &c.queue,
-                route: &route,
-                headers,
-                payload: &payload,
-                parse: &parse,
-                run_at: None,
-                journaled: None,
-            },
-            now,
-        );
+        let (jid, route) = self.accept_own(&msgid, &c.queue, c.headers.as_bytes(), &payload, now);
         self.pump(&route, now, out);
         Some(jid)
     }
