@@ -10,6 +10,8 @@ names:
 
 - a list of frames (:data:`Send`, the step every job takes, so the
   frames themselves): send it on the frontend (outcome None);
+- :class:`Batch` of messages: send them in order, then apply what has
+  arrived (outcome None) — ``submit_many``'s step, one per window's worth;
 - :class:`Await` until ``cond()`` holds, reading answers, for up to
   ``timeout`` seconds (outcome: whether it holds); ``pending`` names the one
   job waited for (the asyncio driver wakes on that job's changes only);
@@ -35,8 +37,11 @@ The rules the plans follow:
   raises :class:`~emq_client.errors.JournalUncertain`, not a ``Rejected``.
 - **Bulk window** (:class:`Window`): ``submit_many`` keeps at most
   ``window`` jobs unanswered (and with ``max_unfinished`` that many
-  unfinished); a full window waits, and ``ack_timeout`` without making room
-  while some job is unanswered is a connection error.
+  unfinished). It sends as many jobs as the window has room for in one
+  :class:`Batch` (at most :data:`BATCH_MAX`); a full window waits until an
+  eighth of it is free (:attr:`Window.refill`: many answers per wake-up,
+  not one), and ``ack_timeout`` without making room while some job is
+  unanswered is a connection error.
 - **Bulk resends** (:class:`Probe`): jobs answered ``queue-full`` or
   ``journal-uncertain`` go again after the rest, one at first, twice as
   many after a batch all accepted, half as many (after a backoff pause)
@@ -54,6 +59,7 @@ The rules the plans follow:
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import time
@@ -116,7 +122,18 @@ def own_admin(op: str, **args: Any) -> Admin:
 #: A send step is the message's frames themselves (no wrapper per job).
 Send = list
 
-Step = Union[Frames, Await, Read, Sleep, Admin]
+
+class Batch(NamedTuple):
+    """Send these messages in order, then apply what has arrived."""
+
+    messages: List[Frames]
+
+
+#: The most messages in one :class:`Batch` (the driver reads answers
+#: between batches).
+BATCH_MAX = 256
+
+Step = Union[Frames, Batch, Await, Read, Sleep, Admin]
 Plan = Generator[Step, Any, Any]
 
 
@@ -149,25 +166,41 @@ class Backoff:
 
 class Window:
     """The bulk window: jobs sent and not answered (at most ``limit``), and
-    with ``max_unfinished`` jobs sent and not finished (at most that many)."""
+    with ``max_unfinished`` jobs sent and not finished (at most that many).
+    A full answer window waits until ``refill`` places are free (an eighth
+    of it), so that one wake-up brings many answers and the next batch is
+    as many jobs."""
 
     def __init__(self, limit: int, max_unfinished: Optional[int]) -> None:
         self.limit = limit
         self.max_unfinished = max_unfinished or 0
+        self.refill = max(1, limit // 8)
         self.unanswered: List[Pending] = []
         self.unfinished: List[Pending] = []
 
-    def sent(self, p: Pending) -> List[Tuple[List[Pending], int, bool]]:
-        """Count ``p`` in; the waits due before the next send: ``(jobs,
-        room, finished)`` each."""
+    def room(self) -> int:
+        """How many jobs may be sent now (answered, and finished, jobs leave
+        the front of the window)."""
+        room = self.limit - _core.drain_list(self.unanswered)
+        if self.max_unfinished:
+            room = min(room, self.max_unfinished - _core.drain_list(self.unfinished, True))
+        return room
+
+    def sent(self, p: Pending) -> None:
+        """Count ``p`` in."""
         self.unanswered.append(p)
-        waits = []
-        if len(self.unanswered) >= self.limit:
-            waits.append((self.unanswered, self.limit - 1, False))
         if self.max_unfinished:
             self.unfinished.append(p)
-            if len(self.unfinished) >= self.max_unfinished:
-                waits.append((self.unfinished, self.max_unfinished - 1, True))
+
+    def waits(self) -> List[Tuple[List[Pending], int, bool]]:
+        """The waits due before the next send: ``(jobs, room, finished)``
+        each (wait until at most ``room`` of ``jobs`` are unanswered, or
+        with ``finished`` unfinished)."""
+        waits = []
+        if len(self.unanswered) >= self.limit:
+            waits.append((self.unanswered, self.limit - self.refill, False))
+        if self.max_unfinished and len(self.unfinished) >= self.max_unfinished:
+            waits.append((self.unfinished, self.max_unfinished - 1, True))
         return waits
 
 
@@ -357,7 +390,7 @@ class BaseClient:
         limit = self.max_message_size
         if limit is None:
             return
-        size = max(len(f) for f in frames)
+        size = max(map(len, frames))
         if size > limit:
             raise errors.MessageTooLarge(msgid, what, size, limit)
 
@@ -433,20 +466,33 @@ class BaseClient:
         max_unfinished: Optional[int],
         raise_on_reject: bool,
     ) -> Plan:
-        """``submit_many``: pipelined through a :class:`Window`, then the
-        jobs to send again through a :class:`Probe`; the handles."""
+        """``submit_many``: pipelined through a :class:`Window` in
+        :class:`Batch` steps, then the jobs to send again through a
+        :class:`Probe`; the handles. A job that cannot be built (its
+        arguments, its size) raises once the jobs before it were sent."""
         win = Window(window or self.window, max_unfinished)
         sent: List[Tuple[Pending, Frames]] = []
-        for item in items:
-            p, frames = self._record(bulk_task(item), queue, headers)
-            yield frames
-            sent.append((p, frames))
-            if self.legacy:
-                continue
-            if len(sent) % 32 == 0:
-                yield READ
-            for jobs, room, finished in win.sent(p):
-                yield from self._make_room(jobs, room, finished)
+        todo = iter(items)
+        record, legacy = self._record, self.legacy
+        while True:
+            room = BATCH_MAX if legacy else min(BATCH_MAX, win.room())
+            batch: List[Frames] = []
+            try:
+                for item in itertools.islice(todo, room):
+                    p, frames = record(bulk_task(item), queue, headers)
+                    batch.append(frames)
+                    sent.append((p, frames))
+                    win.sent(p)
+            except Exception:
+                if batch:
+                    yield Batch(batch)
+                raise
+            if not batch:
+                break
+            yield Batch(batch)
+            if not legacy:
+                for jobs, left, finished in win.waits():
+                    yield from self._make_room(jobs, left, finished)
         handles = [self._job_type(self, p.msgid, p) for p, _ in sent]
         if self.legacy:
             return handles

@@ -54,8 +54,9 @@ class Pending:
         self.status: Optional[str] = None
         self.payload: Optional[bytes] = None
         self.waker: Optional[Callable[[], None]] = None
-        #: The router's NOTICEs about the job, ``(kind, text)``, in order.
-        self.notices: List[Tuple[str, str]] = []
+        #: The router's NOTICEs about the job, ``(kind, text)``, in order
+        #: (a tuple: no list made for the many jobs that get none).
+        self.notices: Tuple[Tuple[str, str], ...] = ()
         #: The msgid this job was first sent under, when the router answered
         #: it DUPLICATE (``msgid`` is then the existing job's).
         self.duplicate_of: Optional[str] = None
@@ -71,13 +72,54 @@ class Pending:
         return self.reject is not None or self.status is not None
 
 
+class WeakRecords:
+    """Records by msgid, held weakly: a plain weak reference per record in a
+    dict, the dead ones swept out whenever the dict has doubled since the
+    last sweep (so it holds at most about twice the live records, and a
+    sweep costs O(1) per record added). ``weakref.WeakValueDictionary``
+    does the same with a callback per record, which cost more than the rest
+    of a bulk-submitted job's record."""
+
+    __slots__ = ("_refs", "_sweep_at")
+
+    #: The fewest entries before a sweep.
+    SWEEP_MIN = 1024
+
+    def __init__(self) -> None:
+        self._refs: Dict[str, "weakref.ref[Pending]"] = {}
+        self._sweep_at = self.SWEEP_MIN
+
+    def get(self, msgid: str) -> Optional[Pending]:
+        """The live record of ``msgid``, or None."""
+        r = self._refs.get(msgid)
+        return None if r is None else r()
+
+    def __setitem__(self, msgid: str, p: Pending) -> None:
+        refs = self._refs
+        refs[msgid] = weakref.ref(p)
+        if len(refs) >= self._sweep_at:
+            self._sweep()
+
+    def __contains__(self, msgid: str) -> bool:
+        return self.get(msgid) is not None
+
+    def __len__(self) -> int:
+        """The live records (sweeps first)."""
+        self._sweep()
+        return len(self._refs)
+
+    def _sweep(self) -> None:
+        self._refs = {k: r for k, r in self._refs.items() if r() is not None}
+        self._sweep_at = max(self.SWEEP_MIN, 2 * len(self._refs))
+
+
 class Tracker:
     """Outstanding jobs by msgid (weakly held), the dispatch of answers, and
     what a reconnect needs (see the module documentation). ``resend``: keep
     unanswered messages (off for a 0.3.13 router, which answers few)."""
 
     def __init__(self, resend: bool = True) -> None:
-        self._jobs: "weakref.WeakValueDictionary[str, Pending]" = weakref.WeakValueDictionary()
+        self._jobs = WeakRecords()
         #: Duplicates (DUPLICATE answers) by the existing job's msgid: they
         #: take that job's RESULT too.
         self._dupes: "Dict[str, weakref.WeakSet[Pending]]" = {}
@@ -117,6 +159,30 @@ class Tracker:
         """Messages kept to be sent again after a reconnect."""
         return len(self._unanswered)
 
+    def handle_frames(self, frames: Frames) -> Optional[Pending]:
+        """Apply one message as the socket gave it (:func:`wire.parse`, then
+        :meth:`handle`). An acknowledgement, the answer to every job, skips
+        the parse: ``REPLY [orig]`` is :meth:`accepted`."""
+        if len(frames) == 5 and frames[2] == b"REPLY" and frames[0] == b"" and frames[1] == wire.PROTOCOL:
+            try:
+                orig = frames[4].decode()
+            except UnicodeDecodeError:
+                return None
+            return self.accepted(orig)
+        msg = wire.parse(frames)
+        return None if msg is None else self.handle(msg)
+
+    def accepted(self, orig: str) -> Optional[Pending]:
+        """The router acknowledged ``orig`` (REPLY): it holds the job."""
+        self._unanswered.pop(orig, None)
+        p = self._jobs.get(orig)
+        if p is None:
+            return None
+        p.accepted = True
+        if p.waker is not None:
+            p.waker()
+        return p
+
     def handle(self, msg: Incoming) -> Optional[Pending]:
         """Apply one answer; the record it changed, or None when nobody waits
         for it (unknown msgid, handle dropped, or not a job answer)."""
@@ -128,10 +194,11 @@ class Tracker:
                 msg = Incoming("REPLY", msg.orig)
         if msg.command == "DUPLICATE":
             return self._duplicate(msg)
-        if msg.command in ("REPLY", "RESULT", "REJECT"):
+        if msg.command == "REPLY":
+            return self.accepted(msg.orig)
+        if msg.command in ("RESULT", "REJECT"):
             self._unanswered.pop(msg.orig, None)
-            if msg.command != "REPLY":
-                self._resent.discard(msg.orig)
+            self._resent.discard(msg.orig)
         if msg.command == "RESULT":
             self._receipts.append(msg.orig)
         if msg.command == "NOTICE":
@@ -148,11 +215,9 @@ class Tracker:
         if p is None:
             return None
         if msg.command == "NOTICE":
-            p.notices.append((msg.reason, msg.text))
+            p.notices += ((msg.reason, msg.text),)
             return p
-        if msg.command == "REPLY":
-            p.accepted = True
-        elif msg.command == "RESULT":
+        if msg.command == "RESULT":
             p.accepted = True
             p.status = msg.status
             p.payload = msg.payload
