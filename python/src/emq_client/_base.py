@@ -497,7 +497,7 @@ class BaseClient:
         if self.legacy:
             return handles
         yield from self._make_room(win.unanswered, 0, False)
-        yield from self._resend(sent)
+        yield from self._resend(sent, win.limit)
         refused = [p.reject for p, _ in sent if p.reject is not None]
         if refused and raise_on_reject:
             raise errors.BulkRejected(handles, refused)
@@ -516,13 +516,14 @@ class BaseClient:
             if not made and not all(p.answered for p in jobs):
                 raise _core.no_answer(self.addr, self.ack_timeout, f"{len(jobs)} jobs")
 
-    def _resend(self, sent: List[Tuple[Pending, Frames]]) -> Plan:
+    def _resend(self, sent: List[Tuple[Pending, Frames]], window: int) -> Plan:
         """Send the jobs answered ``queue-full`` or ``journal-uncertain``
-        again (:class:`Probe`) until accepted or their time is spent."""
+        again (:class:`Probe`, at most ``window`` at a time) until accepted
+        or their time is spent."""
         now = self._clock()
         full_until = now + self.queue_full_timeout
         uncertain_until = now + max(self.queue_full_timeout, self.ack_timeout)
-        probe = Probe([(p, f) for p, f in sent if _core.wants_resend(p)], self.window)
+        probe = Probe([(p, f) for p, f in sent if _core.wants_resend(p)], window)
         while probe.waiting:
             pause = probe.pause()
             until = uncertain_until if any(p.uncertain is not None for p, _ in probe.waiting) else full_until
