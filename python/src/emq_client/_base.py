@@ -15,7 +15,6 @@ names:
 - :class:`Await` until ``cond()`` holds, reading answers, for up to
   ``timeout`` seconds (outcome: whether it holds); ``pending`` names the one
   job waited for (the asyncio driver wakes on that job's changes only);
-- :data:`READ`: apply what has arrived, without waiting;
 - :class:`Sleep` (outcome None);
 - :class:`Admin`: one control-plane call (outcome: the answer object).
 
@@ -44,8 +43,8 @@ The rules the plans follow:
   unanswered is a connection error.
 - **Bulk resends** (:class:`Probe`): jobs answered ``queue-full`` or
   ``journal-uncertain`` go again after the rest, one at first, twice as
-  many after a batch all accepted, half as many (after a backoff pause)
-  when some were refused again.
+  many after a batch all accepted (never more than the call's window),
+  half as many (after a backoff pause) when some were refused again.
 - **Admin calls** (:class:`AdminCall`): one request, the answer with its
   msgid, or a connection error after ``admin_timeout``; a job known only
   by msgid gets its result by polling the admin ``job`` view, 20 ms
@@ -90,13 +89,6 @@ class Await(NamedTuple):
     pending: Optional[Pending] = None
 
 
-class Read(NamedTuple):
-    """Apply what has arrived, without waiting."""
-
-
-READ = Read()
-
-
 class Sleep(NamedTuple):
     """Wait ``seconds`` (reading nothing)."""
 
@@ -133,7 +125,7 @@ class Batch(NamedTuple):
 #: between batches).
 BATCH_MAX = 256
 
-Step = Union[Frames, Batch, Await, Read, Sleep, Admin]
+Step = Union[Frames, Batch, Await, Sleep, Admin]
 Plan = Generator[Step, Any, Any]
 
 

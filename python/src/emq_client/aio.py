@@ -223,8 +223,8 @@ class AsyncClient(_base.BaseClient):
                     await asyncio.sleep(step.seconds)
                 elif isinstance(step, Admin):
                     out = await self.admin(step.op, **step.args)
-                elif self._sync is not None and readable(self._sync):  # READ
-                    self._drain()
+                else:
+                    raise TypeError(f"not a plan step: {step!r}")
         except StopIteration as stop:
             return stop.value
 

@@ -248,8 +248,8 @@ class Client(_base.BaseClient):
                     time.sleep(step.seconds)
                 elif isinstance(step, Admin):
                     out = self.admin(step.op, **step.args)
-                elif readable(self._sock):  # READ
-                    self._pump(0)
+                else:
+                    raise TypeError(f"not a plan step: {step!r}")
         except StopIteration as stop:
             return stop.value
 
