@@ -3,19 +3,19 @@
 Both drivers (:mod:`emq_client.client`, and :mod:`emq_client.aio` on its
 shadow socket) send and read every message through these functions; a
 REQUEST is seven frames and its acknowledgement five, so the cost per frame
-is most of what a bulk submit costs the client (docs/PERFORMANCE.md, "The
-Python client's submit path"). Measured with pyzmq 27 on this machine's
-Python 3.11:
+is a large part of what a bulk submit costs the client (docs/PERFORMANCE.md, "The
+Python client's submit path"). CPU per message, pyzmq 27.3 and Python
+3.11 on this project's 2-core machine, the peer in another process:
 
-- **Sending**: the backend (Cython) ``Socket.send`` called directly, one
-  frame at a time: about 0.8 µs a frame, where the sugar ``Socket.send``
-  (which first looks at ``routing_id``, ``group`` and ``Frame``) costs about
-  1.4 µs and ``send_multipart`` about 5 µs.
-- **Receiving**: ``recv(copy=False)`` gives a frame that already knows
-  whether more follow (``Frame.more``, read by libzmq in the same call);
-  ``recv()`` then ``get(RCVMORE)`` costs a second call per frame, and
-  ``get`` looks the option up in an enum each time. 5 µs for a five-frame
-  message instead of 8 (``recv_multipart``: 12).
+- **Sending** a seven-frame REQUEST: 2.6 µs through the backend (Cython)
+  ``Socket.send`` called unbound, one frame at a time; 4.9 µs through the
+  sugar ``Socket.send`` (which first looks at ``routing_id``, ``group``
+  and ``Frame``); 15.6 µs with ``send_multipart``.
+- **Receiving** a five-frame REPLY: 4.9 µs with ``recv(copy=False)``,
+  whose frame already knows whether more follow (``Frame.more``, read by
+  libzmq in the same call); 6.9 µs with ``recv()`` and ``get(RCVMORE)``
+  per frame (``get`` looks the option up in an enum every time); 8.4 µs
+  with ``recv_multipart``.
 
 The functions take any pyzmq socket of the blocking kind (``zmq.Socket``
 and its shadows); flags are plain ints (pyzmq's enum arithmetic costs more
