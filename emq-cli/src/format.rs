@@ -652,16 +652,21 @@ fn jobs(v: &Value, now_ms: u64) -> String {
         ("STATE", Align::Left),
         ("ATTEMPTS", Align::Right),
         ("WHEN", Align::Right),
+        ("WAITED", Align::Right),
+        ("RAN", Align::Right),
         ("WORKER", Align::Left),
         ("PAYLOAD", Align::Left),
     ]);
     for j in list(v, "jobs") {
+        let (waited, ran) = waited_ran(j);
         t.row(vec![
             cell(j.get("msgid")),
             cell(j.get("queue")),
             cell(j.get("state")),
             num(j, "attempts"),
             when_listed(j, now_ms),
+            waited,
+            ran,
             cell(j.get("worker")),
             one_line(&cell(j.get("payload")), 48),
         ]);
@@ -671,6 +676,19 @@ fn jobs(v: &Value, now_ms: u64) -> String {
     } else {
         t.render()
     }
+}
+
+/// How long a job waited (accepted → started) and ran (started →
+/// finished; a running job's time so far, `3s…`), `-` when it has not
+/// started (or the router did not know its start).
+fn waited_ran(j: &Value) -> (String, String) {
+    let waited = u64_of(j, "waited_ms").map_or("-".into(), age);
+    let ran = match (u64_of(j, "ran_ms"), u64_of(j, "running_ms")) {
+        (Some(ms), _) => age(ms),
+        (None, Some(ms)) => format!("{}…", age(ms)),
+        (None, None) => "-".into(),
+    };
+    (waited, ran)
 }
 
 /// A `jobs` row's time, the one its place in the list goes by: a
@@ -758,16 +776,26 @@ pub fn job_view(job: &Value, now_ms: u64) -> String {
     if let Some(x) = take("client") {
         kv.push("client", cell(Some(x)));
     }
-    let times: [(&str, &'static str); 4] = [
-        ("accepted", "accepted_at_ms"),
-        ("dispatched", "dispatched_at_ms"),
-        ("runs", "run_at_ms"),
-        ("finished", "finished_at_ms"),
+    // A running job's `dispatched_at_ms` is its `started_at_ms`: one line.
+    let started = take("started_at_ms").and_then(Value::as_u64);
+    let dispatched = take("dispatched_at_ms").and_then(Value::as_u64);
+    let times = [
+        ("accepted", take("accepted_at_ms").and_then(Value::as_u64)),
+        ("started", started.or(dispatched)),
+        ("runs", take("run_at_ms").and_then(Value::as_u64)),
+        ("finished", take("finished_at_ms").and_then(Value::as_u64)),
     ];
-    for (label, key) in times {
-        if let Some(t) = take(key).and_then(Value::as_u64) {
+    for (label, t) in times {
+        if let Some(t) = t {
             kv.push(label, relative(now_ms, t));
         }
+    }
+    // Waited (accepted → started) and ran (started → finished), apart.
+    if let Some(ms) = take("waited_ms").and_then(Value::as_u64) {
+        kv.push("waited", age(ms));
+    }
+    if let Some(ms) = take("ran_ms").and_then(Value::as_u64) {
+        kv.push("ran", age(ms));
     }
     if let Some(ms) = take("running_ms").and_then(Value::as_u64) {
         kv.push("running for", age(ms));
@@ -1156,21 +1184,23 @@ mod tests {
         let a = json!({"ok": true, "next_cursor": null, "scanned": 2, "jobs": [
             {"msgid": "m1", "queue": "default", "route": "default", "state": "in-flight",
              "attempts": 1, "accepted_at_ms": NOW - 12_000, "worker": "w-1",
+             "waited_ms": 2_000, "running_ms": 10_000,
              "payload": "[\"call\", {\"handler\": \"echo\"}]"},
             {"msgid": "m2", "queue": "email", "state": "queued", "attempts": 0,
              "accepted_at_ms": NOW - 192_000, "payload": "x"},
             {"msgid": "m3", "queue": "email", "state": "done", "attempts": 1,
-             "accepted_at_ms": NOW - 600_000, "finished_at_ms": NOW - 5_000, "payload": "y"}
+             "accepted_at_ms": NOW - 600_000, "finished_at_ms": NOW - 5_000, "payload": "y",
+             "started_at_ms": NOW - 65_000, "waited_ms": 535_000, "ran_ms": 60_000}
         ]});
         let jobs = AdminOp::Jobs(Default::default());
         // Issue 32: the time shown is the one the list is ordered by (a
         // finished job's finish), not always the acceptance.
         assert_eq!(
             render(&jobs, &a, NOW),
-            "MSGID  QUEUE    STATE      ATTEMPTS                WHEN  WORKER  PAYLOAD\n\
-             m1     default  in-flight         1    accepted 12s ago  w-1     [\"call\", {\"handler\": \"echo\"}]\n\
-             m2     email    queued            0  accepted 3m12s ago  -       x\n\
-             m3     email    done              1     finished 5s ago  -       y\n"
+            "MSGID  QUEUE    STATE      ATTEMPTS                WHEN  WAITED    RAN  WORKER  PAYLOAD\n\
+             m1     default  in-flight         1    accepted 12s ago      2s   10s…  w-1     [\"call\", {\"handler\": \"echo\"}]\n\
+             m2     email    queued            0  accepted 3m12s ago       -      -  -       x\n\
+             m3     email    done              1     finished 5s ago   8m55s  1m00s  -       y\n"
         );
         let d = json!({"ok": true, "count": 1, "next_cursor": null, "dead_letters": [
             {"msgid": "d1", "queue": "default", "client": "c", "attempts": 3, "reason": "retries-exhausted",
@@ -1226,7 +1256,8 @@ mod tests {
     fn a_job_view_is_key_value_lines() {
         let job = json!({"msgid": "m1", "queue": "email", "route": "default", "state": "failed",
             "headers": "reply-requested,retry-count:2", "attempts": 3,
-            "accepted_at_ms": NOW - 192_000, "dispatched_at_ms": NOW - 60_000, "finished_at_ms": NOW - 1_000,
+            "accepted_at_ms": NOW - 192_000, "started_at_ms": NOW - 60_000, "finished_at_ms": NOW - 1_000,
+            "waited_ms": 132_000, "ran_ms": 59_000,
             "run_at_ms": null, "client": "c-1",
             "last_error": {"error": {"kind": "exit", "message": "exit status 1"}},
             "result": {"error": {"kind": "exit", "message": "exit status 1"}},
@@ -1241,8 +1272,10 @@ mod tests {
              headers:    reply-requested,retry-count:2\n\
              client:     c-1\n\
              accepted:   3m12s ago\n\
-             dispatched: 1m00s ago\n\
+             started:    1m00s ago\n\
              finished:   1s ago\n\
+             waited:     2m12s\n\
+             ran:        59s\n\
              last error: exit: exit status 1\n\
              result:     {\"error\":{\"kind\":\"exit\",\"message\":\"exit status 1\"}}\n\
              payload:    [\"shell\",\\n{}] … (cut at 1,000 bytes)\n\

@@ -46,6 +46,11 @@ pub struct FinishedRecord {
     pub job: JobRecord,
     /// `done`, `failed` or `cancelled`.
     pub outcome: String,
+    /// When its last delivery was dispatched to a worker (`None`: it
+    /// never ran — cancelled while waiting — or the router did not know,
+    /// e.g. journals written before this was kept). Waited = started −
+    /// accepted; ran = finished − started.
+    pub started_at_unix_ms: Option<u64>,
     pub finished_at_unix_ms: u64,
     /// The RESULT payload, when it is small enough to keep.
     pub result: Option<Vec<u8>>,

@@ -61,6 +61,7 @@ use serde_json::{json, Value};
 use super::completion::PAYLOAD_KEPT;
 use super::intake::NewJob;
 use super::{frames_of, Router};
+use crate::data::{Histogram, LATENCY_BOUNDS_MICROS};
 use crate::event::{Action, Socket};
 use crate::jobs::{Job, JobId, JobState};
 use crate::journal::{FinishedRecord, Record};
@@ -288,7 +289,7 @@ impl Router {
                 let n = ids.len();
                 for jid in ids {
                     if let Some(job) = self.store.remove_job(jid) {
-                        self.finish_cancelled(job, "queue purged", now, out);
+                        self.finish_cancelled(job, "queue purged", None, now, out);
                     }
                 }
                 log::info!("queue {queue} purged: {n} waiting job(s) cancelled");
@@ -460,7 +461,11 @@ impl Router {
                         m.insert("worker_name".into(), name.into());
                     }
                     if let Some(i) = w.inflight.get(&seq) {
-                        m.insert("dispatched_at_ms".into(), self.unix_ms(i.since).into());
+                        let started = self.unix_ms(i.since);
+                        m.insert("dispatched_at_ms".into(), started.into());
+                        m.insert("started_at_ms".into(), started.into());
+                        let accepted = job.accepted_unix(self.cfg.epoch_unix_micros) / 1000;
+                        m.insert("waited_ms".into(), started.saturating_sub(accepted).into());
                         m.insert(
                             "running_ms".into(),
                             (now.saturating_sub(i.since).as_millis() as u64).into(),
@@ -517,6 +522,18 @@ impl Router {
         }
         if r.result_truncated {
             m.insert("result_truncated".into(), true.into());
+        }
+        // Waited (accepted → started) and ran (started → finished), apart.
+        if let Some(started) = r.started_at_unix_ms {
+            m.insert("started_at_ms".into(), started.into());
+            m.insert(
+                "waited_ms".into(),
+                started.saturating_sub(r.job.accepted_at_unix_ms).into(),
+            );
+            m.insert(
+                "ran_ms".into(),
+                r.finished_at_unix_ms.saturating_sub(started).into(),
+            );
         }
         if r.outcome != "done" {
             if let Some(res) = &r.result {
@@ -708,7 +725,7 @@ impl Router {
                     JobState::InFlight { .. } => {}
                 }
                 if let Some(job) = self.store.remove_job(jid) {
-                    self.finish_cancelled(job, "cancel", now, out);
+                    self.finish_cancelled(job, "cancel", None, now, out);
                 }
                 Ok(json!({ "msgid": msgid, "was": was, "state": "cancelled" }))
             }
@@ -1007,6 +1024,15 @@ impl Router {
                     "dead_lettered": q.map_or(0, |q| q.metrics.dead_lettered),
                     "routed_to_default": q.map_or(0, |q| q.metrics.routed_to_default),
                     "workers": q.map_or(0, |q| q.serving.len()),
+                    // Counters for rates over time (the dashboard's
+                    // per-queue history): accepted (submitted), deliveries
+                    // started, and each delivery's run time.
+                    "accepted": q.map_or(0, |q| q.metrics.accepted),
+                    "started": q.map_or(0, |q| q.metrics.dispatched),
+                    "run_time": q.map_or_else(
+                        || histogram_view(&Histogram::default()),
+                        |q| histogram_view(&q.metrics.run_time),
+                    ),
                 })
             })
             .collect();
@@ -1063,6 +1089,18 @@ pub fn admin_request(msgid: &str, request: &Value) -> Message {
             request: request.to_string().into_bytes(),
         },
     )
+}
+
+/// A histogram as `queues` shows it: `{"count", "sum_us", "bounds_us",
+/// "counts"}` (`counts[i]`: observations ≤ `bounds_us[i]` and above the
+/// bound before; those above the last bound count only in `count`).
+fn histogram_view(h: &Histogram) -> Value {
+    json!({
+        "count": h.count,
+        "sum_us": h.sum_micros,
+        "bounds_us": LATENCY_BOUNDS_MICROS,
+        "counts": h.buckets,
+    })
 }
 
 /// `newest` first unless `oldest` was asked for.

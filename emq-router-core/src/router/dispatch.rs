@@ -159,6 +159,7 @@ impl Router {
         ];
         let journaled = self.dispatch_journaled(job.route());
         self.stats.dispatched += 1;
+        self.stats.queue_mut(job.route()).dispatched += 1;
         if journaled {
             // Flow control: a limited queue's runs are known to the
             // journal before they start (`flow.rs`, "Restarts").

@@ -527,8 +527,22 @@ impl Router {
             .iter()
             .filter_map(|j| Some((*j, self.store.jobs.get(j)?.msgid().to_string())))
             .collect();
+        let routes: Vec<String> = p
+            .jobs
+            .iter()
+            .filter_map(|j| self.store.jobs.get(j))
+            .filter(|j| j.state == crate::jobs::JobState::Queued)
+            .map(|j| j.route().to_string())
+            .collect();
         let removed = self.store.remove_queued_set(&failed);
         self.stats.accepted -= removed as u64;
+        if removed > 0 {
+            // (taken back from the queues' `accepted` too)
+            for r in &routes {
+                let m = self.stats.queue_mut(r);
+                m.accepted = m.accepted.saturating_sub(1);
+            }
+        }
         self.stats.rejected_journal += removed as u64;
         let next = self.journal.next_batch;
         let mut reject_ids = 0u64;

@@ -654,6 +654,7 @@ impl Router {
         }
         self.stats.accepted += 1;
         if new.journaled.is_none() {
+            self.stats.queue_mut(new.route).accepted += 1;
             self.note_unserved(new.msgid, new.queue, new.route, now);
         }
         if new.journaled.is_none() && self.journal.enabled() {
