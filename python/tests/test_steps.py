@@ -297,3 +297,35 @@ def test_a_job_that_cannot_be_built_raises_after_the_ones_before_it_went() -> No
     assert isinstance(step, Batch) and len(step.messages) == 2
     with pytest.raises(payload.NotSerializable, match="argument 1 of pkg.f"):
         plan.send(None)
+
+
+def test_answers_read_from_frames_do_what_parsed_answers_do() -> None:
+    """Tracker.handle_frames (REPLY and RESULT without the parse) leaves
+    every record and the receipts as wire.parse + Tracker.handle do, for
+    the usual answers and odd ones."""
+    P = wire.PROTOCOL
+    answers = [
+        [b"", P, b"REPLY", b"r", b"m0"],
+        [b"", P, b"RESULT", b"r", b"m1", b"ok", b'{"value": 1}'],
+        [b"", P, b"result", b"r", b"m2", b"failed", b"{}"],  # lower case: parsed
+        [b"", P, b"RESULT", b"r", b"m3", b"ok"],  # too short: ignored
+        [b"", P, b"REPLY", b"r", b"\xff"],  # not UTF-8: ignored
+        [b"", P, b"REJECT", b"r", b"m4", b"malformed", b"no"],
+        [b"", P, b"REPLY", b"r", b"m5", b"extra"],  # admin shape: m5 is not the msgid
+        [b"x", P, b"REPLY", b"r", b"m6"],  # no envelope: ignored
+        [b"", P, b"RESULT", b"r", b"m7", b"ok", b"1", b"more"],
+    ]
+    fast, slow = _core.Tracker(), _core.Tracker()
+    keep = [t.add(f"m{i}", True, [b""]) for t in (fast, slow) for i in range(8)]
+    for frames in answers:
+        fast.handle_frames(frames)
+        msg = wire.parse(frames)
+        if msg is not None:
+            slow.handle(msg)
+
+    def state(t: _core.Tracker) -> Any:
+        recs = [t._jobs.get(f"m{i}") for i in range(8)]
+        return [(p.accepted, p.status, p.payload, type(p.reject)) for p in recs if p], t._receipts, t.unanswered
+
+    assert state(fast) == state(slow)
+    assert state(fast)[0][1] == (True, "ok", b'{"value": 1}', type(None)) and len(keep) == 16

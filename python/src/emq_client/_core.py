@@ -161,14 +161,19 @@ class Tracker:
 
     def handle_frames(self, frames: Frames) -> Optional[Pending]:
         """Apply one message as the socket gave it (:func:`wire.parse`, then
-        :meth:`handle`). An acknowledgement, the answer to every job, skips
-        the parse: ``REPLY [orig]`` is :meth:`accepted`."""
-        if len(frames) == 5 and frames[2] == b"REPLY" and frames[0] == b"" and frames[1] == wire.PROTOCOL:
+        :meth:`handle`). The two answers every job gets skip the parse:
+        ``REPLY [orig]`` is :meth:`accepted`, ``RESULT [orig, status,
+        payload]`` :meth:`finished` (the frames :func:`wire.parse` reads)."""
+        n = len(frames)
+        if n >= 5 and frames[0] == b"" and frames[1] == wire.PROTOCOL:
+            command = frames[2]
             try:
-                orig = frames[4].decode()
+                if command == b"REPLY" and n == 5:
+                    return self.accepted(frames[4].decode())
+                if command == b"RESULT" and n >= 7:
+                    return self.finished(frames[4].decode(), frames[5].decode(), frames[6])
             except UnicodeDecodeError:
                 return None
-            return self.accepted(orig)
         msg = wire.parse(frames)
         return None if msg is None else self.handle(msg)
 
@@ -179,6 +184,31 @@ class Tracker:
         if p is None:
             return None
         p.accepted = True
+        if p.waker is not None:
+            p.waker()
+        return p
+
+    def finished(self, orig: str, status: str, payload: bytes) -> Optional[Pending]:
+        """``orig``'s RESULT: the job is done (and so accepted); its msgid
+        goes into the next RECEIVED; duplicates of it (DUPLICATE answers)
+        take the same result."""
+        self._unanswered.pop(orig, None)
+        self._resent.discard(orig)
+        self._receipts.append(orig)
+        if orig in self._dupes:
+            for d in list(self._dupes.pop(orig)):
+                if d is not self._jobs.get(orig):
+                    d.accepted = True
+                    d.status = status
+                    d.payload = payload
+                    if d.waker is not None:
+                        d.waker()
+        p = self._jobs.get(orig)
+        if p is None:
+            return None
+        p.accepted = True
+        p.status = status
+        p.payload = payload
         if p.waker is not None:
             p.waker()
         return p
@@ -196,32 +226,20 @@ class Tracker:
             return self._duplicate(msg)
         if msg.command == "REPLY":
             return self.accepted(msg.orig)
-        if msg.command in ("RESULT", "REJECT"):
+        if msg.command == "RESULT":
+            return self.finished(msg.orig, msg.status, msg.payload)
+        if msg.command == "REJECT":
             self._unanswered.pop(msg.orig, None)
             self._resent.discard(msg.orig)
-        if msg.command == "RESULT":
-            self._receipts.append(msg.orig)
         if msg.command == "NOTICE":
             log.warning("job %s: %s", msg.orig, msg.text)
-        if msg.command == "RESULT" and msg.orig in self._dupes:
-            for d in list(self._dupes.pop(msg.orig)):
-                if d is not self._jobs.get(msg.orig):
-                    d.accepted = True
-                    d.status = msg.status
-                    d.payload = msg.payload
-                    if d.waker is not None:
-                        d.waker()
         p = self._jobs.get(msg.orig)
         if p is None:
             return None
         if msg.command == "NOTICE":
             p.notices += ((msg.reason, msg.text),)
             return p
-        if msg.command == "RESULT":
-            p.accepted = True
-            p.status = msg.status
-            p.payload = msg.payload
-        elif msg.command == "REJECT":
+        if msg.command == "REJECT":
             answer = errors.rejected(msg.orig, msg.reason, msg.text)
             if isinstance(answer, errors.JournalUncertain):
                 p.uncertain = answer
