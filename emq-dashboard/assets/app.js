@@ -1,7 +1,7 @@
 // emq dashboard: plain JavaScript, no build step, no dependencies.
 //
 // One view per hash route (#/overview, #/queues, #/queue/<name>, #/workers, #/jobs,
-// #/job/<msgid>, #/workflow/<id>, #/dead, #/schedules). A view builds its controls once and
+// #/job/<msgid>, #/workflow/<id>, #/batch/<id>, #/dead, #/schedules). A view builds its controls once and
 // renders its data into its own containers; every two seconds the current
 // view reloads its data (skipped while the tab is hidden or a dialog is
 // open). All text from the router goes through text nodes, never HTML.
@@ -784,6 +784,7 @@ views.job = {
         row('Client', j.client ? h('span', { class: 'mono' }, j.client) : null),
         row('Reason', j.reason || null),
         row('Workflow', j.workflow ? h('a', { href: '#/workflow/' + encodeURIComponent(j.workflow), class: 'mono', id: 'job-workflow' }, j.workflow) : null),
+        row('Batch', j.batch ? h('a', { href: '#/batch/' + encodeURIComponent(j.batch), class: 'mono', id: 'job-batch' }, j.batch) : null),
         row('Unique key', j.unique_key ? [h('span', { class: 'mono' }, j.unique_key), j.unique_held ? ' · held' : ' · released'] : null),
         row('Headers', j.headers ? h('span', { class: 'mono' }, j.headers) : h('span', { class: 'sub' }, 'none'))))),
       j.last_error ? card('Last error', '', h('div', { class: 'body' }, failureView(j.last_error))) : '',
@@ -816,7 +817,7 @@ views.workflow = {
     if (!w) {
       document.getElementById('wf-state').replaceChildren();
       this.body.replaceChildren(card('Not found', '', h('div', { class: 'body' },
-        'The router holds no workflow with this id: it is neither unfinished nor among the last finished.')));
+        'The router holds no workflow with this id: it is neither unfinished nor a finished one still kept (WORKFLOWS_KEEP, WORKFLOWS_KEEP_FOR).')));
       return;
     }
     document.getElementById('wf-state').replaceChildren(badge(w.state === 'running' ? 'in-flight' : w.state));
@@ -838,14 +839,16 @@ views.workflow = {
         h('span', { class: 'mono' }, n.id), ' ', badge(n.state === 'started' ? 'in-flight' : n.state), ' ',
         jobLink(n.msgid),
         others.length ? h('span', { class: 'sub' }, ' also after ' + others.join(', ')) : '',
+        n.queued_at_unix_ms ? h('span', { class: 'sub' }, ' · queued ', when(n.queued_at_unix_ms)) : '',
         n.started_at_unix_ms ? h('span', { class: 'sub' }, ' · started ', when(n.started_at_unix_ms)) : '',
         n.finished_at_unix_ms ? h('span', { class: 'sub' }, ' · ended ', when(n.finished_at_unix_ms)) : '',
+        n.took_ms !== undefined ? h('span', { class: 'sub' }, ' · took ' + (n.took_ms / 1000).toFixed(n.took_ms < 10000 ? 2 : 0) + ' s') : '',
         'value' in n ? h('span', { class: 'mono' }, ' → ' + text(n.value).slice(0, 200)) : '',
         err ? h('span', { class: 'error-text' }, ' ' + errorText(err)) : '',
         kids.has(n.id) ? h('ul', {}, kids.get(n.id).map(item)) : '');
     };
     const roots = nodes.filter(n => !(n.after || []).length);
-    const cancellable = w.state === 'running';
+    const cancellable = w.state === 'running' || w.state === 'pending';
     this.body.replaceChildren(
       card('Progress', cancellable ? actionButton('Cancel workflow', 'danger', () => act('cancel', { msgid: w.workflow },
         () => 'Workflow cancelled', { title: 'Cancel this workflow?', ok: 'Cancel workflow',
@@ -855,6 +858,57 @@ views.workflow = {
           h('dt', {}, 'Accepted'), h('dd', {}, w.accepted_at_unix_ms ? [stamp(w.accepted_at_unix_ms), ' · ', when(w.accepted_at_unix_ms)] : '–'),
           h('dt', {}, 'Finished'), h('dd', {}, w.finished_at_unix_ms ? [stamp(w.finished_at_unix_ms), ' · ', when(w.finished_at_unix_ms)] : '–')))),
       card('Tree', '', h('div', { class: 'body' }, h('ul', { class: 'tree', id: 'wf-tree' }, roots.map(item)))));
+  },
+};
+
+// A batch (BATCH, Sidekiq-style): a bar of its ended jobs (succeeded and
+// failed), the counts, its callbacks (linked to their jobs) and its first
+// failed jobs.
+views.batch = {
+  title: 'Batch',
+  build(root, params, arg) {
+    this.id = arg;
+    this.body = h('div');
+    root.append(h('h1', {}, 'Batch ', h('span', { class: 'mono', id: 'batch-id' }, arg), h('span', { id: 'batch-state' })), this.body);
+  },
+  async load() {
+    try {
+      return (await api('batch', { id: this.id })).batch;
+    } catch (e) {
+      if (e.status === 404) return null;
+      throw e;
+    }
+  },
+  render(b) {
+    if (!b) {
+      document.getElementById('batch-state').replaceChildren();
+      this.body.replaceChildren(card('Not found', '', h('div', { class: 'body' },
+        'The router holds no batch with this id: it is neither unfinished nor among the last finished.')));
+      return;
+    }
+    document.getElementById('batch-state').replaceChildren(badge(b.state,
+      b.state === 'finished' ? (b.failed ? 'failed' : 'done') : b.state === 'open' ? 'queued' : 'in-flight'));
+    const pct = n => b.total ? (100 * n / b.total).toFixed(2) + '%' : '0%';
+    const bar = h('div', { class: 'batch-bar', id: 'batch-bar', role: 'img',
+      'aria-label': `${b.succeeded} succeeded, ${b.failed} failed, ${b.pending} pending of ${b.total}` },
+      h('span', { class: 'ok' }), h('span', { class: 'failed' }));
+    // Widths through the CSSOM: the page's CSP refuses style attributes.
+    bar.children[0].style.width = pct(b.succeeded);
+    bar.children[1].style.width = pct(b.failed);
+    const row = (k, v, id) => v === undefined || v === null || v === '' ? [] : [h('dt', {}, k), h('dd', id ? { id } : {}, v)];
+    const cbs = Object.entries(b.callbacks || {}).map(([name, c]) =>
+      h('li', {}, h('span', { class: 'mono' }, name), ' ',
+        badge(c.state, c.state === 'submitted' ? 'done' : c.state === 'skipped' ? 'cancelled' : 'queued'), ' ', c.state === 'submitted' ? jobLink(c.msgid) : h('span', { class: 'mono sub' }, c.msgid)));
+    this.body.replaceChildren(
+      card('Progress', '', h('div', { class: 'body' }, bar, h('dl', { class: 'props' },
+        row('Counts', `${num(b.succeeded + b.failed)} of ${num(b.total)} ended · ${num(b.succeeded)} succeeded · ${num(b.failed)} failed · ${num(b.pending)} pending`, 'batch-counts'),
+        row('Description', b.description || null),
+        row('Opened', b.opened_at_unix_ms ? [stamp(b.opened_at_unix_ms), ' · ', when(b.opened_at_unix_ms)] : null),
+        row('Closed', b.closed_at_unix_ms ? [stamp(b.closed_at_unix_ms), ' · ', when(b.closed_at_unix_ms)] : h('span', { class: 'sub' }, 'open: jobs may still join')),
+        row('Finished', b.finished_at_unix_ms ? [stamp(b.finished_at_unix_ms), ' · ', when(b.finished_at_unix_ms)] : null)))),
+      cbs.length ? card('Callbacks', '', h('div', { class: 'body' }, h('ul', { class: 'tree', id: 'batch-callbacks' }, cbs))) : '',
+      (b.failed_ids || []).length ? card('Failed jobs', b.failed > b.failed_ids.length ? h('span', { class: 'sub' }, 'the first ' + num(b.failed_ids.length)) : '',
+        h('div', { class: 'body' }, h('ul', { class: 'tree', id: 'batch-failed' }, b.failed_ids.map(m => h('li', {}, jobLink(m)))))) : '');
   },
 };
 
@@ -1070,7 +1124,7 @@ function navigate() {
   state.route = key;
   state.view = view;
   for (const a of document.querySelectorAll('#nav a')) {
-    a.classList.toggle('active', a.dataset.view === name || ((name === 'job' || name === 'workflow') && a.dataset.view === 'jobs') ||
+    a.classList.toggle('active', a.dataset.view === name || ((name === 'job' || name === 'workflow' || name === 'batch') && a.dataset.view === 'jobs') ||
       (name === 'queue' && a.dataset.view === 'queues'));
   }
   document.title = view.title + (arg ? ' ' + arg : '') + ' · emq';

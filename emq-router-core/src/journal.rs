@@ -92,15 +92,24 @@ pub enum StateKind {
     /// A finished node of an unfinished workflow: its outcome and result
     /// (id: `WORKFLOW_ID/NODE_ID`; `router/workflow.rs`).
     WorkflowNode,
+    /// An unfinished batch: its callbacks and counts (id: the batch id;
+    /// `router/batch.rs`).
+    Batch,
+    /// A finished workflow kept for lookups: its graph, node states,
+    /// times and results (id: the workflow id; `router/workflow.rs`,
+    /// "Finished workflows").
+    WorkflowFinished,
 }
 
 impl StateKind {
     /// Every kind, for stores that list them.
-    pub const ALL: [StateKind; 4] = [
+    pub const ALL: [StateKind; 6] = [
         StateKind::QueuePolicy,
         StateKind::UniqueKey,
         StateKind::Workflow,
         StateKind::WorkflowNode,
+        StateKind::Batch,
+        StateKind::WorkflowFinished,
     ];
 
     /// The name a store writes in its `kind` column (never changes).
@@ -110,6 +119,8 @@ impl StateKind {
             StateKind::UniqueKey => "unique-key",
             StateKind::Workflow => "workflow",
             StateKind::WorkflowNode => "workflow-node",
+            StateKind::Batch => "batch",
+            StateKind::WorkflowFinished => "workflow-finished",
         }
     }
 

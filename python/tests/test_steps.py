@@ -10,7 +10,7 @@ from typing import Any, List
 import pytest
 
 from emq_client import _base, _core, errors, payload, wire
-from emq_client._base import Await, Batch, Send, Sleep
+from emq_client._base import Await, Send, SendMany, Sleep
 from emq_client.wire import Incoming
 
 A, B = "tcp://127.0.0.1:1", "tcp://127.0.0.1:2"
@@ -209,7 +209,7 @@ def test_the_bulk_plan_sends_what_the_window_has_room_for_in_batches() -> None:
     step: Any = next(plan)
     sizes, sent, waits, msgids = [], [], [], []
     while True:
-        if isinstance(step, Batch):
+        if isinstance(step, SendMany):
             sizes.append(len(step.messages))
             sent += [json.loads(f[6])[1]["args"][0] for f in step.messages]
             msgids += [f[3].decode() for f in step.messages]
@@ -256,8 +256,8 @@ def test_a_bulk_window_with_refusals_answers_every_job() -> None:
     sends: List[List[bytes]] = []
     step: Any = next(plan)
     while True:
-        if isinstance(step, (Batch, Send)):
-            msgs = step.messages if isinstance(step, Batch) else [step]
+        if isinstance(step, (SendMany, Send)):
+            msgs = step.messages if isinstance(step, SendMany) else [step]
             for frames in msgs:
                 index.setdefault(frames[3].decode(), len(index))
             sends += msgs
@@ -269,7 +269,7 @@ def test_a_bulk_window_with_refusals_answers_every_job() -> None:
             step = plan.send(None)
         else:
             assert isinstance(step, Await)
-            ack(c, Batch(outstanding), reason)
+            ack(c, SendMany(outstanding), reason)
             outstanding = []
             try:
                 step = plan.send(True)
@@ -294,7 +294,7 @@ def test_a_job_that_cannot_be_built_raises_after_the_ones_before_it_went() -> No
     items: List[Any] = [("pkg.f", (1,)), ("pkg.f", (2,)), ("pkg.f", (object(),)), ("pkg.f", (4,))]
     plan = c._submit_many(items, None, "", None, None, True)
     step: Any = next(plan)
-    assert isinstance(step, Batch) and len(step.messages) == 2
+    assert isinstance(step, SendMany) and len(step.messages) == 2
     with pytest.raises(payload.NotSerializable, match="argument 1 of pkg.f"):
         plan.send(None)
 

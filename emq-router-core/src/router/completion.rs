@@ -515,6 +515,7 @@ impl Router {
         self.record_finished(&job, outcome, Some(&payload), started, now);
         self.unique_job_ended(&job, Some((status, &payload)), out);
         self.workflow_job_ended(&job, status, &payload, now, out);
+        self.batch_job_ended(&job, status, now, out);
         if job.reply_requested() && !job.client().is_empty() {
             self.send_result(&job, status, payload, now, out);
         }
@@ -601,6 +602,7 @@ impl Router {
         self.record_finished(&job, "cancelled", Some(&payload), started, now);
         self.unique_job_ended(&job, Some((ResultStatus::Failed, &payload)), out);
         self.workflow_job_ended(&job, ResultStatus::Failed, &payload, now, out);
+        self.batch_job_ended(&job, ResultStatus::Failed, now, out);
         if job.reply_requested() && !job.client().is_empty() {
             self.send_result(&job, ResultStatus::Failed, payload, now, out);
         }
@@ -649,6 +651,7 @@ impl Router {
             };
             self.unique_job_ended(&job, Some((ResultStatus::Failed, &payload)), out);
             self.workflow_job_ended(&job, ResultStatus::Failed, &payload, now, out);
+            self.batch_job_ended(&job, ResultStatus::Failed, now, out);
             if job.reply_requested() && !job.client().is_empty() {
                 self.send_result(&job, ResultStatus::Failed, payload, now, out);
             }

@@ -41,7 +41,8 @@
 //!   jobs. Two or more matches are a `bad-request` that lists them (at
 //!   most [`PREFIX_CANDIDATES`]); none leaves the op to say `not-found`.
 //!   Only a msgid that is not found exactly is looked up so (a scan: an
-//!   operator's lookup, not a hot path).
+//!   operator's lookup, not a hot path); a workflow id held is exact (not
+//!   the prefix of its nodes' `ID/NODE`).
 
 use std::time::Duration;
 
@@ -178,6 +179,7 @@ impl Router {
             self.store.find(m).is_some()
                 || self.finished.get(m).is_some()
                 || self.dead.iter().any(|d| d.job.msgid == m)
+                || self.workflows.get(m).is_some()
         };
         if typed.chars().count() < MIN_PREFIX || held(typed) {
             return Ok(typed.to_string());
@@ -273,9 +275,20 @@ impl Router {
                 }),
             AdminOp::Jobs(q) => self.op_jobs(&q, now),
             AdminOp::Workflow { id } => self
-                .workflow_view(&id)
+                .workflow_view(&id, now)
                 .map(|v| json!({ "workflow": v }))
-                .ok_or_else(|| not_found(format!("no workflow {id} (unfinished or recent)"))),
+                .ok_or_else(|| {
+                    not_found(format!(
+                        "no workflow {id} (unfinished, or finished and still kept: at most {} \
+                         for {} s)",
+                        self.cfg.workflows_keep,
+                        self.cfg.workflows_keep_for.as_secs()
+                    ))
+                }),
+            AdminOp::Batch { id } => self
+                .batch_view(&id)
+                .map(|v| json!({ "batch": v }))
+                .ok_or_else(|| not_found(format!("no batch {id} (unfinished or recent)"))),
             AdminOp::Cancel { msgid } => self.op_cancel(&msgid, now, out),
             AdminOp::Dead(q) => self.op_dead(&q),
             AdminOp::DeadRetry(t) => self.op_dead_take(&t, true, now, out),
@@ -570,8 +583,15 @@ impl Router {
     /// and `unique_held`: whether it still holds it) when it has one, and
     /// its `workflow` when it is a node of one (unfinished or recent).
     fn job_view_by_msgid(&self, msgid: &str, now: Duration) -> Option<Value> {
-        let mut v = self.job_view_of(msgid, now)?;
-        let headers = v.get("headers").and_then(Value::as_str).unwrap_or("");
+        let Some(mut v) = self.job_view_of(msgid, now) else {
+            // A workflow's handle reads like a job's (`workflow.rs`).
+            return self.workflow_job_view(msgid, now);
+        };
+        let headers = v
+            .get("headers")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         if let Some(u) = super::unique::unique_of(headers.as_bytes()) {
             let held = self.unique.holder(&u.key) == Some(msgid);
             if let Some(m) = v.as_object_mut() {
@@ -581,6 +601,10 @@ impl Router {
         }
         if let (Some(wf), Some(m)) = (self.workflows.of_job(msgid), v.as_object_mut()) {
             m.insert("workflow".into(), wf.into());
+        }
+        let batch = self.batch_of_job(msgid, headers.as_bytes());
+        if let (Some(b), Some(m)) = (batch, v.as_object_mut()) {
+            m.insert("batch".into(), b.into());
         }
         Some(v)
     }
@@ -692,6 +716,12 @@ impl Router {
     ) -> Result<Value, AdminError> {
         if let Some(v) = self.cancel_workflow(msgid, now, out) {
             return Ok(v);
+        }
+        if let Some(w) = self.workflow_job_view(msgid, now) {
+            return Err(AdminError::new(
+                ErrorKind::Conflict,
+                format!("workflow {msgid} already finished ({})", w["state"]),
+            ));
         }
         let Some(jid) = self.store.find(msgid) else {
             if let Some(r) = self.finished.get(msgid) {

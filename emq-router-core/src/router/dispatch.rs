@@ -110,6 +110,7 @@ impl Router {
         }
         let attempts = job.attempts;
         self.store.set_inflight(jid, wid, seq);
+        self.workflow_job_dispatched(&msgid, now);
         let identity = self
             .pool
             .get(wid)

@@ -10,7 +10,7 @@ names:
 
 - a list of frames (:data:`Send`, the step every job takes, so the
   frames themselves): send it on the frontend (outcome None);
-- :class:`Batch` of messages: send them in order, then apply what has
+- :class:`SendMany` messages: send them in order, then apply what has
   arrived (outcome None) — ``submit_many``'s step, one per window's worth;
 - :class:`Await` until ``cond()`` holds, reading answers, for up to
   ``timeout`` seconds (outcome: whether it holds); ``pending`` names the one
@@ -37,7 +37,7 @@ The rules the plans follow:
 - **Bulk window** (:class:`Window`): ``submit_many`` keeps at most
   ``window`` jobs unanswered (and with ``max_unfinished`` that many
   unfinished). It sends as many jobs as the window has room for in one
-  :class:`Batch` (at most :data:`BATCH_MAX`); a full window waits until an
+  :class:`SendMany` step (at most :data:`SEND_MANY_MAX`); a full window waits until an
   eighth of it is free (:attr:`Window.refill`: many answers per wake-up,
   not one), and ``ack_timeout`` without making room while some job is
   unanswered is a connection error.
@@ -64,7 +64,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, Generator, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-from . import _core, canvas, curve, errors, link, payload, settings, wire
+from . import _core, batch, canvas, curve, errors, link, payload, settings, wire
 from ._core import Pending
 from .payload import Task
 from .wire import Frames
@@ -115,17 +115,18 @@ def own_admin(op: str, **args: Any) -> Admin:
 Send = list
 
 
-class Batch(NamedTuple):
-    """Send these messages in order, then apply what has arrived."""
+class SendMany(NamedTuple):
+    """Send these messages in order, then apply what has arrived (a bulk
+    submit's step; not :class:`emq_client.Batch`, the router's batches)."""
 
     messages: List[Frames]
 
 
-#: The most messages in one :class:`Batch` (the driver reads answers
-#: between batches).
-BATCH_MAX = 256
+#: The most messages in one :class:`SendMany` (the driver reads answers
+#: between them).
+SEND_MANY_MAX = 256
 
-Step = Union[Frames, Batch, Await, Sleep, Admin]
+Step = Union[Frames, SendMany, Await, Sleep, Admin]
 Plan = Generator[Step, Any, Any]
 
 
@@ -423,24 +424,28 @@ class BaseClient:
         delay: Optional[float],
         headers: Optional[Sequence[str]],
         unique_key: Optional[str],
+        key: Optional[str] = None,
+        priority: Optional[int] = None,
     ) -> Optional[Plan]:
         """The plan of ``submit(chain(...))`` (a workflow), or None for a job.
-        ``retries``, ``timeout`` and ``headers`` apply to every node."""
+        ``queue``, ``retries``, ``timeout``, ``headers``, ``key`` and
+        ``priority`` are every node's, unless a node has its own
+        (``task(...).options(...)``)."""
         if not isinstance(func, canvas.Canvas):
             return None
         if args or kwargs:
             raise TypeError("a workflow takes no further arguments: give them to its tasks")
         if delay is not None or unique_key is not None:
             raise TypeError("delay and unique_key are job options, not workflow ones")
-        hdrs = wire.headers_frame(retries=retries or 0, timeout=timeout or 0, extra=headers or ())
-        return self._submit_workflow(func, queue, hdrs)
+        defaults = dict(retries=retries, timeout=timeout, headers=headers, key=key, priority=priority)
+        return self._submit_workflow(func, queue, defaults)
 
-    def _submit_workflow(self, flow: "canvas.Canvas", queue: Optional[str], node_headers: str) -> Plan:
+    def _submit_workflow(self, flow: "canvas.Canvas", queue: Optional[str], defaults: Dict[str, Any]) -> Plan:
         """``submit(chain(...))``: one ``WORKFLOW``, acknowledged whole; the
         handle's result is the workflow's."""
         if self.legacy:
             raise errors.Unsupported("workflows need an emq router (0.3.13 has no WORKFLOW)")
-        spec = json.dumps(flow.spec(queue or self.queue, node_headers)).encode("utf-8")
+        spec = json.dumps(flow.spec(queue or self.queue, **defaults)).encode("utf-8")
         msgid = wire.new_msgid()
         frames = wire.workflow(msgid, spec)
         self._check_size(msgid, "workflow", frames)
@@ -448,6 +453,52 @@ class BaseClient:
         yield frames
         yield from self._until_answered(p, frames, f"workflow {msgid}")
         return self._job_type(self, p.msgid, p)
+
+    def _batch_open(
+        self,
+        batch_id: Optional[str],
+        on_success: Optional[Task],
+        on_complete: Optional[Task],
+        description: str,
+        queue: Optional[str],
+    ) -> Tuple[str, Plan]:
+        """``client.batch(...)``: the batch id and the plan that opens it
+        (one ``BATCH open``, acknowledged once journaled)."""
+        if self.legacy:
+            raise errors.Unsupported("batches need an emq router (0.3.13 has no BATCH)")
+        bid = batch.check_id(batch_id) if batch_id is not None else wire.new_msgid()
+        spec = batch.open_spec(on_success, on_complete, description, queue or self.queue)
+        return bid, self._batch_send(bid, spec, "open")
+
+    def _batch_send(self, batch_id: str, spec: bytes, what: str) -> Plan:
+        """One ``BATCH`` (open or close) until acknowledged; refusals raise."""
+        if self.legacy:
+            raise errors.Unsupported("batches need an emq router (0.3.13 has no BATCH)")
+        frames = wire.batch(batch_id, spec)
+        self._check_size(batch_id, "batch", frames)
+        p = self._tracker.add(batch_id, reply=False, frames=frames)
+        yield frames
+        yield from self._until_answered(p, frames, f"batch {batch_id} {what}")
+        return None
+
+    def _batch_status(self, batch_id: str) -> Plan:
+        answer = yield own_admin("batch", id=batch_id)
+        return batch.BatchStatus(answer.get("batch") or {})
+
+    def _batch_wait(self, batch_id: str, timeout: Optional[float]) -> Plan:
+        """``b.wait()``: poll the batch's view until it is finished (its
+        callbacks submitted); its last status."""
+        deadline = None if timeout is None else self._clock() + timeout
+        pause = 0.02
+        while True:
+            st = yield from self._batch_status(batch_id)
+            if st.finished:
+                return st
+            now = self._clock()
+            if deadline is not None and now >= deadline:
+                raise errors.ResultTimeout(batch_id, timeout)
+            yield Sleep(pause if deadline is None else min(pause, deadline - now))
+            pause = min(pause * 2, 1.0)
 
     def _submit_many(
         self,
@@ -459,7 +510,7 @@ class BaseClient:
         raise_on_reject: bool,
     ) -> Plan:
         """``submit_many``: pipelined through a :class:`Window` in
-        :class:`Batch` steps, then the jobs to send again through a
+        :class:`SendMany` steps, then the jobs to send again through a
         :class:`Probe`; the handles. A job that cannot be built (its
         arguments, its size) raises once the jobs before it were sent."""
         win = Window(window or self.window, max_unfinished)
@@ -467,21 +518,21 @@ class BaseClient:
         todo = iter(items)
         record, legacy = self._record, self.legacy
         while True:
-            room = BATCH_MAX if legacy else min(BATCH_MAX, win.room())
-            batch: List[Frames] = []
+            room = SEND_MANY_MAX if legacy else min(SEND_MANY_MAX, win.room())
+            out: List[Frames] = []
             try:
                 for item in itertools.islice(todo, room):
                     p, frames = record(bulk_task(item), queue, headers)
-                    batch.append(frames)
+                    out.append(frames)
                     sent.append((p, frames))
                     win.sent(p)
             except Exception:
-                if batch:
-                    yield Batch(batch)
+                if out:
+                    yield SendMany(out)
                 raise
-            if not batch:
+            if not out:
                 break
-            yield Batch(batch)
+            yield SendMany(out)
             if not legacy:
                 for jobs, left, finished in win.waits():
                     yield from self._make_room(jobs, left, finished)

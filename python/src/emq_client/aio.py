@@ -26,11 +26,12 @@ import zmq
 import zmq.asyncio
 
 from . import _base, _core, errors, link, options, payload, wire
-from ._base import Admin, Await, Batch, BulkItem, Plan, Sleep
+from ._base import Admin, Await, BulkItem, Plan, SendMany, Sleep
 from ._core import JobProgress, JobStatus, Pending
 from ._sockio import readable, recv_ready, send_frames_now
+from .batch import AsyncBatch
 from .canvas import Canvas
-from .payload import JobSpec
+from .payload import JobSpec, Task
 
 
 class _Waiter:
@@ -167,8 +168,8 @@ class AsyncClient(_base.BaseClient):
         except asyncio.TimeoutError:
             raise errors.EmqConnectionError(f"cannot send to {addr}: no router there") from None
 
-    async def _send_batch(self, sock: zmq.asyncio.Socket, messages: List[List[bytes]]) -> None:
-        """A :class:`Batch`: each message at once while the socket has room
+    async def _send_many(self, sock: zmq.asyncio.Socket, messages: List[List[bytes]]) -> None:
+        """A :class:`~emq_client._base.SendMany`: each message at once while the socket has room
         (else as :meth:`_send`), then apply what has arrived meanwhile."""
         sync = self._sync
         assert sync is not None
@@ -215,8 +216,8 @@ class AsyncClient(_base.BaseClient):
                 out = None
                 if isinstance(step, list):
                     await self._send(sock, step, self.addr)
-                elif isinstance(step, Batch):
-                    await self._send_batch(sock, step.messages)
+                elif isinstance(step, SendMany):
+                    await self._send_many(sock, step.messages)
                 elif isinstance(step, Await):
                     out = await self._until(step.cond, step.timeout, step.pending)
                 elif isinstance(step, Sleep):
@@ -247,7 +248,7 @@ class AsyncClient(_base.BaseClient):
         **kwargs: Any,
     ) -> "AsyncJob":
         """As :meth:`Client.submit`."""
-        plan = self._maybe_workflow(func, args, kwargs, queue, retries, timeout, delay, headers, unique_key)
+        plan = self._maybe_workflow(func, args, kwargs, queue, retries, timeout, delay, headers, unique_key, key, priority)
         if plan is not None:
             return await self._run(plan)  # type: ignore[no-any-return]
         assert not isinstance(func, Canvas)
@@ -323,6 +324,24 @@ class AsyncClient(_base.BaseClient):
     async def clear_limits(self, queue: str) -> None:
         """As :meth:`Client.clear_limits`."""
         await self._run(self._clear_limits(queue))
+
+    def batch(
+        self,
+        on_success: Optional[Task] = None,
+        on_complete: Optional[Task] = None,
+        *,
+        description: str = "",
+        queue: Optional[str] = None,
+        id: Optional[str] = None,
+    ) -> AsyncBatch:
+        """As :meth:`Client.batch`: ``b = await c.batch(...)`` or ``async
+        with c.batch(...) as b:`` (opened on entry, closed at its end)."""
+        bid, plan = self._batch_open(id, on_success, on_complete, description, queue)
+        return AsyncBatch(self, bid, plan)
+
+    def batch_of(self, batch_id: str) -> AsyncBatch:
+        """As :meth:`Client.batch_of`."""
+        return AsyncBatch(self, batch_id)
 
     def job(self, msgid: str) -> "AsyncJob":
         """As :meth:`Client.job`."""
