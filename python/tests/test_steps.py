@@ -97,7 +97,7 @@ def test_backoff_doubles_to_a_second_until_the_time_is_spent() -> None:
 def test_window_room_and_waits() -> None:
     """Room is the window less the jobs from the first unanswered one on;
     a full window waits until an eighth of it (refill) is free; with
-    max_unfinished the unfinished jobs count too, one free place enough."""
+    max_unfinished the unfinished jobs count too, the same way."""
     w = _base.Window(limit=16, max_unfinished=None)
     assert w.refill == 2 and w.room() == 16 and w.waits() == []
     ps = [_core.Pending(f"m{i}", True) for i in range(16)]
@@ -121,6 +121,11 @@ def test_window_room_and_waits() -> None:
     qs[0].status = "ok"
     assert u.room() == 2 and u.waits() == []
     assert _base.Window(limit=3, max_unfinished=None).refill == 1
+    big = _base.Window(limit=1000, max_unfinished=80)
+    assert big.refill_unfinished == 10
+    for i in range(80):
+        big.sent(_core.Pending(f"b{i}", True))
+    assert big.waits() == [(big.unfinished, 70, True)]
 
 
 def test_probe_halves_and_doubles() -> None:

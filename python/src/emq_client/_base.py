@@ -36,11 +36,11 @@ The rules the plans follow:
   raises :class:`~emq_client.errors.JournalUncertain`, not a ``Rejected``.
 - **Bulk window** (:class:`Window`): ``submit_many`` keeps at most
   ``window`` jobs unanswered (and with ``max_unfinished`` that many
-  unfinished). It sends as many jobs as the window has room for in one
-  :class:`SendMany` step (at most :data:`SEND_MANY_MAX`); a full window waits until an
-  eighth of it is free (:attr:`Window.refill`: many answers per wake-up,
-  not one), and ``ack_timeout`` without making room while some job is
-  unanswered is a connection error.
+  unfinished). It sends as many jobs as the windows have room for in one
+  :class:`SendMany` step (at most :data:`SEND_MANY_MAX`); a full window
+  waits until an eighth of it is free (many answers or results per
+  wake-up, not one), and ``ack_timeout`` without making room while some
+  job is unanswered is a connection error.
 - **Bulk resends** (:class:`Probe`): jobs answered ``queue-full`` or
   ``journal-uncertain`` go again after the rest, one at first, twice as
   many after a batch all accepted (never more than the call's window),
@@ -160,14 +160,15 @@ class Backoff:
 class Window:
     """The bulk window: jobs sent and not answered (at most ``limit``), and
     with ``max_unfinished`` jobs sent and not finished (at most that many).
-    A full answer window waits until ``refill`` places are free (an eighth
-    of it), so that one wake-up brings many answers and the next batch is
-    as many jobs."""
+    A full window waits until an eighth of it is free (``refill``,
+    ``refill_unfinished``), so that one wake-up brings many answers and the
+    next send is as many jobs."""
 
     def __init__(self, limit: int, max_unfinished: Optional[int]) -> None:
         self.limit = limit
         self.max_unfinished = max_unfinished or 0
         self.refill = max(1, limit // 8)
+        self.refill_unfinished = max(1, self.max_unfinished // 8)
         self.unanswered: List[Pending] = []
         self.unfinished: List[Pending] = []
 
@@ -193,7 +194,7 @@ class Window:
         if len(self.unanswered) >= self.limit:
             waits.append((self.unanswered, self.limit - self.refill, False))
         if self.max_unfinished and len(self.unfinished) >= self.max_unfinished:
-            waits.append((self.unfinished, self.max_unfinished - 1, True))
+            waits.append((self.unfinished, self.max_unfinished - self.refill_unfinished, True))
         return waits
 
 
