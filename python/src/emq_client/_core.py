@@ -75,10 +75,11 @@ class Pending:
 class WeakRecords:
     """Records by msgid, held weakly: a plain weak reference per record in a
     dict, the dead ones swept out whenever the dict has doubled since the
-    last sweep (so it holds at most about twice the live records, and a
-    sweep costs O(1) per record added). ``weakref.WeakValueDictionary``
-    does the same with a callback per record, which cost more than the rest
-    of a bulk-submitted job's record."""
+    last sweep (so it holds at most about twice the live records plus
+    :data:`SWEEP_MIN`, and sweeping costs O(1) per record added, amortised).
+    ``weakref.WeakValueDictionary`` does the same with a Python-level
+    keyed reference and callback per record; this is cheaper per job, and
+    a bulk submit makes one record per job."""
 
     __slots__ = ("_refs", "_sweep_at")
 

@@ -169,8 +169,9 @@ class AsyncClient(_base.BaseClient):
             raise errors.EmqConnectionError(f"cannot send to {addr}: no router there") from None
 
     async def _send_many(self, sock: zmq.asyncio.Socket, messages: List[List[bytes]]) -> None:
-        """A :class:`~emq_client._base.SendMany`: each message at once while the socket has room
-        (else as :meth:`_send`), then apply what has arrived meanwhile."""
+        """A :class:`~emq_client._base.SendMany`: each message at once while
+        the socket has room (else as :meth:`_send`), then apply what has
+        arrived meanwhile."""
         sync = self._sync
         assert sync is not None
         for frames in messages:

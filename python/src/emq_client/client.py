@@ -130,8 +130,8 @@ class Client(_base.BaseClient):
             raise errors.EmqConnectionError(f"cannot send to {addr}: no router there") from None
 
     def _send_many(self, messages: List[List[bytes]]) -> None:
-        """A :class:`~emq_client._base.SendMany`: send each message (as :meth:`_send`), then
-        apply what has arrived meanwhile."""
+        """A :class:`~emq_client._base.SendMany`: send each message (as
+        :meth:`_send`), then apply what has arrived meanwhile."""
         sock = self._sock
         try:
             for frames in messages:
