@@ -334,3 +334,22 @@ def test_answers_read_from_frames_do_what_parsed_answers_do() -> None:
 
     assert state(fast) == state(slow)
     assert state(fast)[0][1] == (True, "ok", b'{"value": 1}', type(None)) and len(keep) == 16
+
+
+def test_the_jobs_of_a_slow_iterable_go_as_they_come() -> None:
+    """An iterable that takes a second per item: each job is sent as soon
+    as it is built (a SendMany of one), not held back for a full batch."""
+    c = FakeClient("tcp://127.0.0.1:1", window=16)
+
+    def slow() -> Any:
+        for i in range(3):
+            c.now += 1.0
+            yield ("pkg.f", (i,))
+
+    plan = c._submit_many(slow(), None, "", None, None, True)
+    step: Any = next(plan)
+    sizes = []
+    while isinstance(step, SendMany):
+        sizes.append(len(step.messages))
+        step = plan.send(None)
+    assert sizes == [1, 1, 1] and isinstance(step, Await)

@@ -37,7 +37,8 @@ The rules the plans follow:
 - **Bulk window** (:class:`Window`): ``submit_many`` keeps at most
   ``window`` jobs unanswered (and with ``max_unfinished`` that many
   unfinished). It sends as many jobs as the windows have room for in one
-  :class:`SendMany` step (at most :data:`SEND_MANY_MAX`); a full window
+  :class:`SendMany` step (at most :data:`SEND_MANY_MAX`, and what the
+  items gave within :data:`SEND_MANY_LINGER`); a full window
   waits until an eighth of it is free (many answers or results per
   wake-up, not one), and ``ack_timeout`` without making room while some
   job is unanswered is a connection error.
@@ -125,6 +126,9 @@ class SendMany(NamedTuple):
 #: The most messages in one :class:`SendMany` (the driver reads answers
 #: between them).
 SEND_MANY_MAX = 256
+#: Seconds a :class:`SendMany` is built at most before it goes: the jobs of
+#: an iterable that yields slowly are sent as they come, not held back.
+SEND_MANY_LINGER = 0.002
 
 Step = Union[Frames, SendMany, Await, Sleep, Admin]
 Plan = Generator[Step, Any, Any]
@@ -517,16 +521,19 @@ class BaseClient:
         win = Window(window or self.window, max_unfinished)
         sent: List[Tuple[Pending, Frames]] = []
         todo = iter(items)
-        record, legacy = self._record, self.legacy
+        record, legacy, clock = self._record, self.legacy, self._clock
         while True:
             room = SEND_MANY_MAX if legacy else min(SEND_MANY_MAX, win.room())
             out: List[Frames] = []
+            until = clock() + SEND_MANY_LINGER
             try:
                 for item in itertools.islice(todo, room):
                     p, frames = record(bulk_task(item), queue, headers)
                     out.append(frames)
                     sent.append((p, frames))
                     win.sent(p)
+                    if clock() >= until:
+                        break
             except Exception:
                 if out:
                     yield SendMany(out)
