@@ -129,3 +129,40 @@ pub fn wait_idle_workers(
         w.len() == n && w.iter().map(|x| x.available_slots).sum::<i64>() == slots
     })
 }
+
+/// Call one admin op with the workspace's admin client; the REPLY's JSON,
+/// `None` when the router does not answer or refuses.
+pub fn op(endpoint: &str, op: &emqp_proto::AdminOp) -> Option<serde_json::Map<String, Value>> {
+    let client = AdminClient::connect(
+        zmq_ctx(),
+        endpoint,
+        "it-admin",
+        Duration::from_secs(5),
+        None,
+    )
+    .ok()?;
+    client.call(op).ok()
+}
+
+/// A workflow's view (`AdminOp::Workflow`: state, nodes).
+pub fn workflow(endpoint: &str, id: &str) -> Option<Value> {
+    let v = op(endpoint, &emqp_proto::AdminOp::Workflow { id: id.into() })?;
+    v.get("workflow").cloned()
+}
+
+/// A batch's view (`AdminOp::Batch`: state, total, counts).
+pub fn batch(endpoint: &str, id: &str) -> Option<Value> {
+    let v = op(endpoint, &emqp_proto::AdminOp::Batch { id: id.into() })?;
+    v.get("batch").cloned()
+}
+
+/// A job's state (`AdminOp::Job`: "queued", "done", ...).
+pub fn job_state(endpoint: &str, msgid: &str) -> Option<String> {
+    let v = op(
+        endpoint,
+        &emqp_proto::AdminOp::Job {
+            msgid: msgid.into(),
+        },
+    )?;
+    v["job"]["state"].as_str().map(String::from)
+}

@@ -47,13 +47,20 @@ pub struct Client {
 impl Client {
     /// Connect a DEALER with a fresh uuid4 identity.
     pub fn connect(endpoint: &str) -> Client {
+        Client::dealer(&[endpoint], false)
+    }
+
+    fn dealer(endpoints: &[&str], immediate: bool) -> Client {
         let sock = zmq_ctx().socket(zmq::DEALER).expect("dealer socket");
         let identity = emqp_proto::new_msgid();
         sock.set_identity(identity.as_bytes()).expect("identity");
         sock.set_linger(0).expect("linger");
         sock.set_sndhwm(0).expect("sndhwm");
         sock.set_rcvhwm(0).expect("rcvhwm");
-        sock.connect(endpoint).expect("connect");
+        sock.set_immediate(immediate).expect("immediate");
+        for e in endpoints {
+            sock.connect(e).expect("connect");
+        }
         Client {
             sock,
             identity,
@@ -64,6 +71,38 @@ impl Client {
             other: Vec::new(),
             malformed: 0,
         }
+    }
+
+    /// Connect one DEALER to every router in `endpoints` with
+    /// ZMQ_IMMEDIATE: a message goes only to a router that is up (a
+    /// standby binds nothing), so after a failover everything goes to the
+    /// new leader. A hello (`HEARTBEAT`) after the takeover makes it send
+    /// the RESULTs it still holds for this client.
+    pub fn connect_all(endpoints: &[&str]) -> Client {
+        Client::dealer(endpoints, true)
+    }
+
+    /// Send `BATCH [spec]` under `id` (open, close) and wait up to 20 s for
+    /// its acknowledgement; panics with the REJECTs otherwise.
+    pub fn batch_op(&mut self, id: &str, spec: serde_json::Value) {
+        let spec = serde_json::to_vec(&spec).expect("batch spec");
+        let msg = Message::with_msgid(id.to_string(), Command::Batch { spec });
+        self.acks.remove(id);
+        self.send_frames(msg.encode());
+        assert!(
+            self.wait_for(Duration::from_secs(20), |c| c.acks.contains_key(id)),
+            "BATCH {id} acknowledged: {:?}",
+            self.rejects
+        );
+    }
+
+    /// Send a hello (`HEARTBEAT`) without waiting: false when no router
+    /// is connected (a [`Client::connect_all`] client between leaders).
+    pub fn hello(&self) -> bool {
+        let hello = Message::new(Command::Heartbeat { timestamp: None });
+        self.sock
+            .send_multipart(hello.encode(), zmq::DONTWAIT)
+            .is_ok()
     }
 
     /// Send raw frames (DEALER side, starting with the delimiter).

@@ -22,6 +22,8 @@
 //! - [`relay`]: a loopback TCP relay a test can cut (a network partition)
 //!   and whose forwarded bytes it can read (what crosses the wire).
 //! - [`failover`]: a client that resubmits across a router failover.
+//! - [`ha`]: a leader and standbys on one PostgreSQL journal, job managers
+//!   with their backends as a failover list.
 
 #![forbid(unsafe_code)]
 
@@ -30,6 +32,7 @@ pub mod browser;
 pub mod client;
 pub mod cluster;
 pub mod failover;
+pub mod ha;
 pub mod jobs;
 pub mod pubsub;
 pub mod python;

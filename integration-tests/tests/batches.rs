@@ -13,8 +13,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use emq_transport::admin::AdminClient;
-use emqp_proto::{AdminOp, Command, Message, RejectReason};
+use emqp_proto::RejectReason;
 use integration_tests::bins::target_dir;
 use integration_tests::browser::{find_chromium, Browser};
 use integration_tests::client::Client;
@@ -28,45 +27,11 @@ const JOBS: usize = 40;
 const SLOTS: usize = 4;
 
 fn batch_view(addrs: &Addrs, id: &str) -> Option<Value> {
-    let client = AdminClient::connect(
-        integration_tests::zmq_ctx(),
-        &addrs.admin,
-        "it-admin",
-        Duration::from_secs(5),
-        None,
-    )
-    .ok()?;
-    let op = AdminOp::Batch { id: id.to_string() };
-    client.call(&op).ok()?.get("batch").cloned()
+    integration_tests::admin::batch(&addrs.admin, id)
 }
 
 fn job_state(addrs: &Addrs, msgid: &str) -> Option<String> {
-    let client = AdminClient::connect(
-        integration_tests::zmq_ctx(),
-        &addrs.admin,
-        "it-admin",
-        Duration::from_secs(5),
-        None,
-    )
-    .ok()?;
-    let op = AdminOp::Job {
-        msgid: msgid.to_string(),
-    };
-    let v = client.call(&op).ok()?;
-    v["job"]["state"].as_str().map(String::from)
-}
-
-/// Send `BATCH [spec]` under `id` and wait for its acknowledgement.
-fn batch_cmd(client: &mut Client, id: &str, spec: Value) {
-    let spec = serde_json::to_vec(&spec).unwrap();
-    let msg = Message::with_msgid(id.to_string(), Command::Batch { spec });
-    client.acks.remove(id);
-    client.send_frames(msg.encode());
-    assert!(
-        client.wait_for(Duration::from_secs(20), |c| c.acks.contains_key(id)),
-        "BATCH {id} acknowledged: {:?}",
-        client.rejects
-    );
+    integration_tests::admin::job_state(&addrs.admin, msgid)
 }
 
 fn callback(path: &std::path::Path) -> Value {
@@ -95,8 +60,7 @@ fn a_batch_of_40_survives_a_router_kill9_each_callback_once() {
     let mut router = start_router_on(&addrs, &["--journal", &journal]).expect("router starts");
     let mut client = Client::connect(&addrs.frontend);
     let id = "it-batch-1";
-    batch_cmd(
-        &mut client,
+    client.batch_op(
         id,
         json!({ "op": "open", "on_success": callback(&succ), "on_complete": callback(&comp) }),
     );
@@ -119,7 +83,7 @@ fn a_batch_of_40_survives_a_router_kill9_each_callback_once() {
         "every job acknowledged: {:?}",
         client.rejects
     );
-    batch_cmd(&mut client, id, json!({ "op": "close" }));
+    client.batch_op(id, json!({ "op": "close" }));
     // Closed: a job naming the batch is refused.
     let late = client.submit("default", &format!("batch:{id}"), jobs::shell(&["true"]));
     assert!(client.wait_for(Duration::from_secs(20), |c| c.rejects.contains_key(&late)));
@@ -256,11 +220,7 @@ fn the_dashboard_shows_a_batch_bar_and_a_job_links_to_its_batch() {
     let mut jm = start_jobmanager("emq-jobmanager", &addrs.backend, &["-J", "2"]);
     let mut client = Client::connect(&addrs.frontend);
     let id = "dash-batch";
-    batch_cmd(
-        &mut client,
-        id,
-        json!({ "op": "open", "description": "nightly import" }),
-    );
+    client.batch_op(id, json!({ "op": "open", "description": "nightly import" }));
     let header = format!("batch:{id}");
     let ok1 = client.submit("default", &header, jobs::shell(&["true"]));
     client.submit("default", &header, jobs::shell(&["true"]));

@@ -28,10 +28,9 @@ use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use emqp_proto::Command;
 use integration_tests::admin;
-use integration_tests::cluster::{start_jobmanager, FAST_HEARTBEAT};
 use integration_tests::failover::FailoverClient;
+use integration_tests::ha::{jobmanager, router, serves, wait_leader, wait_standby};
 use integration_tests::jobs::{self, Tally};
 use integration_tests::postgres::PgCluster;
 use integration_tests::process::scratch_dir;
@@ -43,34 +42,6 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// A router on `addrs` with the journal at `url`; not waited for (a
-/// standby answers nothing).
-fn router(name: &str, addrs: &Addrs, url: &str, extra: &[&str]) -> Proc {
-    let args = [&["--journal", url][..], &FAST_HEARTBEAT, extra].concat();
-    integration_tests::cluster::spawn_router(name, addrs, &args)
-}
-
-fn wait_leader(p: &mut Proc) {
-    p.wait_for_log_line("leader lease taken", Duration::from_secs(20))
-        .unwrap_or_else(|e| panic!("{e}"));
-}
-
-fn wait_standby(p: &mut Proc) {
-    p.wait_for_log_line("standby: the lease is held by", Duration::from_secs(20))
-        .unwrap_or_else(|e| panic!("{e}"));
-}
-
-/// Whether the router at `addrs` answers STATUS within `timeout`.
-fn serves(addrs: &Addrs, timeout: Duration) -> bool {
-    admin::query(&addrs.admin, Command::Status, timeout).is_ok()
-}
-
-fn jobmanager(name: &str, backends: &str) -> Proc {
-    let mut args = vec!["--concurrency", "4"];
-    args.extend(FAST_HEARTBEAT);
-    start_jobmanager(name, backends, &args)
 }
 
 /// A Python job appending `tag` to `file`.

@@ -15,14 +15,9 @@ use std::time::Duration;
 
 use emqp_proto::Command;
 use integration_tests::admin;
-use integration_tests::cluster::FAST_HEARTBEAT;
+use integration_tests::ha::{router, wait_leader, wait_standby};
 use integration_tests::postgres::PgCluster;
 use integration_tests::{bins, poll_until, Addrs, Proc, RunOutput, Spawn};
-
-fn router(name: &str, addrs: &Addrs, url: &str) -> Proc {
-    let args = [&["--journal", url][..], &FAST_HEARTBEAT].concat();
-    integration_tests::cluster::spawn_router(name, addrs, &args)
-}
 
 fn sender(brokers: &str, key: &str) -> Spawn {
     Spawn::new("emq-sender", bins::bin(bins::SENDER)).args([
@@ -53,12 +48,10 @@ fn unique_keys_hold_across_a_failover_and_racing_submits_end_as_one_job() {
     };
     let url = pg.create_database("unique_failover");
     let (a_addrs, b_addrs) = (Addrs::fresh(), Addrs::fresh());
-    let mut a = router("router-a", &a_addrs, &url);
-    a.wait_for_log_line("leader lease taken", Duration::from_secs(20))
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut b = router("router-b", &b_addrs, &url);
-    b.wait_for_log_line("standby: the lease is held by", Duration::from_secs(20))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let mut a = router("router-a", &a_addrs, &url, &[]);
+    wait_leader(&mut a);
+    let mut b = router("router-b", &b_addrs, &url, &[]);
+    wait_standby(&mut b);
     let ab = format!("{},{}", a_addrs.frontend, b_addrs.frontend);
     let ba = format!("{},{}", b_addrs.frontend, a_addrs.frontend);
 

@@ -10,8 +10,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use emq_transport::admin::AdminClient;
-use emqp_proto::{AdminOp, Command, Message};
+use emqp_proto::{Command, Message};
 use integration_tests::client::Client;
 use integration_tests::cluster::{start_jobmanager, start_router_on};
 use integration_tests::process::{run, scratch_dir};
@@ -22,16 +21,7 @@ const MEMBERS: usize = 40;
 const SLOTS: usize = 4;
 
 fn workflow_view(addrs: &Addrs, id: &str) -> Option<Value> {
-    let client = AdminClient::connect(
-        integration_tests::zmq_ctx(),
-        &addrs.admin,
-        "it-admin",
-        Duration::from_secs(5),
-        None,
-    )
-    .ok()?;
-    let op = AdminOp::Workflow { id: id.to_string() };
-    client.call(&op).ok()?.get("workflow").cloned()
+    integration_tests::admin::workflow(&addrs.admin, id)
 }
 
 fn done_nodes(v: &Value) -> usize {
