@@ -8,8 +8,11 @@
 //! both under way. The standby takes over and finishes both: the chord's
 //! callback ran exactly once with the 20 results in order, the client got
 //! one RESULT; the batch's callback ran exactly once with the final
-//! counts; every node and job ran, a second time only for those in flight
-//! at the kill (at most the job manager's slots, never a third time).
+//! counts; every node and job ran, never a third time, and a second time
+//! only if the old leader had not journaled its end: running on the job
+//! manager at the kill (at most its slots), or finished with its REPLY
+//! lost with the leader (received, not yet committed: the new leader's
+//! "unfinished job(s) queued again" count tells how many).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -132,12 +135,15 @@ fn a_chord_and_a_batch_survive_a_leader_sigkill_callbacks_once() {
             (n >= NODES / 4).then_some((n, s))
         })
         .expect("a quarter of the chord done");
-    let ran_before = jobs::count_lines(&runs).values().sum::<usize>();
+    // What had run when the leader died (read just before the kill).
+    let ran_before = jobs::count_lines(&runs);
     let killed_at = Instant::now();
     a.kill9();
+    let ran_before: Vec<String> = ran_before.into_keys().collect();
     eprintln!(
         "leader killed: chord {chord_before}/{NODES} done, batch {batch_before}/{JOBS} \
-         succeeded, {ran_before} runs"
+         succeeded, {} runs",
+        ran_before.len()
     );
 
     let served_after = poll_until(Duration::from_secs(20), Duration::from_millis(50), || {
@@ -150,6 +156,19 @@ fn a_chord_and_a_batch_survive_a_leader_sigkill_callbacks_once() {
         chord_restored >= chord_before,
         "{chord_restored} nodes done on the new leader, {chord_before} seen before: {v}"
     );
+    // What the new leader loaded as not finished: every job whose end the
+    // old leader had not journaled (queued, in flight, or finished with
+    // its REPLY lost with the leader).
+    let line = b
+        .wait_for_log_line("unfinished job(s) queued again", Duration::from_secs(5))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let unfinished: usize = line
+        .split(" unfinished job(s)")
+        .next()
+        .and_then(|h| h.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("a count in {line:?}"));
+    let durable_done = NODES + JOBS - unfinished;
     let v = admin::batch(&b_addrs.admin, batch).expect("the new leader holds the batch");
     assert_eq!(v["total"], json!(JOBS), "the restored jobs counted: {v}");
     assert_eq!(v["state"], "closed", "{v}");
@@ -222,23 +241,46 @@ fn a_chord_and_a_batch_survive_a_leader_sigkill_callbacks_once() {
         .filter(|t| counts.get(*t).copied().unwrap_or(0) > 1)
         .collect();
     twice.sort();
+    // A job runs again only if the old leader had not journaled its end:
+    // those running on the job manager at the kill (at most its slots) and
+    // those whose REPLY the old leader got but had not yet committed when
+    // it died (they had run before the kill yet were loaded unfinished).
+    let replies_lost = ran_before.len().saturating_sub(durable_done);
+    let twice_ran_before: Vec<&String> = twice
+        .iter()
+        .copied()
+        .filter(|t| ran_before.contains(t))
+        .collect();
     integration_tests::report(&format!(
         "FAULT HA workflow + batch across a leader kill -9 (PostgreSQL, lease TTL 3 s): chord \
          of {NODES} and batch of {JOBS} (Python jobs, 0.3 s, {SLOTS} slots); at the kill chord \
          {chord_before} done, batch {batch_before} succeeded; standby serving after {:.2} s, \
          chord {chord_restored} done on it; both finished {:.1} s after the kill; executions \
-         {tally}; run twice: {twice:?}; chord callback runs {}, batch on_complete runs {}, \
-         RESULTs {}",
+         {tally}; run twice: {twice:?} (of them finished before the kill: \
+         {twice_ran_before:?}); {} had run at the kill, {durable_done} ends journaled \
+         ({replies_lost} REPLYs lost with the leader); chord callback runs {}, batch \
+         on_complete runs {}, RESULTs {}",
         served_after.as_secs_f64(),
         finished_after.as_secs_f64(),
+        ran_before.len(),
         cb_runs.len(),
         json_lines(&batch_cb).len(),
         got_all.len(),
     ));
     assert_eq!(tally.lost, 0, "every node and job ran: {tally}");
     assert!(
-        twice.len() <= SLOTS && counts.values().all(|n| *n <= 2),
-        "only jobs in flight at the kill run again: {counts:?}"
+        counts.values().all(|n| *n <= 2),
+        "no job runs a third time: {counts:?}"
+    );
+    assert!(
+        twice.len() - twice_ran_before.len() <= SLOTS,
+        "only jobs running at the kill run again: {twice:?}, of them finished before it: \
+         {twice_ran_before:?}"
+    );
+    assert!(
+        twice_ran_before.len() <= replies_lost,
+        "a job whose end the old leader had journaled ran again: {twice_ran_before:?}, \
+         {replies_lost} REPLYs lost"
     );
     jm.stop();
     assert!(b.is_running(), "the new leader died: {}", b.tail(30));
