@@ -55,17 +55,18 @@
 //! The runner sees its slot only through [`GroupRegistry`].
 
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::process::CommandExt;
+use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::process::{ChildStdin, ChildStdout, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use emqp_proto::job::{ErrorKind, JobError, JobOutcome, RunJob};
 use log::{debug, info, warn};
 use serde_json::Value;
 
-use emq_process::{die_with_parent, GroupLeader};
+use emq_process::kill_group;
 
+use crate::forkserver::{ForkServer, Forked, Server};
 use crate::registry::GroupRegistry;
 use crate::reload::CodeVersion;
 
@@ -125,7 +126,7 @@ impl Default for PythonConfig {
 
 impl PythonConfig {
     /// The worker script's argument: the hook paths, as JSON.
-    fn hooks_json(&self) -> String {
+    pub(crate) fn hooks_json(&self) -> String {
         serde_json::json!({
             "setup": self.setup_func,
             "entry": self.job_entry_func,
@@ -136,10 +137,16 @@ impl PythonConfig {
 }
 
 struct Proc {
-    leader: GroupLeader,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    pid: i32,
+    /// The fork server that forked it.
+    server: Arc<Server>,
+    /// Its fork request ([`Server::pid_of`]).
+    token: u64,
+    stdin: UnixStream,
+    stdout: BufReader<UnixStream>,
+    /// Its pid (= process group): from the server's answer, or its hello.
+    pid: Option<i32>,
+    /// Started as a spare.
+    spare: bool,
     /// Jobs this process has answered.
     jobs: u64,
     /// Its hello line was read (it is ready for jobs).
@@ -166,9 +173,10 @@ enum Role {
 
 /// A slot's Python worker; started on first use, restarted after it dies,
 /// replaced after `max_job_count` jobs by a spare started during its last
-/// one.
+/// ones. Every worker is forked by the pool's [`ForkServer`].
 pub(crate) struct PythonWorker {
     cfg: PythonConfig,
+    forks: Arc<ForkServer>,
     proc: Option<Proc>,
     /// The next worker, started before `proc` retires (not greeted yet).
     spare: Option<Proc>,
@@ -179,10 +187,19 @@ fn crash(message: String) -> JobOutcome {
     JobOutcome::Error(JobError::new(ErrorKind::Crash, message))
 }
 
+/// How long to wait for a fork server's `forked` answer (it comes within
+/// a millisecond from a serving server; bounded against a stuck one).
+const FORK_ANSWER: Duration = Duration::from_secs(5);
+
+/// How long a worker whose socket closed, or that was killed, may take to
+/// be reported exited before its group is killed (again).
+const EXIT_REPORT: Duration = Duration::from_secs(10);
+
 impl PythonWorker {
-    pub(crate) fn new(cfg: PythonConfig) -> PythonWorker {
+    pub(crate) fn new(cfg: PythonConfig, forks: Arc<ForkServer>) -> PythonWorker {
         PythonWorker {
             cfg,
+            forks,
             proc: None,
             spare: None,
             used: false,
@@ -192,7 +209,7 @@ impl PythonWorker {
     /// Start a worker and wait for its hello (it is then ready).
     fn spawn(&self, slot: &dyn GroupRegistry) -> Result<Proc, String> {
         let mut proc = self.launch(slot, Role::Worker)?;
-        match self.greet(&mut proc) {
+        match self.greet(&mut proc, slot, Role::Worker) {
             Ok(()) => Ok(proc),
             Err(output) => Err(self.not_started(proc, slot, &output)),
         }
@@ -208,63 +225,49 @@ impl PythonWorker {
         )
     }
 
-    /// Start a worker process without waiting for it; it is recorded as
-    /// the slot's worker or its spare.
+    /// Ask the fork server for a worker without waiting for its hello; it
+    /// is recorded as the slot's worker or its spare once its pid is known
+    /// (at once when the server is serving, else at its hello).
     fn launch(&self, slot: &dyn GroupRegistry, role: Role) -> Result<Proc, String> {
         if slot.closing() {
             return Err("the job manager is shutting down".into());
         }
         let version = self.cfg.code_version.get();
-        let mut cmd = Command::new(&self.cfg.interpreter);
-        cmd.arg("-u")
-            .arg("-c")
-            .arg(WORKER_SCRIPT)
-            .arg(self.cfg.hooks_json())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .process_group(0);
-        die_with_parent(&mut cmd);
-        // systemd's socket is the job manager's (NotifyAccess=main).
-        cmd.env_remove(emq_cli_support::service::NOTIFY_SOCKET);
-        if !self.cfg.python_path.is_empty() {
-            let mut paths = self.cfg.python_path.clone();
-            if let Some(existing) = std::env::var_os("PYTHONPATH") {
-                paths.extend(std::env::split_paths(&existing));
-            }
-            if let Ok(joined) = std::env::join_paths(paths) {
-                cmd.env("PYTHONPATH", joined);
-            }
-        }
-        let mut leader = GroupLeader::spawn(&mut cmd)
-            .map_err(|e| format!("cannot start Python worker {:?}: {e}", self.cfg.interpreter))?;
-        let pid = leader.pid();
-        match role {
-            Role::Worker => slot.set_worker_group(Some(pid)),
-            Role::Spare => slot.set_spare_group(Some(pid)),
-        }
-        let child = leader.child();
-        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-            return Err("Python worker has no pipes".into());
-        };
-        Ok(Proc {
-            leader,
-            stdin,
-            stdout: BufReader::new(stdout),
-            pid,
+        let serving = self.forks.serving();
+        let Forked {
+            server,
+            socket,
+            token,
+        } = self.forks.fork()?;
+        let reader = socket
+            .try_clone()
+            .map_err(|e| format!("Python worker socket: {e}"))?;
+        let mut proc = Proc {
+            server,
+            token,
+            stdin: socket,
+            stdout: BufReader::new(reader),
+            pid: None,
+            spare: role == Role::Spare,
             jobs: 0,
             greeted: false,
             version,
-        })
+        };
+        if serving {
+            proc.pid = proc.server.pid_of(token, FORK_ANSWER);
+            if let Some(pid) = proc.pid {
+                record(slot, role, Some(pid));
+            }
+        }
+        Ok(proc)
     }
 
     /// Read the hello line of `proc` (once). Without one, it is killed
     /// (the caller reaps it) and what it wrote instead is the error.
-    fn greet(&self, proc: &mut Proc) -> Result<(), String> {
+    fn greet(&self, proc: &mut Proc, slot: &dyn GroupRegistry, role: Role) -> Result<(), String> {
         if proc.greeted {
             return Ok(());
         }
-        let pid = proc.pid;
         // The hello line comes after SUBPROCESS_SETUP_FUNC ran.
         let mut hello = String::new();
         let hello_value = match proc.stdout.read_line(&mut hello) {
@@ -274,10 +277,17 @@ impl PythonWorker {
             _ => None,
         };
         let Some(hello_value) = hello_value else {
-            proc.leader.kill();
+            if let Some(pid) = proc.pid {
+                kill_group(pid);
+            }
             return Err(hello.trim().to_string());
         };
         proc.greeted = true;
+        if proc.pid.is_none() {
+            proc.pid = hello_value["pid"].as_i64().map(|p| p as i32);
+            record(slot, role, proc.pid);
+        }
+        let pid = proc.pid.unwrap_or(0);
         if let Some(e) = hello_value.get("setup_error").and_then(Value::as_str) {
             warn!(
                 "Python worker pid {pid}: SUBPROCESS_SETUP_FUNC {:?} failed ({e}); it runs \
@@ -297,7 +307,10 @@ impl PythonWorker {
     fn ready(&mut self, slot: &dyn GroupRegistry) -> Result<&mut Proc, String> {
         self.promote_spare(slot);
         if let Some(mut spare) = self.proc.take_if(|p| !p.greeted) {
-            match self.greet(&mut spare) {
+            if spare.spare && !hello_waiting(&mut spare) {
+                self.forks.note_start_wait();
+            }
+            match self.greet(&mut spare, slot, Role::Worker) {
                 Ok(()) => self.proc = Some(spare),
                 // A spare that died is not the job's fault: a new worker
                 // is started for it, as for a worker found dead while idle.
@@ -324,8 +337,11 @@ impl PythonWorker {
             return false;
         };
         slot.set_spare_group(None);
-        slot.set_worker_group(Some(spare.pid));
-        debug!("spare Python worker pid {} takes the slot over", spare.pid);
+        slot.set_worker_group(spare.pid);
+        debug!(
+            "spare Python worker pid {:?} takes the slot over",
+            spare.pid
+        );
         self.proc = Some(spare);
         true
     }
@@ -340,9 +356,9 @@ impl PythonWorker {
         match self.launch(slot, Role::Spare) {
             Ok(p) => {
                 debug!(
-                    "spare Python worker pid {} started for the last job of pid {}",
+                    "spare Python worker pid {:?} forked for the last jobs of pid {:?}",
                     p.pid,
-                    self.proc.as_ref().map_or(0, |w| w.pid)
+                    self.proc.as_ref().and_then(|w| w.pid)
                 );
                 self.spare = Some(p);
             }
@@ -367,7 +383,7 @@ impl PythonWorker {
             return;
         }
         // Its hello is read with its first job: the slot thread does not
-        // wait for an interpreter to start (seconds on a loaded machine)
+        // wait for the fork server to start (seconds on a loaded machine)
         // before it takes a job, so a `call` or `shell` job is not held
         // behind it, and the READYs the job manager sends at once are
         // slots that can start a job now.
@@ -391,11 +407,17 @@ impl PythonWorker {
         slot: &dyn GroupRegistry,
     ) -> JobOutcome {
         self.used = true;
-        // A worker that died while idle (OOM killer, kill -9) is replaced
-        // before the job is sent, so the job is not blamed for it.
-        if self.proc.as_ref().is_some_and(|p| p.leader.exited()) {
+        // A worker that died while idle (OOM killer, kill -9, its fork
+        // server gone) is replaced before the job is sent, so the job is
+        // not blamed for it.
+        // Its socket says so at once (the exit report may still be on its
+        // way from the fork server).
+        let dead = self.proc.as_mut().is_some_and(|p| {
+            p.greeted && (p.pid.is_some_and(|pid| p.server.exited(pid).is_some()) || hung_up(p))
+        });
+        if dead {
             if let Some(p) = self.proc.take() {
-                let pid = p.pid;
+                let pid = p.pid.unwrap_or(0);
                 let status = reap(p, slot);
                 warn!("idle Python worker pid {pid} had died ({status}); restarting it");
             }
@@ -406,7 +428,7 @@ impl PythonWorker {
         if self.proc.as_ref().is_some_and(|p| p.version != now) {
             if let Some(p) = self.proc.take() {
                 info!(
-                    "Python worker pid {}: the code changed (--reload); starting a fresh one for the next job",
+                    "Python worker pid {:?}: the code changed (--reload); starting a fresh one for the next job",
                     p.pid
                 );
                 kill_and_reap(p, slot);
@@ -426,11 +448,8 @@ impl PythonWorker {
             serde_json::json!({"id": run, "msgid": msgid, "job": job, "context": context});
         let mut line = request.to_string();
         line.push('\n');
-        slot.set_job_group(run, Some(proc.pid));
-        let written = proc
-            .stdin
-            .write_all(line.as_bytes())
-            .and_then(|_| proc.stdin.flush());
+        slot.set_job_group(run, proc.pid);
+        let written = proc.stdin.write_all(line.as_bytes());
         let mut answer = String::new();
         let read = match written {
             Ok(()) => read_answer(&mut proc.stdout, &mut answer, run, progress),
@@ -444,7 +463,7 @@ impl PythonWorker {
                     outcome
                 }
                 Err(why) => {
-                    warn!("Python worker pid {}: {why}; restarting it", proc.pid);
+                    warn!("Python worker pid {:?}: {why}; restarting it", proc.pid);
                     if let Some(p) = self.proc.take() {
                         kill_and_reap(p, slot);
                     }
@@ -455,7 +474,7 @@ impl PythonWorker {
                 let Some(p) = self.proc.take() else {
                     return crash("no Python worker".into());
                 };
-                let pid = p.pid;
+                let pid = p.pid.unwrap_or(0);
                 let status = reap(p, slot);
                 warn!("Python worker pid {pid} died running a job ({status})");
                 crash(format!(
@@ -466,10 +485,10 @@ impl PythonWorker {
     }
 
     /// Retire the worker if it has run its `max_job_count` jobs: forget
-    /// its group (its spare takes the slot over) and let a reaper thread
-    /// close its stdin (it exits on its own, as 0.3.13's worker leaves its
-    /// loop), give it [`RETIRE_GRACE`], then kill what is left of its
-    /// group. The slot does not wait for it.
+    /// its group (its spare takes the slot over), close its socket (it
+    /// exits on its own, as 0.3.13's worker leaves its loop) and hand it
+    /// to its fork server, which gives it [`RETIRE_GRACE`], then kills
+    /// what is left of its group and reaps it. The slot does not wait.
     pub(crate) fn retire_if_spent(&mut self, slot: &dyn GroupRegistry) {
         let max = self.cfg.max_job_count.max(1);
         let spent = matches!(&self.proc, Some(p) if p.jobs >= max);
@@ -478,7 +497,7 @@ impl PythonWorker {
         }
         let Some(p) = self.proc.take() else { return };
         info!(
-            "Python worker pid {} ran {} job(s) (MAX_JOB_COUNT {max}); replacing it{}",
+            "Python worker pid {:?} ran {} job(s) (MAX_JOB_COUNT {max}); replacing it{}",
             p.pid,
             p.jobs,
             if self.spare.is_some() {
@@ -488,14 +507,18 @@ impl PythonWorker {
             }
         );
         slot.set_worker_group(None);
-        let name = format!("emq-retire-{}", p.pid);
-        if let Err(e) = std::thread::Builder::new()
-            .name(name)
-            .spawn(move || retire(p))
-        {
-            // The closure (and the process) went with the failed spawn:
-            // GroupLeader's drop killed and reaped it.
-            warn!("no reaper thread for a retired Python worker ({e}); it was killed");
+        let Proc {
+            server,
+            token,
+            stdin,
+            stdout,
+            pid,
+            ..
+        } = p;
+        drop((stdin, stdout));
+        match pid.or_else(|| server.pid_of(token, FORK_ANSWER)) {
+            Some(pid) => server.release(pid, RETIRE_GRACE),
+            None => warn!("retired Python worker: its fork server never named it"),
         }
     }
 
@@ -508,11 +531,22 @@ impl PythonWorker {
     /// Kill and reap the spare, if any.
     fn drop_spare(&mut self, slot: &dyn GroupRegistry) {
         if let Some(p) = self.spare.take() {
-            // Unreaped, so its pid (= pgid) is still ours.
-            p.leader.kill();
             slot.set_spare_group(None);
-            drop(p.stdin);
-            let _ = p.leader.reap();
+            let Proc {
+                server,
+                token,
+                stdin,
+                stdout,
+                pid,
+                ..
+            } = p;
+            drop((stdin, stdout));
+            // Unreaped, so its pid (= pgid) is still ours; the server
+            // kills its group again and reaps it.
+            if let Some(pid) = pid.or_else(|| server.pid_of(token, FORK_ANSWER)) {
+                kill_group(pid);
+                server.release(pid, Duration::ZERO);
+            }
         }
     }
 
@@ -525,48 +559,72 @@ impl PythonWorker {
     }
 }
 
-/// End a retired worker (on its reaper thread): close its stdin, give it
-/// [`RETIRE_GRACE`] to exit, kill what is left of its group, reap it.
-fn retire(p: Proc) {
+/// Whether the hello of `p` can be read without waiting.
+fn hello_waiting(p: &mut Proc) -> bool {
+    if !p.stdout.buffer().is_empty() {
+        return true;
+    }
+    if p.stdout.get_ref().set_nonblocking(true).is_err() {
+        return false;
+    }
+    let ready = p.stdout.fill_buf().is_ok_and(|b| !b.is_empty());
+    let _ = p.stdout.get_ref().set_nonblocking(false);
+    ready
+}
+
+/// Whether the socket of the idle worker `p` is closed: it died.
+fn hung_up(p: &mut Proc) -> bool {
+    if !p.stdout.buffer().is_empty() || p.stdout.get_ref().set_nonblocking(true).is_err() {
+        return false;
+    }
+    let closed = p.stdout.fill_buf().is_ok_and(|b| b.is_empty());
+    let _ = p.stdout.get_ref().set_nonblocking(false);
+    closed
+}
+
+/// Which of the slot's records a worker goes to.
+fn record(slot: &dyn GroupRegistry, role: Role, pid: Option<i32>) {
+    match role {
+        Role::Worker => slot.set_worker_group(pid),
+        Role::Spare => slot.set_spare_group(pid),
+    }
+}
+
+/// Forget the process group (so no kill can hit a reused pid), then have
+/// the server reap the worker, once it is reported exited: how it ended.
+fn reap(p: Proc, slot: &dyn GroupRegistry) -> String {
+    slot.set_worker_group(None);
     let Proc {
-        leader,
+        server,
+        token,
         stdin,
         stdout,
         pid,
         ..
     } = p;
-    drop(stdin);
-    let deadline = Instant::now() + RETIRE_GRACE;
-    // Bounded: a job may have left a non-daemon thread that keeps the
-    // interpreter from exiting.
-    while !leader.exited() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    if !leader.exited() {
-        warn!("retired Python worker pid {pid} did not exit within {RETIRE_GRACE:?}; killing it");
-    }
-    // Whatever its jobs left running in its group goes with it.
-    leader.kill();
-    drop(stdout);
-    match leader.reap() {
-        Ok(s) => debug!("retired Python worker pid {pid}: {}", describe_status(s)),
-        Err(e) => warn!("retired Python worker pid {pid}: wait failed: {e}"),
-    }
-}
-
-/// Forget the process group (so no kill can hit a reused pid), then reap.
-fn reap(p: Proc, slot: &dyn GroupRegistry) -> String {
-    slot.set_worker_group(None);
-    drop(p.stdin);
-    match p.leader.reap() {
-        Ok(s) => describe_status(s),
-        Err(e) => format!("wait failed: {e}"),
-    }
+    drop((stdin, stdout));
+    let Some(pid) = pid.or_else(|| server.pid_of(token, FORK_ANSWER)) else {
+        return format!("its fork server pid {} did not fork it", server.pid());
+    };
+    let status = match server.wait_exited(pid, EXIT_REPORT) {
+        Some(s) => s,
+        None => {
+            warn!("Python worker pid {pid} did not exit within {EXIT_REPORT:?}; killing it");
+            kill_group(pid);
+            server
+                .wait_exited(pid, EXIT_REPORT)
+                .unwrap_or_else(|| "no exit report".into())
+        }
+    };
+    server.reap(pid);
+    status
 }
 
 fn kill_and_reap(p: Proc, slot: &dyn GroupRegistry) {
     // The process is not reaped yet, so its pid (= pgid) is still ours.
-    p.leader.kill();
+    if let Some(pid) = p.pid {
+        kill_group(pid);
+    }
     reap(p, slot);
 }
 
@@ -584,7 +642,7 @@ pub(crate) fn describe_status(s: std::process::ExitStatus) -> String {
 /// `emq_job.progress`) to `progress`. Lines for another run, or with a
 /// percent out of 0–100, are dropped.
 fn read_answer(
-    out: &mut BufReader<ChildStdout>,
+    out: &mut BufReader<UnixStream>,
     answer: &mut String,
     run: u64,
     progress: &dyn Fn(u8, String),

@@ -1004,9 +1004,11 @@ fn a_slot_takes_other_jobs_while_its_python_worker_is_still_starting() {
     cfg.python.python_path = vec![dir.0.clone()];
     let t = Instant::now();
     let pool = Pool::new(cfg, None).unwrap();
+    // The fork server is started with the pool; the slot's worker is
+    // asked of it at once, and forked once the server has started.
     assert!(
-        eventually(|| pool.python_pid(0).is_some()),
-        "the worker is started with the pool"
+        eventually(|| pool.fork_server_pid().is_some()),
+        "the fork server is started with the pool"
     );
     assert_eq!(val(exec(&pool, 1, call("echo", json!(1)))), json!(1));
     let echo = t.elapsed();
