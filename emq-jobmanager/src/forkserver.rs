@@ -224,7 +224,7 @@ impl Server {
 pub(crate) struct ForkServer {
     cfg: PythonConfig,
     current: Mutex<Option<Arc<Server>>>,
-    /// Spares whose hello was not there yet when their slot needed them.
+    /// Times a slot that had a worker had to wait for a fresh one's hello.
     start_waits: AtomicU64,
 }
 
@@ -358,12 +358,12 @@ impl ForkServer {
         Err(last)
     }
 
-    /// A slot found its spare not ready yet (it waits for its hello).
+    /// A slot that had a worker waits for a fresh one to start.
     pub(crate) fn note_start_wait(&self) {
         self.start_waits.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// How many times a slot waited for a spare's hello.
+    /// How many times a slot that had a worker waited for a fresh one.
     pub(crate) fn start_waits(&self) -> u64 {
         self.start_waits.load(Ordering::Relaxed)
     }

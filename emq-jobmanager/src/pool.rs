@@ -577,8 +577,9 @@ impl Pool {
         self.env.forks.pid()
     }
 
-    /// How many times a slot had to wait for its spare worker's hello
-    /// (the spare was not ready when its predecessor retired).
+    /// How many times a slot that had a Python worker had to wait for a
+    /// fresh one to start (after a retirement, a crash or a cancel: the
+    /// spare, or the replacement, was not ready when the next job came).
     pub fn python_start_waits(&self) -> u64 {
         self.env.forks.start_waits()
     }

@@ -145,8 +145,6 @@ struct Proc {
     stdout: BufReader<UnixStream>,
     /// Its pid (= process group): from the server's answer, or its hello.
     pid: Option<i32>,
-    /// Started as a spare.
-    spare: bool,
     /// Jobs this process has answered.
     jobs: u64,
     /// Its hello line was read (it is ready for jobs).
@@ -181,6 +179,9 @@ pub(crate) struct PythonWorker {
     /// The next worker, started before `proc` retires (not greeted yet).
     spare: Option<Proc>,
     used: bool,
+    /// A worker of this slot ran a job: any later wait for a worker's
+    /// start is recycling's cost (counted, [`ForkServer::start_waits`]).
+    had_worker: bool,
 }
 
 fn crash(message: String) -> JobOutcome {
@@ -203,6 +204,7 @@ impl PythonWorker {
             proc: None,
             spare: None,
             used: false,
+            had_worker: false,
         }
     }
 
@@ -248,7 +250,6 @@ impl PythonWorker {
             stdin: socket,
             stdout: BufReader::new(reader),
             pid: None,
-            spare: role == Role::Spare,
             jobs: 0,
             greeted: false,
             version,
@@ -307,7 +308,7 @@ impl PythonWorker {
     fn ready(&mut self, slot: &dyn GroupRegistry) -> Result<&mut Proc, String> {
         self.promote_spare(slot);
         if let Some(mut spare) = self.proc.take_if(|p| !p.greeted) {
-            if spare.spare && !hello_waiting(&mut spare) {
+            if self.had_worker && !hello_waiting(&mut spare) {
                 self.forks.note_start_wait();
             }
             match self.greet(&mut spare, slot, Role::Worker) {
@@ -321,8 +322,12 @@ impl PythonWorker {
             }
         }
         if self.proc.is_none() {
+            if self.had_worker {
+                self.forks.note_start_wait();
+            }
             self.proc = Some(self.spawn(slot)?);
         }
+        self.had_worker = true;
         self.proc
             .as_mut()
             .ok_or_else(|| "no Python worker".to_string())

@@ -50,6 +50,15 @@ def sleep_marked(path, secs):
 def not_json():
     return object()
 
+def spawn_and_sleep(path, secs):
+    import subprocess
+    child = subprocess.Popen(["sleep", "300"])
+    with open(path + ".tmp", "w") as f:
+        f.write("%d %d" % (os.getpid(), child.pid))
+    os.rename(path + ".tmp", path)
+    time.sleep(secs)
+    return "slept"
+
 def read_stdin():
     return sys.stdin.read()
 
@@ -1222,5 +1231,148 @@ fn hook_failures_follow_the_documented_rules() {
             .starts_with("cannot load JOB_ENTRY_FUNC 'emqhooks.nope'"),
         "{}",
         e.message
+    );
+}
+
+// The fork server (crate::forkserver).
+
+/// Wait for every run of `runs` to finish (in any order); their values.
+fn wait_all(pool: &Pool, runs: &[u64]) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut done: Vec<Option<Value>> = vec![None; runs.len()];
+    while done.iter().any(Option::is_none) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match pool.events().recv_timeout(left) {
+            Ok(PoolEvent::Finished { run, outcome, .. }) => {
+                if let Some(i) = runs.iter().position(|&r| r == run) {
+                    done[i] = Some(val(outcome));
+                }
+            }
+            Ok(_) => {}
+            Err(_) => panic!("runs {runs:?} did not finish in time"),
+        }
+    }
+    done.into_iter().flatten().collect()
+}
+
+#[test]
+fn recycling_under_load_never_leaves_a_slot_waiting_for_a_start() {
+    let dir = TempDir::new("recycle-load");
+    std::fs::write(dir.0.join("emqtestmod.py"), MODULE).unwrap();
+    let mut cfg = PoolConfig::new(2);
+    cfg.python.interpreter = interpreter();
+    cfg.python.python_path = vec![dir.0.clone()];
+    // A spare is forked 2 jobs (100 ms) before its worker retires.
+    cfg.python.max_job_count = 8;
+    let pool = Pool::new(cfg, None).unwrap();
+    // Both slots' first workers are there (their start is not recycling).
+    for (slot, run) in [(0, 1), (1, 2)] {
+        start(&pool, slot, run, run_job("emqtestmod", "pid", json!([])));
+    }
+    let first = wait_all(&pool, &[1, 2]);
+    let mut pids = std::collections::HashSet::new();
+    let mut run = 10;
+    // 25 jobs a slot: at least 3 workers' lives each, both slots busy
+    // all along.
+    for _ in 0..24 {
+        for slot in 0..2 {
+            run += 1;
+            start(
+                &pool,
+                slot,
+                run,
+                run_job("emqtestmod", "sleep", json!([0.05])),
+            );
+        }
+        for v in wait_all(&pool, &[run - 1, run]) {
+            assert_eq!(v, json!("slept"));
+        }
+        for slot in 0..2 {
+            pids.extend(pool.python_pid(slot));
+        }
+    }
+    assert!(
+        pids.len() >= 6
+            && first
+                .iter()
+                .all(|p| pids.contains(&(p.as_i64().unwrap() as i32))),
+        "workers were recycled: {pids:?}"
+    );
+    assert_eq!(
+        pool.python_start_waits(),
+        0,
+        "a slot waited for a fresh worker to start"
+    );
+}
+
+#[test]
+fn a_killed_fork_server_is_replaced() {
+    let (pool, _d) = python_pool("forkserver-kill", 1);
+    let pid1 = val(exec(&pool, 1, run_job("emqtestmod", "pid", json!([]))))
+        .as_i64()
+        .unwrap() as i32;
+    let server = pool.fork_server_pid().expect("a fork server");
+    assert_ne!(server, pid1);
+    assert!(emq_process::signal(server, libc::SIGKILL));
+    // Its workers die with it, and count as exited.
+    assert!(eventually(|| pool.fork_server_pid().is_none()));
+    assert!(eventually(|| !running(pid1)), "its worker died with it");
+    // The next job is not blamed: a new server forks a new worker.
+    let pid2 = val(exec(&pool, 2, run_job("emqtestmod", "pid", json!([]))))
+        .as_i64()
+        .unwrap() as i32;
+    assert_ne!(pid1, pid2);
+    let server2 = pool.fork_server_pid().expect("a new fork server");
+    assert_ne!(server2, server);
+    assert!(!running(server));
+    assert_eq!(
+        val(exec(&pool, 3, run_job("emqtestmod", "add", json!([2, 3])))),
+        json!(5)
+    );
+}
+
+#[test]
+fn a_job_that_calls_os_exit_is_reported() {
+    let (pool, _d) = python_pool("os-exit", 1);
+    let pid1 = val(exec(&pool, 1, run_job("emqtestmod", "pid", json!([]))));
+    for (run, code) in [(2, 0), (4, 3)] {
+        let e = err(exec(&pool, run, run_job("os", "_exit", json!([code]))));
+        assert_eq!(e.kind, ErrorKind::Crash);
+        assert_eq!(
+            e.message,
+            format!("Python worker process died while running the job (exit status {code})")
+        );
+        let pid = val(exec(
+            &pool,
+            run + 1,
+            run_job("emqtestmod", "pid", json!([])),
+        ));
+        assert_ne!(pid, pid1, "a fresh worker");
+    }
+}
+
+#[test]
+fn cancel_kills_the_forked_workers_group() {
+    let (pool, dir) = python_pool("cancel-group", 1);
+    let marker = dir.0.join("pids");
+    let path = marker.to_string_lossy().into_owned();
+    start(
+        &pool,
+        0,
+        1,
+        run_job("emqtestmod", "spawn_and_sleep", json!([path, 30])),
+    );
+    let pids = read_pids(&marker);
+    assert_eq!(pids.len(), 2, "the worker and the job's child");
+    assert_eq!(pool.python_pid(0), Some(pids[0]));
+    assert!(pids.iter().all(|&p| running(p)));
+    pool.cancel(0, 1);
+    assert_killed_python(wait(&pool, 1));
+    for p in pids {
+        assert!(eventually(|| !running(p)), "{p} outlived the cancel");
+    }
+    assert_eq!(
+        val(exec(&pool, 2, run_job("emqtestmod", "add", json!([1, 1])))),
+        json!(2)
     );
 }
