@@ -1,12 +1,32 @@
-"""emq job manager's Python worker.
+"""emq job manager's Python fork server and workers.
 
-Runs EventMQ `run` jobs one at a time for the Rust job manager, which starts
-one of these per slot and keeps it for many jobs (until MAX_JOB_COUNT, then
-it closes our stdin and we exit). Protocol: JSON lines on the process's
-original stdin/stdout.
+The Rust job manager starts this script once per pool, as a *fork server*
+(`python -u -c SCRIPT HOOKS`), with a Unix stream socket as its stdin and
+stdout (the control socket). The server imports what the workers need (and
+the hooks' modules), then forks one worker per request. A worker runs
+EventMQ `run` jobs one at a time for one slot, over a socket of its own,
+and is kept for many jobs (until MAX_JOB_COUNT; then the job manager closes
+its socket and it exits).
 
+Control socket, JSON lines:
   argument (argv[1], optional): {"setup": PATH|null, "entry": PATH|null,
                                  "exit": PATH|null}
+  first line out:  {"hello": "emq-forkserver", "pid": N, "python": "3.x.y"}
+  in:  {"fork": TOKEN}, with one descriptor attached (SCM_RIGHTS): the
+       worker's socket
+  out: {"forked": TOKEN, "pid": N}
+  out: {"exited": PID, "code": N|null, "signal": N|null}, for every
+       worker, not reaped yet (waitid WNOWAIT: its pid and process group
+       stay reserved)
+  in:  {"reap": PID}: the job manager forgot its group; reap it
+  in:  {"release": PID, "grace": SECS}: the job manager no longer follows
+       it: on its exit, or after SECS (then killed), its group is killed
+       and it is reaped
+  end of input: every worker's group is killed and the server exits.
+A worker is its own process group leader, dies with the server
+(PR_SET_PDEATHSIG), runs SUBPROCESS_SETUP_FUNC first, then:
+
+Worker socket, JSON lines:
   first line out:  {"hello": "emq-worker", "pid": N, "python": "3.x.y",
                     "setup_error": str (if the setup function raised),
                     "hooks_error": str (if entry/exit cannot be loaded)}
@@ -23,15 +43,16 @@ original stdin/stdout.
 `path` is `pkg.module` (call the module attribute `callable`) or
 `pkg.module:Class` (instantiate Class(*class_args, **class_kwargs), then call
 its method `callable`). The job's own output on stdout goes to stderr, and
-its stdin is /dev/null, so neither can disturb the protocol. What the job
+its stdin is /dev/null (the server's, inherited), so neither can disturb
+the protocol. What the job
 writes through sys.stdout and sys.stderr (print, logging to stderr) comes
 out one line at a time tagged with its msgid, `[MSGID] line`, so that the
 output of jobs on many slots can be told apart (a C extension or a child
 process writing to fd 1 or 2 directly is not tagged). A traceback starts
 at the job's own code: this script's frames are left out.
 
-The hooks are EventMQ 0.3.13's SUBPROCESS_SETUP_FUNC (called once, before
-the hello line: before the first job), JOB_ENTRY_FUNC and JOB_EXIT_FUNC
+The hooks are EventMQ 0.3.13's SUBPROCESS_SETUP_FUNC (called once in each
+worker, before its hello line: before its first job), JOB_ENTRY_FUNC and JOB_EXIT_FUNC
 (called before and after every job), all with no arguments, named as
 0.3.13's `callable_from_name` reads them: `pkg.mod.func`, or
 `pkg.mod:Class.method` (Class() instantiated with no arguments). A setup
@@ -271,6 +292,20 @@ class Hooks:
         # Set when entry/exit cannot be loaded: every job fails with it.
         self.error = None
 
+    def preimport(self):
+        """Import the hooks' modules, without calling anything (in the
+        fork server, so that every worker finds them imported). A module
+        that cannot be imported yet is left to the workers, which report
+        it as before."""
+        for name in (self.setup_name, self.entry_name, self.exit_name):
+            if not isinstance(name, str) or "." not in name:
+                continue
+            module_name = name.rpartition(".")[0].partition(":")[0]
+            try:
+                importlib.import_module(module_name)
+            except BaseException:
+                pass
+
     def run_setup(self):
         """Call SUBPROCESS_SETUP_FUNC; the error text if it raised."""
         if not self.setup_name:
@@ -504,6 +539,22 @@ def _fork_server(ctl, hooks, hello):
                     traceback.print_exc()
                     os._exit(70)
                 try:
+                    # 0.3.13's meaning: setup once in each worker process,
+                    # first; then the entry and exit functions are loaded.
+                    setup_error = hooks.run_setup()
+                    if setup_error:
+                        h["setup_error"] = setup_error
+                    hooks_error = hooks.load()
+                    if hooks_error:
+                        h["hooks_error"] = hooks_error
+                    try:
+                        sys.stderr.flush()
+                    except Exception:
+                        pass
+                except BaseException:
+                    traceback.print_exc()
+                    _worker_exit()
+                try:
                     _serve(proto_in, proto_out, hooks, h)
                 finally:
                     _worker_exit()
@@ -591,12 +642,7 @@ def main():
         cfg = {}
     hooks = Hooks(cfg if isinstance(cfg, dict) else {})
     hello = {"hello": "emq-worker", "pid": os.getpid(), "python": sys.version.split()[0]}
-    setup_error = hooks.run_setup()
-    if setup_error:
-        hello["setup_error"] = setup_error
-    hooks_error = hooks.load()
-    if hooks_error:
-        hello["hooks_error"] = hooks_error
+    hooks.preimport()
     try:
         sys.stderr.flush()
     except Exception:

@@ -1,9 +1,12 @@
-//! The Python fork server: one Python process per pool that has done the
-//! worker script's imports and `SUBPROCESS_SETUP_FUNC` once, and forks a
-//! fresh worker for a slot in about a millisecond (an interpreter start
-//! with its imports and setup takes tens of milliseconds, seconds on a
-//! loaded machine). Recycling a worker after `MAX_JOB_COUNT` jobs then
-//! costs a fork.
+//! The Python fork server: one Python process per pool that has started
+//! the interpreter and done the worker script's imports (and imported the
+//! hooks' modules) once, and forks a fresh worker for a slot in about a
+//! millisecond (an interpreter start with its imports takes tens of
+//! milliseconds of CPU, seconds on a loaded machine). Recycling a worker
+//! after `MAX_JOB_COUNT` jobs then costs a fork, and the worker's own
+//! `SUBPROCESS_SETUP_FUNC`, which still runs once in each worker, first
+//! (0.3.13's meaning: what it opens, connections or threads, must not be
+//! shared by forked processes).
 //!
 //! The rule, as [`crate::python`] relies on it:
 //! - **A worker is asked for, not started.** [`ForkServer::fork`] makes a

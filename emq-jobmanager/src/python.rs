@@ -1,12 +1,13 @@
 //! `run` jobs: EventMQ 0.3.13 Python jobs, on one long-lived Python worker
 //! process per slot.
 //!
-//! The worker script (`python/emq_worker.py`, embedded here) is started as
-//! `PYTHON -u -c SCRIPT HOOKS` in its own process group, so that a timeout
-//! or a CANCEL kills it together with anything the job started (the slot
-//! then starts a fresh worker). It speaks JSON lines over its original
-//! stdin/stdout (see the script's docstring); the job's own prints go to
-//! the job manager's stderr, each line tagged with the job's msgid
+//! The worker script (`python/emq_worker.py`, embedded here) runs as the
+//! pool's fork server ([`crate::forkserver`]: `PYTHON -u -c SCRIPT HOOKS`,
+//! started once), which forks each worker into a process group of its own,
+//! so that a timeout or a CANCEL kills it together with anything the job
+//! started (the slot then takes a fresh worker). A worker speaks JSON lines
+//! over a Unix socket (see the script's docstring); the job's own prints go
+//! to the job manager's stderr, each line tagged with the job's msgid
 //! (`[MSGID] line`), and its traceback, when it raises, comes without the
 //! worker script's own frames. `PYTHONPATH` and the working directory are
 //! inherited (with `-c`, the working directory is on `sys.path`, as for
@@ -15,7 +16,10 @@
 //! 0.3.13's worker-process settings, with its meaning (`eventmq/worker.py`):
 //! - `SUBPROCESS_SETUP_FUNC` ([`PythonConfig::setup_func`]): a dotted path
 //!   called with no arguments once in each worker process, before its first
-//!   job (a Django project's `django.setup()`). If it raises, the traceback
+//!   job (a Django project's `django.setup()`): in the forked worker, first,
+//!   not in the fork server, so what it opens (connections, threads) is the
+//!   worker's own, as in 0.3.13. The fork server only imports the hooks'
+//!   modules, so a worker finds them imported. If it raises, the traceback
 //!   goes to stderr, the job manager logs a warning, and the worker runs
 //!   jobs anyway (as 0.3.13 does).
 //! - `JOB_ENTRY_FUNC` / `JOB_EXIT_FUNC` ([`PythonConfig::job_entry_func`],
@@ -36,17 +40,18 @@
 //!   the slot. No job is lost: the next job of the slot waits in its
 //!   mailbox meanwhile, and the slot's READY went out with the REPLY.
 //!
-//! **Recycling without a stall.** The fresh worker is a *spare* started
-//! when the old one has [`spare_lead`] jobs left (a quarter of
-//! `MAX_JOB_COUNT`, at least its last one): its interpreter start, imports
-//! and `SUBPROCESS_SETUP_FUNC` (tens of milliseconds) run while the old
-//! one works, so the slot takes it over at once; its hello line is read
-//! when the first job is handed to it. The old one exits on a
-//! reaper thread, not on the slot's. So a slot has at most two worker
-//! processes, briefly (memory stays bounded), and every worker still runs
-//! its setup once and first, then at most `MAX_JOB_COUNT` jobs, each
-//! between its entry and exit functions, as in 0.3.13. A spare is fresh:
-//! a worker killed for a timeout or a cancel is replaced by it too.
+//! **Recycling without a stall or an interpreter start.** The fresh worker
+//! is a *spare* forked when the old one has [`spare_lead`] jobs left (a
+//! quarter of `MAX_JOB_COUNT`, at least its last one): a fork (about a
+//! millisecond) and its `SUBPROCESS_SETUP_FUNC` run while the old one
+//! works, so the slot takes it over at once; its hello line is read when
+//! the first job is handed to it. The old one is handed to the fork server
+//! to exit within [`RETIRE_GRACE`]; the slot does not wait for it. So a
+//! slot has at most two worker processes, briefly (memory stays bounded),
+//! and every worker still runs its setup once and first, then at most
+//! `MAX_JOB_COUNT` jobs, each between its entry and exit functions, as in
+//! 0.3.13. A spare is fresh: a worker killed for a timeout or a cancel is
+//! replaced by it too.
 //!
 //! A slot starts its worker without waiting for it: the hello line is read
 //! when the first job is handed over, so a slot whose interpreter is still
