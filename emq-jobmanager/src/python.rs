@@ -454,12 +454,20 @@ impl PythonWorker {
                 return crash(e);
             }
         };
-        let request =
-            serde_json::json!({"id": run, "msgid": msgid, "job": job, "context": context});
-        let mut line = request.to_string();
-        line.push('\n');
+        // Serialized from the borrowed parts (no `Value` copy of the job).
+        let request = Request {
+            id: run,
+            msgid,
+            job,
+            context,
+        };
+        let mut line = match serde_json::to_vec(&request) {
+            Ok(line) => line,
+            Err(e) => return crash(format!("cannot encode the job for the Python worker: {e}")),
+        };
+        line.push(b'\n');
         slot.set_job_group(run, proc.pid);
-        let written = proc.stdin.write_all(line.as_bytes());
+        let written = proc.stdin.write_all(&line);
         let mut answer = String::new();
         let read = match written {
             Ok(()) => read_answer(&mut proc.stdout, &mut answer, run, progress),
@@ -567,6 +575,15 @@ impl PythonWorker {
             kill_and_reap(p, slot);
         }
     }
+}
+
+/// A job request line to a worker (see the worker script's docstring).
+#[derive(serde::Serialize)]
+struct Request<'a> {
+    id: u64,
+    msgid: &'a str,
+    job: &'a RunJob,
+    context: &'a Value,
 }
 
 /// Whether the hello of `p` can be read without waiting.

@@ -1376,3 +1376,42 @@ fn cancel_kills_the_forked_workers_group() {
         json!(2)
     );
 }
+
+#[test]
+fn a_code_change_takes_a_new_fork_server_and_spares_the_running_job() {
+    let dir = TempDir::new("forkserver-reload");
+    std::fs::write(dir.0.join("emqtestmod.py"), MODULE).unwrap();
+    let mut cfg = PoolConfig::new(2);
+    cfg.python.interpreter = interpreter();
+    cfg.python.python_path = vec![dir.0.clone()];
+    let version = cfg.python.code_version.clone();
+    let pool = Pool::new(cfg, None).unwrap();
+    let pid1 = val(exec(&pool, 1, run_job("emqtestmod", "pid", json!([]))));
+    let server1 = pool.fork_server_pid().expect("a fork server");
+    // A job runs on slot 1 across the change, on the old server's worker.
+    let marker = dir.0.join("in-job");
+    let path = marker.to_string_lossy().into_owned();
+    start(
+        &pool,
+        1,
+        2,
+        run_job("emqtestmod", "sleep_marked", json!([path, 1])),
+    );
+    let old_worker = read_pids(&marker)[0];
+    version.bump();
+    // The next job on slot 0 runs on a worker of a new server, and the
+    // running job finishes on the old code's worker.
+    start(&pool, 0, 3, run_job("emqtestmod", "pid", json!([])));
+    let done = wait_all(&pool, &[2, 3]);
+    assert_eq!(done[0], json!("slept"));
+    assert_ne!(pid1, done[1]);
+    let server2 = pool.fork_server_pid().expect("a new fork server");
+    assert_ne!(server1, server2);
+    // Slot 1 is then served by the new server too; the old one, with no
+    // worker left, exits.
+    start(&pool, 1, 4, run_job("emqtestmod", "pid", json!([])));
+    let pid4 = val(wait(&pool, 4));
+    assert_ne!(pid4.as_i64(), Some(old_worker as i64));
+    let gone = eventually(|| !running(server1));
+    assert!(gone, "the old fork server exits");
+}
