@@ -538,4 +538,51 @@ mod tests {
         assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGTERM));
         assert!(clock_ticks_per_second() > 0);
     }
+
+    /// Receive one message and the descriptor riding on it.
+    fn recv_fd(sock: &std::os::unix::net::UnixStream) -> (Vec<u8>, Option<std::os::fd::OwnedFd>) {
+        use std::os::fd::{AsRawFd, FromRawFd};
+        let mut data = vec![0u8; 256];
+        let mut control = [0u64; 8];
+        let mut iov = libc::iovec {
+            iov_base: data.as_mut_ptr() as *mut libc::c_void,
+            iov_len: data.len(),
+        };
+        // SAFETY: the buffers outlive the call; the control data is read
+        // only within msg_controllen, as the kernel filled it.
+        unsafe {
+            let mut msg: libc::msghdr = std::mem::zeroed();
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+            msg.msg_controllen = std::mem::size_of_val(&control) as _;
+            let n = libc::recvmsg(sock.as_raw_fd(), &mut msg, 0);
+            assert!(n >= 0, "{}", io::Error::last_os_error());
+            data.truncate(n as usize);
+            let cmsg = libc::CMSG_FIRSTHDR(&msg);
+            let fd = (!cmsg.is_null() && (*cmsg).cmsg_type == libc::SCM_RIGHTS).then(|| {
+                let raw = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const libc::c_int);
+                std::os::fd::OwnedFd::from_raw_fd(raw)
+            });
+            (data, fd)
+        }
+    }
+
+    #[test]
+    fn send_fd_hands_over_a_descriptor_with_the_message() {
+        use std::io::Write;
+        use std::os::fd::AsFd;
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (mut ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        send_fd(&a, b"{\"fork\": 1}\n", theirs.as_fd()).unwrap();
+        drop(theirs);
+        let (data, fd) = recv_fd(&b);
+        assert_eq!(data, b"{\"fork\": 1}\n");
+        // The received descriptor is the other end of `ours`.
+        let mut received = std::os::unix::net::UnixStream::from(fd.expect("a descriptor"));
+        received.write_all(b"hello").unwrap();
+        let mut got = [0u8; 5];
+        ours.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"hello");
+    }
 }
