@@ -61,7 +61,23 @@ use serde_json::Value;
 
 use emq_process::{die_with_parent, send_fd, GroupLeader};
 
-use crate::python::{PythonConfig, WORKER_SCRIPT};
+use crate::reload::CodeVersion;
+
+/// The worker script (the fork server and its workers).
+pub const WORKER_SCRIPT: &str = include_str!("../python/emq_worker.py");
+
+/// How to start a fork server (from [`crate::python::PythonConfig`]).
+#[derive(Debug, Clone)]
+pub(crate) struct ServerSpec {
+    /// The interpreter (`--python`).
+    pub(crate) interpreter: String,
+    /// Directories put in front of the inherited `PYTHONPATH`.
+    pub(crate) python_path: Vec<std::path::PathBuf>,
+    /// The script's argument: the hook paths, as JSON.
+    pub(crate) hooks: String,
+    /// The watched code's version (`--reload`).
+    pub(crate) code_version: CodeVersion,
+}
 
 /// What the reader thread learnt from one server.
 #[derive(Default)]
@@ -225,7 +241,7 @@ impl Server {
 /// The pool's fork server: started on first use, replaced when it dies or
 /// the code changes (`--reload`).
 pub(crate) struct ForkServer {
-    cfg: PythonConfig,
+    cfg: ServerSpec,
     current: Mutex<Option<Arc<Server>>>,
     /// Times a slot that had a worker had to wait for a fresh one's hello.
     start_waits: AtomicU64,
@@ -240,7 +256,7 @@ pub(crate) struct Forked {
 }
 
 impl ForkServer {
-    pub(crate) fn new(cfg: PythonConfig) -> Arc<ForkServer> {
+    pub(crate) fn new(cfg: ServerSpec) -> Arc<ForkServer> {
         Arc::new(ForkServer {
             cfg,
             current: Mutex::new(None),
@@ -288,7 +304,7 @@ impl ForkServer {
         cmd.arg("-u")
             .arg("-c")
             .arg(WORKER_SCRIPT)
-            .arg(self.cfg.hooks_json())
+            .arg(&self.cfg.hooks)
             .stdin(Stdio::from(OwnedFd::from(theirs)))
             .stdout(Stdio::from(theirs_out))
             .stderr(Stdio::inherit())
@@ -440,7 +456,7 @@ fn read_reports(inner: Arc<Inner>, ctl: UnixStream) {
     // The server is gone: reap it, and its workers count as exited.
     let leader = lock(&inner.leader).take();
     let status = match leader.map(|l| l.reap()) {
-        Some(Ok(s)) => crate::python::describe_status(s),
+        Some(Ok(s)) => describe_status(s),
         Some(Err(e)) => format!("wait failed: {e}"),
         None => "stopped".into(),
     };
@@ -460,4 +476,14 @@ fn read_reports(inner: Arc<Inner>, ctl: UnixStream) {
     s.dead.get_or_insert(status);
     drop(s);
     inner.changed.notify_all();
+}
+
+/// How a process ended, in words.
+pub(crate) fn describe_status(s: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (s.code(), s.signal()) {
+        (Some(c), _) => format!("exit status {c}"),
+        (None, Some(sig)) => format!("killed by signal {sig}"),
+        _ => "unknown status".into(),
+    }
 }

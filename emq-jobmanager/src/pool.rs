@@ -407,7 +407,7 @@ fn lock_handle(m: &Mutex<SlotHandle>) -> MutexGuard<'_, SlotHandle> {
 impl Pool {
     pub fn new(cfg: PoolConfig, waker: Option<Waker>) -> std::io::Result<Pool> {
         let (events_tx, events_rx) = unbounded();
-        let forks = ForkServer::new(cfg.python.clone());
+        let forks = cfg.python.fork_server();
         if cfg.python.prestart {
             if let Err(e) = forks.start() {
                 warn!("{e}");

@@ -71,12 +71,12 @@ use serde_json::Value;
 
 use emq_process::kill_group;
 
-use crate::forkserver::{ForkServer, Forked, Server};
+use crate::forkserver::{ForkServer, Forked, Server, ServerSpec};
 use crate::registry::GroupRegistry;
 use crate::reload::CodeVersion;
 
 /// The worker script.
-pub const WORKER_SCRIPT: &str = include_str!("../python/emq_worker.py");
+pub use crate::forkserver::WORKER_SCRIPT;
 
 /// 0.3.13's `MAX_JOB_COUNT`.
 pub const DEFAULT_MAX_JOB_COUNT: u64 = 1024;
@@ -130,8 +130,18 @@ impl Default for PythonConfig {
 }
 
 impl PythonConfig {
+    /// The pool's fork server for these settings (not started yet).
+    pub(crate) fn fork_server(&self) -> Arc<ForkServer> {
+        ForkServer::new(ServerSpec {
+            interpreter: self.interpreter.clone(),
+            python_path: self.python_path.clone(),
+            hooks: self.hooks_json(),
+            code_version: self.code_version.clone(),
+        })
+    }
+
     /// The worker script's argument: the hook paths, as JSON.
-    pub(crate) fn hooks_json(&self) -> String {
+    fn hooks_json(&self) -> String {
         serde_json::json!({
             "setup": self.setup_func,
             "entry": self.job_entry_func,
@@ -653,15 +663,6 @@ fn kill_and_reap(p: Proc, slot: &dyn GroupRegistry) {
         kill_group(pid);
     }
     reap(p, slot);
-}
-
-pub(crate) fn describe_status(s: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (s.code(), s.signal()) {
-        (Some(c), _) => format!("exit status {c}"),
-        (None, Some(sig)) => format!("killed by signal {sig}"),
-        _ => "unknown status".into(),
-    }
 }
 
 /// Read the job's answer line into `answer`, handing each progress line
