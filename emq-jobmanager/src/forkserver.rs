@@ -171,6 +171,11 @@ impl Server {
         }
     }
 
+    /// Why the server is gone, if it is.
+    pub(crate) fn gone(&self) -> Option<String> {
+        self.state().dead.clone()
+    }
+
     /// How worker `pid` ended, if it has (not reaped: its group id is
     /// still ours).
     pub(crate) fn exited(&self, pid: i32) -> Option<String> {
@@ -321,10 +326,32 @@ impl ForkServer {
                 cmd.env("PYTHONPATH", joined);
             }
         }
-        let leader = GroupLeader::spawn(&mut cmd).map_err(cannot)?;
-        drop(cmd);
-        let pid = leader.pid();
+        // The server is spawned by its reader thread, which lives as long
+        // as the server does: PR_SET_PDEATHSIG fires when the *thread*
+        // that spawned a child ends, and a slot thread (or the caller of
+        // Pool::new) may end long before the pool.
         let reader = ours.try_clone().map_err(cannot)?;
+        let (spawned_tx, spawned_rx) = std::sync::mpsc::channel();
+        let (inner_tx, inner_rx) = std::sync::mpsc::channel::<Arc<Inner>>();
+        std::thread::Builder::new()
+            .name("emq-forkserver".into())
+            .spawn(move || {
+                let spawned = GroupLeader::spawn(&mut cmd);
+                drop(cmd);
+                let ok = spawned.is_ok();
+                if spawned_tx.send(spawned).is_err() || !ok {
+                    return;
+                }
+                if let Ok(inner) = inner_rx.recv() {
+                    read_reports(inner, reader);
+                }
+            })
+            .map_err(cannot)?;
+        let leader = spawned_rx
+            .recv()
+            .map_err(|_| format!("cannot start Python worker {:?}", self.cfg.interpreter))?
+            .map_err(cannot)?;
+        let pid = leader.pid();
         let inner = Arc::new(Inner {
             ctl: Mutex::new(ours),
             state: Mutex::new(State::default()),
@@ -335,11 +362,14 @@ impl ForkServer {
             // 0 marks the hello in `forked`.
             tokens: AtomicU64::new(1),
         });
-        let for_thread = Arc::clone(&inner);
-        std::thread::Builder::new()
-            .name(format!("emq-forkserver-{pid}"))
-            .spawn(move || read_reports(for_thread, reader))
-            .map_err(cannot)?;
+        // The thread waits for it; if it is gone, so is its reader: the
+        // server is stopped here (dropping `inner` kills it).
+        if inner_tx.send(Arc::clone(&inner)).is_err() {
+            return Err(format!(
+                "cannot start Python worker {:?}: its reader thread ended",
+                self.cfg.interpreter
+            ));
+        }
         debug!("Python fork server pid {pid} started");
         Ok(Server(inner))
     }

@@ -641,7 +641,10 @@ fn reap(p: Proc, slot: &dyn GroupRegistry) -> String {
     } = p;
     drop((stdin, stdout));
     let Some(pid) = pid.or_else(|| server.pid_of(token, FORK_ANSWER)) else {
-        return format!("its fork server pid {} did not fork it", server.pid());
+        return match server.gone() {
+            Some(why) => format!("its fork server pid {} exited: {why}", server.pid()),
+            None => format!("its fork server pid {} did not fork it", server.pid()),
+        };
     };
     let status = match server.wait_exited(pid, EXIT_REPORT) {
         Some(s) => s,

@@ -1415,3 +1415,25 @@ fn a_code_change_takes_a_new_fork_server_and_spares_the_running_job() {
     let gone = eventually(|| !running(server1));
     assert!(gone, "the old fork server exits");
 }
+
+#[test]
+fn the_fork_server_outlives_the_thread_that_started_the_pool() {
+    let dir = TempDir::new("forkserver-thread");
+    std::fs::write(dir.0.join("emqtestmod.py"), MODULE).unwrap();
+    let mut cfg = PoolConfig::new(1);
+    cfg.python.interpreter = interpreter();
+    cfg.python.python_path = vec![dir.0.clone()];
+    // PR_SET_PDEATHSIG fires when the spawning *thread* ends.
+    let pool = std::thread::spawn(move || Pool::new(cfg, None).unwrap())
+        .join()
+        .unwrap();
+    assert!(eventually(|| pool.fork_server_pid().is_some()));
+    let server = pool.fork_server_pid().unwrap();
+    // The thread has ended (joined): a parent-death signal tied to it is
+    // on its way by now; two jobs later the server must still be there.
+    let pid1 = val(exec(&pool, 1, run_job("emqtestmod", "pid", json!([]))));
+    let pid2 = val(exec(&pool, 2, run_job("emqtestmod", "pid", json!([]))));
+    assert!(running(server), "the fork server died with its thread");
+    assert_eq!(pool.fork_server_pid(), Some(server));
+    assert_eq!(pid1, pid2, "the same worker");
+}
