@@ -584,7 +584,8 @@ def _fork_server(ctl, hooks, hello):
         now = time.monotonic()
         timeout = None
         for pid, deadline in released.items():
-            if pid not in exited:
+            # inf: killed after its grace, its exit report comes.
+            if pid not in exited and deadline != float("inf"):
                 timeout = max(0.0, min(timeout if timeout is not None else 1e9, deadline - now))
         ready, _, _ = select.select([ctl] + list(pidfds), [], [], timeout)
         for r in ready:

@@ -50,6 +50,11 @@ def sleep_marked(path, secs):
 def not_json():
     return object()
 
+def hold_exit():
+    import threading
+    threading.Thread(target=time.sleep, args=(3600,)).start()
+    return os.getpid()
+
 def spawn_and_sleep(path, secs):
     import subprocess
     child = subprocess.Popen(["sleep", "300"])
@@ -1436,4 +1441,33 @@ fn the_fork_server_outlives_the_thread_that_started_the_pool() {
     assert!(running(server), "the fork server died with its thread");
     assert_eq!(pool.fork_server_pid(), Some(server));
     assert_eq!(pid1, pid2, "the same worker");
+}
+
+#[test]
+fn a_retired_worker_that_does_not_exit_is_killed_after_its_grace() {
+    let dir = TempDir::new("retire-grace");
+    std::fs::write(dir.0.join("emqtestmod.py"), MODULE).unwrap();
+    let mut cfg = PoolConfig::new(1);
+    cfg.python.interpreter = interpreter();
+    cfg.python.python_path = vec![dir.0.clone()];
+    cfg.python.max_job_count = 1;
+    let pool = Pool::new(cfg, None).unwrap();
+    // A non-daemon thread keeps the retired worker's interpreter from
+    // exiting on its own.
+    let held = val(exec(
+        &pool,
+        1,
+        run_job("emqtestmod", "hold_exit", json!([])),
+    ));
+    let held = held.as_i64().unwrap() as i32;
+    let next = val(exec(&pool, 2, run_job("emqtestmod", "pid", json!([]))));
+    assert_ne!(next, json!(held));
+    assert!(
+        eventually(|| !running(held)),
+        "killed by its fork server after {:?}",
+        crate::python::RETIRE_GRACE
+    );
+    // The server goes on forking.
+    let after = val(exec(&pool, 3, run_job("emqtestmod", "pid", json!([]))));
+    assert_ne!(after, next);
 }
