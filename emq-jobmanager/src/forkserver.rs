@@ -30,7 +30,9 @@
 //!   cannot kill a process group, and would not keep the pgid reserved).
 //! - **Workers die with their server, the server with the job manager.**
 //!   The server is started with `PR_SET_PDEATHSIG` (as the workers were
-//!   before), and each worker sets it too, against the server. When the
+//!   before) by its own reader thread, which lives as long as the server
+//!   (the signal fires when the spawning *thread* ends), and each worker
+//!   sets it too, against the server. When the
 //!   job manager closes the control socket, the server kills every
 //!   worker's group and exits.
 //! - **A server that dies is replaced.** Its reader thread sees the socket
