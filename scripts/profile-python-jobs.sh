@@ -5,6 +5,9 @@
 # time per job (/proc/PID/stat), context switches per job (/proc/PID/task/*/
 # status), and with PROFILE=1 a perf profile of the job manager (cpu-clock)
 # and a py-spy profile of one Python worker (when perf / py-spy are there).
+# "Python (all workers)" is every descendant of the job manager (the fork
+# server and its workers), workers replaced during the run included (their
+# CPU is in their parent's cutime/cstime once reaped).
 #
 #   scripts/profile-python-jobs.sh [N=20000] [extra emq-jobmanager flags...]
 #
