@@ -51,7 +51,7 @@ if [[ "${PROFILE:-}" == 1 ]] && command -v perf >/dev/null; then
     pids+=($!)
 fi
 if [[ "${PROFILE:-}" == 1 ]] && command -v "${PY_SPY:-py-spy}" >/dev/null; then
-    w1=$(echo "$workers" | head -1)
+    w1=$(echo "$workers" | tail -1)   # a worker (the first descendant is the fork server)
     "${PY_SPY:-py-spy}" record -p "$w1" -d 4 -r 500 -f raw -o "$out/worker.pyspy.txt" >/dev/null 2>&1 &
     pids+=($!)
 fi
