@@ -996,7 +996,9 @@ fn python_worker_is_retired_after_max_job_count_jobs_and_exits_on_its_own() {
         eventually(|| exited.exists()),
         "the retired worker exited on its own"
     );
-    assert!(!running(pids[0]) && !running(pids[3]));
+    // Retirement does not hold the slot: the second retired worker may
+    // still be on its way out when job 7 is answered.
+    assert!(eventually(|| !running(pids[0]) && !running(pids[3])));
 }
 
 #[test]
