@@ -78,7 +78,7 @@ pub(crate) trait JournalPort {
     fn stop(&mut self) {}
 }
 
-/// Outcomes of batches committed on the loop's thread, until taken.
+/// Outcomes of batches, until taken.
 #[derive(Debug, Default)]
 struct Ready(VecDeque<(BatchId, BatchResult)>);
 
