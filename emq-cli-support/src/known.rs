@@ -86,6 +86,8 @@ pub const KNOWN: &[Known] = &[
     known!("RESULTS_KEEP", R, "how many results the router keeps for GET_RESULT"),
     known!("RESULTS_KEEP_FOR", R, "how long the router keeps a result for GET_RESULT"),
     known!("RESULTS_KEEP_BYTES", R, "the bytes of results the router keeps for GET_RESULT"),
+    known!("WORKFLOWS_KEEP", R, "how many finished workflows the router keeps"),
+    known!("WORKFLOWS_KEEP_FOR", R, "how long the router keeps a finished workflow"),
     known!("PLAIN_USERS", R, "the router's ZMQ PLAIN users file"),
     known!("ALLOW_FRONTEND", R, "who may connect to the client socket"),
     known!("ALLOW_BACKEND", R, "who may connect to the worker socket"),

@@ -240,7 +240,10 @@ pub fn render(op: &AdminOp, answer: &Value, now_ms: u64) -> String {
         AdminOp::Schedules => schedules(answer, now_ms),
         AdminOp::Job { .. } => job_view(answer.get("job").unwrap_or(&Value::Null), now_ms),
         AdminOp::Jobs(_) => jobs(answer, now_ms),
-        AdminOp::Workflow { .. } => workflow(answer.get("workflow").unwrap_or(&Value::Null)),
+        AdminOp::Workflow { .. } => {
+            workflow(answer.get("workflow").unwrap_or(&Value::Null), now_ms)
+        }
+        AdminOp::Batch { .. } => batch(answer.get("batch").unwrap_or(&Value::Null)),
         AdminOp::Cancel { msgid } => {
             // The router's msgid: the whole one when a prefix was typed.
             let msgid = answer.get("msgid").and_then(Value::as_str).unwrap_or(msgid);
@@ -652,16 +655,21 @@ fn jobs(v: &Value, now_ms: u64) -> String {
         ("STATE", Align::Left),
         ("ATTEMPTS", Align::Right),
         ("WHEN", Align::Right),
+        ("WAITED", Align::Right),
+        ("RAN", Align::Right),
         ("WORKER", Align::Left),
         ("PAYLOAD", Align::Left),
     ]);
     for j in list(v, "jobs") {
+        let (waited, ran) = waited_ran(j);
         t.row(vec![
             cell(j.get("msgid")),
             cell(j.get("queue")),
             cell(j.get("state")),
             num(j, "attempts"),
             when_listed(j, now_ms),
+            waited,
+            ran,
             cell(j.get("worker")),
             one_line(&cell(j.get("payload")), 48),
         ]);
@@ -671,6 +679,19 @@ fn jobs(v: &Value, now_ms: u64) -> String {
     } else {
         t.render()
     }
+}
+
+/// How long a job waited (accepted → started) and ran (started →
+/// finished; a running job's time so far, `3s…`), `-` when it has not
+/// started (or the router did not know its start).
+fn waited_ran(j: &Value) -> (String, String) {
+    let waited = u64_of(j, "waited_ms").map_or("-".into(), age);
+    let ran = match (u64_of(j, "ran_ms"), u64_of(j, "running_ms")) {
+        (Some(ms), _) => age(ms),
+        (None, Some(ms)) => format!("{}…", age(ms)),
+        (None, None) => "-".into(),
+    };
+    (waited, ran)
 }
 
 /// A `jobs` row's time, the one its place in the list goes by: a
@@ -758,16 +779,26 @@ pub fn job_view(job: &Value, now_ms: u64) -> String {
     if let Some(x) = take("client") {
         kv.push("client", cell(Some(x)));
     }
-    let times: [(&str, &'static str); 4] = [
-        ("accepted", "accepted_at_ms"),
-        ("dispatched", "dispatched_at_ms"),
-        ("runs", "run_at_ms"),
-        ("finished", "finished_at_ms"),
+    // A running job's `dispatched_at_ms` is its `started_at_ms`: one line.
+    let started = take("started_at_ms").and_then(Value::as_u64);
+    let dispatched = take("dispatched_at_ms").and_then(Value::as_u64);
+    let times = [
+        ("accepted", take("accepted_at_ms").and_then(Value::as_u64)),
+        ("started", started.or(dispatched)),
+        ("runs", take("run_at_ms").and_then(Value::as_u64)),
+        ("finished", take("finished_at_ms").and_then(Value::as_u64)),
     ];
-    for (label, key) in times {
-        if let Some(t) = take(key).and_then(Value::as_u64) {
+    for (label, t) in times {
+        if let Some(t) = t {
             kv.push(label, relative(now_ms, t));
         }
+    }
+    // Waited (accepted → started) and ran (started → finished), apart.
+    if let Some(ms) = take("waited_ms").and_then(Value::as_u64) {
+        kv.push("waited", age(ms));
+    }
+    if let Some(ms) = take("ran_ms").and_then(Value::as_u64) {
+        kv.push("ran", age(ms));
     }
     if let Some(ms) = take("running_ms").and_then(Value::as_u64) {
         kv.push("running for", age(ms));
@@ -858,18 +889,71 @@ pub fn refusal(answer: &Value) -> String {
     }
 }
 
+/// A batch: its state and times, a progress bar of its ended jobs with
+/// the counts, its callbacks, its first failed jobs.
+fn batch(b: &Value) -> String {
+    let n = |k: &str| b.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let (total, pending) = (n("total"), n("pending"));
+    let (succeeded, failed) = (n("succeeded"), n("failed"));
+    const WIDTH: u64 = 30;
+    let filled = |c: u64| (c * WIDTH).checked_div(total).unwrap_or(0) as usize;
+    let (ok_w, failed_w) = (filled(succeeded), filled(failed));
+    let rest = (WIDTH as usize).saturating_sub(ok_w + failed_w);
+    let mut s = format!(
+        "batch {}: {} (opened {}, closed {}, finished {})\n  [{}{}{}] {} of {} ended: \
+         {succeeded} succeeded, {failed} failed, {pending} pending\n",
+        cell(b.get("batch")),
+        cell(b.get("state")),
+        cell(b.get("opened_at_unix_ms")),
+        cell(b.get("closed_at_unix_ms")),
+        cell(b.get("finished_at_unix_ms")),
+        "#".repeat(ok_w),
+        "x".repeat(failed_w),
+        ".".repeat(rest),
+        succeeded + failed,
+        total,
+    );
+    if let Some(d) = b.get("description").and_then(Value::as_str) {
+        if !d.is_empty() {
+            s.push_str(&format!("  description: {d}\n"));
+        }
+    }
+    if let Some(cbs) = b.get("callbacks").and_then(Value::as_object) {
+        for (name, c) in cbs {
+            s.push_str(&format!(
+                "  {name}: {} [{}]\n",
+                cell(c.get("msgid")),
+                cell(c.get("state"))
+            ));
+        }
+    }
+    if let Some(ids) = b.get("failed_ids").and_then(Value::as_array) {
+        if !ids.is_empty() {
+            let ids: Vec<String> = ids.iter().map(|i| cell(Some(i))).collect();
+            s.push_str(&format!("  failed: {}\n", ids.join(" ")));
+        }
+    }
+    s
+}
+
 /// A workflow as a tree: every node under the nodes it waits for (a node
 /// with several parents under its first, marked with the others), with its
-/// state, times (unix ms) and value or error.
-fn workflow(w: &Value) -> String {
+/// state, times (relative to `now_ms`: queued, started, finished, and how
+/// long it took) and value or error.
+fn workflow(w: &Value, now_ms: u64) -> String {
     let empty = Vec::new();
     let nodes = w.get("nodes").and_then(Value::as_array).unwrap_or(&empty);
+    let at = |k: &str, v: &Value| {
+        v.get(k)
+            .and_then(Value::as_u64)
+            .map(|t| relative(now_ms, t))
+    };
     let mut s = format!(
         "workflow {}: {} (accepted {}, finished {})\n",
         cell(w.get("workflow")),
         cell(w.get("state")),
-        cell(w.get("accepted_at_unix_ms")),
-        cell(w.get("finished_at_unix_ms")),
+        at("accepted_at_unix_ms", w).unwrap_or_else(|| "-".into()),
+        at("finished_at_unix_ms", w).unwrap_or_else(|| "-".into()),
     );
     let id_of = |n: &Value| {
         n.get("id")
@@ -887,18 +971,24 @@ fn workflow(w: &Value) -> String {
             })
             .unwrap_or_default()
     };
-    fn line(n: &Value, depth: usize, others: &[String]) -> String {
+    let line = |n: &Value, depth: usize, others: &[String]| -> String {
         let mut l = format!(
             "{}{} [{}]",
             "  ".repeat(depth + 1),
             cell(n.get("id")),
             cell(n.get("state"))
         );
-        if let Some(t) = n.get("started_at_unix_ms") {
-            l.push_str(&format!(" started {}", cell(Some(t))));
+        for (key, word) in [
+            ("queued_at_unix_ms", "queued"),
+            ("started_at_unix_ms", "started"),
+            ("finished_at_unix_ms", "finished"),
+        ] {
+            if let Some(t) = at(key, n) {
+                l.push_str(&format!(" {word} {t}"));
+            }
         }
-        if let Some(t) = n.get("finished_at_unix_ms") {
-            l.push_str(&format!(" finished {}", cell(Some(t))));
+        if let Some(ms) = n.get("took_ms").and_then(Value::as_u64) {
+            l.push_str(&format!(" took {}", age(ms)));
         }
         if !others.is_empty() {
             l.push_str(&format!(" (also after {})", others.join(", ")));
@@ -916,7 +1006,7 @@ fn workflow(w: &Value) -> String {
         }
         l.push('\n');
         l
-    }
+    };
     // Depth-first from the roots; each node printed once, under its first
     // parent.
     let mut stack: Vec<(usize, usize)> = nodes
@@ -1156,21 +1246,23 @@ mod tests {
         let a = json!({"ok": true, "next_cursor": null, "scanned": 2, "jobs": [
             {"msgid": "m1", "queue": "default", "route": "default", "state": "in-flight",
              "attempts": 1, "accepted_at_ms": NOW - 12_000, "worker": "w-1",
+             "waited_ms": 2_000, "running_ms": 10_000,
              "payload": "[\"call\", {\"handler\": \"echo\"}]"},
             {"msgid": "m2", "queue": "email", "state": "queued", "attempts": 0,
              "accepted_at_ms": NOW - 192_000, "payload": "x"},
             {"msgid": "m3", "queue": "email", "state": "done", "attempts": 1,
-             "accepted_at_ms": NOW - 600_000, "finished_at_ms": NOW - 5_000, "payload": "y"}
+             "accepted_at_ms": NOW - 600_000, "finished_at_ms": NOW - 5_000, "payload": "y",
+             "started_at_ms": NOW - 65_000, "waited_ms": 535_000, "ran_ms": 60_000}
         ]});
         let jobs = AdminOp::Jobs(Default::default());
         // Issue 32: the time shown is the one the list is ordered by (a
         // finished job's finish), not always the acceptance.
         assert_eq!(
             render(&jobs, &a, NOW),
-            "MSGID  QUEUE    STATE      ATTEMPTS                WHEN  WORKER  PAYLOAD\n\
-             m1     default  in-flight         1    accepted 12s ago  w-1     [\"call\", {\"handler\": \"echo\"}]\n\
-             m2     email    queued            0  accepted 3m12s ago  -       x\n\
-             m3     email    done              1     finished 5s ago  -       y\n"
+            "MSGID  QUEUE    STATE      ATTEMPTS                WHEN  WAITED    RAN  WORKER  PAYLOAD\n\
+             m1     default  in-flight         1    accepted 12s ago      2s   10s…  w-1     [\"call\", {\"handler\": \"echo\"}]\n\
+             m2     email    queued            0  accepted 3m12s ago       -      -  -       x\n\
+             m3     email    done              1     finished 5s ago   8m55s  1m00s  -       y\n"
         );
         let d = json!({"ok": true, "count": 1, "next_cursor": null, "dead_letters": [
             {"msgid": "d1", "queue": "default", "client": "c", "attempts": 3, "reason": "retries-exhausted",
@@ -1226,7 +1318,8 @@ mod tests {
     fn a_job_view_is_key_value_lines() {
         let job = json!({"msgid": "m1", "queue": "email", "route": "default", "state": "failed",
             "headers": "reply-requested,retry-count:2", "attempts": 3,
-            "accepted_at_ms": NOW - 192_000, "dispatched_at_ms": NOW - 60_000, "finished_at_ms": NOW - 1_000,
+            "accepted_at_ms": NOW - 192_000, "started_at_ms": NOW - 60_000, "finished_at_ms": NOW - 1_000,
+            "waited_ms": 132_000, "ran_ms": 59_000,
             "run_at_ms": null, "client": "c-1",
             "last_error": {"error": {"kind": "exit", "message": "exit status 1"}},
             "result": {"error": {"kind": "exit", "message": "exit status 1"}},
@@ -1241,8 +1334,10 @@ mod tests {
              headers:    reply-requested,retry-count:2\n\
              client:     c-1\n\
              accepted:   3m12s ago\n\
-             dispatched: 1m00s ago\n\
+             started:    1m00s ago\n\
              finished:   1s ago\n\
+             waited:     2m12s\n\
+             ran:        59s\n\
              last error: exit: exit status 1\n\
              result:     {\"error\":{\"kind\":\"exit\",\"message\":\"exit status 1\"}}\n\
              payload:    [\"shell\",\\n{}] … (cut at 1,000 bytes)\n\
@@ -1387,20 +1482,40 @@ mod tests {
         assert_eq!(refusal(&json!({"ok": false})), "error");
     }
     #[test]
+    fn batch_shows_a_bar_with_its_counts_and_callbacks() {
+        let b = serde_json::json!({
+            "batch": "b1", "state": "closed", "opened_at_unix_ms": 5, "closed_at_unix_ms": 6,
+            "finished_at_unix_ms": null, "total": 10, "pending": 4, "succeeded": 5,
+            "failed": 1, "failed_ids": ["j9"], "description": "",
+            "callbacks": {"on_complete": {"msgid": "b1/on-complete", "state": "waiting"}},
+        });
+        assert_eq!(
+            super::batch(&b),
+            "batch b1: closed (opened 5, closed 6, finished -)\n  \
+             [###############xxx............] 6 of 10 ended: 5 succeeded, 1 failed, 4 pending\n  \
+             on_complete: b1/on-complete [waiting]\n  failed: j9\n"
+        );
+    }
+
+    #[test]
     fn workflow_tree_puts_children_under_their_first_parent() {
         let w = serde_json::json!({
-            "workflow": "w1", "state": "running", "accepted_at_unix_ms": 5,
+            "workflow": "w1", "state": "running", "accepted_at_unix_ms": NOW - 60_000,
             "nodes": [
-                {"id": "a", "after": [], "state": "done", "finished_at_unix_ms": 7, "value": 4},
-                {"id": "b", "after": [], "state": "started", "started_at_unix_ms": 6},
+                {"id": "a", "after": [], "state": "done", "queued_at_unix_ms": NOW - 60_000,
+                 "started_at_unix_ms": NOW - 59_000, "finished_at_unix_ms": NOW - 47_000,
+                 "took_ms": 12_000, "value": 4},
+                {"id": "b", "after": [], "state": "started", "queued_at_unix_ms": NOW - 60_000,
+                 "started_at_unix_ms": NOW - 6_000},
                 {"id": "cb", "after": ["a", "b"], "state": "waiting"},
             ]
         });
-        let out = super::workflow(&w);
+        let out = super::workflow(&w, NOW);
         assert_eq!(
             out,
-            "workflow w1: running (accepted 5, finished -)\n  a [done] finished 7 value 4\n    \
-             cb [waiting] (also after b)\n  b [started] started 6\n"
+            "workflow w1: running (accepted 1m00s ago, finished -)\n  a [done] queued 1m00s ago \
+             started 59s ago finished 47s ago took 12s value 4\n    cb [waiting] (also after b)\n  \
+             b [started] queued 1m00s ago started 6s ago\n"
         );
     }
 }

@@ -1,7 +1,7 @@
 // emq dashboard: plain JavaScript, no build step, no dependencies.
 //
-// One view per hash route (#/overview, #/queues, #/workers, #/jobs,
-// #/job/<msgid>, #/workflow/<id>, #/dead, #/schedules). A view builds its controls once and
+// One view per hash route (#/overview, #/queues, #/queue/<name>, #/workers, #/jobs,
+// #/job/<msgid>, #/workflow/<id>, #/batch/<id>, #/dead, #/schedules). A view builds its controls once and
 // renders its data into its own containers; every two seconds the current
 // view reloads its data (skipped while the tab is hidden or a dialog is
 // open). All text from the router goes through text nodes, never HTML.
@@ -246,47 +246,134 @@ function niceMax(v) {
 }
 
 function drawChart(rates, windowMs) {
-  const W = 1000, H = 260, L = 52, R = 12, T = 12, B = 26;
+  return lineChart(rates, windowMs, [
+    { key: 'accepted', color: '#3b82f6', fill: true },
+    { key: 'completed', color: '#16a34a', fill: true },
+    { key: 'failed', color: '#dc2626' },
+  ], { label: 'jobs per second' });
+}
+
+// A line chart of `points` ({t, key: value...}) over the last `windowMs`:
+// one line per series ({key, color, fill, step}); opts: {label, width and
+// height (the viewBox's), small (no axis labels, for the queues page), fmt
+// (axis values)}. A `step` series holds each value over the period before
+// its point (a run time measured over that period: a lone one still shows). What it drew is on the svg for scripts and tests:
+// data-points, data-max-KEY (largest value shown) and, for series with
+// `count`, data-count-KEY: the events behind a rate (Σ rate × period).
+function lineChart(points, windowMs, series, opts) {
+  opts = opts || {};
+  const small = !!opts.small;
+  const W = opts.width || 1000, H = opts.height || 260, L = small ? 4 : 52, R = small ? 4 : 12, T = small ? 6 : 12, B = small ? 4 : 26;
   const now = Date.now();
   const t0 = now - windowMs;
-  const max = niceMax(Math.max(0, ...rates.map(r => Math.max(r.accepted, r.completed, r.failed))));
+  const shown = points.filter(r => r.t >= t0);
+  const max = niceMax(Math.max(0, ...shown.map(r => Math.max(...series.map(sr => r[sr.key] || 0)))));
   const x = t => L + (W - L - R) * (t - t0) / windowMs;
   const y = v => T + (H - T - B) * (1 - v / max);
   const svg = s('svg', { viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: 'none', role: 'img',
-    'aria-label': 'jobs per second' });
+    'aria-label': opts.label || 'chart', class: small ? 'spark' : '' });
   const grid = s('g', { class: 'grid' });
   const axis = s('g', { class: 'axis' });
-  for (let i = 0; i <= 4; i++) {
-    const v = max * i / 4;
+  const fmt = opts.fmt || (v => max >= 4 ? nf.format(v) : rate(v));
+  for (let i = 0; i <= (small ? 2 : 4); i++) {
+    const v = max * i / (small ? 2 : 4);
     grid.append(s('line', { x1: L, x2: W - R, y1: y(v), y2: y(v) }));
-    axis.append(s('text', { x: L - 8, y: y(v) + 4, 'text-anchor': 'end' }, max >= 4 ? nf.format(v) : rate(v)));
+    if (!small) axis.append(s('text', { x: L - 8, y: y(v) + 4, 'text-anchor': 'end' }, fmt(v)));
   }
   const stepS = windowMs <= 120000 ? 15 : windowMs <= 300000 ? 60 : 120;
-  for (let k = 0; k * stepS * 1000 <= windowMs; k++) {
+  for (let k = 0; !small && k * stepS * 1000 <= windowMs; k++) {
     const t = now - k * stepS * 1000;
     const label = k === 0 ? 'now' : stepS < 60 ? '−' + k * stepS + ' s' : '−' + k * stepS / 60 + ' min';
     axis.append(s('text', { x: x(t), y: H - 6, 'text-anchor': k === 0 ? 'end' : 'middle' }, label));
   }
   svg.append(grid, axis);
-  const pts = rates.filter(r => r.t >= t0);
-  const line = (key, color, fill) => {
-    if (pts.length < 1) return;
-    const d = pts.map((r, i) => (i ? 'L' : 'M') + x(r.t).toFixed(1) + ' ' + y(r[key]).toFixed(1)).join(' ');
-    if (fill) {
-      const area = d + ` L${x(pts[pts.length - 1].t).toFixed(1)} ${y(0)} L${x(pts[0].t).toFixed(1)} ${y(0)} Z`;
-      svg.append(s('path', { d: area, fill: color, 'fill-opacity': '0.08', stroke: 'none' }));
+  svg.setAttribute('data-points', String(shown.length));
+  for (const sr of series) {
+    const vals = shown.map(r => r[sr.key]).filter(v => v !== null && v !== undefined);
+    svg.setAttribute('data-max-' + sr.key, String(vals.length ? Math.max(...vals) : 0));
+    if (sr.count) {
+      const n = shown.reduce((a, r) => a + (r['n_' + sr.key] || 0), 0);
+      svg.setAttribute('data-count-' + sr.key, String(n));
     }
-    svg.append(s('path', { d, fill: 'none', stroke: color, 'stroke-width': '2',
-      'stroke-linejoin': 'round', 'vector-effect': 'non-scaling-stroke' }));
-  };
-  line('accepted', '#3b82f6', true);
-  line('completed', '#16a34a', true);
-  line('failed', '#dc2626', false);
-  if (pts.length < 2) {
-    svg.append(s('text', { x: W / 2, y: H / 2, 'text-anchor': 'middle', fill: '#98a2b3',
-      'font-size': '13' }, 'collecting samples…'));
+    // A line through the points that have a value (run times have none
+    // in a period where nothing ended): a gap starts a new line.
+    let d = '', open = false, first = null, last = null, prevT = null;
+    for (const r of shown) {
+      const v = r[sr.key];
+      const from = prevT;
+      prevT = r.t;
+      if (v === null || v === undefined) { open = false; continue; }
+      if (sr.step && from !== null) {
+        d += (open ? 'L' : 'M') + x(from).toFixed(1) + ' ' + y(v).toFixed(1) + ' ';
+        open = true;
+      }
+      d += (open ? 'L' : 'M') + x(r.t).toFixed(1) + ' ' + y(v).toFixed(1) + ' ';
+      open = true;
+      if (first === null) first = r;
+      last = r;
+    }
+    if (!d) continue;
+    if (sr.fill && first && last) {
+      const area = d + `L${x(last.t).toFixed(1)} ${y(0)} L${x(first.t).toFixed(1)} ${y(0)} Z`;
+      svg.append(s('path', { d: area, fill: sr.color, 'fill-opacity': '0.08', stroke: 'none' }));
+    }
+    svg.append(s('path', { d: d.trim(), fill: 'none', stroke: sr.color, 'stroke-width': small ? '1.5' : '2',
+      'stroke-linejoin': 'round', 'vector-effect': 'non-scaling-stroke', 'data-series': sr.key }));
+  }
+  if (shown.length < 2) {
+    svg.append(s('text', { x: W / 2, y: H / 2 + 4, 'text-anchor': 'middle', fill: '#98a2b3',
+      'font-size': small ? '40' : '13' }, 'collecting samples…'));
   }
   return svg;
+}
+
+// A queue's samples (GET /api/queue-stats) as chart points: per period,
+// the rates per second of submitted (accepted), started, succeeded (done)
+// and failed (failed + dead-lettered) jobs with the counts behind them
+// (n_KEY), the waiting and running depth, and the run time p50 / p95 in ms
+// of the runs that ended in it.
+function queuePoints(fields, rows) {
+  const at = name => fields.indexOf(name) + 1;
+  const out = [];
+  for (let i = 1; i < rows.length; i++) {
+    const a = rows[i - 1], b = rows[i];
+    const dt = (b[0] - a[0]) / 1000;
+    if (dt <= 0) continue;
+    const n = name => Math.max(0, b[at(name)] - a[at(name)]);
+    const ms = name => b[at(name)] === null ? null : b[at(name)] / 1000;
+    const p = { t: b[0], waiting: b[at('waiting')], running: b[at('running')],
+      p50: ms('run_p50_us'), p95: ms('run_p95_us') };
+    const counts = { submitted: n('accepted'), started: n('started'), succeeded: n('done'),
+      failed: n('failed') + n('dead_lettered') };
+    for (const [k, v] of Object.entries(counts)) { p[k] = v / dt; p['n_' + k] = v; }
+    out.push(p);
+  }
+  return out;
+}
+
+const QUEUE_RATES = [
+  { key: 'submitted', label: 'submitted', color: '#3b82f6', count: true },
+  { key: 'started', label: 'started', color: '#7c3aed', count: true },
+  { key: 'succeeded', label: 'succeeded', color: '#16a34a', fill: true, count: true },
+  { key: 'failed', label: 'failed', color: '#dc2626', count: true },
+];
+const QUEUE_DEPTH = [
+  { key: 'waiting', label: 'waiting', color: '#d97706', fill: true },
+  { key: 'running', label: 'running', color: '#2563eb' },
+];
+const QUEUE_RUNTIME = [
+  { key: 'p50', label: 'p50', color: '#0891b2', step: true },
+  { key: 'p95', label: 'p95', color: '#be185d', step: true },
+];
+
+function seriesLegend(series, values) {
+  return h('div', { class: 'legend series' }, series.map(sr =>
+    h('span', { 'data-legend': sr.key, class: 'lg-' + sr.key }, sr.label, h('b', {}, values ? values(sr.key) : ''))));
+}
+
+// The window a history fills: one minute at first, `most` at most.
+function windowOf(firstMs, most) {
+  return Math.min(most, Math.max(60000, Math.ceil((Date.now() - firstMs) / 60000) * 60000));
 }
 
 // ---------------------------------------------------------------- views
@@ -388,19 +475,50 @@ views.overview = {
   },
 };
 
+// The queues page: each queue's last five minutes as small charts (jobs
+// per second, waiting and running, run time), then every queue's counts.
+const SPARK_MS = 300000;
 views.queues = {
   title: 'Queues',
   build(root) {
+    this.sparks = h('div', { class: 'spark-grid', id: 'queue-sparks' });
     this.body = h('div');
-    root.append(h('h1', {}, 'Queues'), card('Every queue', '', this.body));
+    root.append(h('h1', {}, 'Queues'),
+      card(this.sparkTitle = h('h2', {}, 'Last minutes'), h('span', { class: 'sub' }, 'jobs per second · waiting and running · run time p95'), this.sparks),
+      card('Every queue', '', this.body));
   },
-  async load() { return (await api('queues')).queues; },
-  render(queues) {
+  async load() {
+    const [queues, hist] = await Promise.all([api('queues'), api('queue-stats', { last: SPARK_MS / POLL_MS + 1 })]);
+    return { queues: queues.queues, hist };
+  },
+  render({ queues, hist }) {
+    const rowsOf = name => (hist.queues || {})[name] || [];
+    const firsts = queues.map(q => rowsOf(q.name)).filter(r => r.length).map(r => r[0][0]);
+    const windowMs = windowOf(firsts.length ? Math.min(...firsts) : Date.now(), SPARK_MS);
+    this.sparkTitle.textContent = 'Last ' + windowMs / 60000 + ' min';
+    this.sparks.replaceChildren(...queues.map(q => {
+      const pts = queuePoints(hist.fields || [], rowsOf(q.name)).filter(p => p.t >= Date.now() - windowMs);
+      const total = k => pts.reduce((a, p) => a + p['n_' + k], 0);
+      const p95s = pts.map(p => p.p95).filter(v => v !== null);
+      return h('div', { class: 'spark-card', 'data-spark-queue': q.name },
+        h('div', { class: 'spark-head' }, h('a', { href: '#/queue/' + encodeURIComponent(q.name) }, q.name),
+          q.paused ? badge('paused') : ''),
+        h('div', { class: 'spark-note' },
+          h('span', { class: 'lg-succeeded' }, num(total('succeeded')) + ' ok'), ' · ',
+          h('span', { class: 'lg-failed' }, num(total('failed')) + ' failed'), ' · ',
+          h('span', { class: 'lg-waiting' }, num(q.depth + q.retry_waiting + q.delayed) + ' waiting'), ' · ',
+          h('span', {}, num(q.inflight) + ' running')),
+        h('div', { class: 'spark', 'data-chart': 'rates' }, lineChart(pts, windowMs, QUEUE_RATES, { small: true, height: 120, label: q.name + ' jobs per second' })),
+        h('div', { class: 'spark', 'data-chart': 'depth' }, lineChart(pts, windowMs, QUEUE_DEPTH, { small: true, height: 120, label: q.name + ' waiting and running' })),
+        h('div', { class: 'spark-note' }, 'run time p95 ', h('b', {}, p95s.length ? dur(p95s[p95s.length - 1]) : '–'),
+          p95s.length ? h('span', { class: 'sub' }, ' · max ' + dur(Math.max(...p95s))) : ''));
+    }));
+    if (!queues.length) this.sparks.replaceChildren(h('div', { class: 'empty' }, 'No queues yet'));
     this.body.replaceChildren(table(
       ['Queue', ['Depth', 'num'], ['In flight', 'num'], ['Retrying', 'num'], ['Delayed', 'num'],
         ['Oldest job', 'num'], ['Workers', 'num'], ['Finished', 'num'], ['Done', 'num'], ['Failed', 'num'], ['Dead', 'num'], 'State', ''],
       queues.map(q => h('tr', { 'data-queue': q.name },
-        h('td', {}, h('a', { href: '#/jobs?queue=' + encodeURIComponent(q.name) }, q.name)),
+        h('td', {}, h('a', { href: '#/queue/' + encodeURIComponent(q.name) }, q.name)),
         h('td', { class: 'num', 'data-col': 'depth' }, num(q.depth)),
         h('td', { class: 'num', 'data-col': 'inflight' }, num(q.inflight)),
         h('td', { class: 'num' }, num(q.retry_waiting)),
@@ -423,6 +541,72 @@ views.queues = {
             { 'data-action': 'purge' })))),
       'No queues yet: a queue appears when a worker announces it or a job is sent to it'),
       COUNTS_LEGEND());
+  },
+};
+
+// A queue's own page: its counts and actions, then its last ten minutes as
+// three charts — jobs per second (submitted, started, succeeded, failed),
+// waiting and running, and the run time p50 / p95 of the runs that ended.
+views.queue = {
+  title: 'Queue',
+  build(root, params, arg) {
+    this.name = arg;
+    this.head = h('div', { class: 'stats', id: 'queue-stats' });
+    this.actions = h('div');
+    this.charts = {};
+    const chartCard = (key, title, series, width) => {
+      const body = h('div', { class: 'body chart', 'data-chart': key });
+      const legend = h('div');
+      this.charts[key] = { body, legend, series, width, title: h('h2', {}, title) };
+      return card(this.charts[key].title, legend, body);
+    };
+    root.append(
+      h('h1', {}, 'Queue ', h('span', { class: 'mono', id: 'queue-name' }, arg), h('span', { id: 'queue-state' })),
+      card(h('h2', {}, 'Now'), this.actions, this.head),
+      chartCard('rates', 'Jobs per second', QUEUE_RATES),
+      h('div', { class: 'grid2' },
+        chartCard('depth', 'Waiting and running', QUEUE_DEPTH, 500),
+        chartCard('runtime', 'Run time (ms)', QUEUE_RUNTIME, 500)));
+  },
+  async load() {
+    const [queues, hist] = await Promise.all([api('queues'), api('queue-stats', { queue: this.name })]);
+    return { q: queues.queues.find(q => q.name === this.name), hist };
+  },
+  render({ q, hist }) {
+    const rows = (hist.queues || {})[this.name] || [];
+    const pts = queuePoints(hist.fields || [], rows);
+    document.getElementById('queue-state').replaceChildren(q ? badge(q.paused ? 'paused' : 'active') : badge('unknown'));
+    if (!q) {
+      this.head.replaceChildren(h('div', { class: 'body' }, 'The router has no queue named ' + this.name + '.'));
+    } else {
+      this.head.replaceChildren(
+        stat('Waiting', num(q.depth + q.retry_waiting + q.delayed), num(q.retry_waiting) + ' retrying · ' + num(q.delayed) + ' delayed', '', 'waiting'),
+        stat('Running', num(q.inflight), num(q.workers) + ' worker(s)', '', 'running'),
+        stat('Oldest job', q.oldest_age_ms ? dur(q.oldest_age_ms) : '–', 'since acceptance', '', 'oldest'),
+        stat('Submitted', num(q.accepted), 'since the router started', 'accepted', 'submitted'),
+        stat('Succeeded', num(q.processed), num(q.finished) + ' finished', 'completed', 'succeeded'),
+        stat('Failed', num(q.failed + q.dead_lettered), num(q.dead_lettered) + ' dead-lettered', 'failed', 'failed'),
+        stat('Run time', q.run_time && q.run_time.count ? dur(q.run_time.sum_us / q.run_time.count / 1000) : '–',
+          'mean of ' + num(q.run_time ? q.run_time.count : 0) + ' run(s)', '', 'runtime'));
+      this.actions.replaceChildren(
+        h('a', { class: 'btn small', href: '#/jobs?queue=' + encodeURIComponent(q.name), id: 'queue-jobs' }, 'Jobs →'), ' ',
+        q.paused
+          ? actionButton('Resume', '', () => act('resume', { queue: q.name }, () => `Queue ${q.name} resumed`), { 'data-action': 'resume' })
+          : actionButton('Pause', '', () => act('pause', { queue: q.name }, () => `Queue ${q.name} paused`), { 'data-action': 'pause' }));
+    }
+    const windowMs = windowOf(rows.length ? rows[0][0] : Date.now(), 600000);
+    const last = pts.length ? pts[pts.length - 1] : null;
+    for (const [key, c] of Object.entries(this.charts)) {
+      const fmt = key === 'runtime' ? (v => nf.format(Math.round(v))) : undefined;
+      c.body.replaceChildren(lineChart(pts, windowMs, c.series,
+        { label: c.title.textContent, fmt, width: c.width, height: c.width ? 200 : 260 }));
+      c.legend.replaceChildren(seriesLegend(c.series, k => {
+        const v = last ? last[k] : null;
+        if (key === 'runtime') return v === null || v === undefined ? '–' : dur(v);
+        return key === 'rates' ? rate(v) : num(v);
+      }));
+    }
+    this.charts.rates.title.textContent = 'Jobs per second · last ' + windowMs / 60000 + ' min';
   },
 };
 
@@ -521,7 +705,7 @@ views.jobs = {
     document.getElementById('jobs-scanned').textContent =
       `${num(r.jobs.length)} shown · ${num(r.scanned)} looked at`;
     this.body.replaceChildren(table(
-      ['Msgid', 'Job', 'Queue', 'State', ['Attempts', 'num'], 'Accepted', ['Took', 'num'], 'Worker'],
+      ['Msgid', 'Job', 'Queue', 'State', ['Attempts', 'num'], 'Accepted', ['Waited', 'num'], ['Ran', 'num'], 'Worker'],
       r.jobs.map(j => h('tr', { 'data-msgid': j.msgid },
         h('td', {}, shortJobLink(j.msgid)),
         h('td', {}, h('div', { class: 'payload job-summary', title: j.payload, 'data-col': 'job' }, jobSummary(j.payload))),
@@ -529,6 +713,7 @@ views.jobs = {
         h('td', {}, badge(j.state)),
         h('td', { class: 'num' }, num(j.attempts)),
         h('td', {}, when(j.accepted_at_ms)),
+        h('td', { class: 'num', 'data-col': 'waited' }, j.waited_ms !== undefined ? dur(j.waited_ms) : '–'),
         h('td', { class: 'num', 'data-col': 'runtime' }, runTime(j)),
         j.worker_name ? h('td', { title: j.worker }, j.worker_name)
           : h('td', { class: 'mono', title: j.worker || '' }, j.worker ? short(j.worker) : ''))),
@@ -580,24 +765,26 @@ views.job = {
           { title: 'Discard this dead letter?', text: 'It is removed for good.', ok: 'Discard' })),
       ] : '');
     const row = (k, v) => v === undefined || v === null || v === '' ? [] : [h('dt', {}, k), h('dd', {}, v)];
-    const started = j.dispatched_at_ms;
+    const started = j.started_at_ms || j.dispatched_at_ms;
     this.body.replaceChildren(
       card('Details', actions, h('div', { class: 'body' }, h('dl', { class: 'props' },
         row('Queue', j.queue + (j.route && j.route !== j.queue ? ' (route ' + j.route + ')' : '')),
         row('State', badge(j.state)),
         row('Attempts', num(j.attempts)),
         row('Accepted', j.accepted_at_ms ? [stamp(j.accepted_at_ms), ' · ', when(j.accepted_at_ms)] : null),
-        row('Dispatched', started ? [stamp(started), ' · ', when(started)] : null),
+        row('Started', started ? [stamp(started), ' · ', when(started)] : null),
+        row('Waited', j.waited_ms !== undefined ? h('span', { id: 'job-waited' }, dur(j.waited_ms) + ' (accepted → started)') : null),
         row('Running for', j.running_ms !== undefined ? dur(j.running_ms) : null),
         row('Progress', j.progress ? progressBar(j.progress) : null),
         row('Runs at', j.run_at_ms ? [stamp(j.run_at_ms), ' · ', when(j.run_at_ms)] : null),
         row('Finished', j.finished_at_ms ? [stamp(j.finished_at_ms), ' · ', when(j.finished_at_ms)] : null),
-        row('Took', j.finished_at_ms && j.accepted_at_ms ? dur(j.finished_at_ms - j.accepted_at_ms) + ' from acceptance' : null),
+        row('Ran', j.ran_ms !== undefined ? h('span', { id: 'job-ran' }, dur(j.ran_ms) + ' (started → finished)') : null),
         row('Worker', j.worker ? (j.worker_name ? [j.worker_name, ' ', h('span', { class: 'sub mono' }, j.worker)]
           : h('span', { class: 'mono' }, j.worker)) : null),
         row('Client', j.client ? h('span', { class: 'mono' }, j.client) : null),
         row('Reason', j.reason || null),
         row('Workflow', j.workflow ? h('a', { href: '#/workflow/' + encodeURIComponent(j.workflow), class: 'mono', id: 'job-workflow' }, j.workflow) : null),
+        row('Batch', j.batch ? h('a', { href: '#/batch/' + encodeURIComponent(j.batch), class: 'mono', id: 'job-batch' }, j.batch) : null),
         row('Unique key', j.unique_key ? [h('span', { class: 'mono' }, j.unique_key), j.unique_held ? ' · held' : ' · released'] : null),
         row('Headers', j.headers ? h('span', { class: 'mono' }, j.headers) : h('span', { class: 'sub' }, 'none'))))),
       j.last_error ? card('Last error', '', h('div', { class: 'body' }, failureView(j.last_error))) : '',
@@ -630,7 +817,7 @@ views.workflow = {
     if (!w) {
       document.getElementById('wf-state').replaceChildren();
       this.body.replaceChildren(card('Not found', '', h('div', { class: 'body' },
-        'The router holds no workflow with this id: it is neither unfinished nor among the last finished.')));
+        'The router holds no workflow with this id: it is neither unfinished nor a finished one still kept (WORKFLOWS_KEEP, WORKFLOWS_KEEP_FOR).')));
       return;
     }
     document.getElementById('wf-state').replaceChildren(badge(w.state === 'running' ? 'in-flight' : w.state));
@@ -652,14 +839,16 @@ views.workflow = {
         h('span', { class: 'mono' }, n.id), ' ', badge(n.state === 'started' ? 'in-flight' : n.state), ' ',
         jobLink(n.msgid),
         others.length ? h('span', { class: 'sub' }, ' also after ' + others.join(', ')) : '',
+        n.queued_at_unix_ms ? h('span', { class: 'sub' }, ' · queued ', when(n.queued_at_unix_ms)) : '',
         n.started_at_unix_ms ? h('span', { class: 'sub' }, ' · started ', when(n.started_at_unix_ms)) : '',
         n.finished_at_unix_ms ? h('span', { class: 'sub' }, ' · ended ', when(n.finished_at_unix_ms)) : '',
+        n.took_ms !== undefined ? h('span', { class: 'sub' }, ' · took ' + (n.took_ms / 1000).toFixed(n.took_ms < 10000 ? 2 : 0) + ' s') : '',
         'value' in n ? h('span', { class: 'mono' }, ' → ' + text(n.value).slice(0, 200)) : '',
         err ? h('span', { class: 'error-text' }, ' ' + errorText(err)) : '',
         kids.has(n.id) ? h('ul', {}, kids.get(n.id).map(item)) : '');
     };
     const roots = nodes.filter(n => !(n.after || []).length);
-    const cancellable = w.state === 'running';
+    const cancellable = w.state === 'running' || w.state === 'pending';
     this.body.replaceChildren(
       card('Progress', cancellable ? actionButton('Cancel workflow', 'danger', () => act('cancel', { msgid: w.workflow },
         () => 'Workflow cancelled', { title: 'Cancel this workflow?', ok: 'Cancel workflow',
@@ -669,6 +858,57 @@ views.workflow = {
           h('dt', {}, 'Accepted'), h('dd', {}, w.accepted_at_unix_ms ? [stamp(w.accepted_at_unix_ms), ' · ', when(w.accepted_at_unix_ms)] : '–'),
           h('dt', {}, 'Finished'), h('dd', {}, w.finished_at_unix_ms ? [stamp(w.finished_at_unix_ms), ' · ', when(w.finished_at_unix_ms)] : '–')))),
       card('Tree', '', h('div', { class: 'body' }, h('ul', { class: 'tree', id: 'wf-tree' }, roots.map(item)))));
+  },
+};
+
+// A batch (BATCH, Sidekiq-style): a bar of its ended jobs (succeeded and
+// failed), the counts, its callbacks (linked to their jobs) and its first
+// failed jobs.
+views.batch = {
+  title: 'Batch',
+  build(root, params, arg) {
+    this.id = arg;
+    this.body = h('div');
+    root.append(h('h1', {}, 'Batch ', h('span', { class: 'mono', id: 'batch-id' }, arg), h('span', { id: 'batch-state' })), this.body);
+  },
+  async load() {
+    try {
+      return (await api('batch', { id: this.id })).batch;
+    } catch (e) {
+      if (e.status === 404) return null;
+      throw e;
+    }
+  },
+  render(b) {
+    if (!b) {
+      document.getElementById('batch-state').replaceChildren();
+      this.body.replaceChildren(card('Not found', '', h('div', { class: 'body' },
+        'The router holds no batch with this id: it is neither unfinished nor among the last finished.')));
+      return;
+    }
+    document.getElementById('batch-state').replaceChildren(badge(b.state,
+      b.state === 'finished' ? (b.failed ? 'failed' : 'done') : b.state === 'open' ? 'queued' : 'in-flight'));
+    const pct = n => b.total ? (100 * n / b.total).toFixed(2) + '%' : '0%';
+    const bar = h('div', { class: 'batch-bar', id: 'batch-bar', role: 'img',
+      'aria-label': `${b.succeeded} succeeded, ${b.failed} failed, ${b.pending} pending of ${b.total}` },
+      h('span', { class: 'ok' }), h('span', { class: 'failed' }));
+    // Widths through the CSSOM: the page's CSP refuses style attributes.
+    bar.children[0].style.width = pct(b.succeeded);
+    bar.children[1].style.width = pct(b.failed);
+    const row = (k, v, id) => v === undefined || v === null || v === '' ? [] : [h('dt', {}, k), h('dd', id ? { id } : {}, v)];
+    const cbs = Object.entries(b.callbacks || {}).map(([name, c]) =>
+      h('li', {}, h('span', { class: 'mono' }, name), ' ',
+        badge(c.state, c.state === 'submitted' ? 'done' : c.state === 'skipped' ? 'cancelled' : 'queued'), ' ', c.state === 'submitted' ? jobLink(c.msgid) : h('span', { class: 'mono sub' }, c.msgid)));
+    this.body.replaceChildren(
+      card('Progress', '', h('div', { class: 'body' }, bar, h('dl', { class: 'props' },
+        row('Counts', `${num(b.succeeded + b.failed)} of ${num(b.total)} ended · ${num(b.succeeded)} succeeded · ${num(b.failed)} failed · ${num(b.pending)} pending`, 'batch-counts'),
+        row('Description', b.description || null),
+        row('Opened', b.opened_at_unix_ms ? [stamp(b.opened_at_unix_ms), ' · ', when(b.opened_at_unix_ms)] : null),
+        row('Closed', b.closed_at_unix_ms ? [stamp(b.closed_at_unix_ms), ' · ', when(b.closed_at_unix_ms)] : h('span', { class: 'sub' }, 'open: jobs may still join')),
+        row('Finished', b.finished_at_unix_ms ? [stamp(b.finished_at_unix_ms), ' · ', when(b.finished_at_unix_ms)] : null)))),
+      cbs.length ? card('Callbacks', '', h('div', { class: 'body' }, h('ul', { class: 'tree', id: 'batch-callbacks' }, cbs))) : '',
+      (b.failed_ids || []).length ? card('Failed jobs', b.failed > b.failed_ids.length ? h('span', { class: 'sub' }, 'the first ' + num(b.failed_ids.length)) : '',
+        h('div', { class: 'body' }, h('ul', { class: 'tree', id: 'batch-failed' }, b.failed_ids.map(m => h('li', {}, jobLink(m)))))) : '');
   },
 };
 
@@ -698,11 +938,12 @@ function jobSummary(p) {
   if (v[0] === 'call' && o.handler) return o.handler + '(' + (o.args === undefined ? '' : show(o.args)) + ')';
   return p;
 }
-// How long a job took: a running job's time on its worker so far, a
-// finished job's time from acceptance to its end.
+// How long a job ran: a running job's time on its worker so far, a
+// finished job's from its start to its end (not from its acceptance: the
+// wait is its own column); – when it never started.
 function runTime(j) {
   if (j.running_ms !== undefined && j.running_ms !== null) return dur(j.running_ms) + ' so far';
-  if (j.finished_at_ms && j.accepted_at_ms) return dur(Math.max(0, j.finished_at_ms - j.accepted_at_ms));
+  if (j.ran_ms !== undefined && j.ran_ms !== null) return dur(j.ran_ms);
   return '–';
 }
 
@@ -883,7 +1124,8 @@ function navigate() {
   state.route = key;
   state.view = view;
   for (const a of document.querySelectorAll('#nav a')) {
-    a.classList.toggle('active', a.dataset.view === name || ((name === 'job' || name === 'workflow') && a.dataset.view === 'jobs'));
+    a.classList.toggle('active', a.dataset.view === name || ((name === 'job' || name === 'workflow' || name === 'batch') && a.dataset.view === 'jobs') ||
+      (name === 'queue' && a.dataset.view === 'queues'));
   }
   document.title = view.title + (arg ? ' ' + arg : '') + ' · emq';
   const main = document.getElementById('main');

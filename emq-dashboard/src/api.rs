@@ -16,9 +16,11 @@
 //!   by GET or POST, before anything else.
 //! - Reads (`OpName::is_change` false) take GET or POST; everything else
 //!   is a state change and needs POST and the rules of [`crate::access`].
-//! - Two answers are the dashboard's own: `GET /api/stats` (the sampled
-//!   counters of [`crate::history`]) and `GET /api/info` (version and
-//!   whether the dashboard is read-only).
+//! - Three answers are the dashboard's own: `GET /api/stats` (the sampled
+//!   counters of [`crate::history`]), `GET /api/queue-stats` (each
+//!   queue's samples, [`crate::queue_history`]; `?queue=NAME` for one,
+//!   `?last=N` for the newest N samples of each) and `GET /api/info`
+//!   (version and whether the dashboard is read-only).
 
 use std::sync::Arc;
 
@@ -133,6 +135,24 @@ pub(crate) async fn op(
     let is_post = method == Method::POST;
     match op.as_str() {
         "stats" => return json_response(200, &api.history.to_json()),
+        "queue-stats" => {
+            let req = match request_of(&op, query.as_deref(), &[]) {
+                Ok(r) => r,
+                Err(e) => return refusal_response(AdminError::bad_request(e)),
+            };
+            let last = match req["last"].as_str().map(str::parse::<usize>) {
+                None => None,
+                Some(Ok(n)) => Some(n),
+                Some(Err(_)) => {
+                    return refusal_response(AdminError::bad_request(format!(
+                        "last must be a number, got {}",
+                        req["last"]
+                    )))
+                }
+            };
+            let only = req["queue"].as_str();
+            return json_response(200, &api.history.queues_json(only, last));
+        }
         "info" => {
             return json_response(
                 200,
@@ -284,6 +304,17 @@ mod tests {
         assert_eq!(v["error"]["kind"], "bad-request", "{v}");
         // A change needs POST.
         assert_eq!(call(Method::GET, "pause", "queue=q").0, 405);
+    }
+
+    /// The per-queue history is the dashboard's own answer (never the
+    /// router's, which is silent here).
+    #[test]
+    fn queue_stats_are_answered_here() {
+        let (status, v) = call(Method::GET, "queue-stats", "queue=mail&last=5");
+        assert_eq!(status, 200, "{v}");
+        assert_eq!(v["queues"], json!({}), "{v}");
+        assert_eq!(v["fields"][0], "accepted", "{v}");
+        assert_eq!(call(Method::GET, "queue-stats", "last=many").0, 400);
     }
 
     /// Issue 32: `GET /api/nope` answered 405 (as a change needing POST):

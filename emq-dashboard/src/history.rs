@@ -8,6 +8,10 @@
 //! The sample also keeps the latest STATUS without its long lists (the
 //! dead letters' `recent`, the per-worker maps), which the overview shows
 //! as it is: journal state, dead-letter count, version.
+//!
+//! The same thread asks for `queues` too, for each queue's numbers over
+//! time ([`crate::queue_history`]): two bounded requests per period, for
+//! any number of open pages.
 
 use std::collections::VecDeque;
 use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
@@ -18,6 +22,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::{json, Value};
 
 use crate::admin::AdminPool;
+use crate::queue_history::QueueHistory;
 use emqp_proto::admin::AdminOp;
 
 /// Time between samples.
@@ -45,6 +50,7 @@ struct Inner {
     samples: VecDeque<(u64, Row)>,
     latest: Value,
     error: Option<String>,
+    queues: QueueHistory,
 }
 
 /// The samples, shared with the HTTP handlers.
@@ -105,6 +111,29 @@ impl History {
         g.error = None;
     }
 
+    /// Record one `queues` answer taken at `unix_ms`.
+    pub fn record_queues(&self, unix_ms: u64, answer: &Value) {
+        if let Ok(mut g) = self.0.lock() {
+            g.queues.record(unix_ms, answer);
+        }
+    }
+
+    /// `{"ok", "every_ms", "fields", "queues": {name: [[unix_ms,
+    /// ...fields]...]}}`: the newest `last` samples (all when `None`) of
+    /// queue `only`, or of every queue ([`crate::queue_history`]).
+    pub fn queues_json(&self, only: Option<&str>, last: Option<usize>) -> Value {
+        let Ok(g) = self.0.lock() else {
+            return json!({});
+        };
+        let mut v = g.queues.to_json(only, last);
+        v["ok"] = true.into();
+        v["every_ms"] = (EVERY.as_millis() as u64).into();
+        if let Some(e) = &g.error {
+            v["error"] = e.clone().into();
+        }
+        v
+    }
+
     fn failed(&self, error: String) {
         if let Ok(mut g) = self.0.lock() {
             g.error = Some(error);
@@ -163,6 +192,11 @@ impl Sampler {
             .spawn(move || loop {
                 match admin.request(&AdminOp::Status) {
                     Ok(v) if v["ok"] == true => history.record(unix_ms(), &v),
+                    Ok(v) => history.failed(v["error"]["message"].to_string()),
+                    Err(e) => history.failed(e.to_string()),
+                }
+                match admin.request(&AdminOp::Queues) {
+                    Ok(v) if v["ok"] == true => history.record_queues(unix_ms(), &v),
                     Ok(v) => history.failed(v["error"]["message"].to_string()),
                     Err(e) => history.failed(e.to_string()),
                 }

@@ -10,7 +10,8 @@
 //!   and the router core stays the only owner of its state.
 //! - [`api`]: `/api/<op>`, the HTTP form of the control plane.
 //! - [`history`]: a thread samples STATUS every two seconds for the
-//!   overview's chart of the last ten minutes.
+//!   overview's chart of the last ten minutes, and `queues` for each
+//!   queue's charts ([`queue_history`]).
 //! - [`access`]: loopback by default; a token elsewhere; POST plus a
 //!   custom header for state changes; a read-only mode.
 //! - The page (`assets/`: one HTML file, one stylesheet, one script, plain
@@ -29,6 +30,7 @@ pub mod access;
 pub mod admin;
 mod api;
 pub mod history;
+pub mod queue_history;
 
 use std::net::ToSocketAddrs;
 use std::sync::Arc;

@@ -203,6 +203,7 @@ pub(crate) struct FinishedColumns<'a> {
     pub(crate) job: JobColumns<'a>,
     pub(crate) outcome: Vec<&'a str>,
     pub(crate) finished_at: Vec<i64>,
+    pub(crate) started_at: Vec<Option<i64>>,
     pub(crate) result: Vec<Option<&'a [u8]>>,
     pub(crate) result_truncated: Vec<bool>,
 }
@@ -212,6 +213,8 @@ impl<'a> FinishedColumns<'a> {
         self.job.push(seq, &f.job);
         self.outcome.push(&f.outcome);
         self.finished_at.push(unix_ms_column(f.finished_at_unix_ms));
+        self.started_at
+            .push(f.started_at_unix_ms.map(unix_ms_column));
         self.result.push(f.result.as_deref());
         self.result_truncated.push(f.result_truncated);
     }
@@ -617,6 +620,7 @@ mod tests {
             record: FinishedRecord {
                 job: job(msgid),
                 outcome: "done".into(),
+                started_at_unix_ms: None,
                 finished_at_unix_ms: 2_000,
                 result: Some(b"1".to_vec()),
                 result_truncated: false,

@@ -28,10 +28,10 @@ pub type Result<T, E = JournalError> = std::result::Result<T, E>;
 
 /// The schema version this crate writes (`PRAGMA user_version`). Versions
 /// 1 (the same tables with a UNIQUE index on `jobs.msgid`), 2 (no delayed
-/// jobs, finished jobs or paused queues), 3 (no held results) and 4 (no
-/// last error of a dead letter) are
-/// migrated when opened.
-pub const SCHEMA_VERSION: i64 = 6;
+/// jobs, finished jobs or paused queues), 3 (no held results), 4 (no
+/// last error of a dead letter), 5 (no router state) and 6 (no start time
+/// of a finished job) are migrated when opened.
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// The first 16 bytes of every SQLite database file.
 const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
@@ -186,6 +186,13 @@ CREATE TABLE states (
 ) WITHOUT ROWID;
 ";
 
+/// Version 7's addition: when a finished job's last delivery started
+/// (NULL: it never ran, or it finished before version 7), also the 6 → 7
+/// migration.
+const SCHEMA_7_ADDITIONS: &str = "
+ALTER TABLE finished ADD COLUMN started_at INTEGER;
+";
+
 const SCHEMA: &str = concat!(
     "CREATE TABLE jobs (",
     jobs_columns!(),
@@ -233,8 +240,8 @@ const REPLACE_JOB: &str = "UPDATE jobs SET client = ?2, queue = ?3, route = ?4, 
      message = ?6, attempts = ?7, accepted_at = ?8, run_at = ?9 WHERE seq = ?1";
 const INSERT_FINISHED: &str = "INSERT INTO finished
         (seq, msgid, client, queue, route, headers, message, attempts, accepted_at, run_at,
-         outcome, finished_at, result, result_truncated)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
+         outcome, finished_at, result, result_truncated, started_at)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)";
 /// Keep the newest finished rows: the plan gives the `seq` at or below
 /// which they go (one rowid range, no walk over the rows kept).
 const TRIM_FINISHED_COUNT: &str = "DELETE FROM finished WHERE seq <= ?1";
@@ -556,11 +563,13 @@ impl SqliteJournal {
                         .map_err(self.err("create schema"))?;
                     c.execute_batch(SCHEMA_6_ADDITIONS)
                         .map_err(self.err("create schema"))?;
+                    c.execute_batch(SCHEMA_7_ADDITIONS)
+                        .map_err(self.err("create schema"))?;
                     c.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
                         .map_err(self.err("create schema"))?;
                     Ok(())
                 }
-                1..=5 => {
+                1..=6 => {
                     if version == 1 {
                         c.execute_batch(MIGRATE_1_TO_2)
                             .map_err(self.err("migrate schema 1 to 2"))?;
@@ -577,8 +586,12 @@ impl SqliteJournal {
                         c.execute_batch(SCHEMA_5_ADDITIONS)
                             .map_err(self.err("migrate schema to 5"))?;
                     }
-                    c.execute_batch(SCHEMA_6_ADDITIONS)
-                        .map_err(self.err("migrate schema to 6"))?;
+                    if version <= 5 {
+                        c.execute_batch(SCHEMA_6_ADDITIONS)
+                            .map_err(self.err("migrate schema to 6"))?;
+                    }
+                    c.execute_batch(SCHEMA_7_ADDITIONS)
+                        .map_err(self.err("migrate schema to 7"))?;
                     c.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
                         .map_err(self.err("migrate schema"))?;
                     log::info!(
@@ -665,7 +678,7 @@ impl SqliteJournal {
             .conn
             .prepare(
                 "SELECT msgid, client, queue, route, headers, message, attempts, accepted_at,
-                        run_at, outcome, finished_at, result, result_truncated
+                        run_at, outcome, finished_at, result, result_truncated, started_at
                  FROM finished ORDER BY seq",
             )
             .map_err(self.err("load finished jobs"))?;
@@ -674,6 +687,7 @@ impl SqliteJournal {
                 Ok(FinishedRecord {
                     job: job_from_row(r)?,
                     outcome: r.get(9)?,
+                    started_at_unix_ms: r.get::<_, Option<i64>>(13)?.map(unix_ms_from_column),
                     finished_at_unix_ms: unix_ms_from_column(r.get(10)?),
                     result: r.get(11)?,
                     result_truncated: r.get(12)?,
@@ -938,7 +952,8 @@ impl RowWriter for SqliteWriter<'_, '_> {
             s.raw_bind_parameter(11, f.outcome[i])?;
             s.raw_bind_parameter(12, f.finished_at[i])?;
             s.raw_bind_parameter(13, f.result[i])?;
-            s.raw_bind_parameter(14, f.result_truncated[i])
+            s.raw_bind_parameter(14, f.result_truncated[i])?;
+            s.raw_bind_parameter(15, f.started_at[i])
         })
     }
 

@@ -98,6 +98,7 @@ mod tests {
             record: FinishedRecord {
                 job: record(msgid, "odd"),
                 outcome: "done".into(),
+                started_at_unix_ms: Some(at - 10),
                 finished_at_unix_ms: at,
                 result: Some(br#"{"value": 1}"#.to_vec()),
                 result_truncated: false,
@@ -146,6 +147,8 @@ mod tests {
             r.finished[0].result.as_deref(),
             Some(&br#"{"value": 1}"#[..])
         );
+        // The start of its run comes back (issue 32: waited and ran apart).
+        assert_eq!(r.finished[0].started_at_unix_ms, Some(2_990));
         assert_eq!(r.paused_queues, ["odd"]);
         // Older than the cut-off goes too.
         let mut late = finished("f4", 5_000);

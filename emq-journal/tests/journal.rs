@@ -360,6 +360,48 @@ fn router_state_rows_put_replace_delete_and_persist_by_kind() {
     );
 }
 
+/// Issue 32: version 7 keeps when a finished job's last delivery
+/// started. A version 6 journal's finished jobs come back without it; new
+/// ones keep it.
+#[test]
+fn a_version_6_journal_gets_the_start_of_finished_jobs_and_keeps_its_finished_jobs() {
+    use emq_router_core::journal::FinishedRecord;
+    let finished = |m: &str, started: Option<u64>| Record::Finished {
+        record: FinishedRecord {
+            job: job(m),
+            outcome: "done".into(),
+            started_at_unix_ms: started,
+            finished_at_unix_ms: 2_000,
+            result: None,
+            result_truncated: false,
+        },
+        keep: 10,
+        drop_before_unix_ms: 0,
+    };
+    let dir = TempDir::new("migrate6");
+    let path = dir.journal();
+    {
+        let mut j = SqliteJournal::open(&path).unwrap();
+        j.append(&[accepted("old"), finished("old", Some(1_500))])
+            .unwrap();
+        drop(j);
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch("ALTER TABLE finished DROP COLUMN started_at; PRAGMA user_version = 6;")
+            .unwrap();
+    }
+    let mut j = SqliteJournal::open(&path).unwrap();
+    j.append(&[accepted("new"), finished("new", Some(1_800))])
+        .unwrap();
+    drop(j);
+    let j = SqliteJournal::open(&path).unwrap();
+    let f = j.finished().unwrap();
+    let got: Vec<(&str, Option<u64>)> = f
+        .iter()
+        .map(|r| (r.job.msgid.as_str(), r.started_at_unix_ms))
+        .collect();
+    assert_eq!(got, [("old", None), ("new", Some(1_800))]);
+}
+
 #[test]
 fn a_version_5_journal_gets_the_states_table_and_keeps_its_jobs() {
     let dir = TempDir::new("migrate5");
@@ -369,8 +411,11 @@ fn a_version_5_journal_gets_the_states_table_and_keeps_its_jobs() {
         j.append(&[accepted("kept")]).unwrap();
         drop(j);
         let c = rusqlite::Connection::open(&path).unwrap();
-        c.execute_batch("DROP TABLE states; PRAGMA user_version = 5;")
-            .unwrap();
+        c.execute_batch(
+            "DROP TABLE states; ALTER TABLE finished DROP COLUMN started_at;
+             PRAGMA user_version = 5;",
+        )
+        .unwrap();
     }
     let mut j = SqliteJournal::open(&path).unwrap();
     assert_eq!(msgids(&j.load_unfinished().unwrap()), vec!["kept"]);
@@ -397,6 +442,7 @@ fn rows_are_numbered_on_from_the_file_after_a_reopen() {
         record: FinishedRecord {
             job: job(m),
             outcome: "done".into(),
+            started_at_unix_ms: None,
             finished_at_unix_ms: 2_000,
             result: None,
             result_truncated: false,
@@ -912,6 +958,7 @@ fn a_version_4_journal_gets_the_last_error_of_dead_letters_and_keeps_its_dead_le
         c.execute_batch(
             "ALTER TABLE dead_letters DROP COLUMN last_error;
              DROP TABLE states;
+             ALTER TABLE finished DROP COLUMN started_at;
              INSERT INTO dead_letters
                  (msgid, client, queue, route, headers, message, attempts, accepted_at,
                   error, dead_at)
@@ -958,7 +1005,7 @@ fn a_version_3_journal_gets_the_results_table_and_keeps_everything_else() {
         let c = rusqlite::Connection::open(&path).unwrap();
         c.execute_batch(
             "DROP TABLE results; ALTER TABLE dead_letters DROP COLUMN last_error;
-             DROP TABLE states;
+             DROP TABLE states; ALTER TABLE finished DROP COLUMN started_at;
              PRAGMA user_version = 3;",
         )
         .unwrap();

@@ -115,7 +115,9 @@ pub fn fields(cmd: &Command) -> Value {
             "text": d.text,
         }),
         Command::Admin { request } => json!({ "request": json_or_text(request) }),
-        Command::Workflow { spec } => json!({ "spec": json_or_text(spec) }),
+        Command::Workflow { spec } | Command::Batch { spec } => {
+            json!({ "spec": json_or_text(spec) })
+        }
         Command::Cancel { orig_msgid } => json!({ "orig_msgid": orig_msgid }),
         Command::Received { orig_msgids } | Command::Running { orig_msgids } => {
             json!({ "orig_msgids": orig_msgids })

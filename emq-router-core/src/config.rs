@@ -29,6 +29,13 @@ pub const DEFAULT_HWM: usize = 1_000_000;
 /// at most one state row per key with a window.
 pub const DEFAULT_MAX_UNIQUE_KEYS: usize = 100_000;
 
+/// Finished workflows kept by default (`Config::workflows_keep`): each
+/// holds its graph and node results (at most
+/// [`crate::workflow::MAX_RESULT_BYTES`] each, usually far less).
+pub const DEFAULT_WORKFLOWS_KEEP: usize = 1_000;
+/// How long a finished workflow is kept by default: a day.
+pub const DEFAULT_WORKFLOWS_KEEP_FOR: Duration = Duration::from_secs(24 * 3600);
+
 /// Where a job goes whose queue no connected job manager serves
 /// (`--unserved-queues`; `router/intake.rs`, "Unserved queues").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -107,6 +114,11 @@ pub struct Config {
     pub results_keep_bytes: usize,
     /// The longest an undelivered result is held.
     pub results_keep_for: Duration,
+    /// Finished workflows kept for lookups, in memory and in the journal
+    /// (`router/workflow.rs`, "Finished workflows"); 0: none.
+    pub workflows_keep: usize,
+    /// The longest a finished workflow is kept.
+    pub workflows_keep_for: Duration,
     /// Unix time in microseconds at `now == 0` (a unix time, not a
     /// duration); HEARTBEAT bodies carry `(epoch_unix_micros + now)` as
     /// Python's `str(time.time())`.
@@ -158,6 +170,8 @@ impl Default for Config {
             results_keep: 100_000,
             results_keep_bytes: 256 * 1024 * 1024,
             results_keep_for: Duration::from_secs(3600),
+            workflows_keep: DEFAULT_WORKFLOWS_KEEP,
+            workflows_keep_for: DEFAULT_WORKFLOWS_KEEP_FOR,
             epoch_unix_micros: 0,
             max_message_size: Some(DEFAULT_MAX_MESSAGE_SIZE),
             id_seed: 0,

@@ -66,7 +66,15 @@ pub struct QueueMetrics {
     /// Jobs for this queue sent to `default` because no connected job
     /// manager served it (`--unserved-queues default`).
     pub routed_to_default: u64,
+    /// Accepted (submitted) into this queue, restored jobs not counted.
+    pub accepted: u64,
+    /// Deliveries to a worker (started), redeliveries and retries too.
+    pub dispatched: u64,
+    /// Acceptance to finish of finished jobs.
     pub latency: Histogram,
+    /// Run time of each delivery that ended with a REPLY (or a legacy
+    /// READY): dispatch to its end, retried failures too.
+    pub run_time: Histogram,
 }
 
 /// A job that gave up for good, as the admin socket lists it: the whole

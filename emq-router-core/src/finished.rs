@@ -111,6 +111,7 @@ mod tests {
                 run_at_unix_ms: None,
             },
             outcome: "done".into(),
+            started_at_unix_ms: None,
             finished_at_unix_ms: at,
             result: None,
             result_truncated: false,

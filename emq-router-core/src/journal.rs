@@ -46,6 +46,11 @@ pub struct FinishedRecord {
     pub job: JobRecord,
     /// `done`, `failed` or `cancelled`.
     pub outcome: String,
+    /// When its last delivery was dispatched to a worker (`None`: it
+    /// never ran — cancelled while waiting — or the router did not know,
+    /// e.g. journals written before this was kept). Waited = started −
+    /// accepted; ran = finished − started.
+    pub started_at_unix_ms: Option<u64>,
     pub finished_at_unix_ms: u64,
     /// The RESULT payload, when it is small enough to keep.
     pub result: Option<Vec<u8>>,
@@ -87,15 +92,24 @@ pub enum StateKind {
     /// A finished node of an unfinished workflow: its outcome and result
     /// (id: `WORKFLOW_ID/NODE_ID`; `router/workflow.rs`).
     WorkflowNode,
+    /// An unfinished batch: its callbacks and counts (id: the batch id;
+    /// `router/batch.rs`).
+    Batch,
+    /// A finished workflow kept for lookups: its graph, node states,
+    /// times and results (id: the workflow id; `router/workflow.rs`,
+    /// "Finished workflows").
+    WorkflowFinished,
 }
 
 impl StateKind {
     /// Every kind, for stores that list them.
-    pub const ALL: [StateKind; 4] = [
+    pub const ALL: [StateKind; 6] = [
         StateKind::QueuePolicy,
         StateKind::UniqueKey,
         StateKind::Workflow,
         StateKind::WorkflowNode,
+        StateKind::Batch,
+        StateKind::WorkflowFinished,
     ];
 
     /// The name a store writes in its `kind` column (never changes).
@@ -105,6 +119,8 @@ impl StateKind {
             StateKind::UniqueKey => "unique-key",
             StateKind::Workflow => "workflow",
             StateKind::WorkflowNode => "workflow-node",
+            StateKind::Batch => "batch",
+            StateKind::WorkflowFinished => "workflow-finished",
         }
     }
 

@@ -36,6 +36,7 @@
 #![warn(unreachable_pub)]
 
 pub mod admin;
+pub mod batch;
 pub mod config;
 pub mod data;
 pub mod event;

@@ -14,8 +14,10 @@
 //! (completed failed, no retries asked), `emq_jobs_retried_total`,
 //! `emq_jobs_redelivered_total` (lost to a dying worker and queued again),
 //! `emq_jobs_dead_lettered_total`, `emq_requests_rejected_total` (queue-full,
-//! shutting-down), `emq_job_latency_seconds` (histogram, acceptance →
-//! completion, ok or failed, 100 µs … 60 s); global `emq_connected_workers`,
+//! shutting-down), `emq_jobs_started_total` (deliveries to a worker),
+//! `emq_job_latency_seconds` (histogram, acceptance → completion, ok or
+//! failed, 100 µs … 60 s), `emq_job_run_seconds` (histogram, each
+//! delivery's run: dispatch → its REPLY, the same buckets); global `emq_connected_workers`,
 //! `emq_worker_credit`, `emq_connected_schedulers`, `emq_schedules`,
 //! `emq_jobs_accepted_total`, `emq_scheduled_runs_total`, `emq_journal_ok`
 //! (0 while journal writes fail), `emq_journal_held_sends`,
@@ -69,7 +71,12 @@ pub fn render(snap: &Snapshot) -> String {
         }
     }
     type Get = fn(&QueueMetrics) -> u64;
-    let counters: [(&str, &str, Get); 6] = [
+    let counters: [(&str, &str, Get); 7] = [
+        (
+            "emq_jobs_started_total",
+            "Deliveries to a worker (retries and redeliveries too).",
+            |m| m.dispatched,
+        ),
         ("emq_jobs_processed_total", "Jobs completed ok.", |m| {
             m.processed
         }),
@@ -130,6 +137,22 @@ pub fn render(snap: &Snapshot) -> String {
         let h = &qm(q).latency;
         p.histogram(
             "emq_job_latency_seconds",
+            &[("queue", q)],
+            &bounds,
+            &h.cumulative(),
+            h.count,
+            h.sum_micros as f64 / 1e6,
+        );
+    }
+    p.family(
+        "emq_job_run_seconds",
+        "histogram",
+        "Seconds from a delivery's dispatch to its end (a REPLY), failed tries too.",
+    );
+    for q in &names {
+        let h = &qm(q).run_time;
+        p.histogram(
+            "emq_job_run_seconds",
             &[("queue", q)],
             &bounds,
             &h.cumulative(),

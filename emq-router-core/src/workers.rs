@@ -95,9 +95,10 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// Forget an in-flight entry; returns the job id.
-    pub fn take_inflight(&mut self, seq: DispatchSeq) -> Option<JobId> {
-        self.inflight.remove(&seq).map(|i| i.job)
+    /// Forget an in-flight entry; returns it (the job and its dispatch
+    /// time).
+    pub fn take_inflight(&mut self, seq: DispatchSeq) -> Option<Inflight> {
+        self.inflight.remove(&seq)
     }
 
     /// Remove the msgid index entry if it points at `seq`.
@@ -349,12 +350,13 @@ impl WorkerPool {
         Some(seq)
     }
 
-    /// Remove an in-flight entry (completion); returns the job id.
-    pub fn finish(&mut self, id: WorkerId, seq: DispatchSeq, msgid: &str) -> Option<JobId> {
+    /// Remove an in-flight entry (completion); returns it (the job id
+    /// and when it was dispatched).
+    pub fn finish(&mut self, id: WorkerId, seq: DispatchSeq, msgid: &str) -> Option<Inflight> {
         let w = self.workers.get_mut(&id)?;
-        let job = w.take_inflight(seq)?;
+        let i = w.take_inflight(seq)?;
         w.unindex(msgid, seq);
         self.inflight_total -= 1;
-        Some(job)
+        Some(i)
     }
 }

@@ -14,6 +14,24 @@
 //! anything else: `[value, args]`); a `shell` job cannot take one. A
 //! result value is the `value` of the REPLY payload `{"value": V}` (null
 //! when there is none).
+//!
+//! **Nested lists (`shape`).** A node may give `shape` instead of taking
+//! a flat list: a JSON tree of arrays whose leaves are ids of its parents
+//! (`[["a", "b"], "c"]`); the argument passed is that tree with each id
+//! replaced by the parent's value (`[[A, B], C]`). The workflow's result
+//! may likewise be shaped by `output_shape` (leaves: any node ids). A
+//! group inside a group (Celery gives a nested list when the inner one is
+//! not directly a member, e.g. a chain ending in a group) is written so.
+//! At most [`MAX_SHAPE_DEPTH`] levels; `shape` implies `pass: list`.
+//!
+//! **Per-node options.** Each node has its own `queue` and `headers`
+//! (`retry-count`, `timeout`, `key`, `priority`, ...): its job is exactly a
+//! REQUEST with those; the headers are checked as a REQUEST's are
+//! (flow-control items included), a bad one refuses the workflow.
+//!
+//! **States.** A workflow is `pending` (no node dispatched yet),
+//! `running`, `cancelling` (cancelled, a started node not yet ended),
+//! then `succeeded`, `failed` or `cancelled` ([`WorkflowState`]).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -27,6 +45,8 @@ pub const MAX_WORKFLOWS: usize = 10_000;
 pub const MAX_RESULT_BYTES: usize = 1 << 20;
 /// Bytes of a node id.
 pub const MAX_NODE_ID: usize = 64;
+/// Levels of arrays in a `shape` or `output_shape`.
+pub const MAX_SHAPE_DEPTH: usize = 32;
 
 /// How a node takes its parents' results (see the module documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,6 +76,10 @@ pub struct NodeSpec {
     /// Default: `one` with one parent, `list` with more, `none` without.
     #[serde(default)]
     pub pass: Option<Pass>,
+    /// The nested list its parents' values are passed as (module
+    /// documentation, "Nested lists"); absent: `pass` says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<Value>,
 }
 
 fn default_queue() -> String {
@@ -75,6 +99,76 @@ pub struct Spec {
     /// nodes' values. Default: `one` for one output node, else `list`.
     #[serde(default)]
     pub output_pass: Option<Pass>,
+    /// The workflow's result as a nested list of node values (leaves:
+    /// node ids); replaces `output` and `output_pass`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_shape: Option<Value>,
+}
+
+/// A `shape` checked: leaves are node indexes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Shape {
+    Node(usize),
+    List(Vec<Shape>),
+}
+
+impl Shape {
+    /// Read `v` (arrays of arrays of node ids), each id looked up by
+    /// `index` (None: not allowed there).
+    fn parse(
+        v: &Value,
+        index: &dyn Fn(&str) -> Option<usize>,
+        depth: usize,
+    ) -> Result<Shape, String> {
+        match v {
+            Value::String(id) => index(id)
+                .map(Shape::Node)
+                .ok_or_else(|| format!("shape: {id} is not a node it may name")),
+            Value::Array(a) if depth < MAX_SHAPE_DEPTH => a
+                .iter()
+                .map(|x| Shape::parse(x, index, depth + 1))
+                .collect::<Result<_, _>>()
+                .map(Shape::List),
+            Value::Array(_) => Err(format!("shape: deeper than {MAX_SHAPE_DEPTH} levels")),
+            _ => Err("shape: arrays of node ids only".into()),
+        }
+    }
+
+    /// The nodes it names, in order.
+    fn leaves(&self, out: &mut Vec<usize>) {
+        match self {
+            Shape::Node(i) => out.push(*i),
+            Shape::List(l) => l.iter().for_each(|s| s.leaves(out)),
+        }
+    }
+
+    /// The tree with each node replaced by `value(node)`.
+    fn fill(&self, value: &dyn Fn(usize) -> Value) -> Value {
+        match self {
+            Shape::Node(i) => value(*i),
+            Shape::List(l) => Value::Array(l.iter().map(|s| s.fill(value)).collect()),
+        }
+    }
+}
+
+/// Where a workflow is, as a whole (module documentation, "States"): the
+/// wire vocabulary's.
+pub use emqp_proto::admin::WorkflowState;
+
+/// What is known of a node besides its [`NodeState`]: its times, unix
+/// milliseconds — its job accepted (`queued`), first dispatched to a
+/// worker (`started`); its end is in its state — and, once its workflow
+/// finished, the size of a value too large to keep (`value_dropped`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeMeta {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<u64>,
+    /// Bytes (as JSON) of the value dropped when the workflow was kept
+    /// finished (over `Config::retain_result_bytes`); its value is null.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_dropped: Option<u64>,
 }
 
 /// Where a node is.
@@ -105,6 +199,16 @@ impl NodeState {
         }
     }
 
+    /// When it ended (terminal states).
+    pub fn ended_at(&self) -> Option<u64> {
+        match self {
+            NodeState::Done { at, .. }
+            | NodeState::Failed { at, .. }
+            | NodeState::Cancelled { at, .. } => Some(*at),
+            _ => None,
+        }
+    }
+
     pub fn is_terminal(&self) -> bool {
         matches!(
             self,
@@ -128,6 +232,10 @@ pub struct Workflow {
     pub output: Vec<usize>,
     pub output_pass: Pass,
     pub states: Vec<NodeState>,
+    pub meta: Vec<NodeMeta>,
+    /// Per node: its `shape`, checked.
+    pub shapes: Vec<Option<Shape>>,
+    pub output_shape: Option<Shape>,
     /// Cancelled by an operator.
     pub cancelled: bool,
     pub finished_unix_ms: Option<u64>,
@@ -180,11 +288,14 @@ impl Workflow {
         let mut parents = vec![Vec::new(); n];
         let mut children = vec![Vec::new(); n];
         let mut pass = Vec::with_capacity(n);
+        let mut shapes = Vec::with_capacity(n);
         for (i, node) in spec.nodes.iter().enumerate() {
             if node.queue.is_empty() {
                 return Err(format!("node {}: empty queue", node.id));
             }
             emqp_proto::Headers::parse(node.headers.as_bytes())
+                .map_err(|e| format!("node {}: headers: {e}", node.id))?;
+            emqp_proto::headers::frame_flow(node.headers.as_bytes())
                 .map_err(|e| format!("node {}: headers: {e}", node.id))?;
             let kind = msg_kind(&node.msg)
                 .ok_or_else(|| format!("node {}: msg is not [kind, {{...}}]", node.id))?;
@@ -198,11 +309,34 @@ impl Workflow {
                 parents[i].push(j);
                 children[j].push(i);
             }
-            let p = node.pass.unwrap_or(match parents[i].len() {
-                0 => Pass::None,
-                1 => Pass::One,
-                _ => Pass::List,
-            });
+            if let Some(v) = &node.shape {
+                if !matches!(node.pass, None | Some(Pass::List)) {
+                    return Err(format!(
+                        "node {}: a shape passes a list (pass list)",
+                        node.id
+                    ));
+                }
+                let mine = &parents[i];
+                let shape = Shape::parse(
+                    v,
+                    &|id| index.get(id).copied().filter(|j| mine.contains(j)),
+                    0,
+                )
+                .map_err(|e| format!("node {}: {e} (its leaves: ids in after)", node.id))?;
+                shapes.push(Some(shape));
+            } else {
+                shapes.push(None);
+            }
+            let default_pass = if node.shape.is_some() {
+                Pass::List
+            } else {
+                match parents[i].len() {
+                    0 => Pass::None,
+                    1 => Pass::One,
+                    _ => Pass::List,
+                }
+            };
+            let p = node.pass.unwrap_or(default_pass);
             if p == Pass::One && parents[i].len() != 1 {
                 return Err(format!(
                     "node {}: pass one needs exactly one parent (it has {})",
@@ -234,7 +368,21 @@ impl Workflow {
         if seen != n {
             return Err("the nodes' dependencies make a cycle".into());
         }
-        let output: Vec<usize> = if spec.output.is_empty() {
+        let output_shape = match &spec.output_shape {
+            None => None,
+            Some(_) if !spec.output.is_empty() || spec.output_pass.is_some() => {
+                return Err("output_shape replaces output and output_pass".into())
+            }
+            Some(v) => Some(
+                Shape::parse(v, &|id| index.get(id).copied(), 0)
+                    .map_err(|e| format!("output_{e}"))?,
+            ),
+        };
+        let output: Vec<usize> = if let Some(s) = &output_shape {
+            let mut o = Vec::new();
+            s.leaves(&mut o);
+            o
+        } else if spec.output.is_empty() {
             (0..n).filter(|i| children[*i].is_empty()).collect()
         } else {
             spec.output
@@ -247,11 +395,13 @@ impl Workflow {
                 })
                 .collect::<Result<_, _>>()?
         };
-        let output_pass = spec.output_pass.unwrap_or(if output.len() == 1 {
-            Pass::One
-        } else {
-            Pass::List
-        });
+        let output_pass =
+            spec.output_pass
+                .unwrap_or(if output.len() == 1 && output_shape.is_none() {
+                    Pass::One
+                } else {
+                    Pass::List
+                });
         if output_pass == Pass::One && output.len() != 1 {
             return Err("output_pass one needs exactly one output node".into());
         }
@@ -259,6 +409,9 @@ impl Workflow {
             id: id.to_string(),
             client: client.to_vec(),
             states: vec![NodeState::Waiting; n],
+            meta: vec![NodeMeta::default(); n],
+            shapes,
+            output_shape,
             spec,
             accepted_unix_ms,
             parents,
@@ -336,12 +489,15 @@ impl Workflow {
                 .value(self.parents[i][0])
                 .cloned()
                 .unwrap_or(Value::Null),
-            Pass::List => Value::Array(
-                self.parents[i]
-                    .iter()
-                    .map(|p| self.value(*p).cloned().unwrap_or(Value::Null))
-                    .collect(),
-            ),
+            Pass::List => match &self.shapes[i] {
+                Some(shape) => shape.fill(&|p| self.value(p).cloned().unwrap_or(Value::Null)),
+                None => Value::Array(
+                    self.parents[i]
+                        .iter()
+                        .map(|p| self.value(*p).cloned().unwrap_or(Value::Null))
+                        .collect(),
+                ),
+            },
         };
         let mut msg = node.msg.clone();
         prepend_arg(&mut msg, arg)?;
@@ -383,6 +539,11 @@ impl Workflow {
             );
         }
         let value = match self.output_pass {
+            _ if self.output_shape.is_some() => self
+                .output_shape
+                .as_ref()
+                .map(|s| s.fill(&|o| self.value(o).cloned().unwrap_or(Value::Null)))
+                .unwrap_or(Value::Null),
             Pass::One => self.value(self.output[0]).cloned().unwrap_or(Value::Null),
             _ => Value::Array(
                 self.output
@@ -445,11 +606,123 @@ pub fn error_value(payload: &[u8]) -> Value {
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(payload).into_owned()))
 }
 
-/// The journal blob of a finished node (`StateKind::WorkflowNode`).
-pub fn encode_node(state: &NodeState) -> Vec<u8> {
-    serde_json::to_vec(state).unwrap_or_default()
+/// A node's state and times as one JSON object (`{"state": ..., "at":
+/// ..., "queued": ..., "started": ...}`).
+fn node_json(state: &NodeState, times: &NodeMeta) -> Value {
+    let mut v = serde_json::to_value(state).unwrap_or(Value::Null);
+    if let (Some(m), Ok(Value::Object(t))) = (v.as_object_mut(), serde_json::to_value(times)) {
+        m.extend(t);
+    }
+    v
 }
 
-pub fn decode_node(blob: &[u8]) -> Result<NodeState, String> {
-    serde_json::from_slice(blob).map_err(|e| e.to_string())
+fn node_from_json(v: Value) -> Result<(NodeState, NodeMeta), String> {
+    let times: NodeMeta = serde_json::from_value(v.clone()).map_err(|e| e.to_string())?;
+    let state: NodeState = serde_json::from_value(v).map_err(|e| e.to_string())?;
+    Ok((state, times))
+}
+
+/// The journal blob of a finished node (`StateKind::WorkflowNode`).
+pub fn encode_node(state: &NodeState, times: &NodeMeta) -> Vec<u8> {
+    serde_json::to_vec(&node_json(state, times)).unwrap_or_default()
+}
+
+/// A node blob (one written before times were kept has none).
+pub fn decode_node(blob: &[u8]) -> Result<(NodeState, NodeMeta), String> {
+    node_from_json(serde_json::from_slice(blob).map_err(|e| e.to_string())?)
+}
+
+/// The journal blob of a finished workflow (`StateKind::WorkflowFinished`):
+/// its graph, every node's state and times, when it finished.
+#[derive(Serialize, Deserialize)]
+struct FinishedBlob {
+    #[serde(flatten)]
+    graph: GraphBlob,
+    finished: u64,
+    nodes: Vec<Value>,
+}
+
+impl Workflow {
+    /// Where it is as a whole.
+    pub fn state(&self) -> WorkflowState {
+        if self.finished_unix_ms.is_some() {
+            return match self.result().0 {
+                emqp_proto::ResultStatus::Ok => WorkflowState::Succeeded,
+                emqp_proto::ResultStatus::Failed if self.cancelled => WorkflowState::Cancelled,
+                emqp_proto::ResultStatus::Failed => WorkflowState::Failed,
+            };
+        }
+        if self.cancelled {
+            WorkflowState::Cancelling
+        } else if self.states.iter().any(NodeState::is_terminal)
+            || self.meta.iter().any(|t| t.started.is_some())
+        {
+            WorkflowState::Running
+        } else {
+            WorkflowState::Pending
+        }
+    }
+
+    /// Drop the node values over `max` bytes (as JSON): a finished
+    /// workflow is kept with small values only, as a finished job is.
+    pub fn drop_values_over(&mut self, max: usize) {
+        for (s, m) in self.states.iter_mut().zip(self.meta.iter_mut()) {
+            if let NodeState::Done { value, .. } = s {
+                let size = serde_json::to_vec(value).map(|v| v.len()).unwrap_or(0);
+                if size > max {
+                    *value = Value::Null;
+                    m.value_dropped = Some(size as u64);
+                }
+            }
+        }
+    }
+
+    /// Whether an output node's value was dropped (the result cannot be
+    /// told again).
+    pub fn result_dropped(&self) -> bool {
+        self.output
+            .iter()
+            .any(|o| self.meta[*o].value_dropped.is_some())
+    }
+
+    /// The journal blob of a finished workflow.
+    pub fn encode_finished(&self) -> Vec<u8> {
+        serde_json::to_vec(&FinishedBlob {
+            graph: GraphBlob {
+                client: self.client.clone(),
+                accepted: self.accepted_unix_ms,
+                spec: self.spec.clone(),
+                cancelled: self.cancelled,
+            },
+            finished: self.finished_unix_ms.unwrap_or(0),
+            nodes: self
+                .states
+                .iter()
+                .zip(&self.meta)
+                .map(|(s, t)| node_json(s, t))
+                .collect(),
+        })
+        .unwrap_or_default()
+    }
+
+    /// A finished workflow from its journal blob.
+    pub fn decode_finished(id: &str, blob: &[u8]) -> Result<Workflow, String> {
+        let b: FinishedBlob = serde_json::from_slice(blob).map_err(|e| e.to_string())?;
+        let mut w = Workflow::new(id, &b.graph.client, b.graph.spec, b.graph.accepted)?;
+        if b.nodes.len() != w.states.len() {
+            return Err(format!(
+                "{} node states for {} nodes",
+                b.nodes.len(),
+                w.states.len()
+            ));
+        }
+        for (i, v) in b.nodes.into_iter().enumerate() {
+            let (s, t) = node_from_json(v)?;
+            w.states[i] = s;
+            w.meta[i] = t;
+        }
+        w.cancelled = b.graph.cancelled;
+        w.finished_unix_ms = Some(b.finished);
+        Ok(w)
+    }
 }

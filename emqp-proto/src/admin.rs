@@ -89,6 +89,9 @@ pub enum AdminOp {
     /// One workflow's nodes with their states and times (`cancel` takes a
     /// workflow id too).
     Workflow { id: String },
+    /// One batch's counts (pending, succeeded, failed, total), whether it
+    /// is closed and its callbacks' state.
+    Batch { id: String },
 }
 
 /// The arguments of `limits-set`: the queue and the fields to change
@@ -248,6 +251,39 @@ impl ViewState {
     }
 }
 
+/// A workflow's state as a whole (the `workflow` view, and the `job`
+/// view of a workflow id): `pending` (no node dispatched yet), `running`,
+/// `cancelling` (cancelled, a started node not yet ended), then
+/// `succeeded`, `failed` or `cancelled`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, EnumIter, IntoStaticStr,
+)]
+#[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
+pub enum WorkflowState {
+    Pending,
+    Running,
+    Cancelling,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+impl WorkflowState {
+    /// The name on the wire.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+
+    /// `succeeded`, `failed` or `cancelled`.
+    pub fn is_finished(self) -> bool {
+        matches!(
+            self,
+            WorkflowState::Succeeded | WorkflowState::Failed | WorkflowState::Cancelled
+        )
+    }
+}
+
 /// The order of a `jobs` page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -276,6 +312,7 @@ impl OpName {
                 | OpName::Schedules
                 | OpName::LimitsShow
                 | OpName::Workflow
+                | OpName::Batch
         )
     }
 
@@ -412,6 +449,7 @@ impl AdminOp {
             },
             AdminOp::LimitsClear { queue: s("q") },
             AdminOp::Workflow { id: s("w") },
+            AdminOp::Batch { id: s("b") },
         ]
     }
 }
@@ -526,7 +564,8 @@ pub fn decode_answer(answer: &Value) -> Option<Result<&Map<String, Value>, Admin
 
 /// The vocabulary as JSON, for clients in other languages to check theirs
 /// against: `{"ops": {NAME: {"args": [..], "change": bool, "journaled":
-/// bool}}, "error_kinds": [..], "job_states": {NAME: {"finished": bool}}}`.
+/// bool}}, "error_kinds": [..], "job_states": {NAME: {"finished": bool}},
+/// "workflow_states": {NAME: {"finished": bool}}, "reject_reasons": [..]}`.
 pub fn vocabulary() -> Value {
     let examples = AdminOp::examples();
     let mut ops = Map::new();
@@ -550,11 +589,20 @@ pub fn vocabulary() -> Value {
     let states: Map<String, Value> = ViewState::iter()
         .map(|s| (s.as_str().into(), json!({"finished": s.is_finished()})))
         .collect();
+    let workflow_states: Map<String, Value> = WorkflowState::iter()
+        .map(|s| (s.as_str().into(), json!({"finished": s.is_finished()})))
+        .collect();
     let rejects: Vec<&str> = crate::RejectReason::KNOWN
         .iter()
         .map(crate::RejectReason::as_str)
         .collect();
-    json!({"ops": ops, "error_kinds": kinds, "job_states": states, "reject_reasons": rejects})
+    json!({
+        "ops": ops,
+        "error_kinds": kinds,
+        "job_states": states,
+        "workflow_states": workflow_states,
+        "reject_reasons": rejects,
+    })
 }
 
 #[cfg(test)]
@@ -597,6 +645,7 @@ mod tests {
             json!({"op": "limits-show", "queue": "q"}),
             json!({"op": "limits-clear", "queue": "q"}),
             json!({"op": "workflow", "id": "w"}),
+            json!({"op": "batch", "id": "b"}),
         ];
         let examples = AdminOp::examples();
         assert_eq!(examples.len(), wire.len());
@@ -693,7 +742,8 @@ mod tests {
                 "workers",
                 "schedules",
                 "limits-show",
-                "workflow"
+                "workflow",
+                "batch"
             ]
         );
         let journaled: Vec<&str> = OpName::iter()
@@ -801,5 +851,7 @@ mod tests {
         assert_eq!(v["job_states"]["dead-lettered"], json!({"finished": true}));
         assert_eq!(v["job_states"]["in-flight"], json!({"finished": false}));
         assert_eq!(v["job_states"].as_object().unwrap().len(), 9);
+        assert_eq!(v["workflow_states"]["succeeded"], json!({"finished": true}));
+        assert_eq!(v["workflow_states"]["pending"], json!({"finished": false}));
     }
 }

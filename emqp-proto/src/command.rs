@@ -307,13 +307,16 @@ pub enum RejectReason {
     /// `on-conflict:reject`; TEXT starts with the holder's msgid
     /// ([`Reject::duplicate_of`]).
     Duplicate,
+    /// emq: the REQUEST's `batch:ID` names a batch that is closed (its
+    /// callbacks may have run) or that the router does not hold.
+    BatchClosed,
     Other(String),
 }
 
 impl RejectReason {
     /// Every reason this build sends or knows (not `Other`), for the
     /// vocabulary dump (`emq-cli vocabulary`) that clients are checked against.
-    pub const KNOWN: [RejectReason; 10] = [
+    pub const KNOWN: [RejectReason; 11] = [
         RejectReason::QueueFull,
         RejectReason::Malformed,
         RejectReason::ShuttingDown,
@@ -324,6 +327,7 @@ impl RejectReason {
         RejectReason::NotFound,
         RejectReason::NotAJob,
         RejectReason::Duplicate,
+        RejectReason::BatchClosed,
     ];
 
     pub fn as_str(&self) -> &str {
@@ -338,6 +342,7 @@ impl RejectReason {
             RejectReason::NotFound => "not-found",
             RejectReason::NotAJob => "not-a-job",
             RejectReason::Duplicate => "duplicate",
+            RejectReason::BatchClosed => "batch-closed",
             RejectReason::Other(s) => s,
         }
     }
@@ -512,6 +517,14 @@ pub enum Command {
     Workflow {
         spec: Vec<u8>,
     },
+    /// emq: client → router, `BATCH [SPEC]`: open or close a batch (Sidekiq
+    /// Pro's batches with callbacks; JSON, see docs/PROTOCOL.md,
+    /// "Batches"); the msgid is the batch's id. Answered `REPLY [msgid]`
+    /// once journaled, or `REJECT`. Jobs join a batch with the `batch:ID`
+    /// header on their REQUEST. 0.3.13 peers never see it.
+    Batch {
+        spec: Vec<u8>,
+    },
     /// emq: worker → router, `PROGRESS [ORIG_MSGID, PERCENT, MESSAGE]`: how
     /// far the running job `orig_msgid` is, a whole percent 0–100 and an
     /// optional line of text (empty frame: none). See docs/PROTOCOL.md,
@@ -556,6 +569,7 @@ impl Command {
             Command::Received { .. } => "RECEIVED",
             Command::Running { .. } => "RUNNING",
             Command::Workflow { .. } => "WORKFLOW",
+            Command::Batch { .. } => "BATCH",
             Command::Progress(_) => "PROGRESS",
         }
     }
@@ -698,6 +712,9 @@ impl Command {
             "WORKFLOW" => Command::Workflow {
                 spec: frames.next(1)?,
             },
+            "BATCH" => Command::Batch {
+                spec: frames.next(1)?,
+            },
             _ => unreachable!("canonical_name returns only known names"),
         };
         Ok(cmd)
@@ -763,7 +780,7 @@ impl Command {
                 out.push(message);
             }
             Command::Admin { request } => out.push(request),
-            Command::Workflow { spec } => out.push(spec),
+            Command::Workflow { spec } | Command::Batch { spec } => out.push(spec),
             Command::Cancel { orig_msgid } => out.push(orig_msgid.into_bytes()),
             Command::Result(r) => {
                 out.push(r.orig_msgid.into_bytes());
@@ -872,7 +889,7 @@ fn decode_interval(frame: &[u8]) -> Result<Interval, DecodeError> {
 }
 
 /// Every command name this crate knows.
-pub const NAMES: [&str; 24] = [
+pub const NAMES: [&str; 25] = [
     "INFORM",
     "ACK",
     "READY",
@@ -897,6 +914,7 @@ pub const NAMES: [&str; 24] = [
     "PROGRESS",
     "DUPLICATE",
     "WORKFLOW",
+    "BATCH",
 ];
 
 /// Map the command frame to its canonical name. Upper case is what every

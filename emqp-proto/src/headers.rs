@@ -93,6 +93,19 @@ pub fn frame_attempt(frame: &[u8]) -> u32 {
         .unwrap_or(1)
 }
 
+/// emq: `batch:ID`, the batch (docs/PROTOCOL.md, "Batches") a REQUEST's
+/// job joins. Workers see an unknown header.
+pub const BATCH: &str = "batch";
+
+/// The batch id of the raw HEADERS frame's `batch:ID` item (trimmed; `None`
+/// when absent, empty or not UTF-8).
+pub fn frame_batch(frame: &[u8]) -> Option<&str> {
+    frame_item(frame, BATCH)
+        .and_then(|v| std::str::from_utf8(v).ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+}
+
 /// The value of the raw HEADERS frame's first `name:VALUE` item.
 pub fn frame_item<'a>(frame: &'a [u8], name: &str) -> Option<&'a [u8]> {
     frame.split(|b| *b == b',').find_map(|item| {
@@ -452,6 +465,12 @@ impl Headers {
                 .map(str::trim),
             _ => None,
         })
+    }
+
+    /// emq: the `batch:ID` item's id (trimmed; the last if given twice),
+    /// `None` when absent or empty.
+    pub fn batch(&self) -> Option<&str> {
+        self.other_value(BATCH).filter(|v| !v.is_empty())
     }
 
     /// The unique-job headers (emq: `unique-key:K`, `unique-for:SECS`,

@@ -149,6 +149,9 @@ fn every_command() -> Vec<Command> {
         Command::Workflow {
             spec: br#"{"nodes": [{"id": "a", "msg": ["call", {"handler": "noop"}]}]}"#.to_vec(),
         },
+        Command::Batch {
+            spec: br#"{"op": "close"}"#.to_vec(),
+        },
     ]
 }
 

@@ -462,3 +462,99 @@ fn emq_sender_is_told_when_its_job_goes_to_default_or_is_held() {
     jm.stop();
     router.stop();
 }
+
+/// Issue 32: a finished job's time is told apart — how long it waited
+/// (accepted → started) and how long it ran (started → finished) — in
+/// `emq-cli job`, `emq-cli jobs` (WAITED and RAN columns) and the admin
+/// JSON, from the start time the router keeps with the finished job
+/// (journaled: the same after a `kill -9` and restart).
+#[test]
+fn a_finished_job_shows_how_long_it_waited_and_ran_apart() {
+    let dir = scratch_dir("waited-ran");
+    let addrs = Addrs::fresh();
+    let flags = journal_flags(&dir);
+    let mut router = start(&addrs, &flags);
+    let mut c = Client::connect(&addrs.frontend);
+    // No job manager yet: the job waits.
+    let id = submit(
+        &mut c,
+        "default",
+        "reply-requested",
+        shell(&["sh", "-c", "sleep 0.7"]),
+    );
+    let queued_at = Instant::now();
+    // It waits at least 0.5 s: seen queued until then.
+    let waited = poll_until(WAIT, Duration::from_millis(100), || {
+        let v = cli(&addrs.admin, &["job", &id]);
+        assert_eq!(v["job"]["state"], "queued", "{v}");
+        (queued_at.elapsed() >= Duration::from_millis(500)).then_some(())
+    });
+    assert!(waited.is_some());
+    let mut jm = start_jobmanager("emq-jobmanager", &addrs.backend, &["--concurrency", "1"]);
+    assert!(c.wait_for(WAIT, |c| c.results.contains_key(&id)));
+    let times = |admin: &str| {
+        let v = cli(admin, &["job", &id]);
+        let j = &v["job"];
+        assert_eq!(j["state"], "done", "{v}");
+        let n = |k: &str| j[k].as_u64().unwrap_or_else(|| panic!("{k}: {v}"));
+        assert!(n("waited_ms") >= 500, "waited at least 0.5 s: {v}");
+        assert!(n("ran_ms") >= 700, "ran the 0.7 s sleep: {v}");
+        assert!(
+            n("ran_ms") < n("finished_at_ms") - n("accepted_at_ms"),
+            "ran is not the time since acceptance: {v}"
+        );
+        assert_eq!(n("started_at_ms") - n("accepted_at_ms"), n("waited_ms"));
+        assert_eq!(n("finished_at_ms") - n("started_at_ms"), n("ran_ms"));
+        (n("started_at_ms"), n("waited_ms"), n("ran_ms"))
+    };
+    let before = times(&addrs.admin);
+    // The jobs list has them too.
+    let listed = cli(&addrs.admin, &["jobs", "--state", "done"]);
+    assert_eq!(listed["jobs"][0]["ran_ms"], before.2, "{listed}");
+    router.kill9();
+    let mut router = start(&addrs, &flags);
+    assert_eq!(times(&addrs.admin), before, "the same after a restart");
+    // The text views.
+    let text = |args: &[&str]| {
+        let out = run(
+            Spawn::new("emq-cli", bins::bin("emq-cli"))
+                .args(["--admin", &addrs.admin])
+                .args(args),
+            WAIT,
+        );
+        assert_eq!(out.code(), Some(0), "{}", out.describe());
+        out.stdout
+    };
+    let age = |ms: u64| {
+        // `emq-cli`'s own short form for under a minute.
+        if ms < 1000 {
+            format!("{ms}ms")
+        } else {
+            format!("{}s", ms / 1000)
+        }
+    };
+    let view = text(&["job", &id]);
+    for line in [
+        format!("waited:   {}\n", age(before.1)),
+        format!("ran:      {}\n", age(before.2)),
+    ] {
+        assert!(view.contains(&line), "{line:?} in:\n{view}");
+    }
+    assert!(view.contains("started: "), "{view}");
+    let table = text(&["jobs", "--state", "done"]);
+    let header = table.lines().next().unwrap_or_default();
+    assert!(
+        header.contains("WAITED") && header.contains("RAN"),
+        "{table}"
+    );
+    let row = table.lines().find(|l| l.contains(&id)).expect("its row");
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert!(
+        cells.contains(&age(before.1).as_str()) && cells.contains(&age(before.2).as_str()),
+        "waited {} and ran {} in {row:?}",
+        age(before.1),
+        age(before.2)
+    );
+    jm.stop();
+    router.stop();
+}

@@ -35,6 +35,7 @@ fn finished(msgid: &str, at: u64, keep: usize) -> Record {
         record: FinishedRecord {
             job: job(msgid),
             outcome: "done".into(),
+            started_at_unix_ms: Some(at.saturating_sub(10)),
             finished_at_unix_ms: at,
             result: Some(br#"{"value": 1}"#.to_vec()),
             result_truncated: false,
@@ -217,6 +218,8 @@ fn every_record_kind_is_written_in_one_transaction_and_loaded_back() {
         r.finished[1].result.as_deref(),
         Some(&br#"{"value": 1}"#[..])
     );
+    // When its run started comes back (issue 32: waited and ran apart).
+    assert_eq!(r.finished[1].started_at_unix_ms, Some(3_990));
 
     // The new leader goes on: the rows it finds by msgid are the loaded
     // ones, new rows number after them, dead letters trim and go.
@@ -282,6 +285,14 @@ fn a_big_batch_is_one_transaction_of_a_few_statements() {
     let finish = t.elapsed();
     assert_eq!(pg.psql("big", "SELECT count(*) FROM emq_jobs"), "0");
     assert_eq!(pg.psql("big", "SELECT count(*) FROM emq_finished"), "10000");
+    assert_eq!(
+        pg.psql(
+            "big",
+            "SELECT count(*) FROM emq_finished WHERE started_at = 1990"
+        ),
+        "10000",
+        "the one-statement batch writes the start times too"
+    );
     assert_eq!(j.counts(), (2, 2 * n as u64));
     integration_tests::report(&format!(
         "postgres journal: one batch of {n} accepts in {insert:.1?}, of {n} finishes in \
@@ -289,14 +300,15 @@ fn a_big_batch_is_one_transaction_of_a_few_statements() {
     ));
 }
 
-/// A test-only step 4 on top of the real schema.
-static WITH_V4: &[Migration] = &[
+/// A test-only step 5 on top of the real schema.
+static WITH_V5: &[Migration] = &[
     MIGRATIONS[0],
     MIGRATIONS[1],
     MIGRATIONS[2],
+    MIGRATIONS[3],
     Migration {
-        to: 4,
-        sql: "CREATE TABLE emq_test_v4 (x INTEGER); INSERT INTO emq_test_v4 VALUES (42);",
+        to: 5,
+        sql: "CREATE TABLE emq_test_v5 (x INTEGER); INSERT INTO emq_test_v5 VALUES (42);",
     },
 ];
 
@@ -328,16 +340,17 @@ fn the_schema_is_created_once_migrated_forward_and_a_newer_one_is_refused() {
     assert_eq!(pg.psql("mig", "SELECT count(*) FROM emq_lease"), "1");
     // A version 1 database (as the first release left it, with data) is
     // brought to the current version: dead letters get their last error
-    // (2), router state gets its table (3).
+    // (2), router state gets its table (3), finished jobs their start (4).
     pg.psql(
         "mig",
         "ALTER TABLE emq_dead_letters DROP COLUMN last_error; \
          DROP TABLE emq_states; \
+         ALTER TABLE emq_finished DROP COLUMN started_at; \
          UPDATE emq_schema SET version = 1; \
          INSERT INTO emq_schedules (id, blob) VALUES ('keep', '\\x01')",
     );
     assert_eq!(open(&url).schema_version().unwrap(), SCHEMA_VERSION);
-    assert_eq!(SCHEMA_VERSION, 3);
+    assert_eq!(SCHEMA_VERSION, 4);
     assert_eq!(
         pg.psql(
             "mig",
@@ -347,27 +360,35 @@ fn the_schema_is_created_once_migrated_forward_and_a_newer_one_is_refused() {
         "1"
     );
     assert_eq!(pg.psql("mig", "SELECT count(*) FROM emq_states"), "0");
-    // A step added later runs once, data kept.
-    let mut j = open_at(&url, WITH_V4);
-    assert_eq!(j.schema_version().unwrap(), 4);
-    assert_eq!(pg.psql("mig", "SELECT x FROM emq_test_v4"), "42");
-    drop(j);
-    let mut j = open_at(&url, WITH_V4);
-    assert_eq!(j.schema_version().unwrap(), 4);
     assert_eq!(
-        pg.psql("mig", "SELECT count(*) FROM emq_test_v4"),
+        pg.psql(
+            "mig",
+            "SELECT count(*) FROM information_schema.columns \
+             WHERE table_name = 'emq_finished' AND column_name = 'started_at'"
+        ),
+        "1"
+    );
+    // A step added later runs once, data kept.
+    let mut j = open_at(&url, WITH_V5);
+    assert_eq!(j.schema_version().unwrap(), 5);
+    assert_eq!(pg.psql("mig", "SELECT x FROM emq_test_v5"), "42");
+    drop(j);
+    let mut j = open_at(&url, WITH_V5);
+    assert_eq!(j.schema_version().unwrap(), 5);
+    assert_eq!(
+        pg.psql("mig", "SELECT count(*) FROM emq_test_v5"),
         "1",
         "ran once"
     );
     assert_eq!(pg.psql("mig", "SELECT count(*) FROM emq_schedules"), "1");
-    // This build knows up to version 3: version 4 is a newer emq's.
+    // This build knows up to version 4: version 5 is a newer emq's.
     let e = PgJournal::open(&url, &PgOptions::default()).unwrap_err();
     assert!(
         matches!(
             e,
             PgError::UnsupportedVersion {
-                found: 4,
-                supported: 3,
+                found: 5,
+                supported: 4,
                 ..
             }
         ),

@@ -3,7 +3,9 @@
 //! journal that is killed (-9) while the group runs. The restarted router
 //! finishes it: every member ran (once, or twice when its REPLY was lost
 //! with the router, as for any job), the callback once, with the 40
-//! results in order, and the client gets one RESULT.
+//! results in order, and the client gets one RESULT. The finished
+//! workflow is kept in the journal: after another restart `emq-cli
+//! workflow ID` still prints its tree with every node's times.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -88,7 +90,7 @@ fn a_chord_of_40_survives_a_router_kill9_each_node_once_callback_once() {
     .expect("a quarter of the group done");
     router.kill9();
     drop(router);
-    let _router = start_router_on(&addrs, &["--journal", &journal]).expect("router restarts");
+    let mut router = start_router_on(&addrs, &["--journal", &journal]).expect("router restarts");
     let v = workflow_view(&addrs, &wf).expect("the restarted router holds the workflow");
     let restored_done = done_nodes(&v);
     assert!(
@@ -134,7 +136,7 @@ fn a_chord_of_40_survives_a_router_kill9_each_node_once_callback_once() {
         "only members in flight at the kill run again: {counts:?}"
     );
     let v = workflow_view(&addrs, &wf).expect("the finished workflow is still shown");
-    assert_eq!(v["state"], "done", "{v}");
+    assert_eq!(v["state"], "succeeded", "{v}");
     assert_eq!(done_nodes(&v), MEMBERS + 1);
     // `emq-cli workflow ID` prints the tree: the callback under its first
     // parent, naming the others.
@@ -149,13 +151,75 @@ fn a_chord_of_40_survives_a_router_kill9_each_node_once_callback_once() {
     );
     assert_eq!(out.code(), Some(0), "{}", out.describe());
     assert!(
-        out.stdout.starts_with(&format!("workflow {wf}: done")),
+        out.stdout.starts_with(&format!("workflow {wf}: succeeded")),
         "{}",
         out.stdout
     );
-    assert!(out.stdout.contains("\n    cb [done]"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("\n    cb [done] queued "),
+        "{}",
+        out.stdout
+    );
     assert!(out.stdout.contains("(also after m1, m2,"), "{}", out.stdout);
     assert_eq!(out.stdout.lines().count(), MEMBERS + 2, "{}", out.stdout);
+    // Every node line has its times: queued, started, finished, took.
+    for l in out.stdout.lines().skip(1) {
+        for word in [" queued ", " started ", " finished ", " took "] {
+            assert!(l.contains(word), "{word:?} in {l:?}\n{}", out.stdout);
+        }
+    }
+
+    // The finished workflow is durable: a router killed again and
+    // restarted on the same journal shows it, with the same tree.
+    let before = out.stdout.clone();
+    router.kill9();
+    drop(router);
+    let router = start_router_on(&addrs, &["--journal", &journal]).expect("router restarts");
+    let v = workflow_view(&addrs, &wf).expect("the finished workflow after a restart");
+    assert_eq!(v["state"], "succeeded", "{v}");
+    assert_eq!(done_nodes(&v), MEMBERS + 1);
+    assert_eq!(
+        v["nodes"][MEMBERS]["value"], value["value"],
+        "the callback's value kept"
+    );
+    let again = run(
+        Spawn::new("emq-cli", bins::bin("emq-cli")).args([
+            "--admin",
+            &addrs.admin,
+            "workflow",
+            &wf,
+        ]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(again.code(), Some(0), "{}", again.describe());
+    assert_eq!(
+        again.stdout.lines().count(),
+        before.lines().count(),
+        "{}",
+        again.stdout
+    );
+    assert!(
+        again.stdout.contains("\n    cb [done] queued "),
+        "{}",
+        again.stdout
+    );
+    // A workflow the router never held, or no longer keeps: not found.
+    let missing = run(
+        Spawn::new("emq-cli", bins::bin("emq-cli")).args([
+            "--admin",
+            &addrs.admin,
+            "workflow",
+            "no-such-workflow",
+        ]),
+        Duration::from_secs(30),
+    );
+    assert_ne!(missing.code(), Some(0), "{}", missing.describe());
+    assert!(
+        missing.stderr.contains("no workflow no-such-workflow"),
+        "{}",
+        missing.describe()
+    );
+    drop(router);
     println!(
         "chord of {MEMBERS} across a router kill -9 (SQLite journal): {done_before} members \
          done before the kill, {restored_done} restored done, {} run twice (in flight at the \

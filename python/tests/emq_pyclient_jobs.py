@@ -64,3 +64,13 @@ def context_on_retry():
     if ctx["attempt"] < 2:
         raise RuntimeError("the first delivery fails")
     return {"attempt": ctx["attempt"], "msgid": ctx["msgid"], "queue": ctx["queue"]}
+
+
+def batch_callback(status, path):
+    """A batch callback: append the status the router gave it (its first
+    argument) to ``path`` as one JSON line, and return it."""
+    import json as _json
+
+    with open(path, "a") as f:
+        f.write(_json.dumps(status) + "\n")
+    return status

@@ -47,6 +47,15 @@ def record(path, tag, label="-", seconds=0):
     return tag
 
 
+def batch_done(status, path):
+    """A batch callback: append the status the router gave it (its first
+    argument, a dict) to ``path`` as one JSON line; return it."""
+    import json
+
+    _append(path, json.dumps(status, sort_keys=True))
+    return status
+
+
 def stamp(path, tag):
     """Append ``tag unix-time`` to ``path`` (runs of a schedule, with when
     they ran); return ``tag``."""

@@ -181,6 +181,10 @@ impl Cli {
                 id: nonempty("ID", id)?,
             }
             .into(),
+            CliCommand::Batch { id } => AdminOp::Batch {
+                id: nonempty("ID", id)?,
+            }
+            .into(),
             CliCommand::Cancel { msgid } => AdminOp::Cancel {
                 msgid: nonempty("MSGID", msgid)?,
             }
@@ -389,6 +393,10 @@ mod tests {
         assert_eq!(
             op(&["workflow", "w1"]),
             one(AdminOp::Workflow { id: "w1".into() })
+        );
+        assert_eq!(
+            op(&["batch", "b1"]),
+            one(AdminOp::Batch { id: "b1".into() })
         );
         assert_eq!(
             op(&["cancel", "m1"]),

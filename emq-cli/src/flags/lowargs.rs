@@ -175,6 +175,12 @@ pub enum CliCommand {
         /// The workflow's id (the msgid its client submitted it under)
         id: String,
     },
+    /// One batch (BATCH, e.g. a Python `client.batch(...)`): its counts
+    /// (pending, succeeded, failed, total), state and callbacks
+    Batch {
+        /// The batch's id (the msgid its client opened it under)
+        id: String,
+    },
     /// Cancel a job (a running job is stopped by its job manager)
     Cancel {
         /// The job's msgid, or its unique beginning (4 characters or more)

@@ -27,7 +27,7 @@
 //!   happened.
 
 /// The schema version this emq writes.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// One step: from version `to - 1` to `to`.
 #[derive(Debug, Clone, Copy)]
@@ -127,11 +127,18 @@ CREATE TABLE emq_states (
 );
 ";
 
+/// Version 4: when a finished job's last delivery started (NULL: it
+/// never ran, or it finished before version 4).
+const V4: &str = "
+ALTER TABLE emq_finished ADD COLUMN started_at BIGINT;
+";
+
 /// Every step, in order.
 pub const MIGRATIONS: &[Migration] = &[
     Migration { to: 1, sql: V1 },
     Migration { to: 2, sql: V2 },
     Migration { to: 3, sql: V3 },
+    Migration { to: 4, sql: V4 },
 ];
 
 /// The version table, made if missing (outside the migration transaction:

@@ -114,10 +114,11 @@ const DELETE_DEAD: &str = "DELETE FROM emq_dead_letters WHERE msgid = $1";
 const DELETE_JOBS: &str = "DELETE FROM emq_jobs WHERE seq = ANY($1)";
 const INSERT_FINISHED: &str = "INSERT INTO emq_finished
         (seq, msgid, client, queue, route, headers, message, attempts, accepted_at, run_at,
-         outcome, finished_at, result, result_truncated)
+         outcome, finished_at, result, result_truncated, started_at)
     SELECT * FROM unnest($1::BIGINT[], $2::TEXT[], $3::BYTEA[], $4::TEXT[], $5::TEXT[],
                          $6::BYTEA[], $7::BYTEA[], $8::INTEGER[], $9::BIGINT[], $10::BIGINT[],
-                         $11::TEXT[], $12::BIGINT[], $13::BYTEA[], $14::BOOLEAN[])";
+                         $11::TEXT[], $12::BIGINT[], $13::BYTEA[], $14::BOOLEAN[],
+                         $15::BIGINT[])";
 /// Rows leave `emq_finished` only through this trim, oldest first, so the
 /// newest `keep` are the `seq`s above (last seq − keep). Both conditions
 /// go through an index (a plain `OR` of them is a scan of the table).
@@ -157,10 +158,11 @@ const ONE_STATEMENT: &str = "WITH fence AS (
 ), fin AS (
     INSERT INTO emq_finished
         (seq, msgid, client, queue, route, headers, message, attempts, accepted_at, run_at,
-         outcome, finished_at, result, result_truncated)
+         outcome, finished_at, result, result_truncated, started_at)
     SELECT * FROM unnest($14::BIGINT[], $15::TEXT[], $16::BYTEA[], $17::TEXT[], $18::TEXT[],
                          $19::BYTEA[], $20::BYTEA[], $21::INTEGER[], $22::BIGINT[], $23::BIGINT[],
-                         $24::TEXT[], $25::BIGINT[], $26::BYTEA[], $27::BOOLEAN[])
+                         $24::TEXT[], $25::BIGINT[], $26::BYTEA[], $27::BOOLEAN[],
+                         $39::BIGINT[])
     WHERE EXISTS (SELECT 1 FROM fence)
 ), trim AS (
     DELETE FROM emq_finished
@@ -671,7 +673,8 @@ impl PgJournal {
         for r in tx
             .query(
                 &format!(
-                    "SELECT {JOB_COLUMNS}, seq, outcome, finished_at, result, result_truncated
+                    "SELECT {JOB_COLUMNS}, seq, outcome, finished_at, result, result_truncated,
+                            started_at
                      FROM emq_finished ORDER BY seq"
                 ),
                 &[],
@@ -682,6 +685,10 @@ impl PgJournal {
             restored.finished.push(FinishedRecord {
                 job: job_from_row(&r).map_err(err)?,
                 outcome: r.try_get(10).map_err(err)?,
+                started_at_unix_ms: r
+                    .try_get::<_, Option<i64>>(14)
+                    .map_err(err)?
+                    .map(unix_ms_from_column),
                 finished_at_unix_ms: unix_ms_from_column(r.try_get(11).map_err(err)?),
                 result: r.try_get(12).map_err(err)?,
                 result_truncated: r.try_get(13).map_err(err)?,
@@ -855,8 +862,11 @@ impl RowWriter for PgWriter<'_, '_> {
     }
 
     fn insert_finished(&mut self, f: &FinishedColumns<'_>) -> Result<(), postgres::Error> {
-        self.tx
-            .execute(&self.s.insert_finished, &finished_params(f))?;
+        self.tx.execute(&self.s.insert_finished, &{
+            let mut p = finished_params(f);
+            p.push(&f.started_at);
+            p
+        })?;
         Ok(())
     }
 
@@ -962,6 +972,8 @@ fn one_statement_params<'p>(
     p.extend_from_slice(&[at_or_below as Param<'p>, before, batch]);
     p.extend_from_slice(&result_params(&plan.results));
     p.push(&plan.result_deletes);
+    // $39: the finished jobs' start times (added with schema version 4).
+    p.push(&plan.finished.started_at);
     p
 }
 

@@ -53,7 +53,17 @@
 //!   delivery taken back. Its REPLY then completes it as usual, and the
 //!   old identity's removal does not deliver it again. A job already
 //!   handed out again, or finished, is left alone: that run happens (at
-//!   least once).
+//!   least once). An adopted job keeps the start of the delivery it was
+//!   taken from, when the router knows it.
+//! - **Start times** (issue 32). A delivery's dispatch time goes with it
+//!   to its end: the run (dispatch → REPLY, failed tries too) is observed
+//!   in its queue's `run_time` histogram, and a finished job keeps its
+//!   last delivery's start (`FinishedRecord::started_at_unix_ms`,
+//!   journaled in its `Finished` record and restored), so that views show
+//!   how long it waited (accepted → started) apart from how long it ran
+//!   (started → finished). A job that never ran (cancelled while waiting),
+//!   or one whose delivery the router did not see start (taken back from
+//!   its queue after a restart), has none.
 //! - **Retries** are the router's alone (job managers run each delivery
 //!   once): a REPLY with status `failed` for a job with `retry-count:N`
 //!   and fewer than N failures so far puts the job back (at the back of
@@ -84,8 +94,12 @@ use crate::journal::{FinishedRecord, Record};
 
 /// What [`Router::take_back`] found.
 enum TakeBack {
-    /// Taken: back from its queue (`true`) or off another worker.
-    Taken { from_queue: bool },
+    /// Taken: back from its queue (`true`) or off another worker, then
+    /// with the core time that delivery started.
+    Taken {
+        from_queue: bool,
+        started: Option<Duration>,
+    },
     /// Nothing to take it from (in flight on the claimant, finished, never
     /// lost).
     Nothing,
@@ -96,7 +110,7 @@ enum TakeBack {
 /// Payload bytes a finished job or dead letter keeps for lookups.
 pub(crate) const PAYLOAD_KEPT: usize = 1000;
 use crate::util::{ident, micros};
-use crate::workers::{DispatchSeq, WorkerId, WorkerKind};
+use crate::workers::{DispatchSeq, Inflight, WorkerId, WorkerKind};
 
 impl Router {
     /// Legacy READY: the oldest in-flight job of the worker that is not
@@ -119,14 +133,15 @@ impl Router {
             })
             .map(|(seq, _)| *seq);
         if let Some(seq) = found {
-            if let Some(jid) = self.finish_inflight(id, seq) {
-                self.job_done(jid, id, ResultStatus::Ok, None, now, out);
+            if let Some(i) = self.finish_inflight(id, seq) {
+                self.job_done(i.job, id, ResultStatus::Ok, None, Some(i.since), now, out);
             }
         }
     }
 
-    /// Take the in-flight entry `seq` off worker `id`.
-    fn finish_inflight(&mut self, id: WorkerId, seq: DispatchSeq) -> Option<JobId> {
+    /// Take the in-flight entry `seq` off worker `id` (the job and when
+    /// it was dispatched).
+    fn finish_inflight(&mut self, id: WorkerId, seq: DispatchSeq) -> Option<Inflight> {
         let jid = self.pool.get(id)?.inflight.get(&seq)?.job;
         let msgid = self.store.jobs.get(&jid)?.msgid().to_string();
         self.pool.finish(id, seq, &msgid)
@@ -180,14 +195,15 @@ impl Router {
         if taken {
             return;
         }
-        let Some(jid) = self.finish_inflight(id, seq) else {
+        let Some(i) = self.finish_inflight(id, seq) else {
             return;
         };
         if let Some(w) = self.pool.get_mut(id) {
             w.kind.owe_ready();
         }
         let status = r.status.unwrap_or(ResultStatus::Ok);
-        self.job_done(jid, id, status, Some((reply_msgid, r.payload)), now, out);
+        let reply = Some((reply_msgid, r.payload));
+        self.job_done(i.job, id, status, reply, Some(i.since), now, out);
     }
 
     /// Whether the REPLY message `reply_msgid` already put job `jid` back
@@ -228,14 +244,14 @@ impl Router {
         if self.reply_taken(jid, reply_msgid) {
             return true;
         }
-        match self.take_back(id, jid) {
-            TakeBack::Taken { .. } => {}
+        let started = match self.take_back(id, jid) {
+            TakeBack::Taken { started, .. } => started,
             TakeBack::Nothing => return false,
             TakeBack::NotTheHolder => {
                 self.log_stranger(id, "REPLY", msgid, now);
                 return true;
             }
-        }
+        };
         log::info!(
             "REPLY for {msgid} from worker {} completes the job delivered on another connection",
             self.pool
@@ -245,7 +261,7 @@ impl Router {
         );
         let status = r.status.unwrap_or(ResultStatus::Ok);
         let reply = Some((reply_msgid, r.payload.clone()));
-        self.job_done(jid, id, status, reply, now, out);
+        self.job_done(jid, id, status, reply, started, now, out);
         true
     }
 
@@ -266,8 +282,11 @@ impl Router {
                 log::debug!("RUNNING {msgid} from {who}: no such unfinished job");
                 continue;
             };
-            let from_queue = match self.take_back(id, jid) {
-                TakeBack::Taken { from_queue } => from_queue,
+            let (from_queue, started) = match self.take_back(id, jid) {
+                TakeBack::Taken {
+                    from_queue,
+                    started,
+                } => (from_queue, started),
                 TakeBack::Nothing => {
                     log::debug!("RUNNING {msgid} from {who}: on it already, or handed out again");
                     continue;
@@ -277,7 +296,9 @@ impl Router {
                     continue;
                 }
             };
-            let Some(seq) = self.pool.record_dispatch(id, jid, &msgid, false, now) else {
+            // It runs since its earlier delivery started, when known.
+            let since = started.unwrap_or(now);
+            let Some(seq) = self.pool.record_dispatch(id, jid, &msgid, false, since) else {
                 // Cannot happen (the worker is known): keep the job.
                 self.store.requeue(jid, true);
                 continue;
@@ -322,32 +343,44 @@ impl Router {
             // names it takes it.
             JobState::Queued if presumed => {
                 self.store.remove_queued(jid);
-                TakeBack::Taken { from_queue: false }
+                TakeBack::Taken {
+                    from_queue: false,
+                    started: None,
+                }
             }
             JobState::InFlight { worker, seq } if worker != id => {
                 let holder = self.pool.get(worker).and_then(|w| w.take_back.as_deref());
                 if !holds(holder) {
                     return TakeBack::NotTheHolder;
                 }
-                if self.finish_inflight(worker, seq).is_none() {
+                let Some(i) = self.finish_inflight(worker, seq) else {
                     return TakeBack::Nothing;
-                }
+                };
                 if let Some(w) = self.pool.get_mut(worker) {
                     // A legacy worker would send a READY for that slot.
                     w.kind.owe_ready();
                 }
-                TakeBack::Taken { from_queue: false }
+                TakeBack::Taken {
+                    from_queue: false,
+                    started: Some(i.since),
+                }
             }
             JobState::Queued | JobState::Delayed { .. } if lost && !holds(lost_from) => {
                 TakeBack::NotTheHolder
             }
             JobState::Queued if lost => {
                 self.store.remove_queued(jid);
-                TakeBack::Taken { from_queue: true }
+                TakeBack::Taken {
+                    from_queue: true,
+                    started: None,
+                }
             }
             JobState::Delayed { due } if lost => {
                 self.store.delayed.remove(&(due, jid));
-                TakeBack::Taken { from_queue: true }
+                TakeBack::Taken {
+                    from_queue: true,
+                    started: None,
+                }
             }
             _ => TakeBack::Nothing,
         }
@@ -370,13 +403,17 @@ impl Router {
 
     /// A job's delivery ended with `status`; `reply`: the msgid and
     /// payload of the REPLY message that ended it (`None`: a legacy
-    /// worker's READY).
+    /// worker's READY); `started`: core time that delivery was
+    /// dispatched, when known (its run time goes to the queue's
+    /// `run_time` histogram, and a finished job keeps it).
+    #[allow(clippy::too_many_arguments)]
     fn job_done(
         &mut self,
         jid: JobId,
         worker: WorkerId,
         status: ResultStatus,
         reply: Option<(&str, Vec<u8>)>,
+        started: Option<Duration>,
         now: Duration,
         out: &mut Vec<Action>,
     ) {
@@ -387,13 +424,17 @@ impl Router {
         let Some(job) = self.store.jobs.get_mut(&jid) else {
             return;
         };
+        if let Some(s) = started {
+            let m = self.stats.queue_mut(job.route());
+            m.run_time.observe(micros(now.saturating_sub(s)));
+        }
         let cancelling = job.extra.as_ref().is_some_and(|e| e.cancelling);
         if status == ResultStatus::Failed && cancelling {
             // Cancelled by an operator: its job manager stopped it.
             let Some(job) = self.store.remove_job(jid) else {
                 return;
             };
-            self.finish_cancelled(job, "cancelled while it ran", now, out);
+            self.finish_cancelled(job, "cancelled while it ran", started, now, out);
             return;
         }
         if status == ResultStatus::Failed && job.failures() < job.retry_count() {
@@ -471,21 +512,27 @@ impl Router {
             ResultStatus::Ok => "done",
             ResultStatus::Failed => "failed",
         };
-        self.record_finished(&job, outcome, Some(&payload), now);
+        self.record_finished(&job, outcome, Some(&payload), started, now);
         self.unique_job_ended(&job, Some((status, &payload)), out);
         self.workflow_job_ended(&job, status, &payload, now, out);
+        self.batch_job_ended(&job, status, now, out);
         if job.reply_requested() && !job.client().is_empty() {
             self.send_result(&job, status, payload, now, out);
         }
     }
 
     /// Journal a finished job, and keep it for lookups (when retention is
-    /// on): a `Finished` record, else `Completed`.
+    /// on): a `Finished` record, else `Completed`. `started`: core time
+    /// its last delivery was dispatched (`None`: it never ran, or the
+    /// router does not know, e.g. it was adopted after a restart), kept
+    /// as `started_at_unix_ms` so that its wait (accepted → started) and
+    /// its run (started → finished) are told apart.
     pub(super) fn record_finished(
         &mut self,
         job: &Job,
         outcome: &str,
         result: Option<&[u8]>,
+        started: Option<Duration>,
         now: Duration,
     ) {
         let keep = self.cfg.retain_finished;
@@ -510,6 +557,7 @@ impl Router {
         let record = FinishedRecord {
             job: j,
             outcome: outcome.to_string(),
+            started_at_unix_ms: started.map(|s| self.unix_ms(s)),
             finished_at_unix_ms: finished_at,
             result,
             result_truncated,
@@ -532,6 +580,7 @@ impl Router {
         &mut self,
         job: Job,
         why: &str,
+        started: Option<Duration>,
         now: Duration,
         out: &mut Vec<Action>,
     ) {
@@ -550,9 +599,10 @@ impl Router {
             }
         }))
         .unwrap_or_default();
-        self.record_finished(&job, "cancelled", Some(&payload), now);
+        self.record_finished(&job, "cancelled", Some(&payload), started, now);
         self.unique_job_ended(&job, Some((ResultStatus::Failed, &payload)), out);
         self.workflow_job_ended(&job, ResultStatus::Failed, &payload, now, out);
+        self.batch_job_ended(&job, ResultStatus::Failed, now, out);
         if job.reply_requested() && !job.client().is_empty() {
             self.send_result(&job, ResultStatus::Failed, payload, now, out);
         }
@@ -601,6 +651,7 @@ impl Router {
             };
             self.unique_job_ended(&job, Some((ResultStatus::Failed, &payload)), out);
             self.workflow_job_ended(&job, ResultStatus::Failed, &payload, now, out);
+            self.batch_job_ended(&job, ResultStatus::Failed, now, out);
             if job.reply_requested() && !job.client().is_empty() {
                 self.send_result(&job, ResultStatus::Failed, payload, now, out);
             }

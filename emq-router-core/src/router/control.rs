@@ -41,7 +41,8 @@
 //!   jobs. Two or more matches are a `bad-request` that lists them (at
 //!   most [`PREFIX_CANDIDATES`]); none leaves the op to say `not-found`.
 //!   Only a msgid that is not found exactly is looked up so (a scan: an
-//!   operator's lookup, not a hot path).
+//!   operator's lookup, not a hot path); a workflow id held is exact (not
+//!   the prefix of its nodes' `ID/NODE`).
 
 use std::time::Duration;
 
@@ -61,6 +62,7 @@ use serde_json::{json, Value};
 use super::completion::PAYLOAD_KEPT;
 use super::intake::NewJob;
 use super::{frames_of, Router};
+use crate::data::{Histogram, LATENCY_BOUNDS_MICROS};
 use crate::event::{Action, Socket};
 use crate::jobs::{Job, JobId, JobState};
 use crate::journal::{FinishedRecord, Record};
@@ -178,6 +180,7 @@ impl Router {
             self.store.find(m).is_some()
                 || self.finished.get(m).is_some()
                 || self.dead.iter().any(|d| d.job.msgid == m)
+                || self.workflows.get(m).is_some()
         };
         if typed.chars().count() < MIN_PREFIX || held(typed) {
             return Ok(typed.to_string());
@@ -273,9 +276,20 @@ impl Router {
                 }),
             AdminOp::Jobs(q) => self.op_jobs(&q, now),
             AdminOp::Workflow { id } => self
-                .workflow_view(&id)
+                .workflow_view(&id, now)
                 .map(|v| json!({ "workflow": v }))
-                .ok_or_else(|| not_found(format!("no workflow {id} (unfinished or recent)"))),
+                .ok_or_else(|| {
+                    not_found(format!(
+                        "no workflow {id} (unfinished, or finished and still kept: at most {} \
+                         for {} s)",
+                        self.cfg.workflows_keep,
+                        self.cfg.workflows_keep_for.as_secs()
+                    ))
+                }),
+            AdminOp::Batch { id } => self
+                .batch_view(&id)
+                .map(|v| json!({ "batch": v }))
+                .ok_or_else(|| not_found(format!("no batch {id} (unfinished or recent)"))),
             AdminOp::Cancel { msgid } => self.op_cancel(&msgid, now, out),
             AdminOp::Dead(q) => self.op_dead(&q),
             AdminOp::DeadRetry(t) => self.op_dead_take(&t, true, now, out),
@@ -289,7 +303,7 @@ impl Router {
                 let n = ids.len();
                 for jid in ids {
                     if let Some(job) = self.store.remove_job(jid) {
-                        self.finish_cancelled(job, "queue purged", now, out);
+                        self.finish_cancelled(job, "queue purged", None, now, out);
                     }
                 }
                 log::info!("queue {queue} purged: {n} waiting job(s) cancelled");
@@ -461,7 +475,11 @@ impl Router {
                         m.insert("worker_name".into(), name.into());
                     }
                     if let Some(i) = w.inflight.get(&seq) {
-                        m.insert("dispatched_at_ms".into(), self.unix_ms(i.since).into());
+                        let started = self.unix_ms(i.since);
+                        m.insert("dispatched_at_ms".into(), started.into());
+                        m.insert("started_at_ms".into(), started.into());
+                        let accepted = job.accepted_unix(self.cfg.epoch_unix_micros) / 1000;
+                        m.insert("waited_ms".into(), started.saturating_sub(accepted).into());
                         m.insert(
                             "running_ms".into(),
                             (now.saturating_sub(i.since).as_millis() as u64).into(),
@@ -519,6 +537,18 @@ impl Router {
         if r.result_truncated {
             m.insert("result_truncated".into(), true.into());
         }
+        // Waited (accepted → started) and ran (started → finished), apart.
+        if let Some(started) = r.started_at_unix_ms {
+            m.insert("started_at_ms".into(), started.into());
+            m.insert(
+                "waited_ms".into(),
+                started.saturating_sub(r.job.accepted_at_unix_ms).into(),
+            );
+            m.insert(
+                "ran_ms".into(),
+                r.finished_at_unix_ms.saturating_sub(started).into(),
+            );
+        }
         if r.outcome != "done" {
             if let Some(res) = &r.result {
                 if let Some(e) = json_or_text(res).get("error") {
@@ -554,8 +584,15 @@ impl Router {
     /// and `unique_held`: whether it still holds it) when it has one, and
     /// its `workflow` when it is a node of one (unfinished or recent).
     fn job_view_by_msgid(&self, msgid: &str, now: Duration) -> Option<Value> {
-        let mut v = self.job_view_of(msgid, now)?;
-        let headers = v.get("headers").and_then(Value::as_str).unwrap_or("");
+        let Some(mut v) = self.job_view_of(msgid, now) else {
+            // A workflow's handle reads like a job's (`workflow.rs`).
+            return self.workflow_job_view(msgid, now);
+        };
+        let headers = v
+            .get("headers")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         if let Some(u) = super::unique::unique_of(headers.as_bytes()) {
             let held = self.unique.holder(&u.key) == Some(msgid);
             if let Some(m) = v.as_object_mut() {
@@ -565,6 +602,10 @@ impl Router {
         }
         if let (Some(wf), Some(m)) = (self.workflows.of_job(msgid), v.as_object_mut()) {
             m.insert("workflow".into(), wf.into());
+        }
+        let batch = self.batch_of_job(msgid, headers.as_bytes());
+        if let (Some(b), Some(m)) = (batch, v.as_object_mut()) {
+            m.insert("batch".into(), b.into());
         }
         Some(v)
     }
@@ -677,6 +718,12 @@ impl Router {
         if let Some(v) = self.cancel_workflow(msgid, now, out) {
             return Ok(v);
         }
+        if let Some(w) = self.workflow_job_view(msgid, now) {
+            return Err(AdminError::new(
+                ErrorKind::Conflict,
+                format!("workflow {msgid} already finished ({})", w["state"]),
+            ));
+        }
         let Some(jid) = self.store.find(msgid) else {
             if let Some(r) = self.finished.get(msgid) {
                 return Err(AdminError::new(
@@ -709,7 +756,7 @@ impl Router {
                     JobState::InFlight { .. } => {}
                 }
                 if let Some(job) = self.store.remove_job(jid) {
-                    self.finish_cancelled(job, "cancel", now, out);
+                    self.finish_cancelled(job, "cancel", None, now, out);
                 }
                 Ok(json!({ "msgid": msgid, "was": was, "state": "cancelled" }))
             }
@@ -1008,6 +1055,15 @@ impl Router {
                     "dead_lettered": q.map_or(0, |q| q.metrics.dead_lettered),
                     "routed_to_default": q.map_or(0, |q| q.metrics.routed_to_default),
                     "workers": q.map_or(0, |q| q.serving.len()),
+                    // Counters for rates over time (the dashboard's
+                    // per-queue history): accepted (submitted), deliveries
+                    // started, and each delivery's run time.
+                    "accepted": q.map_or(0, |q| q.metrics.accepted),
+                    "started": q.map_or(0, |q| q.metrics.dispatched),
+                    "run_time": q.map_or_else(
+                        || histogram_view(&Histogram::default()),
+                        |q| histogram_view(&q.metrics.run_time),
+                    ),
                 })
             })
             .collect();
@@ -1064,6 +1120,18 @@ pub fn admin_request(msgid: &str, request: &Value) -> Message {
             request: request.to_string().into_bytes(),
         },
     )
+}
+
+/// A histogram as `queues` shows it: `{"count", "sum_us", "bounds_us",
+/// "counts"}` (`counts[i]`: observations ≤ `bounds_us[i]` and above the
+/// bound before; those above the last bound count only in `count`).
+fn histogram_view(h: &Histogram) -> Value {
+    json!({
+        "count": h.count,
+        "sum_us": h.sum_micros,
+        "bounds_us": LATENCY_BOUNDS_MICROS,
+        "counts": h.buckets,
+    })
 }
 
 /// `newest` first unless `oldest` was asked for.

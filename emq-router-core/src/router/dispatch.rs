@@ -110,6 +110,7 @@ impl Router {
         }
         let attempts = job.attempts;
         self.store.set_inflight(jid, wid, seq);
+        self.workflow_job_dispatched(&msgid, now);
         let identity = self
             .pool
             .get(wid)
@@ -159,6 +160,7 @@ impl Router {
         ];
         let journaled = self.dispatch_journaled(job.route());
         self.stats.dispatched += 1;
+        self.stats.queue_mut(job.route()).dispatched += 1;
         if journaled {
             // Flow control: a limited queue's runs are known to the
             // journal before they start (`flow.rs`, "Restarts").

@@ -17,7 +17,8 @@
 //! [`COMMIT_OPS`] records. One batch is in flight at a time. A job
 //! accepted and completed within one open batch needs no row: its
 //! `Accepted` and `Completed` records cancel (unless its msgid was
-//! accepted twice in the batch).
+//! accepted twice in the batch), and of the writes of one state row
+//! (`PutState` / `DeleteState` of a kind and id) only the last is kept.
 //!
 //! **Failure.** When a batch fails: no acknowledgement leaves for a job of
 //! that batch — the job is removed (it was never dispatched) and its
@@ -114,6 +115,9 @@ pub(crate) struct Durability {
     open: Vec<Option<Record>>,
     /// msgid → index in `open` of its `Accepted` (None: accepted twice).
     open_accepted: FastMap<String, Option<usize>>,
+    /// (kind, id) → index in `open` of the last `PutState` / `DeleteState`
+    /// of that row: a later one replaces it (the batch commits whole).
+    open_states: FastMap<(crate::journal::StateKind, String), usize>,
     /// Jobs accepted in the open batch.
     open_jobs: Vec<JobId>,
     /// Records of failed batches, written first in the next one.
@@ -140,6 +144,7 @@ impl Durability {
             enabled,
             open: Vec::new(),
             open_accepted: FastMap::default(),
+            open_states: FastMap::default(),
             open_jobs: Vec::new(),
             again: Vec::new(),
             next_batch: 1,
@@ -258,6 +263,15 @@ impl Durability {
                     drop_before_unix_ms,
                 }));
             }
+            Record::PutState { kind, ref id, .. } | Record::DeleteState { kind, ref id } => {
+                // Only the last write of a row in a batch counts (a
+                // batch's counts rewritten at every job end under load).
+                let i = self.open.len();
+                if let Some(old) = self.open_states.insert((kind, id.clone()), i) {
+                    self.open[old] = None;
+                }
+                self.open.push(Some(record));
+            }
             other => self.open.push(Some(other)),
         }
     }
@@ -344,6 +358,7 @@ impl Durability {
             records.push(Record::Probe);
         }
         self.open_accepted.clear();
+        self.open_states.clear();
         let id = self.next_batch;
         self.next_batch += 1;
         self.last_emit = Some(now);
@@ -527,8 +542,22 @@ impl Router {
             .iter()
             .filter_map(|j| Some((*j, self.store.jobs.get(j)?.msgid().to_string())))
             .collect();
+        let routes: Vec<String> = p
+            .jobs
+            .iter()
+            .filter_map(|j| self.store.jobs.get(j))
+            .filter(|j| j.state == crate::jobs::JobState::Queued)
+            .map(|j| j.route().to_string())
+            .collect();
         let removed = self.store.remove_queued_set(&failed);
         self.stats.accepted -= removed as u64;
+        if removed > 0 {
+            // (taken back from the queues' `accepted` too)
+            for r in &routes {
+                let m = self.stats.queue_mut(r);
+                m.accepted = m.accepted.saturating_sub(1);
+            }
+        }
         self.stats.rejected_journal += removed as u64;
         let next = self.journal.next_batch;
         let mut reject_ids = 0u64;
@@ -582,6 +611,7 @@ impl Router {
             self.journal.held.push_back(h);
         }
         self.workflow_batch_failed(&failed_msgids, now, out);
+        self.batch_batch_failed(&failed_msgids, now, out);
         let j = &mut self.journal;
         let mut keep = p.keep;
         keep.append(&mut j.again);

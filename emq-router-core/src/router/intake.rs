@@ -350,6 +350,7 @@ impl Router {
             }
             Command::Received { orig_msgids } => self.on_received(&identity, orig_msgids),
             Command::Workflow { spec } => self.on_workflow(identity, msgid, spec, now, out),
+            Command::Batch { spec } => self.on_batch(identity, msgid, spec, now, out),
             other => {
                 log::debug!(
                     "frontend: {} from {} ignored",
@@ -479,6 +480,8 @@ impl Router {
         } else if let Some(why) = emqp_proto::job::not_a_job(&r.message) {
             self.stats.rejected_malformed += 1;
             Some((RejectReason::NotAJob, why))
+        } else if let Some(why) = self.batch_refusal(&r.headers) {
+            Some((RejectReason::BatchClosed, why))
         } else if let Some(why) = self.journal.refusal() {
             self.journal.count_refused();
             self.stats.rejected_journal += 1;
@@ -655,6 +658,7 @@ impl Router {
         }
         self.stats.accepted += 1;
         if new.journaled.is_none() {
+            self.stats.queue_mut(new.route).accepted += 1;
             self.note_unserved(new.msgid, new.queue, new.route, now);
         }
         if new.journaled.is_none() && self.journal.enabled() {
@@ -663,6 +667,8 @@ impl Router {
         }
         // Its unique key's window goes in the same batch.
         self.unique_take(new.msgid, new.headers, new.journaled.is_some(), now);
+        // Its batch's row (when it was counted failed before) too.
+        self.batch_take(new.msgid, new.headers);
         self.store.index(new.msgid, id);
         let presumed = new
             .journaled

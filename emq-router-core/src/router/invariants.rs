@@ -12,7 +12,8 @@
 //! (none without a journal), and every result produced or restored is
 //! held, delivered, dropped at the bounds or replaced (conservation);
 //! every unique key held for an unfinished job names a job in the store,
-//! and every other one has an open window.
+//! and every other one has an open window; every batch's pending jobs are
+//! unfinished jobs, as many as it counts.
 
 use std::collections::VecDeque;
 
@@ -25,6 +26,7 @@ impl Router {
     pub fn check_invariants(&self) -> Result<(), String> {
         self.pool.check_seen_index()?;
         self.check_unique()?;
+        self.check_batches()?;
         let mut queued = 0usize;
         let mut inflight = 0usize;
         let mut delayed = 0usize;

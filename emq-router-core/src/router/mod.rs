@@ -49,6 +49,8 @@
 //! - `unique.rs`: unique jobs (`unique-key`, `unique-for`, `on-conflict`);
 //! - `workflow.rs`: workflows (`WORKFLOW`: DAGs of jobs, results passed
 //!   from parents to children, failure, cancel, restore);
+//! - `batch.rs`: batches with callbacks (`BATCH`, the `batch:ID` header:
+//!   counts, `on_success` / `on_complete` run once, restore);
 //! - `control.rs`: the control plane (ADMIN ops: lookups, cancel, dead
 //!   letters, pause, purge, drain);
 //! - `durability.rs`: the journal rule (batches, held sends, failures);
@@ -65,6 +67,7 @@
 
 use std::time::Duration;
 
+mod batch;
 mod completion;
 mod control;
 mod dispatch;
@@ -125,6 +128,8 @@ pub struct RestoreCounts {
     pub unique_windows: usize,
     /// Unfinished workflows.
     pub workflows: usize,
+    /// Unfinished batches.
+    pub batches: usize,
 }
 
 /// The router core. See the module documentation for the call order.
@@ -151,6 +156,8 @@ pub struct Router {
     pub(crate) unique: unique::UniqueKeys,
     /// Workflows (`workflow.rs`).
     pub(crate) workflows: workflow::Workflows,
+    /// Batches (`batch.rs`).
+    pub(crate) batches: batch::Batches,
     next_heartbeat: Duration,
     drain_deadline: Option<Duration>,
     exited: bool,
@@ -191,6 +198,7 @@ impl Router {
             results: results::Results::default(),
             unique: unique::UniqueKeys::default(),
             workflows: workflow::Workflows::default(),
+            batches: batch::Batches::default(),
             next_heartbeat: Duration::ZERO,
             drain_deadline: None,
             exited: false,
@@ -311,6 +319,8 @@ impl Router {
         let policies = self.restore_policies(&restored.states, now, out);
         let paused = restored.paused_queues.len();
         self.paused.extend(restored.paused_queues);
+        // Batches before the jobs: each restored job of one is counted.
+        self.restore_batch_rows(&restored.states);
         let jobs = self.restore_jobs(restored.jobs, now, out);
         let dead_letters = restored.dead_letters.len();
         self.restore_dead_letters(restored.dead_letters.into_iter().map(DeadLetter::from));
@@ -324,8 +334,10 @@ impl Router {
         let results = self.restore_results(restored.results, now);
         let unique_windows = self.restore_unique(&restored.states, now);
         let workflows = self.restore_workflows(&restored.states, now, out);
+        let batches = self.settle_restored_batches(now, out);
         RestoreCounts {
             workflows,
+            batches,
             unique_windows,
             jobs,
             dead_letters,
@@ -378,6 +390,7 @@ impl Router {
     pub fn handle_timeout(&mut self, now: Duration, out: &mut Vec<Action>) {
         let drop_before = self.retention_cutoff(now);
         self.finished.trim(self.cfg.retain_finished, drop_before);
+        self.trim_finished_workflows(now);
         self.fire_due(now, out);
         self.pump_woken(now, out);
     }

@@ -454,11 +454,12 @@ impl Router {
         };
         let mut back: Vec<JobId> = Vec::new();
         let mut dead: Vec<JobId> = Vec::new();
-        let mut cancelled: Vec<JobId> = Vec::new();
-        for jid in w.inflight.values().map(|i| &i.job) {
+        let mut cancelled: Vec<(JobId, Duration)> = Vec::new();
+        for i in w.inflight.values() {
+            let jid = &i.job;
             if let Some(job) = self.store.jobs.get_mut(jid) {
                 if job.extra.as_ref().is_some_and(|e| e.cancelling) {
-                    cancelled.push(*jid);
+                    cancelled.push((*jid, i.since));
                     continue;
                 }
                 let extra = job.extra_mut();
@@ -500,11 +501,12 @@ impl Router {
                 self.dead_letter(job, reason, None, now, out);
             }
         }
-        for jid in cancelled {
+        for (jid, started) in cancelled {
             if let Some(job) = self.store.remove_job(jid) {
                 self.finish_cancelled(
                     job,
                     "its worker left while it was being cancelled",
+                    Some(started),
                     now,
                     out,
                 );

@@ -373,7 +373,7 @@ impl Router {
         };
         self.stats.unique_replaced += 1;
         let why = format!("replaced by job {msgid} with unique key {key:?} (on-conflict:replace)");
-        self.finish_cancelled(job, &why, now, out);
+        self.finish_cancelled(job, &why, None, now, out);
         // The window of the replaced job (kept by `unique_job_ended`) goes
         // too: the new job's own (or none) replaces it.
         if let Some(h) = self.unique.keys.remove(key) {

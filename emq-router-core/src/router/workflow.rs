@@ -9,11 +9,13 @@
 //!   held). Accepted: one journal batch holds the graph (a state row
 //!   `workflow`/ID) and the `Accepted` record of every node without
 //!   parents; `REPLY [ID]` once it commits. A WORKFLOW sent again (same
-//!   msgid, same spec) while held, or after it finished (one of the last
-//!   [`FINISHED_KEPT`]), is acknowledged again, not run again.
+//!   msgid, same spec) while held, or after it finished (while it is
+//!   kept, "Finished workflows"), is acknowledged again, not run again.
 //! - **Nodes are ordinary jobs**, msgid `ID/NODE`, no client (no RESULT
-//!   of their own): queues, headers (`retry-count`, `timeout`, ...),
-//!   dispatch, retries and dead letters as for any REQUEST.
+//!   of their own), each with its own queue and headers (`retry-count`,
+//!   `timeout`, `key`, `priority`, ...): dispatch, flow control, retries
+//!   and dead letters as for any REQUEST. A node's times are kept: its
+//!   job accepted (`queued`), first dispatched (`started`), ended.
 //! - **Advance.** When a node's job ends (`completion.rs` calls
 //!   [`Router::workflow_job_ended`]), the node is done (its result value
 //!   kept, at most [`MAX_RESULT_BYTES`], else failed `result-too-large`),
@@ -29,12 +31,20 @@
 //!   the list of the output nodes' values) or `RESULT [ID, failed,
 //!   {"error": {"kind": "workflow-failed" | "cancelled", "node": N,
 //!   "cause": ...}}]`, held until delivered as any result (`results.rs`),
-//!   and the workflow's rows are deleted in that batch. The last
-//!   [`FINISHED_KEPT`] finished workflows stay visible to lookups (not
-//!   journaled).
+//!   and in that batch the workflow's graph and node rows are replaced by
+//!   one `workflow-finished`/ID row (graph, every node's state, times and
+//!   value; a value over `Config::retain_result_bytes` is dropped, its
+//!   size kept, as a finished job's result is).
+//! - **Finished workflows** stay visible (`workflow`, `job` of the
+//!   workflow id, the dashboard), across restarts: at most
+//!   `Config::workflows_keep` (the oldest go first), none finished longer
+//!   than `Config::workflows_keep_for` ago (checked at each timeout and
+//!   lookup); a pruned one's row is deleted and it answers not-found.
+//!   `workflows_keep = 0` keeps none (nor writes the rows).
 //! - **Cancel.** Admin `cancel` of a workflow id cancels its waiting nodes
 //!   and cancels each started node's job as `cancel` does for a job.
-//! - **Restore.** At start the graph and finished-node rows come back;
+//! - **Restore.** At start the finished workflows come back (pruned as
+//!   above), then the graph and finished-node rows;
 //!   a node whose parents are all done is started — its job is among the
 //!   restored jobs (its `Accepted` was in its last parent's batch), or,
 //!   if not, accepted again. Each node runs once (or is counted as run
@@ -56,14 +66,11 @@ use crate::jobs::{Job, JobId};
 use crate::journal::{Record, StateKind};
 use crate::util::FastMap;
 use crate::workflow::{
-    decode_node, encode_node, error_value, result_value, NodeState, Spec, Workflow, MAX_NODES,
-    MAX_RESULT_BYTES, MAX_WORKFLOWS,
+    decode_node, encode_node, error_value, result_value, NodeMeta, NodeState, Spec, Workflow,
+    MAX_NODES, MAX_RESULT_BYTES, MAX_WORKFLOWS,
 };
 
 use super::intake::NewJob;
-
-/// Finished workflows kept for lookups.
-pub(crate) const FINISHED_KEPT: usize = 1_000;
 
 /// The workflows the router holds.
 #[derive(Debug, Default)]
@@ -71,7 +78,10 @@ pub(crate) struct Workflows {
     pub(crate) live: BTreeMap<String, Workflow>,
     /// Job msgid → (workflow id, node index), for started nodes.
     jobs: FastMap<String, (String, usize)>,
-    pub(crate) finished: VecDeque<Workflow>,
+    /// Finished workflows kept ("Finished workflows"), by id ...
+    finished: FastMap<String, Workflow>,
+    /// ... and in finishing order: (finished unix ms, id).
+    finished_order: VecDeque<(u64, String)>,
     pub(crate) accepted: u64,
     pub(crate) succeeded: u64,
     pub(crate) failed: u64,
@@ -82,6 +92,16 @@ impl Workflows {
         self.live.len()
     }
 
+    /// A kept finished workflow.
+    pub(crate) fn finished(&self, wf: &str) -> Option<&Workflow> {
+        self.finished.get(wf)
+    }
+
+    /// A held workflow, unfinished or kept.
+    pub(crate) fn get(&self, wf: &str) -> Option<&Workflow> {
+        self.live.get(wf).or_else(|| self.finished.get(wf))
+    }
+
     /// The workflow of job `msgid` (`ID/NODE`), if it is a node's of an
     /// unfinished or recent workflow.
     pub(crate) fn of_job(&self, msgid: &str) -> Option<&str> {
@@ -89,11 +109,8 @@ impl Workflows {
             return Some(w);
         }
         let (wf, node) = msgid.rsplit_once('/')?;
-        self.live
-            .get(wf)
-            .into_iter()
-            .chain(self.finished.iter().rev().filter(|w| w.id == wf))
-            .find(|w| w.index_of(node).is_some())
+        self.get(wf)
+            .filter(|w| w.index_of(node).is_some())
             .map(|w| w.id.as_str())
     }
 }
@@ -109,10 +126,8 @@ impl Router {
         out: &mut Vec<Action>,
     ) {
         let parsed: Result<Spec, String> = serde_json::from_slice(&spec).map_err(|e| e.to_string());
-        let held = self.workflows.live.get(&msgid).or_else(|| {
-            // Finished already (its RESULT may be delivered): not again.
-            self.workflows.finished.iter().rev().find(|w| w.id == msgid)
-        });
+        // Finished already (its RESULT may be delivered): not again.
+        let held = self.workflows.get(&msgid);
         if let (Some(w), Ok(s)) = (held, &parsed) {
             if &w.spec == s {
                 log::debug!("WORKFLOW {msgid} sent again: acknowledged as the one held");
@@ -137,7 +152,7 @@ impl Router {
         } else if let Some(why) = self.journal.refusal() {
             self.journal.count_refused();
             Err((RejectReason::JournalUnavailable, why))
-        } else if self.workflows.live.contains_key(&msgid)
+        } else if self.workflows.get(&msgid).is_some()
             || self.store.find(&msgid).is_some()
             || self.results.holds(&msgid)
         {
@@ -249,10 +264,33 @@ impl Router {
         );
         if let Some(w) = self.workflows.live.get_mut(wf) {
             w.states[i] = NodeState::Started { at };
+            w.meta[i] = NodeMeta {
+                queued: Some(at),
+                ..NodeMeta::default()
+            };
         }
         self.workflows.jobs.insert(msgid, (wf.to_string(), i));
         self.pump(&route, now, out);
         Some(jid)
+    }
+
+    /// Job `msgid` was dispatched: a node's first dispatch is its start.
+    pub(super) fn workflow_job_dispatched(&mut self, msgid: &str, now: Duration) {
+        if self.workflows.jobs.is_empty() {
+            return;
+        }
+        let Some((wf, i)) = self.workflows.jobs.get(msgid) else {
+            return;
+        };
+        let at = self.unix_ms(now);
+        if let Some(t) = self
+            .workflows
+            .live
+            .get_mut(wf)
+            .and_then(|w| w.meta.get_mut(*i))
+        {
+            t.started.get_or_insert(at);
+        }
     }
 
     /// A job ended (done, failed for good, dead-lettered or cancelled):
@@ -320,7 +358,7 @@ impl Router {
             Record::PutState {
                 kind: StateKind::WorkflowNode,
                 id: format!("{wf}/{node_id}"),
-                blob: encode_node(&state),
+                blob: encode_node(&state, &w.meta[i]),
             },
             None,
         );
@@ -367,7 +405,7 @@ impl Router {
                 Record::PutState {
                     kind: StateKind::WorkflowNode,
                     id,
-                    blob: encode_node(&state),
+                    blob: encode_node(&state, &w.meta[n]),
                 },
                 None,
             );
@@ -419,10 +457,74 @@ impl Router {
                 out,
             );
         }
-        if self.workflows.finished.len() >= FINISHED_KEPT {
-            self.workflows.finished.pop_front();
+        w.drop_values_over(self.cfg.retain_result_bytes);
+        self.keep_finished_workflow(w, true);
+        self.trim_finished_workflows(now);
+    }
+
+    /// Keep finished `w` for lookups (journaled when `record`: at its
+    /// end, not at restore).
+    fn keep_finished_workflow(&mut self, w: Workflow, record: bool) {
+        if self.cfg.workflows_keep == 0 {
+            return;
         }
-        self.workflows.finished.push_back(w);
+        let id = w.id.clone();
+        if record {
+            self.journal.record(
+                Record::PutState {
+                    kind: StateKind::WorkflowFinished,
+                    id: id.clone(),
+                    blob: w.encode_finished(),
+                },
+                None,
+            );
+        }
+        let at = w.finished_unix_ms.unwrap_or(0);
+        if self.workflows.finished.insert(id.clone(), w).is_none() {
+            self.workflows.finished_order.push_back((at, id));
+        }
+    }
+
+    /// Finished workflows no longer kept: fewer than `workflows_keep`,
+    /// none finished before `workflows_keep_for` ago; each pruned one's
+    /// row deleted.
+    pub(super) fn trim_finished_workflows(&mut self, now: Duration) {
+        let cutoff = self.workflow_cutoff(now);
+        while let Some((at, _)) = self.workflows.finished_order.front() {
+            let over = self.workflows.finished_order.len() > self.cfg.workflows_keep;
+            if !over && *at >= cutoff {
+                break;
+            }
+            let Some((_, id)) = self.workflows.finished_order.pop_front() else {
+                break;
+            };
+            self.workflows.finished.remove(&id);
+            log::debug!("finished workflow {id} no longer kept");
+            self.journal.record(
+                Record::DeleteState {
+                    kind: StateKind::WorkflowFinished,
+                    id,
+                },
+                None,
+            );
+        }
+    }
+
+    /// Finished workflows that ended before this (unix ms) are not kept.
+    fn workflow_cutoff(&self, now: Duration) -> u64 {
+        let keep_for = u64::try_from(self.cfg.workflows_keep_for.as_millis()).unwrap_or(u64::MAX);
+        self.unix_ms(now).saturating_sub(keep_for)
+    }
+
+    /// A workflow held, unfinished or kept and not yet past its age.
+    fn workflow_held(&self, wf: &str, now: Duration) -> Option<&Workflow> {
+        if let Some(w) = self.workflows.live.get(wf) {
+            return Some(w);
+        }
+        let cutoff = self.workflow_cutoff(now);
+        self.workflows
+            .finished(wf)
+            .filter(|w| w.finished_unix_ms.unwrap_or(0) >= cutoff)
     }
 
     /// Admin `cancel` of a workflow: its waiting nodes are cancelled, its
@@ -474,9 +576,15 @@ impl Router {
             });
         }
         self.settle_workflow(wf, now, out);
+        // Cancelling while a started node's job is being stopped.
+        let state = if self.workflows.live.contains_key(wf) {
+            "cancelling"
+        } else {
+            "cancelled"
+        };
         Some(json!({
             "workflow": wf,
-            "state": "cancelled",
+            "state": state,
             "nodes_cancelled": waiting.len(),
             "jobs": jobs,
         }))
@@ -532,6 +640,22 @@ impl Router {
         now: Duration,
         out: &mut Vec<Action>,
     ) -> usize {
+        let mut finished: Vec<Workflow> = states
+            .iter()
+            .filter(|(kind, _, _)| *kind == StateKind::WorkflowFinished)
+            .filter_map(|(_, id, blob)| match Workflow::decode_finished(id, blob) {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    log::warn!("journal: finished workflow {id} unreadable ({e}): skipped");
+                    None
+                }
+            })
+            .collect();
+        finished.sort_by_key(|w| w.finished_unix_ms);
+        for w in finished {
+            self.keep_finished_workflow(w, false);
+        }
+        self.trim_finished_workflows(now);
         for (kind, id, blob) in states {
             if *kind != StateKind::Workflow {
                 continue;
@@ -553,11 +677,12 @@ impl Router {
             let Some(w) = self.workflows.live.get_mut(wf) else {
                 continue;
             };
-            let (Some(i), Ok(s)) = (w.index_of(node), decode_node(blob)) else {
+            let (Some(i), Ok((s, t))) = (w.index_of(node), decode_node(blob)) else {
                 log::warn!("journal: workflow node {id} unreadable: skipped");
                 continue;
             };
             w.states[i] = s;
+            w.meta[i] = t;
         }
         let ids: Vec<String> = self.workflows.live.keys().cloned().collect();
         let at = self.unix_ms(now);
@@ -587,9 +712,16 @@ impl Router {
                     continue;
                 }
                 let msgid = w.job_msgid(i);
-                if self.store.find(&msgid).is_some() {
+                if let Some(jid) = self.store.find(&msgid) {
+                    let epoch = self.cfg.epoch_unix_micros;
+                    let queued = self
+                        .store
+                        .jobs
+                        .get(&jid)
+                        .map_or(at, |j| j.accepted_unix(epoch) / 1000);
                     if let Some(w) = self.workflows.live.get_mut(wf) {
-                        w.states[i] = NodeState::Started { at };
+                        w.states[i] = NodeState::Started { at: queued };
+                        w.meta[i].queued = Some(queued);
                     }
                     self.workflows.jobs.insert(msgid, (wf.clone(), i));
                 } else if w.cancelled {
@@ -608,15 +740,11 @@ impl Router {
         self.workflows.live.len()
     }
 
-    /// The admin view of a workflow: its nodes with states and times.
-    pub(crate) fn workflow_view(&self, wf: &str) -> Option<Value> {
-        let (w, live) = match self.workflows.live.get(wf) {
-            Some(w) => (w, true),
-            None => (
-                self.workflows.finished.iter().rev().find(|w| w.id == wf)?,
-                false,
-            ),
-        };
+    /// The admin view of a workflow: its state, its nodes with states
+    /// and times (unix ms: `queued_at`, `started_at`, `finished_at`;
+    /// `took_ms` from start, else from queued, to end), values, errors.
+    pub(crate) fn workflow_view(&self, wf: &str, now: Duration) -> Option<Value> {
+        let w = self.workflow_held(wf, now)?;
         let nodes: Vec<Value> = w
             .spec
             .nodes
@@ -630,42 +758,81 @@ impl Router {
                     "after": n.after,
                     "state": w.states[i].name(),
                 });
+                let t = w.meta[i];
+                if let Some(q) = t.queued {
+                    v["queued_at_unix_ms"] = json!(q);
+                }
+                if let Some(s) = t.started {
+                    v["started_at_unix_ms"] = json!(s);
+                }
+                if let Some(end) = w.states[i].ended_at() {
+                    v["finished_at_unix_ms"] = json!(end);
+                    if let Some(from) = t.started.or(t.queued) {
+                        v["took_ms"] = json!(end.saturating_sub(from));
+                    }
+                }
+                if let Some(n) = t.value_dropped {
+                    v["value_dropped_bytes"] = json!(n);
+                }
                 match &w.states[i] {
-                    NodeState::Waiting => {}
-                    NodeState::Started { at } => v["started_at_unix_ms"] = json!(at),
-                    NodeState::Done { at, value } => {
-                        v["finished_at_unix_ms"] = json!(at);
-                        v["value"] = value.clone();
+                    NodeState::Done { value, .. } => v["value"] = value.clone(),
+                    NodeState::Failed { error, .. } | NodeState::Cancelled { error, .. } => {
+                        v["error"] = error.clone()
                     }
-                    NodeState::Failed { at, error } | NodeState::Cancelled { at, error } => {
-                        v["finished_at_unix_ms"] = json!(at);
-                        v["error"] = error.clone();
-                    }
+                    _ => {}
                 }
                 v
             })
             .collect();
-        let state = if live {
-            if w.cancelled {
-                "cancelling"
-            } else {
-                "running"
-            }
-        } else {
-            match w.result().0 {
-                ResultStatus::Ok => "done",
-                ResultStatus::Failed if w.cancelled => "cancelled",
-                ResultStatus::Failed => "failed",
-            }
-        };
         Some(json!({
             "workflow": w.id,
-            "state": state,
+            "state": w.state().as_str(),
             "accepted_at_unix_ms": w.accepted_unix_ms,
             "finished_at_unix_ms": w.finished_unix_ms,
             "nodes": nodes,
-            "limits": { "max_nodes": MAX_NODES, "max_result_bytes": MAX_RESULT_BYTES },
+            "limits": {
+                "max_nodes": MAX_NODES,
+                "max_result_bytes": MAX_RESULT_BYTES,
+                "keep": self.cfg.workflows_keep,
+                "keep_for_secs": self.cfg.workflows_keep_for.as_secs(),
+            },
         }))
+    }
+
+    /// The admin `job` view of a workflow id, so that a workflow's handle
+    /// reads like a job's: `kind: workflow`, its [`WorkflowState`] as
+    /// `state`, node counts by state, times, and once finished its
+    /// `result` (`{"value": V}` or `{"error": ...}`, as the client's
+    /// RESULT).
+    ///
+    /// [`WorkflowState`]: crate::workflow::WorkflowState
+    pub(crate) fn workflow_job_view(&self, wf: &str, now: Duration) -> Option<Value> {
+        let w = self.workflow_held(wf, now)?;
+        let mut counts = serde_json::Map::new();
+        for s in &w.states {
+            let n = counts.entry(s.name()).or_insert(json!(0));
+            *n = json!(n.as_u64().unwrap_or(0) + 1);
+        }
+        let mut v = json!({
+            "msgid": w.id,
+            "kind": "workflow",
+            "workflow": w.id,
+            "state": w.state().as_str(),
+            "queue": "",
+            "attempts": 0,
+            "accepted_at_ms": w.accepted_unix_ms,
+            "nodes": w.spec.nodes.len(),
+            "node_states": counts,
+        });
+        if let Some(at) = w.finished_unix_ms {
+            v["finished_at_ms"] = json!(at);
+            if w.result_dropped() && w.result().0 == ResultStatus::Ok {
+                v["result_truncated"] = json!(true);
+            } else {
+                v["result"] = w.result().1;
+            }
+        }
+        Some(v)
     }
 }
 

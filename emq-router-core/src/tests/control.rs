@@ -2,6 +2,7 @@
 //! listing, cancel, pause, purge, dead letters, drain, delayed jobs.
 
 use super::*;
+use crate::journal::FinishedRecord;
 use serde_json::{json, Value};
 
 /// Send an ADMIN request; the answer object.
@@ -773,4 +774,79 @@ fn with_hold_a_job_for_an_unserved_queue_waits_for_its_job_manager() {
         forwarded(&h.request("c", "j2", "default", ""), "w1"),
         vec!["j2"]
     );
+}
+
+/// Issue 32: a finished job's time is told apart — waited (accepted →
+/// started) and ran (started → finished) — from the dispatch time the
+/// router keeps on the finished job, journaled with its finish and
+/// restored; a queue's counters and run-time histogram move with it.
+#[test]
+fn a_finished_job_keeps_its_start_so_wait_and_run_are_apart_across_a_restore() {
+    let mut h = durable();
+    let accepted_ms = 1_700_000_000_000 + h.now.as_millis() as u64;
+    h.request("c", "j1", "default", "reply-requested");
+    h.now += 5 * SECOND;
+    worker(&mut h, "w1", "", 1);
+    let j = ok(&mut h, json!({"op": "job", "msgid": "j1"}))["job"].clone();
+    assert_eq!(j["state"], "in-flight", "{j}");
+    assert_eq!(j["waited_ms"], 5000, "{j}");
+    assert_eq!(j["started_at_ms"], accepted_ms + 5000, "{j}");
+    h.now += 3 * SECOND;
+    h.reply("w1", "j1", r#"{"value": 1}"#, None);
+    let j = ok(&mut h, json!({"op": "job", "msgid": "j1"}))["job"].clone();
+    assert_eq!(j["state"], "done", "{j}");
+    assert_eq!(j["started_at_ms"], accepted_ms + 5000, "{j}");
+    assert_eq!(j["waited_ms"], 5000, "{j}");
+    assert_eq!(j["ran_ms"], 3000, "{j}");
+    assert_eq!(j["finished_at_ms"], accepted_ms + 8000, "{j}");
+    // The same in the jobs list.
+    let listed = ok(&mut h, json!({"op": "jobs", "state": "done"}));
+    assert_eq!(listed["jobs"][0]["ran_ms"], 3000, "{listed}");
+    // A job cancelled while it waited never started: no start, no run.
+    h.request("c", "j2", "default", "");
+    ok(&mut h, json!({"op": "cancel", "msgid": "j2"}));
+    let j2 = ok(&mut h, json!({"op": "job", "msgid": "j2"}))["job"].clone();
+    assert_eq!(j2["state"], "cancelled", "{j2}");
+    assert!(j2.get("started_at_ms").is_none(), "{j2}");
+    assert!(j2.get("ran_ms").is_none(), "{j2}");
+    // The queue counted one accepted... two, one start, one 3 s run.
+    let q = ok(&mut h, json!({"op": "queues"}))["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["name"] == "default")
+        .unwrap()
+        .clone();
+    assert_eq!(q["accepted"], 2, "{q}");
+    assert_eq!(q["started"], 1, "{q}");
+    assert_eq!(q["run_time"]["count"], 1, "{q}");
+    assert_eq!(q["run_time"]["sum_us"], 3_000_000, "{q}");
+    // The journal has the start with the finish.
+    let finished: Vec<&FinishedRecord> = h
+        .journal
+        .iter()
+        .filter_map(|r| match r {
+            Record::Finished { record, .. } => Some(record),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(finished.len(), 2);
+    assert_eq!(finished[0].started_at_unix_ms, Some(accepted_ms + 5000));
+    assert_eq!(finished[1].started_at_unix_ms, None);
+    // A restart with the journal's finished jobs: the times survive.
+    let mut h2 = durable();
+    h2.now = h.now + 60 * SECOND;
+    let mut out = Vec::new();
+    h2.r.restore(
+        Restored {
+            finished: finished.into_iter().cloned().collect(),
+            ..Restored::default()
+        },
+        h2.now,
+        &mut out,
+    );
+    let j = ok(&mut h2, json!({"op": "job", "msgid": "j1"}))["job"].clone();
+    assert_eq!(j["waited_ms"], 5000, "{j}");
+    assert_eq!(j["ran_ms"], 3000, "{j}");
+    assert_eq!(j["started_at_ms"], accepted_ms + 5000, "{j}");
 }

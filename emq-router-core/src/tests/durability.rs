@@ -191,6 +191,51 @@ fn accepted_and_completed_in_one_open_batch_cancel() {
     assert_eq!(names, ["+b", "-c", "+d", "+d", "-d"]);
 }
 
+/// Of the writes of one state row in an open batch only the last is
+/// written (the batch commits whole, so the row ends the same).
+#[test]
+fn only_the_last_write_of_a_state_row_in_a_batch_is_kept() {
+    use crate::journal::StateKind;
+    let mut d = crate::router::Durability::new(true);
+    let put = |id: &str, b: u8| Record::PutState {
+        kind: StateKind::Batch,
+        id: id.into(),
+        blob: vec![b],
+    };
+    d.record(put("x", 1), None);
+    d.record(put("y", 1), None);
+    d.record(put("x", 2), None);
+    d.record(
+        Record::PutState {
+            kind: StateKind::Workflow,
+            id: "x".into(),
+            blob: vec![9],
+        },
+        None,
+    );
+    d.record(put("y", 2), None);
+    d.record(
+        Record::DeleteState {
+            kind: StateKind::Batch,
+            id: "y".into(),
+        },
+        None,
+    );
+    let b = d
+        .take_batch(Duration::ZERO, false, crate::ids::JobId(1))
+        .unwrap();
+    let names: Vec<String> = b
+        .records
+        .iter()
+        .map(|r| match r {
+            Record::PutState { kind, id, blob } => format!("{}/{id}={}", kind.as_str(), blob[0]),
+            Record::DeleteState { kind, id } => format!("{}/{id} deleted", kind.as_str()),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(names, ["batch/x=2", "workflow/x=9", "batch/y deleted"]);
+}
+
 #[test]
 fn a_failed_batch_acknowledges_nothing_and_new_work_is_refused_until_a_write_succeeds() {
     let mut h = durable();

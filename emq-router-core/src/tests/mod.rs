@@ -30,6 +30,7 @@ pub(crate) fn us(n: u64) -> Duration {
 }
 
 mod adoption;
+mod batch;
 mod completion;
 mod control;
 mod dispatch;

@@ -74,6 +74,12 @@ fn metrics_count_per_queue_and_the_latency_histogram() {
     h.request("c", "j1", "default", "");
     h.now += us(3_000); // 3 ms
     h.reply("w1", "j1", "{}", Some(ResultStatus::Ok));
+    // Waiting 1 ms for the worker, then a 2 ms run.
+    h.request("c", "j0", "default", "");
+    h.now += us(1_000);
+    h.ready("w1");
+    h.now += us(2_000);
+    h.reply("w1", "j0", "{}", Some(ResultStatus::Ok));
     h.ready("w1");
     h.request("c", "j2", "mail", "retry-count:1");
     h.reply("w1", "j2", "{}", Some(ResultStatus::Failed));
@@ -82,7 +88,14 @@ fn metrics_count_per_queue_and_the_latency_histogram() {
     h.msg(Backend, "w1", "k", Command::Kbye);
     let text = crate::metrics::render(&h.r.snapshot(h.now));
     for line in [
-        r#"emq_jobs_processed_total{queue="default"} 1"#,
+        r#"emq_jobs_processed_total{queue="default"} 2"#,
+        r#"emq_jobs_started_total{queue="default"} 2"#,
+        r#"emq_jobs_started_total{queue="mail"} 2"#,
+        r#"emq_job_run_seconds_bucket{queue="default",le="0.001"} 0"#,
+        r#"emq_job_run_seconds_bucket{queue="default",le="0.0025"} 1"#,
+        r#"emq_job_run_seconds_bucket{queue="default",le="0.005"} 2"#,
+        r#"emq_job_run_seconds_count{queue="default"} 2"#,
+        "# TYPE emq_job_run_seconds histogram",
         r#"emq_jobs_processed_total{queue="mail"} 0"#,
         r#"emq_jobs_retried_total{queue="mail"} 1"#,
         r#"emq_jobs_redelivered_total{queue="mail"} 1"#,
@@ -90,9 +103,9 @@ fn metrics_count_per_queue_and_the_latency_histogram() {
         r#"emq_queue_depth{queue="default"} 0"#,
         r#"emq_queue_retry_waiting{queue="mail"} 1"#,
         r#"emq_job_latency_seconds_bucket{queue="default",le="0.0025"} 0"#,
-        r#"emq_job_latency_seconds_bucket{queue="default",le="0.005"} 1"#,
-        r#"emq_job_latency_seconds_bucket{queue="default",le="+Inf"} 1"#,
-        r#"emq_job_latency_seconds_count{queue="default"} 1"#,
+        r#"emq_job_latency_seconds_bucket{queue="default",le="0.005"} 2"#,
+        r#"emq_job_latency_seconds_bucket{queue="default",le="+Inf"} 2"#,
+        r#"emq_job_latency_seconds_count{queue="default"} 2"#,
         "emq_connected_workers 0",
         "# TYPE emq_job_latency_seconds histogram",
     ] {
@@ -100,7 +113,7 @@ fn metrics_count_per_queue_and_the_latency_histogram() {
     }
     // Admin's processed count keeps its meaning (finished jobs).
     let v = admin(&mut h, Command::Status);
-    assert_eq!(v["processed_messages_by_queue"]["default"], 1, "{v}");
+    assert_eq!(v["processed_messages_by_queue"]["default"], 2, "{v}");
 }
 
 #[test]

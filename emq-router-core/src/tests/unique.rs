@@ -304,6 +304,7 @@ fn keys_and_windows_come_back_at_restore() {
     let finished = crate::journal::FinishedRecord {
         job: job("done1", "unique-key:w1,unique-for:60"),
         outcome: "done".into(),
+        started_at_unix_ms: None,
         finished_at_unix_ms: now_ms - 500,
         result: Some(br#"{"value": 1}"#.to_vec()),
         result_truncated: false,

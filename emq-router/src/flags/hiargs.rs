@@ -291,6 +291,18 @@ fn core_config(
             Allowed,
             "--results-keep-for",
         )?,
+        workflows_keep: s.pick(
+            cli.workflows_keep,
+            "WORKFLOWS_KEEP",
+            emq_router_core::config::DEFAULT_WORKFLOWS_KEEP,
+        )?,
+        workflows_keep_for: s.duration(
+            cli.workflows_keep_for,
+            "WORKFLOWS_KEEP_FOR",
+            emq_router_core::config::DEFAULT_WORKFLOWS_KEEP_FOR,
+            Allowed,
+            "--workflows-keep-for",
+        )?,
         default_queues,
         unserved: s.pick(
             cli.unserved_queues,

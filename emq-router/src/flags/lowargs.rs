@@ -20,6 +20,7 @@ which wins over the file. Keys: FRONTEND_ADDR, BACKEND_ADDR,
 ADMINISTRATIVE_ADDR, HWM, MAX_UNIQUE_KEYS, HEARTBEAT_INTERVAL, HEARTBEAT_LIVENESS,
 MAX_ATTEMPTS, RETRY_BACKOFF, RETRY_BACKOFF_MAX, DRAIN_TIMEOUT, QUEUES,
 RETAIN_FINISHED, RETAIN_FOR, RETAIN_RESULT_BYTES, DEAD_LETTER_KEEP,
+WORKFLOWS_KEEP, WORKFLOWS_KEEP_FOR,
 RESULTS_KEEP, RESULTS_KEEP_BYTES, RESULTS_KEEP_FOR (default queues of a worker whose INFORM names none), UNSERVED_QUEUES, JOURNAL, OUTBOX, LEASE_TTL, LEASE_RENEW,
 METRICS_ADDR,
 HTTP_ADDR, HTTP_TOKEN_FILE, HTTP_READ_ONLY (true or false), MAX_MESSAGE_SIZE,
@@ -167,6 +168,17 @@ pub(crate) struct Cli {
     /// [env: EVENTMQ_RESULTS_KEEP_FOR] [default: 3600]
     #[arg(long, value_name = "SECS", value_parser = parse_duration)]
     pub(crate) results_keep_for: Option<Duration>,
+
+    /// Finished workflows kept for `emq-cli workflow` and the dashboard,
+    /// in memory and in the journal (the oldest go; 0: none)
+    /// [env: EVENTMQ_WORKFLOWS_KEEP] [default: 1000]
+    #[arg(long, value_name = "N")]
+    pub(crate) workflows_keep: Option<usize>,
+
+    /// The longest a finished workflow is kept
+    /// [env: EVENTMQ_WORKFLOWS_KEEP_FOR] [default: 86400]
+    #[arg(long, value_name = "SECS", value_parser = parse_duration)]
+    pub(crate) workflows_keep_for: Option<Duration>,
 
     /// Dead letters kept, in memory and in the journal (the oldest go)
     /// [env: EVENTMQ_DEAD_LETTER_KEEP] [default: 10000]

@@ -8,7 +8,8 @@
 and return handles (:class:`Job`, :class:`AsyncJob`) with ``result``,
 ``status`` and ``cancel``; ``submit`` also takes a workflow: ``chain``,
 ``group``, ``chord`` of ``task(...)`` jobs, with Celery's semantics, run by
-the router (:mod:`emq_client.canvas`). ``job``, ``schedule``,
+the router (:mod:`emq_client.canvas`); ``batch`` opens a Sidekiq-style batch
+with ``on_success`` / ``on_complete`` callbacks (:mod:`emq_client.batch`). ``job``, ``schedule``,
 ``unschedule`` and ``defer_job`` are EventMQ 0.3.13's (``from eventmq
 import job`` becomes ``from emq_client import job``); :mod:`emq_client.messages`,
 :mod:`emq_client.jobs` and :mod:`emq_client.sender` mirror
@@ -19,11 +20,13 @@ enforced; an AsyncClient by one event loop.
 """
 
 from .aio import AsyncClient, AsyncJob
+from .batch import AsyncBatch, Batch, BatchStatus
 from .canvas import chain, chord, group
 from .client import Client, Job, thread_client
 from ._core import JobProgress, JobStatus
 from .errors import (
     AdminError,
+    BatchClosed,
     BulkRejected,
     DeadLettered,
     DuplicateJob,
@@ -58,7 +61,7 @@ from .settings import SettingsError, UnknownSettingWarning
 __version__ = "0.1.0"
 
 __all__ = [
-    "AdminError", "AsyncClient", "chain", "chord", "group", "AsyncJob", "BulkRejected", "Client", "DeadLettered",
+    "AdminError", "AsyncBatch", "AsyncClient", "Batch", "BatchClosed", "BatchStatus", "chain", "chord", "group", "AsyncJob", "BulkRejected", "Client", "DeadLettered",
     "DuplicateJob", "DuplicateMsgid", "EmqConnectionError", "EmqError", "Job", "JobCancelled", "JobFailed",
     "JobNotFound", "JobProgress", "JobStatus", "JobTimedOut", "JournalUnavailable", "JournalUncertain", "Malformed",
     "MessageTooLarge", "NotSerializable", "OptionCollision", "SettingsError", "SubmitOptions",

@@ -59,7 +59,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, Generator, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-from . import _core, canvas, curve, errors, link, payload, settings, wire
+from . import _core, batch, canvas, curve, errors, link, payload, settings, wire
 from ._core import Pending
 from .payload import Task
 from .wire import Frames
@@ -398,24 +398,28 @@ class BaseClient:
         delay: Optional[float],
         headers: Optional[Sequence[str]],
         unique_key: Optional[str],
+        key: Optional[str] = None,
+        priority: Optional[int] = None,
     ) -> Optional[Plan]:
         """The plan of ``submit(chain(...))`` (a workflow), or None for a job.
-        ``retries``, ``timeout`` and ``headers`` apply to every node."""
+        ``queue``, ``retries``, ``timeout``, ``headers``, ``key`` and
+        ``priority`` are every node's, unless a node has its own
+        (``task(...).options(...)``)."""
         if not isinstance(func, canvas.Canvas):
             return None
         if args or kwargs:
             raise TypeError("a workflow takes no further arguments: give them to its tasks")
         if delay is not None or unique_key is not None:
             raise TypeError("delay and unique_key are job options, not workflow ones")
-        hdrs = wire.headers_frame(retries=retries or 0, timeout=timeout or 0, extra=headers or ())
-        return self._submit_workflow(func, queue, hdrs)
+        defaults = dict(retries=retries, timeout=timeout, headers=headers, key=key, priority=priority)
+        return self._submit_workflow(func, queue, defaults)
 
-    def _submit_workflow(self, flow: "canvas.Canvas", queue: Optional[str], node_headers: str) -> Plan:
+    def _submit_workflow(self, flow: "canvas.Canvas", queue: Optional[str], defaults: Dict[str, Any]) -> Plan:
         """``submit(chain(...))``: one ``WORKFLOW``, acknowledged whole; the
         handle's result is the workflow's."""
         if self.legacy:
             raise errors.Unsupported("workflows need an emq router (0.3.13 has no WORKFLOW)")
-        spec = json.dumps(flow.spec(queue or self.queue, node_headers)).encode("utf-8")
+        spec = json.dumps(flow.spec(queue or self.queue, **defaults)).encode("utf-8")
         msgid = wire.new_msgid()
         frames = wire.workflow(msgid, spec)
         self._check_size(msgid, "workflow", frames)
@@ -423,6 +427,52 @@ class BaseClient:
         yield frames
         yield from self._until_answered(p, frames, f"workflow {msgid}")
         return self._job_type(self, p.msgid, p)
+
+    def _batch_open(
+        self,
+        batch_id: Optional[str],
+        on_success: Optional[Task],
+        on_complete: Optional[Task],
+        description: str,
+        queue: Optional[str],
+    ) -> Tuple[str, Plan]:
+        """``client.batch(...)``: the batch id and the plan that opens it
+        (one ``BATCH open``, acknowledged once journaled)."""
+        if self.legacy:
+            raise errors.Unsupported("batches need an emq router (0.3.13 has no BATCH)")
+        bid = batch.check_id(batch_id) if batch_id is not None else wire.new_msgid()
+        spec = batch.open_spec(on_success, on_complete, description, queue or self.queue)
+        return bid, self._batch_send(bid, spec, "open")
+
+    def _batch_send(self, batch_id: str, spec: bytes, what: str) -> Plan:
+        """One ``BATCH`` (open or close) until acknowledged; refusals raise."""
+        if self.legacy:
+            raise errors.Unsupported("batches need an emq router (0.3.13 has no BATCH)")
+        frames = wire.batch(batch_id, spec)
+        self._check_size(batch_id, "batch", frames)
+        p = self._tracker.add(batch_id, reply=False, frames=frames)
+        yield frames
+        yield from self._until_answered(p, frames, f"batch {batch_id} {what}")
+        return None
+
+    def _batch_status(self, batch_id: str) -> Plan:
+        answer = yield own_admin("batch", id=batch_id)
+        return batch.BatchStatus(answer.get("batch") or {})
+
+    def _batch_wait(self, batch_id: str, timeout: Optional[float]) -> Plan:
+        """``b.wait()``: poll the batch's view until it is finished (its
+        callbacks submitted); its last status."""
+        deadline = None if timeout is None else self._clock() + timeout
+        pause = 0.02
+        while True:
+            st = yield from self._batch_status(batch_id)
+            if st.finished:
+                return st
+            now = self._clock()
+            if deadline is not None and now >= deadline:
+                raise errors.ResultTimeout(batch_id, timeout)
+            yield Sleep(pause if deadline is None else min(pause, deadline - now))
+            pause = min(pause * 2, 1.0)
 
     def _submit_many(
         self,

@@ -297,6 +297,7 @@ ADMIN_OPS: Dict[str, Tuple[str, ...]] = {
     "limits-set": ("queue", "concurrency", "concurrency_per_key", "rate", "rate_per_key", "fair"),
     "limits-show": ("queue",),
     "limits-clear": ("queue",),
+    "batch": ("id",),
 }
 
 
@@ -315,7 +316,9 @@ def admin_answer(op: str, payload: bytes) -> Dict[str, Any]:
 
 
 #: Job states after which nothing changes (docs/PROTOCOL.md, "Jobs").
-FINAL_STATES = frozenset({"done", "failed", "cancelled", "dead-lettered"})
+#: A job's final states, and a workflow's (``succeeded``: the router's
+#: ``WorkflowState``, docs/PROTOCOL.md "Workflows").
+FINAL_STATES = frozenset({"done", "succeeded", "failed", "cancelled", "dead-lettered"})
 
 
 def finished_view_outcome(msgid: str, view: Mapping[str, Any]) -> Tuple[bool, Any]:
@@ -327,7 +330,7 @@ def finished_view_outcome(msgid: str, view: Mapping[str, Any]) -> Tuple[bool, An
     if view.get("result_truncated"):
         raise errors.EmqError(f"job {msgid} finished ({state}) but its result was too large for the router to keep")
     result = view.get("result")
-    if state == "done":
+    if state in ("done", "succeeded"):
         return True, decode_body(msgid, "ok", result)
     if isinstance(result, dict) and isinstance(result.get("error"), dict):
         raise errors.job_failed(msgid, result["error"])
@@ -386,8 +389,11 @@ def progress_of(view: Mapping[str, Any]) -> Optional[JobProgress]:
 class JobStatus:
     """A job's state as the router reports it: ``state`` is one of
     ``delayed``, ``queued``, ``in-flight``, ``cancelling``, ``retrying``,
-    ``done``, ``failed``, ``cancelled``, ``dead-lettered``; ``view`` is the
-    router's whole job view (times, worker, last error, result...)."""
+    ``done``, ``failed``, ``cancelled``, ``dead-lettered``; for a workflow
+    (the handle of ``submit(chain(...))``, ``view["kind"] == "workflow"``)
+    one of ``pending``, ``running``, ``cancelling``, ``succeeded``,
+    ``failed``, ``cancelled``. ``view`` is the router's whole view (times,
+    worker, last error, result; a workflow's ``node_states`` counts)."""
 
     __slots__ = ("msgid", "state", "queue", "attempts", "view")
 

@@ -29,8 +29,9 @@ from . import _base, _core, errors, link, options, payload, wire
 from ._base import Admin, Await, BulkItem, Plan, Sleep
 from ._core import JobProgress, JobStatus, Pending
 from .client import readable, recv_ready
+from .batch import AsyncBatch
 from .canvas import Canvas
-from .payload import JobSpec
+from .payload import JobSpec, Task
 
 _FIRST = int(zmq.SNDMORE) | int(zmq.NOBLOCK)
 _MORE = int(zmq.SNDMORE)
@@ -253,7 +254,7 @@ class AsyncClient(_base.BaseClient):
         **kwargs: Any,
     ) -> "AsyncJob":
         """As :meth:`Client.submit`."""
-        plan = self._maybe_workflow(func, args, kwargs, queue, retries, timeout, delay, headers, unique_key)
+        plan = self._maybe_workflow(func, args, kwargs, queue, retries, timeout, delay, headers, unique_key, key, priority)
         if plan is not None:
             return await self._run(plan)  # type: ignore[no-any-return]
         assert not isinstance(func, Canvas)
@@ -329,6 +330,24 @@ class AsyncClient(_base.BaseClient):
     async def clear_limits(self, queue: str) -> None:
         """As :meth:`Client.clear_limits`."""
         await self._run(self._clear_limits(queue))
+
+    def batch(
+        self,
+        on_success: Optional[Task] = None,
+        on_complete: Optional[Task] = None,
+        *,
+        description: str = "",
+        queue: Optional[str] = None,
+        id: Optional[str] = None,
+    ) -> AsyncBatch:
+        """As :meth:`Client.batch`: ``b = await c.batch(...)`` or ``async
+        with c.batch(...) as b:`` (opened on entry, closed at its end)."""
+        bid, plan = self._batch_open(id, on_success, on_complete, description, queue)
+        return AsyncBatch(self, bid, plan)
+
+    def batch_of(self, batch_id: str) -> AsyncBatch:
+        """As :meth:`Client.batch_of`."""
+        return AsyncBatch(self, batch_id)
 
     def job(self, msgid: str) -> "AsyncJob":
         """As :meth:`Client.job`."""

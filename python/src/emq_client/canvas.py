@@ -14,9 +14,17 @@ docs/PROTOCOL.md "Workflows").
   results, in order.
 - ``chord(group([...]), callback)``: the callback runs once, with the
   group's list of results as its first argument.
-- Nesting: a chain inside a group or chord, a group inside a chain (what
-  follows it gets the list). A group whose member is itself a group (or a
-  chain ending in one) is refused: the router passes flat lists.
+- Nesting, as Celery: a chain inside a group or chord, a group inside a
+  chain (what follows it gets the list), a group inside a chain inside a
+  group (``group([chain(a, group([b, c])), d])`` gives ``[[b, c], d]``: a
+  nested list). A group *directly* inside a group is unrolled into it, as
+  Celery's ``group`` does (``group([group([a, b]), c])`` gives
+  ``[a, b, c]``).
+- Per-node options: ``task(f, ...).options(queue=, retries=, timeout=,
+  headers=, key=, priority=)`` (the names of ``submit``'s options,
+  :class:`~emq_client.options.NodeOptions`); each one given replaces, for
+  that node, the workflow's own (``submit(flow, queue=..., retries=...)``,
+  the defaults of every node).
 
 The router accepts the whole workflow or nothing, runs each node as an
 ordinary job once its parents are done, and keeps the results itself. A
@@ -28,12 +36,17 @@ error names the node. At most 1,000 nodes per workflow.
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Iterable, List, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, Sequence, Tuple, Union
 
+from . import wire
 from .payload import Task
 
 #: What a canvas is made of.
 Signature = Union[Task, "chain", "group", "chord"]
+
+#: What a part of a canvas gives: one node's id (its value), or a list,
+#: possibly nested, of them.
+Shape = Union[str, List[Any]]
 
 #: Nodes per workflow, at most (the router's limit).
 MAX_NODES = 1000
@@ -42,14 +55,22 @@ MAX_NODES = 1000
 class Canvas:
     """A workflow description (``chain``, ``group`` or ``chord``)."""
 
-    def spec(self, queue: str, headers: str) -> Dict[str, Any]:
-        """The ``WORKFLOW`` SPEC: every node as a job for ``queue`` with
-        ``headers``."""
-        b = _Builder(queue, headers)
-        outputs, output_pass = b.build(self, [], "none")
+    def spec(self, queue: str, **defaults: Any) -> Dict[str, Any]:
+        """The ``WORKFLOW`` SPEC: every node as a job for ``queue`` with the
+        node options ``defaults`` (``retries``, ``timeout``, ``headers``,
+        ``key``, ``priority``), each replaced by a node's own."""
+        b = _Builder(dict(defaults, queue=queue))
+        out = b.build(self, None)
         if len(b.nodes) > MAX_NODES:
             raise ValueError(f"a workflow has at most {MAX_NODES} nodes (this one {len(b.nodes)})")
-        return {"nodes": b.nodes, "output": outputs, "output_pass": output_pass}
+        spec: Dict[str, Any] = {"nodes": b.nodes}
+        if isinstance(out, str):
+            spec.update(output=[out], output_pass="one")
+        elif all(isinstance(o, str) for o in out):
+            spec.update(output=list(out), output_pass="list")
+        else:
+            spec["output_shape"] = out
+        return spec
 
 
 class chain(Canvas):
@@ -98,47 +119,69 @@ class chord(Canvas):
         return f"chord({self.header!r}, {self.body!r})"
 
 
-class _Builder:
-    """Flattens a canvas into the router's nodes (``after`` and ``pass``)."""
+def _leaves(shape: Shape) -> List[str]:
+    """The node ids of ``shape``, in order."""
+    if isinstance(shape, str):
+        return [shape]
+    return [leaf for s in shape for leaf in _leaves(s)]
 
-    def __init__(self, queue: str, headers: str) -> None:
-        self.queue = queue
-        self.headers = headers
+
+class _Builder:
+    """Flattens a canvas into the router's nodes (``after``, ``pass`` and,
+    for nested lists, ``shape``)."""
+
+    def __init__(self, defaults: Mapping[str, Any]) -> None:
+        self.defaults = dict(defaults)
         self.nodes: List[Dict[str, Any]] = []
 
-    def add(self, t: Task, after: List[str], how: str) -> str:
+    def add(self, t: Task, given: Union[Shape, None]) -> str:
+        """Node ``t`` taking ``given`` (None: nothing) as its first
+        argument."""
         try:
             msg = json.loads(t.message)
         except ValueError:
             raise TypeError(f"{t!r} is not a JSON job: a workflow node must be task(), call() or shell()") from None
-        node_id = f"n{len(self.nodes)}"
-        self.nodes.append(
-            {"id": node_id, "queue": self.queue, "headers": self.headers, "msg": msg, "after": list(after), "pass": how}
+        opts = dict(self.defaults)
+        opts.update(t.node_options)
+        headers = wire.headers_frame(
+            retries=opts.get("retries") or 0,
+            timeout=opts.get("timeout") or 0,
+            key=opts.get("key"),
+            priority=opts.get("priority"),
+            extra=opts.get("headers") or (),
         )
-        return node_id
+        node: Dict[str, Any] = {"id": f"n{len(self.nodes)}", "queue": opts["queue"], "headers": headers, "msg": msg}
+        if given is None:
+            node.update(after=[], **{"pass": "none"})
+        elif isinstance(given, str):
+            node.update(after=[given], **{"pass": "one"})
+        else:
+            node.update(after=_leaves(given), **{"pass": "list"})
+            if not all(isinstance(g, str) for g in given):
+                node["shape"] = given
+        self.nodes.append(node)
+        return str(node["id"])
 
-    def build(self, sig: Any, after: List[str], how: str) -> Tuple[List[str], str]:
-        """Add ``sig`` waiting for ``after`` (taking their results as
-        ``how`` says); its output nodes and how they make its result
-        (``one``: the one node's value, ``list``: their values)."""
+    def build(self, sig: Any, given: Union[Shape, None]) -> Shape:
+        """Add ``sig`` taking ``given`` (what precedes it gives; None:
+        nothing); what it gives."""
         if isinstance(sig, Task):
-            return [self.add(sig, after, how)], "one"
+            return self.add(sig, given)
         if isinstance(sig, chain):
+            out: Union[Shape, None] = given
             for s in sig.tasks:
-                after, how = self.build(s, after, how)
-            return after, how
+                out = self.build(s, out)
+            assert out is not None
+            return out
         if isinstance(sig, group):
-            outs: List[str] = []
+            outs: List[Any] = []
             for s in sig.tasks:
-                o, h = self.build(s, after, how)
-                if h != "one":
-                    raise TypeError(
-                        f"{s!r} in a group gives a list: a group inside a group is not supported "
-                        "(the router passes flat lists)"
-                    )
-                outs.extend(o)
-            return outs, "list"
+                o = self.build(s, given)
+                if isinstance(s, group):
+                    outs.extend(o)  # Celery unrolls a group directly in a group
+                else:
+                    outs.append(o)
+            return outs
         if isinstance(sig, chord):
-            outs, h = self.build(sig.header, after, how)
-            return self.build(sig.body, outs, h)
+            return self.build(sig.body, self.build(sig.header, given))
         raise TypeError(f"not a workflow part: {sig!r} (use task(), call(), chain, group, chord)")

@@ -41,8 +41,9 @@ import zmq
 from . import _base, _core, errors, link, options, payload, wire
 from ._base import Admin, Await, BulkItem, Plan, Sleep
 from ._core import JobProgress, JobStatus
+from .batch import Batch
 from .canvas import Canvas
-from .payload import JobSpec
+from .payload import JobSpec, Task
 
 # Flags as plain ints: pyzmq's enum arithmetic costs more than the send.
 _SNDMORE = int(zmq.SNDMORE)
@@ -323,7 +324,7 @@ class Client(_base.BaseClient):
         Raises :class:`Rejected` (e.g. :class:`QueueFull`) when refused and
         :class:`EmqConnectionError` when no router answers in time."""
         self._check()
-        plan = self._maybe_workflow(func, args, kwargs, queue, retries, timeout, delay, headers, unique_key)
+        plan = self._maybe_workflow(func, args, kwargs, queue, retries, timeout, delay, headers, unique_key, key, priority)
         if plan is not None:
             return self._run(plan)  # type: ignore[no-any-return]
         assert not isinstance(func, Canvas)
@@ -431,6 +432,30 @@ class Client(_base.BaseClient):
         """Remove ``queue``'s flow-control policy."""
         self._run(self._clear_limits(queue))
 
+    def batch(
+        self,
+        on_success: Optional[Task] = None,
+        on_complete: Optional[Task] = None,
+        *,
+        description: str = "",
+        queue: Optional[str] = None,
+        id: Optional[str] = None,
+    ) -> Batch:
+        """Open a batch (Sidekiq Pro's batches, :mod:`emq_client.batch`):
+        jobs join it with ``b.add(...)`` until ``b.close()`` (or the end of
+        a ``with`` block); then the router runs ``on_success`` (no job
+        failed) and ``on_complete`` (always) once, each given the batch's
+        status first. ``queue``: the callbacks' queue; ``id``: the batch's
+        id (default: a new one)."""
+        self._check()
+        bid, plan = self._batch_open(id, on_success, on_complete, description, queue)
+        self._run(plan)
+        return Batch(self, bid)
+
+    def batch_of(self, batch_id: str) -> Batch:
+        """The handle of a batch opened elsewhere (to add, close or read it)."""
+        return Batch(self, batch_id)
+
     def job(self, msgid: str) -> "Job[Any]":
         """A handle for a job submitted elsewhere (another client, another
         process, EventMQ 0.3.13's ``defer_job``): ``status`` and ``cancel``
@@ -514,7 +539,10 @@ class Job(_base.BaseJob, Generic[T]):
 
     def status(self) -> JobStatus:
         """The job's state on the router (admin op ``job``); raises
-        :class:`JobNotFound` for a job the router neither holds nor keeps."""
+        :class:`JobNotFound` for a job the router neither holds nor keeps.
+        The handle of ``submit(chain(...))`` gives the workflow's state
+        (``pending``, ``running``, ``cancelling``, ``succeeded``,
+        ``failed``, ``cancelled``; :class:`JobStatus`)."""
         self.client._check()
         return self.client._run(self.client._status(self.msgid))  # type: ignore[no-any-return]
 
@@ -531,7 +559,9 @@ class Job(_base.BaseJob, Generic[T]):
         once (returns ``cancelled``), a running one is stopped by its job
         manager (returns ``cancelling``). Its ``result()`` then raises
         :class:`JobCancelled`. :class:`AdminError` kind ``conflict`` when it
-        had already finished."""
+        had already finished. A workflow's handle cancels the workflow: its
+        waiting nodes, and its running ones as a job's (``cancelling``
+        until they stopped)."""
         self.client._check()
         return self.client._run(self.client._cancel(self.msgid))  # type: ignore[no-any-return]
 

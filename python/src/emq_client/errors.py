@@ -130,6 +130,12 @@ class NotAJob(Rejected):
     an array ``[KIND, PARAMS]``); nothing was stored."""
 
 
+class BatchClosed(Rejected):
+    """REJECT batch-closed: the job's ``batch:ID`` names a batch that is
+    closed or finished, or one the router does not hold; nothing was
+    stored."""
+
+
 class RejectedDeadLettered(Rejected):
     """REJECT dead-lettered: the router gave up on the job (its retries or
     deliveries were spent) and told its submitter with a REJECT."""
@@ -150,6 +156,7 @@ REJECT_REASONS: Dict[str, Union[Type[Rejected], Type[JournalUncertain]]] = {
     "duplicate": DuplicateJob,
     "not-a-job": NotAJob,
     "dead-lettered": RejectedDeadLettered,
+    "batch-closed": BatchClosed,
 }
 
 

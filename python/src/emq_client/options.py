@@ -69,6 +69,37 @@ class SubmitOptions(TypedDict, total=False):
 SUBMIT_OPTIONS: Tuple[str, ...] = tuple(SubmitOptions.__annotations__)
 
 
+class NodeOptions(TypedDict, total=False):
+    """The options a workflow node may have of its own
+    (``task(f, ...).options(...)``, :mod:`emq_client.canvas`): those of
+    :class:`SubmitOptions` that a node's job takes. ``delay`` and the
+    unique-job options are not node options (a node starts when its
+    parents are done, and runs once per workflow)."""
+
+    queue: Optional[str]
+    retries: Optional[int]
+    timeout: Optional[float]
+    headers: Optional[Sequence[str]]
+    key: Optional[str]
+    priority: Optional[int]
+
+
+#: The node option names, in order (from :class:`NodeOptions`).
+NODE_OPTIONS: Tuple[str, ...] = tuple(NodeOptions.__annotations__)
+assert set(NODE_OPTIONS) <= set(SUBMIT_OPTIONS)
+
+
+def node_options(options: Mapping[str, Any]) -> Tuple[Tuple[str, Any], ...]:
+    """``options`` checked as a node's (``TypeError`` naming the ones a
+    node cannot have), as a hashable tuple; None values dropped."""
+    bad = [k for k in options if k not in NODE_OPTIONS]
+    if bad:
+        raise TypeError(
+            f"{', '.join(bad)}: not a workflow node option; a node takes {', '.join(NODE_OPTIONS)}"
+        )
+    return tuple((k, tuple(v) if k == "headers" else v) for k, v in options.items() if v is not None)
+
+
 class OptionCollision(TypeError):
     """``submit`` was given an option whose name is also a parameter of the
     job's function: which one was meant cannot be told."""

@@ -15,6 +15,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
 
+from .options import node_options
+
 #: What ``submit`` accepts as the job: a callable, a dotted path string
 #: (``pkg.mod.func`` or ``pkg.mod:Class.method``), or a built :class:`Task`.
 JobSpec = Union["Task", str, Callable[..., Any]]
@@ -22,14 +24,29 @@ JobSpec = Union["Task", str, Callable[..., Any]]
 
 @dataclass(frozen=True)
 class Task:
-    """A job payload ready to send: ``message`` is the MSG frame."""
+    """A job payload ready to send: ``message`` is the MSG frame;
+    ``node_options``: the options it has as a workflow node
+    (:meth:`options`)."""
 
     kind: str
     message: bytes
+    node_options: Tuple[Tuple[str, Any], ...] = ()
 
     def __repr__(self) -> str:
         text = self.message[:80].decode("utf-8", "replace")
-        return f"Task({self.kind}, {text})"
+        extra = "".join(f", {k}={v!r}" for k, v in self.node_options)
+        return f"Task({self.kind}, {text}{extra})"
+
+    def options(self, **opts: Any) -> "Task":
+        """This task as a workflow node with options of its own
+        (``queue``, ``retries``, ``timeout``, ``headers``, ``key``,
+        ``priority``: :class:`emq_client.options.NodeOptions`), the same
+        names as ``submit``'s and ``f.options(...)``'s; each one given
+        replaces the workflow's (``submit(chain(...), queue=...)``) for
+        this node. ``task(f, 1).options(queue="gpu", retries=3)``."""
+        merged = dict(self.node_options)
+        merged.update(node_options(opts))
+        return Task(self.kind, self.message, tuple(merged.items()))
 
 
 def name_from_callable(func: Callable[..., Any]) -> str:
@@ -209,5 +226,10 @@ def build(spec: JobSpec, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Task
     if isinstance(spec, Task):
         if args or kwargs:
             raise TypeError("a Task takes no further arguments: build it with them")
+        if spec.node_options:
+            raise TypeError(
+                "task(...).options(...) are a workflow node's options: give a job's options to submit "
+                f"({', '.join(k + '=' for k, _ in spec.node_options)})"
+            )
         return spec
     return python(spec, args, kwargs)

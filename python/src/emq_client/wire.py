@@ -169,6 +169,15 @@ def request(msgid: str, queue: str, headers: str, message: bytes) -> Frames:
     return [b"", PROTOCOL, b"REQUEST", msgid.encode(), queue.encode(), headers.encode(), message]
 
 
+#: emq: the header a REQUEST joins a batch with (``batch:ID``).
+BATCH_HEADER = "batch"
+
+
+def batch(msgid: str, spec: bytes) -> Frames:
+    """``BATCH [spec]`` (emq): open or close a batch, the msgid its id."""
+    return [b"", PROTOCOL, b"BATCH", msgid.encode(), spec]
+
+
 def workflow(msgid: str, spec: bytes) -> Frames:
     """``WORKFLOW [spec]`` (emq): a whole workflow, the msgid its id."""
     return [b"", PROTOCOL, b"WORKFLOW", msgid.encode(), spec]

@@ -1,0 +1,296 @@
+//! Batches with real processes (issue 30, Sidekiq Pro's model): a batch
+//! opened with `on_success` and `on_complete` Python callbacks, 40 shell
+//! jobs added with `batch:ID`, closed, on a router with a SQLite journal
+//! that is killed (-9) while the jobs run. The restarted router counts
+//! the restored jobs again and finishes the batch: every job ran (once,
+//! or twice when its REPLY was lost with the router), each callback ran
+//! exactly once with the batch's final counts, a job added after close is
+//! refused `batch-closed`, and `emq-cli batch ID` shows the bar. And the
+//! dashboard (headless Chromium) shows a batch's bar with its counts, and
+//! a job's page links to its batch.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use emq_transport::admin::AdminClient;
+use emqp_proto::{AdminOp, Command, Message, RejectReason};
+use integration_tests::bins::target_dir;
+use integration_tests::browser::{find_chromium, Browser};
+use integration_tests::client::Client;
+use integration_tests::cluster::{start_jobmanager, start_router_on};
+use integration_tests::ports::free_port;
+use integration_tests::process::{run, scratch_dir};
+use integration_tests::{bins, in_ci, jobs, poll_until, Addrs, Spawn};
+use serde_json::{json, Value};
+
+const JOBS: usize = 40;
+const SLOTS: usize = 4;
+
+fn batch_view(addrs: &Addrs, id: &str) -> Option<Value> {
+    let client = AdminClient::connect(
+        integration_tests::zmq_ctx(),
+        &addrs.admin,
+        "it-admin",
+        Duration::from_secs(5),
+        None,
+    )
+    .ok()?;
+    let op = AdminOp::Batch { id: id.to_string() };
+    client.call(&op).ok()?.get("batch").cloned()
+}
+
+fn job_state(addrs: &Addrs, msgid: &str) -> Option<String> {
+    let client = AdminClient::connect(
+        integration_tests::zmq_ctx(),
+        &addrs.admin,
+        "it-admin",
+        Duration::from_secs(5),
+        None,
+    )
+    .ok()?;
+    let op = AdminOp::Job {
+        msgid: msgid.to_string(),
+    };
+    let v = client.call(&op).ok()?;
+    v["job"]["state"].as_str().map(String::from)
+}
+
+/// Send `BATCH [spec]` under `id` and wait for its acknowledgement.
+fn batch_cmd(client: &mut Client, id: &str, spec: Value) {
+    let spec = serde_json::to_vec(&spec).unwrap();
+    let msg = Message::with_msgid(id.to_string(), Command::Batch { spec });
+    client.acks.remove(id);
+    client.send_frames(msg.encode());
+    assert!(
+        client.wait_for(Duration::from_secs(20), |c| c.acks.contains_key(id)),
+        "BATCH {id} acknowledged: {:?}",
+        client.rejects
+    );
+}
+
+fn callback(path: &std::path::Path) -> Value {
+    json!({ "msg": ["run", {
+        "path": "emq_test_jobs", "callable": "batch_done",
+        "args": [path.display().to_string()], "kwargs": {},
+    }]})
+}
+
+fn lines(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
+#[test]
+fn a_batch_of_40_survives_a_router_kill9_each_callback_once() {
+    let dir = scratch_dir("batches");
+    let journal = dir.join("router.journal").display().to_string();
+    let runs = dir.join("runs.log");
+    let succ = dir.join("on-success.jsonl");
+    let comp = dir.join("on-complete.jsonl");
+    let addrs = Addrs::fresh();
+    let mut router = start_router_on(&addrs, &["--journal", &journal]).expect("router starts");
+    let mut client = Client::connect(&addrs.frontend);
+    let id = "it-batch-1";
+    batch_cmd(
+        &mut client,
+        id,
+        json!({ "op": "open", "on_success": callback(&succ), "on_complete": callback(&comp) }),
+    );
+    let runs_s = runs.display().to_string();
+    let mut ids = Vec::new();
+    for i in 0..JOBS {
+        let job = jobs::shell(&[
+            "sh",
+            "-c",
+            "echo $0 >> \"$1\"; sleep 0.3",
+            &i.to_string(),
+            &runs_s,
+        ]);
+        ids.push(client.submit("default", &format!("batch:{id}"), job));
+    }
+    assert!(
+        client.wait_for(Duration::from_secs(30), |c| ids
+            .iter()
+            .all(|m| c.acks.contains_key(m))),
+        "every job acknowledged: {:?}",
+        client.rejects
+    );
+    batch_cmd(&mut client, id, json!({ "op": "close" }));
+    // Closed: a job naming the batch is refused.
+    let late = client.submit("default", &format!("batch:{id}"), jobs::shell(&["true"]));
+    assert!(client.wait_for(Duration::from_secs(20), |c| c.rejects.contains_key(&late)));
+    assert_eq!(client.rejects[&late][0].reason, RejectReason::BatchClosed);
+    let v = batch_view(&addrs, id).expect("the batch's view");
+    assert_eq!(
+        (v["state"].clone(), v["total"].clone()),
+        (json!("closed"), json!(JOBS))
+    );
+
+    let slots = SLOTS.to_string();
+    let mut jm = start_jobmanager("emq-jobmanager", &addrs.backend, &["-J", &slots]);
+    let done_before = poll_until(Duration::from_secs(60), Duration::from_millis(20), || {
+        let n = batch_view(&addrs, id)?["succeeded"].as_u64()?;
+        (n as usize >= JOBS / 4).then_some(n)
+    })
+    .expect("a quarter of the batch done");
+    router.kill9();
+    drop(router);
+    let _router = start_router_on(&addrs, &["--journal", &journal]).expect("router restarts");
+    let v = batch_view(&addrs, id).expect("the restarted router holds the batch");
+    let restored_done = v["succeeded"].as_u64().unwrap_or(0);
+    assert!(restored_done >= done_before, "{v}");
+    assert_eq!(
+        v["total"],
+        json!(JOBS),
+        "the restored jobs counted again: {v}"
+    );
+    assert_eq!(v["state"], "closed", "{v}");
+
+    let v = poll_until(Duration::from_secs(90), Duration::from_millis(50), || {
+        let v = batch_view(&addrs, id)?;
+        (v["state"] == "finished").then_some(v)
+    })
+    .expect("the batch finished");
+    assert_eq!(
+        (
+            v["succeeded"].clone(),
+            v["failed"].clone(),
+            v["pending"].clone()
+        ),
+        (json!(JOBS), json!(0), json!(0)),
+        "{v}"
+    );
+    // Both callbacks finished: their files hold what ran.
+    for cb in ["on-success", "on-complete"] {
+        let m = format!("{id}/{cb}");
+        poll_until(Duration::from_secs(60), Duration::from_millis(50), || {
+            (job_state(&addrs, &m)? == "done").then_some(())
+        })
+        .unwrap_or_else(|| panic!("{m} done"));
+    }
+    for (path, event) in [(&succ, "success"), (&comp, "complete")] {
+        let got = lines(path);
+        assert_eq!(got.len(), 1, "{event} ran once: {got:?}");
+        assert_eq!(
+            got[0],
+            json!({"batch": id, "event": event, "total": JOBS, "succeeded": JOBS,
+                   "failed": 0, "failed_ids": []})
+        );
+    }
+
+    // Each job ran at least once; twice only when in flight at the kill.
+    let text = std::fs::read_to_string(&runs).expect("runs log");
+    let mut counts: BTreeMap<usize, usize> = BTreeMap::new();
+    for l in text.lines() {
+        *counts
+            .entry(l.trim().parse().expect("a job number"))
+            .or_default() += 1;
+    }
+    assert_eq!(counts.len(), JOBS, "every job ran: {counts:?}");
+    let twice = counts.values().filter(|n| **n > 1).count();
+    assert!(
+        twice <= SLOTS && counts.values().all(|n| *n <= 2),
+        "only jobs in flight at the kill run again: {counts:?}"
+    );
+    let out = run(
+        Spawn::new("emq-cli", bins::bin("emq-cli")).args(["--admin", &addrs.admin, "batch", id]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code(), Some(0), "{}", out.describe());
+    assert!(
+        out.stdout.starts_with(&format!("batch {id}: finished")),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains(&format!("{JOBS} of {JOBS} ended: {JOBS} succeeded")),
+        "{}",
+        out.stdout
+    );
+    println!(
+        "batch of {JOBS} across a router kill -9 (SQLite journal): {done_before} succeeded \
+         before the kill, {restored_done} after restore, {twice} run twice (in flight at the \
+         kill), on_success and on_complete once each"
+    );
+    jm.stop();
+}
+
+#[test]
+fn the_dashboard_shows_a_batch_bar_and_a_job_links_to_its_batch() {
+    let chromium = match find_chromium() {
+        Some(p) => p,
+        None if in_ci() => panic!("chromium is not installed and CI=true"),
+        None => {
+            eprintln!("SKIPPED: no chromium on PATH (apt-get install chromium)");
+            return;
+        }
+    };
+    let addrs = Addrs::fresh();
+    let http = format!("127.0.0.1:{}", free_port());
+    let _router = start_router_on(&addrs, &["--http", &http, "--unserved-queues", "hold"])
+        .expect("router starts");
+    let mut jm = start_jobmanager("emq-jobmanager", &addrs.backend, &["-J", "2"]);
+    let mut client = Client::connect(&addrs.frontend);
+    let id = "dash-batch";
+    batch_cmd(
+        &mut client,
+        id,
+        json!({ "op": "open", "description": "nightly import" }),
+    );
+    let header = format!("batch:{id}");
+    let ok1 = client.submit("default", &header, jobs::shell(&["true"]));
+    client.submit("default", &header, jobs::shell(&["true"]));
+    client.submit("default", &header, jobs::shell(&["false"]));
+    // Nobody serves this queue: it stays pending.
+    client.submit("nobody", &header, jobs::shell(&["true"]));
+    let v = poll_until(Duration::from_secs(60), Duration::from_millis(50), || {
+        let v = batch_view(&addrs, id)?;
+        (v["succeeded"] == 2 && v["failed"] == 1).then_some(v)
+    })
+    .expect("three of the four jobs ended");
+    assert_eq!(
+        (v["pending"].clone(), v["total"].clone()),
+        (json!(1), json!(4))
+    );
+
+    let mut b = Browser::launch(&chromium).expect("chromium starts");
+    b.goto(&format!("http://{http}/#/job/{ok1}")).unwrap();
+    b.wait_for(
+        "the job's batch link",
+        "document.querySelector('#job-batch')",
+        Duration::from_secs(30),
+    )
+    .unwrap();
+    b.click("#job-batch").unwrap();
+    let counts = b
+        .wait_for(
+            "the batch's counts",
+            "(document.querySelector('#batch-counts') || {}).textContent",
+            Duration::from_secs(30),
+        )
+        .unwrap();
+    assert_eq!(
+        counts, "3 of 4 ended · 2 succeeded · 1 failed · 1 pending",
+        "{counts}"
+    );
+    let widths = b
+        .eval(
+            "[...document.querySelectorAll('#batch-bar span')].map(s => s.className + ' ' + \
+             Math.round(100 * s.getBoundingClientRect().width / \
+             document.querySelector('#batch-bar').getBoundingClientRect().width)).join(', ')",
+        )
+        .unwrap();
+    assert_eq!(widths, "ok 50, failed 25", "the bar: {widths}");
+    let text = b.eval("document.body.innerText").unwrap();
+    assert!(
+        text.as_str().unwrap_or("").contains("nightly import"),
+        "{text}"
+    );
+    b.screenshot(&target_dir().join("screenshots").join("batch-1400.png"))
+        .unwrap();
+    jm.stop();
+}
