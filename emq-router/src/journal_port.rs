@@ -7,9 +7,10 @@
 //!
 //! - [`NoJournal`] (`--journal none`): every batch "commits" at once (the
 //!   core emits none without a journal);
-//! - [`Sqlite`]: one SQLite transaction per batch on a thread of its own
-//!   (under load the commits took half of the loop's time), the outcome
-//!   waking the loop through [`JournalPort::poll_item`];
+//! - [`Sqlite`]: one SQLite transaction per batch, under load on a thread
+//!   of its own (the commits took half of the loop's time), the outcome
+//!   waking the loop through [`JournalPort::poll_item`]; a small batch
+//!   (light load) on the loop's thread, the outcome ready at once;
 //! - the PostgreSQL journal with its leader lease (`ha.rs`): the batch
 //!   goes to a thread of its own, the outcome wakes the loop through
 //!   [`JournalPort::poll_item`], and the lease's timers join the loop's
@@ -133,8 +134,19 @@ impl JournalPort for NoJournal {
 /// until its outcome comes back (`router/durability.rs` in the core).
 /// Outcomes come back in batch order and wake the loop through
 /// [`JournalPort::poll_item`], as the PostgreSQL port's do.
+///
+/// A small batch (fewer than [`INLINE_RECORDS`] records: light load, a
+/// lone job) commits on the loop's thread when the journal thread has
+/// nothing in hand: a hand-off costs a wake-up of another thread, which on
+/// a busy machine is more than the commit itself, and there is nothing to
+/// overlap it with.
 pub(crate) struct Sqlite {
     describe: String,
+    /// The journal, shared with its thread (one batch at a time either
+    /// way: never waited for).
+    journal: std::sync::Arc<std::sync::Mutex<SqliteJournal>>,
+    /// Requests handed to the thread whose reply is not taken yet.
+    in_thread: usize,
     requests: Option<crossbeam_channel::Sender<SqliteRequest>>,
     replies: crossbeam_channel::Receiver<SqliteReply>,
     wake: std::os::unix::net::UnixStream,
@@ -144,6 +156,10 @@ pub(crate) struct Sqlite {
     batches: u64,
     records: u64,
 }
+
+/// Batches smaller than this commit on the loop's thread when the journal
+/// thread is idle (see [`Sqlite`]).
+const INLINE_RECORDS: usize = 16;
 
 enum SqliteRequest {
     Append(Batch),
@@ -162,9 +178,11 @@ enum SqliteReply {
 impl Sqlite {
     /// Start the journal thread with `journal`. Fails only when no thread
     /// or socket pair can be made.
-    pub(crate) fn new(mut journal: SqliteJournal) -> std::io::Result<Sqlite> {
+    pub(crate) fn new(journal: SqliteJournal) -> std::io::Result<Sqlite> {
         use std::io::Write;
         let describe = JournalStore::describe(&journal);
+        let shared = std::sync::Arc::new(std::sync::Mutex::new(journal));
+        let journal = std::sync::Arc::clone(&shared);
         let (wake, mut wake_tx) = std::os::unix::net::UnixStream::pair()?;
         wake.set_nonblocking(true)?;
         let (req_tx, req_rx) = crossbeam_channel::unbounded::<SqliteRequest>();
@@ -173,19 +191,22 @@ impl Sqlite {
             .name("journal".into())
             .spawn(move || {
                 for req in req_rx {
+                    // A panic on the other side poisons nothing we read.
+                    let mut journal = journal.lock().unwrap_or_else(|p| p.into_inner());
                     let reply = match req {
                         SqliteRequest::Append(batch) => SqliteReply::Appended {
                             batch: batch.id,
                             records: batch.records.len(),
-                            result: match JournalStore::append(&mut journal, &batch) {
+                            result: match JournalStore::append(&mut *journal, &batch) {
                                 Ok(()) => BatchResult::Committed,
                                 Err(e) => BatchResult::Failed(e.to_string()),
                             },
                         },
                         SqliteRequest::Load => SqliteReply::Loaded(
-                            JournalStore::load(&mut journal).map_err(|e| e.to_string()),
+                            JournalStore::load(&mut *journal).map_err(|e| e.to_string()),
                         ),
                     };
+                    drop(journal);
                     if rep_tx.send(reply).is_err() {
                         break;
                     }
@@ -195,6 +216,8 @@ impl Sqlite {
             })?;
         Ok(Sqlite {
             describe,
+            journal: shared,
+            in_thread: 0,
             requests: Some(req_tx),
             replies: rep_rx,
             wake,
@@ -205,31 +228,39 @@ impl Sqlite {
         })
     }
 
-    fn request(&self, req: SqliteRequest) {
+    fn request(&mut self, req: SqliteRequest) {
         if let Some(tx) = &self.requests {
             // The thread ends only when `requests` is dropped.
-            let _ = tx.send(req);
+            if tx.send(req).is_ok() {
+                self.in_thread += 1;
+            }
         }
     }
 
-    /// An outcome of the thread into `ready` (counted); a load's result
-    /// is given back.
+    /// A reply of the thread: an outcome into `ready`, or a load's result
+    /// given back.
     fn take(&mut self, reply: SqliteReply) -> Option<Result<Restored, String>> {
+        self.in_thread = self.in_thread.saturating_sub(1);
         match reply {
             SqliteReply::Appended {
                 batch,
                 records,
                 result,
             } => {
-                if matches!(result, BatchResult::Committed) {
-                    self.batches += 1;
-                    self.records += records as u64;
-                }
-                self.ready.0.push_back((batch, result));
+                self.done(batch, records, result);
                 None
             }
             SqliteReply::Loaded(r) => Some(r),
         }
+    }
+
+    /// A batch's outcome, counted, for the loop.
+    fn done(&mut self, batch: BatchId, records: usize, result: BatchResult) {
+        if matches!(result, BatchResult::Committed) {
+            self.batches += 1;
+            self.records += records as u64;
+        }
+        self.ready.0.push_back((batch, result));
     }
 }
 
@@ -250,6 +281,18 @@ impl JournalPort for Sqlite {
     }
 
     fn append(&mut self, batch: Batch) {
+        if batch.records.len() < INLINE_RECORDS && self.in_thread == 0 {
+            let result = {
+                let mut journal = self.journal.lock().unwrap_or_else(|p| p.into_inner());
+                match JournalStore::append(&mut *journal, &batch) {
+                    Ok(()) => BatchResult::Committed,
+                    Err(e) => BatchResult::Failed(e.to_string()),
+                }
+            };
+            // In order: nothing is in the thread's hands.
+            self.done(batch.id, batch.records.len(), result);
+            return;
+        }
         self.request(SqliteRequest::Append(batch));
     }
 
@@ -299,6 +342,46 @@ mod tests {
             id: BatchId(id),
             records: vec![Record::Probe],
         }
+    }
+
+    #[test]
+    fn sqlite_commits_a_small_batch_at_once_and_a_large_one_on_its_thread() {
+        let mut port = Sqlite::new(SqliteJournal::open_in_memory().unwrap()).unwrap();
+        // One record (a lone job): committed on the caller's thread, the
+        // outcome ready at once.
+        port.append(batch(1));
+        assert_eq!(port.in_thread, 0);
+        assert!(matches!(
+            port.next_event(),
+            Some(Event::Done {
+                batch: BatchId(1),
+                result: BatchResult::Committed
+            })
+        ));
+        // A batch of a loaded router goes to the thread; a small one after
+        // it too (order), until the thread has answered.
+        port.append(Batch {
+            id: BatchId(2),
+            records: vec![Record::Probe; INLINE_RECORDS],
+        });
+        port.append(batch(3));
+        assert_eq!(port.in_thread, 2);
+        let mut items = [port.poll_item().unwrap()];
+        let mut got = Vec::new();
+        for _ in 0..100 {
+            if got.len() == 2 {
+                break;
+            }
+            zmq::poll(&mut items, 100).unwrap();
+            got.extend(std::iter::from_fn(|| port.next_event()).map(|e| match e {
+                Event::Done { batch, .. } => batch,
+                other => panic!("{other:?}"),
+            }));
+        }
+        assert_eq!(got, vec![BatchId(2), BatchId(3)]);
+        assert_eq!(port.in_thread, 0);
+        assert_eq!(port.counts(), Some((3, 2 + INLINE_RECORDS as u64)));
+        port.stop();
     }
 
     #[test]
