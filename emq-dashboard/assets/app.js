@@ -459,7 +459,7 @@ views.overview = {
     this.queues.replaceChildren(table(
       ['Queue', ['Depth', 'num'], ['In flight', 'num'], ['Oldest', 'num'], ''],
       topQ.map(q => h('tr', {},
-        h('td', {}, q.name), h('td', { class: 'num' }, num(q.depth)), h('td', { class: 'num' }, num(q.inflight)),
+        h('td', {}, h('a', { href: '#/queue/' + encodeURIComponent(q.name) }, q.name)), h('td', { class: 'num' }, num(q.depth)), h('td', { class: 'num' }, num(q.inflight)),
         h('td', { class: 'num' }, q.oldest_age_ms ? dur(q.oldest_age_ms) : '–'),
         h('td', { class: 'actions' }, q.paused ? badge('paused') : ''))),
       'No queues yet'));
@@ -484,7 +484,9 @@ views.queues = {
     this.sparks = h('div', { class: 'spark-grid', id: 'queue-sparks' });
     this.body = h('div');
     root.append(h('h1', {}, 'Queues'),
-      card(this.sparkTitle = h('h2', {}, 'Last minutes'), h('span', { class: 'sub' }, 'jobs per second · waiting and running · run time p95'), this.sparks),
+      // The lines' colours: the top chart is jobs per second, the bottom one
+      // waiting and running.
+      card(this.sparkTitle = h('h2', {}, 'Last minutes'), seriesLegend(QUEUE_RATES.concat(QUEUE_DEPTH)), this.sparks),
       card('Every queue', '', this.body));
   },
   async load() {

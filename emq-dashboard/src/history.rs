@@ -114,7 +114,7 @@ impl History {
     /// Record one `queues` answer taken at `unix_ms`.
     pub fn record_queues(&self, unix_ms: u64, answer: &Value) {
         if let Ok(mut g) = self.0.lock() {
-            g.queues.record(unix_ms, answer);
+            g.queues.record(unix_ms, answer, KEEP);
         }
     }
 

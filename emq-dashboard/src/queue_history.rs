@@ -1,8 +1,8 @@
 //! Each queue's numbers over the last minutes, for the queues page's
 //! small charts and a queue's own page (as Sidekiq Web and Flower show
-//! them): the sampler of [`crate::history`] asks the router for `queues`
-//! with every STATUS, and this keeps, per queue, the last
-//! [`crate::history::KEEP`] samples of
+//! them): the sampler of `history.rs` asks the router for `queues` with
+//! every STATUS, and this keeps, per queue, the last `keep` samples (the
+//! sampler's ten minutes) of
 //!
 //! - its counters since the router started — accepted (submitted),
 //!   started (deliveries to a worker), done, failed, dead-lettered — from
@@ -19,14 +19,12 @@
 //! counters and a histogram per queue (one definition with `/metrics`);
 //! differences of them are exact rates, and the router core keeps no
 //! time series. Bounded memory: at most [`MAX_QUEUES`] queues (the first
-//! by name; a queue missing from an answer is forgotten) × `KEEP` samples
+//! by name; a queue missing from an answer is forgotten) × `keep` samples
 //! × one [`Row`] (≈ 90 bytes): about 1.7 MB at worst.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use serde_json::{json, Value};
-
-use crate::history::KEEP;
 
 /// Queues whose history is kept, at most.
 pub const MAX_QUEUES: usize = 64;
@@ -92,8 +90,9 @@ pub(crate) fn quantile(q: f64, bounds: &[f64], counts: &[u64], total: u64) -> Op
 }
 
 impl QueueHistory {
-    /// Record one `queues` answer taken at `unix_ms`.
-    pub(crate) fn record(&mut self, unix_ms: u64, answer: &Value) {
+    /// Record one `queues` answer taken at `unix_ms`, keeping the last
+    /// `keep` samples of each queue.
+    pub(crate) fn record(&mut self, unix_ms: u64, answer: &Value, keep: usize) {
         let Some(list) = answer["queues"].as_array() else {
             return;
         };
@@ -147,7 +146,7 @@ impl QueueHistory {
                 p50_us: quantile(0.5, &bounds, &delta, delta_total),
                 p95_us: quantile(0.95, &bounds, &delta, delta_total),
             };
-            if series.rows.len() >= KEEP {
+            if series.rows.len() >= keep {
                 series.rows.pop_front();
             }
             series.rows.push_back(row);
@@ -191,6 +190,8 @@ impl QueueHistory {
 mod tests {
     use super::*;
 
+    const KEEP: usize = 300;
+
     fn answer(accepted: u64, done: u64, depth: u64, hist: [u64; 3], count: u64) -> Value {
         json!({"queues": [{
             "name": "mail", "accepted": accepted, "started": done, "processed": done,
@@ -217,9 +218,9 @@ mod tests {
     #[test]
     fn samples_keep_counts_depth_and_the_run_times_of_each_period() {
         let mut h = QueueHistory::default();
-        h.record(1_000, &answer(5, 3, 4, [0, 3, 0], 3));
-        h.record(3_000, &answer(9, 6, 2, [0, 3, 3], 6));
-        h.record(5_000, &answer(9, 6, 2, [0, 3, 3], 6));
+        h.record(1_000, &answer(5, 3, 4, [0, 3, 0], 3), KEEP);
+        h.record(3_000, &answer(9, 6, 2, [0, 3, 3], 6), KEEP);
+        h.record(5_000, &answer(9, 6, 2, [0, 3, 3], 6), KEEP);
         let v = h.to_json(None, None);
         let rows = v["queues"]["mail"].as_array().unwrap();
         assert_eq!(v["fields"][0], "accepted");
@@ -235,10 +236,10 @@ mod tests {
         );
         assert_eq!(h.to_json(Some("other"), None)["queues"], json!({}));
         // A router restart: counters from zero, the runs since count.
-        h.record(7_000, &answer(1, 1, 0, [1, 0, 0], 1));
+        h.record(7_000, &answer(1, 1, 0, [1, 0, 0], 1), KEEP);
         assert_eq!(h.to_json(None, Some(1))["queues"]["mail"][0][8], 50.0);
         // A queue gone from the answer is forgotten.
-        h.record(9_000, &json!({"queues": []}));
+        h.record(9_000, &json!({"queues": []}), KEEP);
         assert_eq!(h.to_json(None, None)["queues"], json!({}));
     }
 
@@ -249,7 +250,7 @@ mod tests {
             .map(|i| json!({"name": format!("q{i:03}")}))
             .collect();
         for t in 0..(KEEP as u64 + 5) {
-            h.record(t, &json!({ "queues": many }));
+            h.record(t, &json!({ "queues": many }), KEEP);
         }
         let v = h.to_json(None, None);
         let q = v["queues"].as_object().unwrap();

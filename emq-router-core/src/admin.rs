@@ -161,6 +161,11 @@ pub fn status_json(snap: &Snapshot) -> String {
             "succeeded": snap.workflows.succeeded,
             "failed": snap.workflows.failed,
         },
+        "batches": {
+            "held": snap.batches.held,
+            "opened": snap.batches.opened,
+            "finished": snap.batches.finished,
+        },
         "dead_letter": {
             "count": s.dead_lettered + snap.dead_letters_restored,
             "from_journal": snap.dead_letters_restored,

@@ -86,9 +86,20 @@ pub struct Snapshot {
     /// Workflows (`WORKFLOW`): held unfinished, and this run's accepted,
     /// succeeded and failed (or cancelled) ones.
     pub workflows: WorkflowCounts,
+    /// Batches (`BATCH`): held unfinished, and this run's opened and
+    /// finished (callbacks submitted) ones.
+    pub batches: BatchCounts,
     pub results_bytes: u64,
     pub results_unreachable_clients: u64,
     pub draining: bool,
+}
+
+/// Batch figures of the admin STATUS (`batches`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BatchCounts {
+    pub held: u64,
+    pub opened: u64,
+    pub finished: u64,
 }
 
 /// Workflow figures of the admin STATUS (`workflows`).

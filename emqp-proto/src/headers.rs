@@ -97,10 +97,18 @@ pub fn frame_attempt(frame: &[u8]) -> u32 {
 /// job joins. Workers see an unknown header.
 pub const BATCH: &str = "batch";
 
-/// The batch id of the raw HEADERS frame's `batch:ID` item (trimmed; `None`
-/// when absent, empty or not UTF-8).
+/// The batch id of the raw HEADERS frame's `batch:ID` item (trimmed; the
+/// last if given twice, as [`Headers::batch`]; `None` when absent, empty
+/// or not UTF-8).
 pub fn frame_batch(frame: &[u8]) -> Option<&str> {
-    frame_item(frame, BATCH)
+    frame
+        .split(|b| *b == b',')
+        .filter_map(|item| {
+            item.trim_ascii()
+                .strip_prefix(BATCH.as_bytes())
+                .and_then(|rest| rest.strip_prefix(b":"))
+        })
+        .next_back()
         .and_then(|v| std::str::from_utf8(v).ok())
         .map(str::trim)
         .filter(|v| !v.is_empty())
@@ -534,6 +542,21 @@ pub fn frame_flow(frame: &[u8]) -> Result<FlowFields<'_>, FlowHeaderError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_batch_item_is_read_the_same_from_the_frame_and_the_parsed_headers() {
+        for (frame, want) in [
+            (&b"retry-count:2, batch: b1 "[..], Some("b1")),
+            (b"batch:a,batch:b", Some("b")),
+            (b"batch:,reply-requested", None),
+            (b"batches:x", None),
+            (b"", None),
+        ] {
+            assert_eq!(frame_batch(frame), want, "{frame:?}");
+            let parsed = Headers::parse(frame).unwrap();
+            assert_eq!(parsed.batch(), want, "{frame:?}");
+        }
+    }
+
     #[test]
     fn an_item_is_replaced_or_appended_and_the_others_kept_byte_for_byte() {
         assert_eq!(frame_with_item(b"", "attempt", "2"), b"attempt:2");

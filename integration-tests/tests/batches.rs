@@ -5,7 +5,8 @@
 //! the restored jobs again and finishes the batch: every job ran (once,
 //! or twice when its REPLY was lost with the router), each callback ran
 //! exactly once with the batch's final counts, a job added after close is
-//! refused `batch-closed`, and `emq-cli batch ID` shows the bar. And the
+//! refused `batch-closed`, the finished batch is still shown after one
+//! more kill -9, and `emq-cli batch ID` shows the bar. And the
 //! dashboard (headless Chromium) shows a batch's bar with its counts, and
 //! a job's page links to its batch.
 
@@ -138,7 +139,7 @@ fn a_batch_of_40_survives_a_router_kill9_each_callback_once() {
     .expect("a quarter of the batch done");
     router.kill9();
     drop(router);
-    let _router = start_router_on(&addrs, &["--journal", &journal]).expect("router restarts");
+    let mut router = start_router_on(&addrs, &["--journal", &journal]).expect("router restarts");
     let v = batch_view(&addrs, id).expect("the restarted router holds the batch");
     let restored_done = v["succeeded"].as_u64().unwrap_or(0);
     assert!(restored_done >= done_before, "{v}");
@@ -195,6 +196,25 @@ fn a_batch_of_40_survives_a_router_kill9_each_callback_once() {
         twice <= SLOTS && counts.values().all(|n| *n <= 2),
         "only jobs in flight at the kill run again: {counts:?}"
     );
+    // Killed once more: the finished batch is still shown, callbacks not
+    // run again.
+    router.kill9();
+    drop(router);
+    let _router = start_router_on(&addrs, &["--journal", &journal]).expect("router restarts");
+    let v = batch_view(&addrs, id).expect("the finished batch survives a restart");
+    assert_eq!(
+        (v["state"].clone(), v["succeeded"].clone()),
+        (json!("finished"), json!(JOBS)),
+        "{v}"
+    );
+    // A job run after the restart: the job manager is back, and the
+    // callbacks did not come again meanwhile.
+    let mut probe = Client::connect(&addrs.frontend);
+    let p = probe.submit("default", "reply-requested", jobs::shell(&["true"]));
+    assert!(probe.wait_for(Duration::from_secs(60), |c| c.finished(&p)));
+    for path in [&succ, &comp] {
+        assert_eq!(lines(path).len(), 1, "{path:?}");
+    }
     let out = run(
         Spawn::new("emq-cli", bins::bin("emq-cli")).args(["--admin", &addrs.admin, "batch", id]),
         Duration::from_secs(30),

@@ -15,7 +15,7 @@ import pytest
 
 import emq_pyclient_jobs
 import emq_test_jobs
-from emq_client import AsyncClient, BatchClosed, Client, task
+from emq_client import AsyncClient, BatchClosed, Client, JobNotFound, Rejected, task
 
 from conftest import Router, wait_until
 
@@ -79,6 +79,13 @@ def test_a_failed_job_runs_on_complete_not_on_success(client: Client, tmp_path: 
     assert view["callbacks"]["on_success"]["state"] == "skipped"
     with pytest.raises(BatchClosed):
         client.submit(emq_test_jobs.add, 1, 1, headers=[f"batch:{b.id}"])
+    b.close()  # closing again is fine
+    unknown = client.batch_of("no-such-batch")
+    with pytest.raises(Rejected) as e:
+        unknown.close()
+    assert e.value.reason == "not-found"
+    with pytest.raises(JobNotFound):
+        unknown.status()
 
 
 def test_async_batch_with_async_with(cluster: Router, tmp_path: Path) -> None:

@@ -59,8 +59,16 @@ def test_a_per_key_concurrency_limit_holds_with_a_real_job_manager(tmp_path: Pat
                 c.submit("emq_pyclient_jobs.flow_probe", str(probe), f"bolt-{i}", 0.3, queue="flowq", key="bolt")
                 for i in range(2)
             ]
-            waiting = [c.admin("job", msgid=j.msgid)["job"].get("waiting", "") for j in jobs[2:]]
-            assert any(w == "limited: key acme at 2/2 running" for w in waiting), waiting
+            # Until the job manager has started acme's first two, every job
+            # is "waiting its turn" (seen under load once the client
+            # submitted faster): wait for the limit to be what holds them.
+            waiting: List[str] = []
+
+            def acme_held_at_its_limit() -> bool:
+                waiting[:] = [c.admin("job", msgid=j.msgid)["job"].get("waiting", "") for j in jobs[2:]]
+                return any(w == "limited: key acme at 2/2 running" for w in waiting)
+
+            wait_until("acme's jobs held at its limit", acme_held_at_its_limit, 10)
             shown = json.loads(cli(router, "--json", "limits", "show", "flowq"))
             keys = {k["key"]: k for k in shown["limits"][0]["keys"]}
             assert keys["acme"]["running"] <= 2

@@ -9,8 +9,8 @@ from typing import Any, List
 
 import pytest
 
-from emq_client import _base, _core, errors, wire
-from emq_client._base import READ, Await, Send, Sleep
+from emq_client import _base, _core, errors, payload, wire
+from emq_client._base import Await, Send, SendMany, Sleep
 from emq_client.wire import Incoming
 
 A, B = "tcp://127.0.0.1:1", "tcp://127.0.0.1:2"
@@ -94,12 +94,42 @@ def test_backoff_doubles_to_a_second_until_the_time_is_spent() -> None:
     assert b.pause(p, 0.0) is None
 
 
-def test_window_waits_when_full_and_probe_halves_and_doubles() -> None:
-    w = _base.Window(limit=2, max_unfinished=3)
+def test_window_room_and_waits() -> None:
+    """Room is the window less the jobs from the first unanswered one on;
+    a full window waits until an eighth of it (refill) is free; with
+    max_unfinished the unfinished jobs count too, the same way."""
+    w = _base.Window(limit=16, max_unfinished=None)
+    assert w.refill == 2 and w.room() == 16 and w.waits() == []
+    ps = [_core.Pending(f"m{i}", True) for i in range(16)]
+    for p in ps[:15]:
+        w.sent(p)
+    assert w.room() == 1 and w.waits() == []
+    w.sent(ps[15])
+    assert w.room() == 0 and w.waits() == [(w.unanswered, 14, False)]
+    ps[1].accepted = True  # behind an unanswered job: still in the window
+    assert w.room() == 0
+    ps[0].reject = errors.rejected("m0", "malformed", "")  # answered too
+    assert w.room() == 2 and len(w.unanswered) == 14 and w.waits() == []
+    u = _base.Window(limit=100, max_unfinished=3)
+    qs = [_core.Pending(f"q{i}", True) for i in range(3)]
+    for p in qs:
+        u.sent(p)
+        p.accepted = True
+    assert u.room() == 0 and u.waits() == [(u.unfinished, 2, True)]  # answered is not finished
+    qs[1].status = "ok"
+    assert u.room() == 0  # behind an unfinished job
+    qs[0].status = "ok"
+    assert u.room() == 2 and u.waits() == []
+    assert _base.Window(limit=3, max_unfinished=None).refill == 1
+    big = _base.Window(limit=1000, max_unfinished=80)
+    assert big.refill_unfinished == 10
+    for i in range(80):
+        big.sent(_core.Pending(f"b{i}", True))
+    assert big.waits() == [(big.unfinished, 70, True)]
+
+
+def test_probe_halves_and_doubles() -> None:
     ps = [_core.Pending(f"m{i}", True) for i in range(3)]
-    assert w.sent(ps[0]) == []
-    assert w.sent(ps[1]) == [(w.unanswered, 1, False)]
-    assert w.sent(ps[2]) == [(w.unanswered, 1, False), (w.unfinished, 2, True)]
     full = [(p, [b""]) for p in ps]
     for p in ps:
         p.reject = errors.rejected(p.msgid, "queue-full", "")
@@ -166,13 +196,160 @@ def test_the_submit_plan_resends_queue_full_with_backoff_under_the_same_msgid() 
         plan.send(False)
 
 
-def test_the_bulk_plan_reads_every_32_sends() -> None:
-    c = FakeClient("tcp://127.0.0.1:1", legacy=False)
-    steps = []
-    plan = c._submit_many([_base.bulk_task("pkg.f")] * 40, None, "", None, None, True)
+def ack(c: FakeClient, batch: Any, reject: Any = ()) -> None:
+    """The router's answers to the REQUESTs of ``batch``: REPLY, or REJECT
+    with the reason ``reject`` gives a msgid."""
+    for frames in batch.messages:
+        msgid = frames[3].decode()
+        reason = reject(msgid) if reject else None
+        c._tracker.handle(Incoming("REJECT", msgid, reason=reason) if reason else Incoming("REPLY", msgid))
+
+
+def test_the_bulk_plan_sends_what_the_window_has_room_for_in_batches() -> None:
+    """40 jobs, window 16: a batch of 16, then a wait until 2 are answered
+    (the refill), a batch of as many as are free, and so on; then a wait
+    for every answer. Jobs go in order, each once."""
+    c = FakeClient("tcp://127.0.0.1:1", window=16)
+    plan = c._submit_many([_base.bulk_task(("pkg.f", (i,))) for i in range(40)], None, "", None, None, True)
     step: Any = next(plan)
-    while isinstance(step, (Send, type(READ))):
-        steps.append(step)
+    sizes, sent, waits, msgids = [], [], [], []
+    while True:
+        if isinstance(step, SendMany):
+            sizes.append(len(step.messages))
+            sent += [json.loads(f[6])[1]["args"][0] for f in step.messages]
+            msgids += [f[3].decode() for f in step.messages]
+            batch = step
+            step = plan.send(None)
+            continue
+        assert isinstance(step, Await)
+        waits.append(step.timeout)
+        ack(c, batch)  # the router answers the last batch
+        try:
+            step = plan.send(True)
+        except StopIteration as done:
+            handles = done.value
+            break
+    assert sent == list(range(40))
+    assert sizes[0] == 16 and all(2 <= n <= 16 for n in sizes) and sum(sizes) == 40
+    assert waits and all(t == c.ack_timeout for t in waits)
+    assert [h[0] for h in handles] == msgids and len(set(msgids)) == 40
+    assert all(h[1].accepted for h in handles)
+
+
+def test_a_bulk_window_with_refusals_answers_every_job() -> None:
+    """A router that refuses every third job for good ("malformed") and
+    answers queue-full to every fifth once: every job is answered, the
+    refused ones raise their Rejected, the queue-full ones went again
+    (same frames) and were accepted, and no more than the window was
+    ever unanswered."""
+    c = FakeClient("tcp://127.0.0.1:1", window=8, queue_full_timeout=5.0)
+    items = [_base.bulk_task(("pkg.f", (i,))) for i in range(50)]
+    plan = c._submit_many(items, None, "", None, None, False)
+    index: dict = {}
+    full_once: set = set()
+
+    def reason(msgid: str) -> Any:
+        i = index[msgid]
+        if i % 3 == 0:
+            return "malformed"
+        if i % 5 == 0 and msgid not in full_once:
+            full_once.add(msgid)
+            return "queue-full"
+        return None
+
+    outstanding: List[List[bytes]] = []
+    sends: List[List[bytes]] = []
+    step: Any = next(plan)
+    while True:
+        if isinstance(step, (SendMany, Send)):
+            msgs = step.messages if isinstance(step, SendMany) else [step]
+            for frames in msgs:
+                index.setdefault(frames[3].decode(), len(index))
+            sends += msgs
+            outstanding += msgs
+            assert len(outstanding) <= 8
+            step = plan.send(None)
+        elif isinstance(step, Sleep):
+            c.now += step.seconds
+            step = plan.send(None)
+        else:
+            assert isinstance(step, Await)
+            ack(c, SendMany(outstanding), reason)
+            outstanding = []
+            try:
+                step = plan.send(True)
+            except StopIteration as done:
+                handles = done.value
+                break
+    assert len(handles) == 50
+    for i, (msgid, p) in enumerate(handles):
+        assert index[msgid] == i
+        if i % 3 == 0:
+            assert isinstance(p.reject, errors.Rejected) and p.reject.reason == "malformed" and not p.accepted
+        else:
+            assert p.accepted and p.reject is None
+    again = sends[50:]
+    assert sorted(index[f[3].decode()] for f in again) == [i for i in range(50) if i % 5 == 0 and i % 3]
+    first = {f[3]: f for f in sends[:50]}
+    assert all(f == first[f[3]] for f in again)  # the same frames, same msgid
+
+
+def test_a_job_that_cannot_be_built_raises_after_the_ones_before_it_went() -> None:
+    c = FakeClient("tcp://127.0.0.1:1")
+    items: List[Any] = [("pkg.f", (1,)), ("pkg.f", (2,)), ("pkg.f", (object(),)), ("pkg.f", (4,))]
+    plan = c._submit_many(items, None, "", None, None, True)
+    step: Any = next(plan)
+    assert isinstance(step, SendMany) and len(step.messages) == 2
+    with pytest.raises(payload.NotSerializable, match="argument 1 of pkg.f"):
+        plan.send(None)
+
+
+def test_answers_read_from_frames_do_what_parsed_answers_do() -> None:
+    """Tracker.handle_frames (REPLY and RESULT without the parse) leaves
+    every record and the receipts as wire.parse + Tracker.handle do, for
+    the usual answers and odd ones."""
+    P = wire.PROTOCOL
+    answers = [
+        [b"", P, b"REPLY", b"r", b"m0"],
+        [b"", P, b"RESULT", b"r", b"m1", b"ok", b'{"value": 1}'],
+        [b"", P, b"result", b"r", b"m2", b"failed", b"{}"],  # lower case: parsed
+        [b"", P, b"RESULT", b"r", b"m3", b"ok"],  # too short: ignored
+        [b"", P, b"REPLY", b"r", b"\xff"],  # not UTF-8: ignored
+        [b"", P, b"REJECT", b"r", b"m4", b"malformed", b"no"],
+        [b"", P, b"REPLY", b"r", b"m5", b"extra"],  # admin shape: m5 is not the msgid
+        [b"x", P, b"REPLY", b"r", b"m6"],  # no envelope: ignored
+        [b"", P, b"RESULT", b"r", b"m7", b"ok", b"1", b"more"],
+    ]
+    fast, slow = _core.Tracker(), _core.Tracker()
+    keep = [t.add(f"m{i}", True, [b""]) for t in (fast, slow) for i in range(8)]
+    for frames in answers:
+        fast.handle_frames(frames)
+        msg = wire.parse(frames)
+        if msg is not None:
+            slow.handle(msg)
+
+    def state(t: _core.Tracker) -> Any:
+        recs = [t._jobs.get(f"m{i}") for i in range(8)]
+        return [(p.accepted, p.status, p.payload, type(p.reject)) for p in recs if p], t._receipts, t.unanswered
+
+    assert state(fast) == state(slow)
+    assert state(fast)[0][1] == (True, "ok", b'{"value": 1}', type(None)) and len(keep) == 16
+
+
+def test_the_jobs_of_a_slow_iterable_go_as_they_come() -> None:
+    """An iterable that takes a second per item: each job is sent as soon
+    as it is built (a SendMany of one), not held back for a full batch."""
+    c = FakeClient("tcp://127.0.0.1:1", window=16)
+
+    def slow() -> Any:
+        for i in range(3):
+            c.now += 1.0
+            yield ("pkg.f", (i,))
+
+    plan = c._submit_many(slow(), None, "", None, None, True)
+    step: Any = next(plan)
+    sizes = []
+    while isinstance(step, SendMany):
+        sizes.append(len(step.messages))
         step = plan.send(None)
-    assert [i for i, s in enumerate(steps) if s is READ] == [32]
-    assert isinstance(step, Await)  # then waits for every acknowledgement
+    assert sizes == [1, 1, 1] and isinstance(step, Await)

@@ -29,7 +29,9 @@ submit time and its completion time. Systems alternate within each round
 (emq-memory, eventmq, bullmq, dramatiq, celery, rq, emq-journal, then the
 next round), so load
 from other work on the machine falls on all of them. Prints the medians over
-the rounds, the load average, and emq-memory's jobs/s over each peer's.
+the rounds, the load average, and emq-memory's jobs/s over each peer's; for
+emq each round also gives CPU µs per job of the router, the job manager with
+its Python workers, and the client (this process) over the timed phase.
 Every process started is stopped at the end (its process group), Ctrl-C
 included; every wait is bounded.
 """
@@ -135,6 +137,31 @@ def wait_lines(path, n, procs, timeout, what):
         time.sleep(0.02)
 
 
+TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def proc_cpu(pid, children=False):
+    """CPU seconds of process `pid` from /proc (user + system; with
+    `children`, also its reaped children and its live ones): 0 when gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    ticks = int(fields[11]) + int(fields[12])
+    if children:
+        ticks += int(fields[13]) + int(fields[14])
+    total = ticks / TICKS
+    if children:
+        for task in os.listdir("/proc/%d/task" % pid) if os.path.isdir("/proc/%d/task" % pid) else []:
+            try:
+                with open("/proc/%d/task/%s/children" % (pid, task)) as f:
+                    total += sum(proc_cpu(int(c), True) for c in f.read().split())
+            except OSError:
+                pass
+    return total
+
+
 def read_done(path):
     done = {}
     with open(path) as f:
@@ -190,11 +217,11 @@ class Emq(System):
         fe, be, ad = ("tcp://127.0.0.1:%d" % free_port() for _ in range(3))
         journal = (os.path.join(self.workdir, "journal-%d.sqlite" % time.time_ns())
                    if self.journal else "none")
-        self.procs.start(self.name + "-router", [
+        self.router = self.procs.start(self.name + "-router", [
             os.path.join(self.opts.bin_dir, "emq-router"), "--frontend", fe, "--backend", be,
             "--admin", ad, "--journal", journal])
         extra = ["--prefetch", self.opts.prefetch] if self.opts.prefetch else []
-        self.procs.start(self.name + "-jobmanager", [
+        self.jobmanager = self.procs.start(self.name + "-jobmanager", [
             os.path.join(self.opts.bin_dir, "emq-jobmanager"), "--broker", be,
             "--concurrency", str(self.opts.concurrency), "--python", sys.executable] + extra,
             env={"PYTHONPATH": HERE})
@@ -224,6 +251,12 @@ class Emq(System):
 
         self.client.submit_many(items())
         return times
+
+    def cpu(self):
+        """CPU seconds so far: router, job manager with its Python workers,
+        and this process (the client)."""
+        return {"router": proc_cpu(self.router.pid), "jobmanager+workers": proc_cpu(self.jobmanager.pid, True),
+                "client": time.process_time()}
 
     def stop(self):
         self.client.close()
@@ -429,13 +462,19 @@ def one_round(system, n):
         wait_lines(warm, WARMUP, procs, 180, system.name + " warm-up")
         path = os.path.join(workdir, "done.txt")
         load = loadavg()
+        cpu0 = system.cpu() if hasattr(system, "cpu") else None
         submitted = system.submit(path, 0, n)
         wait_lines(path, n, procs, 900, system.name)
+        fig = {}
+        if cpu0 is not None:
+            cpu1 = system.cpu()
+            fig["cpu_us_per_job"] = {k: (cpu1[k] - cpu0[k]) / n * 1e6 for k in cpu0}
         done = read_done(path)
         lat = [done[i] - submitted[i] for i in range(n)]
         elapsed = max(done.values()) - min(submitted)
-        return {"jobs": n, "per_s": n / elapsed, "p50_ms": pct(lat, 50) * 1000,
-                "p99_ms": pct(lat, 99) * 1000, "load": load}
+        fig.update({"jobs": n, "per_s": n / elapsed, "p50_ms": pct(lat, 50) * 1000,
+                    "p99_ms": pct(lat, 99) * 1000, "load": load})
+        return fig
     finally:
         if hasattr(system, "stop"):
             try:
@@ -487,8 +526,9 @@ def main():
                 print("peers: round %d %s failed: %s" % (r, s.name, e), file=sys.stderr)
                 continue
             results[s.name].append(fig)
-            print("peers: round %d %-14s %6d jobs %8.0f jobs/s  p50 %8.1f ms  p99 %8.1f ms  load %s" % (
-                r, s.name, n, fig["per_s"], fig["p50_ms"], fig["p99_ms"], fig["load"]), file=sys.stderr)
+            print("peers: round %d %-14s %6d jobs %8.0f jobs/s  p50 %8.1f ms  p99 %8.1f ms  load %s%s" % (
+                r, s.name, n, fig["per_s"], fig["p50_ms"], fig["p99_ms"], fig["load"],
+                "".join("  %s %.0f µs/job" % kv for kv in fig.get("cpu_us_per_job", {}).items())), file=sys.stderr)
 
     def med(name, key):
         xs = [f[key] for f in results.get(name, [])]

@@ -31,14 +31,15 @@
 //!   `on_complete` (if given) are accepted as ordinary jobs, msgids
 //!   `ID/on-success` and `ID/on-complete`, no client, their MSG with the
 //!   batch's status first in `args` (`crate::batch`), and the batch's row
-//!   is deleted. So each callback is accepted exactly once: before the
-//!   commit a restarted router still holds the closed batch with no job
-//!   pending and submits them then; after it, the callbacks are restored
-//!   jobs and the batch is gone. The callbacks then run as any job (their
-//!   own `retry-count`...). The last [`FINISHED_KEPT`] finished batches
-//!   stay visible to lookups (not across a restart).
+//!   is rewritten finished. So each callback is accepted exactly once:
+//!   before the commit a restarted router still holds the closed batch
+//!   with no job pending and submits them then; after it, the callbacks
+//!   are restored jobs and the batch is finished. The callbacks then run
+//!   as any job (their own `retry-count`...). The last [`FINISHED_KEPT`]
+//!   finished batches stay visible to lookups, across restarts (their
+//!   rows; the oldest's row is deleted when one more finishes).
 //! - **Journal failure.** A callback job accepted in a failed journal
-//!   batch is accepted again (the batch's row deletion is written with the
+//!   batch is accepted again (the batch's finished row is written with the
 //!   next batch); a member job refused that way is no longer pending.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -47,7 +48,6 @@ use std::time::Duration;
 use emqp_proto::{Command, Headers, RejectReason, Reply, ResultStatus};
 use serde_json::{json, Value};
 
-use super::intake::NewJob;
 use super::{frames_of, Router};
 use crate::batch::{Batch, Event, Spec, MAX_BATCHES, MAX_FAILED_IDS};
 use crate::event::{Action, Socket};
@@ -270,7 +270,7 @@ impl Router {
         self.settle_batch(&id, now, out);
     }
 
-    /// If batch `id` is due: its callbacks accepted, its row deleted, kept
+    /// If batch `id` is due: its callbacks accepted, its row finished, kept
     /// among the finished.
     fn settle_batch(&mut self, id: &str, now: Duration, out: &mut Vec<Action>) {
         if !self.batches.live.get(id).is_some_and(Batch::is_due) {
@@ -280,13 +280,9 @@ impl Router {
             return;
         };
         b.finished_unix_ms = Some(self.unix_ms(now));
-        self.journal.record(
-            Record::DeleteState {
-                kind: StateKind::Batch,
-                id: id.to_string(),
-            },
-            None,
-        );
+        // Its row says finished (kept for lookups): in the same
+        // transaction as its callbacks' jobs, so they are accepted once.
+        self.put_batch_row(id, b.encode());
         let events: Vec<Event> = b.callbacks().into_iter().map(|(e, _)| e).collect();
         log::info!(
             "batch {id} finished: {} succeeded, {} failed; callbacks: {}",
@@ -306,8 +302,23 @@ impl Router {
             self.submit_callback(&b, e, now, out);
         }
         self.batches.finished_count += 1;
-        if self.batches.finished.len() >= FINISHED_KEPT {
-            self.batches.finished.pop_front();
+        self.keep_finished_batch(b);
+    }
+
+    /// Keep `b` among the last [`FINISHED_KEPT`] finished batches; the
+    /// oldest one past that is forgotten, its row deleted.
+    fn keep_finished_batch(&mut self, b: Batch) {
+        while self.batches.finished.len() >= FINISHED_KEPT {
+            let Some(old) = self.batches.finished.pop_front() else {
+                break;
+            };
+            self.journal.record(
+                Record::DeleteState {
+                    kind: StateKind::Batch,
+                    id: old.id,
+                },
+                None,
+            );
         }
         self.batches.finished.push_back(b);
     }
@@ -333,26 +344,7 @@ impl Router {
                 return None;
             }
         };
-        let route = self.route_of(&c.queue).to_string();
-        let headers = c.headers.as_bytes();
-        let parse = || {
-            let h = Headers::parse(headers).unwrap_or_default();
-            (h.reply_requested(), h.retry_count().unwrap_or(0))
-        };
-        let jid = self.accept(
-            NewJob {
-                msgid: &msgid,
-                client: b"",
-                queue: &c.queue,
-                route: &route,
-                headers,
-                payload: &payload,
-                parse: &parse,
-                run_at: None,
-                journaled: None,
-            },
-            now,
-        );
+        let (jid, route) = self.accept_own(&msgid, &c.queue, c.headers.as_bytes(), &payload, now);
         self.pump(&route, now, out);
         Some(jid)
     }
@@ -398,17 +390,24 @@ impl Router {
     /// Batches from the journal's state rows, before the jobs are
     /// restored (`batch_take` counts them as they are).
     pub(super) fn restore_batch_rows(&mut self, states: &[(StateKind, String, Vec<u8>)]) {
+        let mut finished = Vec::new();
         for (kind, id, blob) in states {
             if *kind != StateKind::Batch {
                 continue;
             }
             match Batch::decode(blob) {
+                Ok(b) if &b.id == id && b.finished_unix_ms.is_some() => finished.push(b),
                 Ok(b) if &b.id == id => {
                     self.batches.live.insert(id.clone(), b);
                 }
                 Ok(_) => log::warn!("journal: batch {id} names another id: skipped"),
                 Err(e) => log::warn!("journal: batch {id} unreadable ({e}): skipped"),
             }
+        }
+        // The finished ones, oldest first, as they were kept.
+        finished.sort_by_key(|b| b.finished_unix_ms);
+        for b in finished {
+            self.keep_finished_batch(b);
         }
     }
 

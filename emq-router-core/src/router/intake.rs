@@ -637,6 +637,40 @@ impl Router {
         true
     }
 
+    /// Accept a job the router submits itself (a workflow's node, a
+    /// batch's callback): no client, its flags read from its own headers.
+    /// Returns the job and its route, which the caller pumps once its own
+    /// bookkeeping of the job is in place.
+    pub(crate) fn accept_own(
+        &mut self,
+        msgid: &str,
+        queue: &str,
+        headers: &[u8],
+        payload: &[u8],
+        now: Duration,
+    ) -> (JobId, String) {
+        let route = self.route_of(queue).to_string();
+        let parse = || {
+            let h = Headers::parse(headers).unwrap_or_default();
+            (h.reply_requested(), h.retry_count().unwrap_or(0))
+        };
+        let jid = self.accept(
+            NewJob {
+                msgid,
+                client: b"",
+                queue,
+                route: &route,
+                headers,
+                payload,
+                parse: &parse,
+                run_at: None,
+                journaled: None,
+            },
+            now,
+        );
+        (jid, route)
+    }
+
     /// Make a job of `new`: intern its meta, index its msgid, record it
     /// (`Accepted`) and buffer it at the back of its route queue. The
     /// caller pumps the route.

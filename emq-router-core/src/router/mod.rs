@@ -67,7 +67,7 @@
 
 use std::time::Duration;
 
-mod batch;
+pub(crate) mod batch;
 mod completion;
 mod control;
 mod dispatch;

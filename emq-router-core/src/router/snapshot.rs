@@ -167,6 +167,11 @@ impl Router {
                 succeeded: self.workflows.succeeded,
                 failed: self.workflows.failed,
             },
+            batches: crate::snapshot::BatchCounts {
+                held: self.batches.live.len() as u64,
+                opened: self.batches.opened,
+                finished: self.batches.finished_count,
+            },
             results_bytes: self.results.bytes() as u64,
             results_unreachable_clients: self.results.unreachable_clients() as u64,
             draining: self.is_draining(),

@@ -57,7 +57,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-use emqp_proto::{Command, Headers, RejectReason, Reply, ResultStatus};
+use emqp_proto::{Command, RejectReason, Reply, ResultStatus};
 use serde_json::{json, Value};
 
 use super::{frames_of, Router};
@@ -69,8 +69,6 @@ use crate::workflow::{
     decode_node, encode_node, error_value, result_value, NodeMeta, NodeState, Spec, Workflow,
     MAX_NODES, MAX_RESULT_BYTES, MAX_WORKFLOWS,
 };
-
-use super::intake::NewJob;
 
 /// The workflows the router holds.
 #[derive(Debug, Default)]
@@ -242,26 +240,8 @@ impl Router {
             self.node_ended(wf, i, fail("bad-job", &e, at), now, out);
             return None;
         }
-        let route = self.route_of(&node.queue).to_string();
-        let headers = node.headers.as_bytes();
-        let parse = || {
-            let h = Headers::parse(headers).unwrap_or_default();
-            (h.reply_requested(), h.retry_count().unwrap_or(0))
-        };
-        let jid = self.accept(
-            NewJob {
-                msgid: &msgid,
-                client: b"",
-                queue: &node.queue,
-                route: &route,
-                headers,
-                payload: &payload,
-                parse: &parse,
-                run_at: None,
-                journaled: None,
-            },
-            now,
-        );
+        let (jid, route) =
+            self.accept_own(&msgid, &node.queue, node.headers.as_bytes(), &payload, now);
         if let Some(w) = self.workflows.live.get_mut(wf) {
             w.states[i] = NodeState::Started { at };
             w.meta[i] = NodeMeta {

@@ -94,6 +94,8 @@ fn counts_and_both_callbacks_once_after_close_and_last_job() {
     h.request("c1", "j1", "default", "batch:b1");
     h.request("c2", "j2", "default", "reply-requested,batch:b1");
     h.request("c2", "j3", "default", "batch:b1");
+    // Sent again (same msgid, queue and message): the same job, not a new one.
+    h.request("c2", "j3", "default", "batch:b1");
     assert_eq!(counts(&mut h, "b1"), (3, 0, 0, 3));
     let sent = ok(&mut h, "w1", "j1");
     assert!(requests(&sent, "w1").is_empty());
@@ -114,13 +116,19 @@ fn counts_and_both_callbacks_once_after_close_and_last_job() {
     assert_eq!(v["batch"]["state"], "finished");
     assert_eq!(v["batch"]["callbacks"]["on_success"]["state"], "submitted");
     assert!(h.journal.iter().any(|r| matches!(r,
-        Record::DeleteState { kind: StateKind::Batch, id } if id == "b1")));
+        Record::PutState { kind: StateKind::Batch, id, blob }
+            if id == "b1" && crate::batch::Batch::decode(blob).unwrap().finished_unix_ms.is_some())));
     // The callbacks' ends change nothing; nothing is submitted again.
     let mut sent = ok(&mut h, "w1", "b1/on-success");
     sent.extend(ok(&mut h, "w1", "b1/on-complete"));
     assert!(requests(&sent, "w1").is_empty());
     assert_eq!(accepted_count(&h.journal, "b1/on-success"), 1);
     assert_eq!(accepted_count(&h.journal, "b1/on-complete"), 1);
+    let req = serde_json::to_vec(&json!({ "op": "status" })).unwrap();
+    assert_eq!(
+        admin(&mut h, Command::Admin { request: req })["batches"],
+        json!({"held": 0, "opened": 1, "finished": 1})
+    );
     // A job's view links to its batch.
     let req = serde_json::to_vec(&json!({ "op": "job", "msgid": "b1/on-complete" })).unwrap();
     assert_eq!(
@@ -233,7 +241,8 @@ fn add_after_close_and_bad_batch_commands_are_refused() {
 /// kill -9 twice: with jobs pending (the new router counts the restored
 /// jobs again and keeps the ended ones' counts), then after the
 /// callbacks were accepted (they are restored jobs, not submitted again;
-/// the callbacks and the row's deletion are one journal batch).
+/// the callbacks and the row's finished state are one journal batch; the
+/// finished batch is still shown).
 #[test]
 fn restore_counts_again_and_runs_each_callback_once() {
     let mut h = durable();
@@ -261,6 +270,10 @@ fn restore_counts_again_and_runs_each_callback_once() {
     let mut h3 = durable();
     let c = h3.r.restore(restored_from(&all), h3.now, &mut out);
     assert_eq!((c.jobs, c.batches), (1, 0));
+    // Finished, and still known after the restart, with its counts.
+    let v = view(&mut h3, "b7");
+    assert_eq!(v["batch"]["state"], "finished", "{v}");
+    assert_eq!(counts(&mut h3, "b7"), (0, 2, 1, 3));
     worker(&mut h3, "w3", "", 8);
     let sent = ok(&mut h3, "w3", "b7/on-complete");
     assert!(requests(&sent, "w3").is_empty());
@@ -297,7 +310,8 @@ fn restored_closed_batch_with_nothing_pending_submits_its_callbacks() {
     worker(&mut h, "w1", "", 1);
     assert_eq!(accepted_count(&h.journal, "b8/on-complete"), 1);
     assert!(h.journal.iter().any(|r| matches!(r,
-        Record::DeleteState { kind: StateKind::Batch, id } if id == "b8")));
+        Record::PutState { kind: StateKind::Batch, id, blob }
+            if id == "b8" && crate::batch::Batch::decode(blob).unwrap().finished_unix_ms.is_some())));
 }
 
 /// A failed job of an open batch run again (dead-retry) is pending again,
@@ -346,7 +360,8 @@ fn callbacks_of_a_failed_journal_batch_are_accepted_again_once() {
     assert_eq!(accepted_count(&h.journal, "bj/on-success"), 1);
     assert_eq!(accepted_count(&h.journal, "bj/on-complete"), 1);
     assert!(h.journal.iter().any(|r| matches!(r,
-        Record::DeleteState { kind: StateKind::Batch, id } if id == "bj")));
+        Record::PutState { kind: StateKind::Batch, id, blob }
+            if id == "bj" && crate::batch::Batch::decode(blob).unwrap().finished_unix_ms.is_some())));
 }
 
 /// A job of a batch whose journal batch fails was never accepted: it is
@@ -362,4 +377,28 @@ fn a_job_refused_by_a_failed_journal_batch_is_not_pending() {
     assert_eq!(rj[0].reason, RejectReason::JournalUnavailable);
     h.fail_journal = None;
     assert_eq!(counts(&mut h, "bk"), (0, 0, 0, 0));
+}
+
+/// Only the last `FINISHED_KEPT` finished batches are kept: the oldest's
+/// row is deleted when one more finishes, and a restart keeps the same.
+#[test]
+fn finished_batches_past_the_last_1000_are_forgotten_rows_deleted() {
+    let mut h = durable();
+    let n = crate::router::batch::FINISHED_KEPT + 1;
+    for i in 0..n {
+        let id = format!("f{i}");
+        batch_cmd(&mut h, "c1", &id, json!({ "op": "open" }));
+        close(&mut h, &id);
+    }
+    assert!(h.journal.iter().any(|r| matches!(r,
+        Record::DeleteState { kind: StateKind::Batch, id } if id == "f0")));
+    assert_eq!(view(&mut h, "f0")["error"]["kind"], "not-found");
+    let mut h2 = durable();
+    let mut out = Vec::new();
+    h2.r.restore(restored_from(&h.journal), h2.now, &mut out);
+    assert_eq!(
+        view(&mut h2, &format!("f{}", n - 1))["batch"]["state"],
+        "finished"
+    );
+    assert_eq!(view(&mut h2, "f1")["batch"]["state"], "finished");
 }

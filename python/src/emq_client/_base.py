@@ -10,10 +10,11 @@ names:
 
 - a list of frames (:data:`Send`, the step every job takes, so the
   frames themselves): send it on the frontend (outcome None);
+- :class:`SendMany` messages: send them in order, then apply what has
+  arrived (outcome None) — ``submit_many``'s step, one per window's worth;
 - :class:`Await` until ``cond()`` holds, reading answers, for up to
   ``timeout`` seconds (outcome: whether it holds); ``pending`` names the one
   job waited for (the asyncio driver wakes on that job's changes only);
-- :data:`READ`: apply what has arrived, without waiting;
 - :class:`Sleep` (outcome None);
 - :class:`Admin`: one control-plane call (outcome: the answer object).
 
@@ -35,12 +36,16 @@ The rules the plans follow:
   raises :class:`~emq_client.errors.JournalUncertain`, not a ``Rejected``.
 - **Bulk window** (:class:`Window`): ``submit_many`` keeps at most
   ``window`` jobs unanswered (and with ``max_unfinished`` that many
-  unfinished); a full window waits, and ``ack_timeout`` without making room
-  while some job is unanswered is a connection error.
+  unfinished). It sends as many jobs as the windows have room for in one
+  :class:`SendMany` step (at most :data:`SEND_MANY_MAX`, and what the
+  items gave within :data:`SEND_MANY_LINGER`); a full window
+  waits until an eighth of it is free (many answers or results per
+  wake-up, not one), and ``ack_timeout`` without making room while some
+  job is unanswered is a connection error.
 - **Bulk resends** (:class:`Probe`): jobs answered ``queue-full`` or
   ``journal-uncertain`` go again after the rest, one at first, twice as
-  many after a batch all accepted, half as many (after a backoff pause)
-  when some were refused again.
+  many after a batch all accepted (never more than the call's window),
+  half as many (after a backoff pause) when some were refused again.
 - **Admin calls** (:class:`AdminCall`): one request, the answer with its
   msgid, or a connection error after ``admin_timeout``; a job known only
   by msgid gets its result by polling the admin ``job`` view, 20 ms
@@ -54,6 +59,7 @@ The rules the plans follow:
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import time
@@ -84,13 +90,6 @@ class Await(NamedTuple):
     pending: Optional[Pending] = None
 
 
-class Read(NamedTuple):
-    """Apply what has arrived, without waiting."""
-
-
-READ = Read()
-
-
 class Sleep(NamedTuple):
     """Wait ``seconds`` (reading nothing)."""
 
@@ -116,7 +115,22 @@ def own_admin(op: str, **args: Any) -> Admin:
 #: A send step is the message's frames themselves (no wrapper per job).
 Send = list
 
-Step = Union[Frames, Await, Read, Sleep, Admin]
+
+class SendMany(NamedTuple):
+    """Send these messages in order, then apply what has arrived (a bulk
+    submit's step; not :class:`emq_client.Batch`, the router's batches)."""
+
+    messages: List[Frames]
+
+
+#: The most messages in one :class:`SendMany` (the driver reads answers
+#: between them).
+SEND_MANY_MAX = 256
+#: Seconds a :class:`SendMany` is built at most before it goes: the jobs of
+#: an iterable that yields slowly are sent as they come, not held back.
+SEND_MANY_LINGER = 0.002
+
+Step = Union[Frames, SendMany, Await, Sleep, Admin]
 Plan = Generator[Step, Any, Any]
 
 
@@ -149,25 +163,42 @@ class Backoff:
 
 class Window:
     """The bulk window: jobs sent and not answered (at most ``limit``), and
-    with ``max_unfinished`` jobs sent and not finished (at most that many)."""
+    with ``max_unfinished`` jobs sent and not finished (at most that many).
+    A full window waits until an eighth of it is free (``refill``,
+    ``refill_unfinished``), so that one wake-up brings many answers and the
+    next send is as many jobs."""
 
     def __init__(self, limit: int, max_unfinished: Optional[int]) -> None:
         self.limit = limit
         self.max_unfinished = max_unfinished or 0
+        self.refill = max(1, limit // 8)
+        self.refill_unfinished = max(1, self.max_unfinished // 8)
         self.unanswered: List[Pending] = []
         self.unfinished: List[Pending] = []
 
-    def sent(self, p: Pending) -> List[Tuple[List[Pending], int, bool]]:
-        """Count ``p`` in; the waits due before the next send: ``(jobs,
-        room, finished)`` each."""
+    def room(self) -> int:
+        """How many jobs may be sent now (answered, and finished, jobs leave
+        the front of the window)."""
+        room = self.limit - _core.drain_list(self.unanswered)
+        if self.max_unfinished:
+            room = min(room, self.max_unfinished - _core.drain_list(self.unfinished, True))
+        return room
+
+    def sent(self, p: Pending) -> None:
+        """Count ``p`` in."""
         self.unanswered.append(p)
-        waits = []
-        if len(self.unanswered) >= self.limit:
-            waits.append((self.unanswered, self.limit - 1, False))
         if self.max_unfinished:
             self.unfinished.append(p)
-            if len(self.unfinished) >= self.max_unfinished:
-                waits.append((self.unfinished, self.max_unfinished - 1, True))
+
+    def waits(self) -> List[Tuple[List[Pending], int, bool]]:
+        """The waits due before the next send: ``(jobs, room, finished)``
+        each (wait until at most ``room`` of ``jobs`` are unanswered, or
+        with ``finished`` unfinished)."""
+        waits = []
+        if len(self.unanswered) >= self.limit:
+            waits.append((self.unanswered, self.limit - self.refill, False))
+        if self.max_unfinished and len(self.unfinished) >= self.max_unfinished:
+            waits.append((self.unfinished, self.max_unfinished - self.refill_unfinished, True))
         return waits
 
 
@@ -357,7 +388,7 @@ class BaseClient:
         limit = self.max_message_size
         if limit is None:
             return
-        size = max(len(f) for f in frames)
+        size = max(map(len, frames))
         if size > limit:
             raise errors.MessageTooLarge(msgid, what, size, limit)
 
@@ -483,25 +514,41 @@ class BaseClient:
         max_unfinished: Optional[int],
         raise_on_reject: bool,
     ) -> Plan:
-        """``submit_many``: pipelined through a :class:`Window`, then the
-        jobs to send again through a :class:`Probe`; the handles."""
+        """``submit_many``: pipelined through a :class:`Window` in
+        :class:`SendMany` steps, then the jobs to send again through a
+        :class:`Probe`; the handles. A job that cannot be built (its
+        arguments, its size) raises once the jobs before it were sent."""
         win = Window(window or self.window, max_unfinished)
         sent: List[Tuple[Pending, Frames]] = []
-        for item in items:
-            p, frames = self._record(bulk_task(item), queue, headers)
-            yield frames
-            sent.append((p, frames))
-            if self.legacy:
-                continue
-            if len(sent) % 32 == 0:
-                yield READ
-            for jobs, room, finished in win.sent(p):
-                yield from self._make_room(jobs, room, finished)
+        todo = iter(items)
+        record, legacy, clock = self._record, self.legacy, self._clock
+        while True:
+            room = SEND_MANY_MAX if legacy else min(SEND_MANY_MAX, win.room())
+            out: List[Frames] = []
+            until = clock() + SEND_MANY_LINGER
+            try:
+                for item in itertools.islice(todo, room):
+                    p, frames = record(bulk_task(item), queue, headers)
+                    out.append(frames)
+                    sent.append((p, frames))
+                    win.sent(p)
+                    if clock() >= until:
+                        break
+            except Exception:
+                if out:
+                    yield SendMany(out)
+                raise
+            if not out:
+                break
+            yield SendMany(out)
+            if not legacy:
+                for jobs, left, finished in win.waits():
+                    yield from self._make_room(jobs, left, finished)
         handles = [self._job_type(self, p.msgid, p) for p, _ in sent]
         if self.legacy:
             return handles
         yield from self._make_room(win.unanswered, 0, False)
-        yield from self._resend(sent)
+        yield from self._resend(sent, win.limit)
         refused = [p.reject for p, _ in sent if p.reject is not None]
         if refused and raise_on_reject:
             raise errors.BulkRejected(handles, refused)
@@ -520,13 +567,14 @@ class BaseClient:
             if not made and not all(p.answered for p in jobs):
                 raise _core.no_answer(self.addr, self.ack_timeout, f"{len(jobs)} jobs")
 
-    def _resend(self, sent: List[Tuple[Pending, Frames]]) -> Plan:
+    def _resend(self, sent: List[Tuple[Pending, Frames]], window: int) -> Plan:
         """Send the jobs answered ``queue-full`` or ``journal-uncertain``
-        again (:class:`Probe`) until accepted or their time is spent."""
+        again (:class:`Probe`, at most ``window`` at a time) until accepted
+        or their time is spent."""
         now = self._clock()
         full_until = now + self.queue_full_timeout
         uncertain_until = now + max(self.queue_full_timeout, self.ack_timeout)
-        probe = Probe([(p, f) for p, f in sent if _core.wants_resend(p)], self.window)
+        probe = Probe([(p, f) for p, f in sent if _core.wants_resend(p)], window)
         while probe.waiting:
             pause = probe.pause()
             until = uncertain_until if any(p.uncertain is not None for p, _ in probe.waiting) else full_until

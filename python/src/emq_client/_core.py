@@ -54,8 +54,9 @@ class Pending:
         self.status: Optional[str] = None
         self.payload: Optional[bytes] = None
         self.waker: Optional[Callable[[], None]] = None
-        #: The router's NOTICEs about the job, ``(kind, text)``, in order.
-        self.notices: List[Tuple[str, str]] = []
+        #: The router's NOTICEs about the job, ``(kind, text)``, in order
+        #: (a tuple: no list made for the many jobs that get none).
+        self.notices: Tuple[Tuple[str, str], ...] = ()
         #: The msgid this job was first sent under, when the router answered
         #: it DUPLICATE (``msgid`` is then the existing job's).
         self.duplicate_of: Optional[str] = None
@@ -71,13 +72,55 @@ class Pending:
         return self.reject is not None or self.status is not None
 
 
+class WeakRecords:
+    """Records by msgid, held weakly: a plain weak reference per record in a
+    dict, the dead ones swept out whenever the dict has doubled since the
+    last sweep (so it holds at most about twice the live records plus
+    :data:`SWEEP_MIN`, and sweeping costs O(1) per record added, amortised).
+    ``weakref.WeakValueDictionary`` does the same with a Python-level
+    keyed reference and callback per record; this is cheaper per job, and
+    a bulk submit makes one record per job."""
+
+    __slots__ = ("_refs", "_sweep_at")
+
+    #: The fewest entries before a sweep.
+    SWEEP_MIN = 1024
+
+    def __init__(self) -> None:
+        self._refs: Dict[str, "weakref.ref[Pending]"] = {}
+        self._sweep_at = self.SWEEP_MIN
+
+    def get(self, msgid: str) -> Optional[Pending]:
+        """The live record of ``msgid``, or None."""
+        r = self._refs.get(msgid)
+        return None if r is None else r()
+
+    def __setitem__(self, msgid: str, p: Pending) -> None:
+        refs = self._refs
+        refs[msgid] = weakref.ref(p)
+        if len(refs) >= self._sweep_at:
+            self._sweep()
+
+    def __contains__(self, msgid: str) -> bool:
+        return self.get(msgid) is not None
+
+    def __len__(self) -> int:
+        """The live records (sweeps first)."""
+        self._sweep()
+        return len(self._refs)
+
+    def _sweep(self) -> None:
+        self._refs = {k: r for k, r in self._refs.items() if r() is not None}
+        self._sweep_at = max(self.SWEEP_MIN, 2 * len(self._refs))
+
+
 class Tracker:
     """Outstanding jobs by msgid (weakly held), the dispatch of answers, and
     what a reconnect needs (see the module documentation). ``resend``: keep
     unanswered messages (off for a 0.3.13 router, which answers few)."""
 
     def __init__(self, resend: bool = True) -> None:
-        self._jobs: "weakref.WeakValueDictionary[str, Pending]" = weakref.WeakValueDictionary()
+        self._jobs = WeakRecords()
         #: Duplicates (DUPLICATE answers) by the existing job's msgid: they
         #: take that job's RESULT too.
         self._dupes: "Dict[str, weakref.WeakSet[Pending]]" = {}
@@ -117,6 +160,60 @@ class Tracker:
         """Messages kept to be sent again after a reconnect."""
         return len(self._unanswered)
 
+    def handle_frames(self, frames: Frames) -> Optional[Pending]:
+        """Apply one message as the socket gave it (:func:`wire.parse`, then
+        :meth:`handle`). The two answers every job gets skip the parse:
+        ``REPLY [orig]`` is :meth:`accepted`, ``RESULT [orig, status,
+        payload]`` :meth:`finished` (the frames :func:`wire.parse` reads)."""
+        n = len(frames)
+        if n >= 5 and frames[0] == b"" and frames[1] == wire.PROTOCOL:
+            command = frames[2]
+            try:
+                if command == b"REPLY" and n == 5:
+                    return self.accepted(frames[4].decode())
+                if command == b"RESULT" and n >= 7:
+                    return self.finished(frames[4].decode(), frames[5].decode(), frames[6])
+            except UnicodeDecodeError:
+                return None
+        msg = wire.parse(frames)
+        return None if msg is None else self.handle(msg)
+
+    def accepted(self, orig: str) -> Optional[Pending]:
+        """The router acknowledged ``orig`` (REPLY): it holds the job."""
+        self._unanswered.pop(orig, None)
+        p = self._jobs.get(orig)
+        if p is None:
+            return None
+        p.accepted = True
+        if p.waker is not None:
+            p.waker()
+        return p
+
+    def finished(self, orig: str, status: str, payload: bytes) -> Optional[Pending]:
+        """``orig``'s RESULT: the job is done (and so accepted); its msgid
+        goes into the next RECEIVED; duplicates of it (DUPLICATE answers)
+        take the same result."""
+        self._unanswered.pop(orig, None)
+        self._resent.discard(orig)
+        self._receipts.append(orig)
+        if orig in self._dupes:
+            for d in list(self._dupes.pop(orig)):
+                if d is not self._jobs.get(orig):
+                    d.accepted = True
+                    d.status = status
+                    d.payload = payload
+                    if d.waker is not None:
+                        d.waker()
+        p = self._jobs.get(orig)
+        if p is None:
+            return None
+        p.accepted = True
+        p.status = status
+        p.payload = payload
+        if p.waker is not None:
+            p.waker()
+        return p
+
     def handle(self, msg: Incoming) -> Optional[Pending]:
         """Apply one answer; the record it changed, or None when nobody waits
         for it (unknown msgid, handle dropped, or not a job answer)."""
@@ -128,35 +225,22 @@ class Tracker:
                 msg = Incoming("REPLY", msg.orig)
         if msg.command == "DUPLICATE":
             return self._duplicate(msg)
-        if msg.command in ("REPLY", "RESULT", "REJECT"):
-            self._unanswered.pop(msg.orig, None)
-            if msg.command != "REPLY":
-                self._resent.discard(msg.orig)
+        if msg.command == "REPLY":
+            return self.accepted(msg.orig)
         if msg.command == "RESULT":
-            self._receipts.append(msg.orig)
+            return self.finished(msg.orig, msg.status, msg.payload)
+        if msg.command == "REJECT":
+            self._unanswered.pop(msg.orig, None)
+            self._resent.discard(msg.orig)
         if msg.command == "NOTICE":
             log.warning("job %s: %s", msg.orig, msg.text)
-        if msg.command == "RESULT" and msg.orig in self._dupes:
-            for d in list(self._dupes.pop(msg.orig)):
-                if d is not self._jobs.get(msg.orig):
-                    d.accepted = True
-                    d.status = msg.status
-                    d.payload = msg.payload
-                    if d.waker is not None:
-                        d.waker()
         p = self._jobs.get(msg.orig)
         if p is None:
             return None
         if msg.command == "NOTICE":
-            p.notices.append((msg.reason, msg.text))
+            p.notices += ((msg.reason, msg.text),)
             return p
-        if msg.command == "REPLY":
-            p.accepted = True
-        elif msg.command == "RESULT":
-            p.accepted = True
-            p.status = msg.status
-            p.payload = msg.payload
-        elif msg.command == "REJECT":
+        if msg.command == "REJECT":
             answer = errors.rejected(msg.orig, msg.reason, msg.text)
             if isinstance(answer, errors.JournalUncertain):
                 p.uncertain = answer

@@ -26,15 +26,12 @@ import zmq
 import zmq.asyncio
 
 from . import _base, _core, errors, link, options, payload, wire
-from ._base import Admin, Await, BulkItem, Plan, Sleep
+from ._base import Admin, Await, BulkItem, Plan, SendMany, Sleep
 from ._core import JobProgress, JobStatus, Pending
-from .client import readable, recv_ready
+from ._sockio import readable, recv_ready, send_frames_now
 from .batch import AsyncBatch
 from .canvas import Canvas
 from .payload import JobSpec, Task
-
-_FIRST = int(zmq.SNDMORE) | int(zmq.NOBLOCK)
-_MORE = int(zmq.SNDMORE)
 
 
 class _Waiter:
@@ -115,7 +112,7 @@ class AsyncClient(_base.BaseClient):
         the shadow socket: libzmq may take in arrivals during a send and
         then not signal the socket's descriptor for them, so the reader's
         poll alone could sleep past them."""
-        sync, handle = self._sync, self._tracker.handle
+        sync, handle = self._sync, self._tracker.handle_frames
         assert sync is not None and self._progress is not None
         n = 0
         while True:
@@ -123,9 +120,7 @@ class AsyncClient(_base.BaseClient):
             if frames is None:
                 break
             n += 1
-            msg = wire.parse(frames)
-            if msg is not None:
-                handle(msg)
+            handle(frames)
         if n:
             self._send_receipts()
             self._progress.set()
@@ -139,14 +134,9 @@ class AsyncClient(_base.BaseClient):
             frames = self._tracker.take_receipts()
             if frames is None:
                 return
-            try:
-                sync.send(frames[0], _FIRST)
-            except zmq.Again:
+            if not send_frames_now(sync, frames):
                 self._tracker.give_back_receipts(frames)
                 return
-            for f in frames[1:-1]:
-                sync.send(f, _MORE)
-            sync.send(frames[-1], 0)
 
     async def _links(self, watch: zmq.asyncio.Socket) -> None:
         """The watch task: apply connection changes, and send what the
@@ -169,23 +159,26 @@ class AsyncClient(_base.BaseClient):
     async def _send(self, sock: zmq.asyncio.Socket, frames: List[bytes], addr: str) -> None:
         """Send: at once when the socket has room, else waiting up to the
         ack timeout (no router: connection error)."""
-        if sock is self._sock and self._sync is not None:
-            try:
-                self._sync.send(frames[0], _FIRST)
-            except zmq.Again:
-                pass
-            else:
-                # the rest of a message is never refused once its first part went
-                for f in frames[1:-1]:
-                    self._sync.send(f, _MORE)
-                self._sync.send(frames[-1], 0)
-                if readable(self._sync):
-                    self._drain()
-                return
+        if sock is self._sock and self._sync is not None and send_frames_now(self._sync, frames):
+            if readable(self._sync):
+                self._drain()
+            return
         try:
             await asyncio.wait_for(sock.send_multipart(frames, copy=False), self.ack_timeout)
         except asyncio.TimeoutError:
             raise errors.EmqConnectionError(f"cannot send to {addr}: no router there") from None
+
+    async def _send_many(self, sock: zmq.asyncio.Socket, messages: List[List[bytes]]) -> None:
+        """A :class:`~emq_client._base.SendMany`: each message at once while
+        the socket has room (else as :meth:`_send`), then apply what has
+        arrived meanwhile."""
+        sync = self._sync
+        assert sync is not None
+        for frames in messages:
+            if not send_frames_now(sync, frames):
+                await self._send(sock, frames, self.addr)
+        if readable(sync):
+            self._drain()
 
     async def _until(self, cond: Callable[[], bool], timeout: Optional[float], p: Optional[Pending]) -> bool:
         """Wait until ``cond()`` or ``timeout``; whether it holds. Woken by
@@ -224,14 +217,16 @@ class AsyncClient(_base.BaseClient):
                 out = None
                 if isinstance(step, list):
                     await self._send(sock, step, self.addr)
+                elif isinstance(step, SendMany):
+                    await self._send_many(sock, step.messages)
                 elif isinstance(step, Await):
                     out = await self._until(step.cond, step.timeout, step.pending)
                 elif isinstance(step, Sleep):
                     await asyncio.sleep(step.seconds)
                 elif isinstance(step, Admin):
                     out = await self.admin(step.op, **step.args)
-                elif self._sync is not None and readable(self._sync):  # READ
-                    self._drain()
+                else:
+                    raise TypeError(f"not a plan step: {step!r}")
         except StopIteration as stop:
             return stop.value
 

@@ -131,11 +131,17 @@ class Batch:
         return self.client.submit_many(items, **with_batch_header(self.id, kwargs))
 
     def close(self) -> None:
-        """No more jobs join; the callbacks run once every job ended."""
+        """No more jobs join; the callbacks run once every job ended.
+        Closing a closed or finished batch is fine; one the router does
+        not hold raises :class:`~emq_client.Rejected` (reason
+        ``not-found``)."""
         self.client._run(self.client._batch_send(self.id, CLOSE_SPEC, "close"))
 
     def status(self) -> BatchStatus:
-        """The batch's live counts."""
+        """The batch's live counts. A batch the router does not hold
+        (unknown, or finished before the router's last 1,000) raises
+        :class:`~emq_client.JobNotFound` (an ``AdminError`` of kind
+        ``not-found``)."""
         return self.client._run(self.client._batch_status(self.id))  # type: ignore[no-any-return]
 
     def wait(self, timeout: Optional[float] = None) -> BatchStatus:

@@ -89,6 +89,91 @@ def resolve(func: Union[str, Callable[..., Any]]) -> Tuple[str, str]:
     return split_callable_name(name_from_callable(func))
 
 
+def _fast_encoder() -> Optional[Callable[[Any], str]]:
+    """``json.dumps`` with its defaults, minus the encoder it builds on every
+    call (``c_make_encoder``, more than half the cost of a small job's
+    payload) and minus the circular-reference bookkeeping; None where the C
+    encoder is not there or does not write what ``json.dumps`` writes. A
+    circular value ends in ``RecursionError`` here: callers fall back to
+    ``json.dumps`` for its own error."""
+    try:
+        from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
+
+        def refuse(o: Any) -> Any:
+            raise TypeError(f"Object of type {o.__class__.__name__} is not JSON serializable")
+
+        if c_make_encoder is None:
+            return None
+        encode = c_make_encoder(None, refuse, encode_basestring_ascii, None, ": ", ", ", False, False, True)
+
+        def dumps(o: Any) -> str:
+            return "".join(encode(o, 0))
+
+        probe = ["run", {"a": [1, 2.5, None, True, "\u00e9\n"], "b": (), "c": {"d": -1e300}}]
+        if dumps(probe) != json.dumps(probe):
+            return None
+        return dumps
+    except Exception:
+        return None
+
+
+_dumps = _fast_encoder()
+
+
+def _json(value: Any) -> bytes:
+    """``json.dumps(value)`` as UTF-8, through the kept encoder when it can
+    write it (else ``json.dumps`` itself, with its errors)."""
+    if _dumps is not None:
+        try:
+            return _dumps(value).encode("utf-8")
+        except Exception:
+            pass
+    return json.dumps(value).encode("utf-8")
+
+#: ``["run", {"callable": C, "path": P, "args": `` by ``(P, C)``, for the
+#: callables submitted lately (bounded: cleared when full).
+_RUN_HEADS: Dict[Tuple[str, str], str] = {}
+_RUN_HEADS_MAX = 1024
+#: The rest of a run job without keyword or class arguments.
+_RUN_TAIL = ', "kwargs": {}, "class_args": [], "class_kwargs": {}}]'
+
+
+def _run_message_fast(
+    path: str,
+    callable_name: str,
+    args: Sequence[Any],
+    kwargs: Optional[Mapping[str, Any]],
+    class_args: Sequence[Any],
+    class_kwargs: Optional[Mapping[str, Any]],
+) -> Optional[bytes]:
+    """:func:`run_message`'s bytes written piece by piece with the kept
+    encoder (the same bytes: each piece is what ``json.dumps`` writes for
+    it, with its separators); None when they cannot be (no fast encoder, or
+    a value it refuses: the caller then takes the slow path and its
+    errors)."""
+    dumps = _dumps
+    if dumps is None:
+        return None
+    try:
+        head = _RUN_HEADS.get((path, callable_name))
+        if head is None:
+            if len(_RUN_HEADS) >= _RUN_HEADS_MAX:
+                _RUN_HEADS.clear()
+            head = _RUN_HEADS[(path, callable_name)] = (
+                '["run", {"callable": ' + dumps(callable_name) + ', "path": ' + dumps(path) + ', "args": '
+            )
+        if not kwargs and not class_kwargs and type(class_args) in (tuple, list) and not class_args:
+            text = head + dumps(args) + _RUN_TAIL
+        else:
+            text = (
+                head + dumps(args) + ', "kwargs": ' + dumps(kwargs or {}) + ', "class_args": ' + dumps(class_args)
+                + ', "class_kwargs": ' + dumps(class_kwargs or {}) + "}]"
+            )
+        return text.encode("utf-8")
+    except Exception:
+        return None
+
+
 def run_message(
     path: str,
     callable_name: str,
@@ -101,6 +186,9 @@ def run_message(
     writes it (tuples become lists, empty kwargs ``{}``). An argument JSON
     cannot write raises :class:`NotSerializable` naming it and the
     function."""
+    fast = _run_message_fast(path, callable_name, args, kwargs, class_args, class_kwargs)
+    if fast is not None:
+        return fast
     msg = [
         "run",
         {
@@ -183,7 +271,7 @@ def call(handler: str, args: Any = None) -> Task:
     if args is not None:
         body["args"] = args
     try:
-        return Task("call", json.dumps(["call", body]).encode("utf-8"))
+        return Task("call", _json(["call", body]))
     except (TypeError, ValueError) as e:
         raise NotSerializable(f"the {handler!r} handler", "args", args, e) from None
 
@@ -207,7 +295,7 @@ def shell(
         body["env"] = dict(env)
     if cwd is not None:
         body["cwd"] = cwd
-    return Task("shell", json.dumps(["shell", body]).encode("utf-8"))
+    return Task("shell", _json(["shell", body]))
 
 
 def raw(message: Union[bytes, str, Sequence[Any]]) -> Task:
@@ -217,7 +305,7 @@ def raw(message: Union[bytes, str, Sequence[Any]]) -> Task:
         return Task("raw", message)
     if isinstance(message, str):
         return Task("raw", message.encode("utf-8"))
-    return Task("raw", json.dumps(message).encode("utf-8"))
+    return Task("raw", _json(message))
 
 
 def build(spec: JobSpec, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Task:

@@ -5,14 +5,16 @@ Every message from a DEALER is ``['', 'eMQP/1.0', COMMAND, MSGID, body...]``
 UNSCHEDULE on the router's frontend and ADMIN on its admin socket; it reads
 REPLY (acknowledgement, or an admin answer), RESULT and REJECT; it confirms
 RESULTs with RECEIVED and says hello (HEARTBEAT) after a reconnect. Message ids
-are uuid4 text, as 0.3.13's ``generate_msgid``; admin ids carry ``admin:``.
+have the text form of a uuid4, as 0.3.13's ``generate_msgid`` (see
+:func:`new_msgid`); admin ids carry ``admin:``.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
-import uuid
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence
+import os
+from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 PROTOCOL = b"eMQP/1.0"
 DEFAULT_FRONTEND = "tcp://127.0.0.1:47291"
@@ -42,9 +44,36 @@ NOTICES = "notices"
 Frames = List[bytes]
 
 
+def _msgid_base() -> Tuple[str, Iterator[int]]:
+    """The random part of this process's message ids and its counter."""
+    h = os.urandom(16).hex()
+    variant = "89ab"[int(h[16], 16) & 3]
+    head = f"{h[0:8]}-{h[8:12]}-4{h[13:16]}-{variant}{h[17:20]}-"
+    return head, itertools.count(int(h[20:32], 16))
+
+
+_MSGID_HEAD, _MSGID_COUNT = _msgid_base()
+_MSGID_MASK = (1 << 48) - 1
+
+
+def _new_msgid_base_in_child() -> None:
+    global _MSGID_HEAD, _MSGID_COUNT
+    _MSGID_HEAD, _MSGID_COUNT = _msgid_base()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_msgid_base_in_child)
+
+
 def new_msgid(prefix: str = "") -> str:
-    """A fresh message id: uuid4 text, optionally prefixed."""
-    return prefix + str(uuid.uuid4())
+    """A fresh message id, optionally prefixed: the text of a version 4
+    (random) UUID, as 0.3.13's ``generate_msgid`` — whose first 74 random
+    bits are drawn once per process (again in a forked child) and whose
+    last 48 bits count up from a random start. As unique as ``uuid4()``
+    across processes (122 random bits of state at the start), unique within
+    one by construction, and about a tenth of its cost (no system call,
+    no UUID object: a bulk submit makes one per job)."""
+    return f"{prefix}{_MSGID_HEAD}{next(_MSGID_COUNT) & _MSGID_MASK:012x}"
 
 
 #: The longest flow-control key (``key:K``), in UTF-8 bytes.
