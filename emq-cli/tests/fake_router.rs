@@ -35,6 +35,7 @@ impl FakeRouter {
                 payload: payload.into_bytes(),
                 orig_msgid: orig,
                 status: None,
+                credit: 0,
             })
         };
         FakeRouter(emq_testkit::FakeRouter::new().serve(move |msg| match &msg.command {

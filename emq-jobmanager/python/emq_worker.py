@@ -1,12 +1,32 @@
-"""emq job manager's Python worker.
+"""emq job manager's Python fork server and workers.
 
-Runs EventMQ `run` jobs one at a time for the Rust job manager, which starts
-one of these per slot and keeps it for many jobs (until MAX_JOB_COUNT, then
-it closes our stdin and we exit). Protocol: JSON lines on the process's
-original stdin/stdout.
+The Rust job manager starts this script once per pool, as a *fork server*
+(`python -u -c SCRIPT HOOKS`), with a Unix stream socket as its stdin and
+stdout (the control socket). The server imports what the workers need (and
+the hooks' modules), then forks one worker per request. A worker runs
+EventMQ `run` jobs one at a time for one slot, over a socket of its own,
+and is kept for many jobs (until MAX_JOB_COUNT; then the job manager closes
+its socket and it exits).
 
+Control socket, JSON lines:
   argument (argv[1], optional): {"setup": PATH|null, "entry": PATH|null,
                                  "exit": PATH|null}
+  first line out:  {"hello": "emq-forkserver", "pid": N, "python": "3.x.y"}
+  in:  {"fork": TOKEN}, with one descriptor attached (SCM_RIGHTS): the
+       worker's socket
+  out: {"forked": TOKEN, "pid": N}
+  out: {"exited": PID, "code": N|null, "signal": N|null}, for every
+       worker, not reaped yet (waitid WNOWAIT: its pid and process group
+       stay reserved)
+  in:  {"reap": PID}: the job manager forgot its group; reap it
+  in:  {"release": PID, "grace": SECS}: the job manager no longer follows
+       it: on its exit, or after SECS (then killed), its group is killed
+       and it is reaped
+  end of input: every worker's group is killed and the server exits.
+A worker is its own process group leader, dies with the server
+(PR_SET_PDEATHSIG), runs SUBPROCESS_SETUP_FUNC first, then:
+
+Worker socket, JSON lines:
   first line out:  {"hello": "emq-worker", "pid": N, "python": "3.x.y",
                     "setup_error": str (if the setup function raised),
                     "hooks_error": str (if entry/exit cannot be loaded)}
@@ -23,15 +43,16 @@ original stdin/stdout.
 `path` is `pkg.module` (call the module attribute `callable`) or
 `pkg.module:Class` (instantiate Class(*class_args, **class_kwargs), then call
 its method `callable`). The job's own output on stdout goes to stderr, and
-its stdin is /dev/null, so neither can disturb the protocol. What the job
+its stdin is /dev/null (the server's, inherited), so neither can disturb
+the protocol. What the job
 writes through sys.stdout and sys.stderr (print, logging to stderr) comes
 out one line at a time tagged with its msgid, `[MSGID] line`, so that the
 output of jobs on many slots can be told apart (a C extension or a child
 process writing to fd 1 or 2 directly is not tagged). A traceback starts
 at the job's own code: this script's frames are left out.
 
-The hooks are EventMQ 0.3.13's SUBPROCESS_SETUP_FUNC (called once, before
-the hello line: before the first job), JOB_ENTRY_FUNC and JOB_EXIT_FUNC
+The hooks are EventMQ 0.3.13's SUBPROCESS_SETUP_FUNC (called once in each
+worker, before its hello line: before its first job), JOB_ENTRY_FUNC and JOB_EXIT_FUNC
 (called before and after every job), all with no arguments, named as
 0.3.13's `callable_from_name` reads them: `pkg.mod.func`, or
 `pkg.mod:Class.method` (Class() instantiated with no arguments). A setup
@@ -53,21 +74,6 @@ import json
 import os
 import sys
 import traceback
-
-
-def _protocol_streams():
-    """Keep private copies of fd 0/1 for the protocol; give the job
-    /dev/null as stdin and stderr as stdout (also at the fd level, so C
-    extensions and child processes cannot write into the protocol)."""
-    proto_in = os.fdopen(os.dup(0), "r", encoding="utf-8", errors="replace")
-    proto_out = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    os.dup2(2, 1)
-    sys.stdin = open(os.devnull, "r")
-    sys.stdout = sys.stderr
-    return proto_in, proto_out
 
 
 class BadJob(Exception):
@@ -171,7 +177,11 @@ def _resolve(job):
     if not isinstance(name, str) or not name:
         raise BadJob("'callable' must be a non-empty string")
     module_name, _, class_name = path.partition(":")
-    module = importlib.import_module(module_name)
+    # A module already imported is taken as import_module would return it,
+    # without its import lock and path handling (a few microseconds a job).
+    module = sys.modules.get(module_name)
+    if module is None:
+        module = importlib.import_module(module_name)
     if class_name:
         cls = getattr(module, class_name)
         obj = cls(*(job.get("class_args") or []), **(job.get("class_kwargs") or {}))
@@ -286,6 +296,20 @@ class Hooks:
         # Set when entry/exit cannot be loaded: every job fails with it.
         self.error = None
 
+    def preimport(self):
+        """Import the hooks' modules, without calling anything (in the
+        fork server, so that every worker finds them imported). A module
+        that cannot be imported yet is left to the workers, which report
+        it as before."""
+        for name in (self.setup_name, self.entry_name, self.exit_name):
+            if not isinstance(name, str) or "." not in name:
+                continue
+            module_name = name.rpartition(".")[0].partition(":")[0]
+            try:
+                importlib.import_module(module_name)
+            except BaseException:
+                pass
+
     def run_setup(self):
         """Call SUBPROCESS_SETUP_FUNC; the error text if it raised."""
         if not self.setup_name:
@@ -384,31 +408,13 @@ def _run_job(req, hooks):
         }
 
 
-def main():
+def _serve(proto_in, proto_out, hooks, hello):
+    """The worker's loop: the hello line, then one answer per request
+    line, until its socket is closed."""
     global _proto_out, _proto_lock
     import threading
 
-    proto_in, proto_out = _protocol_streams()
     _proto_out, _proto_lock = proto_out, threading.Lock()
-    sys.modules.setdefault("emq_job", _emq_job_module())
-    if "" not in sys.path:
-        sys.path.insert(0, "")
-    try:
-        cfg = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
-    except ValueError:
-        cfg = {}
-    hooks = Hooks(cfg if isinstance(cfg, dict) else {})
-    hello = {"hello": "emq-worker", "pid": os.getpid(), "python": sys.version.split()[0]}
-    setup_error = hooks.run_setup()
-    if setup_error:
-        hello["setup_error"] = setup_error
-    hooks_error = hooks.load()
-    if hooks_error:
-        hello["hooks_error"] = hooks_error
-    try:
-        sys.stderr.flush()
-    except Exception:
-        pass
     proto_out.write(json.dumps(hello) + "\n")
     proto_out.flush()
     for line in proto_in:
@@ -428,6 +434,226 @@ def main():
         except Exception:
             pass
         _write_line(out)
+
+
+def _worker_exit():
+    """End a forked worker as an interpreter ends (non-daemon threads
+    joined, atexit handlers run, streams flushed), without the full
+    teardown of every module the fork server imported (tens of
+    milliseconds), and never back into the fork server's loop."""
+    code = 0
+    try:
+        import atexit
+        import threading
+
+        threading._shutdown()
+        atexit._run_exitfuncs()
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    for stream in (sys.stdout, sys.stderr, sys.__stderr__):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(code)
+
+
+def _die_with_parent():
+    """PR_SET_PDEATHSIG(SIGKILL): a worker dies with its fork server."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+    except Exception:
+        pass
+
+
+def _status(pid):
+    """The exit of child `pid`, without reaping it (its pid and process
+    group stay reserved until the job manager says `reap`)."""
+    import signal as _signal
+
+    try:
+        res = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+    except ChildProcessError:
+        return {"code": None, "signal": None}
+    if res is None:
+        return None
+    if res.si_code == os.CLD_EXITED:
+        return {"code": res.si_status, "signal": None}
+    return {"code": None, "signal": int(res.si_status) if res.si_status else _signal.SIGKILL}
+
+
+def _fork_server(ctl, hooks, hello):
+    """Fork workers on request over the control socket `ctl` (see
+    python.rs and forkserver.rs for the protocol): every fork gets a
+    descriptor (SCM_RIGHTS), the worker's socket. Exits of the workers are
+    seen on their pidfds and reported; a worker is reaped only when the job
+    manager says so (`reap`), or by the server itself once it is
+    `release`d (after killing what is left of its group)."""
+    import select
+    import signal as _signal
+    import socket
+    import time
+
+    me = os.getpid()
+    pidfds = {}  # pidfd -> pid, workers that have not exited
+    exited = set()  # exited, reported, not reaped
+    released = {}  # pid -> deadline: the server reaps it
+    buf = b""
+    fds = []
+
+    def send(obj):
+        ctl.sendall((json.dumps(obj) + "\n").encode())
+
+    def finish(pid):
+        """Reap a released worker that exited (its group's leftovers go)."""
+        try:
+            os.killpg(pid, _signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+        released.pop(pid, None)
+        exited.discard(pid)
+
+    def handle(msg):
+        if "fork" in msg:
+            fd = fds.pop(0)
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    os.setpgid(0, 0)
+                    _die_with_parent()
+                    if os.getppid() != me:
+                        os._exit(1)
+                    ctl.close()
+                    for f in list(pidfds) + fds:
+                        os.close(f)
+                    if "random" in sys.modules:
+                        sys.modules["random"].seed()
+                    proto_in = os.fdopen(os.dup(fd), "r", encoding="utf-8", errors="replace")
+                    proto_out = os.fdopen(fd, "w", encoding="utf-8")
+                    h = dict(hello, pid=os.getpid())
+                except BaseException:
+                    traceback.print_exc()
+                    os._exit(70)
+                try:
+                    # 0.3.13's meaning: setup once in each worker process,
+                    # first; then the entry and exit functions are loaded.
+                    setup_error = hooks.run_setup()
+                    if setup_error:
+                        h["setup_error"] = setup_error
+                    hooks_error = hooks.load()
+                    if hooks_error:
+                        h["hooks_error"] = hooks_error
+                    try:
+                        sys.stderr.flush()
+                    except Exception:
+                        pass
+                except BaseException:
+                    traceback.print_exc()
+                    _worker_exit()
+                try:
+                    _serve(proto_in, proto_out, hooks, h)
+                finally:
+                    _worker_exit()
+            os.close(fd)
+            pidfds[os.pidfd_open(pid)] = pid
+            send({"forked": msg["fork"], "pid": pid})
+        elif "reap" in msg:
+            pid = msg["reap"]
+            if pid in exited:
+                exited.discard(pid)
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:
+                    pass
+        elif "release" in msg:
+            pid = msg["release"]
+            if pid in exited:
+                finish(pid)
+            elif pid in pidfds.values():
+                released[pid] = time.monotonic() + float(msg.get("grace", 0))
+
+    while True:
+        now = time.monotonic()
+        timeout = None
+        for pid, deadline in released.items():
+            # inf: killed after its grace, its exit report comes.
+            if pid not in exited and deadline != float("inf"):
+                timeout = max(0.0, min(timeout if timeout is not None else 1e9, deadline - now))
+        ready, _, _ = select.select([ctl] + list(pidfds), [], [], timeout)
+        for r in ready:
+            if r is ctl:
+                data, new_fds, _, _ = socket.recv_fds(ctl, 65536, 64)
+                fds.extend(new_fds)
+                if not data:
+                    # The job manager is gone or stops us: every worker
+                    # group goes, then the server.
+                    for pid in list(pidfds.values()) + list(exited):
+                        try:
+                            os.killpg(pid, _signal.SIGKILL)
+                        except OSError:
+                            pass
+                    return
+                buf += data
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    if line.strip():
+                        handle(json.loads(line))
+            else:
+                pid = pidfds.pop(r)
+                os.close(r)
+                status = _status(pid) or {"code": None, "signal": None}
+                exited.add(pid)
+                send(dict({"exited": pid}, **status))
+                if pid in released:
+                    finish(pid)
+        now = time.monotonic()
+        for pid, deadline in list(released.items()):
+            if pid not in exited and now >= deadline:
+                sys.stderr.write(
+                    "emq: retired Python worker pid %d did not exit in time; killing it\n" % pid)
+                try:
+                    os.killpg(pid, _signal.SIGKILL)
+                except OSError:
+                    pass
+                released[pid] = float("inf")
+
+
+def main():
+    import socket
+
+    # The control socket is fd 0 (and 1): keep a private copy, give fd 0
+    # /dev/null and fd 1 stderr (what setup and the jobs print).
+    ctl = socket.socket(fileno=os.dup(0))
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    sys.stdin = open(os.devnull, "r")
+    sys.stdout = sys.stderr
+    sys.modules.setdefault("emq_job", _emq_job_module())
+    if "" not in sys.path:
+        sys.path.insert(0, "")
+    try:
+        cfg = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+    except ValueError:
+        cfg = {}
+    hooks = Hooks(cfg if isinstance(cfg, dict) else {})
+    hello = {"hello": "emq-worker", "pid": os.getpid(), "python": sys.version.split()[0]}
+    hooks.preimport()
+    try:
+        sys.stderr.flush()
+    except Exception:
+        pass
+    ctl.sendall((json.dumps(dict(hello, hello="emq-forkserver")) + "\n").encode())
+    _fork_server(ctl, hooks, hello)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 pub mod connection;
+mod forkserver;
 pub mod handlers;
 pub mod manager;
 pub mod pool;

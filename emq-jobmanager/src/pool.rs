@@ -53,6 +53,7 @@ use crate::connection::JobStart;
 use crate::handlers::Handlers;
 use emq_process::kill_group;
 
+use crate::forkserver::ForkServer;
 use crate::python::{PythonConfig, PythonWorker};
 use crate::registry::GroupRegistry;
 
@@ -345,6 +346,8 @@ struct SlotHandle {
 /// What every slot thread needs, kept to start replacement threads.
 struct SlotEnv {
     python: PythonConfig,
+    /// The fork server every slot's Python workers come from.
+    forks: Arc<ForkServer>,
     handlers: Handlers,
     events: Sender<PoolEvent>,
     waker: Option<Waker>,
@@ -372,7 +375,7 @@ impl SlotEnv {
         let worker = SlotThread {
             slot,
             shared: Arc::clone(&shared),
-            python: PythonWorker::new(python),
+            python: PythonWorker::new(python, Arc::clone(&self.forks)),
             handlers: self.handlers.clone(),
             events: self.events.clone(),
             waker: self.waker.clone(),
@@ -404,7 +407,14 @@ fn lock_handle(m: &Mutex<SlotHandle>) -> MutexGuard<'_, SlotHandle> {
 impl Pool {
     pub fn new(cfg: PoolConfig, waker: Option<Waker>) -> std::io::Result<Pool> {
         let (events_tx, events_rx) = unbounded();
+        let forks = cfg.python.fork_server();
+        if cfg.python.prestart {
+            if let Err(e) = forks.start() {
+                warn!("{e}");
+            }
+        }
         let env = SlotEnv {
+            forks,
             python: cfg.python,
             handlers: cfg.handlers,
             events: events_tx,
@@ -560,6 +570,18 @@ impl Pool {
         self.slots
             .get(slot)
             .and_then(|h| lock_handle(h).shared.python_pgid())
+    }
+
+    /// The pid of the Python fork server, if one is running.
+    pub fn fork_server_pid(&self) -> Option<i32> {
+        self.env.forks.pid()
+    }
+
+    /// How many times a slot that had a Python worker had to wait for a
+    /// fresh one to start (after a retirement, a crash or a cancel: the
+    /// spare, or the replacement, was not ready when the next job came).
+    pub fn python_start_waits(&self) -> u64 {
+        self.env.forks.start_waits()
     }
 
     /// The pid of the spare Python worker of `slot` (started before its

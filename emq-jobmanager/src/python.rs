@@ -1,12 +1,13 @@
 //! `run` jobs: EventMQ 0.3.13 Python jobs, on one long-lived Python worker
 //! process per slot.
 //!
-//! The worker script (`python/emq_worker.py`, embedded here) is started as
-//! `PYTHON -u -c SCRIPT HOOKS` in its own process group, so that a timeout
-//! or a CANCEL kills it together with anything the job started (the slot
-//! then starts a fresh worker). It speaks JSON lines over its original
-//! stdin/stdout (see the script's docstring); the job's own prints go to
-//! the job manager's stderr, each line tagged with the job's msgid
+//! The worker script (`python/emq_worker.py`, embedded here) runs as the
+//! pool's fork server ([`crate::forkserver`]: `PYTHON -u -c SCRIPT HOOKS`,
+//! started once), which forks each worker into a process group of its own,
+//! so that a timeout or a CANCEL kills it together with anything the job
+//! started (the slot then takes a fresh worker). A worker speaks JSON lines
+//! over a Unix socket (see the script's docstring); the job's own prints go
+//! to the job manager's stderr, each line tagged with the job's msgid
 //! (`[MSGID] line`), and its traceback, when it raises, comes without the
 //! worker script's own frames. `PYTHONPATH` and the working directory are
 //! inherited (with `-c`, the working directory is on `sys.path`, as for
@@ -15,7 +16,10 @@
 //! 0.3.13's worker-process settings, with its meaning (`eventmq/worker.py`):
 //! - `SUBPROCESS_SETUP_FUNC` ([`PythonConfig::setup_func`]): a dotted path
 //!   called with no arguments once in each worker process, before its first
-//!   job (a Django project's `django.setup()`). If it raises, the traceback
+//!   job (a Django project's `django.setup()`): in the forked worker, first,
+//!   not in the fork server, so what it opens (connections, threads) is the
+//!   worker's own, as in 0.3.13. The fork server only imports the hooks'
+//!   modules, so a worker finds them imported. If it raises, the traceback
 //!   goes to stderr, the job manager logs a warning, and the worker runs
 //!   jobs anyway (as 0.3.13 does).
 //! - `JOB_ENTRY_FUNC` / `JOB_EXIT_FUNC` ([`PythonConfig::job_entry_func`],
@@ -36,17 +40,18 @@
 //!   the slot. No job is lost: the next job of the slot waits in its
 //!   mailbox meanwhile, and the slot's READY went out with the REPLY.
 //!
-//! **Recycling without a stall.** The fresh worker is a *spare* started
-//! when the old one has [`spare_lead`] jobs left (a quarter of
-//! `MAX_JOB_COUNT`, at least its last one): its interpreter start, imports
-//! and `SUBPROCESS_SETUP_FUNC` (tens of milliseconds) run while the old
-//! one works, so the slot takes it over at once; its hello line is read
-//! when the first job is handed to it. The old one exits on a
-//! reaper thread, not on the slot's. So a slot has at most two worker
-//! processes, briefly (memory stays bounded), and every worker still runs
-//! its setup once and first, then at most `MAX_JOB_COUNT` jobs, each
-//! between its entry and exit functions, as in 0.3.13. A spare is fresh:
-//! a worker killed for a timeout or a cancel is replaced by it too.
+//! **Recycling without a stall or an interpreter start.** The fresh worker
+//! is a *spare* forked when the old one has [`spare_lead`] jobs left (a
+//! quarter of `MAX_JOB_COUNT`, at least its last one): a fork (about a
+//! millisecond) and its `SUBPROCESS_SETUP_FUNC` run while the old one
+//! works, so the slot takes it over at once; its hello line is read when
+//! the first job is handed to it. The old one is handed to the fork server
+//! to exit within [`RETIRE_GRACE`]; the slot does not wait for it. So a
+//! slot has at most two worker processes, briefly (memory stays bounded),
+//! and every worker still runs its setup once and first, then at most
+//! `MAX_JOB_COUNT` jobs, each between its entry and exit functions, as in
+//! 0.3.13. A spare is fresh: a worker killed for a timeout or a cancel is
+//! replaced by it too.
 //!
 //! A slot starts its worker without waiting for it: the hello line is read
 //! when the first job is handed over, so a slot whose interpreter is still
@@ -55,22 +60,23 @@
 //! The runner sees its slot only through [`GroupRegistry`].
 
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::process::CommandExt;
+use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::process::{ChildStdin, ChildStdout, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use emqp_proto::job::{ErrorKind, JobError, JobOutcome, RunJob};
 use log::{debug, info, warn};
 use serde_json::Value;
 
-use emq_process::{die_with_parent, GroupLeader};
+use emq_process::kill_group;
 
+use crate::forkserver::{ForkServer, Forked, Server, ServerSpec};
 use crate::registry::GroupRegistry;
 use crate::reload::CodeVersion;
 
 /// The worker script.
-pub const WORKER_SCRIPT: &str = include_str!("../python/emq_worker.py");
+pub use crate::forkserver::WORKER_SCRIPT;
 
 /// 0.3.13's `MAX_JOB_COUNT`.
 pub const DEFAULT_MAX_JOB_COUNT: u64 = 1024;
@@ -124,6 +130,16 @@ impl Default for PythonConfig {
 }
 
 impl PythonConfig {
+    /// The pool's fork server for these settings (not started yet).
+    pub(crate) fn fork_server(&self) -> Arc<ForkServer> {
+        ForkServer::new(ServerSpec {
+            interpreter: self.interpreter.clone(),
+            python_path: self.python_path.clone(),
+            hooks: self.hooks_json(),
+            code_version: self.code_version.clone(),
+        })
+    }
+
     /// The worker script's argument: the hook paths, as JSON.
     fn hooks_json(&self) -> String {
         serde_json::json!({
@@ -136,10 +152,14 @@ impl PythonConfig {
 }
 
 struct Proc {
-    leader: GroupLeader,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    pid: i32,
+    /// The fork server that forked it.
+    server: Arc<Server>,
+    /// Its fork request ([`Server::pid_of`]).
+    token: u64,
+    stdin: UnixStream,
+    stdout: BufReader<UnixStream>,
+    /// Its pid (= process group): from the server's answer, or its hello.
+    pid: Option<i32>,
     /// Jobs this process has answered.
     jobs: u64,
     /// Its hello line was read (it is ready for jobs).
@@ -166,33 +186,47 @@ enum Role {
 
 /// A slot's Python worker; started on first use, restarted after it dies,
 /// replaced after `max_job_count` jobs by a spare started during its last
-/// one.
+/// ones. Every worker is forked by the pool's [`ForkServer`].
 pub(crate) struct PythonWorker {
     cfg: PythonConfig,
+    forks: Arc<ForkServer>,
     proc: Option<Proc>,
     /// The next worker, started before `proc` retires (not greeted yet).
     spare: Option<Proc>,
     used: bool,
+    /// A worker of this slot ran a job: any later wait for a worker's
+    /// start is recycling's cost (counted, [`ForkServer::start_waits`]).
+    had_worker: bool,
 }
 
 fn crash(message: String) -> JobOutcome {
     JobOutcome::Error(JobError::new(ErrorKind::Crash, message))
 }
 
+/// How long to wait for a fork server's `forked` answer (it comes within
+/// a millisecond from a serving server; bounded against a stuck one).
+const FORK_ANSWER: Duration = Duration::from_secs(5);
+
+/// How long a worker whose socket closed, or that was killed, may take to
+/// be reported exited before its group is killed (again).
+const EXIT_REPORT: Duration = Duration::from_secs(10);
+
 impl PythonWorker {
-    pub(crate) fn new(cfg: PythonConfig) -> PythonWorker {
+    pub(crate) fn new(cfg: PythonConfig, forks: Arc<ForkServer>) -> PythonWorker {
         PythonWorker {
             cfg,
+            forks,
             proc: None,
             spare: None,
             used: false,
+            had_worker: false,
         }
     }
 
     /// Start a worker and wait for its hello (it is then ready).
     fn spawn(&self, slot: &dyn GroupRegistry) -> Result<Proc, String> {
         let mut proc = self.launch(slot, Role::Worker)?;
-        match self.greet(&mut proc) {
+        match self.greet(&mut proc, slot, Role::Worker) {
             Ok(()) => Ok(proc),
             Err(output) => Err(self.not_started(proc, slot, &output)),
         }
@@ -208,63 +242,48 @@ impl PythonWorker {
         )
     }
 
-    /// Start a worker process without waiting for it; it is recorded as
-    /// the slot's worker or its spare.
+    /// Ask the fork server for a worker without waiting for its hello; it
+    /// is recorded as the slot's worker or its spare once its pid is known
+    /// (at once when the server is serving, else at its hello).
     fn launch(&self, slot: &dyn GroupRegistry, role: Role) -> Result<Proc, String> {
         if slot.closing() {
             return Err("the job manager is shutting down".into());
         }
         let version = self.cfg.code_version.get();
-        let mut cmd = Command::new(&self.cfg.interpreter);
-        cmd.arg("-u")
-            .arg("-c")
-            .arg(WORKER_SCRIPT)
-            .arg(self.cfg.hooks_json())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .process_group(0);
-        die_with_parent(&mut cmd);
-        // systemd's socket is the job manager's (NotifyAccess=main).
-        cmd.env_remove(emq_cli_support::service::NOTIFY_SOCKET);
-        if !self.cfg.python_path.is_empty() {
-            let mut paths = self.cfg.python_path.clone();
-            if let Some(existing) = std::env::var_os("PYTHONPATH") {
-                paths.extend(std::env::split_paths(&existing));
-            }
-            if let Ok(joined) = std::env::join_paths(paths) {
-                cmd.env("PYTHONPATH", joined);
-            }
-        }
-        let mut leader = GroupLeader::spawn(&mut cmd)
-            .map_err(|e| format!("cannot start Python worker {:?}: {e}", self.cfg.interpreter))?;
-        let pid = leader.pid();
-        match role {
-            Role::Worker => slot.set_worker_group(Some(pid)),
-            Role::Spare => slot.set_spare_group(Some(pid)),
-        }
-        let child = leader.child();
-        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-            return Err("Python worker has no pipes".into());
-        };
-        Ok(Proc {
-            leader,
-            stdin,
-            stdout: BufReader::new(stdout),
-            pid,
+        let serving = self.forks.serving();
+        let Forked {
+            server,
+            socket,
+            token,
+        } = self.forks.fork()?;
+        let reader = socket
+            .try_clone()
+            .map_err(|e| format!("Python worker socket: {e}"))?;
+        let mut proc = Proc {
+            server,
+            token,
+            stdin: socket,
+            stdout: BufReader::new(reader),
+            pid: None,
             jobs: 0,
             greeted: false,
             version,
-        })
+        };
+        if serving {
+            proc.pid = proc.server.pid_of(token, FORK_ANSWER);
+            if let Some(pid) = proc.pid {
+                record(slot, role, Some(pid));
+            }
+        }
+        Ok(proc)
     }
 
     /// Read the hello line of `proc` (once). Without one, it is killed
     /// (the caller reaps it) and what it wrote instead is the error.
-    fn greet(&self, proc: &mut Proc) -> Result<(), String> {
+    fn greet(&self, proc: &mut Proc, slot: &dyn GroupRegistry, role: Role) -> Result<(), String> {
         if proc.greeted {
             return Ok(());
         }
-        let pid = proc.pid;
         // The hello line comes after SUBPROCESS_SETUP_FUNC ran.
         let mut hello = String::new();
         let hello_value = match proc.stdout.read_line(&mut hello) {
@@ -274,10 +293,17 @@ impl PythonWorker {
             _ => None,
         };
         let Some(hello_value) = hello_value else {
-            proc.leader.kill();
+            if let Some(pid) = proc.pid {
+                kill_group(pid);
+            }
             return Err(hello.trim().to_string());
         };
         proc.greeted = true;
+        if proc.pid.is_none() {
+            proc.pid = hello_value["pid"].as_i64().map(|p| p as i32);
+            record(slot, role, proc.pid);
+        }
+        let pid = proc.pid.unwrap_or(0);
         if let Some(e) = hello_value.get("setup_error").and_then(Value::as_str) {
             warn!(
                 "Python worker pid {pid}: SUBPROCESS_SETUP_FUNC {:?} failed ({e}); it runs \
@@ -297,7 +323,10 @@ impl PythonWorker {
     fn ready(&mut self, slot: &dyn GroupRegistry) -> Result<&mut Proc, String> {
         self.promote_spare(slot);
         if let Some(mut spare) = self.proc.take_if(|p| !p.greeted) {
-            match self.greet(&mut spare) {
+            if self.had_worker && !hello_waiting(&mut spare) {
+                self.forks.note_start_wait();
+            }
+            match self.greet(&mut spare, slot, Role::Worker) {
                 Ok(()) => self.proc = Some(spare),
                 // A spare that died is not the job's fault: a new worker
                 // is started for it, as for a worker found dead while idle.
@@ -308,8 +337,12 @@ impl PythonWorker {
             }
         }
         if self.proc.is_none() {
+            if self.had_worker {
+                self.forks.note_start_wait();
+            }
             self.proc = Some(self.spawn(slot)?);
         }
+        self.had_worker = true;
         self.proc
             .as_mut()
             .ok_or_else(|| "no Python worker".to_string())
@@ -324,8 +357,11 @@ impl PythonWorker {
             return false;
         };
         slot.set_spare_group(None);
-        slot.set_worker_group(Some(spare.pid));
-        debug!("spare Python worker pid {} takes the slot over", spare.pid);
+        slot.set_worker_group(spare.pid);
+        debug!(
+            "spare Python worker pid {:?} takes the slot over",
+            spare.pid
+        );
         self.proc = Some(spare);
         true
     }
@@ -340,9 +376,9 @@ impl PythonWorker {
         match self.launch(slot, Role::Spare) {
             Ok(p) => {
                 debug!(
-                    "spare Python worker pid {} started for the last job of pid {}",
+                    "spare Python worker pid {:?} forked for the last jobs of pid {:?}",
                     p.pid,
-                    self.proc.as_ref().map_or(0, |w| w.pid)
+                    self.proc.as_ref().and_then(|w| w.pid)
                 );
                 self.spare = Some(p);
             }
@@ -367,7 +403,7 @@ impl PythonWorker {
             return;
         }
         // Its hello is read with its first job: the slot thread does not
-        // wait for an interpreter to start (seconds on a loaded machine)
+        // wait for the fork server to start (seconds on a loaded machine)
         // before it takes a job, so a `call` or `shell` job is not held
         // behind it, and the READYs the job manager sends at once are
         // slots that can start a job now.
@@ -391,11 +427,17 @@ impl PythonWorker {
         slot: &dyn GroupRegistry,
     ) -> JobOutcome {
         self.used = true;
-        // A worker that died while idle (OOM killer, kill -9) is replaced
-        // before the job is sent, so the job is not blamed for it.
-        if self.proc.as_ref().is_some_and(|p| p.leader.exited()) {
+        // A worker that died while idle (OOM killer, kill -9, its fork
+        // server gone) is replaced before the job is sent, so the job is
+        // not blamed for it.
+        // Its socket says so at once (the exit report may still be on its
+        // way from the fork server).
+        let dead = self.proc.as_mut().is_some_and(|p| {
+            p.greeted && (p.pid.is_some_and(|pid| p.server.exited(pid).is_some()) || hung_up(p))
+        });
+        if dead {
             if let Some(p) = self.proc.take() {
-                let pid = p.pid;
+                let pid = p.pid.unwrap_or(0);
                 let status = reap(p, slot);
                 warn!("idle Python worker pid {pid} had died ({status}); restarting it");
             }
@@ -406,7 +448,7 @@ impl PythonWorker {
         if self.proc.as_ref().is_some_and(|p| p.version != now) {
             if let Some(p) = self.proc.take() {
                 info!(
-                    "Python worker pid {}: the code changed (--reload); starting a fresh one for the next job",
+                    "Python worker pid {:?}: the code changed (--reload); starting a fresh one for the next job",
                     p.pid
                 );
                 kill_and_reap(p, slot);
@@ -422,15 +464,20 @@ impl PythonWorker {
                 return crash(e);
             }
         };
-        let request =
-            serde_json::json!({"id": run, "msgid": msgid, "job": job, "context": context});
-        let mut line = request.to_string();
-        line.push('\n');
-        slot.set_job_group(run, Some(proc.pid));
-        let written = proc
-            .stdin
-            .write_all(line.as_bytes())
-            .and_then(|_| proc.stdin.flush());
+        // Serialized from the borrowed parts (no `Value` copy of the job).
+        let request = Request {
+            id: run,
+            msgid,
+            job,
+            context,
+        };
+        let mut line = match serde_json::to_vec(&request) {
+            Ok(line) => line,
+            Err(e) => return crash(format!("cannot encode the job for the Python worker: {e}")),
+        };
+        line.push(b'\n');
+        slot.set_job_group(run, proc.pid);
+        let written = proc.stdin.write_all(&line);
         let mut answer = String::new();
         let read = match written {
             Ok(()) => read_answer(&mut proc.stdout, &mut answer, run, progress),
@@ -444,7 +491,7 @@ impl PythonWorker {
                     outcome
                 }
                 Err(why) => {
-                    warn!("Python worker pid {}: {why}; restarting it", proc.pid);
+                    warn!("Python worker pid {:?}: {why}; restarting it", proc.pid);
                     if let Some(p) = self.proc.take() {
                         kill_and_reap(p, slot);
                     }
@@ -455,7 +502,7 @@ impl PythonWorker {
                 let Some(p) = self.proc.take() else {
                     return crash("no Python worker".into());
                 };
-                let pid = p.pid;
+                let pid = p.pid.unwrap_or(0);
                 let status = reap(p, slot);
                 warn!("Python worker pid {pid} died running a job ({status})");
                 crash(format!(
@@ -466,10 +513,10 @@ impl PythonWorker {
     }
 
     /// Retire the worker if it has run its `max_job_count` jobs: forget
-    /// its group (its spare takes the slot over) and let a reaper thread
-    /// close its stdin (it exits on its own, as 0.3.13's worker leaves its
-    /// loop), give it [`RETIRE_GRACE`], then kill what is left of its
-    /// group. The slot does not wait for it.
+    /// its group (its spare takes the slot over), close its socket (it
+    /// exits on its own, as 0.3.13's worker leaves its loop) and hand it
+    /// to its fork server, which gives it [`RETIRE_GRACE`], then kills
+    /// what is left of its group and reaps it. The slot does not wait.
     pub(crate) fn retire_if_spent(&mut self, slot: &dyn GroupRegistry) {
         let max = self.cfg.max_job_count.max(1);
         let spent = matches!(&self.proc, Some(p) if p.jobs >= max);
@@ -478,7 +525,7 @@ impl PythonWorker {
         }
         let Some(p) = self.proc.take() else { return };
         info!(
-            "Python worker pid {} ran {} job(s) (MAX_JOB_COUNT {max}); replacing it{}",
+            "Python worker pid {:?} ran {} job(s) (MAX_JOB_COUNT {max}); replacing it{}",
             p.pid,
             p.jobs,
             if self.spare.is_some() {
@@ -488,14 +535,18 @@ impl PythonWorker {
             }
         );
         slot.set_worker_group(None);
-        let name = format!("emq-retire-{}", p.pid);
-        if let Err(e) = std::thread::Builder::new()
-            .name(name)
-            .spawn(move || retire(p))
-        {
-            // The closure (and the process) went with the failed spawn:
-            // GroupLeader's drop killed and reaped it.
-            warn!("no reaper thread for a retired Python worker ({e}); it was killed");
+        let Proc {
+            server,
+            token,
+            stdin,
+            stdout,
+            pid,
+            ..
+        } = p;
+        drop((stdin, stdout));
+        match pid.or_else(|| server.pid_of(token, FORK_ANSWER)) {
+            Some(pid) => server.release(pid, RETIRE_GRACE),
+            None => warn!("retired Python worker: its fork server never named it"),
         }
     }
 
@@ -508,11 +559,22 @@ impl PythonWorker {
     /// Kill and reap the spare, if any.
     fn drop_spare(&mut self, slot: &dyn GroupRegistry) {
         if let Some(p) = self.spare.take() {
-            // Unreaped, so its pid (= pgid) is still ours.
-            p.leader.kill();
             slot.set_spare_group(None);
-            drop(p.stdin);
-            let _ = p.leader.reap();
+            let Proc {
+                server,
+                token,
+                stdin,
+                stdout,
+                pid,
+                ..
+            } = p;
+            drop((stdin, stdout));
+            // Unreaped, so its pid (= pgid) is still ours; the server
+            // kills its group again and reaps it.
+            if let Some(pid) = pid.or_else(|| server.pid_of(token, FORK_ANSWER)) {
+                kill_group(pid);
+                server.release(pid, Duration::ZERO);
+            }
         }
     }
 
@@ -525,58 +587,85 @@ impl PythonWorker {
     }
 }
 
-/// End a retired worker (on its reaper thread): close its stdin, give it
-/// [`RETIRE_GRACE`] to exit, kill what is left of its group, reap it.
-fn retire(p: Proc) {
+/// A job request line to a worker (see the worker script's docstring).
+#[derive(serde::Serialize)]
+struct Request<'a> {
+    id: u64,
+    msgid: &'a str,
+    job: &'a RunJob,
+    context: &'a Value,
+}
+
+/// Whether the hello of `p` can be read without waiting.
+fn hello_waiting(p: &mut Proc) -> bool {
+    if !p.stdout.buffer().is_empty() {
+        return true;
+    }
+    if p.stdout.get_ref().set_nonblocking(true).is_err() {
+        return false;
+    }
+    let ready = p.stdout.fill_buf().is_ok_and(|b| !b.is_empty());
+    let _ = p.stdout.get_ref().set_nonblocking(false);
+    ready
+}
+
+/// Whether the socket of the idle worker `p` is closed: it died.
+fn hung_up(p: &mut Proc) -> bool {
+    if !p.stdout.buffer().is_empty() || p.stdout.get_ref().set_nonblocking(true).is_err() {
+        return false;
+    }
+    let closed = p.stdout.fill_buf().is_ok_and(|b| b.is_empty());
+    let _ = p.stdout.get_ref().set_nonblocking(false);
+    closed
+}
+
+/// Which of the slot's records a worker goes to.
+fn record(slot: &dyn GroupRegistry, role: Role, pid: Option<i32>) {
+    match role {
+        Role::Worker => slot.set_worker_group(pid),
+        Role::Spare => slot.set_spare_group(pid),
+    }
+}
+
+/// Forget the process group (so no kill can hit a reused pid), then have
+/// the server reap the worker, once it is reported exited: how it ended.
+fn reap(p: Proc, slot: &dyn GroupRegistry) -> String {
+    slot.set_worker_group(None);
     let Proc {
-        leader,
+        server,
+        token,
         stdin,
         stdout,
         pid,
         ..
     } = p;
-    drop(stdin);
-    let deadline = Instant::now() + RETIRE_GRACE;
-    // Bounded: a job may have left a non-daemon thread that keeps the
-    // interpreter from exiting.
-    while !leader.exited() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    if !leader.exited() {
-        warn!("retired Python worker pid {pid} did not exit within {RETIRE_GRACE:?}; killing it");
-    }
-    // Whatever its jobs left running in its group goes with it.
-    leader.kill();
-    drop(stdout);
-    match leader.reap() {
-        Ok(s) => debug!("retired Python worker pid {pid}: {}", describe_status(s)),
-        Err(e) => warn!("retired Python worker pid {pid}: wait failed: {e}"),
-    }
-}
-
-/// Forget the process group (so no kill can hit a reused pid), then reap.
-fn reap(p: Proc, slot: &dyn GroupRegistry) -> String {
-    slot.set_worker_group(None);
-    drop(p.stdin);
-    match p.leader.reap() {
-        Ok(s) => describe_status(s),
-        Err(e) => format!("wait failed: {e}"),
-    }
+    drop((stdin, stdout));
+    let Some(pid) = pid.or_else(|| server.pid_of(token, FORK_ANSWER)) else {
+        return match server.gone() {
+            Some(why) => format!("its fork server pid {} exited: {why}", server.pid()),
+            None => format!("its fork server pid {} did not fork it", server.pid()),
+        };
+    };
+    let status = match server.wait_exited(pid, EXIT_REPORT) {
+        Some(s) => s,
+        None => {
+            warn!("Python worker pid {pid} did not exit within {EXIT_REPORT:?}; killing it");
+            kill_group(pid);
+            server
+                .wait_exited(pid, EXIT_REPORT)
+                .unwrap_or_else(|| "no exit report".into())
+        }
+    };
+    server.reap(pid);
+    status
 }
 
 fn kill_and_reap(p: Proc, slot: &dyn GroupRegistry) {
     // The process is not reaped yet, so its pid (= pgid) is still ours.
-    p.leader.kill();
-    reap(p, slot);
-}
-
-pub(crate) fn describe_status(s: std::process::ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (s.code(), s.signal()) {
-        (Some(c), _) => format!("exit status {c}"),
-        (None, Some(sig)) => format!("killed by signal {sig}"),
-        _ => "unknown status".into(),
+    if let Some(pid) = p.pid {
+        kill_group(pid);
     }
+    reap(p, slot);
 }
 
 /// Read the job's answer line into `answer`, handing each progress line
@@ -584,7 +673,7 @@ pub(crate) fn describe_status(s: std::process::ExitStatus) -> String {
 /// `emq_job.progress`) to `progress`. Lines for another run, or with a
 /// percent out of 0–100, are dropped.
 fn read_answer(
-    out: &mut BufReader<ChildStdout>,
+    out: &mut BufReader<UnixStream>,
     answer: &mut String,
     run: u64,
     progress: &dyn Fn(u8, String),

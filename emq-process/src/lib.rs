@@ -7,6 +7,7 @@
 //! - For the job manager's runners and pool: [`guarded_group`],
 //!   [`GroupLeader`] (a child leading its own process group, killed with
 //!   it on drop), [`exited_no_reap`], [`kill_group`].
+//! - For the job manager's Python fork server: [`send_fd`].
 //! - For every crate: [`signal`], [`signal_group`], [`die_with_parent`],
 //!   [`clock_ticks_per_second`], [`pid_alive`].
 //!
@@ -150,6 +151,56 @@ pub fn die_with_parent(cmd: &mut Command) {
             Ok(())
         });
     }
+}
+
+/// Send `data` over the Unix stream socket `sock` with a copy of `fd`
+/// attached (`SCM_RIGHTS`): the receiver gets its own descriptor for the
+/// same open file. The job manager hands a fresh worker's socket to its
+/// Python fork server this way. All of `data` goes in one `sendmsg` (it
+/// must be short: a partial write is an error, as the descriptor rides on
+/// its first byte).
+pub fn send_fd(
+    sock: &std::os::unix::net::UnixStream,
+    data: &[u8],
+    fd: std::os::fd::BorrowedFd<'_>,
+) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let raw = fd.as_raw_fd();
+    let fd_len = std::mem::size_of::<libc::c_int>() as libc::c_uint;
+    // SAFETY: CMSG_SPACE is a pure computation.
+    let space = unsafe { libc::CMSG_SPACE(fd_len) } as usize;
+    // u64 words: aligned for cmsghdr.
+    let mut control = vec![0u64; space.div_ceil(8)];
+    let mut iov = libc::iovec {
+        iov_base: data.as_ptr() as *mut libc::c_void,
+        iov_len: data.len(),
+    };
+    // SAFETY: msghdr is plain data; every pointer set below points into
+    // `iov`, `data` and `control`, which outlive the sendmsg call, and the
+    // control buffer is CMSG_SPACE bytes for one descriptor.
+    let sent = unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+        msg.msg_controllen = space as _;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(fd_len) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg) as *mut libc::c_int, raw);
+        libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL)
+    };
+    if sent < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if sent as usize != data.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::WriteZero,
+            "short write of a message carrying a descriptor",
+        ));
+    }
+    Ok(())
 }
 
 /// Send signal `sig` to process `pid`; whether it was delivered. Nothing is
@@ -486,5 +537,52 @@ mod tests {
         assert!(signal(child.id() as i32, libc::SIGTERM));
         assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGTERM));
         assert!(clock_ticks_per_second() > 0);
+    }
+
+    /// Receive one message and the descriptor riding on it.
+    fn recv_fd(sock: &std::os::unix::net::UnixStream) -> (Vec<u8>, Option<std::os::fd::OwnedFd>) {
+        use std::os::fd::{AsRawFd, FromRawFd};
+        let mut data = vec![0u8; 256];
+        let mut control = [0u64; 8];
+        let mut iov = libc::iovec {
+            iov_base: data.as_mut_ptr() as *mut libc::c_void,
+            iov_len: data.len(),
+        };
+        // SAFETY: the buffers outlive the call; the control data is read
+        // only within msg_controllen, as the kernel filled it.
+        unsafe {
+            let mut msg: libc::msghdr = std::mem::zeroed();
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+            msg.msg_controllen = std::mem::size_of_val(&control) as _;
+            let n = libc::recvmsg(sock.as_raw_fd(), &mut msg, 0);
+            assert!(n >= 0, "{}", io::Error::last_os_error());
+            data.truncate(n as usize);
+            let cmsg = libc::CMSG_FIRSTHDR(&msg);
+            let fd = (!cmsg.is_null() && (*cmsg).cmsg_type == libc::SCM_RIGHTS).then(|| {
+                let raw = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const libc::c_int);
+                std::os::fd::OwnedFd::from_raw_fd(raw)
+            });
+            (data, fd)
+        }
+    }
+
+    #[test]
+    fn send_fd_hands_over_a_descriptor_with_the_message() {
+        use std::io::Write;
+        use std::os::fd::AsFd;
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (mut ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        send_fd(&a, b"{\"fork\": 1}\n", theirs.as_fd()).unwrap();
+        drop(theirs);
+        let (data, fd) = recv_fd(&b);
+        assert_eq!(data, b"{\"fork\": 1}\n");
+        // The received descriptor is the other end of `ours`.
+        let mut received = std::os::unix::net::UnixStream::from(fd.expect("a descriptor"));
+        received.write_all(b"hello").unwrap();
+        let mut got = [0u8; 5];
+        ours.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"hello");
     }
 }

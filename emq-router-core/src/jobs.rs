@@ -53,6 +53,10 @@ pub struct JobMeta {
     pub key: Option<Box<str>>,
     /// `priority:N` (flow control), 0 when absent.
     pub priority: u8,
+    /// The headers hold an `attempt:…` item of the client's, which a
+    /// delivery replaces with the router's count (`router/dispatch.rs`):
+    /// found once here, so that a dispatch does not scan the headers.
+    pub attempt_item: bool,
 }
 
 impl JobMeta {
@@ -341,6 +345,8 @@ impl MetaTable {
             retry_count,
             key: flow.key.map(Into::into),
             priority: flow.priority,
+            attempt_item: emqp_proto::headers::frame_item(headers, emqp_proto::headers::ATTEMPT)
+                .is_some(),
         });
         self.map.entry(h).or_default().push(Rc::clone(&m));
         self.len += 1;
@@ -1018,6 +1024,7 @@ mod tests {
             retry_count: 0,
             key: None,
             priority: 0,
+            attempt_item: false,
         });
         Job::new(&format!("m{n}"), b"p", meta, Duration::from_micros(n))
     }
@@ -1140,5 +1147,18 @@ mod tests {
             let _ = t.intern(format!("c{i}").as_bytes(), "q", "q", b"", || (false, 0));
         }
         assert!(t.len() < 2100, "{}", t.len());
+    }
+
+    /// A client's `attempt:` item is found once, at intake.
+    #[test]
+    fn a_meta_knows_whether_the_headers_hold_an_attempt_item() {
+        let mut t = MetaTable::default();
+        let has =
+            |t: &mut MetaTable, h: &[u8]| t.intern(b"c", "q", "q", h, || (false, 0)).attempt_item;
+        assert!(has(&mut t, b"retry-count:1,attempt:9"));
+        assert!(has(&mut t, b" attempt:1 "));
+        assert!(!has(&mut t, b"retry-count:1"));
+        assert!(!has(&mut t, b"attempts:2,attempt"));
+        assert!(!has(&mut t, b""));
     }
 }

@@ -153,7 +153,12 @@ fn open_sqlite(path: &std::path::Path, is_default: bool) -> Result<Sqlite, Fail>
             ),
         )
     })?;
-    Ok(Sqlite::new(journal))
+    Sqlite::new(journal).map_err(|e| {
+        Fail(
+            Exit::Internal,
+            format!("cannot start the journal thread: {e}"),
+        )
+    })
 }
 
 fn open_postgres(url: &str, opts: &Plan, start: Instant) -> Result<LeasedPg, Fail> {

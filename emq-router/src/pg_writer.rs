@@ -8,8 +8,8 @@
 //! thread and connection, in order with the batches.
 //!
 //! A reply wakes the loop through a socket pair whose read end is one of
-//! the loop's poll items. SQLite commits in microseconds and stays on the
-//! loop's thread.
+//! the loop's poll items. The SQLite port (`journal_port.rs`) has a
+//! thread of its own the same way.
 //!
 //! Every commit goes through the thread, also a lone job's: when the
 //! connection breaks during a commit, the store asks the database, for up

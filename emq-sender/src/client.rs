@@ -698,7 +698,8 @@ mod tests {
             Event::from_message(msg(Command::Reply(Reply {
                 payload: b"{\"value\": 1}".to_vec(),
                 orig_msgid: Some("req-2".into()),
-                status: None
+                status: None,
+                credit: 0,
             }))),
             Event::Result {
                 msgid: "req-2".into(),

@@ -60,6 +60,7 @@ impl Event {
                 payload,
                 orig_msgid: Some(orig),
                 status,
+                ..
             }) => Event::Result {
                 msgid: orig,
                 status: status.unwrap_or(ResultStatus::Ok),

@@ -254,6 +254,7 @@ mod tests {
                     payload: v.to_string().into_bytes(),
                     orig_msgid: Some(orig.to_string()),
                     status: None,
+                    credit: 0,
                 }),
             );
             r.send_multipart(m.encode_routed(identity.clone()), 0)

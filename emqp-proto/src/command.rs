@@ -56,6 +56,14 @@ pub const FEATURE_REPLY_RESEND: &str = "reply-resend";
 /// delivering them again (docs/PROTOCOL.md, "Link resets").
 pub const FEATURE_ADOPT_RUNNING: &str = "adopt-running";
 
+/// Router feature, in the ACK's features frame (emq): a worker's
+/// `REPLY [MSG, ORIG_MSGID, STATUS, CREDIT]` also stands for CREDIT
+/// READYs, sent after it (see [`Reply::credit`]), so that a job manager
+/// frees a slot in the message that finishes its job instead of a READY
+/// of its own (docs/PROTOCOL.md, "Credit in a REPLY"). A 0.3.13 router
+/// never lists it, so a 0.3.13 router never sees the fourth frame.
+pub const FEATURE_REPLY_CREDIT: &str = "reply-credit";
+
 /// The prefix of the take-back key in the features frames (emq): the
 /// router's ACK of a worker INFORM that listed features carries
 /// `take-back=KEY` (32 hex digits), a secret of that job manager; after a
@@ -211,12 +219,17 @@ impl ResultStatus {
 ///   acknowledged REQUEST msgid), a seed-form worker result, or an admin
 ///   answer (JSON);
 /// - two frames: a 0.3.13 worker result `[payload, orig_msgid]`;
-/// - three frames: an emq worker result `[payload, orig_msgid, status]`.
+/// - three frames: an emq worker result `[payload, orig_msgid, status]`;
+/// - four frames: the same with `credit` READYs in it (decimal), only to a
+///   router that listed [`FEATURE_REPLY_CREDIT`] in its ACK.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply {
     pub payload: Vec<u8>,
     pub orig_msgid: Option<String>,
     pub status: Option<ResultStatus>,
+    /// READYs this REPLY also stands for, counted after the result (emq,
+    /// [`FEATURE_REPLY_CREDIT`]); 0: none, and no fourth frame.
+    pub credit: u32,
 }
 
 impl Reply {
@@ -226,6 +239,7 @@ impl Reply {
             payload: msgid.as_bytes().to_vec(),
             orig_msgid: None,
             status: None,
+            credit: 0,
         }
     }
 
@@ -235,6 +249,7 @@ impl Reply {
             payload,
             orig_msgid: Some(orig_msgid),
             status: Some(status),
+            credit: 0,
         }
     }
 }
@@ -607,10 +622,15 @@ impl Command {
                     .map(|f| utf8(f, "original msgid"))
                     .transpose()?;
                 let status = frames.optional().map(ResultStatus::parse).transpose()?;
+                let credit = match frames.optional() {
+                    None => 0,
+                    Some(f) => decode_credit(&f)?,
+                };
                 Command::Reply(Reply {
                     payload,
                     orig_msgid,
                     status,
+                    credit,
                 })
             }
             "HEARTBEAT" => Command::Heartbeat {
@@ -737,6 +757,9 @@ impl Command {
                     out.push(m.into_bytes());
                     if let Some(s) = r.status {
                         out.push(s.as_str().as_bytes().to_vec());
+                        if r.credit > 0 {
+                            out.push(r.credit.to_string().into_bytes());
+                        }
                     }
                 }
             }
@@ -803,6 +826,17 @@ fn decode_features(frame: Option<Vec<u8>>) -> Result<Vec<String>, DecodeError> {
         .filter(|s| !s.is_empty())
         .map(String::from)
         .collect())
+}
+
+/// A REPLY's CREDIT frame ([`FEATURE_REPLY_CREDIT`]): a decimal count.
+fn decode_credit(frame: &[u8]) -> Result<u32, DecodeError> {
+    std::str::from_utf8(frame)
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .ok_or_else(|| DecodeError::BadValue {
+            field: "reply credit",
+            value: excerpt(frame),
+        })
 }
 
 /// The FEATURES frame, only when there is a feature to list.

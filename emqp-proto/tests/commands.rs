@@ -51,6 +51,11 @@ fn every_command() -> Vec<Command> {
             payload: b"{\"value\": 1}".to_vec(),
             orig_msgid: Some("abc".into()),
             status: None,
+            credit: 0,
+        }),
+        Command::Reply(Reply {
+            credit: 3,
+            ..Reply::result(b"{}".to_vec(), "abc".into(), ResultStatus::Ok)
         }),
         Command::Reply(Reply::result(
             b"{\"value\": 1}".to_vec(),
@@ -258,6 +263,28 @@ fn seed_reply_and_heartbeat_forms() {
     assert_eq!(r.orig_msgid, None);
     let m = Message::decode(f(&["", "eMQP/1.0", "HEARTBEAT", "m2"])).unwrap();
     assert_eq!(m.command, Command::Heartbeat { timestamp: None });
+}
+
+/// `reply-credit`: a fourth REPLY frame is a decimal count of READYs;
+/// none when the count is 0, and anything else is malformed.
+#[test]
+fn reply_credit_frame() {
+    let m = Message::decode(f(&["", "eMQP/1.0", "REPLY", "m1", "{}", "j1", "ok", "2"])).unwrap();
+    let Command::Reply(r) = m.command else {
+        panic!()
+    };
+    assert_eq!((r.orig_msgid.as_deref(), r.credit), (Some("j1"), 2));
+    let m = Message::decode(f(&["", "eMQP/1.0", "REPLY", "m1", "{}", "j1", "ok"])).unwrap();
+    let Command::Reply(r) = m.command else {
+        panic!()
+    };
+    assert_eq!(r.credit, 0);
+    let frames = Message::with_msgid("m1", Command::Reply(r)).encode();
+    assert_eq!(frames.len(), 7, "no credit frame for no credit");
+    for bad in ["", "-1", "x", "99999999999"] {
+        let m = Message::decode(f(&["", "eMQP/1.0", "REPLY", "m1", "{}", "j1", "ok", bad]));
+        assert!(m.is_err(), "{bad:?}: {m:?}");
+    }
 }
 
 #[test]

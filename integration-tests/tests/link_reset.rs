@@ -198,6 +198,7 @@ fn a_stranger_on_the_backend_cannot_finish_another_job_managers_job() {
         payload: br#"{"value": "forged"}"#.to_vec(),
         orig_msgid: Some(id.clone()),
         status: Some(ResultStatus::Ok),
+        credit: 0,
     }));
     stranger.send(Command::Running {
         orig_msgids: vec![id.clone()],

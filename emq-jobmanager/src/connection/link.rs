@@ -42,8 +42,8 @@
 use std::time::Duration;
 
 use emqp_proto::command::{
-    take_back_key, FEATURE_ADOPT_RUNNING, FEATURE_CANCEL, FEATURE_JOB_ACK, FEATURE_REPLY_RESEND,
-    FEATURE_TAKE_BACK,
+    take_back_key, FEATURE_ADOPT_RUNNING, FEATURE_CANCEL, FEATURE_JOB_ACK, FEATURE_REPLY_CREDIT,
+    FEATURE_REPLY_RESEND, FEATURE_TAKE_BACK,
 };
 use emqp_proto::heartbeat::timestamp_text;
 use emqp_proto::{Command, Inform, Message, PeerType};
@@ -72,6 +72,7 @@ impl Connection {
         self.connected_once = true;
         self.identity = self.ids.next_id();
         self.router_resends = false;
+        self.router_takes_credit = false;
         self.withdraw_readies();
         if !self.held.is_empty() {
             warn!(
@@ -253,6 +254,7 @@ impl Connection {
             self.take_back = Some(key.to_string());
         }
         self.router_resends = features.iter().any(|f| f == FEATURE_REPLY_RESEND);
+        self.router_takes_credit = features.iter().any(|f| f == FEATURE_REPLY_CREDIT);
         if !self.router_resends && self.sent_replies.len() > 0 {
             debug!(
                 "forgetting {} sent REPLY(s): this router does not take REPLYs sent again",

@@ -290,6 +290,9 @@ pub struct Connection {
     sent_replies: resend::SentReplies,
     /// The current connection's ACK listed `reply-resend`.
     router_resends: bool,
+    /// The current connection's ACK listed `reply-credit`: READYs may go
+    /// in a REPLY (`replies.rs`).
+    router_takes_credit: bool,
     /// The take-back key the router's last ACK gave (`link.rs`), listed in
     /// the INFORM of every later connection.
     take_back: Option<String>,
@@ -317,6 +320,7 @@ impl Connection {
                 cfg.resend_max_bytes,
             ),
             router_resends: false,
+            router_takes_credit: false,
             take_back: None,
             cfg,
             phase: Phase::Stopped,

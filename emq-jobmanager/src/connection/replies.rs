@@ -17,6 +17,17 @@
 //!   (in place of the HEARTBEAT).
 //! - A flush point sends the queued REPLYs, then (registered) READYs up
 //!   to `concurrency` + the credit window ([`window`](super::window)).
+//! - **Credit in the REPLY**: to a router whose ACK listed `reply-credit`
+//!   ([`FEATURE_REPLY_CREDIT`]), the READYs of a flush point that comes
+//!   right after a REPLY (the last message out) go in that REPLY's credit
+//!   frame instead of messages of their own — one message per finished
+//!   job where there were two. The router counts them after the REPLY,
+//!   as it would the READYs that follow it. Such a REPLY that cannot be
+//!   sent takes its credit with it (each counts as a READY not sent); the
+//!   copy kept for the resend window carries none. Any other router (a
+//!   0.3.13 one) gets READY messages as before.
+//!
+//! [`FEATURE_REPLY_CREDIT`]: emqp_proto::command::FEATURE_REPLY_CREDIT
 //! - After a reconnect the REPLYs of the resend window go out again to a
 //!   router that takes them ([`resend`](super::resend)).
 
@@ -115,9 +126,23 @@ impl Connection {
             });
             let extra = self.window.extra(concurrency, running_since, now);
             let have = self.busy() + self.held.len() + self.window.credit();
-            for _ in have..concurrency + extra {
+            let readies = (concurrency + extra).saturating_sub(have);
+            for _ in 0..readies {
                 self.window.ready_sent(now);
-                self.send(Command::Ready, now, out);
+            }
+            let in_reply = match out.last_mut() {
+                Some(Action::Send(Message {
+                    command: Command::Reply(r),
+                    ..
+                })) if self.router_takes_credit && readies > 0 && r.status.is_some() => Some(r),
+                _ => None,
+            };
+            if let Some(r) = in_reply {
+                r.credit += u32::try_from(readies).unwrap_or(u32::MAX);
+            } else {
+                for _ in 0..readies {
+                    self.send(Command::Ready, now, out);
+                }
             }
         }
         out.len() > before
@@ -138,14 +163,18 @@ impl Connection {
         n
     }
 
-    pub(super) fn on_send_failed(&mut self, message: Message) {
-        match message.command {
-            Command::Reply(_) => {
+    pub(super) fn on_send_failed(&mut self, mut message: Message) {
+        match &mut message.command {
+            Command::Reply(r) => {
                 warn!(
                     msgid:% = message.msgid;
                     "a REPLY ({}) could not be sent; queued to be sent again",
                     message.msgid
                 );
+                // Its credit was READYs not sent.
+                for _ in 0..std::mem::take(&mut r.credit) {
+                    self.window.ready_failed();
+                }
                 self.sent_replies.unsent(&message.msgid);
                 self.pending_replies.push_back(message);
             }

@@ -87,6 +87,9 @@ fn copy_into(into: &mut Message, from: &Message) {
             a.payload.clone_from(&b.payload);
             a.orig_msgid.clone_from(&b.orig_msgid);
             a.status = b.status;
+            // A REPLY sent again never carries credit: its READYs were
+            // for the connection it first went out on.
+            a.credit = 0;
         }
         (a, b) => *a = b.clone(),
     }

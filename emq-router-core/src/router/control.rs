@@ -166,6 +166,7 @@ impl Router {
             payload: value.to_string().into_bytes(),
             orig_msgid: Some(msgid),
             status: None,
+            credit: 0,
         };
         let f = frames_of(self.ids.next_id(), Command::Reply(reply));
         self.send(Socket::Admin, identity, f, out);

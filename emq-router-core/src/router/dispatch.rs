@@ -142,13 +142,13 @@ impl Router {
         };
         // A delivery after the first tells the worker its count
         // (`attempt:N`, `emqp_proto::headers::ATTEMPT`); a client's own
-        // `attempt` item never reaches a worker as the count.
-        let headers =
-            if attempts > 1 || emqp_proto::headers::frame_item(&headers, ATTEMPT).is_some() {
-                emqp_proto::headers::frame_with_item(&headers, ATTEMPT, &attempts.to_string())
-            } else {
-                headers
-            };
+        // `attempt` item never reaches a worker as the count. Whether the
+        // client sent one was found at intake (`JobMeta::attempt_item`).
+        let headers = if attempts > 1 || job.meta.attempt_item {
+            emqp_proto::headers::frame_with_item(&headers, ATTEMPT, &attempts.to_string())
+        } else {
+            headers
+        };
         let frames = vec![
             Vec::new(),
             PROTOCOL_VERSION.as_bytes().to_vec(),

@@ -260,6 +260,7 @@ impl Router {
                     payload,
                     orig_msgid: Some(orig),
                     status: Some(emqp_proto::ResultStatus::Failed),
+                    credit: 0,
                 };
                 self.on_worker_reply(id, msgid.unwrap_or_default(), r, now, out);
             }

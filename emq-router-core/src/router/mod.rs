@@ -77,6 +77,8 @@ mod flow;
 mod intake;
 mod invariants;
 mod peers;
+#[cfg(test)]
+pub(crate) use peers::MAX_REPLY_CREDIT;
 pub(crate) mod progress;
 pub(crate) mod results;
 mod schedules;
@@ -448,6 +450,7 @@ impl Router {
             payload: json.into_bytes(),
             orig_msgid: None,
             status: None,
+            credit: 0,
         };
         let f = frames_of(self.ids.next_id(), Command::Reply(reply));
         self.send(Socket::Admin, identity, f, out);

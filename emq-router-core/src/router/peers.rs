@@ -5,7 +5,7 @@
 //!   and so sends READY, only after the first HEARTBEAT). The ACK of an
 //!   INFORM that listed features (every emq job manager) has a second
 //!   frame, the router's own features ([`ROUTER_FEATURES`]: `reply-resend`
-//!   and `adopt-running`, see `completion.rs`); a 0.3.13 job manager, which lists none, gets
+//!   and `adopt-running`, see `completion.rs`, and `reply-credit`, below); a 0.3.13 job manager, which lists none, gets
 //!   0.3.13's one-frame ACK. A worker starts with 0 slots. Empty INFORM queues → `Config::default_queues`. The
 //!   third INFORM frame lists features; `job-ack` makes the worker a
 //!   [`WorkerKind::JobAck`] worker (completion tracked per REPLY), else it
@@ -27,6 +27,10 @@
 //!   worker's features).
 //! - **Slots.** READY adds one slot, or, if one of the worker's queues
 //!   (highest weight first) has a dispatchable job, hands out the oldest.
+//!   A worker's `REPLY [MSG, ORIG_MSGID, STATUS, CREDIT]` (`reply-credit`,
+//!   which only the ACK's features offer, so only emq job managers send
+//!   it) is that REPLY followed by CREDIT READYs (at most
+//!   [`MAX_REPLY_CREDIT`]): one message per job where there were two.
 //! - **Heartbeats.** Every `heartbeat_interval` the router sends HEARTBEAT
 //!   (body: unix time as Python's `str(time.time())`,
 //!   `emqp_proto::heartbeat`) to every worker and scheduler — while
@@ -46,7 +50,9 @@
 
 use std::time::Duration;
 
-use emqp_proto::command::{FEATURE_ADOPT_RUNNING, FEATURE_REPLY_RESEND, FEATURE_TAKE_BACK};
+use emqp_proto::command::{
+    FEATURE_ADOPT_RUNNING, FEATURE_REPLY_CREDIT, FEATURE_REPLY_RESEND, FEATURE_TAKE_BACK,
+};
 use emqp_proto::heartbeat::{timestamp_text, Liveness};
 use emqp_proto::{Command, Inform, Message, PeerType};
 
@@ -58,7 +64,15 @@ use crate::util::{ident, micros, GoneLog};
 const MICROSECOND: Duration = Duration::from_micros(1);
 
 /// What the router's ACK tells a worker that listed features.
-const ROUTER_FEATURES: [&str; 2] = [FEATURE_REPLY_RESEND, FEATURE_ADOPT_RUNNING];
+const ROUTER_FEATURES: [&str; 3] = [
+    FEATURE_REPLY_RESEND,
+    FEATURE_ADOPT_RUNNING,
+    FEATURE_REPLY_CREDIT,
+];
+
+/// Most READYs one REPLY's credit frame counts for (a bound on the work
+/// one message makes; an emq job manager sends one or a few).
+pub(crate) const MAX_REPLY_CREDIT: u32 = 1024;
 use crate::workers::{WorkerId, WorkerKind};
 
 impl Router {
@@ -110,7 +124,14 @@ impl Router {
         };
         match command {
             Command::Ready => self.on_ready(id, now, out),
-            Command::Reply(r) => self.on_worker_reply(id, &msgid, r, now, out),
+            Command::Reply(r) => {
+                let credit = r.credit.min(MAX_REPLY_CREDIT);
+                self.on_worker_reply(id, &msgid, r, now, out);
+                // `reply-credit`: the READYs it stands for, after it.
+                for _ in 0..credit {
+                    self.on_ready(id, now, out);
+                }
+            }
             Command::Running { orig_msgids } => self.on_running(id, orig_msgids, now),
             Command::Progress(p) => self.on_progress(id, p, now),
             Command::Heartbeat { .. } => {}

@@ -2,6 +2,7 @@
 //! backoff, REPLYs across a job manager reconnect.
 
 use super::*;
+use crate::router::MAX_REPLY_CREDIT;
 
 // ----- completion -----------------------------------------------------------
 
@@ -106,6 +107,7 @@ fn seed_form_reply_without_msgid_completes_oldest_reply_requested_job() {
         payload: br#"{"value": 9}"#.to_vec(),
         orig_msgid: None,
         status: None,
+        credit: 0,
     };
     let sent = h.msg(Backend, "old", "x", Command::Reply(r));
     let rs = results(&sent, "c");
@@ -339,4 +341,73 @@ fn legacy_worker_reply_for_job_elsewhere_is_still_ignored() {
     h.inform("legacy", "", &[]);
     assert!(h.reply("legacy", "j1", "{}", None).is_empty());
     assert_eq!(h.r.inflight_count(), 1);
+}
+
+// ----- credit in a REPLY (`reply-credit`, router/peers.rs "Slots") ----------
+
+/// A REPLY carrying `credit` READYs (the fourth frame).
+fn reply_with_credit(h: &mut H, worker: &str, orig: &str, credit: u32) -> Vec<Sent> {
+    let r = Reply {
+        credit,
+        ..Reply::result(b"{}".to_vec(), orig.to_string(), ResultStatus::Ok)
+    };
+    h.msg(Backend, worker, &format!("rep-{orig}"), Command::Reply(r))
+}
+
+#[test]
+fn a_reply_with_credit_completes_its_job_then_counts_as_that_many_readys() {
+    let mut h = H::new();
+    worker(&mut h, "w1", "", 1);
+    h.request("c1", "j1", "default", "reply-requested");
+    h.request("c1", "j2", "default", "");
+    h.request("c1", "j3", "default", "");
+    assert_eq!(h.r.inflight_count(), 1, "one slot: j1 runs, j2 and j3 wait");
+    // The REPLY of j1 with one READY in it: j1's result, and j2 at once
+    // on the slot it freed (no READY message).
+    let sent = reply_with_credit(&mut h, "w1", "j1", 1);
+    assert_eq!(results(&sent, "c1").len(), 1);
+    assert_eq!(forwarded(&sent, "w1"), ["j2"]);
+    assert_eq!((h.r.stats().completed, h.r.inflight_count()), (1, 1));
+    // Two READYs in one REPLY: j3, and a free slot left over.
+    let sent = reply_with_credit(&mut h, "w1", "j2", 2);
+    assert_eq!(forwarded(&sent, "w1"), ["j3"]);
+    let sent = h.request("c1", "j4", "default", "");
+    assert_eq!(
+        forwarded(&sent, "w1"),
+        ["j4"],
+        "the second READY was a slot"
+    );
+    // A REPLY without credit frees nothing: j5 waits for a READY.
+    h.reply("w1", "j3", "{}", Some(ResultStatus::Ok));
+    let sent = h.request("c1", "j5", "default", "");
+    assert!(forwarded(&sent, "w1").is_empty(), "{sent:?}");
+    assert_eq!(forwarded(&h.ready("w1"), "w1"), ["j5"]);
+}
+
+#[test]
+fn reply_credit_is_bounded_and_counts_for_a_late_reply_too() {
+    let mut h = H::new();
+    worker(&mut h, "w1", "", 1);
+    h.request("c1", "j1", "default", "");
+    h.reply("w1", "j1", "{}", Some(ResultStatus::Ok));
+    // The slot is not free until a READY: k0 waits.
+    assert!(forwarded(&h.request("c1", "k0", "default", ""), "w1").is_empty());
+    // A REPLY of a job not in flight (a duplicate) still carries its READYs.
+    let sent = reply_with_credit(&mut h, "w1", "j1", 1);
+    assert_eq!(forwarded(&sent, "w1"), ["k0"]);
+    assert!(forwarded(&h.request("c1", "k1", "default", ""), "w1").is_empty());
+    // A credit past the bound counts as the bound: k1 takes one READY of
+    // it, and the rest are free slots.
+    let r = Reply {
+        credit: u32::MAX,
+        ..Reply::result(b"{}".to_vec(), "k0".into(), ResultStatus::Ok)
+    };
+    let sent = h.msg(Backend, "w1", "rep-big", Command::Reply(r));
+    assert_eq!(forwarded(&sent, "w1"), ["k1"]);
+    let mut taken = 0;
+    for i in 0..MAX_REPLY_CREDIT + 10 {
+        let sent = h.request("c1", &format!("m{i}"), "default", "");
+        taken += forwarded(&sent, "w1").len() as u32;
+    }
+    assert_eq!(taken, MAX_REPLY_CREDIT - 1);
 }

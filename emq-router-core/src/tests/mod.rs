@@ -245,6 +245,7 @@ impl H {
             payload: payload.as_bytes().to_vec(),
             orig_msgid: Some(orig.to_string()),
             status,
+            credit: 0,
         };
         self.msg(Backend, worker, msgid, Command::Reply(r))
     }

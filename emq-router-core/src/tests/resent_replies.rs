@@ -21,11 +21,14 @@ fn the_ack_lists_reply_resend_only_to_workers_that_listed_features() {
     let f = ack_frames(&h.inform("emq", "", &["job-ack", "cancel"]), "emq");
     assert_eq!(f.len(), 6, "{f:?}");
     assert_eq!(f[4], b"inform-emq");
-    let key = format!("reply-resend,adopt-running,take-back={}", h.key("emq"));
+    let key = format!(
+        "reply-resend,adopt-running,reply-credit,take-back={}",
+        h.key("emq")
+    );
     assert_eq!(f[5], key.as_bytes());
     // Any feature at all is enough (a later emq job manager).
     let f = ack_frames(&h.inform("other", "", &["x"]), "other");
-    assert!(f[5].starts_with(b"reply-resend,adopt-running,take-back="));
+    assert!(f[5].starts_with(b"reply-resend,adopt-running,reply-credit,take-back="));
     // A 0.3.13 job manager lists none: 0.3.13's one-frame ACK.
     let f = ack_frames(&h.inform("py", r#"[[10, "default"]]"#, &[]), "py");
     assert_eq!(

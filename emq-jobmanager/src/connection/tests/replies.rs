@@ -187,3 +187,93 @@ fn a_ready_lost_just_before_a_reconnect_is_not_counted_twice() {
     let a2 = h.ack(ms(9100), &a);
     assert_eq!(names(&a2), ["READY"]);
 }
+
+impl Harness {
+    /// ACK the INFORM in `actions` listing `reply-credit` (and
+    /// `reply-resend`, as an emq router does).
+    fn ack_credit(&mut self, t: Duration, actions: &[Action]) -> Vec<Action> {
+        let id = inform_msgid(actions).expect("an INFORM to ACK");
+        self.msg(
+            t,
+            Command::Ack {
+                acked_msgid: id,
+                features: vec![
+                    FEATURE_REPLY_RESEND.into(),
+                    emqp_proto::command::FEATURE_REPLY_CREDIT.into(),
+                ],
+            },
+        )
+    }
+}
+
+/// `reply-credit`: the READY that frees a finished job's slot goes in
+/// that job's REPLY, one message where there were two; the credit counts
+/// as outstanding READYs all the same.
+#[test]
+fn to_a_router_that_takes_credit_the_ready_of_a_finished_job_rides_in_its_reply() {
+    let mut c = cfg(2);
+    c.prefetch = Prefetch::Off;
+    let (mut h, a) = Harness::with(c);
+    // The seed READYs follow no REPLY: messages of their own.
+    let a = h.ack_credit(ms(10), &a);
+    assert_eq!(count(&a, "READY"), 2);
+    let s = starts(&h.at(ms(20), req_msg("j1", Headers::new())));
+    assert_eq!(h.c.window.credit(), 1);
+    let a = h.at(ms(30), finished(&s[0], JobOutcome::Value(json!(1))));
+    assert_eq!(names(&a), ["REPLY"], "no READY message");
+    let r = &replies(&a)[0];
+    assert_eq!((r.orig_msgid.as_deref(), r.credit), (Some("j1"), 1));
+    assert_eq!(h.c.window.credit(), 2, "the READY in the REPLY is credit");
+    // On the wire: the fourth frame.
+    let Action::Send(m) = &a[0] else { panic!() };
+    let frames = m.clone().encode();
+    assert_eq!(frames.last().map(Vec::as_slice), Some(&b"1"[..]));
+    // The copy kept for the resend window carries no credit.
+    let copies = h.c.sent_replies.in_window(ms(30));
+    assert_eq!(copies.len(), 1);
+    let Command::Reply(copy) = &copies[0].command else {
+        panic!()
+    };
+    assert_eq!(copy.credit, 0);
+}
+
+#[test]
+fn a_reply_with_credit_that_cannot_be_sent_gives_its_readies_back() {
+    let mut c = cfg(1);
+    c.prefetch = Prefetch::Off;
+    let (mut h, a) = Harness::with(c);
+    h.ack_credit(ms(10), &a);
+    let s = starts(&h.at(ms(20), req_msg("j1", Headers::new())));
+    assert_eq!(h.c.window.credit(), 0);
+    let a = h.at(ms(30), finished(&s[0], JobOutcome::Value(json!(1))));
+    assert_eq!(h.c.window.credit(), 1);
+    let m = reply_msgs(&a).remove(0);
+    // The send failed: the READY in it was never sent, and the REPLY goes
+    // again (at the next flush point) with the READY offered again.
+    h.send_failed(ms(31), &m);
+    assert_eq!(h.c.window.credit(), 0, "no credit the router never got");
+    let a = h.advance(ms(31) + h.c.cfg.heartbeat_interval);
+    let r = replies(&a);
+    assert_eq!(r.len(), 1, "{:?}", names(&a));
+    assert_eq!(r[0].orig_msgid.as_deref(), Some("j1"));
+    assert_eq!(r[0].credit, 1, "{:?}", names(&a));
+    assert_eq!(count(&a, "READY"), 0);
+    assert_eq!(h.c.window.credit(), 1);
+}
+
+/// A router that did not list `reply-credit` (a 0.3.13 router, or an emq
+/// one before it) gets READY messages and three-frame REPLYs, as before.
+#[test]
+fn without_reply_credit_the_ready_is_a_message_of_its_own() {
+    let mut h = registered_resend(1);
+    let s = starts(&h.at(ms(20), req_msg("j1", Headers::new())));
+    let a = h.at(ms(30), finished(&s[0], JobOutcome::Value(json!(1))));
+    assert_eq!(names(&a), ["REPLY", "READY"]);
+    assert_eq!(replies(&a)[0].credit, 0);
+    let Action::Send(m) = &a[0] else { panic!() };
+    assert_eq!(
+        m.clone().encode().len(),
+        7,
+        "[\"\", eMQP/1.0, REPLY, msgid, MSG, ORIG_MSGID, STATUS]"
+    );
+}
