@@ -82,11 +82,10 @@ fn a_chord_of_40_survives_a_router_kill9_each_node_once_callback_once() {
     drop(router);
     let mut router = start_router_on(&addrs, &["--journal", &journal]).expect("router restarts");
     let v = workflow_view(&addrs, &wf).expect("the restarted router holds the workflow");
+    // Not compared with `done_before`: the admin view shows a node done
+    // as its REPLY is read, before its end is committed, so a node seen
+    // done may be restored unfinished and run again (counted below).
     let restored_done = done_nodes(&v);
-    assert!(
-        restored_done >= done_before,
-        "{restored_done} done after restart, {done_before} seen before"
-    );
 
     // The client's hello after the restart: the router sends the RESULT
     // again if it was handed out before the client heard it.
