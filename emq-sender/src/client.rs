@@ -226,7 +226,7 @@ impl Client {
     }
 
     /// Send a REQUEST with the given msgid, with the `notices` header (the
-    /// router may follow the ACK with NOTICEs); a `reply-requested` one
+    /// router may send NOTICEs right before the ACK); a `reply-requested` one
     /// gets the `result-receipt` header (this client confirms its RESULT).
     pub fn submit_with_msgid(
         &self,
@@ -443,8 +443,9 @@ impl Client {
     /// or with `want_result` its RESULT. Events about other msgids are
     /// ignored. A REJECT ends the wait at any time. NOTICEs about `msgid`
     /// are kept for [`Client::take_notices`]: those read before the
-    /// answer, and, after an acknowledgement that ends the wait, those
-    /// already received (the router sends them right behind it).
+    /// answer (the router sends them right before the ACK, on the same
+    /// pipe), and, after an acknowledgement that ends the wait, those
+    /// already received (an older emq router sent them behind it).
     pub fn wait(
         &self,
         msgid: &str,

@@ -559,15 +559,12 @@ impl Router {
         self.pump(&route, now, out);
         let ack = frames_of(self.ids.next_id(), Command::Reply(Reply::ack_of(&msgid)));
         if r.headers.notices() {
+            // The NOTICE goes right before the ACK, on the same pipe: a
+            // client that stops reading at the ACK (emq-sender without
+            // --wait) has read it by then.
             let job = (jid, msgid.clone());
-            self.send_after_journal(
-                Socket::Frontend,
-                client.clone(),
-                ack,
-                Some(job.clone()),
-                out,
-            );
-            self.notify_unserved(client, job, &r.queue, &route, out);
+            self.notify_unserved(client.clone(), job.clone(), &r.queue, &route, out);
+            self.send_after_journal(Socket::Frontend, client, ack, Some(job), out);
         } else {
             self.send_after_journal(Socket::Frontend, client, ack, Some((jid, msgid)), out);
         }

@@ -181,20 +181,20 @@ fn client_view(sent: &[Sent], client: &str) -> Vec<String> {
         .collect()
 }
 
-/// Issue 26 item 5: a client that sent the `notices` header hears, after
-/// the ACK, that its job went to `default` because nobody serves its
+/// Issue 26 item 5: a client that sent the `notices` header hears, right
+/// before the ACK (so a client that stops at the ACK has it), that its job went to `default` because nobody serves its
 /// queue; one that did not (a 0.3.13 client) hears the ACK alone, and a
 /// served queue gives no NOTICE.
 #[test]
-fn a_notice_follows_the_ack_of_a_job_sent_to_default_only_when_asked() {
+fn a_notice_comes_right_before_the_ack_of_a_job_sent_to_default_only_when_asked() {
     let mut h = H::new();
     worker(&mut h, "w1", r#"[[10, "default"]]"#, 4);
     let sent = h.request("c", "j1", "mail", "reply-requested,notices");
     assert_eq!(
         client_view(&sent, "c"),
-        ["ack:j1", "notice:j1:routed-to-default"]
+        ["notice:j1:routed-to-default", "ack:j1"]
     );
-    let Command::Notice(n) = &to(&sent, Frontend, "c")[1].command else {
+    let Command::Notice(n) = &to(&sent, Frontend, "c")[0].command else {
         unreachable!()
     };
     assert!(
@@ -220,7 +220,7 @@ fn with_hold_the_notice_says_the_job_is_held() {
     let sent = h.request("c", "j1", "mail", "notices");
     assert_eq!(
         client_view(&sent, "c"),
-        ["ack:j1", "notice:j1:held-unserved"]
+        ["notice:j1:held-unserved", "ack:j1"]
     );
     assert!(forwarded(&sent, "w1").is_empty());
     assert_eq!(
@@ -229,10 +229,10 @@ fn with_hold_the_notice_says_the_job_is_held() {
     );
 }
 
-/// With a journal the NOTICE is held behind the ACK until the job's
+/// With a journal the NOTICE and the ACK are held until the job's
 /// record commits; when the batch fails the client hears only the REJECT.
 #[test]
-fn a_journaled_job_s_notice_leaves_after_its_ack_and_not_when_its_batch_fails() {
+fn a_journaled_job_s_notice_leaves_with_its_ack_and_not_when_its_batch_fails() {
     let mut h = H::with(Config {
         journal: true,
         ..Config::default()
@@ -275,11 +275,11 @@ fn a_journaled_job_s_notice_leaves_after_its_ack_and_not_when_its_batch_fails() 
         );
     }
     assert!(client_view(&decode(out), "c").is_empty());
-    // Committed: ACK then NOTICE.
+    // Committed: NOTICE then ACK.
     let sent = h.request("c", "j1", "mail", "notices");
     assert_eq!(
         client_view(&sent, "c"),
-        ["ack:j1", "notice:j1:routed-to-default"]
+        ["notice:j1:routed-to-default", "ack:j1"]
     );
     h.fail_journal = Some("database or disk is full".into());
     let sent = h.request("c", "j2", "mail", "notices");
