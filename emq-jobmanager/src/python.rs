@@ -168,6 +168,26 @@ struct Proc {
     version: u64,
 }
 
+impl Proc {
+    /// Close its pipes (a worker between jobs then reads EOF and exits)
+    /// and name it: its fork server and its pid (= process group), from
+    /// the server's answer when its hello never came; `None` when the
+    /// server never forked it.
+    fn close(self) -> (Arc<Server>, Option<i32>) {
+        let Proc {
+            server,
+            token,
+            stdin,
+            stdout,
+            pid,
+            ..
+        } = self;
+        drop((stdin, stdout));
+        let pid = pid.or_else(|| server.pid_of(token, FORK_ANSWER));
+        (server, pid)
+    }
+}
+
 /// How many jobs before a worker's retirement its spare starts: a quarter
 /// of `max_job_count` (so a spare idles for at most that share of a
 /// worker's life), at least 1 (its last job).
@@ -535,16 +555,8 @@ impl PythonWorker {
             }
         );
         slot.set_worker_group(None);
-        let Proc {
-            server,
-            token,
-            stdin,
-            stdout,
-            pid,
-            ..
-        } = p;
-        drop((stdin, stdout));
-        match pid.or_else(|| server.pid_of(token, FORK_ANSWER)) {
+        let (server, pid) = p.close();
+        match pid {
             Some(pid) => server.release(pid, RETIRE_GRACE),
             None => warn!("retired Python worker: its fork server never named it"),
         }
@@ -560,18 +572,10 @@ impl PythonWorker {
     fn drop_spare(&mut self, slot: &dyn GroupRegistry) {
         if let Some(p) = self.spare.take() {
             slot.set_spare_group(None);
-            let Proc {
-                server,
-                token,
-                stdin,
-                stdout,
-                pid,
-                ..
-            } = p;
-            drop((stdin, stdout));
+            let (server, pid) = p.close();
             // Unreaped, so its pid (= pgid) is still ours; the server
             // kills its group again and reaps it.
-            if let Some(pid) = pid.or_else(|| server.pid_of(token, FORK_ANSWER)) {
+            if let Some(pid) = pid {
                 kill_group(pid);
                 server.release(pid, Duration::ZERO);
             }
@@ -631,16 +635,8 @@ fn record(slot: &dyn GroupRegistry, role: Role, pid: Option<i32>) {
 /// the server reap the worker, once it is reported exited: how it ended.
 fn reap(p: Proc, slot: &dyn GroupRegistry) -> String {
     slot.set_worker_group(None);
-    let Proc {
-        server,
-        token,
-        stdin,
-        stdout,
-        pid,
-        ..
-    } = p;
-    drop((stdin, stdout));
-    let Some(pid) = pid.or_else(|| server.pid_of(token, FORK_ANSWER)) else {
+    let (server, pid) = p.close();
+    let Some(pid) = pid else {
         return match server.gone() {
             Some(why) => format!("its fork server pid {} exited: {why}", server.pid()),
             None => format!("its fork server pid {} did not fork it", server.pid()),

@@ -103,10 +103,16 @@ fn a_batch_of_40_survives_a_router_kill9_each_callback_once() {
     .expect("a quarter of the batch done");
     router.kill9();
     drop(router);
+    // Jobs that had started by the kill (each writes its line first).
+    let started_before = std::fs::read_to_string(&runs)
+        .map(|t| t.lines().count())
+        .unwrap_or(0);
     let mut router = start_router_on(&addrs, &["--journal", &journal]).expect("router restarts");
     let v = batch_view(&addrs, id).expect("the restarted router holds the batch");
-    let restored_done = v["succeeded"].as_u64().unwrap_or(0);
-    assert!(restored_done >= done_before, "{v}");
+    // Not compared with `done_before`: the view counts a job as it reads
+    // its REPLY, before its end is committed; such a job is restored
+    // unfinished and runs again (bounded below).
+    let restored_done = v["succeeded"].as_u64().unwrap_or(0) as usize;
     assert_eq!(
         v["total"],
         json!(JOBS),
@@ -146,7 +152,8 @@ fn a_batch_of_40_survives_a_router_kill9_each_callback_once() {
         );
     }
 
-    // Each job ran at least once; twice only when in flight at the kill.
+    // Each job ran at least once; twice only when it may have: started
+    // before the kill without its end committed, or on its way to a slot.
     let text = std::fs::read_to_string(&runs).expect("runs log");
     let mut counts: BTreeMap<usize, usize> = BTreeMap::new();
     for l in text.lines() {
@@ -156,9 +163,12 @@ fn a_batch_of_40_survives_a_router_kill9_each_callback_once() {
     }
     assert_eq!(counts.len(), JOBS, "every job ran: {counts:?}");
     let twice = counts.values().filter(|n| **n > 1).count();
+    let may_run_again = started_before.saturating_sub(restored_done) + SLOTS;
     assert!(
-        twice <= SLOTS && counts.values().all(|n| *n <= 2),
-        "only jobs in flight at the kill run again: {counts:?}"
+        twice <= may_run_again && counts.values().all(|n| *n <= 2),
+        "only jobs whose end the journal did not hold run again (at most \
+         {may_run_again}: {started_before} started before the kill, {restored_done} restored \
+         done, {SLOTS} slots): {counts:?}"
     );
     // Killed once more: the finished batch is still shown, callbacks not
     // run again.
