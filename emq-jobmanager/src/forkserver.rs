@@ -154,23 +154,11 @@ impl Server {
     /// The pid of the worker forked for `token`, waiting up to `wait` for
     /// the server's answer (`None`: not forked yet, or never will be).
     pub(crate) fn pid_of(&self, token: u64, wait: Duration) -> Option<i32> {
-        let deadline = Instant::now() + wait;
-        let mut s = self.state();
-        loop {
-            if let Some(pid) = s.forked.get(&token) {
-                return Some(*pid);
-            }
-            let now = Instant::now();
-            if s.dead.is_some() || now >= deadline {
-                return None;
-            }
-            s = self
-                .0
-                .changed
-                .wait_timeout(s, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
+        self.wait_for(wait, |s| match s.forked.get(&token) {
+            Some(pid) => Some(Some(*pid)),
+            None if s.dead.is_some() => Some(None),
+            None => None,
+        })
     }
 
     /// Why the server is gone, if it is.
@@ -186,11 +174,23 @@ impl Server {
 
     /// Wait up to `wait` for worker `pid` to exit; how it ended.
     pub(crate) fn wait_exited(&self, pid: i32, wait: Duration) -> Option<String> {
+        self.wait_for(wait, |s| {
+            s.exited.get(&pid).map(|status| Some(status.clone()))
+        })
+    }
+
+    /// Wait up to `wait`, woken at each change of the server's state,
+    /// until `settled` gives an answer (`Some`); `None` when time ran out.
+    fn wait_for<T>(
+        &self,
+        wait: Duration,
+        settled: impl Fn(&State) -> Option<Option<T>>,
+    ) -> Option<T> {
         let deadline = Instant::now() + wait;
         let mut s = self.state();
         loop {
-            if let Some(status) = s.exited.get(&pid) {
-                return Some(status.clone());
+            if let Some(answer) = settled(&s) {
+                return answer;
             }
             let now = Instant::now();
             if now >= deadline {
