@@ -158,6 +158,10 @@ enum Handback {
     /// It was found dead, stale (`--reload`) or talking while idle: the
     /// slot thread checks it (and replaces it).
     Idle,
+    /// A request could not be written to it (it died while idle, or its
+    /// socket is full): it is killed and replaced; the job goes to the
+    /// slot thread.
+    Unsent,
 }
 
 /// What the slot thread is given to do.
@@ -647,6 +651,16 @@ impl Pool {
                 return Some(job);
             }
         };
+        if let Err(e) = proc.send(&request) {
+            // Its socket is closed (it died while idle, and the loop has
+            // not seen it yet) or full: it goes, and the job is not blamed
+            // for it: the slot thread runs it on a fresh worker.
+            debug!("run {run} on slot {slot}: its idle Python worker cannot take it ({e})");
+            SlotShared::hand_back(&mut s, proc, Handback::Unsent);
+            drop(s);
+            shared.wake.notify_one();
+            return Some(job);
+        }
         s.run = Some(run);
         s.stopped = None;
         s.job_pgid = proc.pid();
@@ -657,14 +671,6 @@ impl Pool {
             run,
             at: Instant::now(),
         });
-        if let Err(e) = proc.send(&request) {
-            debug!("run {run} on slot {slot}: writing to its Python worker: {e}");
-            let mut s = shared.lock();
-            SlotShared::hand_back(&mut s, proc, Handback::Died { run, why: None });
-            drop(s);
-            shared.wake.notify_one();
-            return None;
-        }
         self.lean_starts
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.lean_runs()[slot] = Some(LeanRun {
@@ -887,7 +893,7 @@ impl SlotThread {
         let shared = &*self.shared;
         self.python.take_back(p, shared);
         match why {
-            Handback::Answered { stopped: true } => self.python.discard(shared),
+            Handback::Answered { stopped: true } | Handback::Unsent => self.python.discard(shared),
             Handback::Answered { stopped: false } => self.python.retire_if_spent(shared),
             Handback::Idle => self.python.drop_if_unfit(shared),
             Handback::Died { run, why } => {
