@@ -168,7 +168,7 @@ enum Handback {
 enum Work {
     /// A job, whether the pool is being torn down, and the lent worker
     /// taken back for a `run` job that came through the mailbox.
-    Job(JobStart, bool, Option<Proc>),
+    Job(Box<JobStart>, bool, Option<Proc>),
     /// A lent worker given back.
     Back(Proc, Handback),
 }
@@ -297,7 +297,7 @@ impl SlotShared {
                     Job::Run(_) => s.lent.take(),
                     _ => None,
                 };
-                return Some(Work::Job(js, killed, lent));
+                return Some(Work::Job(Box::new(js), killed, lent));
             }
             if s.closed || s.abandoned {
                 return None;
@@ -931,7 +931,7 @@ impl SlotThread {
                     if let Some(p) = lent {
                         self.python.take_back(p, &*self.shared);
                     }
-                    (js, killed)
+                    (*js, killed)
                 }
             };
             let run = js.run;

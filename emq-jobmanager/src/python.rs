@@ -226,10 +226,7 @@ impl Proc {
     /// Whether it can take a job now: not reported exited, started at the
     /// code version `now` (`--reload`).
     pub(crate) fn fit(&self, now: u64) -> bool {
-        self.version == now
-            && !self
-                .pid
-                .is_some_and(|pid| self.server.exited(pid).is_some())
+        self.version == now && self.pid.is_none_or(|pid| self.server.exited(pid).is_none())
     }
 
     /// Whether its slot thread has work to do after this job: it ran its

@@ -159,7 +159,7 @@ fn wait(pool: &Pool, run: u64) -> JobOutcome {
     let mut started = false;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        match recv(&pool, left) {
+        match recv(pool, left) {
             Ok(PoolEvent::Started { run: r, .. }) if r == run => started = true,
             Ok(PoolEvent::Finished {
                 run: r, outcome, ..
@@ -179,7 +179,7 @@ fn wait_started(pool: &Pool, runs: &[u64]) {
     let mut left: Vec<u64> = runs.to_vec();
     while !left.is_empty() {
         let wait = deadline.saturating_duration_since(Instant::now());
-        match recv(&pool, wait) {
+        match recv(pool, wait) {
             Ok(PoolEvent::Started { run, .. }) => left.retain(|&r| r != run),
             Ok(PoolEvent::Finished { run, .. }) if left.contains(&run) => {
                 panic!("run {run} finished before it was seen starting")
@@ -195,7 +195,7 @@ fn wait_finished(pool: &Pool, run: u64) -> JobOutcome {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let wait = deadline.saturating_duration_since(Instant::now());
-        match recv(&pool, wait) {
+        match recv(pool, wait) {
             Ok(PoolEvent::Finished {
                 run: r, outcome, ..
             }) if r == run => return outcome,
@@ -1284,7 +1284,7 @@ fn wait_all(pool: &Pool, runs: &[u64]) -> Vec<Value> {
     let mut done: Vec<Option<Value>> = vec![None; runs.len()];
     while done.iter().any(Option::is_none) {
         let left = deadline.saturating_duration_since(Instant::now());
-        match recv(&pool, left) {
+        match recv(pool, left) {
             Ok(PoolEvent::Finished { run, outcome, .. }) => {
                 if let Some(i) = runs.iter().position(|&r| r == run) {
                     done[i] = Some(val(outcome));
