@@ -350,7 +350,9 @@ impl JobManager {
     ///
     /// The loop: carry out the core's actions (a failed send goes back in
     /// as [`Input::SendFailed`]), then sleep in `zmq::poll` until a message
-    /// arrives, a pool event or the shutdown signal's descriptor wakes it,
+    /// arrives, a Python worker lent to the loop writes (the pool's lean
+    /// path: its answer or progress is read here, no thread hand-off), a
+    /// pool event or the shutdown signal's descriptor wakes it,
     /// or the core's [`Connection::poll_timeout`] is reached — then
     /// [`Connection::handle_timeout`]. No other wake-up: an idle job
     /// manager wakes for its heartbeats only.

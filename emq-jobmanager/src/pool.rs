@@ -1,7 +1,32 @@
 //! The execution slots: one thread per slot, fed jobs by the socket loop
 //! through a mutex + condition variable mailbox (no spinning), reporting
 //! [`PoolEvent`]s back over a channel and waking the loop through the
-//! [`Waker`].
+//! [`Waker`] — except for Python `run` jobs in steady state, which take
+//! the lean path below, with no thread hand-off.
+//!
+//! **The lean path.** A slot thread whose Python worker is idle and ready
+//! (greeted, fit, not due for its spare or retirement) lends it to the
+//! socket loop. [`Pool::start`] then writes a `run` job's request to that
+//! worker's socket itself (non-blocking: a request under
+//! `LEAN_REQUEST_MAX`, to an idle socket), reports `Started`, and the loop
+//! polls the lent workers' sockets ([`Pool::lean_fds`]) in its own
+//! `zmq::poll`; [`Pool::lean_readable`] reads progress lines and the
+//! answer and queues `Progress`/`Finished` (no wake-up: the loop drains
+//! them next). The worker stays lent after its answer unless the slot
+//! thread has work with it, in which case it is handed back: the pool
+//! aimed a kill at it (discarded), it ran its `MAX_JOB_COUNT` jobs
+//! (retired) or reached its spare's lead (spare forked), it broke off its
+//! run (socket ended, or an unreadable answer: the slot thread reaps it and
+//! reports the run as a crash, with its exit status), it could not be
+//! written to (killed; the job goes through the slot thread, not blamed
+//! for it), or it talked or died while idle. Every other job, a `run` job
+//! while no worker is lent (the slot's first, or while a replacement
+//! starts), and a request too big, go through the mailbox as before. A
+//! slot runs one job at a time either way: the slot thread takes no job
+//! from its mailbox while a lean run is in progress, and the loop lends
+//! nothing while the slot has a run or a queued job. A lean run is the
+//! slot's run for [`Pool::cancel`] and [`Pool::kill_all`] (its worker's
+//! group is the job's group), so the rules below hold for it unchanged.
 //!
 //! A slot runs one job at a time, so the pool can never run more jobs than
 //! it has slots. Each slot keeps its own long-lived Python worker process

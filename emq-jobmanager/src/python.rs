@@ -57,6 +57,12 @@
 //! when the first job is handed over, so a slot whose interpreter is still
 //! starting takes `call` and `shell` jobs meanwhile.
 //!
+//! In steady state a slot's idle worker is lent to the socket loop
+//! (`PythonWorker::lend`), which writes requests and reads answers
+//! itself (`Proc::send`, `Proc::poll_answer`: the same lines, read
+//! without blocking); see the pool's "lean path". Starting, recycling and
+//! reaping stay here, on the slot thread.
+//!
 //! The runner sees its slot only through [`GroupRegistry`].
 
 use std::io::{BufRead, BufReader, Write};
