@@ -737,9 +737,17 @@ impl Pool {
         let mut runs = self.lean_runs();
         let Some(r) = runs.get_mut(slot).and_then(Option::as_mut) else {
             drop(runs);
-            // An idle lent worker: its socket ended (it died) or it wrote
-            // out of turn.
+            // An idle lent worker: its socket ended (it died), or a line
+            // came out of turn (a late progress report of its last run:
+            // dropped, as between jobs on the slot thread).
             let mut s = shared.lock();
+            let Some(p) = s.lent.as_mut() else {
+                return;
+            };
+            let mut line = Vec::new();
+            if matches!(p.poll_answer(0, &mut line, &mut |_, _| {}), Answer::Pending) {
+                return;
+            }
             if let Some(p) = s.lent.take() {
                 SlotShared::hand_back(&mut s, p, Handback::Idle);
                 drop(s);
@@ -776,6 +784,8 @@ impl Pool {
                 s.lean = false;
                 let max = self.env.python.max_job_count;
                 if stopped || proc.due(max) || s.killed || s.closed || s.abandoned {
+                    // After `kill_all` its worker was killed too.
+                    let stopped = stopped || s.killed;
                     SlotShared::hand_back(&mut s, proc, Handback::Answered { stopped });
                     drop(s);
                     shared.wake.notify_one();
