@@ -3,10 +3,10 @@
 //! reads its answers itself. Through the real router and job manager:
 //! many jobs on one slot, a cancel of a running job (its worker killed,
 //! the slot works again on a fresh one), and a worker killed mid-job (a
-//! `crash` result, the slot works again) — each after jobs that put the
-//! slot's worker on the lean path.
+//! `crash` result, the slot works again), and a timeout — each after jobs
+//! that put the slot's worker on the lean path.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use integration_tests::bins;
 use integration_tests::client::Client;
@@ -29,8 +29,12 @@ fn run_job(c: &mut Client, callable: &str, args: Value) -> Value {
 }
 
 fn submit(c: &mut Client, callable: &str, args: Value) -> String {
+    submit_with(c, "reply-requested", callable, args)
+}
+
+fn submit_with(c: &mut Client, headers: &str, callable: &str, args: Value) -> String {
     let msg = jobs::run("emq_test_jobs", callable, args, json!({}));
-    let id = c.submit("default", "reply-requested", msg);
+    let id = c.submit("default", headers, msg);
     assert!(
         c.wait_for(WAIT, |c| c.acks.contains_key(&id)),
         "{id} not acknowledged"
@@ -64,7 +68,11 @@ fn python_jobs_cancels_and_deaths_through_the_socket_loop() {
     let pids = dir.join("pid.txt");
     let addrs = Addrs::fresh();
     let mut router = start_router_on(&addrs, &["--journal", "none"]).expect("router starts");
-    let mut jm = start_jobmanager("emq-jobmanager", &addrs.backend, &["--concurrency", "1"]);
+    let mut jm = start_jobmanager(
+        "emq-jobmanager",
+        &addrs.backend,
+        &["--concurrency", "1", "--heartbeat-interval", "6"],
+    );
     let mut c = Client::connect(&addrs.frontend);
 
     warm(&mut c, 50);
@@ -105,6 +113,29 @@ fn python_jobs_cancels_and_deaths_through_the_socket_loop() {
         "{r}"
     );
     warm(&mut c, 20);
+
+    // A timeout of a job on the lean path kills its worker in time (well
+    // before the loop's next heartbeat, 6 s here, would wake it).
+    let _ = std::fs::remove_file(&pids);
+    let sent = Instant::now();
+    let id = submit_with(
+        &mut c,
+        "reply-requested,timeout:1",
+        "pid_then_sleep",
+        json!([pids.display().to_string(), 60]),
+    );
+    assert!(
+        c.wait_for(WAIT, |c| c.results.contains_key(&id)),
+        "no RESULT for the job that timed out"
+    );
+    let took = sent.elapsed();
+    let r = c.result(&id).unwrap().json();
+    assert_eq!(r["error"]["kind"], "timeout", "{r}");
+    assert!(
+        took < Duration::from_millis(4500),
+        "a 1 s timeout took {took:?} (the loop slept to its heartbeat?)"
+    );
+    warm(&mut c, 5);
 
     jm.stop();
     router.stop();
