@@ -26,7 +26,8 @@ Control socket, JSON lines:
 A worker is its own process group leader, dies with the server
 (PR_SET_PDEATHSIG), runs SUBPROCESS_SETUP_FUNC first, then:
 
-Worker socket, JSON lines:
+Worker socket, JSON lines (the worker reads it with `recv` and answers
+each request in one `send`: no file objects, no flushes):
   first line out:  {"hello": "emq-worker", "pid": N, "python": "3.x.y",
                     "setup_error": str (if the setup function raised),
                     "hooks_error": str (if entry/exit cannot be loaded)}
@@ -89,9 +90,11 @@ _proto_lock = None
 
 
 def _write_line(line):
+    """One protocol line out, in one `send` (the worker's socket, not a
+    file object: no buffer to flush)."""
+    data = (line + "\n").encode("utf-8", "replace")
     with _proto_lock:
-        _proto_out.write(line + "\n")
-        _proto_out.flush()
+        _proto_out.sendall(data)
 
 
 def _emq_job_module():
@@ -261,27 +264,17 @@ class _Tagged:
         return getattr(self._out, name)
 
 
-class _tagged_output:
-    """sys.stdout and sys.stderr tagged with `[msgid] ` while a job runs."""
+_tagged = None
 
-    def __init__(self, msgid):
-        self.tag = "[%s] " % msgid if msgid else ""
 
-    def __enter__(self):
-        self.saved = (sys.stdout, sys.stderr)
-        if self.tag:
-            self.stream = _Tagged(sys.__stderr__, self.tag)
-            sys.stdout = sys.stderr = self.stream
-        return self
+def _tagged_stream():
+    """The worker's one tagged stream (on sys.__stderr__)."""
+    global _tagged
+    if _tagged is None:
+        _tagged = _Tagged(sys.__stderr__, "")
+    return _tagged
 
-    def __exit__(self, *exc):
-        if self.tag:
-            try:
-                self.stream.close_line()
-            except Exception:
-                pass
-        sys.stdout, sys.stderr = self.saved
-        return False
+
 
 
 class Hooks:
@@ -388,8 +381,22 @@ def _run_job(req, hooks):
         fn = _resolve(job)
         args = job.get("args") or []
         kwargs = job.get("kwargs") or {}
-        with _tagged_output(msgid):
+        # sys.stdout and sys.stderr tagged with `[msgid] ` while the job
+        # runs (one _Tagged stream per worker, re-tagged for each job).
+        saved = sys.stdout, sys.stderr
+        if msgid:
+            stream = _tagged_stream()
+            stream._tag = "[%s] " % msgid
+            sys.stdout = sys.stderr = stream
+        try:
             value = fn(*args, **kwargs)
+        finally:
+            if msgid:
+                try:
+                    stream.close_line()
+                except Exception:
+                    pass
+            sys.stdout, sys.stderr = saved
     except BadJob as e:
         return {"id": rid, "error": _error("bad-job", e, tb=False)}
     except BaseException as e:  # SystemExit and KeyboardInterrupt too: the worker lives on
@@ -413,32 +420,81 @@ def _run_job(req, hooks):
 _encode_strict = json.JSONEncoder(allow_nan=False).encode
 
 
-def _serve(proto_in, proto_out, hooks, hello):
-    """The worker's loop: the hello line, then one answer per request
-    line, until its socket is closed."""
+def _serve(sock, hooks, hello):
+    """The worker's loop on its socket `sock`: the hello line, then one
+    answer per request line, until the socket is closed. One `recv` per
+    request and one `send` per answer (no file objects)."""
     global _proto_out, _proto_lock
     import threading
 
-    _proto_out, _proto_lock = proto_out, threading.Lock()
-    proto_out.write(json.dumps(hello) + "\n")
-    proto_out.flush()
-    for line in proto_in:
-        line = line.strip()
-        if not line:
+    _proto_out, _proto_lock = sock, threading.Lock()
+    _write_line(json.dumps(hello))
+    recv = sock.recv
+    loads = json.loads
+    stderr_flush = sys.__stderr__.flush
+    buf = b""
+    while True:
+        data = recv(65536)
+        if not data:
+            return
+        buf += data
+        if b"\n" not in data:
             continue
-        try:
-            req = json.loads(line)
-        except ValueError as e:
-            out = {"id": None, "error": {"kind": "bad-job", "message": "bad request line: %s" % e}}
-        else:
-            out = _run(req, hooks)
-        if not isinstance(out, str):
-            out = json.dumps(out)
+        *lines, buf = buf.split(b"\n")
+        for line in lines:
+            if not line.strip():
+                continue
+            try:
+                req = loads(line.decode("utf-8", "replace"))
+            except ValueError as e:
+                out = {"id": None, "error": {"kind": "bad-job", "message": "bad request line: %s" % e}}
+            else:
+                out = _run(req, hooks)
+            if not isinstance(out, str):
+                out = json.dumps(out)
+            if sys.stderr is not sys.__stderr__:
+                try:
+                    sys.stderr.flush()
+                except Exception:
+                    pass
+            try:
+                stderr_flush()
+            except Exception:
+                pass
+            _write_line(out)
+
+
+def _worker_main(fd, hooks, hello):
+    """A forked worker on its socket `fd`: setup, the hooks, then _serve
+    until its socket is closed; it never returns."""
+    import socket
+
+    try:
+        sock = socket.socket(fileno=fd)
+        h = dict(hello, pid=os.getpid())
+    except BaseException:
+        traceback.print_exc()
+        os._exit(70)
+    try:
+        # 0.3.13's meaning: setup once in each worker process, first;
+        # then the entry and exit functions are loaded.
+        setup_error = hooks.run_setup()
+        if setup_error:
+            h["setup_error"] = setup_error
+        hooks_error = hooks.load()
+        if hooks_error:
+            h["hooks_error"] = hooks_error
         try:
             sys.stderr.flush()
         except Exception:
             pass
-        _write_line(out)
+    except BaseException:
+        traceback.print_exc()
+        _worker_exit()
+    try:
+        _serve(sock, hooks, h)
+    finally:
+        _worker_exit()
 
 
 def _worker_exit():
@@ -541,32 +597,10 @@ def _fork_server(ctl, hooks, hello):
                         os.close(f)
                     if "random" in sys.modules:
                         sys.modules["random"].seed()
-                    proto_in = os.fdopen(os.dup(fd), "r", encoding="utf-8", errors="replace")
-                    proto_out = os.fdopen(fd, "w", encoding="utf-8")
-                    h = dict(hello, pid=os.getpid())
                 except BaseException:
                     traceback.print_exc()
                     os._exit(70)
-                try:
-                    # 0.3.13's meaning: setup once in each worker process,
-                    # first; then the entry and exit functions are loaded.
-                    setup_error = hooks.run_setup()
-                    if setup_error:
-                        h["setup_error"] = setup_error
-                    hooks_error = hooks.load()
-                    if hooks_error:
-                        h["hooks_error"] = hooks_error
-                    try:
-                        sys.stderr.flush()
-                    except Exception:
-                        pass
-                except BaseException:
-                    traceback.print_exc()
-                    _worker_exit()
-                try:
-                    _serve(proto_in, proto_out, hooks, h)
-                finally:
-                    _worker_exit()
+                _worker_main(fd, hooks, hello)
             os.close(fd)
             pidfds[os.pidfd_open(pid)] = pid
             send({"forked": msg["fork"], "pid": pid})
