@@ -79,6 +79,8 @@ mod invariants;
 mod peers;
 #[cfg(test)]
 pub(crate) use peers::MAX_REPLY_CREDIT;
+#[cfg(test)]
+pub(crate) use durability::{COMMIT_DELAY, LOADED_BATCH, MAX_COMMIT_DELAY};
 pub(crate) mod progress;
 pub(crate) mod results;
 mod schedules;

@@ -107,7 +107,8 @@ fn no_ack_and_no_dispatch_before_the_accepted_record_commits() {
 }
 
 #[test]
-fn group_commit_is_due_at_once_under_light_load_and_every_millisecond_under_load() {
+fn group_commit_is_due_at_once_under_light_load_and_grows_with_the_load() {
+    use crate::router::{COMMIT_DELAY, LOADED_BATCH, MAX_COMMIT_DELAY};
     let mut r = Router::new(Config {
         journal: true,
         hwm: 100_000,
@@ -115,6 +116,16 @@ fn group_commit_is_due_at_once_under_light_load_and_every_millisecond_under_load
     });
     let mut now = SECOND;
     let mut out = Vec::new();
+    let commit = |r: &mut Router, b: &Batch, now: Duration, out: &mut Vec<Action>| {
+        r.handle(
+            Input::JournalDone {
+                batch: b.id,
+                result: BatchResult::Committed,
+            },
+            now,
+            out,
+        )
+    };
     // A burst of 100 REQUESTs in one read round: one batch.
     for i in 0..100 {
         r.handle(raw_request("c", &format!("a{i}"), ""), now, &mut out);
@@ -124,30 +135,46 @@ fn group_commit_is_due_at_once_under_light_load_and_every_millisecond_under_load
     let b = batches(&out);
     assert_eq!(b.len(), 1);
     assert_eq!(b[0].records.len(), 100);
-    r.handle(
-        Input::JournalDone {
-            batch: b[0].id,
-            result: BatchResult::Committed,
-        },
-        now,
-        &mut out,
-    );
+    commit(&mut r, &b[0], now, &mut out);
     let acks = decode(std::mem::take(&mut out))
         .iter()
         .filter(|(s, _, m)| *s == Frontend && matches!(m.command, Command::Reply(_)))
         .count();
     assert_eq!(acks, 100);
-    // The last batch was large (load): the next is due 1 ms after it.
+    // The last batch was large (load): a few records wait for more, at
+    // most MAX_COMMIT_DELAY after the last batch.
+    let emitted = now;
     r.handle(raw_request("c", "b0", ""), now, &mut out);
-    assert_eq!(r.poll_timeout(), Some(now + us(1_000)));
-    now += us(999);
+    assert_eq!(r.poll_timeout(), Some(emitted + MAX_COMMIT_DELAY));
+    // A full batch is due COMMIT_DELAY after the last one, not sooner.
+    for i in 1..LOADED_BATCH {
+        r.handle(raw_request("c", &format!("b{i}"), ""), now, &mut out);
+    }
+    assert_eq!(r.poll_timeout(), Some(emitted + COMMIT_DELAY));
+    now = emitted + COMMIT_DELAY - us(1);
     r.handle_timeout(now, &mut out);
     assert!(batches(&out).is_empty());
     now += us(1);
     r.handle_timeout(now, &mut out);
-    let b = batches(&out);
+    let b = batches(&std::mem::take(&mut out));
+    assert_eq!(b.len(), 1);
+    assert_eq!(b[0].records.len(), LOADED_BATCH);
+    // None while it is in flight, however many records gather.
+    let emitted = now;
+    r.handle(raw_request("c", "c0", ""), now, &mut out);
+    assert!(r.poll_timeout().is_none_or(|t| t > now + MAX_COMMIT_DELAY));
+    // Committed slowly (past MAX_COMMIT_DELAY): the next is due at once.
+    now += MAX_COMMIT_DELAY + us(1);
+    commit(&mut r, &b[0], now, &mut out);
+    assert_eq!(r.poll_timeout(), Some(emitted + MAX_COMMIT_DELAY));
+    r.handle_timeout(now, &mut out);
+    let b = batches(&std::mem::take(&mut out));
     assert_eq!(b.len(), 1);
     assert_eq!(b[0].records.len(), 1);
+    commit(&mut r, &b[0], now, &mut out);
+    // That batch was small (light load again): the next is due at once.
+    r.handle(raw_request("c", "d0", ""), now, &mut out);
+    assert!(r.poll_timeout().is_some_and(|t| t <= now));
     r.check_invariants().unwrap();
 }
 
