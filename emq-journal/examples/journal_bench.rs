@@ -168,7 +168,11 @@ fn main() {
     println!("journal bench in {} ({jobs} jobs per run)", dir.display());
     if std::env::var_os("EMQ_JOURNAL_BENCH_ROUTER").is_some() {
         // Only the router's life cycle (4 records per job), by batch size.
-        for batch in [8u64, 16, 32, 64, 128, 256] {
+        let sizes: Vec<u64> = std::env::var("EMQ_JOURNAL_BENCH_BATCHES")
+            .ok()
+            .map(|v| v.split(',').filter_map(|n| n.parse().ok()).collect())
+            .unwrap_or_else(|| vec![8, 16, 32, 64, 128, 256]);
+        for batch in sizes {
             let path = dir.join(format!("bench-router-{batch}.sqlite"));
             let mut j = SqliteJournal::open(&path).expect("open");
             let (secs, bytes) = run_router(&mut j, batch, jobs);
