@@ -402,6 +402,13 @@ impl Router {
     /// Emit the open batch if it is due (see the module documentation).
     pub(super) fn flush_journal(&mut self, now: Duration, out: &mut Vec<Action>) {
         let draining = self.is_draining();
+        if self
+            .journal
+            .deadline(draining)
+            .is_some_and(|due| due <= now)
+        {
+            self.write_dirty_batch_rows();
+        }
         let next = self.store.next_id;
         if let Some(batch) = self.journal.take_batch(now, draining, next) {
             out.push(Action::Journal(batch));

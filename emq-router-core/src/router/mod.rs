@@ -78,9 +78,9 @@ mod intake;
 mod invariants;
 mod peers;
 #[cfg(test)]
-pub(crate) use peers::MAX_REPLY_CREDIT;
-#[cfg(test)]
 pub(crate) use durability::{COMMIT_DELAY, LOADED_BATCH, MAX_COMMIT_DELAY};
+#[cfg(test)]
+pub(crate) use peers::MAX_REPLY_CREDIT;
 pub(crate) mod progress;
 pub(crate) mod results;
 mod schedules;
