@@ -78,7 +78,7 @@ mod intake;
 mod invariants;
 mod peers;
 #[cfg(test)]
-pub(crate) use durability::{COMMIT_DELAY, LOADED_BATCH, MAX_COMMIT_DELAY};
+pub(crate) use durability::LOADED_BATCH;
 #[cfg(test)]
 pub(crate) use peers::MAX_REPLY_CREDIT;
 pub(crate) mod progress;
@@ -183,7 +183,7 @@ pub(crate) fn frames_of(msgid: String, command: Command) -> Frames {
 
 impl Router {
     pub fn new(cfg: Config) -> Router {
-        let journal = Durability::new(cfg.journal);
+        let journal = Durability::new(cfg.journal, cfg.commit_max_delay);
         let mut r = Router {
             ids: MsgIds::seeded(cfg.id_seed),
             cfg,

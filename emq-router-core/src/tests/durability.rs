@@ -108,7 +108,8 @@ fn no_ack_and_no_dispatch_before_the_accepted_record_commits() {
 
 #[test]
 fn group_commit_is_due_at_once_under_light_load_and_grows_with_the_load() {
-    use crate::router::{COMMIT_DELAY, LOADED_BATCH, MAX_COMMIT_DELAY};
+    use crate::config::{COMMIT_DELAY, DEFAULT_COMMIT_MAX_DELAY as MAX_COMMIT_DELAY};
+    use crate::router::LOADED_BATCH;
     let mut r = Router::new(Config {
         journal: true,
         hwm: 100_000,
@@ -179,8 +180,38 @@ fn group_commit_is_due_at_once_under_light_load_and_grows_with_the_load() {
 }
 
 #[test]
+fn with_commit_max_delay_at_its_minimum_a_loaded_batch_is_due_every_millisecond() {
+    use crate::config::COMMIT_DELAY;
+    let mut r = Router::new(Config {
+        journal: true,
+        hwm: 100_000,
+        commit_max_delay: Duration::ZERO,
+        ..Config::default()
+    });
+    let now = SECOND;
+    let mut out = Vec::new();
+    for i in 0..100 {
+        r.handle(raw_request("c", &format!("a{i}"), ""), now, &mut out);
+    }
+    r.handle_timeout(now, &mut out);
+    let b = batches(&out);
+    r.handle(
+        Input::JournalDone {
+            batch: b[0].id,
+            result: BatchResult::Committed,
+        },
+        now,
+        &mut out,
+    );
+    // Loaded, one record open: due COMMIT_DELAY after the last batch (the
+    // setting is raised to it), as a full one would be.
+    r.handle(raw_request("c", "b0", ""), now, &mut out);
+    assert_eq!(r.poll_timeout(), Some(now + COMMIT_DELAY));
+}
+
+#[test]
 fn accepted_and_completed_in_one_open_batch_cancel() {
-    let mut d = crate::router::Durability::new(true);
+    let mut d = crate::router::Durability::new(true, crate::config::DEFAULT_COMMIT_MAX_DELAY);
     let rec = |m: &str| {
         Record::Accepted(JobRecord {
             msgid: m.into(),
@@ -223,7 +254,7 @@ fn accepted_and_completed_in_one_open_batch_cancel() {
 #[test]
 fn only_the_last_write_of_a_state_row_in_a_batch_is_kept() {
     use crate::journal::StateKind;
-    let mut d = crate::router::Durability::new(true);
+    let mut d = crate::router::Durability::new(true, crate::config::DEFAULT_COMMIT_MAX_DELAY);
     let put = |id: &str, b: u8| Record::PutState {
         kind: StateKind::Batch,
         id: id.into(),
