@@ -17,12 +17,11 @@
 //! records but no sooner than [`COMMIT_DELAY`] after the previous batch,
 //! and at the latest `Config::commit_max_delay` (4 ms by default; 1 ms
 //! for PostgreSQL, whose commits cost per row, not per batch) after it;
-//! at once with
-//! [`COMMIT_OPS`] records. (A commit has a fixed cost — the WAL frames of
-//! every page it touches, the syscalls — that a larger batch shares among
-//! more jobs: with SQLite, 29 jobs a batch cost about 1.6 times the CPU
-//! per job of 128, docs/PERFORMANCE.md.) One batch is in flight at a time;
-//! the next one gathers while it commits. A job
+//! at once with [`COMMIT_OPS`] records. (A commit has a fixed cost — the
+//! WAL frames of every page it touches, the syscalls — that a larger
+//! batch shares among more jobs: with SQLite, 32 jobs a batch cost about
+//! 1.5 times the CPU per job of 128, docs/PERFORMANCE.md.) One batch is in
+//! flight at a time; the next one gathers while it commits. A job
 //! accepted and completed within one open batch needs no row: its
 //! `Accepted` and `Completed` records cancel (unless its msgid was
 //! accepted twice in the batch), and of the writes of one state row
