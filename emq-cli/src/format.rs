@@ -244,6 +244,7 @@ pub fn render(op: &AdminOp, answer: &Value, now_ms: u64) -> String {
             workflow(answer.get("workflow").unwrap_or(&Value::Null), now_ms)
         }
         AdminOp::Batch { .. } => batch(answer.get("batch").unwrap_or(&Value::Null)),
+        AdminOp::Cancel { .. } if answer.get("jobs").is_some() => cancelled_group(answer),
         AdminOp::Cancel { msgid } => {
             // The router's msgid: the whole one when a prefix was typed.
             let msgid = answer.get("msgid").and_then(Value::as_str).unwrap_or(msgid);
@@ -889,6 +890,49 @@ pub fn refusal(answer: &Value) -> String {
     }
 }
 
+/// The answer of `cancel` of a batch or a workflow: counts, and a line
+/// per job that could not be cancelled.
+fn cancelled_group(answer: &Value) -> String {
+    let (what, id) = match (answer.get("batch"), answer.get("workflow")) {
+        (Some(b), _) => ("batch", cell(Some(b))),
+        (None, w) => ("workflow", cell(w)),
+    };
+    let jobs = answer
+        .get("jobs")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let n = |st: &str| jobs.iter().filter(|j| j["state"] == st).count();
+    let failed: Vec<&Value> = jobs.iter().filter(|j| j.get("error").is_some()).collect();
+    let mut parts = Vec::new();
+    if let Some(nodes) = u64_of(answer, "nodes_cancelled") {
+        parts.push(format!("{nodes} waiting node(s) cancelled"));
+    }
+    if !jobs.is_empty() {
+        parts.push(format!("{} job(s) cancelled", n("cancelled")));
+        parts.push(format!(
+            "{} being stopped by their job managers",
+            n("cancelling")
+        ));
+    }
+    if !failed.is_empty() {
+        parts.push(format!("{} not cancelled", failed.len()));
+    }
+    let mut s = format!(
+        "{what} {id}: {}: {}\n",
+        cell(answer.get("state")),
+        parts.join(", ")
+    );
+    for j in failed {
+        s.push_str(&format!(
+            "  {}: {}\n",
+            cell(j.get("msgid")),
+            cell(j.get("error"))
+        ));
+    }
+    s
+}
+
 /// A batch: its state and times, a progress bar of its ended jobs with
 /// the counts, its callbacks, its first failed jobs.
 fn batch(b: &Value) -> String {
@@ -1363,6 +1407,23 @@ mod tests {
             job_view(&unique, NOW),
             "msgid:      m3\nqueue:      q\nstate:      queued\nheaders:    unique-key:order-7\n\
              unique key: order-7 (held)\n"
+        );
+    }
+
+    #[test]
+    fn a_cancelled_batch_or_workflow_lists_its_jobs() {
+        let t = |a: Value| render(&AdminOp::Cancel { msgid: "b".into() }, &a, NOW);
+        assert_eq!(
+            t(json!({"batch": "b", "state": "cancelling", "jobs": [
+                {"msgid": "j1", "was": "in-flight", "state": "cancelling"},
+                {"msgid": "j2", "was": "queued", "state": "cancelled"},
+                {"msgid": "j3", "error": "job j3 runs on worker w, which cannot cancel jobs"}]})),
+            "batch b: cancelling: 1 job(s) cancelled, 1 being stopped by their job managers, 1 not cancelled\n\
+             \x20 j3: job j3 runs on worker w, which cannot cancel jobs\n"
+        );
+        assert_eq!(
+            t(json!({"workflow": "w", "state": "cancelled", "nodes_cancelled": 2, "jobs": []})),
+            "workflow w: cancelled: 2 waiting node(s) cancelled\n"
         );
     }
 

@@ -901,12 +901,17 @@ views.batch = {
     const cbs = Object.entries(b.callbacks || {}).map(([name, c]) =>
       h('li', {}, h('span', { class: 'mono' }, name), ' ',
         badge(c.state, c.state === 'submitted' ? 'done' : c.state === 'skipped' ? 'cancelled' : 'queued'), ' ', c.state === 'submitted' ? jobLink(c.msgid) : h('span', { class: 'mono sub' }, c.msgid)));
+    const cancellable = b.state !== 'finished' && !b.cancelled_at_unix_ms;
     this.body.replaceChildren(
-      card('Progress', '', h('div', { class: 'body' }, bar, h('dl', { class: 'props' },
+      card('Progress', cancellable ? actionButton('Cancel batch', 'danger', () => act('cancel', { msgid: b.batch },
+        r => `Batch ${r.state}`, { title: 'Cancel this batch?', ok: 'Cancel batch',
+          text: 'It is closed, its waiting jobs are cancelled and its running jobs stopped; they count as failed, so on_complete runs and on_success does not.' }),
+        { 'data-action': 'cancel' }) : '', h('div', { class: 'body' }, bar, h('dl', { class: 'props' },
         row('Counts', `${num(b.succeeded + b.failed)} of ${num(b.total)} ended · ${num(b.succeeded)} succeeded · ${num(b.failed)} failed · ${num(b.pending)} pending`, 'batch-counts'),
         row('Description', b.description || null),
         row('Opened', b.opened_at_unix_ms ? [stamp(b.opened_at_unix_ms), ' · ', when(b.opened_at_unix_ms)] : null),
         row('Closed', b.closed_at_unix_ms ? [stamp(b.closed_at_unix_ms), ' · ', when(b.closed_at_unix_ms)] : h('span', { class: 'sub' }, 'open: jobs may still join')),
+        row('Cancelled', b.cancelled_at_unix_ms ? [stamp(b.cancelled_at_unix_ms), ' · ', when(b.cancelled_at_unix_ms)] : null, 'batch-cancelled'),
         row('Finished', b.finished_at_unix_ms ? [stamp(b.finished_at_unix_ms), ' · ', when(b.finished_at_unix_ms)] : null)))),
       cbs.length ? card('Callbacks', '', h('div', { class: 'body' }, h('ul', { class: 'tree', id: 'batch-callbacks' }, cbs))) : '',
       (b.failed_ids || []).length ? card('Failed jobs', b.failed > b.failed_ids.length ? h('span', { class: 'sub' }, 'the first ' + num(b.failed_ids.length)) : '',

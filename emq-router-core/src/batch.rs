@@ -117,6 +117,9 @@ pub struct Batch {
     /// When its callbacks were submitted (it is finished then).
     #[serde(default)]
     pub finished_unix_ms: Option<u64>,
+    /// When an operator cancelled it (admin `cancel` of its id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled_unix_ms: Option<u64>,
     #[serde(skip)]
     pub pending: u64,
 }
@@ -156,6 +159,7 @@ impl Batch {
             failed: 0,
             failed_ids: Vec::new(),
             finished_unix_ms: None,
+            cancelled_unix_ms: None,
             pending: 0,
         })
     }

@@ -46,7 +46,7 @@ pub enum AdminOp {
     Job { msgid: String },
     /// A page of job views.
     Jobs(JobsQuery),
-    /// Cancel a job.
+    /// Cancel a job, a workflow (by its id) or a batch (by its id).
     Cancel { msgid: String },
     /// A page of dead letters.
     Dead(DeadQuery),

@@ -282,5 +282,37 @@ fn the_dashboard_shows_a_batch_bar_and_a_job_links_to_its_batch() {
     );
     b.screenshot(&target_dir().join("screenshots").join("batch-1400.png"))
         .unwrap();
+    // Cancel the batch: confirmed, its pending job is cancelled and the
+    // batch ends with it counted failed.
+    b.click("button[data-action=cancel]").unwrap();
+    b.wait_for(
+        "the confirmation dialog",
+        "document.getElementById('confirm').open",
+        Duration::from_secs(30),
+    )
+    .unwrap();
+    b.click("#confirm button[value=ok]").unwrap();
+    let counts = b
+        .wait_for(
+            "the cancelled batch's counts",
+            "document.querySelector('#batch-cancelled') && \
+             (document.querySelector('#batch-counts') || {}).textContent.startsWith('4 of 4') && \
+             document.querySelector('#batch-counts').textContent",
+            Duration::from_secs(30),
+        )
+        .unwrap();
+    assert_eq!(
+        counts, "4 of 4 ended · 2 succeeded · 2 failed · 0 pending",
+        "{counts}"
+    );
+    let v = batch_view(&addrs, id).expect("the batch is still known");
+    assert_eq!(v["state"], "finished", "{v}");
+    assert!(v["cancelled_at_unix_ms"].is_u64(), "{v}");
+    assert_eq!(
+        b.eval("document.querySelectorAll('button[data-action=cancel]').length")
+            .unwrap(),
+        json!(0),
+        "no cancel button on a finished batch"
+    );
     jm.stop();
 }

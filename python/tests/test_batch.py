@@ -15,7 +15,7 @@ import pytest
 
 import emq_pyclient_jobs
 import emq_test_jobs
-from emq_client import AsyncClient, BatchClosed, Client, JobNotFound, Rejected, task
+from emq_client import AdminError, AsyncClient, BatchClosed, Client, JobNotFound, Rejected, task
 
 from conftest import Router, wait_until
 
@@ -110,3 +110,27 @@ def test_async_batch_with_async_with(cluster: Router, tmp_path: Path) -> None:
     status = asyncio.run(asyncio.wait_for(main(), 120))
     assert status["total"] == 3 and status["event"] == "complete"
     wait_until("the callback's line", lambda: len(lines(out)) == 1, 10)
+
+
+def test_cancel_stops_the_batchs_jobs_and_runs_on_complete(client: Client, tmp_path: Path) -> None:
+    out = tmp_path / "callbacks.jsonl"
+    b = client.batch(
+        on_success=task(emq_pyclient_jobs.batch_callback, str(out)),
+        on_complete=task(emq_pyclient_jobs.batch_callback, str(out)),
+    )
+    # More sleepers than the job manager's 4 slots: some run, some wait.
+    jobs = b.add_many([(emq_test_jobs.sleep, (60,)) for _ in range(6)])
+    wait_until("a sleeper running", lambda: client.admin("job", msgid=jobs[0].msgid)["job"]["state"] == "in-flight", 60)
+    assert b.cancel() in ("cancelling", "cancelled")
+    st = b.wait(60)
+    assert (st.state, st.total, st.succeeded, st.failed, st.cancelled) == ("finished", 6, 0, 6, True), st
+    status = client.job(f"{b.id}/on-complete").result(60)
+    assert (status["event"], status["failed"]) == ("complete", 6), status
+    assert sorted(status["failed_ids"]) == sorted(j.msgid for j in jobs)
+    assert [s["event"] for s in lines(out)] == ["complete"]
+    assert client.admin("batch", id=b.id)["batch"]["callbacks"]["on_success"]["state"] == "skipped"
+    with pytest.raises(BatchClosed):
+        b.add(emq_test_jobs.add, 1, 1)
+    with pytest.raises(AdminError) as e:
+        b.cancel()
+    assert e.value.kind == "conflict"

@@ -181,9 +181,11 @@ pub enum CliCommand {
         /// The batch's id (the msgid its client opened it under)
         id: String,
     },
-    /// Cancel a job (a running job is stopped by its job manager)
+    /// Cancel a job (a running job is stopped by its job manager), a
+    /// workflow or a batch (each of its unfinished jobs)
     Cancel {
-        /// The job's msgid, or its unique beginning (4 characters or more)
+        /// The job's msgid, or its unique beginning (4 characters or more);
+        /// or a workflow's or batch's id
         msgid: String,
     },
     /// Dead letters: jobs that failed for good

@@ -38,6 +38,17 @@
 //!   as any job (their own `retry-count`...). The last [`FINISHED_KEPT`]
 //!   finished batches stay visible to lookups, across restarts (their
 //!   rows; the oldest's row is deleted when one more finishes).
+//! - **Cancel.** Admin `cancel` of a batch id (`Router::cancel_batch`)
+//!   closes the batch (no REQUEST joins any more), marks it cancelled
+//!   (`cancelled_at_unix_ms`, in its row) and cancels each of its pending
+//!   jobs as `cancel` does one job: a queued or delayed job at once, a
+//!   running one through CANCEL to its job manager (refused for a 0.3.13
+//!   job manager, which cannot cancel: that job runs on and is counted at
+//!   its end). A cancelled job ends failed, so `on_success` is skipped and
+//!   `on_complete` runs, once, when the last of them has stopped. An
+//!   unfinished batch only: cancelling a finished one is a `conflict`.
+//!   A router restarted before its jobs stopped cancels what it restores
+//!   of a cancelled batch.
 //! - **Journal failure.** A callback job accepted in a failed journal
 //!   batch is accepted again (the batch's finished row is written with the
 //!   next batch); a member job refused that way is no longer pending.
@@ -199,6 +210,60 @@ impl Router {
                 Ok(())
             }
         }
+    }
+
+    /// Admin `cancel` of batch `id` (module documentation). `None`: the
+    /// router holds no batch `id`; `Some(Err)`: it is finished.
+    pub(super) fn cancel_batch(
+        &mut self,
+        id: &str,
+        now: Duration,
+        out: &mut Vec<Action>,
+    ) -> Option<Result<Value, String>> {
+        let at = self.unix_ms(now);
+        let Some(b) = self.batches.live.get_mut(id) else {
+            let (b, _) = self.batches.find(id)?;
+            return Some(Err(format!(
+                "batch {id} already finished ({} succeeded, {} failed)",
+                b.succeeded, b.failed
+            )));
+        };
+        b.closed_unix_ms.get_or_insert(at);
+        b.cancelled_unix_ms.get_or_insert(at);
+        let blob = b.encode();
+        self.put_batch_row(id, blob);
+        let jobs = self.cancel_batch_jobs(id, now, out);
+        self.settle_batch(id, now, out);
+        let state = if self.batches.live.contains_key(id) {
+            "cancelling"
+        } else {
+            "cancelled"
+        };
+        Some(Ok(json!({ "batch": id, "state": state, "jobs": jobs })))
+    }
+
+    /// Cancel each pending job of batch `id` as `cancel` does one job;
+    /// what each `cancel` answered.
+    fn cancel_batch_jobs(&mut self, id: &str, now: Duration, out: &mut Vec<Action>) -> Vec<Value> {
+        let mut members: Vec<String> = self
+            .batches
+            .jobs
+            .iter()
+            .filter(|(_, b)| b.as_str() == id)
+            .map(|(m, _)| m.clone())
+            .collect();
+        members.sort();
+        log::info!(
+            "batch {id} cancelled by an operator: {} pending job(s) cancelled",
+            members.len()
+        );
+        members
+            .into_iter()
+            .map(|m| match self.op_cancel(&m, now, out) {
+                Ok(v) => v,
+                Err(e) => json!({ "msgid": m, "error": e.message }),
+            })
+            .collect()
     }
 
     fn put_batch_row(&mut self, id: &str, blob: Vec<u8>) {
@@ -420,6 +485,11 @@ impl Router {
     ) -> usize {
         let ids: Vec<String> = self.batches.live.keys().cloned().collect();
         for id in &ids {
+            // Cancelled before the restart: what it still held was being
+            // stopped, and is cancelled now (restored, so waiting).
+            if self.batches.live[id].cancelled_unix_ms.is_some() {
+                self.cancel_batch_jobs(id, now, out);
+            }
             self.settle_batch(id, now, out);
         }
         self.batches.live.len()
@@ -507,6 +577,7 @@ impl Router {
             "opened_at_unix_ms": b.opened_unix_ms,
             "closed_at_unix_ms": b.closed_unix_ms,
             "finished_at_unix_ms": b.finished_unix_ms,
+            "cancelled_at_unix_ms": b.cancelled_unix_ms,
             "callbacks": callbacks,
             "limits": { "max_batches": MAX_BATCHES, "max_failed_ids": MAX_FAILED_IDS },
         }))

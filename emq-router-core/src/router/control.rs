@@ -718,6 +718,9 @@ impl Router {
         if let Some(v) = self.cancel_workflow(msgid, now, out) {
             return Ok(v);
         }
+        if let Some(r) = self.cancel_batch(msgid, now, out) {
+            return r.map_err(|why| AdminError::new(ErrorKind::Conflict, why));
+        }
         if let Some(w) = self.workflow_job_view(msgid, now) {
             return Err(AdminError::new(
                 ErrorKind::Conflict,

@@ -402,3 +402,99 @@ fn finished_batches_past_the_last_1000_are_forgotten_rows_deleted() {
     );
     assert_eq!(view(&mut h2, "f1")["batch"]["state"], "finished");
 }
+
+fn cancel(h: &mut H, id: &str) -> Value {
+    let req = serde_json::to_vec(&json!({ "op": "cancel", "msgid": id })).unwrap();
+    admin(h, Command::Admin { request: req })
+}
+
+/// Admin `cancel` of a batch: closed (no job joins), its waiting jobs
+/// cancelled at once, its running one stopped by its job manager; they
+/// count failed, so on_success is skipped and on_complete runs once, when
+/// the running one has stopped; cancelling it again is a conflict.
+#[test]
+fn cancelling_a_batch_cancels_its_jobs_and_runs_on_complete_once() {
+    let mut h = durable();
+    h.inform("w1", "", &["job-ack", "cancel"]);
+    h.ready("w1");
+    open(&mut h, "b9");
+    for j in ["j1", "j2", "j3"] {
+        h.request("c1", j, "default", "batch:b9");
+    }
+    ok(&mut h, "w1", "j1");
+    // One slot: j2 runs, j3 waits.
+    assert_eq!(h.r.inflight_count(), 1);
+    let v = cancel(&mut h, "b9");
+    assert_eq!(v["state"], "cancelling", "{v}");
+    assert_eq!(v["jobs"][0]["msgid"], "j2");
+    assert_eq!(v["jobs"][0]["state"], "cancelling");
+    assert_eq!(v["jobs"][1]["msgid"], "j3");
+    assert_eq!(v["jobs"][1]["state"], "cancelled");
+    let b = view(&mut h, "b9")["batch"].clone();
+    assert_eq!(b["state"], "closed", "{b}");
+    assert!(b["cancelled_at_unix_ms"].is_u64(), "{b}");
+    assert_eq!(counts(&mut h, "b9"), (1, 1, 1, 3));
+    // No job joins a cancelled batch.
+    let sent = h.request("c1", "j4", "default", "batch:b9");
+    let rj = rejects(&sent, "c1");
+    assert_eq!(rj.len(), 1, "{sent:?}");
+    assert_eq!(rj[0].reason, RejectReason::BatchClosed);
+    // j2's job manager stops it: the batch ends, on_complete only.
+    let e = r#"{"error": {"kind": "cancelled", "message": "cancelled by the router"}}"#;
+    let mut sent = h.reply("w1", "j2", e, Some(ResultStatus::Failed));
+    sent.extend(h.ready("w1"));
+    let reqs = requests(&sent, "w1");
+    let ids: Vec<&str> = reqs.iter().map(|r| r.0.as_str()).collect();
+    assert_eq!(ids, ["b9/on-complete"], "{sent:?}");
+    assert_eq!(
+        reqs[0].1[1]["args"][0],
+        json!({"batch": "b9", "event": "complete", "total": 3, "succeeded": 1,
+               "failed": 2, "failed_ids": ["j3", "j2"]})
+    );
+    assert_eq!(view(&mut h, "b9")["batch"]["state"], "finished");
+    let req = serde_json::to_vec(&json!({ "op": "cancel", "msgid": "b9" })).unwrap();
+    let sent = h.msg(Admin, "adm", "admin:2", Command::Admin { request: req });
+    let r = to(&sent, Admin, "adm");
+    let Command::Reply(r) = &r[0].command else {
+        panic!("{sent:?}")
+    };
+    let v: Value = serde_json::from_slice(&r.payload).unwrap();
+    assert_eq!(v["error"]["kind"], "conflict", "{v}");
+    assert_eq!(accepted_count(&h.journal, "b9/on-complete"), 1);
+    assert_eq!(accepted_count(&h.journal, "b9/on-success"), 0);
+}
+
+/// A router killed while a cancelled batch's running job was being
+/// stopped: the new one restores the batch cancelled, cancels the
+/// restored job instead of running it again, and runs on_complete once.
+#[test]
+fn a_batch_cancelled_before_a_restart_stays_cancelled() {
+    let mut h = durable();
+    h.inform("w1", "", &["job-ack", "cancel"]);
+    h.ready("w1");
+    open(&mut h, "b10");
+    h.request("c1", "j1", "default", "batch:b10");
+    assert_eq!(cancel(&mut h, "b10")["state"], "cancelling");
+    // kill -9: only the journal survives.
+    let mut h2 = durable();
+    let mut out = Vec::new();
+    let c = h2.r.restore(restored_from(&h.journal), h2.now, &mut out);
+    assert_eq!(
+        (c.jobs, c.batches),
+        (1, 0),
+        "j1 restored, the batch finished"
+    );
+    h2.inform("w2", "", &["job-ack", "cancel"]);
+    let mut sent = Vec::new();
+    for _ in 0..4 {
+        sent.extend(h2.ready("w2"));
+    }
+    let ids: Vec<String> = requests(&sent, "w2").into_iter().map(|r| r.0).collect();
+    assert_eq!(ids, ["b10/on-complete"], "j1 is not run again");
+    let b = view(&mut h2, "b10")["batch"].clone();
+    assert_eq!(b["state"], "finished", "{b}");
+    assert_eq!(b["failed"], 1, "{b}");
+    assert!(b["cancelled_at_unix_ms"].is_u64(), "{b}");
+    let all = [h.journal.clone(), h2.journal.clone()].concat();
+    assert_eq!(accepted_count(&all, "b10/on-complete"), 1);
+}

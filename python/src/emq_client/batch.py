@@ -26,6 +26,9 @@
   "succeeded", "failed", "failed_ids": [msgid, ...]}``.
 - ``b.status()``: live counts (:class:`BatchStatus`); ``b.wait(timeout)``
   until the batch is finished (its callbacks submitted).
+- ``b.cancel()``: close it and cancel its unfinished jobs (admin op
+  ``cancel`` of the batch id); they count as failed, so ``on_success`` is
+  skipped and ``on_complete`` runs once the last of them stopped.
 
 A callback is a :func:`~emq_client.task` or :func:`~emq_client.call` job
 (not a shell job: it takes an argument).
@@ -45,9 +48,10 @@ class BatchStatus:
     ``pending`` (unfinished), ``succeeded``, ``failed`` (after their
     retries); ``state`` is ``open``, ``closed`` or ``finished`` (its
     callbacks submitted); ``failed_ids`` the first failed jobs' msgids;
+    ``cancelled``: an operator cancelled it (:meth:`Batch.cancel`);
     ``view`` the router's whole answer (times, callbacks)."""
 
-    __slots__ = ("id", "state", "total", "pending", "succeeded", "failed", "failed_ids", "view")
+    __slots__ = ("id", "state", "total", "pending", "succeeded", "failed", "failed_ids", "cancelled", "view")
 
     def __init__(self, view: Dict[str, Any]) -> None:
         self.view = view
@@ -58,6 +62,7 @@ class BatchStatus:
         self.succeeded = int(view.get("succeeded", 0))
         self.failed = int(view.get("failed", 0))
         self.failed_ids: List[str] = list(view.get("failed_ids") or [])
+        self.cancelled = view.get("cancelled_at_unix_ms") is not None
 
     @property
     def finished(self) -> bool:
@@ -150,6 +155,16 @@ class Batch:
         :class:`~emq_client.ResultTimeout` after ``timeout`` seconds."""
         return self.client._run(self.client._batch_wait(self.id, timeout))  # type: ignore[no-any-return]
 
+    def cancel(self) -> str:
+        """Close the batch and cancel its unfinished jobs (admin op
+        ``cancel``): waiting ones at once, running ones by their job
+        managers. Returns ``cancelled`` when every job has ended (the
+        callbacks are submitted), ``cancelling`` while some still stop.
+        They count as failed: ``on_success`` is skipped, ``on_complete``
+        runs. :class:`~emq_client.AdminError` kind ``conflict`` when the
+        batch had already finished."""
+        return self.client._run(self.client._cancel(self.id))  # type: ignore[no-any-return]
+
     def __enter__(self) -> "Batch":
         return self
 
@@ -200,6 +215,10 @@ class AsyncBatch:
     async def wait(self, timeout: Optional[float] = None) -> BatchStatus:
         """As :meth:`Batch.wait`."""
         return await self.client._run(self.client._batch_wait(self.id, timeout))  # type: ignore[no-any-return]
+
+    async def cancel(self) -> str:
+        """As :meth:`Batch.cancel`."""
+        return await self.client._run(self.client._cancel(self.id))  # type: ignore[no-any-return]
 
     async def __aenter__(self) -> "AsyncBatch":
         return await self._opened()
