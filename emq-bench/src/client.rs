@@ -84,6 +84,9 @@ pub struct PhaseResult {
     /// Submit → completion, per completed job, in nanoseconds.
     pub latencies_ns: Vec<u64>,
     pub acks: usize,
+    /// Messages that carried acknowledgements (a `REPLY [msgid]` each, or
+    /// an ACKS with one or more).
+    pub ack_messages: usize,
     pub results_ok: usize,
     pub results_failed: usize,
     pub rejects: BTreeMap<String, usize>,
@@ -352,6 +355,9 @@ pub fn run_phase(
             let cmd = frames.get(2);
             let is_acks = cmd == b"ACKS";
             let ids = if is_acks { 4..frames.len() } else { 4..5 };
+            if is_acks || (cmd == b"REPLY" && frames.len() == 5) {
+                res.ack_messages += 1;
+            }
             for k in ids {
                 let orig = frames.get(k);
                 let Some(i) = parse_msgid(tag, orig).filter(|i| *i < sent) else {
