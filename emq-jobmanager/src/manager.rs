@@ -350,7 +350,9 @@ impl JobManager {
     ///
     /// The loop: carry out the core's actions (a failed send goes back in
     /// as [`Input::SendFailed`]), then sleep in `zmq::poll` until a message
-    /// arrives, a pool event or the shutdown signal's descriptor wakes it,
+    /// arrives, a Python worker lent to the loop writes (the pool's lean
+    /// path: its answer or progress is read here, no thread hand-off), a
+    /// pool event or the shutdown signal's descriptor wakes it,
     /// or the core's [`Connection::poll_timeout`] is reached — then
     /// [`Connection::handle_timeout`]. No other wake-up: an idle job
     /// manager wakes for its heartbeats only.
@@ -467,6 +469,10 @@ impl JobManager {
         // poll.
         let mut feedback: Vec<Input> = Vec::new();
         let mut frame_buf = zmq::Message::new();
+        // The sockets of the Python workers lent to this loop (the pool's
+        // lean path), and which of them are readable.
+        let mut lean_fds = Vec::new();
+        let mut lean_ready = Vec::new();
         loop {
             for action in actions.drain(..) {
                 match action {
@@ -553,13 +559,36 @@ impl JobManager {
                     items.push(l.sock.as_poll_item(zmq::POLLIN));
                     items.push(l.watch.socket().as_poll_item(zmq::POLLIN));
                 }
+                let first_lean = items.len();
+                pool.lean_fds(&mut lean_fds);
+                for (_, fd) in &lean_fds {
+                    items.push(zmq::PollItem::from_fd(*fd, zmq::POLLIN));
+                }
                 emq_transport::poll::poll(&mut items, wait).map_err(|e| Error::Zmq {
                     context: "polling".into(),
                     detail: e.to_string(),
                 })?;
                 let ready = |i: usize| items.get(i).is_some_and(|it| it.is_readable());
-                (ready(0), ready(2), ready(3))
+                lean_ready.clear();
+                for (i, (slot, _)) in lean_fds.iter().enumerate() {
+                    let it = &items[first_lean + i];
+                    // A closed socket may show as an error or hang-up only.
+                    if it.is_readable() || it.is_error() {
+                        lean_ready.push(*slot);
+                    }
+                }
+                let sock = if link.is_some() {
+                    (ready(2), ready(3))
+                } else {
+                    (false, false)
+                };
+                (ready(0), sock.0, sock.1)
             };
+            // The answers (and progress) of the lean runs, queued as pool
+            // events and handed to the core below.
+            for slot in lean_ready.drain(..) {
+                pool.lean_readable(slot);
+            }
             let now = start.elapsed();
             if sock_readable {
                 if let Some(l) = &link {

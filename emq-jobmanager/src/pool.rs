@@ -1,7 +1,32 @@
 //! The execution slots: one thread per slot, fed jobs by the socket loop
 //! through a mutex + condition variable mailbox (no spinning), reporting
 //! [`PoolEvent`]s back over a channel and waking the loop through the
-//! [`Waker`].
+//! [`Waker`] — except for Python `run` jobs in steady state, which take
+//! the lean path below, with no thread hand-off.
+//!
+//! **The lean path.** A slot thread whose Python worker is idle and ready
+//! (greeted, fit, not due for its spare or retirement) lends it to the
+//! socket loop. [`Pool::start`] then writes a `run` job's request to that
+//! worker's socket itself (non-blocking: a request under
+//! `LEAN_REQUEST_MAX`, to an idle socket), reports `Started`, and the loop
+//! polls the lent workers' sockets ([`Pool::lean_fds`]) in its own
+//! `zmq::poll`; [`Pool::lean_readable`] reads progress lines and the
+//! answer and queues `Progress`/`Finished` (no wake-up: the loop drains
+//! them next). The worker stays lent after its answer unless the slot
+//! thread has work with it, in which case it is handed back: the pool
+//! aimed a kill at it (discarded), it ran its `MAX_JOB_COUNT` jobs
+//! (retired) or reached its spare's lead (spare forked), it broke off its
+//! run (socket ended, or an unreadable answer: the slot thread reaps it and
+//! reports the run as a crash, with its exit status), it could not be
+//! written to (killed; the job goes through the slot thread, not blamed
+//! for it), or it talked or died while idle. Every other job, a `run` job
+//! while no worker is lent (the slot's first, or while a replacement
+//! starts), and a request too big, go through the mailbox as before. A
+//! slot runs one job at a time either way: the slot thread takes no job
+//! from its mailbox while a lean run is in progress, and the loop lends
+//! nothing while the slot has a run or a queued job. A lean run is the
+//! slot's run for [`Pool::cancel`] and [`Pool::kill_all`] (its worker's
+//! group is the job's group), so the rules below hold for it unchanged.
 //!
 //! A slot runs one job at a time, so the pool can never run more jobs than
 //! it has slots. Each slot keeps its own long-lived Python worker process
@@ -54,7 +79,7 @@ use crate::handlers::Handlers;
 use emq_process::kill_group;
 
 use crate::forkserver::ForkServer;
-use crate::python::{PythonConfig, PythonWorker};
+use crate::python::{encode_request, Answer, Proc, PythonConfig, PythonWorker};
 use crate::registry::GroupRegistry;
 
 /// What the pool reports.
@@ -135,6 +160,42 @@ pub(crate) struct SlotState {
     /// `kill_all` was called: the pool is being torn down; nothing new
     /// is started.
     killed: bool,
+    /// The slot's idle Python worker, lent to the socket loop (see
+    /// "The lean path" in the module doc).
+    lent: Option<Proc>,
+    /// The run in progress is on the socket loop's lean path: the slot
+    /// thread takes no job until it is over.
+    lean: bool,
+    /// A lent worker the socket loop gave back, and why.
+    returned: Option<(Proc, Handback)>,
+}
+
+/// Why the socket loop gives a lent worker back to its slot thread.
+#[derive(Debug)]
+enum Handback {
+    /// It answered its job (the loop reported the run); its slot thread
+    /// discards it (`stopped`: the pool aimed a kill at it), retires it,
+    /// or starts its spare, and lends it (or the next one) again.
+    Answered { stopped: bool },
+    /// It broke off `run` (its socket ended, or `why` its answer is
+    /// unreadable): the slot thread reaps it and reports the run.
+    Died { run: u64, why: Option<String> },
+    /// It was found dead, stale (`--reload`) or talking while idle: the
+    /// slot thread checks it (and replaces it).
+    Idle,
+    /// A request could not be written to it (it died while idle, or its
+    /// socket is full): it is killed and replaced; the job goes to the
+    /// slot thread.
+    Unsent,
+}
+
+/// What the slot thread is given to do.
+enum Work {
+    /// A job, whether the pool is being torn down, and the lent worker
+    /// taken back for a `run` job that came through the mailbox.
+    Job(Box<JobStart>, bool, Option<Proc>),
+    /// A lent worker given back.
+    Back(Proc, Handback),
 }
 
 /// The failure of a run killed at the end of the shutdown grace period.
@@ -238,9 +299,16 @@ impl SlotShared {
     /// as `kill_all`, so a kill either sees the run or the run sees it).
     /// With it, whether the pool is being torn down (fail the job); `None`
     /// once the mailbox is closed and empty.
-    fn next(&self) -> Option<(JobStart, bool)> {
+    fn next(&self) -> Option<Work> {
         let mut s = self.lock();
         loop {
+            if let Some((p, why)) = s.returned.take() {
+                return Some(Work::Back(p, why));
+            }
+            if s.lean && !s.closed {
+                s = self.wake.wait(s).unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
             if let Some(js) = s.queue.pop_front() {
                 s.run = Some(js.run);
                 s.stopped = None;
@@ -250,7 +318,11 @@ impl SlotShared {
                     _ => None,
                 };
                 let killed = s.killed;
-                return Some((js, killed));
+                let lent = match js.job {
+                    Job::Run(_) => s.lent.take(),
+                    _ => None,
+                };
+                return Some(Work::Job(Box::new(js), killed, lent));
             }
             if s.closed || s.abandoned {
                 return None;
@@ -272,7 +344,24 @@ impl SlotShared {
         s.stopped = None;
         s.job_pgid = None;
         s.inline_call = None;
+        s.lean = false;
         Some(stopped)
+    }
+
+    /// Lend the slot's idle worker to the socket loop: refused (given
+    /// back) while a job waits in the mailbox or the pool is closing.
+    fn park(&self, p: Proc) -> Option<Proc> {
+        let mut s = self.lock();
+        if !s.queue.is_empty() || s.run.is_some() || s.killed || s.closed || s.abandoned {
+            return Some(p);
+        }
+        s.lent = Some(p);
+        None
+    }
+
+    /// Give the slot thread a lent worker back.
+    fn hand_back(s: &mut SlotState, p: Proc, why: Handback) {
+        s.returned = Some((p, why));
     }
 
     /// Give up on the thread running an inline handler.
@@ -398,7 +487,22 @@ pub struct Pool {
     slots: Vec<Mutex<SlotHandle>>,
     env: SlotEnv,
     events_rx: Receiver<PoolEvent>,
+    /// The runs on the lean path, by slot: the worker lent to the socket
+    /// loop, its run, and the part of a line read so far.
+    lean: Mutex<Vec<Option<LeanRun>>>,
+    /// Runs started on the lean path (for tests and measurements).
+    lean_starts: std::sync::atomic::AtomicU64,
 }
+
+struct LeanRun {
+    run: u64,
+    proc: Proc,
+    line: Vec<u8>,
+}
+
+/// The largest request sent on the lean path: a bigger one goes through
+/// the slot thread, whose blocking write may wait for the worker to read.
+const LEAN_REQUEST_MAX: usize = 64 * 1024;
 
 fn lock_handle(m: &Mutex<SlotHandle>) -> MutexGuard<'_, SlotHandle> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -424,10 +528,13 @@ impl Pool {
         for slot in 0..cfg.concurrency.max(1) {
             slots.push(Mutex::new(env.spawn(slot, true)?));
         }
+        let lean = Mutex::new((0..slots.len()).map(|_| None).collect());
         Ok(Pool {
             slots,
             env,
             events_rx,
+            lean,
+            lean_starts: Default::default(),
         })
     }
 
@@ -450,6 +557,9 @@ impl Pool {
     /// Queue a job on its slot. A job that cannot be queued (bad slot, dead
     /// slot thread) is reported finished with a crash at once.
     pub fn start(&self, job: JobStart) {
+        let Some(job) = self.start_lean(job) else {
+            return;
+        };
         let (slot, run) = (job.slot, job.run);
         let sent = match self.slots.get(slot) {
             Some(h) => lock_handle(h).shared.push(job),
@@ -533,6 +643,167 @@ impl Pool {
         }
     }
 
+    /// The lean path: a `run` job for a slot that is idle with a worker
+    /// lent to the socket loop is written to that worker's socket here,
+    /// on the caller's thread; `Some(job)` back for the slot thread.
+    fn start_lean(&self, job: JobStart) -> Option<JobStart> {
+        let Job::Run(rj) = &job.job else {
+            return Some(job);
+        };
+        let (slot, run) = (job.slot, job.run);
+        let Some(h) = self.slots.get(slot) else {
+            return Some(job);
+        };
+        let shared = Arc::clone(&lock_handle(h).shared);
+        let mut s = shared.lock();
+        if !s.queue.is_empty() || s.run.is_some() || s.killed || s.closed || s.abandoned {
+            return Some(job);
+        }
+        let Some(mut proc) = s.lent.take() else {
+            return Some(job);
+        };
+        if !proc.fit(self.env.python.code_version.get()) {
+            SlotShared::hand_back(&mut s, proc, Handback::Idle);
+            drop(s);
+            shared.wake.notify_one();
+            return Some(job);
+        }
+        let request = match encode_request(run, &job.msgid, rj, &job_context(&job)) {
+            Ok(r) if r.len() <= LEAN_REQUEST_MAX => r,
+            // The slot thread sends it (or reports why it cannot).
+            _ => {
+                s.lent = Some(proc);
+                return Some(job);
+            }
+        };
+        if let Err(e) = proc.send(&request) {
+            // Its socket is closed (it died while idle, and the loop has
+            // not seen it yet) or full: it goes, and the job is not blamed
+            // for it: the slot thread runs it on a fresh worker.
+            debug!("run {run} on slot {slot}: its idle Python worker cannot take it ({e})");
+            SlotShared::hand_back(&mut s, proc, Handback::Unsent);
+            drop(s);
+            shared.wake.notify_one();
+            return Some(job);
+        }
+        s.run = Some(run);
+        s.stopped = None;
+        s.job_pgid = proc.pid();
+        s.lean = true;
+        drop(s);
+        let _ = self.env.events.send(PoolEvent::Started {
+            slot,
+            run,
+            at: Instant::now(),
+        });
+        self.lean_starts
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.lean_runs()[slot] = Some(LeanRun {
+            run,
+            proc,
+            line: Vec::new(),
+        });
+        None
+    }
+
+    fn lean_runs(&self) -> MutexGuard<'_, Vec<Option<LeanRun>>> {
+        self.lean.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The sockets of the workers lent to the socket loop, by slot: to
+    /// poll for reading, then [`Pool::lean_readable`].
+    pub fn lean_fds(&self, out: &mut Vec<(usize, std::os::fd::RawFd)>) {
+        out.clear();
+        let runs = self.lean_runs();
+        for (slot, h) in self.slots.iter().enumerate() {
+            if let Some(r) = &runs[slot] {
+                out.push((slot, r.proc.raw_fd()));
+            } else if let Some(p) = &lock_handle(h).shared.lock().lent {
+                out.push((slot, p.raw_fd()));
+            }
+        }
+    }
+
+    /// The socket of the worker lent to the socket loop for `slot` is
+    /// readable: progress and the answer of its run are reported (queued
+    /// for [`Pool::events`], no wake-up: the caller drains them next); a
+    /// worker that broke off its run, or talks while idle, goes back to
+    /// the slot thread.
+    pub fn lean_readable(&self, slot: usize) {
+        let Some(h) = self.slots.get(slot) else {
+            return;
+        };
+        let shared = Arc::clone(&lock_handle(h).shared);
+        let mut runs = self.lean_runs();
+        let Some(r) = runs.get_mut(slot).and_then(Option::as_mut) else {
+            drop(runs);
+            // An idle lent worker: its socket ended (it died), or a line
+            // came out of turn (a late progress report of its last run:
+            // dropped, as between jobs on the slot thread).
+            let mut s = shared.lock();
+            let Some(p) = s.lent.as_mut() else {
+                return;
+            };
+            let mut line = Vec::new();
+            if matches!(p.poll_answer(0, &mut line, &mut |_, _| {}), Answer::Pending) {
+                return;
+            }
+            if let Some(p) = s.lent.take() {
+                SlotShared::hand_back(&mut s, p, Handback::Idle);
+                drop(s);
+                shared.wake.notify_one();
+            }
+            return;
+        };
+        let run = r.run;
+        let events = &self.env.events;
+        let mut progress = |percent: u8, message: String| {
+            let _ = events.send(PoolEvent::Progress {
+                slot,
+                run,
+                percent,
+                message,
+            });
+        };
+        let answer = r.proc.poll_answer(run, &mut r.line, &mut progress);
+        if matches!(answer, Answer::Pending) {
+            return;
+        }
+        let Some(LeanRun { proc, .. }) = runs[slot].take() else {
+            return;
+        };
+        drop(runs);
+        let mut s = shared.lock();
+        match answer {
+            Answer::Pending => {}
+            Answer::Done(outcome) => {
+                let stopped = s.stopped == Some(run);
+                s.run = None;
+                s.stopped = None;
+                s.job_pgid = None;
+                s.lean = false;
+                let max = self.env.python.max_job_count;
+                if stopped || proc.due(max) || s.killed || s.closed || s.abandoned {
+                    // After `kill_all` its worker was killed too.
+                    let stopped = stopped || s.killed;
+                    SlotShared::hand_back(&mut s, proc, Handback::Answered { stopped });
+                    drop(s);
+                    shared.wake.notify_one();
+                } else {
+                    s.lent = Some(proc);
+                    drop(s);
+                }
+                let _ = events.send(PoolEvent::Finished { slot, run, outcome });
+            }
+            Answer::Broken(why) => {
+                // The slot thread reaps it and reports the run.
+                SlotShared::hand_back(&mut s, proc, Handback::Died { run, why });
+                drop(s);
+                shared.wake.notify_one();
+            }
+        }
+    }
+
     fn crashed(&self, slot: usize, run: u64, why: &str) {
         self.env.emit(PoolEvent::Finished {
             slot,
@@ -570,6 +841,20 @@ impl Pool {
         self.slots
             .get(slot)
             .and_then(|h| lock_handle(h).shared.python_pgid())
+    }
+
+    /// How many `run` jobs were started on the lean path (written to a
+    /// worker lent to the socket loop) so far.
+    pub fn lean_starts(&self) -> u64 {
+        self.lean_starts.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether the Python worker of `slot` is idle and lent to the socket
+    /// loop: its next `run` job takes the lean path.
+    pub fn python_lent(&self, slot: usize) -> bool {
+        self.slots
+            .get(slot)
+            .is_some_and(|h| lock_handle(h).shared.lock().lent.is_some())
     }
 
     /// The pid of the Python fork server, if one is running.
@@ -628,9 +913,62 @@ impl SlotThread {
         }
     }
 
+    /// Lend the idle worker to the socket loop, if it is ready.
+    fn offer(&mut self) {
+        if let Some(p) = self.python.lend(&*self.shared) {
+            if let Some(p) = self.shared.park(p) {
+                self.python.take_back(p, &*self.shared);
+            }
+        }
+    }
+
+    /// A lent worker is back: what its job (or its death) leaves to do.
+    /// `false`: the thread was abandoned.
+    fn back(&mut self, p: Proc, why: Handback) -> bool {
+        let shared = &*self.shared;
+        self.python.take_back(p, shared);
+        match why {
+            Handback::Answered { stopped: true } | Handback::Unsent => self.python.discard(shared),
+            Handback::Answered { stopped: false } => self.python.retire_if_spent(shared),
+            Handback::Idle => self.python.drop_if_unfit(shared),
+            Handback::Died { run, why } => {
+                let outcome = self.python.died_running(why, shared);
+                if self.shared.end(run).is_none() {
+                    return false;
+                }
+                self.emit(
+                    PoolEvent::Finished {
+                        slot: self.slot,
+                        run,
+                        outcome,
+                    },
+                    true,
+                );
+            }
+        }
+        self.python.ensure_started(shared);
+        true
+    }
+
     fn run(mut self) {
         self.python.prestart(&*self.shared);
-        while let Some((mut js, killed)) = self.shared.next() {
+        loop {
+            self.offer();
+            let (mut js, killed) = match self.shared.next() {
+                None => break,
+                Some(Work::Back(p, why)) => {
+                    if !self.back(p, why) {
+                        break;
+                    }
+                    continue;
+                }
+                Some(Work::Job(js, killed, lent)) => {
+                    if let Some(p) = lent {
+                        self.python.take_back(p, &*self.shared);
+                    }
+                    (*js, killed)
+                }
+            };
             let run = js.run;
             // No wake-up: the event carries its instant, so the core
             // counts a timeout from the real start whenever it reads it.
@@ -698,6 +1036,14 @@ impl SlotThread {
                 // retired, is replaced now, not when the next job arrives.
                 self.python.ensure_started(&*self.shared);
             }
+        }
+        let (lent, returned) = {
+            let mut s = self.shared.lock();
+            (s.lent.take(), s.returned.take())
+        };
+        for p in lent.into_iter().chain(returned.map(|(p, _)| p)) {
+            self.python.take_back(p, &*self.shared);
+            self.python.discard(&*self.shared);
         }
         self.python.stop(&*self.shared);
     }

@@ -57,6 +57,12 @@
 //! when the first job is handed over, so a slot whose interpreter is still
 //! starting takes `call` and `shell` jobs meanwhile.
 //!
+//! In steady state a slot's idle worker is lent to the socket loop
+//! (`PythonWorker::lend`), which writes requests and reads answers
+//! itself (`Proc::send`, `Proc::poll_answer`: the same lines, read
+//! without blocking); see the pool's "lean path". Starting, recycling and
+//! reaping stay here, on the slot thread.
+//!
 //! The runner sees its slot only through [`GroupRegistry`].
 
 use std::io::{BufRead, BufReader, Write};
@@ -151,7 +157,7 @@ impl PythonConfig {
     }
 }
 
-struct Proc {
+pub(crate) struct Proc {
     /// The fork server that forked it.
     server: Arc<Server>,
     /// Its fork request ([`Server::pid_of`]).
@@ -166,6 +172,16 @@ struct Proc {
     greeted: bool,
     /// The [`CodeVersion`] it was started at.
     version: u64,
+}
+
+impl std::fmt::Debug for Proc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proc")
+            .field("pid", &self.pid)
+            .field("jobs", &self.jobs)
+            .field("greeted", &self.greeted)
+            .finish()
+    }
 }
 
 impl Proc {
@@ -185,6 +201,93 @@ impl Proc {
         drop((stdin, stdout));
         let pid = pid.or_else(|| server.pid_of(token, FORK_ANSWER));
         (server, pid)
+    }
+}
+
+/// What a worker's socket said, read without blocking by the socket loop
+/// ([`Proc::poll_answer`]).
+pub(crate) enum Answer {
+    /// The answer has not come yet (progress lines were handed over).
+    Pending,
+    /// The job's outcome; the worker is idle again.
+    Done(JobOutcome),
+    /// The worker is gone or broke the protocol: `None` for its socket's
+    /// end (it died), else why its answer is unreadable. Its slot thread
+    /// reaps it and reports the run ([`PythonWorker::died_running`]).
+    Broken(Option<String>),
+}
+
+impl Proc {
+    /// The descriptor of its socket (polled by the socket loop while the
+    /// worker is lent to it).
+    pub(crate) fn raw_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.stdout.get_ref().as_raw_fd()
+    }
+
+    pub(crate) fn pid(&self) -> Option<i32> {
+        self.pid
+    }
+
+    /// Whether it can take a job now: not reported exited, started at the
+    /// code version `now` (`--reload`).
+    pub(crate) fn fit(&self, now: u64) -> bool {
+        self.version == now && self.pid.is_none_or(|pid| self.server.exited(pid).is_none())
+    }
+
+    /// Whether its slot thread has work to do after this job: it ran its
+    /// `max` jobs (retire it), or its spare is due ([`spare_lead`]).
+    pub(crate) fn due(&self, max: u64) -> bool {
+        let max = max.max(1);
+        self.jobs >= max || self.jobs + spare_lead(max) == max
+    }
+
+    /// Write a whole request (one write on a socket that is idle, so it
+    /// does not block for a request under the socket's buffer).
+    pub(crate) fn send(&mut self, request: &[u8]) -> std::io::Result<()> {
+        self.stdin.write_all(request)
+    }
+
+    /// Read what the worker wrote for `run` without blocking (its socket
+    /// is non-blocking while lent): progress lines go to `progress`, a
+    /// partial line waits in `line`.
+    pub(crate) fn poll_answer(
+        &mut self,
+        run: u64,
+        line: &mut Vec<u8>,
+        progress: &mut dyn FnMut(u8, String),
+    ) -> Answer {
+        loop {
+            let buf = match self.stdout.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Answer::Pending,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => return Answer::Broken(None),
+            };
+            if buf.is_empty() {
+                return Answer::Broken(None);
+            }
+            let (take, complete) = match buf.iter().position(|b| *b == b'\n') {
+                Some(i) => (i + 1, true),
+                None => (buf.len(), false),
+            };
+            line.extend_from_slice(&buf[..take]);
+            self.stdout.consume(take);
+            if !complete {
+                continue;
+            }
+            let text = String::from_utf8_lossy(line).into_owned();
+            line.clear();
+            match classify(&text, run) {
+                Line::Progress(percent, message) => progress(percent, message),
+                Line::Skip => {}
+                Line::Answer(Ok(outcome)) => {
+                    self.jobs += 1;
+                    return Answer::Done(outcome);
+                }
+                Line::Answer(Err(why)) => return Answer::Broken(Some(why)),
+            }
+        }
     }
 }
 
@@ -217,6 +320,9 @@ pub(crate) struct PythonWorker {
     /// A worker of this slot ran a job: any later wait for a worker's
     /// start is recycling's cost (counted, [`ForkServer::start_waits`]).
     had_worker: bool,
+    /// The worker is lent to the socket loop ([`PythonWorker::lend`]):
+    /// no other is started until it comes back.
+    lent: bool,
 }
 
 fn crash(message: String) -> JobOutcome {
@@ -240,6 +346,7 @@ impl PythonWorker {
             spare: None,
             used: false,
             had_worker: false,
+            lent: false,
         }
     }
 
@@ -370,7 +477,7 @@ impl PythonWorker {
 
     /// With no worker, the spare (if any) becomes the slot's worker.
     fn promote_spare(&mut self, slot: &dyn GroupRegistry) -> bool {
-        if self.proc.is_some() {
+        if self.proc.is_some() || self.lent {
             return false;
         }
         let Some(spare) = self.spare.take() else {
@@ -427,7 +534,7 @@ impl PythonWorker {
         // before it takes a job, so a `call` or `shell` job is not held
         // behind it, and the READYs the job manager sends at once are
         // slots that can start a job now.
-        if self.proc.is_none() && !self.promote_spare(slot) {
+        if self.proc.is_none() && !self.lent && !self.promote_spare(slot) {
             match self.launch(slot, Role::Worker) {
                 Ok(p) => self.proc = Some(p),
                 Err(e) => warn!("{e}"),
@@ -447,11 +554,118 @@ impl PythonWorker {
         slot: &dyn GroupRegistry,
     ) -> JobOutcome {
         self.used = true;
-        // A worker that died while idle (OOM killer, kill -9, its fork
-        // server gone) is replaced before the job is sent, so the job is
-        // not blamed for it.
-        // Its socket says so at once (the exit report may still be on its
-        // way from the fork server).
+        self.drop_if_unfit(slot);
+        let proc = match self.ready(slot) {
+            Ok(p) => p,
+            Err(e) => {
+                warn!("{e}");
+                return crash(e);
+            }
+        };
+        let line = match encode_request(run, msgid, job, context) {
+            Ok(line) => line,
+            Err(e) => return crash(e),
+        };
+        slot.set_job_group(run, proc.pid);
+        let written = proc.stdin.write_all(&line);
+        let mut answer = String::new();
+        let read = match written {
+            Ok(()) => read_answer(&mut proc.stdout, &mut answer, run, progress),
+            Err(e) => Err(e),
+        };
+        slot.set_job_group(run, None);
+        match read {
+            Ok(n) if n > 0 => match parse_answer(&answer, run) {
+                Ok(outcome) => {
+                    proc.jobs += 1;
+                    outcome
+                }
+                Err(why) => self.died_running(Some(why), slot),
+            },
+            _ => self.died_running(None, slot),
+        }
+    }
+
+    /// The worker broke off a job: `why` its answer was unreadable (it is
+    /// killed), or `None` when its socket ended (it died). It is reaped;
+    /// the job's crash outcome.
+    pub(crate) fn died_running(
+        &mut self,
+        why: Option<String>,
+        slot: &dyn GroupRegistry,
+    ) -> JobOutcome {
+        let Some(p) = self.proc.take() else {
+            return crash("no Python worker".into());
+        };
+        if let Some(why) = why {
+            warn!("Python worker pid {:?}: {why}; restarting it", p.pid);
+            kill_and_reap(p, slot);
+            return crash(why);
+        }
+        let pid = p.pid.unwrap_or(0);
+        let status = reap(p, slot);
+        warn!("Python worker pid {pid} died running a job ({status})");
+        crash(format!(
+            "Python worker process died while running the job ({status})"
+        ))
+    }
+
+    /// Lend the slot's worker to the socket loop, which then writes its
+    /// requests and reads its answers itself (no hand-off to the slot
+    /// thread per job): only a worker ready for a job now (greeted, or its
+    /// hello already waiting; fit; not due for its spare or retirement),
+    /// its socket made non-blocking. It comes back with [`Self::take_back`].
+    pub(crate) fn lend(&mut self, slot: &dyn GroupRegistry) -> Option<Proc> {
+        if self.lent {
+            return None;
+        }
+        self.drop_if_unfit(slot);
+        let max = self.cfg.max_job_count.max(1);
+        let p = self.proc.as_mut()?;
+        if p.jobs >= max || (p.jobs + spare_lead(max) >= max && self.spare.is_none()) {
+            return None;
+        }
+        if !p.greeted {
+            if !hello_waiting(p) {
+                return None;
+            }
+            // A spare that took over (or a fresh worker) whose hello came.
+            let mut p = self.proc.take()?;
+            match self.greet(&mut p, slot, Role::Worker) {
+                Ok(()) => self.proc = Some(p),
+                Err(output) => {
+                    warn!("{}", self.not_started(p, slot, &output));
+                    return None;
+                }
+            }
+        }
+        let p = self.proc.take()?;
+        if p.stdin.set_nonblocking(true).is_err() {
+            self.proc = Some(p);
+            return None;
+        }
+        self.had_worker = true;
+        self.lent = true;
+        Some(p)
+    }
+
+    /// The lent worker is back (blocking again).
+    pub(crate) fn take_back(&mut self, p: Proc, slot: &dyn GroupRegistry) {
+        self.lent = false;
+        let _ = p.stdin.set_nonblocking(false);
+        match self.proc {
+            // Never: only one worker is lent. Not kept twice.
+            Some(_) => kill_and_reap(p, slot),
+            None => self.proc = Some(p),
+        }
+    }
+
+    /// An idle worker that died (OOM killer, kill -9, its fork server
+    /// gone) or was started before the code changed (`--reload`) goes, so
+    /// that the next job is not blamed for it.
+    pub(crate) fn drop_if_unfit(&mut self, slot: &dyn GroupRegistry) {
+        // A dead worker's socket says so at once (the exit report may
+        // still be on its way from the fork server).
         let dead = self.proc.as_mut().is_some_and(|p| {
             p.greeted && (p.pid.is_some_and(|pid| p.server.exited(pid).is_some()) || hung_up(p))
         });
@@ -476,59 +690,6 @@ impl PythonWorker {
         }
         if self.spare.as_ref().is_some_and(|p| p.version != now) {
             self.drop_spare(slot);
-        }
-        let proc = match self.ready(slot) {
-            Ok(p) => p,
-            Err(e) => {
-                warn!("{e}");
-                return crash(e);
-            }
-        };
-        // Serialized from the borrowed parts (no `Value` copy of the job).
-        let request = Request {
-            id: run,
-            msgid,
-            job,
-            context,
-        };
-        let mut line = match serde_json::to_vec(&request) {
-            Ok(line) => line,
-            Err(e) => return crash(format!("cannot encode the job for the Python worker: {e}")),
-        };
-        line.push(b'\n');
-        slot.set_job_group(run, proc.pid);
-        let written = proc.stdin.write_all(&line);
-        let mut answer = String::new();
-        let read = match written {
-            Ok(()) => read_answer(&mut proc.stdout, &mut answer, run, progress),
-            Err(e) => Err(e),
-        };
-        slot.set_job_group(run, None);
-        match read {
-            Ok(n) if n > 0 => match parse_answer(&answer, run) {
-                Ok(outcome) => {
-                    proc.jobs += 1;
-                    outcome
-                }
-                Err(why) => {
-                    warn!("Python worker pid {:?}: {why}; restarting it", proc.pid);
-                    if let Some(p) = self.proc.take() {
-                        kill_and_reap(p, slot);
-                    }
-                    crash(why)
-                }
-            },
-            _ => {
-                let Some(p) = self.proc.take() else {
-                    return crash("no Python worker".into());
-                };
-                let pid = p.pid.unwrap_or(0);
-                let status = reap(p, slot);
-                warn!("Python worker pid {pid} died running a job ({status})");
-                crash(format!(
-                    "Python worker process died while running the job ({status})"
-                ))
-            }
         }
     }
 
@@ -600,6 +761,26 @@ struct Request<'a> {
     context: &'a Value,
 }
 
+/// A job request line for a worker.
+pub(crate) fn encode_request(
+    run: u64,
+    msgid: &str,
+    job: &RunJob,
+    context: &Value,
+) -> Result<Vec<u8>, String> {
+    // Serialized from the borrowed parts (no `Value` copy of the job).
+    let request = Request {
+        id: run,
+        msgid,
+        job,
+        context,
+    };
+    let mut line = serde_json::to_vec(&request)
+        .map_err(|e| format!("cannot encode the job for the Python worker: {e}"))?;
+    line.push(b'\n');
+    Ok(line)
+}
+
 /// Whether the hello of `p` can be read without waiting.
 fn hello_waiting(p: &mut Proc) -> bool {
     if !p.stdout.buffer().is_empty() {
@@ -664,10 +845,39 @@ fn kill_and_reap(p: Proc, slot: &dyn GroupRegistry) {
     reap(p, slot);
 }
 
+/// One line a worker wrote during a job.
+enum Line {
+    /// `{"progress": {"id", "percent", "message"}}` (`emq_job.progress`).
+    Progress(u8, String),
+    /// A progress line for another run, or with a percent out of 0–100:
+    /// dropped.
+    Skip,
+    /// The answer: the outcome, or why it is unreadable.
+    Answer(Result<JobOutcome, String>),
+}
+
+fn classify(line: &str, run: u64) -> Line {
+    if !line.starts_with("{\"progress\"") {
+        return Line::Answer(parse_answer(line, run));
+    }
+    let Ok(v) = serde_json::from_str::<Value>(line.trim()) else {
+        return Line::Answer(parse_answer(line, run));
+    };
+    let p = &v["progress"];
+    if p["id"].as_u64() != Some(run) {
+        return Line::Skip;
+    }
+    match p["percent"].as_u64().filter(|p| *p <= 100) {
+        Some(percent) => Line::Progress(
+            percent as u8,
+            p["message"].as_str().unwrap_or_default().to_string(),
+        ),
+        None => Line::Skip,
+    }
+}
+
 /// Read the job's answer line into `answer`, handing each progress line
-/// that comes before it (`{"progress": {"id", "percent", "message"}}`, from
-/// `emq_job.progress`) to `progress`. Lines for another run, or with a
-/// percent out of 0–100, are dropped.
+/// that comes before it to `progress` ([`classify`]).
 fn read_answer(
     out: &mut BufReader<UnixStream>,
     answer: &mut String,
@@ -677,20 +887,13 @@ fn read_answer(
     loop {
         answer.clear();
         let n = out.read_line(answer)?;
-        if n == 0 || !answer.starts_with("{\"progress\"") {
+        if n == 0 {
             return Ok(n);
         }
-        let Ok(v) = serde_json::from_str::<Value>(answer.trim()) else {
-            return Ok(n);
-        };
-        let p = &v["progress"];
-        if p["id"].as_u64() != Some(run) {
-            continue;
-        }
-        let percent = p["percent"].as_u64().filter(|p| *p <= 100);
-        if let Some(percent) = percent {
-            let message = p["message"].as_str().unwrap_or_default().to_string();
-            progress(percent as u8, message);
+        match classify(answer, run) {
+            Line::Progress(percent, message) => progress(percent, message),
+            Line::Skip => {}
+            Line::Answer(_) => return Ok(n),
         }
     }
 }

@@ -64,6 +64,12 @@ def spawn_and_sleep(path, secs):
     time.sleep(secs)
     return "slept"
 
+def progress_steps(n):
+    import emq_job
+    for i in range(n):
+        emq_job.progress(100 * (i + 1) // n, "step %d" % (i + 1))
+    return os.getpid()
+
 def read_stdin():
     return sys.stdin.read()
 
@@ -118,13 +124,42 @@ fn start(pool: &Pool, slot: usize, run: u64, job: Job) {
     });
 }
 
+/// The next pool event within `wait`, reading the lean runs' answers
+/// as the socket loop does (their sockets polled in slices of at most
+/// 5 ms: the slot threads' events come without a wake-up here).
+fn recv(pool: &Pool, wait: Duration) -> Result<PoolEvent, ()> {
+    let deadline = Instant::now() + wait;
+    let mut fds = Vec::new();
+    loop {
+        if let Ok(e) = pool.events().try_recv() {
+            return Ok(e);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(());
+        }
+        pool.lean_fds(&mut fds);
+        let mut items: Vec<_> = fds
+            .iter()
+            .map(|(_, fd)| zmq::PollItem::from_fd(*fd, zmq::POLLIN))
+            .collect();
+        let slice = left.min(Duration::from_millis(5)).as_millis().max(1) as i64;
+        zmq::poll(&mut items, slice).unwrap();
+        for (i, (slot, _)) in fds.iter().enumerate() {
+            if items[i].is_readable() || items[i].is_error() {
+                pool.lean_readable(*slot);
+            }
+        }
+    }
+}
+
 /// Wait for `run` to finish; Started events are checked on the way.
 fn wait(pool: &Pool, run: u64) -> JobOutcome {
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut started = false;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        match pool.events().recv_timeout(left) {
+        match recv(pool, left) {
             Ok(PoolEvent::Started { run: r, .. }) if r == run => started = true,
             Ok(PoolEvent::Finished {
                 run: r, outcome, ..
@@ -144,7 +179,7 @@ fn wait_started(pool: &Pool, runs: &[u64]) {
     let mut left: Vec<u64> = runs.to_vec();
     while !left.is_empty() {
         let wait = deadline.saturating_duration_since(Instant::now());
-        match pool.events().recv_timeout(wait) {
+        match recv(pool, wait) {
             Ok(PoolEvent::Started { run, .. }) => left.retain(|&r| r != run),
             Ok(PoolEvent::Finished { run, .. }) if left.contains(&run) => {
                 panic!("run {run} finished before it was seen starting")
@@ -160,7 +195,7 @@ fn wait_finished(pool: &Pool, run: u64) -> JobOutcome {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let wait = deadline.saturating_duration_since(Instant::now());
-        match pool.events().recv_timeout(wait) {
+        match recv(pool, wait) {
             Ok(PoolEvent::Finished {
                 run: r, outcome, ..
             }) if r == run => return outcome,
@@ -638,14 +673,14 @@ fn abandoned_handler_reports_nothing_more_and_kill_all_does_not_wait_for_handler
         Ok(Value::Null)
     });
     let pool = Pool::new(cfg, None).unwrap();
-    let started = |run| match pool.events().recv_timeout(Duration::from_secs(10)) {
+    let started = |run| match recv(&pool, Duration::from_secs(10)) {
         Ok(PoolEvent::Started { run: r, .. }) => assert_eq!(r, run),
         other => panic!("expected Started of run {run}, got {other:?}"),
     };
     start(&pool, 0, 1, call("sleepy", json!(null)));
     started(1);
     pool.cancel(0, 1);
-    match pool.events().recv_timeout(Duration::from_secs(1)) {
+    match recv(&pool, Duration::from_secs(1)) {
         Ok(PoolEvent::Finished {
             run: 1, outcome, ..
         }) => {
@@ -668,7 +703,7 @@ fn abandoned_handler_reports_nothing_more_and_kill_all_does_not_wait_for_handler
     started(2);
     let t = Instant::now();
     pool.kill_all();
-    match pool.events().recv_timeout(Duration::from_secs(1)) {
+    match recv(&pool, Duration::from_secs(1)) {
         Ok(PoolEvent::Finished {
             run: 2, outcome, ..
         }) => {
@@ -690,7 +725,7 @@ fn slots_run_in_parallel_and_kill_all_stops_everything() {
     pool.kill_all();
     let mut done = 0;
     while done < 2 {
-        match pool.events().recv_timeout(Duration::from_secs(10)) {
+        match recv(&pool, Duration::from_secs(10)) {
             Ok(PoolEvent::Finished { outcome, .. }) => {
                 assert!(!outcome.is_ok());
                 done += 1;
@@ -735,7 +770,7 @@ fn slow_call_handlers_on_different_slots_run_in_parallel() {
     }
     let mut warm = 0;
     while warm < 4 {
-        match pool.events().recv_timeout(Duration::from_secs(10)) {
+        match recv(&pool, Duration::from_secs(10)) {
             Ok(PoolEvent::Finished { outcome, .. }) => {
                 assert!(outcome.is_ok());
                 warm += 1;
@@ -750,7 +785,7 @@ fn slow_call_handlers_on_different_slots_run_in_parallel() {
     }
     let mut done = std::collections::BTreeMap::new();
     while done.len() < 4 {
-        match pool.events().recv_timeout(Duration::from_secs(10)) {
+        match recv(&pool, Duration::from_secs(10)) {
             Ok(PoolEvent::Finished {
                 slot, run, outcome, ..
             }) => {
@@ -912,7 +947,7 @@ fn cancelled_call_job_is_reported_at_once_and_a_fresh_thread_serves_the_slot() {
     gate.send(()).unwrap();
     start(&pool, 0, 3, call("whoami", json!(null)));
     loop {
-        match pool.events().recv_timeout(Duration::from_secs(10)) {
+        match recv(&pool, Duration::from_secs(10)) {
             Ok(PoolEvent::Finished {
                 run: 3, outcome, ..
             }) => {
@@ -933,18 +968,18 @@ fn a_job_cancelled_before_its_slot_thread_takes_it_never_starts() {
     // Run 2 waits in the slot's mailbox behind run 1.
     start(&pool, 0, 2, call("whoami", json!(null)));
     pool.cancel(0, 2);
-    match pool.events().recv_timeout(Duration::from_secs(10)) {
+    match recv(&pool, Duration::from_secs(10)) {
         Ok(PoolEvent::Started { run: 1, .. }) => {}
         other => panic!("expected Started of run 1, got {other:?}"),
     }
-    match pool.events().recv_timeout(Duration::from_secs(10)) {
+    match recv(&pool, Duration::from_secs(10)) {
         Ok(PoolEvent::Finished {
             run: 2, outcome, ..
         }) => assert_dequeued(outcome),
         other => panic!("expected Finished of run 2, got {other:?}"),
     }
     gate.send(()).unwrap();
-    match pool.events().recv_timeout(Duration::from_secs(10)) {
+    match recv(&pool, Duration::from_secs(10)) {
         Ok(PoolEvent::Finished {
             run: 1, outcome, ..
         }) => assert!(outcome.is_ok()),
@@ -1249,7 +1284,7 @@ fn wait_all(pool: &Pool, runs: &[u64]) -> Vec<Value> {
     let mut done: Vec<Option<Value>> = vec![None; runs.len()];
     while done.iter().any(Option::is_none) {
         let left = deadline.saturating_duration_since(Instant::now());
-        match pool.events().recv_timeout(left) {
+        match recv(pool, left) {
             Ok(PoolEvent::Finished { run, outcome, .. }) => {
                 if let Some(i) = runs.iter().position(|&r| r == run) {
                     done[i] = Some(val(outcome));
@@ -1472,4 +1507,211 @@ fn a_retired_worker_that_does_not_exit_is_killed_after_its_grace() {
     // The server goes on forking.
     let after = val(exec(&pool, 3, run_job("emqtestmod", "pid", json!([]))));
     assert_ne!(after, next);
+}
+
+/// Wait until the worker of `slot` is lent to the socket loop, so that its
+/// next `run` job takes the lean path.
+fn wait_lent(pool: &Pool, slot: usize) {
+    assert!(
+        eventually(|| pool.python_lent(slot)),
+        "the worker of slot {slot} is never lent to the loop"
+    );
+}
+
+#[test]
+fn run_jobs_take_the_lean_path_once_the_worker_is_lent() {
+    let (pool, _dir) = python_pool("lean-path", 2);
+    // The first job of a slot goes through its thread (which reads the
+    // worker's hello), the next ones are written by the caller.
+    assert_eq!(
+        val(exec(&pool, 1, run_job("emqtestmod", "bump", json!([])))),
+        json!(1)
+    );
+    let pid = pool.python_pid(0).expect("a worker");
+    for run in 2..=20u64 {
+        wait_lent(&pool, 0);
+        let before = pool.lean_starts();
+        let v = val(exec(
+            &pool,
+            run,
+            run_job("emqtestmod", "add", json!([run, 1])),
+        ));
+        assert_eq!(v, json!(run + 1));
+        assert_eq!(
+            pool.lean_starts(),
+            before + 1,
+            "run {run} took the lean path"
+        );
+    }
+    wait_lent(&pool, 0);
+    assert_eq!(
+        val(exec(&pool, 21, run_job("emqtestmod", "bump", json!([])))),
+        json!(2)
+    );
+    assert_eq!(
+        pool.python_pid(0),
+        Some(pid),
+        "the same worker ran every job"
+    );
+    // Errors come back the same way, and the worker stays.
+    wait_lent(&pool, 0);
+    let e = err(exec(&pool, 22, run_job("emqtestmod", "fail", json!([]))));
+    assert_eq!(e.kind, ErrorKind::Exception);
+    assert!(e.message.contains("boom"), "{e:?}");
+    assert_eq!(pool.python_pid(0), Some(pid));
+}
+
+#[test]
+fn a_worker_dying_mid_job_on_the_lean_path_is_a_crash_and_is_replaced() {
+    let (pool, _dir) = python_pool("lean-died", 1);
+    assert_eq!(
+        val(exec(&pool, 1, run_job("emqtestmod", "bump", json!([])))),
+        json!(1)
+    );
+    let old = pool.python_pid(0).expect("a worker");
+    wait_lent(&pool, 0);
+    let before = pool.lean_starts();
+    let e = err(exec(
+        &pool,
+        2,
+        run_job("emqtestmod", "exit_hard", json!([])),
+    ));
+    assert_eq!(pool.lean_starts(), before + 1, "it took the lean path");
+    assert_eq!(e.kind, ErrorKind::Crash);
+    assert!(e.message.contains("died while running the job"), "{e:?}");
+    assert!(eventually(|| !running(old)), "the dead worker is reaped");
+    // A fresh worker runs the next job (module state starts over), and
+    // is lent to the loop in turn.
+    assert_eq!(
+        val(exec(&pool, 3, run_job("emqtestmod", "bump", json!([])))),
+        json!(1)
+    );
+    assert_ne!(pool.python_pid(0), Some(old));
+    wait_lent(&pool, 0);
+    let before = pool.lean_starts();
+    assert_eq!(
+        val(exec(&pool, 4, run_job("emqtestmod", "bump", json!([])))),
+        json!(2)
+    );
+    assert_eq!(pool.lean_starts(), before + 1);
+}
+
+#[test]
+fn a_cancel_racing_the_answer_on_the_lean_path_reports_once_and_never_reuses_the_worker() {
+    let (pool, _dir) = python_pool("lean-race", 1);
+    let mut run = 0;
+    for round in 0..10 {
+        run += 1;
+        assert!(matches!(
+            exec(&pool, run, run_job("emqtestmod", "pid", json!([]))),
+            JobOutcome::Value(_)
+        ));
+        wait_lent(&pool, 0);
+        let old = pool.python_pid(0).expect("a worker");
+        run += 1;
+        let before = pool.lean_starts();
+        start(&pool, 0, run, run_job("emqtestmod", "pid", json!([])));
+        assert_eq!(pool.lean_starts(), before + 1, "round {round}: lean");
+        // The answer may already be on its way: either outcome is fine,
+        // but exactly one Finished comes, and the worker goes.
+        pool.cancel(0, run);
+        let outcome = wait(&pool, run);
+        if let JobOutcome::Value(v) = &outcome {
+            assert_eq!(v, &json!(old));
+        }
+        let deadline = Instant::now() + Duration::from_millis(300);
+        while let Ok(e) = recv(&pool, deadline.saturating_duration_since(Instant::now())) {
+            assert!(
+                !matches!(e, PoolEvent::Finished { run: r, .. } if r == run),
+                "run {run} reported twice"
+            );
+        }
+        assert!(
+            eventually(|| !running(old)),
+            "round {round}: the cancelled worker is killed"
+        );
+        assert!(
+            eventually(|| pool.python_pid(0).is_some_and(|p| p != old)),
+            "round {round}: a fresh worker takes the slot"
+        );
+    }
+}
+
+#[test]
+fn progress_comes_through_the_lean_path_before_the_answer() {
+    let (pool, _dir) = python_pool("lean-progress", 1);
+    assert!(matches!(
+        exec(&pool, 1, run_job("emqtestmod", "pid", json!([]))),
+        JobOutcome::Value(_)
+    ));
+    wait_lent(&pool, 0);
+    let before = pool.lean_starts();
+    start(
+        &pool,
+        0,
+        2,
+        run_job("emqtestmod", "progress_steps", json!([4])),
+    );
+    assert_eq!(pool.lean_starts(), before + 1);
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match recv(&pool, deadline.saturating_duration_since(Instant::now())) {
+            Ok(PoolEvent::Progress {
+                run: 2,
+                percent,
+                message,
+                ..
+            }) => seen.push((percent, message)),
+            Ok(PoolEvent::Finished {
+                run: 2, outcome, ..
+            }) => {
+                val(outcome);
+                break;
+            }
+            Ok(_) => {}
+            Err(()) => panic!("run 2 did not finish"),
+        }
+    }
+    let want: Vec<(u8, String)> = (1..=4)
+        .map(|i| (25 * i as u8, format!("step {i}")))
+        .collect();
+    assert_eq!(seen, want);
+}
+
+#[test]
+fn recycling_on_the_lean_path_keeps_the_max_job_count_and_never_waits_for_a_start() {
+    let dir = TempDir::new("lean-recycle");
+    std::fs::write(dir.0.join("emqtestmod.py"), MODULE).unwrap();
+    let mut cfg = PoolConfig::new(1);
+    cfg.python.interpreter = interpreter();
+    cfg.python.python_path = vec![dir.0.clone()];
+    cfg.python.max_job_count = 8;
+    let pool = Pool::new(cfg, None).unwrap();
+    let mut pids = Vec::new();
+    for run in 1..=40u64 {
+        // Give the slot thread its turn between jobs (as the router's
+        // round trip does): then the spare is always ready.
+        if run > 1 {
+            eventually(|| pool.python_lent(0));
+        }
+        let pid = val(exec(&pool, run, run_job("emqtestmod", "pid", json!([]))));
+        pids.push(pid.as_i64().unwrap());
+    }
+    // Each worker ran exactly MAX_JOB_COUNT jobs, in a row.
+    let mut runs: Vec<(i64, usize)> = Vec::new();
+    for p in pids {
+        match runs.last_mut() {
+            Some((q, n)) if *q == p => *n += 1,
+            _ => runs.push((p, 1)),
+        }
+    }
+    assert_eq!(runs.len(), 5, "{runs:?}");
+    assert!(runs.iter().all(|(_, n)| *n == 8), "{runs:?}");
+    assert!(
+        pool.lean_starts() >= 20,
+        "most jobs took the lean path: {}",
+        pool.lean_starts()
+    );
+    assert_eq!(pool.python_start_waits(), 0, "the spare was always ready");
 }
