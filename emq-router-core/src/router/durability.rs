@@ -466,7 +466,7 @@ impl Router {
             frames,
         };
         if let Some(action) = self.journal.hold(action, tag) {
-            out.push(action);
+            super::acks::push(out, action);
         }
     }
 
@@ -524,7 +524,8 @@ impl Router {
                 if let Tag::Result(m, seq) = h.tag {
                     results.push((m, seq));
                 }
-                out.push(h.action);
+                // Acknowledgements of one batch to one client: one ACKS.
+                super::acks::push(out, h.action);
             }
         }
         for (m, seq) in results {

@@ -54,6 +54,8 @@
 //! - `control.rs`: the control plane (ADMIN ops: lookups, cancel, dead
 //!   letters, pause, purge, drain);
 //! - `durability.rs`: the journal rule (batches, held sends, failures);
+//! - `acks.rs`: acknowledgements of one round to one client in one ACKS
+//!   (clients that send the `batched-acks` header);
 //! - `drain.rs`: orderly shutdown;
 //! - `snapshot.rs`: [`Router::snapshot`], the read model copied out (its
 //!   types, and the data the router keeps for it, are `crate::snapshot`
@@ -67,6 +69,7 @@
 
 use std::time::Duration;
 
+mod acks;
 pub(crate) mod batch;
 mod completion;
 mod control;
