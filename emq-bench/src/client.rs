@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use emqp_proto::headers::BATCHED_ACKS;
 use emqp_proto::PROTOCOL_VERSION;
 
 /// The frames of one job after the msgid: `QUEUE, HEADERS, MSG`.
@@ -31,10 +32,13 @@ impl JobFrames {
         });
         JobFrames {
             queue: emqp_proto::DEFAULT_QUEUE.as_bytes().to_vec(),
+            // `batched-acks`: an emq router acknowledges the REQUESTs of one
+            // read round in one ACKS (docs/PROTOCOL.md), as an emq client may
+            // ask; a 0.3.13 router ignores it.
             headers: if reply_requested {
-                b"reply-requested".to_vec()
+                format!("reply-requested,{BATCHED_ACKS}").into_bytes()
             } else {
-                Vec::new()
+                BATCHED_ACKS.as_bytes().to_vec()
             },
             message: job.to_message(),
         }
@@ -80,6 +84,9 @@ pub struct PhaseResult {
     /// Submit → completion, per completed job, in nanoseconds.
     pub latencies_ns: Vec<u64>,
     pub acks: usize,
+    /// Messages that carried acknowledgements (a `REPLY [msgid]` each, or
+    /// an ACKS with one or more).
+    pub ack_messages: usize,
     pub results_ok: usize,
     pub results_failed: usize,
     pub rejects: BTreeMap<String, usize>,
@@ -143,6 +150,7 @@ impl Default for Frames {
 
 impl Frames {
     const KEEP: usize = 8;
+    const MAX: usize = 1 << 16;
 
     pub fn new() -> Frames {
         Frames {
@@ -152,12 +160,17 @@ impl Frames {
         }
     }
 
-    /// Receive one multipart message; frames past the 8th are dropped.
+    /// Receive one multipart message; frames past the [`Self::MAX`]th are
+    /// dropped (an ACKS holds one frame per acknowledged job).
     pub fn recv(&mut self, sock: &zmq::Socket, flags: i32) -> zmq::Result<()> {
         self.len = 0;
         loop {
-            let more = if self.len < Self::KEEP {
-                sock.recv(&mut self.parts[self.len], flags)?;
+            if self.len == self.parts.len() && self.len < Self::MAX {
+                self.parts.push(zmq::Message::new());
+            }
+            let more = if self.len < self.parts.len() {
+                let f = if self.len == 0 { flags } else { 0 };
+                sock.recv(&mut self.parts[self.len], f)?;
                 self.parts[self.len].get_more()
             } else {
                 sock.recv(&mut self.scratch, 0)?;
@@ -173,7 +186,7 @@ impl Frames {
 
     /// Frame `i`, empty when absent.
     pub fn get(&self, i: usize) -> &[u8] {
-        if i < self.len.min(Self::KEEP) {
+        if i < self.len.min(self.parts.len()) {
             &self.parts[i]
         } else {
             &[]
@@ -337,52 +350,60 @@ pub fn run_phase(
             }
             progressed = true;
             last_progress = Instant::now();
-            // '' | eMQP/1.0 | CMD | MSGID | body...
+            // '' | eMQP/1.0 | CMD | MSGID | body...; an ACKS acknowledges
+            // every msgid from frame 4 on
             let cmd = frames.get(2);
-            let orig = frames.get(4);
-            let Some(i) = parse_msgid(tag, orig).filter(|i| *i < sent) else {
-                res.unexpected += 1;
-                continue;
-            };
-            let mut complete = false;
-            match cmd {
-                b"REPLY" if frames.len() == 5 => {
-                    if acked[i] {
+            let is_acks = cmd == b"ACKS";
+            let ids = if is_acks { 4..frames.len() } else { 4..5 };
+            if is_acks || (cmd == b"REPLY" && frames.len() == 5) {
+                res.ack_messages += 1;
+            }
+            for k in ids {
+                let orig = frames.get(k);
+                let Some(i) = parse_msgid(tag, orig).filter(|i| *i < sent) else {
+                    res.unexpected += 1;
+                    continue;
+                };
+                let mut complete = false;
+                match cmd {
+                    _ if is_acks || (cmd == b"REPLY" && frames.len() == 5) => {
+                        if acked[i] {
+                            res.unexpected += 1;
+                        } else {
+                            acked[i] = true;
+                            res.acks += 1;
+                            complete = completion == Completion::Ack;
+                        }
+                    }
+                    b"RESULT" => {
+                        if frames.get(5) == b"ok" {
+                            res.results_ok += 1;
+                        } else {
+                            res.results_failed += 1;
+                        }
+                        complete = completion == Completion::Result;
+                    }
+                    b"REJECT" => {
+                        let reason = String::from_utf8_lossy(frames.get(5)).into_owned();
+                        *res.rejects.entry(reason).or_insert(0) += 1;
+                        if !done[i] {
+                            done[i] = true;
+                            finished += 1;
+                            last_completion = last_progress;
+                        }
+                    }
+                    _ => res.unexpected += 1,
+                }
+                if complete {
+                    if done[i] {
                         res.unexpected += 1;
                     } else {
-                        acked[i] = true;
-                        res.acks += 1;
-                        complete = completion == Completion::Ack;
-                    }
-                }
-                b"RESULT" => {
-                    if frames.get(5) == b"ok" {
-                        res.results_ok += 1;
-                    } else {
-                        res.results_failed += 1;
-                    }
-                    complete = completion == Completion::Result;
-                }
-                b"REJECT" => {
-                    let reason = String::from_utf8_lossy(frames.get(5)).into_owned();
-                    *res.rejects.entry(reason).or_insert(0) += 1;
-                    if !done[i] {
                         done[i] = true;
                         finished += 1;
+                        let t = last_progress.duration_since(start).as_nanos() as u64;
+                        res.latencies_ns.push(t.saturating_sub(sent_at[i]));
                         last_completion = last_progress;
                     }
-                }
-                _ => res.unexpected += 1,
-            }
-            if complete {
-                if done[i] {
-                    res.unexpected += 1;
-                } else {
-                    done[i] = true;
-                    finished += 1;
-                    let t = last_progress.duration_since(start).as_nanos() as u64;
-                    res.latencies_ns.push(t.saturating_sub(sent_at[i]));
-                    last_completion = last_progress;
                 }
             }
         }
@@ -423,7 +444,7 @@ mod tests {
             v,
             serde_json::json!(["call", {"handler": "noop", "args": null}])
         );
-        assert_eq!(j.headers, b"reply-requested");
-        assert!(JobFrames::noop(false).headers.is_empty());
+        assert_eq!(j.headers, b"reply-requested,batched-acks");
+        assert_eq!(JobFrames::noop(false).headers, b"batched-acks");
     }
 }

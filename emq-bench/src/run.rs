@@ -387,11 +387,12 @@ fn fail<T>(o: &Outcome<T>) -> Option<String> {
 fn brief(o: &Outcome<phases::PipeAndSingle>) -> String {
     match o {
         Outcome::Done(p) => format!(
-            "{:.0}/s pipelined (p50 {:.0} us, p99 {:.0} us, acks {}, CPU us/job {}), single p50 {:.0} us p99 {:.0} us",
+            "{:.0}/s pipelined (p50 {:.0} us, p99 {:.0} us, acks {} in {} messages, CPU us/job {}), single p50 {:.0} us p99 {:.0} us",
             p.pipelined.rate,
             p.pipelined.latency.map(|l| l.p50_us).unwrap_or(f64::NAN),
             p.pipelined.latency.map(|l| l.p99_us).unwrap_or(f64::NAN),
             p.pipelined.acks,
+            p.pipelined.ack_messages,
             p.pipelined
                 .cpu_us_per_job
                 .iter()

@@ -119,7 +119,9 @@ pub fn fields(cmd: &Command) -> Value {
             json!({ "spec": json_or_text(spec) })
         }
         Command::Cancel { orig_msgid } => json!({ "orig_msgid": orig_msgid }),
-        Command::Received { orig_msgids } | Command::Running { orig_msgids } => {
+        Command::Received { orig_msgids }
+        | Command::Running { orig_msgids }
+        | Command::Acks { orig_msgids } => {
             json!({ "orig_msgids": orig_msgids })
         }
         Command::Progress(p) => json!({

@@ -36,6 +36,13 @@ pub const DEFAULT_WORKFLOWS_KEEP: usize = 1_000;
 /// How long a finished workflow is kept by default: a day.
 pub const DEFAULT_WORKFLOWS_KEEP_FOR: Duration = Duration::from_secs(24 * 3600);
 
+/// Under load, the longest time between two journal batches by default
+/// (`Config::commit_max_delay`, `router/durability.rs`, "Group commit").
+pub const DEFAULT_COMMIT_MAX_DELAY: Duration = Duration::from_millis(4);
+/// The shortest time between two journal batches under load: also the
+/// `Config::commit_max_delay` that keeps every batch at that cadence.
+pub const COMMIT_DELAY: Duration = Duration::from_millis(1);
+
 /// Where a job goes whose queue no connected job manager serves
 /// (`--unserved-queues`; `router/intake.rs`, "Unserved queues").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -99,6 +106,13 @@ pub struct Config {
     /// acknowledgements and dispatches until they are committed (see
     /// `router/durability.rs`). Off: memory only.
     pub journal: bool,
+    /// Under load, the longest a journal batch waits to grow after the
+    /// previous one (`router/durability.rs`, "Group commit"); at least
+    /// [`COMMIT_DELAY`]. A store whose commits have a fixed cost that a
+    /// bigger batch shares (SQLite) wants more; one that pays per row
+    /// (PostgreSQL) only gains latency: the router gives it
+    /// [`COMMIT_DELAY`].
+    pub commit_max_delay: Duration,
     /// Dead letters kept (in memory and in the journal); the oldest go.
     pub dead_letter_keep: usize,
     /// Finished jobs kept for lookups (0: none).
@@ -163,6 +177,7 @@ impl Default for Config {
             default_queues: QueueSpec::default(),
             unserved: Unserved::Default,
             journal: false,
+            commit_max_delay: DEFAULT_COMMIT_MAX_DELAY,
             dead_letter_keep: 10_000,
             retain_finished: 10_000,
             retain_for: Duration::from_secs(3600),

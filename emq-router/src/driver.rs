@@ -265,6 +265,7 @@ fn serve(
         socks,
         web,
         out: Vec::with_capacity(1024),
+        carrying: Vec::with_capacity(1024),
         start,
         tracing: signals.tracing.as_ref(),
         told_stopping: false,
@@ -312,6 +313,9 @@ struct Term<'a> {
     web: Web,
     /// The core's actions not yet carried out.
     out: Vec<Action>,
+    /// The actions being carried out (swapped with `out`, so that neither
+    /// buffer is allocated again per round).
+    carrying: Vec<Action>,
     start: Instant,
     tracing: Option<&'a emq_otel::Tracing>,
     /// The service manager was told STOPPING (the core drains).
@@ -438,7 +442,8 @@ impl Term<'_> {
         while !self.out.is_empty() {
             let now = self.now();
             let mut sent = false;
-            for a in std::mem::take(&mut self.out) {
+            std::mem::swap(&mut self.out, &mut self.carrying);
+            for a in self.carrying.drain(..) {
                 match a {
                     Action::Send {
                         socket,

@@ -509,6 +509,14 @@ pub enum Command {
     Running {
         orig_msgids: Vec<String>,
     },
+    /// emq: router → client, the acknowledgements of several REQUESTs in
+    /// one message (one or more ORIG_MSGID frames), each standing for the
+    /// `REPLY [ORIG_MSGID]` it replaces. Only to a client whose REQUESTs
+    /// carry the [`BATCHED_ACKS`](crate::headers::BATCHED_ACKS) header
+    /// (docs/PROTOCOL.md, "Batched acknowledgements").
+    Acks {
+        orig_msgids: Vec<String>,
+    },
     /// emq: client → router, a whole workflow (a DAG of jobs) in one
     /// `SPEC` frame (JSON, see docs/PROTOCOL.md, "Workflows"); the msgid
     /// is the workflow's id. Answered `REPLY [msgid]` (accepted, all of
@@ -567,6 +575,7 @@ impl Command {
             Command::Notice(_) => "NOTICE",
             Command::Duplicate(_) => "DUPLICATE",
             Command::Received { .. } => "RECEIVED",
+            Command::Acks { .. } => "ACKS",
             Command::Running { .. } => "RUNNING",
             Command::Workflow { .. } => "WORKFLOW",
             Command::Batch { .. } => "BATCH",
@@ -698,15 +707,15 @@ impl Command {
                 existing_msgid: utf8(frames.next(3)?, "existing msgid")?,
                 text: utf8(frames.next(3)?, "duplicate text")?,
             }),
-            "RECEIVED" | "RUNNING" => {
+            "RECEIVED" | "RUNNING" | "ACKS" => {
                 let mut orig_msgids = vec![utf8(frames.next(1)?, "original msgid")?];
                 while let Some(f) = frames.optional() {
                     orig_msgids.push(utf8(f, "original msgid")?);
                 }
-                if canonical == "RECEIVED" {
-                    Command::Received { orig_msgids }
-                } else {
-                    Command::Running { orig_msgids }
+                match canonical {
+                    "RECEIVED" => Command::Received { orig_msgids },
+                    "RUNNING" => Command::Running { orig_msgids },
+                    _ => Command::Acks { orig_msgids },
                 }
             }
             "WORKFLOW" => Command::Workflow {
@@ -802,7 +811,9 @@ impl Command {
                 out.push(d.existing_msgid.into_bytes());
                 out.push(d.text.into_bytes());
             }
-            Command::Received { orig_msgids } | Command::Running { orig_msgids } => {
+            Command::Received { orig_msgids }
+            | Command::Running { orig_msgids }
+            | Command::Acks { orig_msgids } => {
                 out.extend(orig_msgids.into_iter().map(String::into_bytes));
             }
             Command::Progress(p) => {
@@ -889,7 +900,7 @@ fn decode_interval(frame: &[u8]) -> Result<Interval, DecodeError> {
 }
 
 /// Every command name this crate knows.
-pub const NAMES: [&str; 25] = [
+pub const NAMES: [&str; 26] = [
     "INFORM",
     "ACK",
     "READY",
@@ -915,6 +926,7 @@ pub const NAMES: [&str; 25] = [
     "DUPLICATE",
     "WORKFLOW",
     "BATCH",
+    "ACKS",
 ];
 
 /// Map the command frame to its canonical name. Upper case is what every

@@ -70,6 +70,13 @@ impl Header {
 /// Kept as an unknown header on the wire (0.3.13 peers ignore it).
 pub const RESULT_RECEIPT: &str = "result-receipt";
 
+/// `batched-acks` (emq): the client takes the acknowledgements of its
+/// REQUESTs as `ACKS [ORIG_MSGID, ...]` (several in one message) as well as
+/// `REPLY [ORIG_MSGID]`. An emq router sends the acknowledgements it has
+/// for such a client at one time in one ACKS. Kept as an unknown header on
+/// the wire (0.3.13 routers ignore it and send REPLYs).
+pub const BATCHED_ACKS: &str = "batched-acks";
+
 /// `notices` (emq): the client asks for a NOTICE about anything it should
 /// know of this job (sent to `default` or held because no job manager
 /// serves its queue). Kept as an unknown header on the wire (0.3.13 peers
@@ -216,6 +223,13 @@ impl Headers {
         self.0
             .iter()
             .any(|h| matches!(h, Header::Other(o) if o == RESULT_RECEIPT))
+    }
+
+    /// [`BATCHED_ACKS`]: the client takes `ACKS` for this REQUEST.
+    pub fn batched_acks(&self) -> bool {
+        self.0
+            .iter()
+            .any(|h| matches!(h, Header::Other(o) if o == BATCHED_ACKS))
     }
 
     /// [`NOTICES`]: the client takes NOTICEs about this job.

@@ -131,6 +131,9 @@ fn every_command() -> Vec<Command> {
         Command::Running {
             orig_msgids: vec!["abc".into(), "def".into()],
         },
+        Command::Acks {
+            orig_msgids: vec!["abc".into(), "def".into()],
+        },
         Command::Progress(emqp_proto::Progress {
             orig_msgid: "abc".into(),
             percent: 42,
@@ -583,6 +586,22 @@ fn running_carries_one_or_more_msgids_and_needs_one() {
         }
     );
     assert!(Message::decode(f(&["", "eMQP/1.0", "RUNNING", "m1"])).is_err());
+}
+
+/// ACKS (emq): one or more acknowledged msgids, encoded back frame for
+/// frame; none is malformed.
+#[test]
+fn acks_carry_one_or_more_msgids_and_need_one() {
+    let frames = f(&["", "eMQP/1.0", "ACKS", "m1", "a", "b"]);
+    let m = Message::decode(frames.clone()).unwrap();
+    assert_eq!(
+        m.command,
+        Command::Acks {
+            orig_msgids: vec!["a".into(), "b".into()]
+        }
+    );
+    assert_eq!(m.encode(), frames);
+    assert!(Message::decode(f(&["", "eMQP/1.0", "ACKS", "m1"])).is_err());
 }
 
 /// NOTICE (emq): three frames, typed errors for too few or non-UTF-8

@@ -33,8 +33,13 @@ pub struct Client {
     pub identity: String,
     /// Submitted msgids in order.
     pub submitted: Vec<String>,
-    /// REPLY acknowledgements (msgid → how many).
+    /// Acknowledgements, `REPLY [msgid]` or a msgid of an ACKS (msgid →
+    /// how many).
     pub acks: HashMap<String, usize>,
+    /// ACKS messages received (each acknowledging one or more msgids).
+    pub acks_messages: usize,
+    /// `REPLY [msgid]` acknowledgements received.
+    pub reply_acks: usize,
     /// RESULTs (msgid → every one received, to spot duplicates).
     pub results: HashMap<String, Vec<Outcome>>,
     pub rejects: HashMap<String, Vec<Reject>>,
@@ -66,6 +71,8 @@ impl Client {
             identity,
             submitted: Vec::new(),
             acks: HashMap::new(),
+            acks_messages: 0,
+            reply_acks: 0,
             results: HashMap::new(),
             rejects: HashMap::new(),
             other: Vec::new(),
@@ -134,7 +141,14 @@ impl Client {
             Ok(m) => match m.command {
                 Command::Reply(r) if r.orig_msgid.is_none() => {
                     let id = String::from_utf8_lossy(&r.payload).into_owned();
+                    self.reply_acks += 1;
                     *self.acks.entry(id).or_default() += 1;
+                }
+                Command::Acks { orig_msgids } => {
+                    self.acks_messages += 1;
+                    for id in orig_msgids {
+                        *self.acks.entry(id).or_default() += 1;
+                    }
                 }
                 Command::Result(r) => {
                     self.results.entry(r.orig_msgid).or_default().push(Outcome {

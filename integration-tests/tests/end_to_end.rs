@@ -319,3 +319,72 @@ fn a_burst_over_the_queue_limit_is_sent_again_until_accepted() {
     assert_eq!(out.code(), Some(3), "{}", out.describe());
     assert!(out.stdout.contains("\"queue-full\""), "{}", out.describe());
 }
+
+/// `batched-acks` (docs/PROTOCOL.md, "Batched acknowledgements"): a
+/// client that asks gets every REQUEST acknowledged exactly once through
+/// ACKS messages and never a `REPLY [msgid]`, and its jobs run; a client
+/// that does not ask (0.3.13's form) gets a REPLY per REQUEST from the
+/// same router. In memory mode and with the SQLite journal (where the
+/// acknowledgements wait for their batch's commit).
+#[test]
+fn batched_acks_reach_the_client_that_asks_and_replies_the_others() {
+    for journal in ["none", "sqlite"] {
+        let dir = scratch_dir("batched-acks");
+        let path = dir.join("router.journal").display().to_string();
+        let journal_arg = if journal == "none" { "none" } else { &path };
+        let (_router, addrs) = start_router(&["--journal", journal_arg]);
+        let _jm = start_jobmanager("emq-jobmanager", &addrs.backend, &["--concurrency", "2"]);
+        admin::wait_idle_workers(&addrs.admin, 1, 2, Duration::from_secs(20))
+            .expect("job manager registers");
+        let mut batched = Client::connect(&addrs.frontend);
+        let mut plain = Client::connect(&addrs.frontend);
+        let n = 300;
+        let mut ids = Vec::new();
+        let mut plain_ids = Vec::new();
+        for i in 0..n {
+            ids.push(batched.submit(
+                "default",
+                "reply-requested,batched-acks",
+                jobs::call("echo", json!(i)),
+            ));
+            if i % 10 == 0 {
+                plain_ids.push(plain.submit(
+                    "default",
+                    "reply-requested",
+                    jobs::call("echo", json!(i)),
+                ));
+            }
+        }
+        batched
+            .wait_finished(&ids, Duration::from_secs(60))
+            .unwrap_or_else(|missing| panic!("{journal}: no result for {missing:?}"));
+        plain
+            .wait_finished(&plain_ids, Duration::from_secs(60))
+            .unwrap_or_else(|missing| panic!("{journal}: no result for {missing:?}"));
+        // Acknowledgements come before results on the same pipe: all here.
+        for id in &ids {
+            assert_eq!(batched.acks.get(id), Some(&1), "{journal}: ack of {id}");
+        }
+        assert!(
+            batched.acks_messages >= 1 && batched.acks_messages <= n,
+            "{journal}: {} ACKS messages for {n} jobs",
+            batched.acks_messages
+        );
+        assert_eq!(
+            batched.reply_acks, 0,
+            "{journal}: no REPLY [msgid] to the client that asked"
+        );
+        eprintln!(
+            "[batched-acks] {journal}: {n} jobs acknowledged in {} ACKS messages",
+            batched.acks_messages
+        );
+        for id in &plain_ids {
+            assert_eq!(plain.acks.get(id), Some(&1), "{journal}: ack of {id}");
+        }
+        assert_eq!(
+            plain.acks_messages, 0,
+            "{journal}: a plain client gets REPLYs"
+        );
+        assert_eq!(plain.reply_acks, plain_ids.len(), "{journal}");
+    }
+}

@@ -336,6 +336,28 @@ def test_answers_read_from_frames_do_what_parsed_answers_do() -> None:
     assert state(fast)[0][1] == (True, "ok", b'{"value": 1}', type(None)) and len(keep) == 16
 
 
+def test_an_acks_accepts_every_msgid_it_lists() -> None:
+    """``ACKS [orig, ...]`` (batched-acks) does what a ``REPLY [orig]`` per
+    msgid does: each job accepted and no longer kept to be sent again;
+    unknown msgids are ignored."""
+    P = wire.PROTOCOL
+    acks, replies = _core.Tracker(), _core.Tracker()
+    keep = [t.add(f"m{i}", True, [b""]) for t in (acks, replies) for i in range(3)]
+    p = acks.handle_frames([b"", P, b"ACKS", b"r", b"m0", b"zz", b"m2"])
+    assert p is not None and p.msgid == "m2"
+    for m in (b"m0", b"zz", b"m2"):
+        replies.handle_frames([b"", P, b"REPLY", b"r", m])
+
+    def state(t: _core.Tracker) -> Any:
+        recs = [t._jobs.get(f"m{i}") for i in range(3)]
+        return [p.accepted for p in recs if p], t.unanswered
+
+    assert state(acks) == state(replies) == ([True, False, True], state(replies)[1])
+    assert len(keep) == 6
+    assert wire.headers_frame(reply_requested=True, notices=True, batched_acks=True) == \
+        "reply-requested,notices,batched-acks"
+
+
 def test_the_jobs_of_a_slow_iterable_go_as_they_come() -> None:
     """An iterable that takes a second per item: each job is sent as soon
     as it is built (a SendMany of one), not held back for a full batch."""

@@ -173,10 +173,10 @@ def test_client_frames_match_0313_vectors(vectors: List[Dict[str, Any]], capture
     got = [f for f in capture.wait_for(6) if f[3] != b"RECEIVED"]
     assert [f[3] for f in capture.got if f[3] == b"RECEIVED"] == [b"RECEIVED"]
     same_frames(got[0], vector(vectors, "defer_job(s, 'pyemq_jobs.noop')  "))
-    # emq's client asks for the receipt of its result (result-receipt) and
-    # for notices (notices).
+    # emq's client asks for the receipt of its result (result-receipt), for
+    # notices (notices) and for batched acknowledgements (batched-acks).
     mark = vector(vectors, "defer_job(s, pyemq_jobs.mark")
-    same_frames(got[1], mark[:6] + [mark[6] + ",result-receipt,notices"] + mark[7:])
+    same_frames(got[1], mark[:6] + [mark[6] + ",result-receipt,notices,batched-acks"] + mark[7:])
     same_frames(got[2], vector(vectors, "schedule(s, 'pyemq_jobs.noop', interval_secs=60)  "))
     same_frames(got[3], vector(vectors, "schedule(s, 'pyemq_jobs.noop', cron="))
     unsched = vector(vectors, "schedule(s, 'pyemq_jobs.noop', interval_secs=60, unschedule=True)")

@@ -20,7 +20,9 @@
 //!   [`Router::batch_job_ended`]; a retry is not an end) it is counted
 //!   `succeeded` or `failed` (its msgid kept among the first
 //!   [`MAX_FAILED_IDS`] `failed_ids`), and the batch row is written in the
-//!   same journal batch as the job's own record. A failed job run again
+//!   same journal batch as the job's own record — encoded once when that
+//!   journal batch is taken, however many of its jobs ended in it (a dirty
+//!   set), not once per job end. A failed job run again
 //!   (`dead-retry`, `requeue`) while its batch is unfinished is pending
 //!   again, not a new job.
 //! - **Close.** `BATCH [{"op": "close"}]`: no REQUEST joins any more (row
@@ -53,7 +55,7 @@
 //!   batch is accepted again (the batch's finished row is written with the
 //!   next batch); a member job refused that way is no longer pending.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use emqp_proto::{Command, Headers, RejectReason, Reply, ResultStatus};
@@ -79,6 +81,12 @@ pub(crate) struct Batches {
     pub(crate) finished: VecDeque<Batch>,
     pub(crate) opened: u64,
     pub(crate) finished_count: u64,
+    /// Unfinished batches whose counts changed since the open journal
+    /// batch was last taken: their rows are encoded once, when it is
+    /// (`Router::write_dirty_batch_rows`), not at every job end.
+    dirty: BTreeSet<String>,
+    /// Rows encoded from `dirty` (tests: once per journal batch).
+    pub(crate) dirty_rows_encoded: u64,
 }
 
 impl Batches {
@@ -266,6 +274,27 @@ impl Router {
             .collect()
     }
 
+    /// Batch `id`'s row is to be written with the open journal batch
+    /// (nothing is written without a journal).
+    fn mark_batch_dirty(&mut self, id: &str) {
+        if self.journal.enabled() && !self.batches.dirty.contains(id) {
+            self.batches.dirty.insert(id.to_string());
+        }
+    }
+
+    /// The open journal batch is being taken: the rows of the unfinished
+    /// batches counted since the last one, encoded once each. (A batch
+    /// that finished meanwhile wrote its finished row itself.)
+    pub(super) fn write_dirty_batch_rows(&mut self) {
+        for id in std::mem::take(&mut self.batches.dirty) {
+            if let Some(b) = self.batches.live.get(&id) {
+                let blob = b.encode();
+                self.batches.dirty_rows_encoded += 1;
+                self.put_batch_row(&id, blob);
+            }
+        }
+    }
+
     fn put_batch_row(&mut self, id: &str, blob: Vec<u8>) {
         self.journal.record(
             Record::PutState {
@@ -305,8 +334,7 @@ impl Router {
         let again = b.uncount_failure(msgid);
         let id = id.to_string();
         if again {
-            let blob = b.encode();
-            self.put_batch_row(&id, blob);
+            self.mark_batch_dirty(&id);
         }
         self.batches.jobs.insert(msgid.to_string(), id);
     }
@@ -330,8 +358,7 @@ impl Router {
             return;
         };
         b.count_end(&msgid, status == ResultStatus::Ok);
-        let blob = b.encode();
-        self.put_batch_row(&id, blob);
+        self.mark_batch_dirty(&id);
         self.settle_batch(&id, now, out);
     }
 

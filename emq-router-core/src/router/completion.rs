@@ -562,6 +562,11 @@ impl Router {
             result,
             result_truncated,
         };
+        if !self.journal.enabled() {
+            // Memory mode: no copy for a journal that records nothing.
+            self.finished.push(record, keep, drop_before);
+            return;
+        }
         self.finished.push(record.clone(), keep, drop_before);
         self.journal.record(
             Record::Finished {

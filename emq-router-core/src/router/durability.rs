@@ -12,9 +12,16 @@
 //! **Group commit.** Records gather in an open batch. Under light load
 //! (the last batch had fewer than [`SMALL_BATCH`] records) the open batch
 //! is due at once — the driver commits it after the read round that
-//! produced it, so a lone job waits for one commit only; under load it is
-//! due [`COMMIT_DELAY`] after the previous batch, or at once with
-//! [`COMMIT_OPS`] records. One batch is in flight at a time. A job
+//! produced it, so a lone job waits for one commit only. Under load the
+//! batch grows with the load: it is due once it holds [`LOADED_BATCH`]
+//! records but no sooner than [`COMMIT_DELAY`] after the previous batch,
+//! and at the latest `Config::commit_max_delay` (4 ms by default; 1 ms
+//! for PostgreSQL, whose commits cost per row, not per batch) after it;
+//! at once with [`COMMIT_OPS`] records. (A commit has a fixed cost — the
+//! WAL frames of every page it touches, the syscalls — that a larger
+//! batch shares among more jobs: with SQLite, 32 jobs a batch cost about
+//! 1.5 times the CPU per job of 128, docs/PERFORMANCE.md.) One batch is in
+//! flight at a time; the next one gathers while it commits. A job
 //! accepted and completed within one open batch needs no row: its
 //! `Accepted` and `Completed` records cancel (unless its msgid was
 //! accepted twice in the batch), and of the writes of one state row
@@ -61,8 +68,10 @@ use crate::journal::{Batch, BatchId, BatchResult, Record};
 use crate::util::{FastMap, FastSet};
 use emqp_proto::{Command, Reject, RejectReason};
 
-/// The longest an acknowledgement waits for its commit under load.
-pub(crate) const COMMIT_DELAY: Duration = Duration::from_millis(1);
+pub(crate) use crate::config::COMMIT_DELAY;
+/// Under load, records that make the open batch due once
+/// [`COMMIT_DELAY`] has passed.
+pub(crate) const LOADED_BATCH: usize = 512;
 /// A batch this small means light load: the next one is due at once.
 pub(crate) const SMALL_BATCH: usize = 16;
 /// Records that make the open batch due at once.
@@ -112,6 +121,8 @@ struct Pending {
 #[derive(Debug)]
 pub(crate) struct Durability {
     enabled: bool,
+    /// Under load, the longest time between two batches.
+    max_delay: Duration,
     open: Vec<Option<Record>>,
     /// msgid → index in `open` of its `Accepted` (None: accepted twice).
     open_accepted: FastMap<String, Option<usize>>,
@@ -139,9 +150,11 @@ pub(crate) struct Durability {
 }
 
 impl Durability {
-    pub(crate) fn new(enabled: bool) -> Durability {
+    /// `max_delay`: `Config::commit_max_delay`.
+    pub(crate) fn new(enabled: bool, max_delay: Duration) -> Durability {
         Durability {
             enabled,
+            max_delay: max_delay.max(COMMIT_DELAY),
             open: Vec::new(),
             open_accepted: FastMap::default(),
             open_states: FastMap::default(),
@@ -325,9 +338,14 @@ impl Durability {
         if draining || self.open.len() >= COMMIT_OPS || self.last_batch_len < SMALL_BATCH {
             return Some(Duration::ZERO);
         }
+        let wait = if self.open.len() + self.again.len() >= LOADED_BATCH {
+            COMMIT_DELAY
+        } else {
+            self.max_delay
+        };
         Some(
             self.last_emit
-                .map_or(Duration::ZERO, |t| t.saturating_add(COMMIT_DELAY)),
+                .map_or(Duration::ZERO, |t| t.saturating_add(wait)),
         )
     }
 
@@ -385,6 +403,13 @@ impl Router {
     /// Emit the open batch if it is due (see the module documentation).
     pub(super) fn flush_journal(&mut self, now: Duration, out: &mut Vec<Action>) {
         let draining = self.is_draining();
+        if self
+            .journal
+            .deadline(draining)
+            .is_some_and(|due| due <= now)
+        {
+            self.write_dirty_batch_rows();
+        }
         let next = self.store.next_id;
         if let Some(batch) = self.journal.take_batch(now, draining, next) {
             out.push(Action::Journal(batch));
@@ -441,7 +466,7 @@ impl Router {
             frames,
         };
         if let Some(action) = self.journal.hold(action, tag) {
-            out.push(action);
+            super::acks::push(out, action);
         }
     }
 
@@ -499,7 +524,8 @@ impl Router {
                 if let Tag::Result(m, seq) = h.tag {
                     results.push((m, seq));
                 }
-                out.push(h.action);
+                // Acknowledgements of one batch to one client: one ACKS.
+                super::acks::push(out, h.action);
             }
         }
         for (m, seq) in results {

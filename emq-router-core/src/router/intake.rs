@@ -557,7 +557,11 @@ impl Router {
             now,
         );
         self.pump(&route, now, out);
-        let ack = frames_of(self.ids.next_id(), Command::Reply(Reply::ack_of(&msgid)));
+        let ack = if r.headers.batched_acks() {
+            super::acks::acks_frames(self.ids.next_id(), &msgid)
+        } else {
+            frames_of(self.ids.next_id(), Command::Reply(Reply::ack_of(&msgid)))
+        };
         if r.headers.notices() {
             // The NOTICE goes right before the ACK, on the same pipe: a
             // client that stops reading at the ACK (emq-sender without

@@ -54,6 +54,8 @@
 //! - `control.rs`: the control plane (ADMIN ops: lookups, cancel, dead
 //!   letters, pause, purge, drain);
 //! - `durability.rs`: the journal rule (batches, held sends, failures);
+//! - `acks.rs`: acknowledgements of one round to one client in one ACKS
+//!   (clients that send the `batched-acks` header);
 //! - `drain.rs`: orderly shutdown;
 //! - `snapshot.rs`: [`Router::snapshot`], the read model copied out (its
 //!   types, and the data the router keeps for it, are `crate::snapshot`
@@ -67,6 +69,7 @@
 
 use std::time::Duration;
 
+mod acks;
 pub(crate) mod batch;
 mod completion;
 mod control;
@@ -77,6 +80,8 @@ mod flow;
 mod intake;
 mod invariants;
 mod peers;
+#[cfg(test)]
+pub(crate) use durability::LOADED_BATCH;
 #[cfg(test)]
 pub(crate) use peers::MAX_REPLY_CREDIT;
 pub(crate) mod progress;
@@ -181,7 +186,7 @@ pub(crate) fn frames_of(msgid: String, command: Command) -> Frames {
 
 impl Router {
     pub fn new(cfg: Config) -> Router {
-        let journal = Durability::new(cfg.journal);
+        let journal = Durability::new(cfg.journal, cfg.commit_max_delay);
         let mut r = Router {
             ids: MsgIds::seeded(cfg.id_seed),
             cfg,

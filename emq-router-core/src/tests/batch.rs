@@ -79,6 +79,58 @@ fn accepted_count(records: &[Record], msgid: &str) -> usize {
         .count()
 }
 
+/// Jobs of a batch ending within one open journal batch: the batch's row
+/// is encoded once, when that journal batch is taken, with the counts of
+/// all of them, and committed with their own records.
+#[test]
+fn a_batch_row_is_encoded_once_per_journal_batch_however_many_jobs_end_in_it() {
+    let mut h = durable();
+    worker(&mut h, "w1", "", 8);
+    open(&mut h, "b1");
+    for j in ["j1", "j2", "j3"] {
+        h.request("c1", j, "default", "batch:b1");
+    }
+    let rows = |h: &H| {
+        h.journal
+            .iter()
+            .filter(
+                |r| matches!(r, Record::PutState { kind: StateKind::Batch, id, .. } if id == "b1"),
+            )
+            .count()
+    };
+    let (before, encoded) = (rows(&h), h.r.batches.dirty_rows_encoded);
+    h.d.commit_at_once = false;
+    ok(&mut h, "w1", "j1");
+    ok(&mut h, "w1", "j2");
+    fail(&mut h, "w1", "j3");
+    assert_eq!(
+        rows(&h),
+        before,
+        "nothing committed before the batch is due"
+    );
+    assert_eq!(
+        h.r.batches.dirty_rows_encoded, encoded,
+        "nothing encoded yet"
+    );
+    h.tick();
+    assert_eq!(h.r.batches.dirty_rows_encoded, encoded + 1);
+    assert_eq!(rows(&h), before + 1);
+    let Some(Record::PutState { blob, .. }) =
+        h.journal.iter().rev().find(
+            |r| matches!(r, Record::PutState { kind: StateKind::Batch, id, .. } if id == "b1"),
+        )
+    else {
+        unreachable!()
+    };
+    let b = crate::batch::Batch::decode(blob).unwrap();
+    assert_eq!((b.succeeded, b.failed), (2, 1));
+    // The jobs' own records are in the same commit.
+    let n = h.journal.len();
+    assert!(h.journal[n.saturating_sub(8)..]
+        .iter()
+        .any(|r| matches!(r, Record::Finished { record, .. } if record.job.msgid == "j3")));
+}
+
 /// Three jobs from two clients: live counts as they end; the callbacks
 /// (on_success, then on_complete) are submitted once, when the batch is
 /// closed and its last job ended, with the batch's status first in their

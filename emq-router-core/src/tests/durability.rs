@@ -107,7 +107,9 @@ fn no_ack_and_no_dispatch_before_the_accepted_record_commits() {
 }
 
 #[test]
-fn group_commit_is_due_at_once_under_light_load_and_every_millisecond_under_load() {
+fn group_commit_is_due_at_once_under_light_load_and_grows_with_the_load() {
+    use crate::config::{COMMIT_DELAY, DEFAULT_COMMIT_MAX_DELAY as MAX_COMMIT_DELAY};
+    use crate::router::LOADED_BATCH;
     let mut r = Router::new(Config {
         journal: true,
         hwm: 100_000,
@@ -115,6 +117,16 @@ fn group_commit_is_due_at_once_under_light_load_and_every_millisecond_under_load
     });
     let mut now = SECOND;
     let mut out = Vec::new();
+    let commit = |r: &mut Router, b: &Batch, now: Duration, out: &mut Vec<Action>| {
+        r.handle(
+            Input::JournalDone {
+                batch: b.id,
+                result: BatchResult::Committed,
+            },
+            now,
+            out,
+        )
+    };
     // A burst of 100 REQUESTs in one read round: one batch.
     for i in 0..100 {
         r.handle(raw_request("c", &format!("a{i}"), ""), now, &mut out);
@@ -124,6 +136,65 @@ fn group_commit_is_due_at_once_under_light_load_and_every_millisecond_under_load
     let b = batches(&out);
     assert_eq!(b.len(), 1);
     assert_eq!(b[0].records.len(), 100);
+    commit(&mut r, &b[0], now, &mut out);
+    let acks = decode(std::mem::take(&mut out))
+        .iter()
+        .filter(|(s, _, m)| *s == Frontend && matches!(m.command, Command::Reply(_)))
+        .count();
+    assert_eq!(acks, 100);
+    // The last batch was large (load): a few records wait for more, at
+    // most MAX_COMMIT_DELAY after the last batch.
+    let emitted = now;
+    r.handle(raw_request("c", "b0", ""), now, &mut out);
+    assert_eq!(r.poll_timeout(), Some(emitted + MAX_COMMIT_DELAY));
+    // A full batch is due COMMIT_DELAY after the last one, not sooner.
+    for i in 1..LOADED_BATCH {
+        r.handle(raw_request("c", &format!("b{i}"), ""), now, &mut out);
+    }
+    assert_eq!(r.poll_timeout(), Some(emitted + COMMIT_DELAY));
+    now = emitted + COMMIT_DELAY - us(1);
+    r.handle_timeout(now, &mut out);
+    assert!(batches(&out).is_empty());
+    now += us(1);
+    r.handle_timeout(now, &mut out);
+    let b = batches(&std::mem::take(&mut out));
+    assert_eq!(b.len(), 1);
+    assert_eq!(b[0].records.len(), LOADED_BATCH);
+    // None while it is in flight, however many records gather.
+    let emitted = now;
+    r.handle(raw_request("c", "c0", ""), now, &mut out);
+    assert!(r.poll_timeout().is_none_or(|t| t > now + MAX_COMMIT_DELAY));
+    // Committed slowly (past MAX_COMMIT_DELAY): the next is due at once.
+    now += MAX_COMMIT_DELAY + us(1);
+    commit(&mut r, &b[0], now, &mut out);
+    assert_eq!(r.poll_timeout(), Some(emitted + MAX_COMMIT_DELAY));
+    r.handle_timeout(now, &mut out);
+    let b = batches(&std::mem::take(&mut out));
+    assert_eq!(b.len(), 1);
+    assert_eq!(b[0].records.len(), 1);
+    commit(&mut r, &b[0], now, &mut out);
+    // That batch was small (light load again): the next is due at once.
+    r.handle(raw_request("c", "d0", ""), now, &mut out);
+    assert!(r.poll_timeout().is_some_and(|t| t <= now));
+    r.check_invariants().unwrap();
+}
+
+#[test]
+fn with_commit_max_delay_at_its_minimum_a_loaded_batch_is_due_every_millisecond() {
+    use crate::config::COMMIT_DELAY;
+    let mut r = Router::new(Config {
+        journal: true,
+        hwm: 100_000,
+        commit_max_delay: Duration::ZERO,
+        ..Config::default()
+    });
+    let now = SECOND;
+    let mut out = Vec::new();
+    for i in 0..100 {
+        r.handle(raw_request("c", &format!("a{i}"), ""), now, &mut out);
+    }
+    r.handle_timeout(now, &mut out);
+    let b = batches(&out);
     r.handle(
         Input::JournalDone {
             batch: b[0].id,
@@ -132,28 +203,15 @@ fn group_commit_is_due_at_once_under_light_load_and_every_millisecond_under_load
         now,
         &mut out,
     );
-    let acks = decode(std::mem::take(&mut out))
-        .iter()
-        .filter(|(s, _, m)| *s == Frontend && matches!(m.command, Command::Reply(_)))
-        .count();
-    assert_eq!(acks, 100);
-    // The last batch was large (load): the next is due 1 ms after it.
+    // Loaded, one record open: due COMMIT_DELAY after the last batch (the
+    // setting is raised to it), as a full one would be.
     r.handle(raw_request("c", "b0", ""), now, &mut out);
-    assert_eq!(r.poll_timeout(), Some(now + us(1_000)));
-    now += us(999);
-    r.handle_timeout(now, &mut out);
-    assert!(batches(&out).is_empty());
-    now += us(1);
-    r.handle_timeout(now, &mut out);
-    let b = batches(&out);
-    assert_eq!(b.len(), 1);
-    assert_eq!(b[0].records.len(), 1);
-    r.check_invariants().unwrap();
+    assert_eq!(r.poll_timeout(), Some(now + COMMIT_DELAY));
 }
 
 #[test]
 fn accepted_and_completed_in_one_open_batch_cancel() {
-    let mut d = crate::router::Durability::new(true);
+    let mut d = crate::router::Durability::new(true, crate::config::DEFAULT_COMMIT_MAX_DELAY);
     let rec = |m: &str| {
         Record::Accepted(JobRecord {
             msgid: m.into(),
@@ -196,7 +254,7 @@ fn accepted_and_completed_in_one_open_batch_cancel() {
 #[test]
 fn only_the_last_write_of_a_state_row_in_a_batch_is_kept() {
     use crate::journal::StateKind;
-    let mut d = crate::router::Durability::new(true);
+    let mut d = crate::router::Durability::new(true, crate::config::DEFAULT_COMMIT_MAX_DELAY);
     let put = |id: &str, b: u8| Record::PutState {
         kind: StateKind::Batch,
         id: id.into(),

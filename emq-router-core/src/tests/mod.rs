@@ -29,6 +29,7 @@ pub(crate) fn us(n: u64) -> Duration {
     Duration::from_micros(n)
 }
 
+mod acks;
 mod adoption;
 mod batch;
 mod completion;

@@ -119,7 +119,12 @@ impl Plan {
         if max_message_size <= 0 {
             max_message_size = -1;
         }
-        let core = core_config(&cli, s, journal.is_some(), max_message_size)?;
+        let mut core = core_config(&cli, s, journal.is_some(), max_message_size)?;
+        if matches!(journal, JournalTarget::Postgres(_)) {
+            // PostgreSQL's commits cost per row, not per batch: a batch
+            // held to grow only adds latency (docs/PERFORMANCE.md).
+            core.commit_max_delay = emq_router_core::config::COMMIT_DELAY;
+        }
         let metrics = address(&cli.metrics, s, "METRICS_ADDR");
         let outbox = address(&cli.outbox, s, "OUTBOX");
         if let Some(url) = &outbox {
@@ -491,10 +496,15 @@ mod tests {
         let o = Plan::resolve(cli(&["--journal", "/tmp/x/j.sqlite"]), &settings(&[])).unwrap();
         assert_eq!(o.journal, JournalTarget::Sqlite("/tmp/x/j.sqlite".into()));
         assert!(o.core.journal);
+        // SQLite shares a commit's fixed cost among a batch grown under
+        // load; PostgreSQL pays per row: its batches keep a 1 ms cadence.
+        use emq_router_core::config::{COMMIT_DELAY, DEFAULT_COMMIT_MAX_DELAY};
+        assert_eq!(o.core.commit_max_delay, DEFAULT_COMMIT_MAX_DELAY);
         let url = "postgresql://emq@127.0.0.1:5432/emq";
         let o = Plan::resolve(cli(&[]), &settings(&[("EVENTMQ_JOURNAL", url)])).unwrap();
         assert_eq!(o.journal, JournalTarget::Postgres(url.into()));
         assert!(o.core.journal);
+        assert_eq!(o.core.commit_max_delay, COMMIT_DELAY);
         let o = Plan::resolve(
             cli(&["--journal", "none"]),
             &settings(&[("EVENTMQ_JOURNAL", "/tmp/y")]),

@@ -164,13 +164,21 @@ class Tracker:
         """Apply one message as the socket gave it (:func:`wire.parse`, then
         :meth:`handle`). The two answers every job gets skip the parse:
         ``REPLY [orig]`` is :meth:`accepted`, ``RESULT [orig, status,
-        payload]`` :meth:`finished` (the frames :func:`wire.parse` reads)."""
+        payload]`` :meth:`finished` (the frames :func:`wire.parse` reads).
+        ``ACKS [orig, ...]`` (asked for with ``batched-acks``) is
+        :meth:`accepted` for each msgid; the last record it changed is
+        returned."""
         n = len(frames)
         if n >= 5 and frames[0] == b"" and frames[1] == wire.PROTOCOL:
             command = frames[2]
             try:
                 if command == b"REPLY" and n == 5:
                     return self.accepted(frames[4].decode())
+                if command == b"ACKS":
+                    last = None
+                    for f in frames[4:]:
+                        last = self.accepted(f.decode()) or last
+                    return last
                 if command == b"RESULT" and n >= 7:
                     return self.finished(frames[4].decode(), frames[5].decode(), frames[6])
             except UnicodeDecodeError:
@@ -556,6 +564,7 @@ def submit_headers(
         reply_requested=not legacy,
         receipt=not legacy,
         notices=not legacy,
+        batched_acks=not legacy,
         retries=retries,
         timeout=timeout,
         delay=delay,

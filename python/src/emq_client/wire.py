@@ -40,6 +40,11 @@ MAX_UNIQUE_KEY = 256
 #: because no job manager serves its queue; docs/PROTOCOL.md, "Queues
 #: nobody serves"). 0.3.13 routers ignore it.
 NOTICES = "notices"
+#: emq: the client takes its acknowledgements as ``ACKS [msgid, ...]``,
+#: several REQUESTs' in one message (docs/PROTOCOL.md, "Batched
+#: acknowledgements"); ``emqp_proto::headers::BATCHED_ACKS``. 0.3.13 routers
+#: ignore it and send ``REPLY [msgid]``.
+BATCHED_ACKS = "batched-acks"
 
 Frames = List[bytes]
 
@@ -133,6 +138,7 @@ def headers_frame(
     reply_requested: bool = False,
     receipt: bool = False,
     notices: bool = False,
+    batched_acks: bool = False,
     guarantee: bool = False,
     retries: int = 0,
     timeout: float = 0,
@@ -144,7 +150,8 @@ def headers_frame(
     """The HEADERS frame: 0.3.13's order (``reply-requested``, ``guarantee``,
     ``retry-count:N``, ``timeout:N``), then emq's ``delay:SECS`` and (with
     ``receipt`` and ``reply_requested``) ``result-receipt``, (with
-    ``notices``) ``notices``, then the caller's own headers. Zero retries and a zero timeout are left out, as
+    ``notices``) ``notices``, (with ``batched_acks``) ``batched-acks``, then
+    the caller's own headers. Zero retries and a zero timeout are left out, as
     0.3.13 leaves them out."""
     out: List[str] = []
     if reply_requested:
@@ -167,6 +174,8 @@ def headers_frame(
         out.append(RESULT_RECEIPT)
     if notices:
         out.append(NOTICES)
+    if batched_acks:
+        out.append(BATCHED_ACKS)
     for h in extra:
         if not h or "," in h:
             raise ValueError(f"bad header {h!r}: headers are non-empty and have no commas")
