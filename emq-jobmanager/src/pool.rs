@@ -913,6 +913,19 @@ impl SlotThread {
         }
     }
 
+    /// Run `run` of this slot is over (reported once per run, waking the
+    /// socket loop).
+    fn finished(&self, run: u64, outcome: JobOutcome) {
+        self.emit(
+            PoolEvent::Finished {
+                slot: self.slot,
+                run,
+                outcome,
+            },
+            true,
+        );
+    }
+
     /// Lend the idle worker to the socket loop, if it is ready.
     fn offer(&mut self) {
         if let Some(p) = self.python.lend(&*self.shared) {
@@ -936,14 +949,7 @@ impl SlotThread {
                 if self.shared.end(run).is_none() {
                     return false;
                 }
-                self.emit(
-                    PoolEvent::Finished {
-                        slot: self.slot,
-                        run,
-                        outcome,
-                    },
-                    true,
-                );
+                self.finished(run, outcome);
             }
         }
         self.python.ensure_started(shared);
@@ -1013,14 +1019,7 @@ impl SlotThread {
             };
             // The outcome as the slot saw it, even for a run the pool
             // stopped: the core knows why it stopped it and says so.
-            self.emit(
-                PoolEvent::Finished {
-                    slot: self.slot,
-                    run,
-                    outcome,
-                },
-                true,
-            );
+            self.finished(run, outcome);
             if matches!(js.job, Job::Run(_)) {
                 if stopped {
                     // The kill may have landed after the answer was read:
