@@ -265,6 +265,28 @@ impl GroupRegistry for SlotShared {
     }
 }
 
+impl SlotState {
+    /// Nothing runs or waits on the slot and the pool is not closing: a
+    /// worker may be lent to the socket loop, and a `run` job may take it.
+    fn lendable(&self) -> bool {
+        self.queue.is_empty()
+            && self.run.is_none()
+            && !(self.killed || self.closed || self.abandoned)
+    }
+
+    /// Run `run` is over (on the slot thread or the lean path): whether
+    /// the pool had aimed a kill at it.
+    fn end_run(&mut self, run: u64) -> bool {
+        let stopped = self.stopped == Some(run);
+        self.run = None;
+        self.stopped = None;
+        self.job_pgid = None;
+        self.inline_call = None;
+        self.lean = false;
+        stopped
+    }
+}
+
 impl SlotShared {
     fn lock(&self) -> MutexGuard<'_, SlotState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
@@ -339,29 +361,26 @@ impl SlotShared {
         if s.abandoned {
             return None;
         }
-        let stopped = s.stopped == Some(run);
-        s.run = None;
-        s.stopped = None;
-        s.job_pgid = None;
-        s.inline_call = None;
-        s.lean = false;
-        Some(stopped)
+        Some(s.end_run(run))
     }
 
     /// Lend the slot's idle worker to the socket loop: refused (given
     /// back) while a job waits in the mailbox or the pool is closing.
     fn park(&self, p: Proc) -> Option<Proc> {
         let mut s = self.lock();
-        if !s.queue.is_empty() || s.run.is_some() || s.killed || s.closed || s.abandoned {
+        if !s.lendable() {
             return Some(p);
         }
         s.lent = Some(p);
         None
     }
 
-    /// Give the slot thread a lent worker back.
-    fn hand_back(s: &mut SlotState, p: Proc, why: Handback) {
+    /// Give the slot thread a lent worker back (`s` is this slot's state,
+    /// locked; released here) and wake it.
+    fn hand_back(&self, mut s: MutexGuard<'_, SlotState>, p: Proc, why: Handback) {
         s.returned = Some((p, why));
+        drop(s);
+        self.wake.notify_one();
     }
 
     /// Give up on the thread running an inline handler.
@@ -656,16 +675,14 @@ impl Pool {
         };
         let shared = Arc::clone(&lock_handle(h).shared);
         let mut s = shared.lock();
-        if !s.queue.is_empty() || s.run.is_some() || s.killed || s.closed || s.abandoned {
+        if !s.lendable() {
             return Some(job);
         }
         let Some(mut proc) = s.lent.take() else {
             return Some(job);
         };
         if !proc.fit(self.env.python.code_version.get()) {
-            SlotShared::hand_back(&mut s, proc, Handback::Idle);
-            drop(s);
-            shared.wake.notify_one();
+            shared.hand_back(s, proc, Handback::Idle);
             return Some(job);
         }
         let request = match encode_request(run, &job.msgid, rj, &job_context(&job)) {
@@ -681,9 +698,7 @@ impl Pool {
             // not seen it yet) or full: it goes, and the job is not blamed
             // for it: the slot thread runs it on a fresh worker.
             debug!("run {run} on slot {slot}: its idle Python worker cannot take it ({e})");
-            SlotShared::hand_back(&mut s, proc, Handback::Unsent);
-            drop(s);
-            shared.wake.notify_one();
+            shared.hand_back(s, proc, Handback::Unsent);
             return Some(job);
         }
         s.run = Some(run);
@@ -749,9 +764,7 @@ impl Pool {
                 return;
             }
             if let Some(p) = s.lent.take() {
-                SlotShared::hand_back(&mut s, p, Handback::Idle);
-                drop(s);
-                shared.wake.notify_one();
+                shared.hand_back(s, p, Handback::Idle);
             }
             return;
         };
@@ -777,18 +790,12 @@ impl Pool {
         match answer {
             Answer::Pending => {}
             Answer::Done(outcome) => {
-                let stopped = s.stopped == Some(run);
-                s.run = None;
-                s.stopped = None;
-                s.job_pgid = None;
-                s.lean = false;
+                let stopped = s.end_run(run);
                 let max = self.env.python.max_job_count;
                 if stopped || proc.due(max) || s.killed || s.closed || s.abandoned {
                     // After `kill_all` its worker was killed too.
                     let stopped = stopped || s.killed;
-                    SlotShared::hand_back(&mut s, proc, Handback::Answered { stopped });
-                    drop(s);
-                    shared.wake.notify_one();
+                    shared.hand_back(s, proc, Handback::Answered { stopped });
                 } else {
                     s.lent = Some(proc);
                     drop(s);
@@ -797,9 +804,7 @@ impl Pool {
             }
             Answer::Broken(why) => {
                 // The slot thread reaps it and reports the run.
-                SlotShared::hand_back(&mut s, proc, Handback::Died { run, why });
-                drop(s);
-                shared.wake.notify_one();
+                shared.hand_back(s, proc, Handback::Died { run, why });
             }
         }
     }
