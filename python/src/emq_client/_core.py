@@ -71,6 +71,15 @@ class Pending:
         """A result or a refusal is here: ``outcome`` will not block."""
         return self.reject is not None or self.status is not None
 
+    def settle(self, status: str, payload: bytes) -> None:
+        """Its RESULT is here (so it was accepted): record it, wake the
+        waiter."""
+        self.accepted = True
+        self.status = status
+        self.payload = payload
+        if self.waker is not None:
+            self.waker()
+
 
 class WeakRecords:
     """Records by msgid, held weakly: a plain weak reference per record in a
@@ -207,19 +216,11 @@ class Tracker:
         if orig in self._dupes:
             for d in list(self._dupes.pop(orig)):
                 if d is not self._jobs.get(orig):
-                    d.accepted = True
-                    d.status = status
-                    d.payload = payload
-                    if d.waker is not None:
-                        d.waker()
+                    d.settle(status, payload)
         p = self._jobs.get(orig)
         if p is None:
             return None
-        p.accepted = True
-        p.status = status
-        p.payload = payload
-        if p.waker is not None:
-            p.waker()
+        p.settle(status, payload)
         return p
 
     def handle(self, msg: Incoming) -> Optional[Pending]:
