@@ -150,6 +150,14 @@ pub fn workflow(endpoint: &str, id: &str) -> Option<Value> {
     v.get("workflow").cloned()
 }
 
+/// How many nodes of a workflow's view are done.
+pub fn done_nodes(workflow: &Value) -> usize {
+    workflow["nodes"]
+        .as_array()
+        .map(|a| a.iter().filter(|n| n["state"] == "done").count())
+        .unwrap_or(0)
+}
+
 /// A batch's view (`AdminOp::Batch`: state, total, counts).
 pub fn batch(endpoint: &str, id: &str) -> Option<Value> {
     let v = op(endpoint, &emqp_proto::AdminOp::Batch { id: id.into() })?;

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use emqp_proto::{Command, Message};
+use integration_tests::admin::done_nodes;
 use integration_tests::client::Client;
 use integration_tests::cluster::{start_jobmanager, start_router_on};
 use integration_tests::process::{run, scratch_dir};
@@ -22,13 +23,6 @@ const SLOTS: usize = 4;
 
 fn workflow_view(addrs: &Addrs, id: &str) -> Option<Value> {
     integration_tests::admin::workflow(&addrs.admin, id)
-}
-
-fn done_nodes(v: &Value) -> usize {
-    v["nodes"]
-        .as_array()
-        .map(|a| a.iter().filter(|n| n["state"] == "done").count())
-        .unwrap_or(0)
 }
 
 #[test]

@@ -18,6 +18,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use emqp_proto::{Command, Message};
+use integration_tests::admin::done_nodes;
 use integration_tests::ha::{jobmanager, router, serves, wait_leader, wait_standby};
 use integration_tests::jobs::{self, Tally};
 use integration_tests::postgres::PgCluster;
@@ -56,13 +57,6 @@ fn json_lines(file: &Path) -> Vec<Value> {
         .lines()
         .map(|l| serde_json::from_str(l).expect("a JSON line"))
         .collect()
-}
-
-fn done_nodes(v: &Value) -> usize {
-    v["nodes"]
-        .as_array()
-        .map(|a| a.iter().filter(|n| n["state"] == "done").count())
-        .unwrap_or(0)
 }
 
 #[test]
