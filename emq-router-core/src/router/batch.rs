@@ -265,13 +265,7 @@ impl Router {
             "batch {id} cancelled by an operator: {} pending job(s) cancelled",
             members.len()
         );
-        members
-            .into_iter()
-            .map(|m| match self.op_cancel(&m, now, out) {
-                Ok(v) => v,
-                Err(e) => json!({ "msgid": m, "error": e.message }),
-            })
-            .collect()
+        self.cancel_each(members, now, out)
     }
 
     /// Batch `id`'s row is to be written with the open journal batch

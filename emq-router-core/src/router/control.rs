@@ -709,6 +709,23 @@ impl Router {
         Ok(json!({ "jobs": page, "next_cursor": next, "scanned": scanned }))
     }
 
+    /// `cancel` of each of `msgids` (a workflow's or a batch's jobs):
+    /// each one's answer, or `{"msgid", "error"}`.
+    pub(super) fn cancel_each(
+        &mut self,
+        msgids: Vec<String>,
+        now: Duration,
+        out: &mut Vec<Action>,
+    ) -> Vec<Value> {
+        msgids
+            .into_iter()
+            .map(|m| match self.op_cancel(&m, now, out) {
+                Ok(v) => v,
+                Err(e) => json!({ "msgid": m, "error": e.message }),
+            })
+            .collect()
+    }
+
     pub(super) fn op_cancel(
         &mut self,
         msgid: &str,

@@ -547,14 +547,7 @@ impl Router {
         for i in &waiting {
             self.cancel_waiting(wf, *i, &error, at);
         }
-        let mut jobs = Vec::new();
-        for m in started {
-            let r = self.op_cancel(&m, now, out);
-            jobs.push(match r {
-                Ok(v) => v,
-                Err(e) => json!({ "msgid": m, "error": e.message }),
-            });
-        }
+        let jobs = self.cancel_each(started, now, out);
         self.settle_workflow(wf, now, out);
         // Cancelling while a started node's job is being stopped.
         let state = if self.workflows.live.contains_key(wf) {
